@@ -1,0 +1,54 @@
+"""The per-trial results file and the best-versus-baseline comparison.
+
+results.json is standard JSON (non-finite numbers become null: a p99 of +inf means requests
+failed, which the error rate already says), so any tool can read it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+# (metrics key, label, higher is better)
+COMPARED = (
+    ("output_throughput", "output tok/s", True),
+    ("request_throughput", "requests/s", True),
+    ("p95_ttft_ms", "TTFT p95 ms", False),
+    ("p95_tpot_ms", "TPOT p95 ms", False),
+    ("p95_itl_ms", "ITL p95 ms", False),
+    ("p95_e2el_ms", "E2EL p95 ms", False),
+)
+
+
+def to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if hasattr(obj, "to_dict"):
+        return to_jsonable(obj.to_dict())
+    return obj
+
+
+def compare(best: dict[str, float], baseline: dict[str, float]) -> list[dict]:
+    """Rows of metric, baseline, best, change % and whether the change is an improvement."""
+    rows = []
+    for key, label, higher in COMPARED:
+        b, x = baseline.get(key), best.get(key)
+        if b is None or x is None or not (math.isfinite(b) and math.isfinite(x)):
+            continue
+        change = (x - b) / b * 100 if b else math.nan
+        rows.append({"metric": key, "label": label, "baseline": b, "best": x,
+                     "change_pct": change, "better": (x > b) if higher else (x < b)})
+    return rows
+
+
+def write_results(path: Path, payload: dict) -> Path:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(to_jsonable(payload), indent=2))
+    tmp.replace(path)
+    return path

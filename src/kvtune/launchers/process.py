@@ -1,0 +1,180 @@
+"""Starting and stopping a server process: the only subprocess code of the tuner.
+
+Each server runs in its own process group (so stopping it also stops the children vLLM forks)
+with the kernel's parent-death signal set, so it dies with kvtune even when kvtune is killed with
+SIGKILL. Readiness polls the health endpoint while checking that the process we started is still
+alive: a crash (the process exited) and a timeout (alive but never healthy) are different
+outcomes, and another server already answering on the port is never mistaken for ours because
+the port is checked free before launch and our process must be alive.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+PR_SET_PDEATHSIG = 1
+
+
+class ServerStartError(Exception):
+    """The server did not become ready. ``kind`` is "crash", "timeout" or "port"."""
+
+    def __init__(self, kind: str, reason: str, returncode: int | None = None):
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+        self.returncode = returncode
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free now (bind to 0). The launch re-checks it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGKILL this process when kvtune dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+_ERROR_LINE = re.compile(r"error|failed|invalid|unknown|cannot|exception|abort|fatal", re.I)
+
+
+def last_error_line(log_text: str) -> str:
+    """The log's last line that looks like an error, else its last non-empty line."""
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if _ERROR_LINE.search(ln):
+            return ln[:400]
+    return lines[-1][:400] if lines else "(empty log)"
+
+
+@dataclass
+class ServerProcess:
+    """One running server. Use as a context manager so it is always stopped."""
+
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    port: int
+    host: str = "127.0.0.1"
+    health_path: str = "/health"
+    proc: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> "ServerProcess":
+        if port_in_use(self.port, self.host):
+            raise ServerStartError("port", f"port {self.port} is already in use on {self.host}")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "wb")
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as e:
+            log.close()
+            raise ServerStartError("crash", f"cannot execute {self.argv[0]}: {e}") from e
+        log.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout_s: float = 120.0) -> float:
+        """Poll health until 200; return seconds to ready. Raise ServerStartError otherwise."""
+        assert self.proc is not None
+        t0 = time.monotonic()
+        url = self.base_url + self.health_path
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                rc = self.proc.poll()
+                if rc is not None:
+                    reason = last_error_line(self.log_text())
+                    raise ServerStartError("crash", f"exited with status {rc}: {reason}", rc)
+                try:
+                    if client.get(url).status_code == 200 and self.alive():
+                        return time.monotonic() - t0
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() - t0 > timeout_s:
+                    raise ServerStartError(
+                        "timeout",
+                        f"not healthy after {timeout_s:.0f} s: {last_error_line(self.log_text())}",
+                    )
+                time.sleep(0.25)
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        """TERM the process group, then KILL it after `grace_s`. Returns the exit status."""
+        if self.proc is None:
+            return None
+        pgid = self.proc.pid  # start_new_session: the leader's pid is the group id
+        if self.proc.poll() is None:
+            try:
+                os.killpg(pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        # Children may outlive the leader; KILL whatever is left in the group.
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            return self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def run_capture(argv: list[str], timeout_s: float = 30.0) -> tuple[int, str]:
+    """Run a short command (e.g. ``llama-server --version``); return (status, stdout+stderr)."""
+    try:
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, text=True
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, str(e)
+    return done.returncode, (done.stdout or "") + (done.stderr or "")

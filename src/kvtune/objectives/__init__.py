@@ -1,0 +1,1 @@
+"""Pure scoring: per-request samples -> metrics, targets ("ttft<1s") -> constraint margins."""

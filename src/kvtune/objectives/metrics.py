@@ -1,0 +1,103 @@
+"""Per-request samples and their summary, with the definitions of ../shared/MEASUREMENT.md.
+
+Names follow vLLM's `vllm bench serve` (mean_ttft_ms, p99_tpot_ms, output_throughput, ...) so
+users can compare kvtune's figures with theirs. A failed request is never dropped silently: it
+counts in the error rate and as +inf latency for percentile targets (see `targets.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+PERCENTILES = (50, 90, 95, 99)
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+
+
+@dataclass
+class RequestSample:
+    """One request as the client saw it. Times are seconds on the client's monotonic clock."""
+
+    send_time: float
+    ok: bool = False
+    ttft_s: float | None = None
+    e2el_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    error: str = ""
+    # Seconds this request waited for a free client slot (closed loop) before being sent.
+    queue_wait_s: float = 0.0
+    # Server-reported timings (llama-server's `timings` object), when present.
+    server_timings: dict | None = None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(E2EL - TTFT) / (output_tokens - 1); undefined for one-token answers."""
+        if not self.ok or self.ttft_s is None or self.e2el_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2el_s - self.ttft_s) / (self.output_tokens - 1)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["tpot_s"] = self.tpot_s
+        return d
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Linear-interpolated percentile (numpy's default method), without numpy."""
+    if not values:
+        return math.nan
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    k = (len(xs) - 1) * p / 100.0
+    lo = math.floor(k)
+    hi = math.ceil(k)
+    if lo == hi or xs[lo] == xs[hi]:  # equal neighbours (also two +inf) need no interpolation
+        return xs[lo]
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def _stats(name: str, values_s: list[float], failed: int) -> dict[str, float]:
+    """mean/median/p50.. in ms. Failed requests enter percentiles as +inf, not the mean."""
+    out: dict[str, float] = {}
+    finite = [v * 1000.0 for v in values_s]
+    out[f"mean_{name}_ms"] = sum(finite) / len(finite) if finite else math.nan
+    pooled = finite + [math.inf] * failed
+    out[f"median_{name}_ms"] = percentile(pooled, 50)
+    for p in PERCENTILES:
+        out[f"p{p}_{name}_ms"] = percentile(pooled, p)
+    return out
+
+
+def summarize(samples: list[RequestSample], duration_s: float) -> dict[str, float]:
+    """Summarize one benchmark run into vLLM-style keys.
+
+    `duration_s` is the wall time of the measured phase (warm-up excluded). Throughputs count
+    only successful requests; `error_rate` is failed / sent.
+    """
+    ok = [s for s in samples if s.ok]
+    failed = len(samples) - len(ok)
+    duration_s = max(duration_s, 1e-9)
+    out: dict[str, float] = {
+        "num_requests": float(len(samples)),
+        "completed": float(len(ok)),
+        "failed": float(failed),
+        "error_rate": failed / len(samples) if samples else 1.0,
+        "duration_s": duration_s,
+        "total_input_tokens": float(sum(s.prompt_tokens for s in ok)),
+        "total_output_tokens": float(sum(s.output_tokens for s in ok)),
+        "request_throughput": len(ok) / duration_s,
+        "output_throughput": sum(s.output_tokens for s in ok) / duration_s,
+        "total_token_throughput": sum(s.prompt_tokens + s.output_tokens for s in ok) / duration_s,
+        "mean_queue_wait_ms": (
+            1000.0 * sum(s.queue_wait_s for s in samples) / len(samples) if samples else 0.0
+        ),
+    }
+    out.update(_stats("ttft", [s.ttft_s for s in ok if s.ttft_s is not None], failed))
+    out.update(_stats("e2el", [s.e2el_s for s in ok if s.e2el_s is not None], failed))
+    out.update(_stats("tpot", [t for s in ok if (t := s.tpot_s) is not None], failed))
+    # ITL is pooled over all gaps of all requests; a failed request adds one +inf gap.
+    out.update(_stats("itl", [g for s in ok for g in s.itl_s], failed))
+    return out

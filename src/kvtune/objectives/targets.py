@@ -1,0 +1,170 @@
+"""Targets ("ttft<1s", "tpot_p99<=50ms", "error_rate<1%") and their constraint margins.
+
+Grammar: ``METRIC[_STAT] OP NUMBER[UNIT]``.
+
+- METRIC: ttft, tpot, itl, e2el (latencies; units s or ms), error_rate (unit % or a fraction),
+  output_throughput (tok/s) and request_throughput (req/s).
+- STAT: mean, median, p50, p90, p95, p99. A bare latency metric means p95.
+- OP: <, <=, >, >=.
+
+A target becomes an Optuna constraint margin, normalized by its threshold so that targets of
+different scales weigh alike: margin <= 0 is feasible. This module is pure (no I/O).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from kvtune.errors import TargetError
+from kvtune.objectives.metrics import LATENCY_METRICS
+
+STATS = ("mean", "median", "p50", "p90", "p95", "p99")
+DEFAULT_STAT = "p95"
+RATE_METRICS = ("error_rate",)
+THROUGHPUT_METRICS = {"output_throughput": "tok/s", "request_throughput": "req/s"}
+METRICS = LATENCY_METRICS + RATE_METRICS + tuple(THROUGHPUT_METRICS)
+OPS = ("<=", ">=", "<", ">")
+# A margin stands in for +inf (every request failed) so Optuna's arithmetic stays finite.
+MAX_MARGIN = 1e6
+
+_TARGET_RE = re.compile(
+    r"^\s*(?P<name>[a-z_0-9]+)\s*(?P<op><=|>=|<|>)\s*"
+    r"(?P<num>[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(?P<unit>[a-z%/]*)\s*$",
+    re.IGNORECASE,
+)
+_UNIT_TO_MS = {"ms": 1.0, "s": 1000.0, "us": 0.001}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One parsed target. `threshold` is in the metric's base unit (ms, fraction, per second)."""
+
+    metric: str
+    stat: str  # "" for error_rate and throughputs
+    op: str
+    threshold: float
+    text: str = ""
+
+    @property
+    def key(self) -> str:
+        """The metrics-summary key this target reads (vLLM naming)."""
+        if self.metric in LATENCY_METRICS:
+            stat = "median" if self.stat == "p50" else self.stat
+            return f"{stat}_{self.metric}_ms"
+        return self.metric
+
+    @property
+    def name(self) -> str:
+        """Short constraint name, e.g. ``ttft_p95``."""
+        return f"{self.metric}_{self.stat}" if self.stat else self.metric
+
+    @property
+    def upper(self) -> bool:
+        return self.op in ("<", "<=")
+
+    def describe(self) -> str:
+        """Human-readable form, e.g. ``TTFT p95 < 1000 ms``."""
+        if self.metric in LATENCY_METRICS:
+            value = f"{_fmt(self.threshold)} ms"
+            return f"{self.metric.upper()} {self.stat} {self.op} {value}"
+        if self.metric == "error_rate":
+            return f"error rate {self.op} {_fmt(self.threshold * 100)}%"
+        return f"{self.metric} {self.op} {_fmt(self.threshold)} {THROUGHPUT_METRICS[self.metric]}"
+
+    def value(self, metrics: dict[str, float]) -> float:
+        v = metrics.get(self.key, math.nan)
+        return math.inf if v is None or math.isnan(v) else float(v)
+
+    def margin(self, metrics: dict[str, float]) -> float:
+        """Normalized violation: <= 0 when met, > 0 by how much (relative) it is missed."""
+        v = self.value(metrics)
+        scale = abs(self.threshold) if self.threshold else 1.0
+        if math.isinf(v):
+            return MAX_MARGIN if (v > 0) == self.upper else -1.0
+        raw = (v - self.threshold) if self.upper else (self.threshold - v)
+        m = raw / scale
+        if self.op in ("<", ">") and raw == 0:
+            m = 1e-9  # the strict bound is not met at equality
+        return max(min(m, MAX_MARGIN), -MAX_MARGIN)
+
+    def met(self, metrics: dict[str, float]) -> bool:
+        return self.margin(metrics) <= 0
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def parse_target(text: str) -> Target:
+    """Parse one target; raise `TargetError` with a one-line message naming what to fix."""
+    m = _TARGET_RE.match(text or "")
+    if not m:
+        raise TargetError(
+            f"cannot parse target {text!r}: expected METRIC OP VALUE, e.g. 'ttft<1s', "
+            f"'tpot_p99<=50ms', 'error_rate<1%'"
+        )
+    name, op, num, unit = m["name"].lower(), m["op"], float(m["num"]), m["unit"].lower()
+    metric, stat = name, ""
+    for s in STATS:
+        if name.endswith("_" + s) and name[: -len(s) - 1] in LATENCY_METRICS:
+            metric, stat = name[: -len(s) - 1], s
+            break
+    if metric not in METRICS:
+        raise TargetError(
+            f"unknown metric {metric!r} in target {text!r}: use one of {', '.join(METRICS)} "
+            f"(latencies take _mean, _median, _p50, _p90, _p95 or _p99)"
+        )
+    if metric in LATENCY_METRICS:
+        stat = stat or DEFAULT_STAT
+        if unit not in _UNIT_TO_MS:
+            raise TargetError(
+                f"target {text!r} needs a time unit: write e.g. '{metric}<1s' or '{metric}<800ms'"
+            )
+        threshold = num * _UNIT_TO_MS[unit]
+    elif metric == "error_rate":
+        if unit == "%":
+            threshold = num / 100.0
+        elif unit == "":
+            threshold = num
+        else:
+            raise TargetError(f"target {text!r}: error_rate takes '%' or a fraction, not {unit!r}")
+        if threshold > 1:
+            raise TargetError(f"target {text!r}: an error rate cannot exceed 100%")
+    else:
+        allowed = ("", THROUGHPUT_METRICS[metric])
+        if unit not in allowed:
+            raise TargetError(
+                f"target {text!r}: {metric} is in {THROUGHPUT_METRICS[metric]}, not {unit!r}"
+            )
+        threshold = num
+    return Target(metric=metric, stat=stat, op=op, threshold=threshold, text=text.strip())
+
+
+def parse_targets(texts: list[str]) -> list[Target]:
+    """Parse several targets and reject contradictions such as ``ttft<1s`` with ``ttft>2s``."""
+    targets = [parse_target(t) for t in texts]
+    by_key: dict[str, list[Target]] = {}
+    for t in targets:
+        by_key.setdefault(t.key, []).append(t)
+    for group in by_key.values():
+        uppers = [t for t in group if t.upper]
+        lowers = [t for t in group if not t.upper]
+        for u in uppers:
+            for lo in lowers:
+                strict = u.op == "<" or lo.op == ">"
+                if u.threshold < lo.threshold or (strict and u.threshold == lo.threshold):
+                    raise TargetError(
+                        f"targets {lo.text!r} and {u.text!r} contradict each other: "
+                        f"no value of {u.name} can meet both"
+                    )
+    return targets
+
+
+def with_default_error_target(targets: list[Target]) -> list[Target]:
+    """Add ``error_rate<1%`` unless the user set an error-rate target: failed requests are
+    never a feasible way to be fast."""
+    if any(t.metric == "error_rate" for t in targets):
+        return targets
+    return [*targets, parse_target("error_rate<1%")]

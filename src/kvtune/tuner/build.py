@@ -1,0 +1,91 @@
+"""Assemble a ready-to-run Tuner from a StudySpec: resolve the model and the server binary,
+build the search space, open (or resume) the study. Kept apart from the loop so tests can build
+a Tuner from fakes and the CLI stays thin.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from kvtune import hardware
+from kvtune.errors import BackendError
+from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
+from kvtune.models import resolve_model
+from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
+from kvtune.tuner import storage
+from kvtune.tuner.loop import Callbacks, Tuner
+from kvtune.tuner.space import SearchSpace
+from kvtune.tuner.spec import StudySpec, merge_knobs
+
+
+@dataclass
+class Prepared:
+    spec: StudySpec
+    targets: list[Target]
+    launcher: Any
+    space: SearchSpace
+    study_name: str
+    run_dir: Path
+    hardware: dict
+
+
+def parse_study_targets(spec: StudySpec) -> list[Target]:
+    return with_default_error_target(parse_targets(spec.targets))
+
+
+def make_launcher(spec: StudySpec) -> Any:
+    """The backend's launcher. Bad input (model, binary) fails here, before any launch."""
+    if spec.backend == "llama-server":
+        model = resolve_model(spec.model)
+        return LlamaServerLauncher(binary=find_llama_server(spec.llama_server), model_path=str(model))
+    raise BackendError(f"unknown backend {spec.backend!r}")
+
+
+def default_study_name(spec: StudySpec, launcher: Any) -> str:
+    return f"{launcher.served_model_name()}-{spec.backend}-{spec.fingerprint()}"
+
+
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def make_sampler(spec: StudySpec, n_existing: int) -> optuna.samplers.BaseSampler:
+    """TPE with constraints (set per trial with `trial.set_constraint`). The seed moves with the
+    number of stored trials so a resumed study does not re-propose its first random points."""
+    return optuna.samplers.TPESampler(
+        seed=spec.seed + n_existing,
+        n_startup_trials=max(3, min(10, spec.trials // 3)),
+        multivariate=True,
+        group=True,
+    )
+
+
+def prepare(spec: StudySpec, launcher: Any = None, runs_dir: str | None = None,
+            storage_url: str | None = None) -> Prepared:
+    targets = parse_study_targets(spec)  # malformed targets fail before anything else
+    launcher = launcher or make_launcher(spec)
+    hw = hardware.fingerprint()
+    knobs = merge_knobs(launcher.default_knobs(spec.workload, hw["cpus"]), spec.space)
+    name = spec.study or default_study_name(spec, launcher)
+    directory = storage.run_dir(storage.runs_root(runs_dir), name)
+    return Prepared(spec=spec, targets=targets, launcher=launcher,
+                    space=SearchSpace(knobs, launcher), study_name=name, run_dir=directory,
+                    hardware=hw)
+
+
+def open_tuner(p: Prepared, callbacks: Callbacks | None = None,
+               storage_url: str | None = None, **kwargs: Any) -> Tuner:
+    url = storage_url or storage.sqlite_url(p.run_dir)
+    identity = {"backend": p.spec.backend, "model": getattr(p.launcher, "model_path", p.spec.model),
+                "targets": sorted(t.name + t.op + repr(t.threshold) for t in p.targets),
+                "objective": p.spec.objective, "workload": p.spec.workload.to_dict(),
+                "space": [k.describe() for k in p.space.knobs]}
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = storage.open_study(p.study_name, url, p.spec.direction, identity)
+    study.sampler = make_sampler(p.spec, len(study.trials))
+    study.set_user_attr("hardware", p.hardware)
+    return Tuner(p.spec, p.launcher, p.space, p.targets, study, p.run_dir, callbacks, **kwargs)

@@ -1,0 +1,230 @@
+"""StudySpec: everything a study needs, from a YAML study file and/or command-line flags.
+
+A study file is validated strictly (unknown keys, wrong types, empty search spaces and ranges
+with min > max are one-line `SpecError`s) because a typo in an unattended hours-long run must
+fail before anything launches, not after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvtune.bench.workload import Workload
+from kvtune.errors import SpecError
+from kvtune.launchers.base import Knob
+from kvtune.objectives.metrics import LATENCY_METRICS
+from kvtune.objectives.targets import STATS
+
+BACKENDS = ("llama-server",)
+TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
+            "space", "llama_server", "startup_timeout_s"}
+OBJECTIVES = {"output_throughput": ("output_throughput", "maximize"),
+              "request_throughput": ("request_throughput", "maximize")}
+for _m in LATENCY_METRICS:
+    for _s in STATS:
+        OBJECTIVES[f"{_m}_{_s}"] = (f"{'median' if _s == 'p50' else _s}_{_m}_ms", "minimize")
+
+
+@dataclass
+class StudySpec:
+    study: str | None = None
+    backend: str = "llama-server"
+    model: str | None = None  # None: the demo model
+    targets: list[str] = field(default_factory=list)
+    objective: str = "output_throughput"
+    trials: int = 12
+    seed: int = 0
+    workload: Workload = field(default_factory=Workload)
+    space: dict[str, Any] = field(default_factory=dict)
+    llama_server: str | None = None
+    startup_timeout_s: float = 180.0
+
+    @property
+    def objective_key(self) -> str:
+        return OBJECTIVES[self.objective][0]
+
+    @property
+    def direction(self) -> str:
+        return OBJECTIVES[self.objective][1]
+
+    def validate(self) -> "StudySpec":
+        if self.backend not in BACKENDS:
+            raise SpecError(f"unknown backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
+        if self.objective not in OBJECTIVES:
+            raise SpecError(f"unknown objective {self.objective!r}: use output_throughput, "
+                            f"request_throughput or a latency such as ttft_p95")
+        if self.trials < 1:
+            raise SpecError(f"trials must be at least 1 (the baseline is trial 0), got {self.trials}")
+        if self.startup_timeout_s <= 0:
+            raise SpecError("startup_timeout_s must be positive")
+        self.workload.validate()
+        parse_space(self.space)
+        return self
+
+    def fingerprint(self) -> str:
+        """A short hash of what defines the study's results (not the trial budget)."""
+        key = {"backend": self.backend, "model": self.model, "targets": sorted(self.targets),
+               "objective": self.objective, "workload": asdict(self.workload), "space": self.space}
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["workload"] = asdict(self.workload)
+        return d
+
+
+def _check_type(where: str, value: Any, types: tuple, what: str) -> None:
+    if isinstance(value, bool) and bool not in types:
+        raise SpecError(f"{where} must be {what}, got {value!r}")
+    if not isinstance(value, types):
+        raise SpecError(f"{where} must be {what}, got {value!r}")
+
+
+def parse_knob(name: str, raw: Any) -> Knob | None:
+    """One `space:` entry -> Knob. list = choices, {low, high} = range, scalar = fixed,
+    null = not tuned (the server's default)."""
+    where = f"space.{name}"
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        if not raw:
+            raise SpecError(f"{where} is an empty list: give at least one value")
+        for v in raw:
+            _check_type(f"{where} choice", v, (str, int, float, bool), "a string, number or bool")
+        return Knob(name, "choices", choices=tuple(raw))
+    if isinstance(raw, dict):
+        unknown = set(raw) - {"low", "high", "step", "log"}
+        if unknown:
+            raise SpecError(f"{where} has unknown key(s) {sorted(unknown)}: use low, high, step, log")
+        if "low" not in raw or "high" not in raw:
+            raise SpecError(f"{where} needs both low and high")
+        low, high = raw["low"], raw["high"]
+        _check_type(f"{where}.low", low, (int, float), "a number")
+        _check_type(f"{where}.high", high, (int, float), "a number")
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise SpecError(f"{where}: low and high must be finite numbers")
+        if low > high:
+            raise SpecError(f"{where}: low ({low}) is greater than high ({high})")
+        log = raw.get("log", False)
+        _check_type(f"{where}.log", log, (bool,), "true or false")
+        if log and low <= 0:
+            raise SpecError(f"{where}: a log range needs low > 0")
+        is_int = isinstance(low, int) and isinstance(high, int)
+        step = raw.get("step")
+        if step is not None:
+            _check_type(f"{where}.step", step, (int,), "an integer")
+            if step < 1 or not is_int:
+                raise SpecError(f"{where}.step must be a positive integer on an integer range")
+        return Knob(name, "int" if is_int else "float", low=low, high=high, step=step, log=log)
+    _check_type(where, raw, (str, int, float, bool), "a list, a {low, high} range or a value")
+    return Knob(name, "fixed", value=raw)
+
+
+def parse_space(space: Any) -> dict[str, Knob | None]:
+    if not isinstance(space, dict):
+        raise SpecError(f"space must be a mapping of flag name -> values, got {space!r}")
+    out: dict[str, Knob | None] = {}
+    for name, raw in space.items():
+        if not isinstance(name, str) or not name.strip("-"):
+            raise SpecError(f"space has an invalid flag name {name!r}")
+        clean = name.lstrip("-")
+        out[clean] = parse_knob(clean, raw)
+    return out
+
+
+def merge_knobs(defaults: list[Knob], space: dict[str, Any]) -> list[Knob]:
+    """The study's knobs: the backend's defaults with the study file's entries fixed, narrowed,
+    removed (null) or added."""
+    overrides = parse_space(space)
+    knobs = []
+    for k in defaults:
+        if k.name in overrides:
+            if overrides[k.name] is not None:
+                knobs.append(overrides[k.name])
+        else:
+            knobs.append(k)
+    default_names = {k.name for k in defaults}
+    knobs += [k for n, k in overrides.items() if n not in default_names and k is not None]
+    if not any(k.kind != "fixed" for k in knobs):
+        raise SpecError("the search space is empty: every flag is fixed, nothing left to tune")
+    return knobs
+
+
+def load_study_file(path: str | Path) -> dict[str, Any]:
+    """Read and type-check a YAML study file; returns the keys it sets."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"study file {str(path)!r} does not exist") from None
+    except OSError as e:
+        raise SpecError(f"cannot read study file {str(path)!r}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        at = f" at line {line + 1}" if line is not None else ""
+        raise SpecError(f"study file {str(path)!r} is not valid YAML{at}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(f"study file {str(path)!r} must be a mapping of keys, not {type(data).__name__}")
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        raise SpecError(f"study file {str(path)!r} has unknown key(s) {sorted(map(str, unknown))}; "
+                        f"allowed: {', '.join(sorted(TOP_KEYS))}")
+    checks = {"study": ((str,), "a string"), "backend": ((str,), "a string"),
+              "model": ((str,), "a string"), "objective": ((str,), "a string"),
+              "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
+              "llama_server": ((str,), "a string"),
+              "startup_timeout_s": ((int, float), "a number")}
+    for key, (types, what) in checks.items():
+        if key in data and data[key] is not None:
+            _check_type(key, data[key], types, what)
+    if "targets" in data:
+        t = data["targets"]
+        if isinstance(t, str):
+            data["targets"] = [t]
+        elif not (isinstance(t, list) and all(isinstance(x, str) for x in t)):
+            raise SpecError("targets must be a list of strings such as 'ttft<1s'")
+    if "workload" in data:
+        data["workload"] = parse_workload(data["workload"])
+    if "space" in data:
+        if data["space"] is None:
+            data["space"] = {}
+        parse_space(data["space"])
+    # Relative model paths are relative to the study file, so studies can travel with models.
+    if data.get("model") and data["model"] != "demo" and not Path(data["model"]).is_absolute():
+        data["model"] = str((p.parent / data["model"]).resolve())
+    return data
+
+
+def parse_workload(raw: Any) -> Workload:
+    if not isinstance(raw, dict):
+        raise SpecError("workload must be a mapping (concurrency, prompt_tokens, output_tokens, ...)")
+    known = {f.name: f for f in fields(Workload)}
+    unknown = set(raw) - set(known)
+    if unknown:
+        raise SpecError(f"workload has unknown key(s) {sorted(map(str, unknown))}; "
+                        f"allowed: {', '.join(known)}")
+    for k, v in raw.items():
+        want_float = k == "request_timeout_s"
+        _check_type(f"workload.{k}", v, (int, float) if want_float else (int,),
+                    "a number" if want_float else "an integer")
+    return Workload(**raw).validate()
+
+
+def build_spec(file_data: dict[str, Any], overrides: dict[str, Any]) -> StudySpec:
+    """Study-file values, then command-line flags that were given (not None), over defaults."""
+    spec = StudySpec()
+    values = {**file_data, **{k: v for k, v in overrides.items() if v is not None}}
+    wl_over = values.pop("workload_overrides", {}) or {}
+    spec = replace(spec, **values)
+    if wl_over:
+        spec = replace(spec, workload=replace(spec.workload, **wl_over))
+    return spec.validate()
