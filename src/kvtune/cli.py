@@ -29,7 +29,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False)
 
-DEPLOY_HOST, DEPLOY_PORT = "127.0.0.1", 8080
 TARGET_HELP = (
     "Latency/throughput target, repeatable: METRIC[_STAT] OP VALUE, e.g. 'ttft<1s', "
     "'ttft_p99<800ms', 'tpot<50ms', 'itl_p95<100ms', 'e2el<10s', 'error_rate<1%'. "
@@ -104,7 +103,7 @@ def _print_header(p: Prepared) -> None:
     console.print("space    " + "; ".join(p.space.describe()))
 
 
-def _header_lines(p: Prepared, best: TrialOutcome) -> list[str]:
+def _header_lines(p: Prepared, best: TrialOutcome, host: str, port: int) -> list[str]:
     m = best.metrics or {}
     return [
         f"study: {p.study_name} (trial {best.number}, {dt.datetime.now().isoformat(timespec='seconds')})",
@@ -116,7 +115,7 @@ def _header_lines(p: Prepared, best: TrialOutcome) -> list[str]:
         f"measured: output {m.get('output_throughput', 0):.1f} tok/s, TTFT p95 {_ms(m.get('p95_ttft_ms'))}, "
         f"TPOT p95 {_ms(m.get('p95_tpot_ms'))}, E2EL p95 {_ms(m.get('p95_e2el_ms'))}, "
         f"error rate {m.get('error_rate', 0) * 100:.1f}%",
-        f"tuned on 127.0.0.1:<random port>; serves on {DEPLOY_HOST}:{DEPLOY_PORT}",
+        f"tuned on 127.0.0.1 (a free port per trial); this script serves on {host}:{port}",
     ]
 
 
@@ -128,7 +127,7 @@ def best_outcome(outcomes: list[TrialOutcome], direction: str) -> TrialOutcome |
     return pick(feasible, key=lambda o: o.objective)
 
 
-def _summarize(p: Prepared, outcomes: list[TrialOutcome]) -> int:
+def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int) -> int:
     baseline = next((o for o in outcomes if o.baseline), None)
     best = best_outcome(outcomes, p.spec.direction)
     saved = sum(1 for o in outcomes if o.reason.startswith("pre-screen"))
@@ -150,8 +149,9 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome]) -> int:
             console.print(f"  trial {o.number} ({_fmt_flags(o.candidate)}): {o.reason}")
         console.print(f"Per-trial results: {results}")
         return 1
-    argv = p.launcher.command(best.candidate, DEPLOY_PORT, DEPLOY_HOST)
-    script = launch_script.write(p.run_dir / "launch-best.sh", argv, best.env, _header_lines(p, best))
+    argv = p.launcher.command(best.candidate, port, host)
+    script = launch_script.write(p.run_dir / "launch-best.sh", argv, best.env,
+                                 _header_lines(p, best, host, port))
     payload["best_argv"] = argv
     payload["launch_script"] = str(script)
     if baseline and baseline.metrics:
@@ -197,13 +197,17 @@ def run(
     prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),
     output_tokens: Optional[int] = typer.Option(None, help="Output tokens per request, forced with ignore_eos (default 64)."),
     num_requests: Optional[int] = typer.Option(None, help="Measured requests per trial (default 32)."),
+    warmup_requests: Optional[int] = typer.Option(None, help="Warm-up requests per trial, not measured (default 8)."),
     seed: Optional[int] = typer.Option(None, help="Sampler and prompt seed (default 0)."),
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs or $KVTUNE_RUNS_DIR)."),
+    deploy_host: str = typer.Option("127.0.0.1", help="Address the launch script's server binds (tuning always binds 127.0.0.1)."),
+    deploy_port: int = typer.Option(8080, help="Port the launch script's server listens on."),
 ) -> None:
     """Tune a server: launch it with candidate flags, measure real load, keep the best."""
     file_data = load_study_file(study_file) if study_file else {}
     wl = {k: v for k, v in {"concurrency": concurrency, "prompt_tokens": prompt_tokens,
-                           "output_tokens": output_tokens, "num_requests": num_requests}.items()
+                           "output_tokens": output_tokens, "num_requests": num_requests,
+                           "warmup_requests": warmup_requests}.items()
           if v is not None}
     if wl and "workload" in file_data:
         from dataclasses import replace
@@ -229,7 +233,7 @@ def run(
         err_console.print(f"\ninterrupted: the running trial is recorded as interrupted and the server "
                           f"stopped; study saved in {prepared.run_dir}. Run the same command to resume.")
         raise typer.Exit(130)
-    raise typer.Exit(_summarize(prepared, outcomes))
+    raise typer.Exit(_summarize(prepared, outcomes, deploy_host, deploy_port))
 
 
 def main() -> None:

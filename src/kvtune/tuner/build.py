@@ -50,18 +50,17 @@ def default_study_name(spec: StudySpec, launcher: Any) -> str:
     return f"{launcher.served_model_name()}-{spec.backend}-{spec.fingerprint()}"
 
 
-warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-
-
 def make_sampler(spec: StudySpec, n_existing: int) -> optuna.samplers.BaseSampler:
     """TPE with constraints (set per trial with `trial.set_constraint`). The seed moves with the
     number of stored trials so a resumed study does not re-propose its first random points."""
-    return optuna.samplers.TPESampler(
-        seed=spec.seed + n_existing,
-        n_startup_trials=max(3, min(10, spec.trials // 3)),
-        multivariate=True,
-        group=True,
-    )
+    with warnings.catch_warnings():  # multivariate/group are "experimental" but long stable
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=spec.seed + n_existing,
+            n_startup_trials=max(3, min(10, spec.trials // 3)),
+            multivariate=True,
+            group=True,
+        )
 
 
 def prepare(spec: StudySpec, launcher: Any = None, runs_dir: str | None = None,

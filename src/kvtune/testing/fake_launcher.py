@@ -1,0 +1,69 @@
+"""A fake launcher for loop tests: it starts the real fake server as a real process.
+
+Everything but the model is real: process groups, readiness, the load client, Optuna storage.
+Its knobs map to set latencies, so a test knows which config must win:
+
+- ``speed`` (1, 2, 4): TTFT = base_ttft_ms / speed, ITL = base_itl_ms / speed.
+- ``bogus`` (True/False): True adds a flag the fake server rejects (exit status 2), like a real
+  server refusing an argument.
+- ``fail-status``: every chat request answers with that HTTP status.
+- ``min-slot`` is checked by precheck(): a value below the workload's request length is rejected
+  without a launch, like llama-server's per-slot context rule.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from kvtune.bench.workload import Workload
+from kvtune.launchers.base import Candidate, Knob
+
+
+@dataclass
+class FakeLauncher:
+    base_ttft_ms: float = 200.0
+    base_itl_ms: float = 20.0
+    name: str = "fake"
+    health_path: str = "/health"
+    model_path: str = "fake-model"
+    knobs: tuple[Knob, ...] = (
+        Knob("speed", "choices", choices=(1, 2, 4)),
+        Knob("bogus", "choices", choices=(False, True)),
+    )
+
+    def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
+        f = candidate.flags
+        speed = float(f.get("speed", 1))
+        argv = [sys.executable, "-m", "kvtune.testing.fake_server", "--host", host,
+                "--port", str(port), "--ttft-ms", f"{self.base_ttft_ms / speed:g}",
+                "--itl-ms", f"{self.base_itl_ms / speed:g}"]
+        if f.get("bogus"):
+            argv.append("--bogus-flag")
+        if f.get("fail-status"):
+            argv += ["--fail-status", str(f["fail-status"])]
+        if f.get("startup-delay-s"):
+            argv += ["--startup-delay-s", str(f["startup-delay-s"])]
+        return argv
+
+    def environment(self, candidate: Candidate) -> dict[str, str]:
+        return dict(candidate.env)
+
+    def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
+        return list(self.knobs)
+
+    def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
+        slot = candidate.flags.get("min-slot")
+        if slot is not None and int(slot) < workload.request_tokens:
+            return f"per-slot context {slot} < request length {workload.request_tokens}"
+        return None
+
+    def request_extra_body(self) -> dict[str, Any]:
+        return {}
+
+    def served_model_name(self) -> str:
+        return self.model_path
+
+    def version(self) -> str:
+        return "fake-server 1.0"

@@ -1,0 +1,140 @@
+"""`kvtune run` end to end against the real llama-server and the demo model.
+
+A small workload keeps each trial to a few seconds; the studies still launch the real server,
+stream real completions and store real Optuna studies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kvtune.artifacts.launch_script import parse_exec_argv
+from kvtune.errors import KvtuneError
+from kvtune.launchers.llama_server import find_llama_server
+from kvtune.launchers.process import free_port
+from kvtune.models import demo_model_path
+
+pytestmark = pytest.mark.e2e
+SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
+         "--num-requests", "4", "--warmup-requests", "1"]
+
+
+@pytest.fixture(scope="module")
+def llama_server() -> str:
+    try:
+        return find_llama_server()
+    except KvtuneError as e:
+        pytest.skip(str(e))
+
+
+def kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def generous(tmp_path_factory, llama_server):
+    """One study with a target every config meets; shared by the tests below."""
+    d = tmp_path_factory.mktemp("generous")
+    port = free_port()
+    r = kvtune("run", "--trials", "3", "--target", "ttft<60s", "--study", "ok", "--runs-dir", str(d),
+               "--deploy-port", str(port), *SMALL, cwd=d)
+    return r, d / "ok", port
+
+
+def test_generous_target_gives_a_best_command(generous):
+    r, run_dir, _ = generous
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Best feasible config" in r.stdout and "Best command line:" in r.stdout
+    assert "vs baseline" in r.stdout
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["baseline_trial"] == 0 and results["trials"][0]["baseline"]
+    assert len(results["trials"]) == 3
+    assert (run_dir / "launch-best.sh").exists()
+    for t in results["trials"]:
+        if t["launched"]:
+            assert Path(t["log_path"]).exists()  # the server log is kept beside the results
+
+
+def test_launch_script_runs_exactly_the_winning_argv(generous):
+    r, run_dir, port = generous
+    results = json.loads((run_dir / "results.json").read_text())
+    best = next(t for t in results["trials"] if t["number"] == results["best_trial"])
+    script_argv = parse_exec_argv((run_dir / "launch-best.sh").read_text())
+    trial_argv = list(best["argv"])
+    i = trial_argv.index("--port")
+    trial_argv[i + 1] = str(port)  # tuning ran on a free port; deployment on --deploy-port
+    assert script_argv == trial_argv
+    assert script_argv == results["best_argv"]
+
+
+def test_launch_script_serves_a_completion(generous):
+    r, run_dir, port = generous
+    proc = subprocess.Popen(["bash", str(run_dir / "launch-best.sh")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, "launch script exited"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=60, json={
+            "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8})
+        assert reply.status_code == 200
+        assert reply.json()["choices"][0]["message"]["content"]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_resuming_a_finished_study_runs_nothing_new(generous, tmp_path):
+    r, run_dir, port = generous
+    again = kvtune("run", "--trials", "3", "--target", "ttft<60s", "--study", "ok",
+                   "--runs-dir", str(run_dir.parent), "--deploy-port", str(port), *SMALL, cwd=tmp_path)
+    assert again.returncode == 0
+    assert "resuming: 3 finished trial(s) kept" in again.stdout
+    assert "starting server" not in again.stdout
+
+
+def test_impossible_target_says_no_feasible_config(tmp_path, llama_server):
+    r = kvtune("run", "--trials", "2", "--target", "ttft<1ms", "--study", "nope",
+               "--runs-dir", str(tmp_path), *SMALL, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "No feasible config" in r.stdout
+    assert "Nearest misses" in r.stdout and "breaks ttft<1ms" in r.stdout
+    assert not (tmp_path / "nope" / "launch-best.sh").exists()
+
+
+def test_flag_llama_server_rejects_is_an_infeasible_trial(tmp_path, llama_server):
+    study = tmp_path / "bad.yaml"
+    study.write_text("space:\n  bogus-flag: 3\n  parallel: [1, 2]\n")
+    r = kvtune("run", "--study-file", str(study), "--trials", "3", "--study", "bad",
+               "--runs-dir", str(tmp_path), *SMALL, cwd=tmp_path)
+    results = json.loads((tmp_path / "bad" / "results.json").read_text())
+    assert len(results["trials"]) == 3  # the study went on after the rejected launches
+    rejected = [t for t in results["trials"] if not t["baseline"] and t["duplicate_of"] is None]
+    assert rejected
+    for t in rejected:
+        assert not t["feasible"]
+        assert t["reason"].startswith("server failed to start: exited with status")
+        assert "bogus-flag" in t["reason"]
+    assert r.returncode == 0  # the baseline is feasible and wins
+    assert "The server's defaults were best" in r.stdout
+
+
+def test_demo_model_is_cached_and_verified():
+    p = demo_model_path()
+    assert p.stat().st_size == 98362432

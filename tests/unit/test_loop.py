@@ -1,0 +1,99 @@
+"""The ask -> launch -> measure -> tell loop, on the fake launcher (real processes, real client,
+real SQLite storage)."""
+
+import optuna
+import pytest
+
+from kvtune.launchers.base import Knob
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.loop import RUNS_KEY
+from kvtune.tuner.spec import StudySpec
+from tests.conftest import TINY
+
+
+def test_study_runs_baseline_first_and_finds_the_fastest(make_tuner):
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 4)),))
+    tuner, events = make_tuner(StudySpec(study="s", trials=4, workload=TINY, targets=["ttft<1s"],
+                                         objective="ttft_p95").validate(), launcher)
+    outcomes = tuner.run()
+    assert len(outcomes) == 4
+    assert outcomes[0].baseline and outcomes[0].number == 0 and outcomes[0].candidate.flags == {}
+    measured = [o for o in outcomes if o.duplicate_of is None and not o.baseline]
+    assert all(o.feasible for o in outcomes)
+    fast = [o for o in measured if o.candidate.flags["speed"] == 4]
+    slow = [o for o in measured if o.candidate.flags["speed"] == 1]
+    if fast and slow:
+        assert fast[0].metrics["p95_ttft_ms"] < slow[0].metrics["p95_ttft_ms"]
+    # every trial is COMPLETE with constraints, never FAIL
+    states = {t.state for t in tuner.study.trials}
+    assert states == {optuna.trial.TrialState.COMPLETE}
+    assert all(RUNS_KEY in t.constraints for t in tuner.study.trials)
+
+
+def test_rejected_flag_is_an_infeasible_complete_trial_and_the_study_goes_on(make_tuner):
+    launcher = FakeLauncher(knobs=(Knob("bogus", "fixed", value=True), Knob("speed", "choices", choices=(1, 2))))
+    tuner, events = make_tuner(StudySpec(study="b", trials=3, workload=TINY).validate(), launcher)
+    outcomes = tuner.run()
+    assert len(outcomes) == 3
+    assert outcomes[0].feasible  # the baseline has no bogus flag
+    failed = [o for o in outcomes[1:] if o.duplicate_of is None]
+    assert failed and all(not o.feasible for o in failed)
+    assert "server failed to start: exited with status 2" in failed[0].reason
+    assert "unrecognized arguments: --bogus-flag" in failed[0].reason
+    t = tuner.study.trials[failed[0].number]
+    assert t.state == optuna.trial.TrialState.COMPLETE and t.constraints[RUNS_KEY] > 0
+
+
+def test_failed_requests_make_a_trial_infeasible(make_tuner):
+    launcher = FakeLauncher(knobs=(Knob("fail-status", "fixed", value=500), Knob("speed", "choices", choices=(1, 2))))
+    tuner, _ = make_tuner(StudySpec(study="f", trials=2, workload=TINY).validate(), launcher)
+    bad = tuner.run()[1]
+    assert not bad.feasible
+    assert bad.metrics["error_rate"] == 1.0
+    assert "error_rate" in bad.reason
+
+
+def test_prescreen_skips_the_launch(make_tuner):
+    launcher = FakeLauncher(knobs=(Knob("min-slot", "fixed", value=8), Knob("speed", "choices", choices=(1, 2))))
+    tuner, _ = make_tuner(StudySpec(study="p", trials=2, workload=TINY).validate(), launcher)
+    o = tuner.run()[1]
+    assert not o.feasible and not o.launched and o.reason.startswith("pre-screen:")
+
+
+def test_resume_never_repeats_a_finished_trial(make_tuner):
+    spec = StudySpec(study="r", trials=2, workload=TINY).validate()
+    tuner, _ = make_tuner(spec)
+    first = tuner.run()
+    assert len(first) == 2
+    spec2 = StudySpec(study="r", trials=3, workload=TINY).validate()
+    tuner2, events = make_tuner(spec2)
+    second = tuner2.run()
+    assert len(second) == 3 and len(events) == 1  # only the new trial ran
+    assert [o.to_dict() for o in second[:2]] == [o.to_dict() for o in first]
+
+
+def test_resume_with_different_targets_is_refused(make_tuner):
+    from kvtune.errors import SpecError
+    make_tuner(StudySpec(study="x", trials=1, workload=TINY).validate())[0].run()
+    with pytest.raises(SpecError, match="different targets"):
+        make_tuner(StudySpec(study="x", trials=1, workload=TINY, targets=["ttft<1s"]).validate())
+
+
+def test_interrupted_trial_is_rerun_on_resume(make_tuner):
+    spec = StudySpec(study="i", trials=3, workload=TINY).validate()
+    tuner, _ = make_tuner(spec)
+    tuner.run_one(baseline=True)
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+
+    tuner.bench = interrupt
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run_one()
+    interrupted = tuner.study.trials[-1]
+    assert interrupted.state == optuna.trial.TrialState.FAIL and interrupted.user_attrs["interrupted"]
+
+    tuner2, events = make_tuner(spec)
+    outcomes = tuner2.run()
+    assert len(outcomes) == 3
+    assert outcomes[1].candidate.flags == {k: v for k, v in interrupted.params.items()}
