@@ -18,9 +18,19 @@ def render(argv: list[str], env: dict[str, str], header: list[str]) -> str:
     lines += ["set -euo pipefail", ""]
     for key, value in sorted(env.items()):
         lines.append(f"export {key}={shlex.quote(value)}")
-    args = " \\\n    ".join(shlex.quote(a) for a in argv[1:])
-    lines.append(f"exec {shlex.quote(argv[0])}" + (f" \\\n    {args}" if args else ""))
+    lines.append(f"exec {shlex.quote(argv[0])}" + "".join(f" \\\n    {g}" for g in _flag_groups(argv[1:])))
     return "\n".join(lines) + "\n"
+
+
+def _flag_groups(args: list[str]) -> list[str]:
+    """One line per flag with its values, for a script people can read and edit."""
+    groups: list[list[str]] = []
+    for a in args:
+        if a.startswith("-") or not groups:
+            groups.append([a])
+        else:
+            groups[-1].append(a)
+    return [" ".join(shlex.quote(a) for a in g) for g in groups]
 
 
 def write(path: Path, argv: list[str], env: dict[str, str], header: list[str]) -> Path:

