@@ -27,7 +27,7 @@ from kvtune.tuner.spec import build_spec, load_study_file
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="kvtune: find the best serving flags for your model on your hardware.")
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 TARGET_HELP = (
     "Latency/throughput target, repeatable: METRIC[_STAT] OP VALUE, e.g. 'ttft<1s', "

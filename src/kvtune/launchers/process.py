@@ -11,6 +11,7 @@ the port is checked free before launch and our process must be alive.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import signal
@@ -79,6 +80,9 @@ class ServerProcess:
     port: int
     host: str = "127.0.0.1"
     health_path: str = "/health"
+    # Where the running server's PID/process group is recorded, so a later kvtune can stop a
+    # server that a killed kvtune left behind (see `reap_leftovers`).
+    pid_file: Path | None = None
     proc: subprocess.Popen | None = None
 
     @property
@@ -104,6 +108,12 @@ class ServerProcess:
             log.close()
             raise ServerStartError("crash", f"cannot execute {self.argv[0]}: {e}") from e
         log.close()
+        if self.pid_file is not None:
+            record = {"pid": self.proc.pid, "pgid": self.proc.pid, "argv0": self.argv[0],
+                      "start_ticks": _start_ticks(self.proc.pid)}
+            tmp = self.pid_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(record))
+            tmp.replace(self.pid_file)
         return self
 
     def alive(self) -> bool:
@@ -158,15 +168,51 @@ class ServerProcess:
         except (ProcessLookupError, PermissionError):
             pass
         try:
-            return self.proc.wait(timeout=5)
+            rc = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return None
+        if self.pid_file is not None:
+            self.pid_file.unlink(missing_ok=True)
+        return rc
 
     def __enter__(self) -> "ServerProcess":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot): tells a PID apart from a reused one."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def reap_leftovers(pid_file: Path) -> str | None:
+    """Stop a server recorded in `pid_file` by an earlier kvtune that did not stop it (killed
+    with SIGKILL, power loss of the parent only, ...). Only the recorded process group is
+    signalled, and only if its leader is the same process (same start time), never by name.
+    Returns a description of what was stopped, or None."""
+    try:
+        record = json.loads(pid_file.read_text())
+    except (OSError, ValueError):
+        return None
+    pid, pgid = int(record.get("pid", 0)), int(record.get("pgid", 0))
+    stopped = None
+    if pid > 0 and pgid > 0 and _start_ticks(pid) is not None \
+            and _start_ticks(pid) == record.get("start_ticks"):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            time.sleep(1.0)
+        stopped = f"stopped server pid {pid} ({record.get('argv0')}) left by an earlier run"
+    pid_file.unlink(missing_ok=True)
+    return stopped
 
 
 def run_capture(argv: list[str], timeout_s: float = 30.0) -> tuple[int, str]:

@@ -21,7 +21,8 @@ import optuna
 from kvtune.artifacts.results import to_jsonable
 from kvtune.bench import client as bench_client
 from kvtune.launchers.base import Candidate
-from kvtune.launchers.process import ServerProcess, ServerStartError, free_port, last_error_line
+from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
+                                      reap_leftovers)
 from kvtune.objectives.targets import MAX_MARGIN, Target
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
@@ -118,7 +119,14 @@ class Tuner:
         return len(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
 
     # ---- the loop -----------------------------------------------------------------------------
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / "server.pid.json"
+
     def run(self) -> list[TrialOutcome]:
+        note = reap_leftovers(self.pid_file)
+        if note:
+            self.cb.phase(-1, note)
         self._requeue_interrupted()
         duplicates = 0
         while self._completed() < self.spec.trials:
@@ -170,7 +178,8 @@ class Tuner:
         trial_dir.mkdir(parents=True, exist_ok=True)
         outcome.log_path = str(trial_dir / "server.log")
         server = ServerProcess(argv=argv, env=env, log_path=Path(outcome.log_path), port=port,
-                               host=self.host, health_path=self.launcher.health_path)
+                               host=self.host, health_path=self.launcher.health_path,
+                               pid_file=self.pid_file)
         self.cb.phase(n, "starting server")
         try:
             server.start()

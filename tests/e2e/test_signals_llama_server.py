@@ -1,0 +1,118 @@
+"""Nothing lost, nothing left behind: SIGKILL and Ctrl-C of a running `kvtune run` on the real
+llama-server. The server dies with kvtune, the study survives and resumes, re-running the
+interrupted trial."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from kvtune.errors import KvtuneError
+from kvtune.launchers.llama_server import find_llama_server
+
+pytestmark = pytest.mark.e2e
+ARGS = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
+        "--num-requests", "16", "--warmup-requests", "1", "--target", "ttft<60s"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def llama_server() -> str:
+    try:
+        return find_llama_server()
+    except KvtuneError as e:
+        pytest.skip(str(e))
+
+
+def start_run(runs: Path, study: str, trials: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "kvtune.cli", "run", "--runs-dir", str(runs), "--study", study,
+         "--trials", str(trials), *ARGS],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for_server(run_dir: Path, timeout: float = 120) -> int:
+    """PID of the server a running kvtune started (from its record), once one is up."""
+    pid_file = run_dir / "server.pid.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pid_file.exists():
+            try:
+                return json.loads(pid_file.read_text())["pid"]
+            except (ValueError, KeyError):
+                pass
+        time.sleep(0.1)
+    raise AssertionError("no server was started")
+
+
+def gone(pid: int, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            # a zombie is dead but not yet reaped; its parent was kvtune, now gone
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z":
+                return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def our_servers(run_dir: Path) -> list[str]:
+    """llama-server processes whose command line names this run's model and port range: read
+    from ps, to prove none is left (we only look, never signal by name)."""
+    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "llama-server" in ln and " Z" not in ln
+            and str(run_dir) in ln]
+
+
+def finished_numbers(run_dir: Path, study: str) -> list[int]:
+    s = optuna.load_study(study_name=study, storage=f"sqlite:///{run_dir / 'study.db'}")
+    return [t.number for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE]
+
+
+def test_sigkill_of_kvtune_takes_the_server_with_it_and_the_study_resumes(tmp_path):
+    run_dir = tmp_path / "k"
+    proc = start_run(tmp_path, "k", trials=2)
+    server_pid = wait_for_server(run_dir)
+    os.kill(proc.pid, signal.SIGKILL)  # kvtune alone, not its group
+    proc.wait(timeout=10)
+    assert gone(server_pid), "llama-server outlived kvtune"
+    assert not our_servers(run_dir)
+
+    resumed = start_run(tmp_path, "k", trials=2)
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out + err
+    assert len(finished_numbers(run_dir, "k")) == 2
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["trials"][0]["baseline"]
+
+
+def test_ctrl_c_records_the_trial_as_interrupted_and_stops_the_server(tmp_path):
+    run_dir = tmp_path / "c"
+    proc = start_run(tmp_path, "c", trials=2)
+    server_pid = wait_for_server(run_dir)
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "interrupted" in err and "Run the same command to resume" in err
+    assert "Traceback" not in err
+    assert gone(server_pid)
+    assert not (run_dir / "server.pid.json").exists()
+    s = optuna.load_study(study_name="c", storage=f"sqlite:///{run_dir / 'study.db'}")
+    assert [t.state for t in s.trials] == [optuna.trial.TrialState.FAIL]
+    assert s.trials[0].user_attrs.get("interrupted")
+
+    resumed = start_run(tmp_path, "c", trials=2)
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out + err
+    assert len(finished_numbers(run_dir, "c")) == 2
