@@ -97,3 +97,30 @@ def test_interrupted_trial_is_rerun_on_resume(make_tuner):
     outcomes = tuner2.run()
     assert len(outcomes) == 3
     assert outcomes[1].candidate.flags == {k: v for k, v in interrupted.params.items()}
+
+
+@pytest.mark.parametrize("fault,value,fragment", [
+    ("crash-after-requests", 2, "server crashed during the benchmark"),
+    ("hang-after-tokens", 2, "error_rate"),
+    ("fail-status", 503, "error_rate"),
+])
+def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault, value, fragment):
+    launcher = FakeLauncher(knobs=(Knob(fault, "fixed", value=value), Knob("speed", "choices", choices=(1, 2))))
+    spec = StudySpec(study="fault", trials=3, workload=TINY.__class__(
+        **{**TINY.to_dict(), "request_timeout_s": 2.0})).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    outcomes = tuner.run()
+    assert len(outcomes) == 3 and outcomes[0].feasible  # the study went on
+    faulty = outcomes[1]
+    assert not faulty.feasible and fragment in faulty.reason
+    if fault == "hang-after-tokens":  # requests have bounded time: the hang became timeouts
+        import json
+        bench = json.loads((tuner.run_dir / "trials" / f"{faulty.number:04d}" / "bench.json").read_text())
+        assert any(s["error"].startswith("timeout") for s in bench["samples"])
+
+
+def test_no_shell_true_anywhere():
+    from pathlib import Path
+    src = Path(__file__).parents[2] / "src"
+    offenders = [p for p in src.rglob("*.py") if "shell=True" in p.read_text()]
+    assert offenders == []

