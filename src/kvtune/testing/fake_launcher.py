@@ -47,7 +47,7 @@ class FakeLauncher:
         if f.get("bogus"):
             argv.append("--bogus-flag")
         for fault in FAULT_FLAGS:
-            if f.get(fault) is not None:
+            if f.get(fault):  # 0 or None: no fault
                 argv += [f"--{fault}", str(f[fault])]
         return argv
 

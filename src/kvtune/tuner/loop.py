@@ -244,7 +244,14 @@ class Tuner:
 
 def _describe_miss(t: Target, metrics: dict[str, float]) -> str:
     v = t.value(metrics)
-    shown = "inf" if math.isinf(v) else (f"{v * 100:.2f}%" if t.metric == "error_rate" else f"{v:.4g}")
+    if math.isinf(v):
+        shown = "inf (requests failed)"
+    elif t.metric == "error_rate":
+        shown = f"{v * 100:.1f}%"
+    elif t.key.endswith("_ms"):
+        shown = f"{v:.0f} ms"
+    else:
+        shown = f"{v:.1f}"
     return f"{t.name} {shown} breaks {t.text or t.describe()}"
 
 

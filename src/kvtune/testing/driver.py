@@ -1,0 +1,52 @@
+"""A study on the fake launcher as its own process, for crash-safety tests and the soak
+benchmark: kill it at any moment, start it again, and check the study.
+
+    python -m kvtune.testing.driver --runs-dir D --study S --trials N [--faults]
+
+With --faults, trials draw faults (crashes, hangs, HTTP errors, rejected flags, slow starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kvtune.bench.workload import Workload
+from kvtune.launchers.base import Knob
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.spec import StudySpec
+
+FAULT_KNOBS = (
+    Knob("speed", "choices", choices=(1, 2, 4, 8)),
+    Knob("bogus", "choices", choices=(False, False, False, True)),
+    Knob("fail-status", "choices", choices=(0, 0, 0, 500)),
+    Knob("crash-after-requests", "choices", choices=(0, 0, 0, 1)),
+    Knob("hang-after-tokens", "choices", choices=(0, 0, 0, 1)),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--runs-dir", required=True)
+    p.add_argument("--study", default="drive")
+    p.add_argument("--trials", type=int, default=10)
+    p.add_argument("--faults", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    workload = Workload(concurrency=2, prompt_tokens=8, output_tokens=3, num_requests=2,
+                        warmup_requests=0, request_timeout_s=1.0)
+    spec = StudySpec(study=a.study, trials=a.trials, workload=workload, seed=a.seed,
+                     startup_timeout_s=5).validate()
+    launcher = FakeLauncher(base_ttft_ms=10, base_itl_ms=1)
+    if a.faults:
+        launcher.knobs = FAULT_KNOBS
+    tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=a.runs_dir))
+    outcomes = tuner.run()
+    print(json.dumps({"trials": len(outcomes), "feasible": sum(o.feasible for o in outcomes)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
