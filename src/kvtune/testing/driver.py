@@ -34,12 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--faults", action="store_true")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mark", default="", help="KVTUNE_TEST_MARK set on every server started")
     a = p.parse_args(argv)
     workload = Workload(concurrency=2, prompt_tokens=8, output_tokens=3, num_requests=2,
                         warmup_requests=0, request_timeout_s=1.0)
     spec = StudySpec(study=a.study, trials=a.trials, workload=workload, seed=a.seed,
                      startup_timeout_s=5).validate()
-    launcher = FakeLauncher(base_ttft_ms=10, base_itl_ms=1)
+    launcher = FakeLauncher(base_ttft_ms=10, base_itl_ms=1,
+                            extra_env={"KVTUNE_TEST_MARK": a.mark} if a.mark else {})
     if a.faults:
         launcher.knobs = FAULT_KNOBS
     tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=a.runs_dir))

@@ -15,7 +15,7 @@ Its knobs map to set latencies, so a test knows which config must win:
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvtune.bench.workload import Workload
@@ -33,6 +33,8 @@ class FakeLauncher:
     name: str = "fake"
     health_path: str = "/health"
     model_path: str = "fake-model"
+    # Set on every server started, so a test can find (and count) its processes by environment.
+    extra_env: dict[str, str] = field(default_factory=dict)
     knobs: tuple[Knob, ...] = (
         Knob("speed", "choices", choices=(1, 2, 4)),
         Knob("bogus", "choices", choices=(False, True)),
@@ -52,7 +54,7 @@ class FakeLauncher:
         return argv
 
     def environment(self, candidate: Candidate) -> dict[str, str]:
-        return dict(candidate.env)
+        return {**self.extra_env, **candidate.env}
 
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         return list(self.knobs)
