@@ -17,7 +17,7 @@ from rich.table import Table
 
 from kvtune import __version__, hardware
 from kvtune.artifacts import launch_script
-from kvtune.artifacts.results import compare, write_results
+from kvtune.artifacts.results import best_outcome, build_payload, write_results
 from kvtune.errors import KvtuneError
 from kvtune.launchers.base import Candidate
 from kvtune.tuner.build import Prepared, open_tuner, prepare
@@ -119,25 +119,16 @@ def _header_lines(p: Prepared, best: TrialOutcome, host: str, port: int) -> list
     ]
 
 
-def best_outcome(outcomes: list[TrialOutcome], direction: str) -> TrialOutcome | None:
-    feasible = [o for o in outcomes if o.feasible and o.objective is not None and o.duplicate_of is None]
-    if not feasible:
-        return None
-    pick = max if direction == "maximize" else min
-    return pick(feasible, key=lambda o: o.objective)
+def _payload(p: Prepared, outcomes: list[TrialOutcome]) -> dict:
+    return build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
+                         [t.describe() for t in p.targets], p.spec.direction, outcomes)
 
 
 def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int) -> int:
     baseline = next((o for o in outcomes if o.baseline), None)
     best = best_outcome(outcomes, p.spec.direction)
     saved = sum(1 for o in outcomes if o.reason.startswith("pre-screen"))
-    payload = {"study": p.study_name, "spec": p.spec.to_dict(), "hardware": p.hardware,
-               "backend_version": p.launcher.version(),
-               "targets": [t.describe() for t in p.targets],
-               "baseline_trial": baseline.number if baseline else None,
-               "best_trial": best.number if best else None,
-               "launches_saved_by_prescreen": saved,
-               "trials": [o.to_dict() for o in outcomes]}
+    payload = _payload(p, outcomes)
     console.print()
     if best is None:
         results = write_results(p.run_dir / "results.json", payload)
@@ -154,8 +145,6 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int) 
                                  _header_lines(p, best, host, port))
     payload["best_argv"] = argv
     payload["launch_script"] = str(script)
-    if baseline and baseline.metrics:
-        payload["best_vs_baseline"] = compare(best.metrics or {}, baseline.metrics)
     results = write_results(p.run_dir / "results.json", payload)
 
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] "
@@ -221,7 +210,14 @@ def run(
     prepared = prepare(spec, runs_dir=runs_dir)
     _print_header(prepared)
     reporter = ConsoleReporter(spec.trials)
-    tuner = open_tuner(prepared, reporter.callbacks())
+    callbacks = reporter.callbacks()
+
+    def finished(outcome: TrialOutcome) -> None:
+        reporter.finished(outcome)
+        write_results(prepared.run_dir / "results.json", _payload(prepared, tuner.outcomes()))
+
+    callbacks.trial_finished = finished
+    tuner = open_tuner(prepared, callbacks)
     done = tuner._completed()
     if done:
         console.print(f"[dim]resuming: {done} finished trial(s) kept[/dim]")

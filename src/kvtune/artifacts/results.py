@@ -47,6 +47,33 @@ def compare(best: dict[str, float], baseline: dict[str, float]) -> list[dict]:
     return rows
 
 
+def best_outcome(outcomes: list, direction: str):
+    """The best feasible, actually measured trial (duplicates point at their original)."""
+    feasible = [o for o in outcomes if o.feasible and o.objective is not None and o.duplicate_of is None]
+    if not feasible:
+        return None
+    pick = max if direction == "maximize" else min
+    return pick(feasible, key=lambda o: o.objective)
+
+
+def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, targets: list[str],
+                  direction: str, outcomes: list) -> dict:
+    """results.json's content; written after every trial, so it is current while a study runs."""
+    baseline = next((o for o in outcomes if o.baseline), None)
+    best = best_outcome(outcomes, direction)
+    payload = {
+        "study": study, "spec": spec, "hardware": hardware, "backend_version": backend_version,
+        "targets": targets, "direction": direction,
+        "baseline_trial": baseline.number if baseline else None,
+        "best_trial": best.number if best else None,
+        "launches_saved_by_prescreen": sum(1 for o in outcomes if o.reason.startswith("pre-screen")),
+        "trials": [o.to_dict() for o in outcomes],
+    }
+    if best is not None and baseline is not None and baseline.metrics:
+        payload["best_vs_baseline"] = compare(best.metrics or {}, baseline.metrics)
+    return payload
+
+
 def write_results(path: Path, payload: dict) -> Path:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(to_jsonable(payload), indent=2))
