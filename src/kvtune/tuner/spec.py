@@ -24,8 +24,9 @@ from kvtune.objectives.targets import STATS
 
 BACKENDS = ("llama-server",)
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
-            "space", "llama_server", "startup_timeout_s"}
+            "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top"}
 OBJECTIVES = {"output_throughput": ("output_throughput", "maximize"),
+              "capacity": ("capacity", "maximize"),
               "request_throughput": ("request_throughput", "maximize")}
 for _m in LATENCY_METRICS:
     for _s in STATS:
@@ -45,6 +46,10 @@ class StudySpec:
     space: dict[str, Any] = field(default_factory=dict)
     llama_server: str | None = None
     startup_timeout_s: float = 180.0
+    # Measurements per trial on the same running server (their spread is reported).
+    repeats: int = 1
+    # Re-measure this many top configs (and the baseline) at the end before naming the best.
+    confirm_top: int = 2
 
     @property
     def objective_key(self) -> str:
@@ -59,7 +64,13 @@ class StudySpec:
             raise SpecError(f"unknown backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
         if self.objective not in OBJECTIVES:
             raise SpecError(f"unknown objective {self.objective!r}: use output_throughput, "
-                            f"request_throughput or a latency such as ttft_p95")
+                            f"request_throughput, capacity or a latency such as ttft_p95")
+        if self.objective == "capacity" and not self.targets:
+            raise SpecError("the capacity objective needs a target to hold, e.g. --target 'ttft_p95<1s'")
+        if self.repeats < 1:
+            raise SpecError(f"repeats must be at least 1, got {self.repeats}")
+        if self.confirm_top < 0:
+            raise SpecError(f"confirm_top must be 0 or more, got {self.confirm_top}")
         if self.trials < 1:
             raise SpecError(f"trials must be at least 1 (the baseline is trial 0), got {self.trials}")
         if not (self.startup_timeout_s > 0 and math.isfinite(self.startup_timeout_s)):
@@ -184,6 +195,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
     checks = {"study": ((str,), "a string"), "backend": ((str,), "a string"),
               "model": ((str,), "a string"), "objective": ((str,), "a string"),
               "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
+              "repeats": ((int,), "an integer"), "confirm_top": ((int,), "an integer"),
               "llama_server": ((str,), "a string"),
               "startup_timeout_s": ((int, float), "a number")}
     for key, (types, what) in checks.items():
@@ -215,10 +227,26 @@ def parse_workload(raw: Any) -> Workload:
     if unknown:
         raise SpecError(f"workload has unknown key(s) {sorted(map(str, unknown))}; "
                         f"allowed: {', '.join(known)}")
+    numbers = {"request_timeout_s", "burstiness", "shared_prefix_fraction"}
+    optional_numbers = {"rate", "duration_s"}
+    strings = {"mode", "arrival", "endpoint"}
     for k, v in raw.items():
-        want_float = k == "request_timeout_s"
-        _check_type(f"workload.{k}", v, (int, float) if want_float else (int,),
-                    "a number" if want_float else "an integer")
+        where = f"workload.{k}"
+        if k in numbers:
+            _check_type(where, v, (int, float), "a number")
+        elif k in optional_numbers:
+            if v is not None:
+                _check_type(where, v, (int, float), "a number")
+        elif k in strings:
+            _check_type(where, v, (str,), "a string")
+        elif k == "dataset":
+            if v is not None:
+                _check_type(where, v, (str,), "a file path")
+        elif k == "dataset_max_tokens":
+            if v is not None:
+                _check_type(where, v, (int,), "an integer")
+        else:
+            _check_type(where, v, (int,), "an integer")
     return Workload(**raw).validate()
 
 

@@ -1,0 +1,119 @@
+"""Measuring one running server: repeated runs with their spread, or a capacity search.
+
+Repeats pool their per-request samples (percentiles over all of them) and report the coefficient
+of variation of the headline metrics across runs, so a user sees how much of a difference between
+configs is noise. The capacity objective answers the operator's question "how many users can this
+box serve under my targets?": on the one running server (no relaunch per level) it doubles the
+load until a target breaks, then bisects between the last level that held and the first that
+broke. Load is concurrency in closed loop and request rate in open loop.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from kvtune.bench.workload import Workload
+from kvtune.objectives.metrics import summarize
+from kvtune.objectives.targets import Target
+
+SPREAD_KEYS = ("output_throughput", "request_throughput", "p95_ttft_ms", "p95_tpot_ms", "mean_ttft_ms")
+MAX_CONCURRENCY = 256
+MAX_RATE = 1000.0
+
+
+@dataclass
+class Measurement:
+    metrics: dict[str, float]
+    runs: list[dict[str, Any]] = field(default_factory=list)  # per repeat / per load level
+    spread: dict[str, float] = field(default_factory=dict)    # CV (stdev / mean) per metric
+    capacity: float | None = None
+    bench_runs: list[Any] = field(default_factory=list)
+
+
+def coefficient_of_variation(values: list[float]) -> float:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if len(vals) < 2 or statistics.fmean(vals) == 0:
+        return 0.0
+    return statistics.stdev(vals) / abs(statistics.fmean(vals))
+
+
+def _is_open(w: Workload) -> bool:
+    return getattr(w, "mode", "closed") == "open"
+
+
+def _load(w: Workload) -> float:
+    return float(w.rate) if _is_open(w) else float(w.concurrency)
+
+
+def _at_load(w: Workload, load: float, warm: bool) -> Workload:
+    changes: dict[str, Any] = {} if warm else {"warmup_requests": 0}
+    if _is_open(w):
+        changes["rate"] = load
+    else:
+        level = int(load)
+        changes["concurrency"] = level
+        # enough requests for a few rounds at this level, never fewer than the workload asks
+        changes["num_requests"] = max(w.num_requests, 3 * level)
+    return replace(w, **changes)
+
+
+def measure_repeats(bench: Callable[..., Any], base_url: str, workload: Workload, repeats: int,
+                    call: dict[str, Any]) -> Measurement:
+    runs = []
+    for i in range(repeats):
+        w = workload if i == 0 else replace(workload, warmup_requests=0)
+        runs.append(bench(base_url, w, **call))
+    if len(runs) == 1:
+        return Measurement(metrics=runs[0].metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}],
+                           bench_runs=runs)
+    pooled = summarize([s for r in runs for s in r.samples], sum(r.duration_s for r in runs))
+    spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
+    pooled["repeats"] = float(len(runs))
+    return Measurement(metrics=pooled, spread=spread, bench_runs=runs,
+                       runs=[{"repeat": i, "metrics": r.metrics} for i, r in enumerate(runs)])
+
+
+def measure_capacity(bench: Callable[..., Any], base_url: str, workload: Workload,
+                     targets: list[Target], call: dict[str, Any],
+                     on_level: Callable[[float, bool], None] = lambda load, ok: None) -> Measurement:
+    """Highest load at which every target holds. metrics = those at that load (or at the lowest
+    load tried when none held), plus ``capacity`` (0 when even the lowest load breaks a target)."""
+    is_open = _is_open(workload)
+    results: dict[float, Any] = {}
+    m = Measurement(metrics={})
+
+    def run_at(load: float) -> bool:
+        run = bench(base_url, _at_load(workload, load, warm=not results), **call)
+        ok = all(t.met(run.metrics) for t in targets)
+        results[load] = run
+        m.runs.append({"load": load, "met": ok, "metrics": run.metrics})
+        m.bench_runs.append(run)
+        on_level(load, ok)
+        return ok
+
+    lowest = 0.5 if is_open else 1.0
+    ceiling = MAX_RATE if is_open else MAX_CONCURRENCY
+    good, bad, load = 0.0, None, lowest
+    while load <= ceiling:
+        if run_at(load):
+            good, load = load, load * 2
+        else:
+            bad = load
+            break
+    if bad is not None and good > 0:
+        resolution = max(0.1 * good, 0.25) if is_open else 1.0
+        while bad - good > resolution:
+            mid = (good + bad) / 2 if is_open else float(int((good + bad) // 2))
+            if mid in (good, bad):
+                break
+            if run_at(mid):
+                good = mid
+            else:
+                bad = mid
+    chosen = results[good] if good > 0 else results[lowest]
+    m.capacity = good
+    m.metrics = {**chosen.metrics, "capacity": good}
+    return m
