@@ -21,7 +21,8 @@ from kvtune.artifacts.results import best_outcome, build_payload, write_results
 from kvtune.errors import KvtuneError
 from kvtune.launchers.base import Candidate
 from kvtune.tuner.build import Prepared, open_tuner, prepare
-from kvtune.tuner.loop import Callbacks, TrialOutcome
+from kvtune.progress import fmt_flags, fmt_ms, make_reporter
+from kvtune.tuner.loop import TrialOutcome
 from kvtune.tuner.spec import build_spec, load_study_file
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -43,56 +44,11 @@ def _root() -> None:
     """kvtune: find the best serving flags for your model on your hardware."""
 
 
-def _fmt_flags(c: Candidate) -> str:
-    if not c.flags and not c.env:
-        return "(server defaults)"
-    parts = [f"{k}={v}" for k, v in c.flags.items()] + [f"{k}={v}" for k, v in c.env.items()]
-    return " ".join(parts)
-
-
-def _ms(x: Any) -> str:
-    return "-" if x is None or x != x or x == float("inf") else f"{x:.0f} ms"
-
-
-class ConsoleReporter:
-    """Prints each trial as it finishes: flags, TTFT p95, output tok/s, feasible or why not."""
-
-    def __init__(self, total: int):
-        self.total = total
-
-    def started(self, n: int, c: Candidate, baseline: bool) -> None:
-        label = "baseline (server defaults)" if baseline else _fmt_flags(c)
-        console.print(f"[dim]trial {n}/{self.total - 1}: {label}[/dim]")
-
-    def phase(self, n: int, phase: str) -> None:
-        console.print(f"[dim]  ... {phase}[/dim]")
-
-    def finished(self, o: TrialOutcome) -> None:
-        m = o.metrics or {}
-        status = "[green]feasible[/green]" if o.feasible else f"[red]infeasible[/red]: {o.reason}"
-        if o.duplicate_of is not None:
-            status += f" [dim](same config as trial {o.duplicate_of}, not re-run)[/dim]"
-        tput = m.get("output_throughput")
-        extra = ""
-        if "capacity" in m:
-            extra += f"  capacity {m['capacity']:g}"
-        if o.spread:
-            extra += f"  (CV tok/s {o.spread.get('output_throughput', 0) * 100:.1f}%)"
-        console.print(
-            f"  #{o.number:<3} TTFT p95 {_ms(m.get('p95_ttft_ms')):>8}  "
-            f"TPOT p95 {_ms(m.get('p95_tpot_ms')):>7}  "
-            f"out {('-' if tput is None else f'{tput:.1f}'):>7} tok/s{extra}  {status}"
-        )
-
-    def callbacks(self) -> Callbacks:
-        return Callbacks(trial_started=self.started, phase=self.phase, trial_finished=self.finished)
-
-
 def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _print_header(p: Prepared) -> None:
+def _print_header(p: Prepared, console: Console) -> None:
     spec = p.spec
     console.print(f"[bold]kvtune {__version__}[/bold]  study [bold]{p.study_name}[/bold]  ({p.run_dir})")
     console.print(f"backend  {p.launcher.version()}  ({p.launcher.command(Candidate(), 0)[0]})")
@@ -117,8 +73,8 @@ def _header_lines(p: Prepared, best: TrialOutcome, host: str, port: int) -> list
         "targets: " + ", ".join(t.describe() for t in p.targets),
         f"workload: {p.spec.workload.concurrency} users, {p.spec.workload.prompt_tokens} prompt / "
         f"{p.spec.workload.output_tokens} output tokens",
-        f"measured: output {m.get('output_throughput', 0):.1f} tok/s, TTFT p95 {_ms(m.get('p95_ttft_ms'))}, "
-        f"TPOT p95 {_ms(m.get('p95_tpot_ms'))}, E2EL p95 {_ms(m.get('p95_e2el_ms'))}, "
+        f"measured: output {m.get('output_throughput', 0):.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))}, "
+        f"TPOT p95 {fmt_ms(m.get('p95_tpot_ms'))}, E2EL p95 {fmt_ms(m.get('p95_e2el_ms'))}, "
         f"error rate {m.get('error_rate', 0) * 100:.1f}%",
         f"tuned on 127.0.0.1 (a free port per trial); this script serves on {host}:{port}",
     ]
@@ -129,7 +85,8 @@ def _payload(p: Prepared, outcomes: list[TrialOutcome]) -> dict:
                          [t.describe() for t in p.targets], p.spec.direction, outcomes)
 
 
-def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int) -> int:
+def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
+               console: Console) -> tuple[int, dict]:
     baseline = next((o for o in outcomes if o.baseline), None)
     best = best_outcome(outcomes, p.spec.direction)
     saved = sum(1 for o in outcomes if o.reason.startswith("pre-screen"))
@@ -142,9 +99,9 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int) 
         misses = sorted(outcomes, key=lambda o: sum(max(0.0, v) for v in o.constraints.values()))
         console.print("Nearest misses:")
         for o in misses[:3]:
-            console.print(f"  trial {o.number} ({_fmt_flags(o.candidate)}): {o.reason}")
+            console.print(f"  trial {o.number} ({fmt_flags(o.candidate)}): {o.reason}")
         console.print(f"Per-trial results: {results}")
-        return 1
+        return 1, payload
     argv = p.launcher.command(best.candidate, port, host)
     script = launch_script.write(p.run_dir / "launch-best.sh", argv, best.env,
                                  _header_lines(p, best, host, port))
@@ -153,7 +110,7 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int) 
     results = write_results(p.run_dir / "results.json", payload)
 
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] "
-                  f"({_fmt_flags(best.candidate)})")
+                  f"({fmt_flags(best.candidate)})")
     if best.baseline:
         console.print("The server's defaults were best: no flag change beat them.")
     if baseline is None or not baseline.metrics:
@@ -184,7 +141,7 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int) 
     console.print(shlex.join(argv), soft_wrap=True)
     console.print(f"\nLaunch script:     {script}")
     console.print(f"Per-trial results: {results}")
-    return 0
+    return 0, payload
 
 
 @app.command()
@@ -208,6 +165,9 @@ def run(
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs or $KVTUNE_RUNS_DIR)."),
     deploy_host: str = typer.Option("127.0.0.1", help="Address the launch script's server binds (tuning always binds 127.0.0.1)."),
     deploy_port: int = typer.Option(8080, help="Port the launch script's server listens on."),
+    progress: str = typer.Option("auto", help="Progress display: auto (live table, bar and ETA on a terminal; plain lines otherwise) or plain."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the best command line (errors still go to stderr)."),
+    jsonl: bool = typer.Option(False, "--jsonl", help="Print one JSON object per event (trial_started, phase, trial_finished, summary)."),
 ) -> None:
     """Tune a server: launch it with candidate flags, measure real load, keep the best."""
     file_data = load_study_file(study_file) if study_file else {}
@@ -226,8 +186,15 @@ def run(
         "workload_overrides": wl or None,
     })
     prepared = prepare(spec, runs_dir=runs_dir)
-    _print_header(prepared)
-    reporter = ConsoleReporter(spec.trials)
+    mode = "quiet" if quiet else "jsonl" if jsonl else progress
+    out = Console(highlight=False, soft_wrap=True, quiet=mode in ("quiet", "jsonl"))
+    _print_header(prepared, out)
+    tuner = open_tuner(prepared)
+    done = tuner._completed()
+    if done:
+        out.print(f"[dim]resuming: {done} finished trial(s) kept[/dim]")
+    out.print()
+    reporter = make_reporter(mode, console, spec.trials, done)
     callbacks = reporter.callbacks()
 
     def finished(outcome: TrialOutcome) -> None:
@@ -235,23 +202,74 @@ def run(
         write_results(prepared.run_dir / "results.json", _payload(prepared, tuner.outcomes()))
 
     callbacks.trial_finished = finished
-    tuner = open_tuner(prepared, callbacks)
-    done = tuner._completed()
-    if done:
-        console.print(f"[dim]resuming: {done} finished trial(s) kept[/dim]")
-    console.print()
+    tuner.cb = callbacks
     signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     try:
         tuner.run()
         if spec.confirm_top > 0:
-            console.print(f"\n[bold]Confirming[/bold]: re-measuring the top {spec.confirm_top} and the baseline")
+            out.print(f"\n[bold]Confirming[/bold]: re-measuring the top {spec.confirm_top} and the baseline")
             tuner.confirm()
         outcomes = tuner.outcomes()
     except KeyboardInterrupt:
+        reporter.close()
         err_console.print(f"\ninterrupted: the running trial is recorded as interrupted and the server "
                           f"stopped; study saved in {prepared.run_dir}. Run the same command to resume.")
         raise typer.Exit(130)
-    raise typer.Exit(_summarize(prepared, outcomes, deploy_host, deploy_port))
+    reporter.close()
+    code, payload = _summarize(prepared, outcomes, deploy_host, deploy_port, out)
+    if mode == "jsonl":
+        reporter.emit("summary", exit_status=code, **payload)
+    elif mode == "quiet" and code == 0:
+        print(shlex.join(payload["best_argv"]))
+    raise typer.Exit(code)
+
+
+@app.command()
+def plan(
+    model: Optional[str] = typer.Option(None, help="HF model folder (config.json) or GGUF file to read the shape from."),
+    layers: Optional[int] = typer.Option(None, help="Transformer layers (instead of --model)."),
+    heads: Optional[int] = typer.Option(None, help="Attention (query) heads."),
+    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="KV heads (grouped-query attention)."),
+    head_dim: Optional[int] = typer.Option(None, "--head-dim", help="Head dimension."),
+    weights: Optional[str] = typer.Option(None, help="Weights size, e.g. 15GiB (default: the model files on disk)."),
+    memory: Optional[str] = typer.Option(None, help="Memory to plan for, e.g. 24GiB (default: all GPUs via NVML, else RAM)."),
+    reserve: str = typer.Option("0", help="Memory kept back for activations, runtime, fragmentation, e.g. 2GiB."),
+    context: Optional[int] = typer.Option(None, help="Tokens per sequence (default: the model's maximum)."),
+    users: int = typer.Option(1, help="Concurrent sequences for the totals."),
+    parallel: Optional[int] = typer.Option(None, help="llama-server --parallel: show the per-slot context of --ctx-size = context."),
+    bandwidth: Optional[str] = typer.Option(None, help="Memory bandwidth, e.g. 1TB/s (default: known GPU models)."),
+    cache_type: list[str] = typer.Option([], "--cache-type", help="Cache types to show (default f16, fp8, q8_0, q4_0)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+) -> None:
+    """KV-cache arithmetic: bytes per token, what fits, tokens x users, decode ceiling."""
+    import json
+
+    from kvtune.errors import SpecError
+    from kvtune.planner import DEFAULT_CACHE_TYPES, ModelShape, make_plan, parse_bandwidth, parse_size
+    from kvtune.planner.gpus import detect_hardware
+    from kvtune.planner.render import plan_to_dict, render
+    from kvtune.planner.shape import shape_from_path
+
+    if model:
+        shape = shape_from_path(model)
+    else:
+        missing = [n for n, v in (("--layers", layers), ("--kv-heads", kv_heads), ("--head-dim", head_dim)) if v is None]
+        if missing:
+            raise SpecError(f"pass --model PATH, or the shape: missing {', '.join(missing)}")
+        for name, v in (("--layers", layers), ("--kv-heads", kv_heads), ("--head-dim", head_dim), ("--heads", heads)):
+            if v is not None and v <= 0:
+                raise SpecError(f"{name} must be positive, got {v}")
+        shape = ModelShape(layers=layers, attention_heads=heads or kv_heads, kv_heads=kv_heads, head_dim=head_dim)
+    hw = detect_hardware(parse_size(memory, "--memory") if memory else None,
+                         parse_bandwidth(bandwidth, "--bandwidth") if bandwidth else None)
+    result = make_plan(shape, hw.memory_bytes, parse_size(reserve, "--reserve"), context, users,
+                       tuple(cache_type) or DEFAULT_CACHE_TYPES, hw.bandwidth_bytes_s, parallel,
+                       weights_bytes=parse_size(weights, "--weights") if weights else None)
+    if as_json:
+        print(json.dumps({**plan_to_dict(result), "hardware": hw.description}, indent=2))
+    else:
+        console.print(f"memory: {hw.description}", markup=False)
+        console.print(render(result), markup=False)
 
 
 def main() -> None:

@@ -18,12 +18,12 @@ from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.spec import StudySpec
 
+# A continuous speed makes every candidate distinct (each trial launches); about half the
+# trials draw a fault.
 FAULT_KNOBS = (
-    Knob("speed", "choices", choices=(1, 2, 4, 8)),
-    Knob("bogus", "choices", choices=(False, False, False, True)),
-    Knob("fail-status", "choices", choices=(0, 0, 0, 500)),
-    Knob("crash-after-requests", "choices", choices=(0, 0, 0, 1)),
-    Knob("hang-after-tokens", "choices", choices=(0, 0, 0, 1)),
+    Knob("speed", "float", low=1.0, high=8.0),
+    Knob("fault", "choices", choices=("none", "no-fault", "healthy", "ok", "bogus", "http500",
+                                      "crash", "hang", "slow-start")),
 )
 
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     workload = Workload(concurrency=2, prompt_tokens=8, output_tokens=3, num_requests=2,
                         warmup_requests=0, request_timeout_s=1.0)
     spec = StudySpec(study=a.study, trials=a.trials, workload=workload, seed=a.seed,
-                     startup_timeout_s=5).validate()
+                     startup_timeout_s=2, confirm_top=0).validate()
     launcher = FakeLauncher(base_ttft_ms=10, base_itl_ms=1,
                             extra_env={"KVTUNE_TEST_MARK": a.mark} if a.mark else {})
     if a.faults:

@@ -27,6 +27,12 @@ FAULT_FLAGS = ("fail-status", "startup-delay-s", "crash-after-requests", "hang-a
                "ttft-per-active-ms")
 
 
+# A single `fault` knob picks one fault by name (soak tests draw it at random).
+FAULTS_BY_NAME = {"bogus": {"bogus": True}, "http500": {"fail-status": 500},
+                  "crash": {"crash-after-requests": 1}, "hang": {"hang-after-tokens": 1},
+                  "slow-start": {"startup-delay-s": 30}}
+
+
 @dataclass
 class FakeLauncher:
     base_ttft_ms: float = 200.0
@@ -46,7 +52,8 @@ class FakeLauncher:
 
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
         f = {**self.always, **candidate.flags}
-        speed = float(f.get("speed", 1))
+        f.update(FAULTS_BY_NAME.get(str(f.get("fault", "")), {}))
+        speed = float(f.get("speed", 1))  # may be a float knob
         argv = [sys.executable, "-m", "kvtune.testing.fake_server", "--host", host,
                 "--port", str(port), "--ttft-ms", f"{self.base_ttft_ms / speed:g}",
                 "--itl-ms", f"{self.base_itl_ms / speed:g}"]
