@@ -138,3 +138,19 @@ def test_flag_llama_server_rejects_is_an_infeasible_trial(tmp_path, llama_server
 def test_demo_model_is_cached_and_verified():
     p = demo_model_path()
     assert p.stat().st_size == 98362432
+
+
+def test_impossible_candidates_are_never_launched(tmp_path, llama_server):
+    """Every candidate needs > 1M KV tokens of context: the planner proves none fits in RAM."""
+    study = tmp_path / "huge.yaml"
+    study.write_text("space:\n  ctx-per-slot: [1048576, 2097152]\n  parallel: [4, 8]\n")
+    r = kvtune("run", "--study-file", str(study), "--trials", "3", "--study", "huge", "--confirm-top", "0",
+               "--runs-dir", str(tmp_path), *SMALL, cwd=tmp_path)
+    results = json.loads((tmp_path / "huge" / "results.json").read_text())
+    others = [t for t in results["trials"] if not t["baseline"]]
+    assert others and all(not t["launched"] for t in others)
+    assert all(t["reason"].startswith("pre-screen: weights") and "> memory" in t["reason"] for t in others
+               if t["duplicate_of"] is None)
+    assert not (tmp_path / "huge" / "trials" / "0001").exists()
+    assert results["launches_saved_by_prescreen"] >= 1
+    assert "pre-screen skipped" in r.stdout

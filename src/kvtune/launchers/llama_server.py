@@ -98,6 +98,10 @@ class LlamaServerLauncher:
     name: str = NAME
     health_path: str = "/health"
     extra_args: list[str] = field(default_factory=list)
+    # For the KV pre-screen (None: skip it): the model's shape and the memory it may use.
+    shape: Any = None
+    memory_bytes: int | None = None
+    reserve_bytes: int = 0
     _version: str | None = None
 
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
@@ -138,7 +142,23 @@ class LlamaServerLauncher:
                     f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})")
         if f.get("cache-type-v", "f16") != "f16" and f.get("flash-attn") == "off":
             return "quantized V cache (--cache-type-v) requires --flash-attn on"
-        return None
+        return self._kv_fits(f, parallel)
+
+    def _kv_fits(self, f: dict[str, Any], parallel: int) -> str | None:
+        """Weights + the KV cache this --ctx-size allocates must fit in memory (the seeds' sums)."""
+        if self.shape is None or self.memory_bytes is None:
+            return None
+        from kvtune.planner import llama_server_kv_tokens, prescreen_kv_fits
+        if "ctx-size" in f:
+            ctx = int(f["ctx-size"])
+        elif f.get(CTX_PER_SLOT) is not None:
+            ctx = int(f[CTX_PER_SLOT]) * parallel
+        else:
+            return None
+        cache = (str(f.get("cache-type-k", "f16")), str(f.get("cache-type-v", "f16")))
+        weights = Path(self.model_path).stat().st_size if Path(self.model_path).exists() else None
+        return prescreen_kv_fits(self.shape, weights, self.memory_bytes, self.reserve_bytes,
+                                 llama_server_kv_tokens(ctx, parallel), cache, sequences=parallel)
 
     def request_extra_body(self) -> dict:
         # Defeat the prompt cache: every request must pay for its own prefill.

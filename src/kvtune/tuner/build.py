@@ -42,8 +42,20 @@ def make_launcher(spec: StudySpec) -> Any:
     """The backend's launcher. Bad input (model, binary) fails here, before any launch."""
     if spec.backend == "llama-server":
         binary = find_llama_server(spec.llama_server)  # cheap checks first: the model may be fetched
-        return LlamaServerLauncher(binary=binary, model_path=str(resolve_model(spec.model)))
+        model = resolve_model(spec.model)
+        memory = hardware.memory_bytes()
+        return LlamaServerLauncher(binary=binary, model_path=str(model), shape=_gguf_shape(model),
+                                   memory_bytes=memory or None, reserve_bytes=int(memory * 0.1))
     raise BackendError(f"unknown backend {spec.backend!r}")
+
+
+def _gguf_shape(model: Path) -> Any:
+    """The model's shape for the KV pre-screen, or None when it cannot be read (no pre-screen)."""
+    try:
+        from kvtune.planner.shape import shape_from_gguf
+        return shape_from_gguf(model)
+    except Exception:  # an unreadable shape only disables the pre-screen; the launch still works
+        return None
 
 
 def default_study_name(spec: StudySpec, launcher: Any) -> str:
