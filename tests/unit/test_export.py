@@ -1,0 +1,335 @@
+"""Every export format carries exactly the winning argv: parsed back with each format's own rules.
+
+bash through the launch script's parser (and bash itself), systemd through a parser of systemd's
+quoting (plus `systemd-analyze verify` where it exists), compose and Kubernetes through a YAML
+parser plus structural schema checks. Only --host/--port change, and inside containers the model
+path (mounted read-only at /models); a model path full of shell syntax arrives byte-identical.
+"""
+
+import copy
+import json
+import os
+import posixpath
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvtune.artifacts import export, launch_script
+from kvtune.artifacts import overview as ov
+from kvtune.errors import SpecError
+
+DATA = Path(__file__).parent / "data"
+NASTY = "/tmp/my models/it's \"$(touch /tmp/pwned)\"; rm -rf ~ `id` 100%h \\x $HOME ${PATH}.gguf"
+NASTY_ENV = {"WEIRD": "a b;$(x) \"q\" 's' %h \\ $HOME\tnext\nline", "LLAMA_ARG_N": "1"}
+DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def results() -> dict:
+    return json.loads((DATA / "results_small.json").read_text())
+
+
+def best() -> dict:
+    return ov.pick_trial(results())
+
+
+def nasty_trial(binary: str = "/opt/llama server/bin/llama-server") -> dict:
+    t = copy.deepcopy(best())
+    argv = list(t["argv"])
+    argv[0] = binary
+    argv[argv.index("--model") + 1] = NASTY
+    t["argv"], t["env"] = argv, dict(NASTY_ENV)
+    return t
+
+
+def gpu_results() -> dict:
+    r = results()
+    r["hardware"] = {**r["hardware"], "accelerator": "NVIDIA H100 80GB HBM3", "gpus": ["H100"]}
+    return r
+
+
+def containerized(argv: list[str], port: int) -> list[str]:
+    """What a container must run: the deploy argv (0.0.0.0, port) with the model under /models."""
+    out = export.deploy_argv(argv, "0.0.0.0", port)
+    i = out.index("--model") + 1
+    out[i] = "/models/" + posixpath.basename(out[i])
+    return out
+
+
+def unescape_dollars(s: str) -> str:
+    # compose ($VAR) and Kubernetes ($(VAR)) both read $$ as a literal $; a lone $ would expand
+    assert re.search(r"(?<!\$)\$(?!\$)", s.replace("$$", "")) is None, s
+    return s.replace("$$", "$")
+
+
+# ---- deploy_argv -------------------------------------------------------------------------------
+def test_deploy_argv_changes_only_host_and_port():
+    argv = best()["argv"]
+    out = export.deploy_argv(argv, "0.0.0.0", 9000)
+    assert len(out) == len(argv)
+    changed = [i for i, (a, b) in enumerate(zip(argv, out)) if a != b]
+    assert [out[i - 1] for i in changed] == ["--host", "--port"]
+    assert out[out.index("--host") + 1] == "0.0.0.0" and out[out.index("--port") + 1] == "9000"
+
+
+def test_deploy_argv_equals_form_and_missing_flags():
+    assert export.deploy_argv(["srv", "--host=127.0.0.1", "--port=1", "-x"], "h", 2) == \
+        ["srv", "--host=h", "--port=2", "-x"]
+    assert export.deploy_argv(["srv", "--model", "m"], "h", 2) == ["srv", "--model", "m", "--host", "h",
+                                                                  "--port", "2"]
+
+
+# ---- bash ------------------------------------------------------------------------------------
+def test_bash_carries_the_exact_argv_and_runs(tmp_path):
+    printer = tmp_path / "print args"
+    printer.write_text("#!/usr/bin/env python3\nimport json, os, sys\n"
+                       "print(json.dumps({'argv': sys.argv[1:], 'weird': os.environ.get('WEIRD')}))\n")
+    printer.chmod(0o755)
+    t = nasty_trial(str(printer))
+    path = export.write(tmp_path / "launch.sh", "bash", t, results(), "0.0.0.0", 9000)
+    text = path.read_text()
+    want = export.deploy_argv(t["argv"], "0.0.0.0", 9000)
+    assert launch_script.parse_exec_argv(text) == want
+    assert os.access(path, os.X_OK) and "# study: s2, trial 3" in text
+    got = json.loads(subprocess.run(["bash", str(path)], capture_output=True, text=True, check=True).stdout)
+    assert got == {"argv": want[1:], "weird": NASTY_ENV["WEIRD"]}
+    assert not os.path.exists("/tmp/pwned")
+
+
+# ---- systemd ---------------------------------------------------------------------------------
+_C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+              "\\": "\\", '"': '"', "'": "'", "s": " "}
+
+
+def sd_words(value: str) -> list[str]:
+    """systemd's extract_first_word(EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE), word by word."""
+    words, i, n = [], 0, len(value)
+    while True:
+        while i < n and value[i] in " \t\n":
+            i += 1
+        if i >= n:
+            return words
+        word, quote = [], None
+        while i < n and (quote or value[i] not in " \t\n"):
+            c = value[i]
+            if c == "\\":
+                e = value[i + 1]
+                if e == "x":
+                    word.append(chr(int(value[i + 2:i + 4], 16)))
+                    i += 4
+                    continue
+                assert e in _C_ESCAPES, f"systemd ignores the unknown escape \\{e}"
+                word.append(_C_ESCAPES[e])
+                i += 2
+            elif quote is None and c in "'\"":
+                quote, i = c, i + 1
+            elif c == quote:
+                quote, i = None, i + 1
+            else:
+                word.append(c)
+                i += 1
+        assert quote is None, "unbalanced quoting"
+        words.append("".join(word))
+
+
+def sd_specifiers(word: str) -> str:
+    """Resolve %% (any other specifier would be expanded by systemd: fail)."""
+    assert re.search(r"%[^%]|%$", word.replace("%%", "")) is None, word
+    return word.replace("%%", "%")
+
+
+def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:
+    sections: dict[str, dict[str, list[str]]] = {}
+    current = None
+    for line in text.replace("\\\n", " ").splitlines():
+        if not line.strip() or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            current = sections.setdefault(line.strip()[1:-1], {})
+            continue
+        key, _, value = line.partition("=")
+        current.setdefault(key, []).append(value)
+    return sections
+
+
+def test_systemd_unit_carries_the_exact_argv_and_environment():
+    t = nasty_trial()
+    unit = parse_unit(export.render("systemd", t, results(), "0.0.0.0", 9000))
+    assert set(unit) == {"Unit", "Service", "Install"}
+    svc = unit["Service"]
+    argv = [unescape_dollars(sd_specifiers(w)) for w in sd_words(svc["ExecStart"][0])]
+    assert argv == export.deploy_argv(t["argv"], "0.0.0.0", 9000)
+    env = dict(sd_specifiers(w).split("=", 1) for v in svc["Environment"] for w in sd_words(v))
+    assert env == NASTY_ENV
+    assert svc["Restart"] == ["on-failure"] and unit["Install"]["WantedBy"] == ["multi-user.target"]
+    assert "trial 3" in unit["Unit"]["Description"][0]
+
+
+def test_systemd_header_comment():
+    text = export.render("systemd", best(), results(), "127.0.0.1", 8080)
+    assert text.startswith("# Generated by kvtune.")
+    assert "# tuned on 127.0.0.1 (a free port per trial); this serves on 127.0.0.1:8080" in text
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify_accepts_the_unit(tmp_path):
+    bindir = tmp_path / "bin dir"
+    bindir.mkdir()
+    exe = bindir / "llama-server"
+    exe.write_text("#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    unit = tmp_path / "kvtune-test.service"
+    unit.write_text(export.render("systemd", nasty_trial(str(exe)), results(), "0.0.0.0", 9000))
+    proc = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+    complaints = [ln for ln in (proc.stdout + proc.stderr).splitlines() if unit.name in ln]
+    assert proc.returncode == 0 and not complaints, proc.stdout + proc.stderr
+
+
+def test_systemd_refuses_a_binary_path_it_cannot_express():
+    with pytest.raises(SpecError, match="systemd"):
+        export.render("systemd", nasty_trial("/opt/$x/llama-server"), results())
+
+
+# ---- docker compose --------------------------------------------------------------------------
+SERVICE_KEYS = {"image", "entrypoint", "command", "ports", "environment", "volumes", "restart", "ipc",
+                "deploy"}
+
+
+def check_compose(doc: dict) -> dict:
+    assert set(doc) == {"services"} and len(doc["services"]) == 1
+    (name, svc), = doc["services"].items()
+    assert DNS1123.match(name)
+    assert set(svc) <= SERVICE_KEYS and {"image", "command", "ports", "restart"} <= set(svc)
+    assert isinstance(svc["image"], str) and all(isinstance(a, str) for a in svc["command"])
+    for p in svc["ports"]:
+        assert set(p) <= {"target", "published", "host_ip", "protocol"} and isinstance(p["target"], int)
+        assert isinstance(p["published"], str) and p["protocol"] == "tcp"
+    for v in svc.get("volumes", []):
+        assert v["type"] == "bind" and v["read_only"] is True and v["target"] == "/models"
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in svc.get("environment", {}).items())
+    assert svc["restart"] in ("no", "always", "on-failure", "unless-stopped")
+    return svc
+
+
+def test_compose_llama_server_on_cpu():
+    t = nasty_trial()
+    svc = check_compose(yaml.safe_load(export.render("compose", t, results(), "127.0.0.1", 9000)))
+    assert svc["image"] == export.LLAMA_IMAGE and "entrypoint" not in svc and "deploy" not in svc
+    assert [unescape_dollars(a) for a in svc["command"]] == containerized(t["argv"], 9000)[1:]
+    assert svc["ports"] == [{"target": 9000, "published": "9000", "protocol": "tcp", "host_ip": "127.0.0.1"}]
+    assert [unescape_dollars(v["source"]) for v in svc["volumes"]] == [posixpath.dirname(NASTY)]
+    assert {k: unescape_dollars(v) for k, v in svc["environment"].items()} == NASTY_ENV
+
+
+def test_compose_reserves_the_gpu_when_the_study_had_one():
+    svc = check_compose(yaml.safe_load(export.render("compose", best(), gpu_results(), "0.0.0.0", 8080)))
+    assert svc["image"] == export.LLAMA_IMAGE_GPU
+    dev, = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert dev["driver"] == "nvidia" and dev["count"] == 1 and dev["capabilities"] == ["gpu"]
+    assert "host_ip" not in svc["ports"][0]
+
+
+@pytest.mark.parametrize("head, skip, entrypoint", [
+    (["/venv/bin/vllm", "serve", "/data/llama 3/"], 2, None),
+    (["/venv/bin/python3", "-m", "vllm.entrypoints.cli.main", "serve", "/data/llama 3/"], 4, None),
+    (["/venv/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/data/llama 3/"], 3,
+     ["python3", "-m", "vllm.entrypoints.openai.api_server"]),
+])
+def test_compose_and_k8s_for_vllm(head, skip, entrypoint):
+    t = copy.deepcopy(best())
+    t["argv"] = [*head, "--host", "127.0.0.1", "--port", "41234", "--max-num-seqs", "64", "--enforce-eager"]
+    r = gpu_results()
+    r["backend_version"] = "vllm 0.11.0"
+    want = export.deploy_argv(t["argv"], "0.0.0.0", 8000)
+    want[want.index("/data/llama 3/")] = "/models/llama 3"
+    svc = check_compose(yaml.safe_load(export.render("compose", t, r, "0.0.0.0", 8000)))
+    assert svc["image"] == "vllm/vllm-openai:v0.11.0" and svc.get("entrypoint") == entrypoint
+    assert svc["command"] == want[skip:] and svc["ipc"] == "host"
+    assert svc["volumes"][0]["source"] == "/data"
+    dep, _ = check_k8s(list(yaml.safe_load_all(export.render("k8s", t, r, "0.0.0.0", 8000))), 8000)
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"] == want[skip:] and c.get("command") == entrypoint
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
+
+
+def test_vllm_hugging_face_model_id_is_not_mounted():
+    t = copy.deepcopy(best())
+    t["argv"] = ["vllm", "serve", "Qwen/Qwen2.5-0.5B", "--port", "1"]
+    svc = check_compose(yaml.safe_load(export.render("compose", t, results(), "0.0.0.0", 8000)))
+    assert svc["command"][0] == "Qwen/Qwen2.5-0.5B" and "volumes" not in svc
+
+
+def test_containers_need_a_known_server():
+    t = copy.deepcopy(best())
+    t["argv"] = ["/usr/bin/some-server", "--port", "1"]
+    for fmt in ("compose", "k8s"):
+        with pytest.raises(SpecError, match="cannot containerize"):
+            export.render(fmt, t, results())
+
+
+# ---- Kubernetes -------------------------------------------------------------------------------
+def check_k8s(docs: list, port: int) -> tuple[dict, dict]:
+    assert [d["kind"] for d in docs] == ["Deployment", "Service"]
+    dep, svc = docs
+    assert dep["apiVersion"] == "apps/v1" and svc["apiVersion"] == "v1"
+    for d in docs:
+        assert DNS1123.match(d["metadata"]["name"]) and isinstance(d["metadata"]["labels"], dict)
+    spec = dep["spec"]
+    labels = spec["template"]["metadata"]["labels"]
+    assert isinstance(spec["replicas"], int)
+    assert spec["selector"]["matchLabels"].items() <= labels.items()
+    assert svc["spec"]["selector"].items() <= labels.items()
+    pod = spec["template"]["spec"]
+    c, = pod["containers"]
+    assert DNS1123.match(c["name"]) and isinstance(c["image"], str)
+    assert all(isinstance(a, str) for a in c["args"])
+    cport, = c["ports"]
+    sport, = svc["spec"]["ports"]
+    assert cport["containerPort"] == sport["targetPort"] == port and sport["port"] == port
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for m in c.get("volumeMounts", []):
+        assert m["name"] in volumes
+        if m["mountPath"] == "/models":
+            assert m["readOnly"] is True
+            assert volumes[m["name"]]["hostPath"]["path"].startswith("/")
+    for e in c.get("env", []):
+        assert set(e) == {"name", "value"} and isinstance(e["value"], str)
+    return dep, svc
+
+
+def test_k8s_llama_server():
+    t = nasty_trial()
+    text = export.render("k8s", t, results(), "0.0.0.0", 9000)
+    dep, svc = check_k8s(list(yaml.safe_load_all(text)), 9000)
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["image"] == export.LLAMA_IMAGE and "command" not in c and "resources" not in c
+    assert [unescape_dollars(a) for a in c["args"]] == containerized(t["argv"], 9000)[1:]
+    assert {e["name"]: unescape_dollars(e["value"]) for e in c["env"]} == NASTY_ENV
+    assert pod["volumes"] == [{"name": "model", "hostPath": {"path": posixpath.dirname(NASTY),
+                                                             "type": "Directory"}}]
+    assert svc["spec"]["type"] == "ClusterIP"
+
+
+def test_k8s_gpu_limit():
+    dep, _ = check_k8s(list(yaml.safe_load_all(export.render("k8s", best(), gpu_results(), "0.0.0.0", 8080))), 8080)
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["resources"] == {"limits": {"nvidia.com/gpu": 1}} and c["image"] == export.LLAMA_IMAGE_GPU
+
+
+# ---- all formats ------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", export.FORMATS)
+def test_every_format_names_the_study_and_changes_nothing_else(fmt):
+    t = best()
+    text = export.render(fmt, t, results(), "0.0.0.0", 9000)
+    assert "study: s2, trial 3" in text
+    for a in t["argv"][t["argv"].index("--parallel"):]:  # every tuned flag and value, verbatim
+        assert a in text
+
+
+def test_unknown_format():
+    with pytest.raises(SpecError, match="unknown export format 'helm'"):
+        export.render("helm", best(), results())

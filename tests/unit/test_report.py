@@ -1,0 +1,159 @@
+"""The HTML report: every section and plot present, self-contained (no external URL, no script).
+
+Rendered from real results.json files of small llama-server studies (data/), one with failures
+of every kind added, and from a real Optuna study run with the fake launcher.
+"""
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kvtune import hardware
+from kvtune.artifacts import report
+from kvtune.artifacts.results import build_payload
+from kvtune.launchers.base import Knob
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.spec import StudySpec
+
+DATA = Path(__file__).parent / "data"
+SECTIONS = ("summary", "best", "best-vs-baseline", "best-command", "tradeoff", "flags", "history",
+            "failures", "failures-table", "trials", "trials-table")
+
+
+def load(name: str) -> dict:
+    return json.loads((DATA / f"results_{name}.json").read_text())
+
+
+def with_failures(results: dict) -> dict:
+    """The study plus one trial of each failure kind the tuner records (and a duplicate)."""
+    r = copy.deepcopy(results)
+    proto, n = r["trials"][1], len(r["trials"])
+    launch = {"ttft_p95": 1e6, "error_rate": 1e6, "server_ran": 1.0}
+    for reason, flags, keep in (
+            ("pre-screen: per-slot context 256 < request length 300", {"parallel": 8}, False),
+            ("server failed to start: error: unknown value for --cache-type-k", {"threads": 1}, False),
+            ("server start timed out: no /health after 180 s", {"parallel": 16}, False),
+            ("server crashed during the benchmark (status -9): out of memory", {"parallel": 4}, True)):
+        t = copy.deepcopy(proto)
+        t.update(number=n, reason=reason, feasible=False, duplicate_of=None, constraints=dict(launch))
+        t["candidate"]["flags"].update(flags)
+        if not keep:
+            t.update(metrics=None, objective=None)
+        r["trials"].append(t)
+        n += 1
+    dup = copy.deepcopy(r["trials"][-3])
+    dup.update(number=n, duplicate_of=n - 3)
+    r["trials"].append(dup)
+    return r
+
+
+def plots_in(html: str) -> dict[str, str]:
+    """id -> the figure's markup, for every <figure class="plot">."""
+    return dict(re.findall(r'<figure class="plot" id="([\w-]+)">(.*?)</figure>', html, flags=re.S))
+
+
+def assert_self_contained(html: str) -> None:
+    assert not re.search(r"""(?:src|href|action)\s*=\s*["']?\s*(?:https?:)?//""", html, flags=re.I)
+    assert not re.search(r"url\(\s*['\"]?\s*(?:https?:)?//", html, flags=re.I)
+    assert "<script" not in html.lower() and "<link" not in html.lower() and "@import" not in html
+    assert all(h.startswith("#") for h in re.findall(r'xlink:href="([^"]*)"', html))
+    assert "default-src 'none'" in html  # the browser itself refuses any fetch
+
+
+def test_report_of_a_study_with_failures_has_every_section_and_plot():
+    r = with_failures(load("misses"))
+    html = report.render_report(r, None)
+    plots = plots_in(html)
+    assert set(plots) == set(report.PLOTS)
+    assert all("<svg" in body and "</svg>" in body for body in plots.values())
+    for sid in SECTIONS:
+        assert re.search(rf"""id=['"]{sid}['"]""", html), sid
+    assert_self_contained(html)
+    for text in ("demo12", "AMD EPYC", "llama-server 0.6.0-dev", "TTFT p95 &lt; 700 ms",
+                 "2 concurrent users", "missed target ttft_p95", "server start timed out",
+                 "server crashed during the benchmark", "pre-screen", "same config as #"):
+        assert text in html, text
+    # best vs baseline: every metric improved in this study, so every change is green
+    table = re.search(r"<table id='best-vs-baseline'>.*?</table>", html, flags=re.S).group(0)
+    assert table.count("class='num better'") == 6 and "worse" not in table
+    # the SLO line and the Pareto front are drawn (labels are kept as SVG text)
+    assert "SLO TTFT p95 &lt; 700 ms" in plots["plot-pareto"] and "Pareto front" in plots["plot-pareto"]
+    assert "best feasible so far" in plots["plot-history"]
+    for flag in ("--parallel", "--threads", "--cache-type-k"):
+        assert flag in plots["plot-slice"]
+
+
+def test_small_study_report():
+    html = report.render_report(load("small"))
+    assert set(plots_in(html)) == set(report.PLOTS)
+    assert "No failures" in html
+    assert_self_contained(html)
+
+
+def test_worse_metrics_are_red():
+    r = load("small")
+    r["best_vs_baseline"][2].update(better=False, change_pct=12.5)
+    html = report.render_report(r)
+    assert "<td class='num worse'>+12.5%</td>" in html
+
+
+def test_importance_needs_two_tuned_trials_with_varying_flags():
+    r = load("small")
+    r["trials"] = r["trials"][:2]
+    html = report.render_report(r)
+    assert "plot-importance" not in plots_in(html)
+    assert "id=\"plot-importance-note\"" in html and "at least 2 tuned trials" in html
+
+
+def test_study_with_nothing_measured_still_renders():
+    r = load("small")
+    for t in r["trials"]:
+        t.update(feasible=False, metrics=None, objective=None, reason="server failed to start: boom",
+                 constraints={"ttft_p95": 1e6, "server_ran": 1.0})
+    r.update(best_trial=None)
+    del r["best_vs_baseline"], r["best_argv"]
+    html = report.render_report(r)
+    assert "plot-pareto-note" in html and "No feasible config yet" in html
+    assert "server failed to start" in html
+    assert_self_contained(html)
+
+
+def test_text_is_escaped():
+    r = load("small")
+    r["study"] = "<script>alert(1)</script>"
+    html = report.render_report(r)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_rendering_is_deterministic_and_write_report_writes_it(tmp_path):
+    r = load("misses")
+    path = report.write_report(tmp_path / "report.html", r)
+    assert path.read_text(encoding="utf-8") == report.render_report(r)
+    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_report_from_a_real_optuna_study(make_tuner, tiny_workload):
+    """Importance from the study itself (its own distributions), not a rebuilt one."""
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),
+                                   Knob("bogus", "choices", choices=(True, False))))
+    spec = StudySpec(study="real", trials=6, workload=tiny_workload, targets=["ttft<1s"]).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    outcomes = tuner.run()
+    payload = json.loads(json.dumps(build_payload(
+        "real", spec.to_dict(), hardware.fingerprint(), "fake 1.0", [t.describe() for t in tuner.targets],
+        spec.direction, outcomes), default=str))
+    html = report.render_report(payload, tuner.study)
+    assert set(plots_in(html)) == set(report.PLOTS)
+    importance = plots_in(html)["plot-importance"]
+    assert ">speed<" in importance and ">bogus<" in importance  # bar labels, kept as SVG text
+    assert_self_contained(html)
+
+
+@pytest.mark.parametrize("name", ["small", "misses"])
+def test_svg_ids_are_unique_across_plots(name):
+    html = report.render_report(with_failures(load(name)))
+    ids = re.findall(r'\sid="([^"]+)"', html)
+    assert len(ids) == len(set(ids))
