@@ -109,8 +109,8 @@ def test_ctrl_c_records_the_trial_as_interrupted_and_stops_the_server(tmp_path):
     assert gone(server_pid)
     assert not (run_dir / "server.pid.json").exists()
     s = optuna.load_study(study_name="c", storage=f"sqlite:///{run_dir / 'study.db'}")
-    assert [t.state for t in s.trials] == [optuna.trial.TrialState.FAIL]
-    assert s.trials[0].user_attrs.get("interrupted")
+    assert [t.state for t in s.trials] == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
+    assert s.trials[0].user_attrs.get("interrupted") and s.trials[1].user_attrs.get("baseline")
 
     resumed = start_run(tmp_path, "c", trials=2)
     out, err = resumed.communicate(timeout=600)

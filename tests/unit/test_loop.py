@@ -82,7 +82,7 @@ def test_resume_with_different_targets_is_refused(make_tuner):
 def test_interrupted_trial_is_rerun_on_resume(make_tuner):
     spec = StudySpec(study="i", trials=3, workload=TINY).validate()
     tuner, _ = make_tuner(spec)
-    tuner.run_one(baseline=True)
+    tuner.run_one()  # the baseline, queued first
 
     def interrupt(*a, **k):
         raise KeyboardInterrupt
@@ -90,8 +90,9 @@ def test_interrupted_trial_is_rerun_on_resume(make_tuner):
     tuner.bench = interrupt
     with pytest.raises(KeyboardInterrupt):
         tuner.run_one()
-    interrupted = tuner.study.trials[-1]
+    interrupted, requeued = tuner.study.trials[1], tuner.study.trials[2]
     assert interrupted.state == optuna.trial.TrialState.FAIL and interrupted.user_attrs["interrupted"]
+    assert requeued.state == optuna.trial.TrialState.WAITING  # queued again as it stopped
 
     tuner2, events = make_tuner(spec)
     outcomes = tuner2.run()

@@ -58,6 +58,12 @@ def _die_with_parent() -> None:
         pass
 
 
+def _child_setup(cpus: set[int] | None) -> None:
+    _die_with_parent()
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
 _ERROR_LINE = re.compile(r"error|failed|invalid|unknown|cannot|exception|abort|fatal", re.I)
 
 
@@ -83,6 +89,8 @@ class ServerProcess:
     # Where the running server's PID/process group is recorded, so a later kvtune can stop a
     # server that a killed kvtune left behind (see `reap_leftovers`).
     pid_file: Path | None = None
+    # CPUs the server may run on (a worker's device slot); None: no pinning.
+    cpus: set[int] | None = None
     proc: subprocess.Popen | None = None
 
     @property
@@ -102,7 +110,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **self.env},
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=lambda: _child_setup(self.cpus),
             )
         except OSError as e:
             log.close()
@@ -110,7 +118,8 @@ class ServerProcess:
         log.close()
         if self.pid_file is not None:
             record = {"pid": self.proc.pid, "pgid": self.proc.pid, "argv0": self.argv[0],
-                      "start_ticks": _start_ticks(self.proc.pid)}
+                      "start_ticks": process_start_ticks(self.proc.pid),
+                      "owner_pid": os.getpid(), "owner_start_ticks": process_start_ticks(os.getpid())}
             tmp = self.pid_file.with_suffix(".tmp")
             tmp.write_text(json.dumps(record))
             tmp.replace(self.pid_file)
@@ -182,7 +191,7 @@ class ServerProcess:
         self.stop()
 
 
-def _start_ticks(pid: int) -> int | None:
+def process_start_ticks(pid: int) -> int | None:
     """The process's start time (clock ticks since boot): tells a PID apart from a reused one."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -201,9 +210,13 @@ def reap_leftovers(pid_file: Path) -> str | None:
     except (OSError, ValueError):
         return None
     pid, pgid = int(record.get("pid", 0)), int(record.get("pgid", 0))
+    owner = record.get("owner_pid")
+    if owner and process_start_ticks(int(owner)) is not None \
+            and process_start_ticks(int(owner)) == record.get("owner_start_ticks"):
+        return None  # its kvtune worker is alive and owns it
     stopped = None
-    if pid > 0 and pgid > 0 and _start_ticks(pid) is not None \
-            and _start_ticks(pid) == record.get("start_ticks"):
+    if pid > 0 and pgid > 0 and process_start_ticks(pid) is not None \
+            and process_start_ticks(pid) == record.get("start_ticks"):
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(pgid, sig)

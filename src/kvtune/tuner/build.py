@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 
 from kvtune import hardware
-from kvtune.errors import BackendError
+from kvtune.errors import BackendError, SpecError
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
 from kvtune.models import resolve_model
 from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
@@ -88,15 +88,34 @@ def prepare(spec: StudySpec, launcher: Any = None, runs_dir: str | None = None,
                     hardware=hw)
 
 
-def open_tuner(p: Prepared, callbacks: Callbacks | None = None,
-               storage_url: str | None = None, **kwargs: Any) -> Tuner:
+HARDWARE_KEYS = ("cpu", "cpus", "memory_gib", "accelerator")
+
+
+def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str | None = None,
+               allow_mixed_hardware: bool = False, **kwargs: Any) -> Tuner:
+    """Create or join the study. The creator stores the spec (so `kvtune worker` needs only the
+    storage URL and study name) and queues the baseline as the first trial."""
     url = storage_url or storage.sqlite_url(p.run_dir)
-    identity = {"backend": p.spec.backend, "model": getattr(p.launcher, "model_path", p.spec.model),
+    model = getattr(p.launcher, "model_path", p.spec.model)
+    identity = {"backend": p.spec.backend,
+                "model": Path(model).name if model and Path(str(model)).exists() else model,
                 "targets": sorted(t.name + t.op + repr(t.threshold) for t in p.targets),
                 "objective": p.spec.objective, "workload": p.spec.workload.to_dict(),
                 "space": [k.describe() for k in p.space.knobs]}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = storage.open_study(p.study_name, url, p.spec.direction, identity)
+    if "spec" not in study.user_attrs:
+        study.set_user_attr("spec", p.spec.to_dict())
+    stored_hw = study.user_attrs.get("hardware")
+    here = {k: p.hardware.get(k) for k in HARDWARE_KEYS}
+    if stored_hw is None:
+        study.set_user_attr("hardware", p.hardware)
+    elif {k: stored_hw.get(k) for k in HARDWARE_KEYS} != here and not allow_mixed_hardware:
+        raise SpecError(f"study {p.study_name!r} was measured on other hardware "
+                        f"({hardware.describe(stored_hw)}; this is {hardware.describe(p.hardware)}): "
+                        f"use a new --study (and --warm-start {p.study_name}), or --allow-mixed-hardware")
+    if not study.trials:
+        study.enqueue_trial({}, user_attrs={"baseline": True})
     study.sampler = make_sampler(p.spec, len(study.trials))
-    study.set_user_attr("hardware", p.hardware)
-    return Tuner(p.spec, p.launcher, p.space, p.targets, study, p.run_dir, callbacks, **kwargs)
+    return Tuner(p.spec, p.launcher, p.space, p.targets, study, p.run_dir, callbacks,
+                 hardware=p.hardware, **kwargs)

@@ -9,9 +9,14 @@ next run of the study re-runs it; finished trials are never repeated.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
+import socket
 import time
+import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -22,12 +27,14 @@ from kvtune.artifacts.results import to_jsonable
 from kvtune.bench import client as bench_client
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
-                                      reap_leftovers)
+                                      process_start_ticks, reap_leftovers)
+from optuna.storages._heartbeat import get_heartbeat_thread
 from kvtune.objectives.targets import MAX_MARGIN, Target
 from kvtune.tuner.ranking import rank
 from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
+from kvtune.tuner.storage import GRACE_S
 
 RUNS_KEY = "server_ran"  # constraint: 0 when the server started and the benchmark completed
 MAX_DUPLICATES_IN_A_ROW = 25
@@ -97,7 +104,9 @@ class Tuner:
 
     def __init__(self, spec: StudySpec, launcher: Any, space: SearchSpace, targets: list[Target],
                  study: optuna.Study, run_dir: Path, callbacks: Callbacks | None = None,
-                 bench: Callable[..., Any] = bench_client.run, host: str = "127.0.0.1"):
+                 bench: Callable[..., Any] = bench_client.run, host: str = "127.0.0.1",
+                 slot: int = 0, cpus: set[int] | None = None, hardware: dict | None = None,
+                 wait_for_others: bool = True):
         self.spec = spec
         self.launcher = launcher
         self.space = space
@@ -107,6 +116,14 @@ class Tuner:
         self.cb = callbacks or Callbacks()
         self.bench = bench
         self.host = host
+        # Who runs trials here: recorded on each trial so a dead worker's trial is recognised.
+        self.worker = {"host": socket.gethostname(), "pid": os.getpid(),
+                       "start_ticks": process_start_ticks(os.getpid()), "slot": slot}
+        self.cpus = cpus  # this worker's CPU set; its servers are pinned to it
+        # Whether run() waits for trials running elsewhere (the process that summarizes does;
+        # an extra worker leaves when nothing is left to ask).
+        self.wait_for_others = wait_for_others
+        self.hardware = hardware or {}
 
     # ---- bookkeeping over the stored trials -------------------------------------------------
     def outcomes(self) -> list[TrialOutcome]:
@@ -119,58 +136,87 @@ class Tuner:
                 out.append(o)
         return sorted(out, key=lambda o: o.number)
 
-    def _requeue_interrupted(self) -> None:
-        """Trials left RUNNING by a killed kvtune, or FAIL/interrupted by Ctrl-C, are re-queued
-        once with the same parameters so the study re-runs them."""
-        requeued = set(self.study.user_attrs.get("requeued", []))
-        changed = False
-        for t in self.study.get_trials(deepcopy=False):
-            stale = t.state == optuna.trial.TrialState.RUNNING
-            interrupted = t.state == optuna.trial.TrialState.FAIL and t.user_attrs.get("interrupted")
-            if (stale or interrupted) and t.number not in requeued:
-                if stale:
-                    self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-                if not t.user_attrs.get("baseline") and t.params:
-                    self.study.enqueue_trial(t.params, skip_if_exists=False)
-                requeued.add(t.number)
-                changed = True
-        if changed:
-            self.study.set_user_attr("requeued", sorted(requeued))
+    def _recover(self) -> None:
+        """Re-queue trials whose worker is gone, once each, so their configs are measured.
+
+        - Heartbeats (all storages): a RUNNING trial silent for the grace period, whatever host
+          ran it, is failed and re-queued by Optuna (`fail_stale_trials`).
+        - Same host, at once: a RUNNING trial whose worker process is dead (kvtune was SIGKILLed,
+          the machine rebooted) is failed and re-queued without waiting for the grace period.
+        Ctrl-C re-queues its own trial as it stops (see `run_one`).
+        """
+        optuna.storages.fail_stale_trials(self.study)
+        now = time.time()
+        with _host_lock(self.run_dir):
+            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+                owner = t.user_attrs.get("worker") or {}
+                # killed between ask and recording its worker: no owner, no heartbeat
+                orphaned = not owner and t.datetime_start is not None \
+                    and now - t.datetime_start.timestamp() > GRACE_S
+                if orphaned or (owner.get("host") == self.worker["host"] and not _alive(owner)):
+                    try:
+                        self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+                    except (RuntimeError, ValueError):
+                        continue  # another worker got there first
+                    self._requeue(t)
+
+    def _requeue(self, t: Any) -> None:
+        attrs = {k: v for k, v in t.user_attrs.items() if k in ("baseline", "warm_start")}
+        attrs["retry_of"] = t.user_attrs.get("retry_of", t.number)
+        self.study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
+
+    def _counts(self) -> dict[str, int]:
+        S = optuna.trial.TrialState
+        trials = self.study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING, S.WAITING))
+        return {s.name: sum(1 for t in trials if t.state == s) for s in (S.COMPLETE, S.RUNNING, S.WAITING)}
 
     def _completed(self) -> int:
-        return len(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+        return self._counts()["COMPLETE"]
 
     # ---- the loop -----------------------------------------------------------------------------
     @property
     def pid_file(self) -> Path:
-        return self.run_dir / "server.pid.json"
+        return self.run_dir / f"server.pid.{self.worker['slot']}.json"
 
     def run(self) -> list[TrialOutcome]:
-        note = reap_leftovers(self.pid_file)
-        if note:
-            self.cb.phase(-1, note)
-        self._requeue_interrupted()
+        for f in sorted(self.run_dir.glob("server.pid*.json")):
+            note = reap_leftovers(f)
+            if note:
+                self.cb.phase(-1, note)
+        self._recover()
         duplicates = 0
-        while self._completed() < self.spec.trials:
-            has_baseline = any(o.baseline for o in self.outcomes())
-            outcome = self.run_one(baseline=not has_baseline)
+        while True:
+            c = self._counts()
+            if c["COMPLETE"] >= self.spec.trials:
+                break
+            if c["WAITING"] == 0 and c["COMPLETE"] + c["RUNNING"] >= self.spec.trials:
+                if not self.wait_for_others:
+                    break  # the rest of the budget is running on other workers
+                time.sleep(1.0)  # until they finish, or turn out dead and are re-queued
+                self._recover()
+                continue
+            outcome = self.run_one()
             duplicates = duplicates + 1 if outcome.duplicate_of is not None else 0
             if duplicates >= MAX_DUPLICATES_IN_A_ROW:
                 break  # the sampler keeps proposing measured configs: the space is exhausted
+            self._recover()
         return self.outcomes()
 
-    def run_one(self, baseline: bool = False) -> TrialOutcome:
-        trial = self.study.ask()
+    def run_one(self) -> TrialOutcome:
+        with warnings.catch_warnings():  # ask/tell with heartbeats is what we mean to do
+            warnings.filterwarnings("ignore", message="Heartbeat of storage")
+            trial = self.study.ask()
+        baseline = bool(trial.user_attrs.get("baseline"))
+        trial.set_user_attr("worker", self.worker)
+        trial.set_user_attr("hardware", self.hardware)
         try:
-            if baseline:
-                trial.set_user_attr("baseline", True)
-                candidate = Candidate()
-            else:
-                candidate = self.space.suggest(trial)
-            outcome = self._evaluate(trial, candidate, baseline)
+            with get_heartbeat_thread(trial._trial_id, self.study._storage):
+                candidate = Candidate() if baseline else self.space.suggest(trial)
+                outcome = self._evaluate(trial, candidate, baseline)
         except KeyboardInterrupt:
             trial.set_user_attr("interrupted", True)
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self._requeue(self.study._storage.get_trial(trial._trial_id))
             raise
         self._tell(trial, outcome)
         self.cb.trial_finished(outcome)
@@ -205,7 +251,7 @@ class Tuner:
         outcome.log_path = str(trial_dir / "server.log")
         server = ServerProcess(argv=outcome.argv, env=outcome.env, log_path=Path(outcome.log_path),
                                port=port, host=self.host, health_path=self.launcher.health_path,
-                               pid_file=self.pid_file)
+                               pid_file=self.pid_file, cpus=self.cpus)
         self.cb.phase(n, "starting server")
         try:
             server.start()
@@ -306,6 +352,25 @@ class Tuner:
         if value is None or (not outcome.feasible and outcome.metrics is None):
             value = 0.0 if self.spec.direction == "maximize" else 1e12
         self.study.tell(trial, value)
+
+
+def _alive(owner: dict) -> bool:
+    """Is the worker process recorded in a trial still the same running process?"""
+    pid = owner.get("pid")
+    return bool(pid) and process_start_ticks(int(pid)) is not None \
+        and process_start_ticks(int(pid)) == owner.get("start_ticks")
+
+
+@contextmanager
+def _host_lock(run_dir: Path):
+    """Serialize recovery among this host's workers (they share the run directory)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ".recover.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _describe_miss(t: Target, metrics: dict[str, float]) -> str:

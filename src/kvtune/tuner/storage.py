@@ -29,13 +29,55 @@ def sqlite_url(directory: Path) -> str:
     return f"sqlite:///{(directory / 'study.db').resolve()}"
 
 
+# A running trial's worker writes a heartbeat this often; a trial silent for the grace period is
+# stale (its worker died, wherever it ran) and Optuna re-queues it once per retry.
+HEARTBEAT_S = 5
+GRACE_S = 20
+MAX_RETRY = 3
+
+
+def make_storage(url: str) -> optuna.storages.RDBStorage:
+    """Optuna's RDB storage (SQLite file, PostgreSQL, MySQL) with heartbeats and retry of stale
+    trials, so many workers on many hosts share one study and a dead worker's trial is re-run."""
+    if url.startswith("sqlite"):
+        engine = {"connect_args": {"timeout": 60}}
+    elif url.startswith("postgresql"):
+        engine = {"pool_pre_ping": True}
+    else:
+        engine = {}
+    try:
+        return optuna.storages.RDBStorage(
+            url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY),
+        )
+    except ImportError as e:
+        raise SpecError(f"storage {url.split(':', 1)[0]!r} needs a database driver: {e.name or e} "
+                        f"(for PostgreSQL: pip install psycopg2-binary)") from e
+    except Exception as e:  # sqlalchemy's connection and URL errors
+        raise SpecError(f"cannot open storage {redact(url)}: {str(e).splitlines()[0][:200]}") from e
+
+
+def redact(url: str) -> str:
+    """A storage URL without its password, for messages and results."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}" if ":" in creds else url
+    return url
+
+
+def load_study(name: str, url: str) -> optuna.Study:
+    try:
+        return optuna.load_study(study_name=name, storage=make_storage(url))
+    except KeyError:
+        raise SpecError(f"no study {name!r} in {redact(url)}: start it with `kvtune run --storage ... "
+                        f"--study {name}`") from None
+
+
 def open_study(name: str, url: str, direction: str, identity: dict) -> optuna.Study:
     """Create or resume the study. A resumed study must have the same identity (backend, model,
     workload, targets, objective, space): otherwise its trials would be compared unfairly."""
-    storage = optuna.storages.RDBStorage(
-        url, engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    )
-    study = optuna.create_study(study_name=name, storage=storage, direction=direction,
+    study = optuna.create_study(study_name=name, storage=make_storage(url), direction=direction,
                                 load_if_exists=True)
     stored = study.user_attrs.get("identity")
     if stored is None:
