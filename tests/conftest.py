@@ -35,3 +35,42 @@ def make_tuner(tmp_path: Path):
         return open_tuner(prepared, cb), events
 
     return build
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory):
+    """A real PostgreSQL server on 127.0.0.1 for the session (Debian's postgresql package; `make
+    test` installs it when run as root). Started here, stopped after."""
+    import glob
+    import os
+    import shutil
+    import subprocess
+
+    from kvtune.launchers.process import free_port
+
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+    if not bins:
+        pytest.skip("PostgreSQL is not installed (Debian package postgresql)")
+    pg = Path(bins[-1])
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="kvtune-pg-"))  # outside pytest's 0700 tmp tree
+    data = base / "data"
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses root: run the server as the postgres user
+        if shutil.which("runuser") is None:
+            pytest.skip("running as root without runuser")
+        as_user = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(base, "postgres")
+    port = free_port()
+    subprocess.run([*as_user, str(pg / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+                   check=True, capture_output=True)
+    subprocess.run([*as_user, str(pg / "pg_ctl"), "-D", str(data), "-l", str(data / "server.log"), "-w",
+                    "-o", f"-h 127.0.0.1 -p {port} -k {data}", "start"], check=True, capture_output=True)
+    try:
+        subprocess.run([str(pg / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "kvtune"],
+                       check=True, capture_output=True)
+        yield f"postgresql://postgres@127.0.0.1:{port}/kvtune"
+    finally:
+        subprocess.run([*as_user, str(pg / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)

@@ -18,12 +18,17 @@ from rich.table import Table
 from kvtune import __version__, hardware
 from kvtune.artifacts import launch_script
 from kvtune.artifacts.results import best_outcome, build_payload, write_results
-from kvtune.errors import KvtuneError
+from kvtune.errors import KvtuneError, SpecError
 from kvtune.launchers.base import Candidate
 from kvtune.tuner.build import Prepared, open_tuner, prepare
 from kvtune.progress import fmt_flags, fmt_ms, make_reporter
+from kvtune.tuner.ranking import rank
 from kvtune.tuner.loop import TrialOutcome
 from kvtune.tuner.spec import build_spec, load_study_file
+from kvtune.tuner.storage import load_study, runs_root, sqlite_url
+from kvtune.tuner.warmstart import enqueue_warm_start
+from kvtune.tuner.workers import cpu_slot, gpu_slot, join
+from kvtune.tuner.workers import spawn as spawn_workers
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="kvtune: find the best serving flags for your model on your hardware.")
@@ -135,6 +140,13 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
                           f"{conf['order_before']}, after re-measuring {conf['order_after']}"
                           + (f"; no longer feasible: {conf['no_longer_feasible']}" if conf["no_longer_feasible"] else "")
                           + ". The best is named from both measurements.")
+    warm = [o for o in outcomes if o.warm_start and o.duplicate_of is None]
+    if warm:
+        ranked = [o.number for o in rank(outcomes, p.spec.direction)]
+        for o in warm:
+            held = f"held: feasible here, rank {ranked.index(o.number) + 1} of {len(ranked)}" \
+                if o.number in ranked else f"did not hold here: {o.reason}"
+            console.print(f"Warm start {o.warm_start} -> trial {o.number}: {held}")
     if saved:
         console.print(f"The KV/context pre-screen skipped {saved} launch(es) that could not work.")
     console.print("\n[bold]Best command line:[/bold]")
@@ -165,6 +177,12 @@ def run(
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs or $KVTUNE_RUNS_DIR)."),
     deploy_host: str = typer.Option("127.0.0.1", help="Address the launch script's server binds (tuning always binds 127.0.0.1)."),
     deploy_port: int = typer.Option(8080, help="Port the launch script's server listens on."),
+    storage: Optional[str] = typer.Option(None, help="Optuna storage URL shared by workers, e.g. postgresql://user@db/kvtune (default: a SQLite file in the study's directory)."),
+    workers: int = typer.Option(1, help="Trials at once on this host, each server pinned to its own CPUs / GPUs and port."),
+    gpus_per_trial: int = typer.Option(0, "--gpus-per-trial", help="GPUs each worker's server gets (CUDA_VISIBLE_DEVICES); 0 = don't set it."),
+    warm_start: Optional[str] = typer.Option(None, "--warm-start", help="Start from the best configs of this study (e.g. one tuned on other hardware)."),
+    warm_start_storage: Optional[str] = typer.Option(None, "--warm-start-storage", help="Storage URL of the --warm-start study (default: --storage, else that study's SQLite file)."),
+    allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware", help="Let a study hold trials measured on different hardware."),
     progress: str = typer.Option("auto", help="Progress display: auto (live table, bar and ETA on a terminal; plain lines otherwise) or plain."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the best command line (errors still go to stderr)."),
     jsonl: bool = typer.Option(False, "--jsonl", help="Print one JSON object per event (trial_started, phase, trial_finished, summary)."),
@@ -189,7 +207,17 @@ def run(
     mode = "quiet" if quiet else "jsonl" if jsonl else progress
     out = Console(highlight=False, soft_wrap=True, quiet=mode in ("quiet", "jsonl"))
     _print_header(prepared, out)
-    tuner = open_tuner(prepared)
+    if workers < 1:
+        raise SpecError(f"--workers must be at least 1, got {workers}")
+    url = storage or sqlite_url(prepared.run_dir)
+    tuner = open_tuner(prepared, storage_url=url, allow_mixed_hardware=allow_mixed_hardware,
+                       slot=0, cpus=cpu_slot(0, workers))
+    tuner.device_env = gpu_slot(0, gpus_per_trial)
+    if warm_start:
+        src_url = warm_start_storage or storage or sqlite_url(runs_root(runs_dir) / warm_start)
+        labels = enqueue_warm_start(tuner.study, load_study(warm_start, src_url), prepared.space.knobs)
+        if labels:
+            out.print(f"warm start: queued {', '.join(labels)} (adapted to this search space)")
     done = tuner._completed()
     if done:
         out.print(f"[dim]resuming: {done} finished trial(s) kept[/dim]")
@@ -204,14 +232,27 @@ def run(
     callbacks.trial_finished = finished
     tuner.cb = callbacks
     signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+    procs = []
+    if workers > 1:
+        extra = ["--gpus-per-trial", str(gpus_per_trial)] + (["--runs-dir", runs_dir] if runs_dir else []) \
+            + (["--llama-server", spec.llama_server] if spec.llama_server else []) \
+            + (["--allow-mixed-hardware"] if allow_mixed_hardware else [])
+        procs = spawn_workers(workers, url, prepared.study_name, prepared.run_dir, extra)
+        out.print(f"{workers} workers: this one and {len(procs)} more (logs: {prepared.run_dir}/worker-*.log)")
     try:
         tuner.run()
+        for p in procs:
+            p.wait()
         if spec.confirm_top > 0:
             out.print(f"\n[bold]Confirming[/bold]: re-measuring the top {spec.confirm_top} and the baseline")
             tuner.confirm()
         outcomes = tuner.outcomes()
     except KeyboardInterrupt:
         reporter.close()
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.wait()
         err_console.print(f"\ninterrupted: the running trial is recorded as interrupted and the server "
                           f"stopped; study saved in {prepared.run_dir}. Run the same command to resume.")
         raise typer.Exit(130)
@@ -222,6 +263,33 @@ def run(
     elif mode == "quiet" and code == 0:
         print(shlex.join(payload["best_argv"]))
     raise typer.Exit(code)
+
+
+@app.command()
+def worker(
+    storage: str = typer.Option(..., help="The study's Optuna storage URL, e.g. postgresql://user@db/kvtune."),
+    study: str = typer.Option(..., help="Study name (created by `kvtune run --storage ... --study NAME`)."),
+    slot: int = typer.Option(0, help="This worker's device slot on this host (CPU set / GPUs)."),
+    slots: int = typer.Option(1, help="How many workers share this host's devices."),
+    gpus_per_trial: int = typer.Option(0, "--gpus-per-trial", help="GPUs this worker's servers get."),
+    llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server on this host."),
+    runs_dir: Optional[str] = typer.Option(None, help="Where this host keeps server logs (default ./kvtune-runs)."),
+    allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware"),
+) -> None:
+    """Join a study from any host: run its trials until its budget is spent."""
+    if not 0 <= slot < max(slots, 1):
+        raise SpecError(f"--slot must be in 0..{slots - 1}, got {slot}")
+    reporter = make_reporter("plain", console, 0)
+    tuner = join(storage, study, runs_dir=runs_dir, slot=slot, slots=slots, gpus_per_trial=gpus_per_trial,
+                 llama_server=llama_server, callbacks=reporter.callbacks(),
+                 allow_mixed_hardware=allow_mixed_hardware)
+    signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+    try:
+        outcomes = tuner.run()
+    except KeyboardInterrupt:
+        err_console.print("worker interrupted: its trial is re-queued for another worker")
+        raise typer.Exit(130)
+    console.print(f"worker {slot}: study {study} has {len(outcomes)} finished trials; leaving")
 
 
 @app.command()

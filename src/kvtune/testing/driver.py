@@ -35,16 +35,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--faults", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mark", default="", help="KVTUNE_TEST_MARK set on every server started")
+    p.add_argument("--storage", help="shared Optuna storage URL (default: SQLite in the run dir)")
+    p.add_argument("--join", action="store_true", help="join the study as an extra worker")
+    p.add_argument("--slot", type=int, default=0)
+    p.add_argument("--requests", type=int, default=2, help="measured requests per trial")
     a = p.parse_args(argv)
-    workload = Workload(concurrency=2, prompt_tokens=8, output_tokens=3, num_requests=2,
+    workload = Workload(concurrency=2, prompt_tokens=8, output_tokens=3, num_requests=a.requests,
                         warmup_requests=0, request_timeout_s=1.0)
     spec = StudySpec(study=a.study, trials=a.trials, workload=workload, seed=a.seed,
-                     startup_timeout_s=2, confirm_top=0).validate()
-    launcher = FakeLauncher(base_ttft_ms=10, base_itl_ms=1,
+                     startup_timeout_s=2, confirm_top=0,
+                     objective="output_throughput" if a.faults else "ttft_p95").validate()
+    # Without faults, TTFT 200/100/50 ms for speed 1/2/4: the best config is known (speed 4).
+    launcher = FakeLauncher(base_ttft_ms=10 if a.faults else 200, base_itl_ms=1,
                             extra_env={"KVTUNE_TEST_MARK": a.mark} if a.mark else {})
     if a.faults:
         launcher.knobs = FAULT_KNOBS
-    tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=a.runs_dir))
+    if a.join:
+        from kvtune.tuner.workers import join
+        tuner = join(a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot)
+    else:
+        tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=a.runs_dir), storage_url=a.storage)
     if a.faults:  # draw faults at random: TPE would learn to avoid them, which is not the test
         import optuna
         tuner.study.sampler = optuna.samplers.RandomSampler(seed=a.seed + len(tuner.study.trials))

@@ -34,7 +34,7 @@ from kvtune.tuner.ranking import rank
 from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
-from kvtune.tuner.storage import GRACE_S
+from kvtune.tuner.storage import GRACE_S, quiet_experimental
 
 RUNS_KEY = "server_ran"  # constraint: 0 when the server started and the benchmark completed
 MAX_DUPLICATES_IN_A_ROW = 25
@@ -56,6 +56,7 @@ class TrialOutcome:
     startup_s: float | None = None
     duplicate_of: int | None = None
     spread: dict[str, float] = field(default_factory=dict)  # CV across repeats
+    warm_start: str | None = None  # "study#n" when this config came from a warm start
     # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
     confirmation: dict | None = None
     load_levels: list[dict] = field(default_factory=list)   # capacity search: load -> met
@@ -117,13 +118,14 @@ class Tuner:
         self.bench = bench
         self.host = host
         # Who runs trials here: recorded on each trial so a dead worker's trial is recognised.
-        self.worker = {"host": socket.gethostname(), "pid": os.getpid(),
+        self.worker = {"host": os.environ.get("KVTUNE_WORKER_HOST") or socket.gethostname(), "pid": os.getpid(),
                        "start_ticks": process_start_ticks(os.getpid()), "slot": slot}
         self.cpus = cpus  # this worker's CPU set; its servers are pinned to it
         # Whether run() waits for trials running elsewhere (the process that summarizes does;
         # an extra worker leaves when nothing is left to ask).
         self.wait_for_others = wait_for_others
         self.hardware = hardware or {}
+        self.device_env: dict[str, str] = {}  # e.g. CUDA_VISIBLE_DEVICES of this worker's slot
 
     # ---- bookkeeping over the stored trials -------------------------------------------------
     def outcomes(self) -> list[TrialOutcome]:
@@ -145,7 +147,8 @@ class Tuner:
           the machine rebooted) is failed and re-queued without waiting for the grace period.
         Ctrl-C re-queues its own trial as it stops (see `run_one`).
         """
-        optuna.storages.fail_stale_trials(self.study)
+        with quiet_experimental():
+            optuna.storages.fail_stale_trials(self.study)
         now = time.time()
         with _host_lock(self.run_dir):
             for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
@@ -164,6 +167,23 @@ class Tuner:
         attrs = {k: v for k, v in t.user_attrs.items() if k in ("baseline", "warm_start")}
         attrs["retry_of"] = t.user_attrs.get("retry_of", t.number)
         self.study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
+
+    def _running_elsewhere(self, trial: optuna.trial.Trial) -> bool:
+        """Another worker is measuring these very parameters right now: don't measure them twice
+        (once it finishes, a later proposal of them is a duplicate and reuses its result)."""
+        running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        return any(t.number < trial.number and t.params == trial.params for t in running)
+
+    def _surplus(self, trial: optuna.trial.Trial) -> bool:
+        """Workers that ask at the same moment can overshoot the budget; the lowest-numbered
+        running trials keep their places and the others step back (never a queued trial)."""
+        if "fixed_params" in self.study._storage.get_trial_system_attrs(trial._trial_id):
+            return False
+        S = optuna.trial.TrialState
+        trials = self.study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING))
+        free = self.spec.trials - sum(1 for t in trials if t.state == S.COMPLETE)
+        running = sorted(t.number for t in trials if t.state == S.RUNNING)
+        return trial.number not in running[:max(free, 0)]
 
     def _counts(self) -> dict[str, int]:
         S = optuna.trial.TrialState
@@ -196,22 +216,33 @@ class Tuner:
                 self._recover()
                 continue
             outcome = self.run_one()
+            if outcome is None:  # another worker took the last trial, or runs this config now
+                time.sleep(0.5)
+                continue
             duplicates = duplicates + 1 if outcome.duplicate_of is not None else 0
             if duplicates >= MAX_DUPLICATES_IN_A_ROW:
                 break  # the sampler keeps proposing measured configs: the space is exhausted
             self._recover()
         return self.outcomes()
 
-    def run_one(self) -> TrialOutcome:
+    def run_one(self) -> TrialOutcome | None:
         with warnings.catch_warnings():  # ask/tell with heartbeats is what we mean to do
             warnings.filterwarnings("ignore", message="Heartbeat of storage")
             trial = self.study.ask()
+        if self._surplus(trial):
+            trial.set_user_attr("surplus", True)
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return None
         baseline = bool(trial.user_attrs.get("baseline"))
         trial.set_user_attr("worker", self.worker)
         trial.set_user_attr("hardware", self.hardware)
         try:
             with get_heartbeat_thread(trial._trial_id, self.study._storage):
                 candidate = Candidate() if baseline else self.space.suggest(trial)
+                if not baseline and self._running_elsewhere(trial):
+                    trial.set_user_attr("in_flight_elsewhere", True)
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    return None
                 outcome = self._evaluate(trial, candidate, baseline)
         except KeyboardInterrupt:
             trial.set_user_attr("interrupted", True)
@@ -227,7 +258,8 @@ class Tuner:
         port = free_port(self.host)
         argv = self.launcher.command(candidate, port, self.host)
         env = self.launcher.environment(candidate)
-        outcome = TrialOutcome(number=n, candidate=candidate, argv=argv, env=env, baseline=baseline)
+        outcome = TrialOutcome(number=n, candidate=candidate, argv=argv, env=env, baseline=baseline,
+                               warm_start=trial.user_attrs.get("warm_start"))
         self.cb.trial_started(n, candidate, baseline)
 
         same = self._find_measured(candidate)
@@ -249,7 +281,8 @@ class Tuner:
         n = outcome.number
         trial_dir.mkdir(parents=True, exist_ok=True)
         outcome.log_path = str(trial_dir / "server.log")
-        server = ServerProcess(argv=outcome.argv, env=outcome.env, log_path=Path(outcome.log_path),
+        server = ServerProcess(argv=outcome.argv, env={**outcome.env, **self.device_env},
+                               log_path=Path(outcome.log_path),
                                port=port, host=self.host, health_path=self.launcher.health_path,
                                pid_file=self.pid_file, cpus=self.cpus)
         self.cb.phase(n, "starting server")

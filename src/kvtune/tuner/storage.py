@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import optuna
@@ -31,9 +33,18 @@ def sqlite_url(directory: Path) -> str:
 
 # A running trial's worker writes a heartbeat this often; a trial silent for the grace period is
 # stale (its worker died, wherever it ran) and Optuna re-queues it once per retry.
-HEARTBEAT_S = 5
-GRACE_S = 20
+HEARTBEAT_S = int(os.environ.get("KVTUNE_HEARTBEAT_S", "5"))
+GRACE_S = int(os.environ.get("KVTUNE_GRACE_S", "20"))
 MAX_RETRY = 3
+
+
+@contextmanager
+def quiet_experimental():
+    """Heartbeats and stale-trial retry are long-stable Optuna features still labelled
+    experimental; their warnings would only alarm users."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        yield
 
 
 def make_storage(url: str) -> optuna.storages.RDBStorage:
@@ -46,13 +57,14 @@ def make_storage(url: str) -> optuna.storages.RDBStorage:
     else:
         engine = {}
     try:
-        return optuna.storages.RDBStorage(
-            url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY),
-        )
+        with quiet_experimental():
+            return optuna.storages.RDBStorage(
+                url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY),
+            )
     except ImportError as e:
         raise SpecError(f"storage {url.split(':', 1)[0]!r} needs a database driver: {e.name or e} "
-                        f"(for PostgreSQL: pip install psycopg2-binary)") from e
+                        f"(for PostgreSQL: pip install 'kvtune[postgres]', i.e. psycopg)") from e
     except Exception as e:  # sqlalchemy's connection and URL errors
         raise SpecError(f"cannot open storage {redact(url)}: {str(e).splitlines()[0][:200]}") from e
 

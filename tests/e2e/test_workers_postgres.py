@@ -1,0 +1,90 @@
+"""Several workers on one study in a real PostgreSQL: every trial done exactly once, the best
+found, and a worker killed mid-trial has its trial re-run by another."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+
+pytestmark = pytest.mark.e2e
+TRIALS = 12
+
+
+def driver(tmp_path, url, study, *extra, env=None, requests=6):
+    return subprocess.Popen(
+        [sys.executable, "-m", "kvtune.testing.driver", "--runs-dir", str(tmp_path), "--storage", url,
+         "--study", study, "--trials", str(TRIALS), "--requests", str(requests), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+
+
+def create(tmp_path, url, study):
+    """The first process creates the study (spec + baseline) and runs trials too."""
+    return driver(tmp_path, url, study)
+
+
+def finished(url, study):
+    s = optuna.load_study(study_name=study, storage=url)
+    return s, [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE]
+
+
+def check_exactly_once(s, complete):
+    assert len(complete) == TRIALS
+    assert sum(1 for t in complete if t.user_attrs["outcome"]["baseline"]) == 1
+    measured = [t for t in complete if t.user_attrs["outcome"]["duplicate_of"] is None
+                and not t.user_attrs["outcome"]["baseline"]]
+    keys = [json.dumps(t.params, sort_keys=True) for t in measured]
+    assert len(keys) == len(set(keys))  # no config measured twice: repeats are flagged duplicates
+    workers = {t.user_attrs["worker"]["pid"] for t in complete}
+    return workers
+
+
+def test_three_workers_share_a_study(tmp_path, postgres_url):
+    first = create(tmp_path, postgres_url, "share")
+    time.sleep(3)  # let it create the study
+    others = [driver(tmp_path, postgres_url, "share", "--join", "--slot", str(i)) for i in (1, 2)]
+    for p in [first, *others]:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    s, complete = finished(postgres_url, "share")
+    workers = check_exactly_once(s, complete)
+    assert len(workers) >= 2  # trials really were spread over processes
+    best = min((t for t in complete if t.user_attrs["outcome"]["feasible"]), key=lambda t: t.value)
+    assert best.user_attrs["outcome"]["candidate"]["flags"].get("speed") == 4  # TTFT 50 ms vs 100/200
+
+
+def test_killed_worker_trial_is_rerun_by_another(tmp_path, postgres_url):
+    """The victim runs as if on another host, so only the heartbeat can tell it died."""
+    env = {"KVTUNE_HEARTBEAT_S": "1", "KVTUNE_GRACE_S": "4"}
+    first = driver(tmp_path, postgres_url, "kill", env=env, requests=24)  # trials of 1-3 s
+    time.sleep(3)
+    victim = driver(tmp_path, postgres_url, "kill", "--join", "--slot", "1",
+                    env={**env, "KVTUNE_WORKER_HOST": "other-host"})
+    # wait until the victim owns a running trial, then kill it mid-trial
+    deadline = time.monotonic() + 120
+    victim_trial = None
+    while time.monotonic() < deadline and victim_trial is None:
+        s = optuna.load_study(study_name="kill", storage=postgres_url)
+        running = [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING
+                   and (t.user_attrs.get("worker") or {}).get("host") == "other-host"
+                   and t.params.get("bogus") is False]  # a rejected flag ends a trial at once
+        victim_trial = running[0] if running else None
+        time.sleep(0.2)
+    assert victim_trial is not None, "the victim never ran a trial"
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    s, complete = finished(postgres_url, "kill")
+    check_exactly_once(s, complete)
+    failed = s.trials[victim_trial.number]
+    assert failed.state == optuna.trial.TrialState.FAIL
+    retried = [t for t in complete if t.system_attrs.get("failed_trial") == victim_trial.number
+               or t.user_attrs.get("retry_of") == victim_trial.number]
+    assert retried and retried[0].params == victim_trial.params

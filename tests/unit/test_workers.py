@@ -1,0 +1,62 @@
+"""Worker slots, the stored spec, the hardware guard and warm starts."""
+
+import os
+
+import pytest
+
+from kvtune.errors import SpecError
+from kvtune.launchers.base import Knob
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.spec import StudySpec
+from kvtune.tuner.warmstart import adapt, enqueue_warm_start
+from kvtune.tuner.workers import cpu_slot, gpu_slot, spec_from_dict
+from tests.conftest import TINY
+
+
+def test_cpu_slots_split_the_affinity_set():
+    cpus = sorted(os.sched_getaffinity(0))
+    assert cpu_slot(0, 1) is None
+    slots = [cpu_slot(i, len(cpus)) for i in range(len(cpus))]
+    assert set().union(*slots) == set(cpus) and all(len(s) == 1 for s in slots)
+
+
+def test_gpu_slots():
+    assert gpu_slot(0, 0) == {}
+    assert gpu_slot(1, 2) == {"CUDA_VISIBLE_DEVICES": "2,3"}
+
+
+def test_spec_round_trips_through_the_study():
+    spec = StudySpec(study="x", trials=5, workload=TINY, targets=["ttft<1s"], repeats=2).validate()
+    assert spec_from_dict(spec.to_dict()) == spec
+
+
+def test_study_refuses_other_hardware(make_tuner):
+    tuner, _ = make_tuner()
+    tuner.study.set_user_attr("hardware", {"cpu": "Other CPU", "cpus": 64, "memory_gib": 512.0,
+                                           "accelerator": "8 x H100"})
+    with pytest.raises(SpecError, match="measured on other hardware"):
+        make_tuner()
+
+
+def test_adapt_clamps_ranges_and_drops_unknown_choices():
+    knobs = [Knob("threads", "int", low=1, high=4), Knob("parallel", "choices", choices=(1, 2)),
+             Knob("fa", "fixed", value="on")]
+    assert adapt({"threads": 16, "parallel": 8, "fa": "off", "gone": 1}, knobs) == {"threads": 4}
+    assert adapt({"threads": 2, "parallel": 2}, knobs) == {"threads": 2, "parallel": 2}
+
+
+def test_warm_start_queues_the_source_best_first(make_tuner):
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),))
+    src, _ = make_tuner(StudySpec(study="src", trials=4, workload=TINY, objective="ttft_p95",
+                                  confirm_top=0).validate(), launcher)
+    src.run()
+    dst, _ = make_tuner(StudySpec(study="dst", trials=3, workload=TINY, objective="ttft_p95",
+                                  confirm_top=0).validate(), launcher)
+    labels = enqueue_warm_start(dst.study, src.study, dst.space.knobs, top=2)
+    assert labels and labels[0].startswith("src#")
+    outcomes = dst.run()
+    assert outcomes[0].baseline
+    assert outcomes[1].warm_start == labels[0]
+    best_src = min((o for o in src.outcomes() if o.feasible and not o.baseline), key=lambda o: o.objective)
+    assert outcomes[1].candidate.flags == best_src.candidate.flags
+    assert enqueue_warm_start(dst.study, src.study, dst.space.knobs) == []  # once per study
