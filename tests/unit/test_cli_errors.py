@@ -9,7 +9,7 @@ import pytest
 def kvtune(*args, cwd):
     return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "KVTUNE_CACHE": str(cwd / "cache")})
+                          env={"PATH": "/usr/bin:/bin", "KVTUNE_CACHE": str(cwd / "cache"), "COLUMNS": "400"})
 
 
 @pytest.mark.parametrize("args,fragment", [
