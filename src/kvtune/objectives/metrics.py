@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 PERCENTILES = (50, 90, 95, 99)
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -30,6 +31,17 @@ class RequestSample:
     queue_wait_s: float = 0.0
     # Server-reported timings (llama-server's `timings` object), when present.
     server_timings: dict | None = None
+    # Open loop: when the precomputed schedule said to send it (same clock as send_time).
+    intended_send_time: float | None = None
+    # When the request ended (last byte, error or timeout), on the same clock.
+    end_time: float | None = None
+
+    @property
+    def schedule_lag_s(self) -> float | None:
+        """Open loop: actual minus intended send time (how far the client ran behind)."""
+        if self.intended_send_time is None:
+            return None
+        return self.send_time - self.intended_send_time
 
     @property
     def tpot_s(self) -> float | None:
@@ -41,6 +53,7 @@ class RequestSample:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["tpot_s"] = self.tpot_s
+        d["schedule_lag_s"] = self.schedule_lag_s
         return d
 
 
@@ -71,11 +84,16 @@ def _stats(name: str, values_s: list[float], failed: int) -> dict[str, float]:
     return out
 
 
-def summarize(samples: list[RequestSample], duration_s: float) -> dict[str, float]:
+def summarize(samples: list[RequestSample], duration_s: float,
+              goodput_fn: Callable[[RequestSample], bool] | None = None) -> dict[str, float]:
     """Summarize one benchmark run into vLLM-style keys.
 
     `duration_s` is the wall time of the measured phase (warm-up excluded). Throughputs count
-    only successful requests; `error_rate` is failed / sent.
+    only successful requests; `error_rate` is failed / sent. With `goodput_fn` (True when a
+    request met every per-request SLO; failed requests never count) the summary adds
+    ``request_goodput`` (good requests / duration). When samples carry an intended send time
+    (open loop) it adds the schedule lag (actual - intended send time) over all sent requests:
+    ``mean_schedule_lag_ms``, ``p99_schedule_lag_ms``, ``max_schedule_lag_ms``.
     """
     ok = [s for s in samples if s.ok]
     failed = len(samples) - len(ok)
@@ -100,4 +118,11 @@ def summarize(samples: list[RequestSample], duration_s: float) -> dict[str, floa
     out.update(_stats("tpot", [t for s in ok if (t := s.tpot_s) is not None], failed))
     # ITL is pooled over all gaps of all requests; a failed request adds one +inf gap.
     out.update(_stats("itl", [g for s in ok for g in s.itl_s], failed))
+    if goodput_fn is not None:
+        out["request_goodput"] = sum(1 for s in ok if goodput_fn(s)) / duration_s
+    lags = [1000.0 * lag for s in samples if (lag := s.schedule_lag_s) is not None]
+    if lags:
+        out["mean_schedule_lag_ms"] = sum(lags) / len(lags)
+        out["p99_schedule_lag_ms"] = percentile(lags, 99)
+        out["max_schedule_lag_ms"] = max(lags)
     return out

@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 
 from kvtune import hardware
-from kvtune.errors import BackendError, SpecError
+from kvtune.errors import BackendError, ModelError, SpecError
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
 from kvtune.models import resolve_model
 from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
@@ -46,6 +46,19 @@ def make_launcher(spec: StudySpec) -> Any:
         memory = hardware.memory_bytes()
         return LlamaServerLauncher(binary=binary, model_path=str(model), shape=_gguf_shape(model),
                                    memory_bytes=memory or None, reserve_bytes=int(memory * 0.1))
+    if spec.backend == "vllm":
+        from kvtune.hf_model import demo_hf_model_path
+        from kvtune.launchers.vllm import VllmLauncher, detect_build
+
+        build = detect_build(spec.vllm_python)
+        if spec.model in (None, "", "demo"):
+            model = str(demo_hf_model_path(python=build.python))
+        else:
+            model = spec.model
+            if Path(model).expanduser().exists() and Path(model).is_file():
+                raise ModelError(f"--model {model!r} is a file: vLLM serves an HF model folder or hub id "
+                                 f"(GGUF is llama-server's format)")
+        return VllmLauncher.create(model, build=build)
     raise BackendError(f"unknown backend {spec.backend!r}")
 
 

@@ -57,6 +57,7 @@ class TrialOutcome:
     duplicate_of: int | None = None
     spread: dict[str, float] = field(default_factory=dict)  # CV across repeats
     warm_start: str | None = None  # "study#n" when this config came from a warm start
+    server_facts: dict = field(default_factory=dict)  # what the server logged about itself
     # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
     confirmation: dict | None = None
     load_levels: list[dict] = field(default_factory=list)   # capacity search: load -> met
@@ -295,9 +296,17 @@ class Tuner:
         except ServerStartError as e:
             label = {"crash": "server failed to start", "timeout": "server start timed out",
                      "port": "port busy"}[e.kind]
-            return self._infeasible(outcome, f"{label}: {e.reason}")
+            reason = e.reason
+            classify = getattr(self.launcher, "classify_failure", None)
+            if e.kind == "crash" and classify is not None:  # the backend reads its own log
+                server.stop()
+                reason = f"exited with status {e.returncode}: {classify(e.returncode, server.log_text())}"
+            return self._infeasible(outcome, f"{label}: {reason}")
         finally:
             server.stop()
+        facts = getattr(self.launcher, "startup_facts", None)
+        if facts is not None:  # e.g. vLLM's "KV cache size: N tokens", max concurrency
+            outcome.server_facts = facts(server.log_text())
         (trial_dir / "bench.json").write_text(json.dumps(to_jsonable(
             {"runs": [r.to_dict() for r in measured.bench_runs]}), indent=1))
         outcome.metrics = measured.metrics

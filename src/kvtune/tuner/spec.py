@@ -22,9 +22,9 @@ from kvtune.launchers.base import Knob
 from kvtune.objectives.metrics import LATENCY_METRICS
 from kvtune.objectives.targets import STATS
 
-BACKENDS = ("llama-server",)
+BACKENDS = ("llama-server", "vllm")
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
-            "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top"}
+            "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "vllm_python"}
 OBJECTIVES = {"output_throughput": ("output_throughput", "maximize"),
               "capacity": ("capacity", "maximize"),
               "request_throughput": ("request_throughput", "maximize")}
@@ -45,6 +45,8 @@ class StudySpec:
     workload: Workload = field(default_factory=Workload)
     space: dict[str, Any] = field(default_factory=dict)
     llama_server: str | None = None
+    # The Python whose vLLM serves (default: this one; KVTUNE_VLLM_PYTHON overrides).
+    vllm_python: str | None = None
     startup_timeout_s: float = 180.0
     # Measurements per trial on the same running server (their spread is reported).
     repeats: int = 1
@@ -196,7 +198,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
               "model": ((str,), "a string"), "objective": ((str,), "a string"),
               "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
               "repeats": ((int,), "an integer"), "confirm_top": ((int,), "an integer"),
-              "llama_server": ((str,), "a string"),
+              "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
               "startup_timeout_s": ((int, float), "a number")}
     for key, (types, what) in checks.items():
         if key in data and data[key] is not None:

