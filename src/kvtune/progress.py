@@ -45,6 +45,19 @@ def row_extra(o: TrialOutcome) -> str:
         extra += f"  capacity {m['capacity']:g}"
     if o.spread:
         extra += f"  (CV tok/s {o.spread.get('output_throughput', 0) * 100:.1f}%)"
+    facts, sm = getattr(o, "server_facts", None) or {}, getattr(o, "server_metrics", None) or {}
+    if facts.get("kv_cache_tokens"):
+        extra += f"  KV {facts['kv_cache_tokens']} tok"
+        if facts.get("max_concurrency"):
+            extra += f" ({facts['max_concurrency']:g}x max-len)"
+    if sm.get("available"):
+        usage = sm.get("max_kv_cache_usage_perc")
+        if usage is not None:
+            extra += f", KV use max {usage * 100 if usage <= 1 else usage:.0f}%"
+        if sm.get("num_preemptions_delta"):
+            extra += f", {sm['num_preemptions_delta']:g} preemptions"
+        if sm.get("max_num_requests_waiting"):
+            extra += f", max waiting {sm['max_num_requests_waiting']:g}"
     return extra
 
 

@@ -25,6 +25,8 @@ import optuna
 
 from kvtune.artifacts.results import to_jsonable
 from kvtune.bench import client as bench_client
+from kvtune.bench.client import slo_goodput
+from kvtune.bench.tokenizer import try_load_tokenizer
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
                                       process_start_ticks, reap_leftovers)
@@ -58,6 +60,7 @@ class TrialOutcome:
     spread: dict[str, float] = field(default_factory=dict)  # CV across repeats
     warm_start: str | None = None  # "study#n" when this config came from a warm start
     server_facts: dict = field(default_factory=dict)  # what the server logged about itself
+    server_metrics: dict = field(default_factory=dict)  # its /metrics during the benchmark
     # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
     confirmation: dict | None = None
     load_levels: list[dict] = field(default_factory=list)   # capacity search: load -> met
@@ -127,6 +130,12 @@ class Tuner:
         self.wait_for_others = wait_for_others
         self.hardware = hardware or {}
         self.device_env: dict[str, str] = {}  # e.g. CUDA_VISIBLE_DEVICES of this worker's slot
+        # The model's own tokenizer (GGUF vocab or HF) makes synthetic prompts exact; loaded
+        # once per study, None when unavailable (prompts are then a stated approximation).
+        self.tokenizer = _study_tokenizer(launcher)
+        latency = {t.metric: t.threshold for t in targets
+                   if t.upper and t.metric in ("ttft", "tpot", "e2el")}
+        self._goodput = slo_goodput(latency) if latency else None
 
     # ---- bookkeeping over the stored trials -------------------------------------------------
     def outcomes(self) -> list[TrialOutcome]:
@@ -311,6 +320,8 @@ class Tuner:
             {"runs": [r.to_dict() for r in measured.bench_runs]}), indent=1))
         outcome.metrics = measured.metrics
         outcome.spread = measured.spread
+        outcome.server_metrics = getattr(measured.bench_runs[-1], "server_metrics", None) or {} \
+            if measured.bench_runs else {}
         outcome.load_levels = [{k: v for k, v in r.items() if k != "metrics"} for r in measured.runs
                                if "load" in r]
         self._score(outcome)
@@ -349,9 +360,15 @@ class Tuner:
         return done
 
     def _measure(self, n: int, base_url: str) -> Measurement:
-        call = {"model": self.launcher.served_model_name(),
-                "extra_body": self.launcher.request_extra_body(),
-                "on_phase": lambda p: self.cb.phase(n, p)}
+        extra_body = dict(self.launcher.request_extra_body())
+        if getattr(self.spec.workload, "shared_prefix_fraction", 0) > 0 and "cache_prompt" in extra_body:
+            extra_body["cache_prompt"] = True  # the workload tests prefix caching: let it work
+        call = {"model": self.launcher.served_model_name(), "extra_body": extra_body,
+                "on_phase": lambda p: self.cb.phase(n, p), "goodput_fn": self._goodput}
+        if self.tokenizer is not None:
+            call["tokenizer"] = self.tokenizer
+        if hasattr(self.launcher, "scrape_metrics"):  # vLLM: /metrics before, during, after
+            call["scrape_metrics"] = True
         if self.spec.objective == "capacity":
             return measure_capacity(
                 self.bench, base_url, self.spec.workload, self.targets, call,
@@ -394,6 +411,14 @@ class Tuner:
         if value is None or (not outcome.feasible and outcome.metrics is None):
             value = 0.0 if self.spec.direction == "maximize" else 1e12
         self.study.tell(trial, value)
+
+
+def _study_tokenizer(launcher: Any) -> Any:
+    path = getattr(launcher, "model_path", None)
+    if not path or not Path(str(path)).exists():
+        return None
+    tok, _why = try_load_tokenizer(path)
+    return tok
 
 
 def _alive(owner: dict) -> bool:
