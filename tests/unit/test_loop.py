@@ -165,3 +165,19 @@ def test_confirmation_remeasures_top_and_baseline(make_tuner):
     assert all(o.score is not None for o in again)
     # resuming does not re-measure what was confirmed
     assert tuner.confirm() == confirmations
+
+
+def test_multi_objective_study_reports_the_pareto_set(make_tuner):
+    from kvtune.tuner.ranking import pareto
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),))
+    spec = StudySpec(study="mo", trials=4, workload=TINY, confirm_top=0,
+                     objective=["output_throughput", "ttft_p95"]).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    outcomes = tuner.run()
+    assert len(tuner.study.directions) == 2
+    assert all(len(t.values) == 2 for t in tuner.study.trials)
+    front = pareto(outcomes, spec.directions)
+    assert front and all(o.feasible for o in front)
+    fastest = min((o for o in outcomes if o.feasible), key=lambda o: o.metrics["p95_ttft_ms"])
+    assert fastest.number in [o.number for o in front] or any(
+        o.candidate == fastest.candidate for o in front)

@@ -70,7 +70,7 @@ def confirmation_summary(outcomes: list, direction: str) -> dict | None:
 
 
 def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, targets: list[str],
-                  direction: str, outcomes: list) -> dict:
+                  direction: str, outcomes: list, directions: list[str] | None = None) -> dict:
     """results.json's content; written after every trial, so it is current while a study runs."""
     baseline = next((o for o in outcomes if o.baseline), None)
     best = best_outcome(outcomes, direction)
@@ -83,6 +83,10 @@ def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, 
         "trials": [o.to_dict() for o in outcomes],
         "confirmation": confirmation_summary(outcomes, direction),
     }
+    if directions and len(directions) > 1:
+        from kvtune.tuner.ranking import pareto
+        payload["directions"] = directions
+        payload["pareto_trials"] = [o.number for o in pareto(outcomes, directions)]
     if best is not None and baseline is not None and baseline.metrics:
         payload["best_vs_baseline"] = compare(best.metrics or {}, baseline.metrics)
     return payload

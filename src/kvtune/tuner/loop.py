@@ -61,6 +61,7 @@ class TrialOutcome:
     warm_start: str | None = None  # "study#n" when this config came from a warm start
     server_facts: dict = field(default_factory=dict)  # what the server logged about itself
     server_metrics: dict = field(default_factory=dict)  # its /metrics during the benchmark
+    objectives: list = field(default_factory=list)  # every objective's value (multi-objective)
     # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
     confirmation: dict | None = None
     load_levels: list[dict] = field(default_factory=list)   # capacity search: load -> met
@@ -277,6 +278,7 @@ class Tuner:
             outcome.duplicate_of = same.number
             outcome.metrics, outcome.reason = same.metrics, same.reason
             outcome.constraints, outcome.objective = dict(same.constraints), same.objective
+            outcome.objectives = list(same.objectives)
             outcome.argv, outcome.env = same.argv, same.env
             return outcome
 
@@ -385,8 +387,10 @@ class Tuner:
         m = outcome.metrics or {}
         outcome.constraints = {t.name: t.margin(m) for t in self.targets}
         outcome.constraints[RUNS_KEY] = -1.0
-        value = m.get(self.spec.objective_key)
-        outcome.objective = None if value is None or not math.isfinite(value) else float(value)
+        values = [m.get(k) for k in self.spec.objective_keys]
+        values = [None if v is None or not math.isfinite(v) else float(v) for v in values]
+        outcome.objective = values[0]
+        outcome.objectives = values
         broken = [t for t in self.targets if not t.met(m)]
         if broken:
             outcome.reason = "; ".join(_describe_miss(t, m) for t in broken)
@@ -407,10 +411,12 @@ class Tuner:
         trial.set_user_attr("outcome", json.loads(json.dumps(outcome.to_dict(), default=_json_default)))
         # Infeasible trials still need a value; the worst possible one, so no sampler (or
         # reader of the raw study) mistakes a crash for a good result.
-        value = outcome.objective
-        if value is None or (not outcome.feasible and outcome.metrics is None):
-            value = 0.0 if self.spec.direction == "maximize" else 1e12
-        self.study.tell(trial, value)
+        measured = outcome.objectives if outcome.metrics is not None else None
+        values = []
+        for i, direction in enumerate(self.spec.directions):
+            v = measured[i] if measured and i < len(measured) else None
+            values.append((0.0 if direction == "maximize" else 1e12) if v is None else v)
+        self.study.tell(trial, values if len(values) > 1 else values[0])
 
 
 def _study_tokenizer(launcher: Any) -> Any:

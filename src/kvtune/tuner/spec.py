@@ -39,7 +39,8 @@ class StudySpec:
     backend: str = "llama-server"
     model: str | None = None  # None: the demo model
     targets: list[str] = field(default_factory=list)
-    objective: str = "output_throughput"
+    # One objective, or several (a list) for a multi-objective study of the trade-off.
+    objective: str | list[str] = "output_throughput"
     trials: int = 12
     seed: int = 0
     workload: Workload = field(default_factory=Workload)
@@ -54,20 +55,42 @@ class StudySpec:
     confirm_top: int = 2
 
     @property
+    def objectives(self) -> list[str]:
+        return list(self.objective) if isinstance(self.objective, (list, tuple)) else [self.objective]
+
+    @property
+    def primary(self) -> str:
+        """The first objective: the one confirmation and the launch script rank by."""
+        return self.objectives[0]
+
+    @property
+    def objective_keys(self) -> list[str]:
+        return [OBJECTIVES[o][0] for o in self.objectives]
+
+    @property
+    def directions(self) -> list[str]:
+        return [OBJECTIVES[o][1] for o in self.objectives]
+
+    @property
     def objective_key(self) -> str:
-        return OBJECTIVES[self.objective][0]
+        return OBJECTIVES[self.primary][0]
 
     @property
     def direction(self) -> str:
-        return OBJECTIVES[self.objective][1]
+        return OBJECTIVES[self.primary][1]
 
     def validate(self) -> "StudySpec":
         if self.backend not in BACKENDS:
             raise SpecError(f"unknown backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
-        if self.objective not in OBJECTIVES:
-            raise SpecError(f"unknown objective {self.objective!r}: use output_throughput, "
-                            f"request_throughput, capacity or a latency such as ttft_p95")
-        if self.objective == "capacity" and not self.targets:
+        if not self.objectives:
+            raise SpecError("objective is empty: name at least one, e.g. output_throughput")
+        for o in self.objectives:
+            if not isinstance(o, str) or o not in OBJECTIVES:
+                raise SpecError(f"unknown objective {o!r}: use output_throughput, "
+                                f"request_throughput, capacity or a latency such as ttft_p95")
+        if len(set(self.objectives)) != len(self.objectives):
+            raise SpecError(f"objective lists {self.objectives} twice: name each once")
+        if "capacity" in self.objectives and not self.targets:
             raise SpecError("the capacity objective needs a target to hold, e.g. --target 'ttft_p95<1s'")
         if self.repeats < 1:
             raise SpecError(f"repeats must be at least 1, got {self.repeats}")
@@ -195,7 +218,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
                         f"allowed: {', '.join(sorted(TOP_KEYS))}")
     data = {k: v for k, v in data.items() if v is not None}  # `key:` with no value = not set
     checks = {"study": ((str,), "a string"), "backend": ((str,), "a string"),
-              "model": ((str,), "a string"), "objective": ((str,), "a string"),
+              "model": ((str,), "a string"), "objective": ((str, list), "a name or a list of names"),
               "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
               "repeats": ((int,), "an integer"), "confirm_top": ((int,), "an integer"),
               "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),

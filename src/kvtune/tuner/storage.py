@@ -86,10 +86,10 @@ def load_study(name: str, url: str) -> optuna.Study:
                         f"--study {name}`") from None
 
 
-def open_study(name: str, url: str, direction: str, identity: dict) -> optuna.Study:
+def open_study(name: str, url: str, directions: list[str], identity: dict) -> optuna.Study:
     """Create or resume the study. A resumed study must have the same identity (backend, model,
     workload, targets, objective, space): otherwise its trials would be compared unfairly."""
-    study = optuna.create_study(study_name=name, storage=make_storage(url), direction=direction,
+    study = optuna.create_study(study_name=name, storage=make_storage(url), directions=directions,
                                 load_if_exists=True)
     stored = study.user_attrs.get("identity")
     if stored is None:
