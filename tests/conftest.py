@@ -3,6 +3,7 @@ real load client, real SQLite storage; only the model is fake)."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,31 @@ def postgres_url(tmp_path_factory):
     finally:
         subprocess.run([*as_user, str(pg / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def launched_script(script: Path, port: int, timeout_s: float = 300):
+    """Start a generated launch script (its own process group), wait for /health, stop it."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import httpx
+
+    proc = subprocess.Popen(["bash", str(script)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, "launch script exited"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)

@@ -7,15 +7,14 @@ stream real completions and store real Optuna studies.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.conftest import launched_script
 
 from kvtune.artifacts.launch_script import parse_exec_argv
 from kvtune.errors import KvtuneError
@@ -79,25 +78,11 @@ def test_launch_script_runs_exactly_the_winning_argv(generous):
 
 def test_launch_script_serves_a_completion(generous):
     r, run_dir, port = generous
-    proc = subprocess.Popen(["bash", str(run_dir / "launch-best.sh")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, "launch script exited"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+    with launched_script(run_dir / "launch-best.sh", port, 120):
         reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=60, json={
             "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8})
         assert reply.status_code == 200
         assert reply.json()["choices"][0]["message"]["content"]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def test_resuming_a_finished_study_runs_nothing_new(generous, tmp_path):

@@ -6,15 +6,14 @@ planner's KV-token prediction matches what vLLM reports."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.conftest import launched_script
 
 from kvtune.launchers.process import free_port, run_capture
 
@@ -60,27 +59,13 @@ def test_vllm_study_ends_with_a_best_command(study):
 
 def test_vllm_launch_script_answers_a_completion(study):
     r, run_dir, port = study
-    proc = subprocess.Popen(["bash", str(run_dir / "launch-best.sh")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, "launch script exited"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        results = json.loads((run_dir / "results.json").read_text())
-        model = results["best_argv"][results["best_argv"].index("--model") + 1]
+    results = json.loads((run_dir / "results.json").read_text())
+    model = results["best_argv"][results["best_argv"].index("--model") + 1]
+    with launched_script(run_dir / "launch-best.sh", port, 300):
         reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120, json={
             "model": model, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8})
         assert reply.status_code == 200, reply.text
         assert reply.json()["choices"][0]["message"]["content"]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
 
 
 def test_planner_predicts_vllm_kv_tokens(study):

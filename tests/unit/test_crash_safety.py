@@ -1,7 +1,6 @@
 """Crash safety: SIGKILL a study at random moments, resume, and check the SQLite study:
 no lost or duplicated finished trial, no corrupt database, no fake server left behind."""
 
-import os
 import random
 import signal
 import sqlite3

@@ -77,3 +77,22 @@ class Launcher(Protocol):
 
     def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
         """A reason this candidate cannot work (no launch needed), or None."""
+
+
+def render_flag_map(flags: dict[str, Any], order: tuple[str, ...], negations: dict[str, str]) -> list[str]:
+    """Flags dict -> argv tail in a stable order (`order` first, the rest sorted). A True switch
+    renders ``--key``; a False one its negative form from `negations`, or nothing; None: unset."""
+    ordered = [k for k in order if k in flags] + sorted(k for k in flags if k not in order)
+    argv: list[str] = []
+    for key in ordered:
+        value = flags[key]
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            if value:
+                argv.append(f"--{key}")
+            elif key in negations:
+                argv.append(negations[key])
+            continue
+        argv += [f"--{key}", str(value)]
+    return argv

@@ -18,7 +18,7 @@ from typing import Any
 
 from kvtune.bench.workload import Workload
 from kvtune.errors import ServerNotFoundError
-from kvtune.launchers.base import Candidate, Knob
+from kvtune.launchers.base import Candidate, Knob, render_flag_map
 from kvtune.launchers.process import run_capture
 
 NAME = "llama-server"
@@ -73,20 +73,7 @@ def render_flags(flags: dict[str, Any]) -> list[str]:
     per_slot = flags.pop(CTX_PER_SLOT, None)
     if per_slot is not None and "ctx-size" not in flags:
         flags["ctx-size"] = int(per_slot) * int(flags.get("parallel", 1))
-    ordered = [k for k in FLAG_ORDER if k in flags] + sorted(k for k in flags if k not in FLAG_ORDER)
-    argv: list[str] = []
-    for key in ordered:
-        value = flags[key]
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            if value:
-                argv.append(f"--{key}")
-            elif key in NEGATIONS:
-                argv.append(NEGATIONS[key])
-            continue
-        argv += [f"--{key}", str(value)]
-    return argv
+    return render_flag_map(flags, FLAG_ORDER, NEGATIONS)
 
 
 @dataclass

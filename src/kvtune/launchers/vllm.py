@@ -30,7 +30,7 @@ from typing import Any
 
 from kvtune.bench.workload import Workload
 from kvtune.errors import BackendError, ServerNotFoundError
-from kvtune.launchers.base import Candidate, Knob
+from kvtune.launchers.base import Candidate, Knob, render_flag_map
 from kvtune.launchers.process import last_error_line, run_capture
 
 NAME = "vllm"
@@ -472,20 +472,7 @@ class VllmLauncher:
 
 def render_flags(flags: dict[str, Any]) -> list[str]:
     """Flags dict -> argv tail in a stable order; booleans as ``--x`` / ``--no-x``."""
-    ordered = [k for k in FLAG_ORDER if k in flags] + sorted(k for k in flags if k not in FLAG_ORDER)
-    argv: list[str] = []
-    for key in ordered:
-        value = flags[key]
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            if value:
-                argv.append(f"--{key}")
-            elif key in NEGATABLE:
-                argv.append(f"--no-{key}")
-            continue
-        argv += [f"--{key}", str(value)]
-    return argv
+    return render_flag_map(flags, FLAG_ORDER, {k: f"--no-{k}" for k in NEGATABLE})
 
 
 # ---- reading what the server says ---------------------------------------------------------------
