@@ -96,3 +96,4 @@ def test_a_flag_vllm_rejects_is_an_infeasible_trial(tmp_path):
     assert rejected["reason"].startswith("server failed to start: exited with status 2: argument error")
     assert "bogus-flag" in rejected["reason"]
     assert len(results["trials"]) == 2  # the study went on to the end
+    assert r.returncode == 0 and "The server's defaults were best" in r.stdout
