@@ -6,8 +6,11 @@ planner's KV-token prediction matches what vLLM reports."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -97,3 +100,44 @@ def test_a_flag_vllm_rejects_is_an_infeasible_trial(tmp_path):
     assert "bogus-flag" in rejected["reason"]
     assert len(results["trials"]) == 2  # the study went on to the end
     assert r.returncode == 0 and "The server's defaults were best" in r.stdout
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _group_members(pgid: int) -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True).stdout
+    return [int(p) for p, g, st in (ln.split()[:3] for ln in out.splitlines() if ln.strip())
+            if int(g) == pgid and not st.startswith("Z")]
+
+
+def test_sigkill_of_kvtune_leaves_no_vllm_process(tmp_path):
+    """The API server and its EngineCore child all go when kvtune is SIGKILLed mid-trial."""
+    proc = subprocess.Popen([sys.executable, "-m", "kvtune.cli", "run", "--backend", "vllm", "--trials", "2",
+                             "--study", "k", "--runs-dir", str(tmp_path), *SMALL],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    pid_file = tmp_path / "k" / "server.pid.0.json"
+    deadline = time.monotonic() + 300
+    pgid = None
+    while time.monotonic() < deadline:
+        if pid_file.exists():
+            try:
+                pgid = json.loads(pid_file.read_text())["pgid"]
+            except (ValueError, KeyError):
+                pgid = None
+            if pgid and any("EngineCore" in _cmdline(p) for p in _group_members(pgid)):
+                break  # the engine core process is up
+        time.sleep(0.5)
+    assert pgid, "no vLLM server was started"
+    members = _group_members(pgid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _group_members(pgid):
+        time.sleep(0.5)
+    left = _group_members(pgid)
+    assert not left, f"vLLM processes {left} of {members} outlived kvtune"

@@ -1,8 +1,8 @@
 """Starting and stopping a server process: the only subprocess code of the tuner.
 
 Each server runs in its own process group (so stopping it also stops the children vLLM forks)
-with the kernel's parent-death signal set, so it dies with kvtune even when kvtune is killed with
-SIGKILL. Readiness polls the health endpoint while checking that the process we started is still
+under a guard (`guard.py`) that has the kernel's parent-death signal set and takes the whole
+group down when kvtune dies, even by SIGKILL. Readiness polls the health endpoint while checking that the process we started is still
 alive: a crash (the process exited) and a timeout (alive but never healthy) are different
 outcomes, and another server already answering on the port is never mistaken for ours because
 the port is checked free before launch and our process must be alive.
@@ -17,6 +17,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,7 @@ class ServerProcess:
         log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(
-                self.argv,
+                [sys.executable, "-m", "kvtune.launchers.guard", "--", *self.argv],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -127,6 +128,17 @@ class ServerProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def exited_within(self, seconds: float) -> bool:
+        """Has the server exited, waiting up to `seconds` for it (a crash takes a moment to
+        reach the guard's exit)?"""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout=seconds)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
 
     def log_text(self) -> str:
         try:
