@@ -40,7 +40,7 @@ def start_run(runs: Path, study: str, trials: int) -> subprocess.Popen:
 
 def wait_for_server(run_dir: Path, timeout: float = 120) -> int:
     """PID of the server a running kvtune started (from its record), once one is up."""
-    pid_file = run_dir / "server.pid.json"
+    pid_file = run_dir / "server.pid.0.json"  # worker slot 0
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pid_file.exists():
@@ -107,7 +107,7 @@ def test_ctrl_c_records_the_trial_as_interrupted_and_stops_the_server(tmp_path):
     assert "interrupted" in err and "Run the same command to resume" in err
     assert "Traceback" not in err
     assert gone(server_pid)
-    assert not (run_dir / "server.pid.json").exists()
+    assert not list(run_dir.glob("server.pid*.json"))
     s = optuna.load_study(study_name="c", storage=f"sqlite:///{run_dir / 'study.db'}")
     assert [t.state for t in s.trials] == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
     assert s.trials[0].user_attrs.get("interrupted") and s.trials[1].user_attrs.get("baseline")
