@@ -128,8 +128,8 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
         console.print(table)
         console.print(f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "
                       f"takes the best {p.spec.primary}.")
-    console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] "
-                  f"({fmt_flags(best.candidate)})")
+    label = "the server's defaults" if best.baseline else fmt_flags(best.candidate)
+    console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] ({label})")
     if best.baseline:
         console.print("The server's defaults were best: no flag change beat them.")
     if baseline is None or not baseline.metrics:
@@ -148,10 +148,11 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
     if conf:
         if conf["held"]:
             console.print(f"Confirmation: re-measured trials {conf['remeasured']} with fresh servers; "
-                          f"the ranking held ({' > '.join(map(str, conf['order_after']))}).")
+                          f"the ranking held ({' > '.join(map(str, conf['order_after']))}; 0 is the baseline).")
         else:
-            console.print(f"[yellow]Confirmation changed the ranking[/yellow]: before "
-                          f"{conf['order_before']}, after re-measuring {conf['order_after']}"
+            console.print(f"[yellow]Confirmation changed the ranking[/yellow] (0 is the baseline): before "
+                          f"{' > '.join(map(str, conf['order_before']))}, averaged with the re-measurement "
+                          f"{' > '.join(map(str, conf['order_after']))}"
                           + (f"; no longer feasible: {conf['no_longer_feasible']}" if conf["no_longer_feasible"] else "")
                           + ". The best is named from both measurements.")
     warm = [o for o in outcomes if o.warm_start and o.duplicate_of is None]

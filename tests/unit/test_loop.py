@@ -181,3 +181,22 @@ def test_multi_objective_study_reports_the_pareto_set(make_tuner):
     fastest = min((o for o in outcomes if o.feasible), key=lambda o: o.metrics["p95_ttft_ms"])
     assert fastest.number in [o.number for o in front] or any(
         o.candidate == fastest.candidate for o in front)
+
+
+def test_confirmation_summary_counts_the_baseline():
+    """The demo's case: trial 5 beat the baseline by noise; re-measured, the baseline wins."""
+    from kvtune.artifacts.results import best_outcome, confirmation_summary
+    from kvtune.launchers.base import Candidate
+    from kvtune.tuner.loop import TrialOutcome
+
+    def o(n, value, again, baseline=False):
+        t = TrialOutcome(number=n, candidate=Candidate(), argv=[], env={}, baseline=baseline,
+                         metrics={"output_throughput": value}, constraints={"x": -1.0}, objective=value)
+        t.confirmation = {"objective": again, "feasible": True}
+        return t
+
+    outcomes = [o(0, 81.5, 79.5, baseline=True), o(5, 83.6, 76.5)]
+    summary = confirmation_summary(outcomes, "maximize")
+    assert summary["order_before"] == [5, 0] and summary["order_after"] == [0, 5]
+    assert not summary["held"]
+    assert best_outcome(outcomes, "maximize").number == 0

@@ -58,7 +58,7 @@ def best_outcome(outcomes: list, direction: str):
 
 def confirmation_summary(outcomes: list, direction: str) -> dict | None:
     """How the ranking held when the top configs were re-measured."""
-    confirmed = [o for o in outcomes if o.confirmation is not None and not o.baseline]
+    confirmed = [o for o in outcomes if o.confirmation is not None]
     if not confirmed:
         return None
     before = [o.number for o in rank(confirmed, direction, confirmed=False)]

@@ -124,7 +124,8 @@ class Tuner:
         self.host = host
         # Who runs trials here: recorded on each trial so a dead worker's trial is recognised.
         self.worker = {"host": os.environ.get("KVTUNE_WORKER_HOST") or socket.gethostname(), "pid": os.getpid(),
-                       "start_ticks": process_start_ticks(os.getpid()), "slot": slot}
+                       "start_ticks": process_start_ticks(os.getpid()), "slot": slot,
+                       "cpus": sorted(cpus) if cpus else None}
         self.cpus = cpus  # this worker's CPU set; its servers are pinned to it
         # Whether run() waits for trials running elsewhere (the process that summarizes does;
         # an extra worker leaves when nothing is left to ask).
