@@ -3,9 +3,11 @@ storage overhead per trial.
 
     .venv/bin/python benchmarks/workers.py [--trials 24] [--storage postgresql://...]
 
-Each trial starts a fake server (a real process) whose TTFT is 200/100/50 ms and measures 24
-requests, so a trial takes about a second and most of it is waiting, like a real server would
-make kvtune wait; workers overlap that waiting. Reference: the ideal speed-up is the worker
+Each trial starts a fake server (a real process) whose TTFT is 200 ms / speed (speed a
+continuous knob in [1, 4], so every trial is a new config) and measures 24 requests, so a trial
+takes one to three seconds and most of it is waiting, like a real server would make kvtune wait;
+workers overlap that waiting. On a 2-core machine the workers' own processes (Python, the fake
+servers, the load clients) compete for CPU from 4 workers up. Reference: the ideal speed-up is the worker
 count (capped by the trial count); overhead = wall x workers / trials - mean time inside a trial
 (asking, telling, recovery checks and storage round trips).
 """
@@ -28,7 +30,7 @@ def run(workers: int, trials: int, storage: str | None, root: Path) -> tuple[flo
     url = storage or f"sqlite:///{root / study / 'study.db'}"
     (root / study).mkdir(parents=True, exist_ok=True)
     base = [sys.executable, "-m", "kvtune.testing.driver", "--runs-dir", str(root), "--storage", url,
-            "--study", study, "--trials", str(trials), "--requests", "24"]
+            "--study", study, "--trials", str(trials), "--requests", "24", "--continuous"]
     t0 = time.monotonic()
     first = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while True:  # wait until the first worker created the study

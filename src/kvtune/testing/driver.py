@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--join", action="store_true", help="join the study as an extra worker")
     p.add_argument("--slot", type=int, default=0)
     p.add_argument("--requests", type=int, default=2, help="measured requests per trial")
+    p.add_argument("--continuous", action="store_true",
+                   help="a continuous speed knob: every trial a new config (no duplicates)")
     a = p.parse_args(argv)
     workload = Workload(concurrency=2, prompt_tokens=8, output_tokens=3, num_requests=a.requests,
                         warmup_requests=0, request_timeout_s=1.0)
@@ -50,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                             extra_env={"KVTUNE_TEST_MARK": a.mark} if a.mark else {})
     if a.faults:
         launcher.knobs = FAULT_KNOBS
+    elif a.continuous:
+        launcher.knobs = (Knob("speed", "float", low=1.0, high=4.0),)
     if a.join:
         from kvtune.tuner.workers import join
         tuner = join(a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot)
