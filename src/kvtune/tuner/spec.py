@@ -24,7 +24,8 @@ from kvtune.objectives.targets import STATS
 
 BACKENDS = ("llama-server", "vllm")
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
-            "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "vllm_python"}
+            "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "vllm_python",
+            "informed_start"}
 OBJECTIVES = {"output_throughput": ("output_throughput", "maximize"),
               "capacity": ("capacity", "maximize"),
               "request_throughput": ("request_throughput", "maximize")}
@@ -53,6 +54,9 @@ class StudySpec:
     repeats: int = 1
     # Re-measure this many top configs (and the baseline) at the end before naming the best.
     confirm_top: int = 2
+    # Measure the seeds' advice (slots = users, all cores, flash attention...) right after the
+    # baseline, before the sampler explores.
+    informed_start: bool = True
 
     @property
     def objectives(self) -> list[str]:
@@ -221,6 +225,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
               "model": ((str,), "a string"), "objective": ((str, list), "a name or a list of names"),
               "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
               "repeats": ((int,), "an integer"), "confirm_top": ((int,), "an integer"),
+              "informed_start": ((bool,), "true or false"),
               "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
               "startup_timeout_s": ((int, float), "a number")}
     for key, (types, what) in checks.items():
