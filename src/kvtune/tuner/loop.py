@@ -360,6 +360,10 @@ class Tuner:
             self._launch_and_measure(again, port, self.run_dir / "trials" / f"{o.number:04d}-confirm")
             done[str(o.number)] = {"metrics": again.metrics, "objective": again.objective,
                                    "feasible": again.feasible, "reason": again.reason}
+            first = "-" if o.objective is None else f"{o.objective:.4g}"
+            now = "-" if again.objective is None else f"{again.objective:.4g}"
+            self.cb.phase(o.number, f"re-measured {self.spec.primary}: {now} (first {first})"
+                          + ("" if again.feasible else f"; no longer feasible: {again.reason}"))
             self.study.set_user_attr("confirmations", to_jsonable(done))
         return done
 
