@@ -190,6 +190,11 @@ def run(
     output_tokens: Optional[int] = typer.Option(None, help="Output tokens per request, forced with ignore_eos (default 64)."),
     num_requests: Optional[int] = typer.Option(None, help="Measured requests per trial (default 32)."),
     warmup_requests: Optional[int] = typer.Option(None, help="Warm-up requests per trial, not measured (default 8)."),
+    rate: Optional[float] = typer.Option(None, help="Open loop: requests per second instead of concurrent users (Poisson arrivals)."),
+    dataset: Optional[str] = typer.Option(None, help="Prompts from a ShareGPT JSON or JSONL file instead of synthetic ones."),
+    endpoint: Optional[str] = typer.Option(None, help="chat (default) or completions."),
+    shared_prefix_fraction: Optional[float] = typer.Option(None, help="Fraction of requests sharing one long system prompt (tunes prefix caching honestly)."),
+    shared_prefix_tokens: Optional[int] = typer.Option(None, help="Length of that system prompt in tokens."),
     seed: Optional[int] = typer.Option(None, help="Sampler and prompt seed (default 0)."),
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs or $KVTUNE_RUNS_DIR)."),
     deploy_host: str = typer.Option("127.0.0.1", help="Address the launch script's server binds (tuning always binds 127.0.0.1)."),
@@ -208,7 +213,10 @@ def run(
     file_data = load_study_file(study_file) if study_file else {}
     wl = {k: v for k, v in {"concurrency": concurrency, "prompt_tokens": prompt_tokens,
                            "output_tokens": output_tokens, "num_requests": num_requests,
-                           "warmup_requests": warmup_requests}.items()
+                           "warmup_requests": warmup_requests, "rate": rate,
+                           "mode": "open" if rate is not None else None, "dataset": dataset,
+                           "endpoint": endpoint, "shared_prefix_fraction": shared_prefix_fraction,
+                           "shared_prefix_tokens": shared_prefix_tokens}.items()
           if v is not None}
     if wl and "workload" in file_data:
         from dataclasses import replace
