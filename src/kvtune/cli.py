@@ -263,6 +263,7 @@ def run(
     if workers > 1:
         extra = ["--gpus-per-trial", str(gpus_per_trial)] + (["--runs-dir", runs_dir] if runs_dir else []) \
             + (["--llama-server", spec.llama_server] if spec.llama_server else []) \
+            + (["--vllm-python", spec.vllm_python] if spec.vllm_python else []) \
             + (["--allow-mixed-hardware"] if allow_mixed_hardware else [])
         procs = spawn_workers(workers, url, prepared.study_name, prepared.run_dir, extra)
         out.print(f"{workers} workers: this one and {len(procs)} more (logs: {prepared.run_dir}/worker-*.log)")
@@ -371,6 +372,7 @@ def worker(
     slots: int = typer.Option(1, help="How many workers share this host's devices."),
     gpus_per_trial: int = typer.Option(0, "--gpus-per-trial", help="GPUs this worker's servers get."),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server on this host."),
+    vllm_python: Optional[str] = typer.Option(None, "--vllm-python", help="Python whose vLLM to run on this host."),
     runs_dir: Optional[str] = typer.Option(None, help="Where this host keeps server logs (default ./kvtune-runs)."),
     allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware"),
 ) -> None:
@@ -379,7 +381,7 @@ def worker(
         raise SpecError(f"--slot must be in 0..{slots - 1}, got {slot}")
     reporter = make_reporter("plain", console, 0)
     tuner = join(storage, study, runs_dir=runs_dir, slot=slot, slots=slots, gpus_per_trial=gpus_per_trial,
-                 llama_server=llama_server, callbacks=reporter.callbacks(),
+                 llama_server=llama_server, vllm_python=vllm_python, callbacks=reporter.callbacks(),
                  allow_mixed_hardware=allow_mixed_hardware)
     signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     try:

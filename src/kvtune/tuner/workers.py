@@ -57,6 +57,7 @@ def gpu_slot(slot: int, gpus_per_trial: int) -> dict[str, str]:
 
 def join(storage_url: str, study_name: str, *, launcher: Any = None, runs_dir: str | None = None,
          slot: int = 0, slots: int = 1, gpus_per_trial: int = 0, llama_server: str | None = None,
+         vllm_python: str | None = None,
          callbacks: Callbacks | None = None, allow_mixed_hardware: bool = False,
          wait_for_others: bool = False) -> Tuner:
     """A Tuner for an existing study, built from the spec stored in it."""
@@ -64,8 +65,10 @@ def join(storage_url: str, study_name: str, *, launcher: Any = None, runs_dir: s
     if "spec" not in study.user_attrs:
         raise SpecError(f"study {study_name!r} was not created by kvtune (no stored spec)")
     spec = spec_from_dict(study.user_attrs["spec"])
-    if llama_server:
+    if llama_server:  # binaries and environments are this host's, not the creator's
         spec.llama_server = llama_server
+    if vllm_python:
+        spec.vllm_python = vllm_python
     prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir)
     tuner = open_tuner(prepared, callbacks, storage_url=storage_url,
                        allow_mixed_hardware=allow_mixed_hardware, slot=slot,
