@@ -65,10 +65,9 @@ def join(storage_url: str, study_name: str, *, launcher: Any = None, runs_dir: s
     if "spec" not in study.user_attrs:
         raise SpecError(f"study {study_name!r} was not created by kvtune (no stored spec)")
     spec = spec_from_dict(study.user_attrs["spec"])
-    if llama_server:  # binaries and environments are this host's, not the creator's
-        spec.llama_server = llama_server
-    if vllm_python:
-        spec.vllm_python = vllm_python
+    # Binaries and environments are this host's: the creator's paths may not exist here.
+    spec.llama_server = llama_server
+    spec.vllm_python = vllm_python
     prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir)
     tuner = open_tuner(prepared, callbacks, storage_url=storage_url,
                        allow_mixed_hardware=allow_mixed_hardware, slot=slot,
