@@ -207,10 +207,10 @@ def _field_str(field, i: int) -> str:
 
 
 def _load_gguf(path: Path) -> GGUFVocab:
-    from gguf import GGUFReader  # optional dependency (kvtune[gguf])
+    from kvtune.gguf_file import read_gguf  # parsed once, shared with the planner
 
     try:
-        r = GGUFReader(str(path))
+        r = read_gguf(path)
     except (OSError, ValueError) as e:
         raise SpecError(f"cannot read GGUF file {str(path)!r}: {e}") from e
     f = r.fields.get("tokenizer.ggml.model")

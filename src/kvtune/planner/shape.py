@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from kvtune.errors import ModelError
+from kvtune.gguf_file import read_gguf
 from kvtune.planner.kv import ModelShape
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1}
@@ -175,7 +176,7 @@ def shape_from_gguf(path: str | Path) -> ModelShape:
     except ImportError:
         raise ModelError("reading GGUF metadata needs the gguf package: pip install gguf") from None
     try:
-        reader = GGUFReader(str(path))
+        reader = read_gguf(path)
     except Exception as e:  # the reader's own struct/value errors on a damaged file
         raise ModelError(f"cannot read GGUF metadata from {path}: {e}") from e
 

@@ -1,0 +1,30 @@
+"""One parse of a GGUF file per process.
+
+`gguf.GGUFReader` parses the whole header and vocabulary (about 2 s for the demo model), and a
+study needs it twice at start-up: the planner reads the model's shape for the KV pre-screen and
+the load client reads the vocabulary for exact prompt lengths. Both go through here, so the
+file is parsed once. The cache key includes size and modification time, so a replaced file is
+read again.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+
+def read_gguf(path: str | Path) -> Any:
+    """The file's `gguf.GGUFReader` (ImportError without the gguf package; the reader's own
+    errors on a damaged file)."""
+    p = Path(path).resolve()
+    st = os.stat(p)
+    return _read(str(p), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _read(path: str, size: int, mtime_ns: int) -> Any:
+    from gguf import GGUFReader
+
+    return GGUFReader(path)
