@@ -245,7 +245,7 @@ def run(
         labels = enqueue_warm_start(tuner.study, load_study(warm_start, src_url), prepared.space.knobs)
         if labels:
             out.print(f"warm start: queued {', '.join(labels)} (adapted to this search space)")
-    done = tuner._completed()
+    done = tuner.completed()
     if done:
         out.print(f"[dim]resuming: {done} finished trial(s) kept[/dim]")
     out.print()

@@ -3,8 +3,8 @@
 Every trial ends COMPLETE: a failed launch, a crash, a timeout or failed requests become a trial
 whose constraints are violated (with the reason stored), never FAIL (samplers ignore FAIL trials
 and would learn nothing) and never a fake good score. The baseline (the server's own defaults)
-is always trial 0. A trial interrupted by Ctrl-C is marked FAIL/interrupted and re-queued, so the
-next run of the study re-runs it; finished trials are never repeated.
+is queued first when the study is created. A trial interrupted by Ctrl-C, or lost with its
+worker, is failed and queued again, so the study re-runs it; finished trials are never repeated.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import optuna
+from optuna.storages._heartbeat import get_heartbeat_thread
 
 from kvtune.artifacts.results import to_jsonable
 from kvtune.bench import client as bench_client
@@ -30,10 +31,9 @@ from kvtune.bench.tokenizer import try_load_tokenizer
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
                                       process_start_ticks, reap_leftovers)
-from optuna.storages._heartbeat import get_heartbeat_thread
 from kvtune.objectives.targets import MAX_MARGIN, Target
-from kvtune.tuner.ranking import rank
 from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
+from kvtune.tuner.ranking import rank
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
 from kvtune.tuner.storage import GRACE_S, quiet_experimental
@@ -202,7 +202,7 @@ class Tuner:
         trials = self.study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING, S.WAITING))
         return {s.name: sum(1 for t in trials if t.state == s) for s in (S.COMPLETE, S.RUNNING, S.WAITING)}
 
-    def _completed(self) -> int:
+    def completed(self) -> int:
         return self._counts()["COMPLETE"]
 
     # ---- the loop -----------------------------------------------------------------------------
