@@ -132,6 +132,7 @@ def test_repeats_pool_samples_and_report_spread(make_tuner):
     tuner, _ = make_tuner(StudySpec(study="rep", trials=1, workload=TINY, repeats=3).validate(), launcher)
     o = tuner.run()[0]
     assert o.metrics["num_requests"] == 3 * TINY.num_requests and o.metrics["repeats"] == 3
+    assert "mean_prompt_ms_server" in o.metrics  # pooled runs keep the server-side split
     assert set(o.spread) >= {"output_throughput", "p95_ttft_ms"}
     assert all(v >= 0 for v in o.spread.values())
 

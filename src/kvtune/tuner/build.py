@@ -89,8 +89,7 @@ def make_sampler(spec: StudySpec, n_existing: int) -> optuna.samplers.BaseSample
         )
 
 
-def prepare(spec: StudySpec, launcher: Any = None, runs_dir: str | None = None,
-            storage_url: str | None = None) -> Prepared:
+def prepare(spec: StudySpec, launcher: Any = None, runs_dir: str | None = None) -> Prepared:
     targets = parse_study_targets(spec)  # malformed targets fail before anything else
     launcher = launcher or make_launcher(spec)
     hw = hardware.fingerprint()

@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from kvtune.bench.client import server_timing_summary
 from kvtune.bench.workload import Workload
 from kvtune.objectives.metrics import summarize
 from kvtune.objectives.targets import Target
@@ -69,7 +70,10 @@ def measure_repeats(bench: Callable[..., Any], base_url: str, workload: Workload
     if len(runs) == 1:
         return Measurement(metrics=runs[0].metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}],
                            bench_runs=runs)
-    pooled = summarize([s for r in runs for s in r.samples], sum(r.duration_s for r in runs))
+    samples = [s for r in runs for s in r.samples]
+    # the same keys a single run has: goodput under the targets and llama-server's timing split
+    pooled = summarize(samples, sum(r.duration_s for r in runs), goodput_fn=call.get("goodput_fn"))
+    pooled.update(server_timing_summary(samples))
     spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
     pooled["repeats"] = float(len(runs))
     return Measurement(metrics=pooled, spread=spread, bench_runs=runs,
