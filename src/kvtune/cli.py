@@ -96,8 +96,8 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
                console: Console) -> tuple[int, dict]:
     baseline = next((o for o in outcomes if o.baseline), None)
     best = best_outcome(outcomes, p.spec.direction)
-    saved = sum(1 for o in outcomes if o.reason.startswith("pre-screen"))
     payload = _payload(p, outcomes)
+    saved = payload["launches_saved_by_prescreen"]
     console.print()
     if best is None:
         results = write_results(p.run_dir / "results.json", payload)
