@@ -182,9 +182,13 @@ class Tuner:
 
     def _running_elsewhere(self, trial: optuna.trial.Trial) -> bool:
         """Another worker is measuring these very parameters right now: don't measure them twice
-        (once it finishes, a later proposal of them is a duplicate and reuses its result)."""
+        (once it finishes, a later proposal of them is a duplicate and reuses its result).
+
+        Any other running trial counts, whatever its number: a trial asked earlier may get its
+        parameters only after this one checked, and then it is that one that sees this one. Two
+        that see each other both step back and ask again."""
         running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        return any(t.number < trial.number and t.params == trial.params for t in running)
+        return any(t.number != trial.number and t.params == trial.params for t in running)
 
     def _surplus(self, trial: optuna.trial.Trial) -> bool:
         """Workers that ask at the same moment can overshoot the budget; the lowest-numbered
