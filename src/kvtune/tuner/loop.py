@@ -17,7 +17,7 @@ import socket
 import time
 import warnings
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,67 +32,14 @@ from kvtune.launchers.base import Candidate
 from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
                                       process_start_ticks, reap_leftovers)
 from kvtune.objectives.targets import MAX_MARGIN, Target
+from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome
 from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
 from kvtune.tuner.ranking import rank
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
 from kvtune.tuner.storage import GRACE_S, quiet_experimental
 
-RUNS_KEY = "server_ran"  # constraint: 0 when the server started and the benchmark completed
 MAX_DUPLICATES_IN_A_ROW = 25
-
-
-@dataclass
-class TrialOutcome:
-    number: int
-    candidate: Candidate
-    argv: list[str]
-    env: dict[str, str]
-    baseline: bool = False
-    launched: bool = False
-    metrics: dict[str, float] | None = None
-    constraints: dict[str, float] = field(default_factory=dict)
-    reason: str = ""  # empty when feasible
-    objective: float | None = None
-    log_path: str | None = None
-    startup_s: float | None = None
-    duplicate_of: int | None = None
-    spread: dict[str, float] = field(default_factory=dict)  # CV across repeats
-    warm_start: str | None = None  # "study#n" when this config came from a warm start
-    server_facts: dict = field(default_factory=dict)  # what the server logged about itself
-    server_metrics: dict = field(default_factory=dict)  # its /metrics during the benchmark
-    objectives: list = field(default_factory=list)  # every objective's value (multi-objective)
-    # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
-    confirmation: dict | None = None
-    load_levels: list[dict] = field(default_factory=list)   # capacity search: load -> met
-
-    @property
-    def feasible(self) -> bool:
-        return bool(self.constraints) and all(v <= 0 for v in self.constraints.values())
-
-    @property
-    def held(self) -> bool:
-        """Still feasible when re-measured (True when it was not re-measured)."""
-        return self.confirmation is None or bool(self.confirmation.get("feasible"))
-
-    @property
-    def score(self) -> float | None:
-        """The objective, averaged with the confirmation's re-measurement when there is one."""
-        if self.objective is None:
-            return None
-        again = (self.confirmation or {}).get("objective")
-        return self.objective if again is None else (self.objective + again) / 2
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["feasible"] = self.feasible
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TrialOutcome":
-        d = {k: v for k, v in d.items() if k != "feasible"}
-        d["candidate"] = Candidate(**d["candidate"])
-        return cls(**d)
 
 
 @dataclass

@@ -1,0 +1,42 @@
+"""What a study optimizes: a typed (name, metric key, direction) for every objective name.
+
+Names are what users write (``output_throughput``, ``capacity``, ``ttft_p95``); the key is the
+metrics-dict entry the tuner reads; the direction says whether more is better. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kvtune.kinds import Direction
+from kvtune.objectives.metrics import LATENCY_METRICS
+from kvtune.objectives.targets import STATS
+
+
+class Objective(NamedTuple):
+    name: str
+    key: str
+    direction: Direction
+
+    @property
+    def maximize(self) -> bool:
+        return self.direction is Direction.MAXIMIZE
+
+
+def _catalogue() -> dict[str, Objective]:
+    out = {n: Objective(n, n, Direction.MAXIMIZE)
+           for n in ("output_throughput", "capacity", "request_throughput")}
+    for metric in LATENCY_METRICS:
+        for stat in STATS:
+            name = f"{metric}_{stat}"
+            out[name] = Objective(name, f"{'median' if stat == 'p50' else stat}_{metric}_ms",
+                                  Direction.MINIMIZE)
+    return out
+
+
+OBJECTIVES: dict[str, Objective] = _catalogue()
+
+
+def objective(name: str) -> Objective:
+    """The Objective of a name users write; KeyError for an unknown one (callers validate)."""
+    return OBJECTIVES[name]

@@ -1,0 +1,86 @@
+"""The one trial outcome: what a trial tried, what it measured, and why it failed if it did.
+
+Every reader of a study uses this type: the tuner writes it into the Optuna trial, results.json
+holds its `to_dict()`, and `kvtune show`, `report` and `export` read it back with `from_dict`, so
+they cannot disagree on which trial is feasible, best or a Pareto point. A failure carries a
+`FailureKind` for code and a reason for people; nothing parses the reason back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from kvtune.kinds import FailureKind
+from kvtune.launchers.base import Candidate
+
+# The constraint every trial carries: <= 0 when the server started and the benchmark completed.
+RUNS_KEY = "server_ran"
+
+
+@dataclass
+class TrialOutcome:
+    number: int
+    candidate: Candidate
+    argv: list[str]
+    env: dict[str, str]
+    baseline: bool = False
+    launched: bool = False
+    metrics: dict[str, float] | None = None
+    constraints: dict[str, float] = field(default_factory=dict)
+    failure: FailureKind | None = None  # None when feasible
+    reason: str = ""  # for people; empty when feasible
+    objective: float | None = None
+    log_path: str | None = None
+    startup_s: float | None = None
+    duplicate_of: int | None = None
+    spread: dict[str, float] = field(default_factory=dict)  # CV across repeats
+    warm_start: str | None = None  # "study#n" when this config came from a warm start
+    server_facts: dict = field(default_factory=dict)  # what the server logged about itself
+    server_metrics: dict = field(default_factory=dict)  # its /metrics during the benchmark
+    objectives: list = field(default_factory=list)  # every objective's value (multi-objective)
+    # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
+    confirmation: dict | None = None
+    load_levels: list[dict] = field(default_factory=list)   # capacity search: load -> met
+
+    @property
+    def feasible(self) -> bool:
+        return bool(self.constraints) and all(v <= 0 for v in self.constraints.values())
+
+    @property
+    def measured(self) -> bool:
+        """Benchmarked in its own right: has metrics and is not a replay of an earlier trial."""
+        return self.duplicate_of is None and bool(self.metrics)
+
+    @property
+    def held(self) -> bool:
+        """Still feasible when re-measured (True when it was not re-measured)."""
+        return self.confirmation is None or bool(self.confirmation.get("feasible"))
+
+    @property
+    def score(self) -> float | None:
+        """The objective, averaged with the confirmation's re-measurement when there is one."""
+        if self.objective is None:
+            return None
+        again = (self.confirmation or {}).get("objective")
+        return self.objective if again is None else (self.objective + again) / 2
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["failure"] = self.failure.value if self.failure else None
+        d["feasible"] = self.feasible
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrialOutcome":
+        """Read back `to_dict()` (also from results.json, where non-finite numbers are null)."""
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {k: v for k, v in d.items() if k in known}
+        values["candidate"] = Candidate(**(d.get("candidate") or {}))
+        values.setdefault("argv", [])
+        values.setdefault("env", {})
+        failure = d.get("failure")
+        values["failure"] = FailureKind(failure) if failure else None
+        values["constraints"] = {k: (float("inf") if v is None else v)
+                                 for k, v in (d.get("constraints") or {}).items()}
+        return cls(**values)
