@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import optuna
-from optuna.storages._heartbeat import get_heartbeat_thread
 
 from kvtune.artifacts.results import to_jsonable
 from kvtune.bench import client as bench_client
@@ -37,6 +36,7 @@ from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
 from kvtune.tuner.ranking import rank
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
+from kvtune.tuner import storage
 from kvtune.tuner.storage import GRACE_S, quiet_experimental
 
 MAX_DUPLICATES_IN_A_ROW = 25
@@ -59,7 +59,7 @@ class Tuner:
                  study: optuna.Study, run_dir: Path, callbacks: Callbacks | None = None,
                  bench: Callable[..., Any] = bench_client.run, host: str = "127.0.0.1",
                  slot: int = 0, cpus: set[int] | None = None, hardware: dict | None = None,
-                 wait_for_others: bool = True):
+                 wait_for_others: bool = True, device_env: dict[str, str] | None = None):
         self.spec = spec
         self.launcher = launcher
         self.space = space
@@ -78,7 +78,8 @@ class Tuner:
         # an extra worker leaves when nothing is left to ask).
         self.wait_for_others = wait_for_others
         self.hardware = hardware or {}
-        self.device_env: dict[str, str] = {}  # e.g. CUDA_VISIBLE_DEVICES of this worker's slot
+        # Set on this worker's servers only (e.g. CUDA_VISIBLE_DEVICES of its GPU slot).
+        self.device_env: dict[str, str] = dict(device_env or {})
         # The model's own tokenizer (GGUF vocab or HF) makes synthetic prompts exact; loaded
         # once per study, None when unavailable (prompts are then a stated approximation).
         self.tokenizer = _study_tokenizer(launcher)
@@ -140,7 +141,7 @@ class Tuner:
     def _surplus(self, trial: optuna.trial.Trial) -> bool:
         """Workers that ask at the same moment can overshoot the budget; the lowest-numbered
         running trials keep their places and the others step back (never a queued trial)."""
-        if "fixed_params" in self.study._storage.get_trial_system_attrs(trial._trial_id):
+        if storage.was_enqueued(self.study, trial):
             return False
         S = optuna.trial.TrialState
         trials = self.study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING))
@@ -200,7 +201,7 @@ class Tuner:
         trial.set_user_attr("worker", self.worker)
         trial.set_user_attr("hardware", self.hardware)
         try:
-            with get_heartbeat_thread(trial._trial_id, self.study._storage):
+            with storage.heartbeat(self.study, trial):
                 candidate = Candidate() if baseline else self.space.suggest(trial)
                 if not baseline and self._running_elsewhere(trial):
                     trial.set_user_attr("in_flight_elsewhere", True)
@@ -210,7 +211,7 @@ class Tuner:
         except KeyboardInterrupt:
             trial.set_user_attr("interrupted", True)
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            self._requeue(self.study._storage.get_trial(trial._trial_id))
+            self._requeue(storage.frozen(self.study, trial))
             raise
         self._tell(trial, outcome)
         self.cb.trial_finished(outcome)

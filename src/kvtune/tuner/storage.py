@@ -99,3 +99,28 @@ def open_study(name: str, url: str, directions: list[str], identity: dict) -> op
         raise SpecError(f"study {name!r} already exists with a different {', '.join(changed)}: "
                         f"use another --study name or the same settings to resume it")
     return study
+
+
+# ---- the only place kvtune touches Optuna's private API -------------------------------------
+# Optuna offers no public way to (a) run a heartbeat thread for an ask/tell trial, (b) tell a
+# trial that was enqueued (fixed parameters) from one the sampler proposed, (c) read a frozen
+# copy of a trial by its handle. These helpers wrap the private names in one place;
+# tests/unit/tuner/test_storage.py fails loudly if an Optuna upgrade moves them, and pyproject
+# pins the Optuna major version they were checked against.
+
+def heartbeat(study: optuna.Study, trial: optuna.trial.Trial):
+    """A context manager that keeps `trial`'s heartbeat alive while it runs (a no-op for storages
+    without heartbeats), so a dead worker's trial is detected and re-queued elsewhere."""
+    from optuna.storages._heartbeat import get_heartbeat_thread
+
+    return get_heartbeat_thread(trial._trial_id, study._storage)
+
+
+def was_enqueued(study: optuna.Study, trial: optuna.trial.Trial) -> bool:
+    """The trial carries parameters queued with `enqueue_trial` (baseline, retries, warm start)."""
+    return "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id)
+
+
+def frozen(study: optuna.Study, trial: optuna.trial.Trial) -> optuna.trial.FrozenTrial:
+    """The stored state of an ask/tell trial (its params and user attrs as recorded)."""
+    return study._storage.get_trial(trial._trial_id)

@@ -71,9 +71,19 @@ def join(storage_url: str, study_name: str, *, launcher: Any = None, runs_dir: s
     prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir)
     tuner = open_tuner(prepared, callbacks, storage_url=storage_url,
                        allow_mixed_hardware=allow_mixed_hardware, slot=slot,
-                       cpus=cpu_slot(slot, slots), wait_for_others=wait_for_others)
-    tuner.device_env = gpu_slot(slot, gpus_per_trial)
+                       cpus=cpu_slot(slot, slots), wait_for_others=wait_for_others,
+                       device_env=gpu_slot(slot, gpus_per_trial))
     return tuner
+
+
+def worker_flags(spec: StudySpec, *, runs_dir: str | None, gpus_per_trial: int,
+                 allow_mixed_hardware: bool) -> list[str]:
+    """The `kvtune worker` flags that make a spawned worker run trials as this process does."""
+    return (["--gpus-per-trial", str(gpus_per_trial)]
+            + (["--runs-dir", runs_dir] if runs_dir else [])
+            + (["--llama-server", spec.llama_server] if spec.llama_server else [])
+            + (["--vllm-python", spec.vllm_python] if spec.vllm_python else [])
+            + (["--allow-mixed-hardware"] if allow_mixed_hardware else []))
 
 
 def spawn(n: int, storage_url: str, study_name: str, run_dir: Path, extra: list[str]) -> list[subprocess.Popen]:

@@ -1,0 +1,84 @@
+"""The end of a run: name the best config, write results.json and launch-best.sh, and collect
+what the summary shows (nearest misses, the Pareto set, the warm start's fate).
+
+Pure decisions over the trial outcomes plus the two file writes; the CLI only renders the
+`StudySummary`. The launch script is `kvtune export --format bash` of the best trial, written
+by the same renderer, so the script in the run directory and an export of it never differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvtune.artifacts import export
+from kvtune.artifacts.results import best_outcome, write_results
+from kvtune.tuner.outcome import TrialOutcome
+from kvtune.tuner.ranking import pareto, rank
+
+# `kvtune run` exit statuses (documented in the README).
+EXIT_OK = 0
+EXIT_NO_FEASIBLE = 1
+LAUNCH_SCRIPT = "launch-best.sh"
+
+
+@dataclass
+class WarmStartFate:
+    outcome: TrialOutcome
+    held: bool
+    rank: int | None  # 1-based among feasible trials when it held
+    of: int
+
+
+@dataclass
+class StudySummary:
+    exit_code: int
+    payload: dict
+    results_path: Path
+    best: TrialOutcome | None = None
+    baseline: TrialOutcome | None = None
+    best_argv: list[str] = field(default_factory=list)
+    launch_script: Path | None = None
+    nearest_misses: list[TrialOutcome] = field(default_factory=list)
+    pareto: list[TrialOutcome] = field(default_factory=list)
+    warm_start: list[WarmStartFate] = field(default_factory=list)
+
+    @property
+    def launches_saved(self) -> int:
+        return int(self.payload.get("launches_saved_by_prescreen") or 0)
+
+
+def nearest_misses(outcomes: list[TrialOutcome], n: int = 3) -> list[TrialOutcome]:
+    """The infeasible trials that came closest: smallest total constraint violation."""
+    return sorted(outcomes, key=lambda o: sum(max(0.0, v) for v in o.constraints.values()))[:n]
+
+
+def warm_start_fates(outcomes: list[TrialOutcome], direction: str) -> list[WarmStartFate]:
+    ranked = [o.number for o in rank(outcomes, direction)]
+    return [WarmStartFate(o, o.number in ranked,
+                          ranked.index(o.number) + 1 if o.number in ranked else None, len(ranked))
+            for o in outcomes if o.warm_start and o.duplicate_of is None]
+
+
+def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome], direction: str,
+              directions: list[str], host: str, port: int) -> StudySummary:
+    """Decide and write. `payload` is results.json's content for these outcomes."""
+    results_path = run_dir / "results.json"
+    best = best_outcome(outcomes, direction)
+    baseline = next((o for o in outcomes if o.baseline), None)
+    summary = StudySummary(EXIT_OK if best else EXIT_NO_FEASIBLE, payload, results_path,
+                           best=best, baseline=baseline,
+                           warm_start=warm_start_fates(outcomes, direction))
+    if best is None:
+        summary.nearest_misses = nearest_misses(outcomes)
+        write_results(results_path, payload)
+        return summary
+    best_dict = best.to_dict()
+    summary.best_argv = export.deploy_argv(best.argv, host, port)
+    summary.launch_script = export.write(run_dir / LAUNCH_SCRIPT, "bash", best_dict, payload, host, port)
+    payload["best_argv"] = summary.best_argv
+    payload["launch_script"] = str(summary.launch_script)
+    if len(directions) > 1:
+        summary.pareto = pareto(outcomes, directions)
+    write_results(results_path, payload)
+    return summary

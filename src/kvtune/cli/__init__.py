@@ -1,0 +1,39 @@
+"""The command line: parse flags into options, call library code, print. Thin by design.
+
+One module per command group (run, bench, worker, plan, and the study readers show/report/
+export); this package is the only code that writes to the console (with progress.py, the
+console layer of a running study). Expected errors are `KvtuneError`s: `main` prints them as one
+line and exits with their status (2).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="kvtune: find the best serving flags for your model on your hardware.")
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@app.callback()
+def _root() -> None:
+    """kvtune: find the best serving flags for your model on your hardware."""
+
+
+# The commands register themselves on `app` when imported.
+from kvtune.cli import run, bench, worker, plan, study  # noqa: E402,F401,I001 (help lists them in this order)
+
+
+def main() -> None:
+    """Console entry point: expected errors are one line on stderr and exit status 2."""
+    from kvtune.errors import KvtuneError
+
+    try:
+        app()
+    except KvtuneError as e:
+        err_console.print(f"kvtune: error: {e}", markup=False, soft_wrap=True)
+        sys.exit(e.exit_code)

@@ -1,0 +1,83 @@
+"""`kvtune bench`: measure a running server the way a trial does (vLLM bench serve style)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from kvtune.cli import app, console
+from kvtune.errors import SpecError
+
+
+@app.command()
+def bench(
+    url: str = typer.Argument(..., help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:8000"),
+    concurrency: int = typer.Option(8, help="Concurrent users (closed loop)."),
+    rate: Optional[float] = typer.Option(None, help="Requests per second (open loop, arrivals precomputed from --seed)."),
+    arrival: str = typer.Option("poisson", help="Open-loop arrivals: poisson, gamma or constant."),
+    burstiness: float = typer.Option(1.0, help="Gamma shape for --arrival gamma (1 = Poisson, <1 burstier)."),
+    duration: Optional[float] = typer.Option(None, help="Send for this many seconds instead of --num-requests."),
+    prompt_tokens: int = typer.Option(200, help="Prompt length in tokens (exact with --tokenizer)."),
+    output_tokens: int = typer.Option(64, help="Output tokens per request (forced with ignore_eos)."),
+    num_requests: int = typer.Option(32, help="Measured requests."),
+    warmup_requests: int = typer.Option(8, help="Warm-up requests, not measured."),
+    dataset: Optional[str] = typer.Option(None, help="ShareGPT JSON or JSONL of prompts."),
+    shared_prefix_fraction: float = typer.Option(0.0, help="Fraction of requests sharing one long system prompt."),
+    shared_prefix_tokens: int = typer.Option(0, help="Length of the (shared or unique) system prompt."),
+    endpoint: str = typer.Option("chat", help="chat (/v1/chat/completions) or completions (/v1/completions)."),
+    model: Optional[str] = typer.Option(None, help="Model name to send (default: the first one /v1/models lists)."),
+    tokenizer: Optional[str] = typer.Option(None, help="GGUF file or HF folder whose tokenizer makes prompt sizes exact."),
+    target: list[str] = typer.Option([], "--target", "-t", help="SLOs for goodput (requests meeting all of them per second), e.g. 'ttft<1s'."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="Bearer token (default $OPENAI_API_KEY); never printed or saved."),
+    timeout: float = typer.Option(120.0, help="Seconds one request may take before it counts as failed."),
+    seed: int = typer.Option(0, help="Seed for prompts and arrivals."),
+    save: Optional[Path] = typer.Option(None, help="Write results as JSON (vLLM bench serve's key names plus per-request samples)."),
+) -> None:
+    """Measure a running server (vLLM bench serve style): TTFT, TPOT, ITL, E2EL, throughput, goodput."""
+    import datetime
+    import json
+
+    from kvtune.bench.client import detect_model, resolve_api_key, run as bench_run, slo_goodput
+    from kvtune.bench.report import metrics_table, server_metrics_table, to_vllm_json
+    from kvtune.bench.workload import Workload
+    from kvtune.objectives.targets import parse_targets
+
+    targets = parse_targets(list(target))
+    key = resolve_api_key(api_key)
+    base = url.rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise SpecError(f"URL {url!r} must start with http:// or https://")
+    workload = Workload(concurrency=concurrency, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                        num_requests=num_requests, warmup_requests=warmup_requests, request_timeout_s=timeout,
+                        seed=seed, mode="open" if rate is not None else "closed", rate=rate,
+                        arrival=arrival, burstiness=burstiness, duration_s=duration, endpoint=endpoint,
+                        dataset=dataset, shared_prefix_fraction=shared_prefix_fraction,
+                        shared_prefix_tokens=shared_prefix_tokens).validate()
+    model_name = model or detect_model(base, api_key=key)
+    latency = {t.metric: t.threshold for t in targets if t.upper and t.metric in ("ttft", "tpot", "e2el")}
+    console.print(f"benchmarking {base} ({model_name}): "
+                  + (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
+                  + f", {prompt_tokens} prompt / {output_tokens} output tokens", markup=False)
+    result = bench_run(base, workload, model_name, api_key=key, tokenizer=tokenizer,
+                       goodput_fn=slo_goodput(latency) if latency else None, scrape_metrics=True,
+                       on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]"))
+    table = Table(show_header=False)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for label, value in [*metrics_table(result.metrics), *server_metrics_table(result.server_metrics)]:
+        table.add_row(f"[bold]{label}[/bold]" if value == "" else label, value)
+    console.print(table)
+    for note in getattr(result, "notes", []) or []:
+        console.print(f"note: {note}", markup=False)
+    if save:
+        payload = to_vllm_json(result, {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                                        "model_id": model_name, "base_url": base,
+                                        "backend": f"openai-{endpoint}"})
+        save.write_text(json.dumps(payload, allow_nan=False, indent=1))
+        console.print(f"saved {save}")
+    failed = result.metrics.get("failed", 0)
+    if failed and failed == result.metrics.get("num_requests"):
+        raise typer.Exit(1)

@@ -1,0 +1,110 @@
+"""How `kvtune run` shows a study: the header before the first trial and the summary after the
+last. Console code only; every decision it shows was made in `artifacts.summary`."""
+
+from __future__ import annotations
+
+import shlex
+
+from rich.console import Console
+from rich.table import Table
+
+from kvtune import __version__, hardware
+from kvtune.artifacts.summary import StudySummary
+from kvtune.launchers.base import Candidate
+from kvtune.progress import fmt_flags
+from kvtune.tuner.build import Prepared
+
+
+def print_header(p: Prepared, console: Console) -> None:
+    spec, w = p.spec, p.spec.workload
+    console.print(f"[bold]kvtune {__version__}[/bold]  study [bold]{p.study_name}[/bold]  ({p.run_dir})")
+    console.print(f"backend  {p.launcher.version()}  ({p.launcher.command(Candidate(), 0)[0]})")
+    console.print(f"model    {p.launcher.model_path}")
+    console.print(f"hardware {hardware.describe(p.hardware)}")
+    console.print(f"workload {w.concurrency} concurrent users, ~{w.prompt_tokens} prompt tokens, "
+                  f"{w.output_tokens} output tokens, {w.num_requests} requests "
+                  f"(+{w.warmup_requests} warm-up, not measured)")
+    console.print("targets  " + ", ".join(t.describe() for t in p.targets)
+                  + "   [dim](a bare metric means p95)[/dim]")
+    console.print("objective " + ", ".join(f"{o} ({d})" for o, d in zip(spec.objectives, spec.directions))
+                  + f", {spec.trials} trials incl. baseline")
+    console.print("space    " + "; ".join(p.space.describe()))
+
+
+def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
+    console.print()
+    if s.best is None:
+        _no_feasible(p, s, console)
+        return
+    if s.pareto:
+        _pareto(p, s, console)
+    best = s.best
+    label = "the server's defaults" if best.baseline else fmt_flags(best.candidate)
+    console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] ({label})")
+    if best.baseline:
+        console.print("The server's defaults were best: no flag change beat them.")
+    _versus_baseline(s, console)
+    _confirmation(s.payload.get("confirmation"), console)
+    for fate in s.warm_start:
+        held = f"held: feasible here, rank {fate.rank} of {fate.of}" if fate.held \
+            else f"did not hold here: {fate.outcome.reason}"
+        console.print(f"Warm start {fate.outcome.warm_start} -> trial {fate.outcome.number}: {held}")
+    if s.launches_saved:
+        console.print(f"The KV/context pre-screen skipped {s.launches_saved} launch(es) that could not work.")
+    console.print("\n[bold]Best command line:[/bold]")
+    console.print(shlex.join(s.best_argv), soft_wrap=True)
+    console.print(f"\nLaunch script:     {s.launch_script}")
+    console.print(f"Per-trial results: {s.results_path}")
+
+
+def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
+    console.print(f"[bold red]No feasible config[/bold red] in {len(s.payload['trials'])} trials "
+                  f"for {', '.join(t.describe() for t in p.targets)}.")
+    console.print("Nearest misses:")
+    for o in s.nearest_misses:
+        console.print(f"  trial {o.number} ({fmt_flags(o.candidate)}): {o.reason}")
+    console.print(f"Per-trial results: {s.results_path}")
+
+
+def _pareto(p: Prepared, s: StudySummary, console: Console) -> None:
+    table = Table(title="Pareto set: no other feasible trial is better on every objective")
+    table.add_column("trial")
+    table.add_column("flags")
+    for o in p.spec.objectives:
+        table.add_column(o, justify="right")
+    for o in s.pareto:
+        table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.objectives])
+    console.print(table)
+    console.print(f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "
+                  f"takes the best {p.spec.primary}.")
+
+
+def _versus_baseline(s: StudySummary, console: Console) -> None:
+    base = s.baseline
+    if base is None or not base.metrics:
+        console.print(f"[yellow]No baseline measurement to compare with[/yellow] "
+                      f"({base.reason if base else 'not run'}).")
+        return
+    table = Table(title=f"best (trial {s.best.number}) vs baseline (trial {base.number}, server defaults)")
+    for col in ("metric", "baseline", "best", "change"):
+        table.add_column(col, justify="right" if col != "metric" else "left")
+    for row in s.payload.get("best_vs_baseline") or []:
+        color = "green" if row["better"] else "red"
+        table.add_row(row["label"], f"{row['baseline']:.1f}", f"{row['best']:.1f}",
+                      f"[{color}]{row['change_pct']:+.1f}%[/{color}]")
+    console.print(table)
+
+
+def _confirmation(conf: dict | None, console: Console) -> None:
+    if not conf:
+        return
+    if conf["held"]:
+        console.print(f"Confirmation: re-measured trials {conf['remeasured']} with fresh servers; "
+                      f"the ranking held ({' > '.join(map(str, conf['order_after']))}; 0 is the baseline).")
+        return
+    dropped = conf["no_longer_feasible"]
+    console.print(f"[yellow]Confirmation changed the ranking[/yellow] (0 is the baseline): before "
+                  f"{' > '.join(map(str, conf['order_before']))}, averaged with the re-measurement "
+                  f"{' > '.join(map(str, conf['order_after']))}"
+                  + (f"; no longer feasible: {dropped}" if dropped else "")
+                  + ". The best is named from both measurements.")

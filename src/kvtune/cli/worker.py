@@ -1,0 +1,41 @@
+"""`kvtune worker`: join a study from any host and run its trials until the budget is spent."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from kvtune.cli import app, console, err_console
+from kvtune.cli.run import interrupt_on_sigterm
+from kvtune.errors import SpecError
+from kvtune.progress import make_reporter
+from kvtune.tuner.workers import join
+
+
+@app.command()
+def worker(
+    storage: str = typer.Option(..., help="The study's Optuna storage URL, e.g. postgresql://user@db/kvtune."),
+    study: str = typer.Option(..., help="Study name (created by `kvtune run --storage ... --study NAME`)."),
+    slot: int = typer.Option(0, help="This worker's device slot on this host (CPU set / GPUs)."),
+    slots: int = typer.Option(1, help="How many workers share this host's devices."),
+    gpus_per_trial: int = typer.Option(0, "--gpus-per-trial", help="GPUs this worker's servers get."),
+    llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server on this host."),
+    vllm_python: Optional[str] = typer.Option(None, "--vllm-python", help="Python whose vLLM to run on this host."),
+    runs_dir: Optional[str] = typer.Option(None, help="Where this host keeps server logs (default ./kvtune-runs)."),
+    allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware"),
+) -> None:
+    """Join a study from any host: run its trials until its budget is spent."""
+    if not 0 <= slot < max(slots, 1):
+        raise SpecError(f"--slot must be in 0..{slots - 1}, got {slot}")
+    reporter = make_reporter("plain", console, 0)
+    tuner = join(storage, study, runs_dir=runs_dir, slot=slot, slots=slots, gpus_per_trial=gpus_per_trial,
+                 llama_server=llama_server, vllm_python=vllm_python, callbacks=reporter.callbacks(),
+                 allow_mixed_hardware=allow_mixed_hardware)
+    interrupt_on_sigterm()
+    try:
+        outcomes = tuner.run()
+    except KeyboardInterrupt:
+        err_console.print("worker interrupted: its trial is re-queued for another worker")
+        raise typer.Exit(130)
+    console.print(f"worker {slot}: study {study} has {len(outcomes)} finished trials; leaving")

@@ -1,0 +1,144 @@
+"""One `kvtune run`, as library code: options in, a finished (or interrupted) study out.
+
+The CLI parses flags into a `RunOptions` and renders what this module returns; everything in
+between (building the spec, opening or resuming the study, the warm start, extra workers, the
+measuring loop, the confirmation phase, results.json after every trial) happens here, so a
+script or a test can run a study exactly as the command line does, without a console.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from kvtune.artifacts.results import build_payload, write_results
+from kvtune.errors import SpecError
+from kvtune.tuner.build import Prepared, open_tuner, prepare
+from kvtune.tuner.loop import Callbacks, Tuner
+from kvtune.tuner.outcome import TrialOutcome
+from kvtune.tuner.spec import StudySpec, build_spec, load_study_file
+from kvtune.tuner.storage import load_study, runs_root, sqlite_url
+from kvtune.tuner.warmstart import enqueue_warm_start
+from kvtune.tuner import workers as worker_pool
+
+
+@dataclass
+class RunOptions:
+    """`kvtune run`'s flags. Study settings (None = not given: the study file or the default
+    decides) become the StudySpec; the rest say where and how this run executes."""
+
+    study_file: Path | None = None
+    spec_overrides: dict[str, Any] = field(default_factory=dict)   # StudySpec fields
+    workload_overrides: dict[str, Any] = field(default_factory=dict)  # Workload fields
+    runs_dir: str | None = None
+    deploy_host: str = "127.0.0.1"
+    deploy_port: int = 8080
+    storage: str | None = None
+    workers: int = 1
+    gpus_per_trial: int = 0
+    warm_start: str | None = None
+    warm_start_storage: str | None = None
+    allow_mixed_hardware: bool = False
+
+    def validate(self) -> "RunOptions":
+        if self.workers < 1:
+            raise SpecError(f"--workers must be at least 1, got {self.workers}")
+        if self.gpus_per_trial < 0:
+            raise SpecError(f"--gpus-per-trial must be 0 or more, got {self.gpus_per_trial}")
+        return self
+
+
+def study_spec(opts: RunOptions) -> StudySpec:
+    """The study file's values, then the flags given, over the defaults."""
+    file_data = load_study_file(opts.study_file) if opts.study_file else {}
+    wl = dict(opts.workload_overrides)
+    if wl and "workload" in file_data:
+        file_data["workload"] = replace(file_data["workload"], **wl)
+        wl = {}
+    return build_spec(file_data, {**opts.spec_overrides, "workload_overrides": wl or None})
+
+
+@dataclass
+class Session:
+    """An opened study, ready to run: the prepared parts, the tuner and the extra workers."""
+
+    options: RunOptions
+    prepared: Prepared
+    tuner: Tuner
+    storage_url: str
+    warm_start_labels: list[str] = field(default_factory=list)
+    workers: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def results_path(self) -> Path:
+        return self.prepared.run_dir / "results.json"
+
+    def payload(self, outcomes: list[TrialOutcome]) -> dict:
+        p = self.prepared
+        return build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
+                             [t.describe() for t in p.targets], p.spec.direction, outcomes,
+                             p.spec.directions)
+
+    def write_results(self) -> Path:
+        """results.json as it stands now (called after every trial, so it is always current)."""
+        return write_results(self.results_path, self.payload(self.tuner.outcomes()))
+
+    def start_workers(self) -> None:
+        """Workers for slots 1..N-1 (this process is slot 0); their logs go to the run dir."""
+        o = self.options
+        if o.workers > 1:
+            self.workers = worker_pool.spawn(
+                o.workers, self.storage_url, self.prepared.study_name, self.prepared.run_dir,
+                worker_pool.worker_flags(self.prepared.spec, runs_dir=o.runs_dir,
+                                         gpus_per_trial=o.gpus_per_trial,
+                                         allow_mixed_hardware=o.allow_mixed_hardware))
+
+    def run(self, on_confirm: Callable[[int], None] = lambda k: None) -> list[TrialOutcome]:
+        """Measure until the budget is spent, wait for the other workers, confirm the top
+        configs. Ctrl-C (KeyboardInterrupt) passes on to the workers and propagates: the trial
+        in flight is recorded as interrupted and re-queued, so the same command resumes."""
+        try:
+            self.tuner.run()
+            for p in self.workers:
+                p.wait()
+            if self.prepared.spec.confirm_top > 0:
+                on_confirm(self.prepared.spec.confirm_top)
+                self.tuner.confirm()
+            return self.tuner.outcomes()
+        except KeyboardInterrupt:
+            for p in self.workers:
+                p.send_signal(signal.SIGINT)
+            for p in self.workers:
+                p.wait()
+            raise
+
+
+def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
+                 on_prepared: Callable[[Prepared], None] = lambda p: None) -> Session:
+    """Prepare the parts, open (or resume) the study, queue a warm start. `on_prepared` runs
+    before the study is opened (the CLI prints its header there, before any slow step)."""
+    opts.validate()
+    prepared = prepare(spec, runs_dir=opts.runs_dir)
+    on_prepared(prepared)
+    url = opts.storage or sqlite_url(prepared.run_dir)
+    session_ref: list[Session] = []
+
+    def finished(outcome: TrialOutcome) -> None:
+        callbacks.trial_finished(outcome)
+        session_ref[0].write_results()
+
+    tuner = open_tuner(prepared, replace(callbacks, trial_finished=finished), storage_url=url,
+                       allow_mixed_hardware=opts.allow_mixed_hardware, slot=0,
+                       cpus=worker_pool.cpu_slot(0, opts.workers),
+                       device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial))
+    session = Session(opts, prepared, tuner, url)
+    session_ref.append(session)
+    if opts.warm_start:
+        source_url = opts.warm_start_storage or opts.storage \
+            or sqlite_url(runs_root(opts.runs_dir) / opts.warm_start)
+        session.warm_start_labels = enqueue_warm_start(
+            tuner.study, load_study(opts.warm_start, source_url), prepared.space.knobs)
+    return session
