@@ -35,12 +35,14 @@ def bench(
     timeout: float = typer.Option(120.0, help="Seconds one request may take before it counts as failed."),
     seed: int = typer.Option(0, help="Seed for prompts and arrivals."),
     save: Optional[Path] = typer.Option(None, help="Write results as JSON (vLLM bench serve's key names plus per-request samples)."),
+    prompt_cache: str = typer.Option("off", "--prompt-cache", help="llama-server's prompt cache: off (cache_prompt=false, as kvtune run measures), on, or server (send nothing; the server's default)."),
 ) -> None:
     """Measure a running server (vLLM bench serve style): TTFT, TPOT, ITL, E2EL, throughput, goodput."""
     import datetime
     import json
 
     from kvtune.bench.client import detect_model, resolve_api_key, run as bench_run, slo_goodput
+    from kvtune.bench.server_kind import PromptCache, detect_server
     from kvtune.bench.report import metrics_table, server_metrics_table, to_vllm_json
     from kvtune.bench.workload import Workload
     from kvtune.objectives.targets import parse_targets
@@ -56,12 +58,19 @@ def bench(
                         arrival=arrival, burstiness=burstiness, duration_s=duration, endpoint=endpoint,
                         dataset=dataset, shared_prefix_fraction=shared_prefix_fraction,
                         shared_prefix_tokens=shared_prefix_tokens).validate()
+    try:
+        cache_policy = PromptCache(prompt_cache)
+    except ValueError:
+        raise SpecError(f"--prompt-cache must be one of {', '.join(PromptCache.values())}, got {prompt_cache!r}") from None
     model_name = model or detect_model(base, api_key=key)
+    server = detect_server(base, api_key=key)
     latency = {t.metric: t.threshold for t in targets if t.upper and t.metric in ("ttft", "tpot", "e2el")}
     console.print(f"benchmarking {base} ({model_name}): "
                   + (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
                   + f", {prompt_tokens} prompt / {output_tokens} output tokens", markup=False)
+    console.print(f"server: {server.name}; {server.describe_policy(cache_policy)}", markup=False)
     result = bench_run(base, workload, model_name, api_key=key, tokenizer=tokenizer,
+                       extra_body=server.cache_body(cache_policy),
                        goodput_fn=slo_goodput(latency) if latency else None, scrape_metrics=True,
                        on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]"))
     table = Table(show_header=False)

@@ -50,7 +50,10 @@ class FakeOpenAIServer:
         model: str = "fake-model",
         exit_on_crash: bool = False,
         ttft_per_active_s: float = 0.0,
+        llama_props: bool = True,
     ) -> None:
+        # Answer /props like llama-server (the bench then applies llama-server's cache policy).
+        self.llama_props = llama_props
         # Load-dependent TTFT: each other stream in flight adds this much, like a real server's
         # queueing, so capacity searches have a known answer.
         self.ttft_per_active_s = ttft_per_active_s
@@ -191,6 +194,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._loading_reply()
             else:
                 self._json(200, {"status": "ok"})
+        elif path == "/props" and fake.llama_props:
+            # what llama-server's /props carries that `bench.server_kind` reads
+            self._json(200, {"total_slots": 4, "build_info": "fake", "default_generation_settings": {}})
         elif path == "/v1/models":
             model = {"id": fake.model, "object": "model", "owned_by": "kvtune-fake"}
             self._json(200, {"object": "list", "data": [model]})
