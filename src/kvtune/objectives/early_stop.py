@@ -46,7 +46,8 @@ def provable(target: Target) -> bool:
         return False
     if target.metric == "error_rate":
         return True
-    return target.metric in _PER_REQUEST and (target.stat == "mean" or target.stat in _PERCENTILE_OF)
+    return target.metric in _PER_REQUEST and (target.stat == "mean"
+                                              or target.stat in _PERCENTILE_OF)
 
 
 def _value_s(sample: RequestSample, metric: str) -> float | None:

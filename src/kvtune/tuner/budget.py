@@ -56,7 +56,7 @@ def parse_duration(text: str | int | float, what: str = "--time-budget") -> floa
 
 
 def format_duration(seconds: float) -> str:
-    """``5400`` -> ``1h30m``, ``45`` -> ``45s``, ``7200`` -> ``2h``: the form parse_duration reads."""
+    """``5400`` -> ``1h30m``, ``45`` -> ``45s``, ``7200`` -> ``2h`` (what parse_duration reads)."""
     total = max(0, round(seconds))
     h, rest = divmod(total, 3600)
     m, s = divmod(rest, 60)
