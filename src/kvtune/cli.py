@@ -21,6 +21,7 @@ from kvtune.artifacts.results import best_outcome, build_payload, write_results
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.launchers.base import Candidate
 from kvtune.tuner.build import Prepared, open_tuner, prepare
+from kvtune.tuner.importance import param_importance
 from kvtune.progress import fmt_flags, fmt_ms, make_reporter
 from kvtune.tuner.ranking import pareto, rank
 from kvtune.tuner.loop import TrialOutcome
@@ -65,7 +66,7 @@ def _print_header(p: Prepared, console: Console) -> None:
                   f"(+{w.warmup_requests} warm-up, not measured)")
     console.print("targets  " + ", ".join(t.describe() for t in p.targets)
                   + "   [dim](a bare metric means p95)[/dim]")
-    console.print("objective " + ", ".join(f"{o} ({d})" for o, d in zip(spec.objectives, spec.directions))
+    console.print("objective " + ", ".join(f"{o.name} ({o.direction})" for o in spec.objective_specs)
                   + f", {spec.trials} trials incl. baseline")
     console.print("space    " + "; ".join(p.space.describe()))
 
@@ -86,17 +87,17 @@ def _header_lines(p: Prepared, best: TrialOutcome, host: str, port: int) -> list
     ]
 
 
-def _payload(p: Prepared, outcomes: list[TrialOutcome]) -> dict:
+def _payload(p: Prepared, outcomes: list[TrialOutcome], study: Any) -> dict:
     return build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
-                         [t.describe() for t in p.targets], p.spec.direction, outcomes,
-                         p.spec.directions)
+                         [t.describe() for t in p.targets], p.spec.objective_specs, outcomes,
+                         param_importance(study).to_dict())
 
 
 def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
-               console: Console) -> tuple[int, dict]:
+               console: Console, study: Any) -> tuple[int, dict]:
     baseline = next((o for o in outcomes if o.baseline), None)
-    best = best_outcome(outcomes, p.spec.direction)
-    payload = _payload(p, outcomes)
+    best = best_outcome(outcomes, p.spec.primary.direction)
+    payload = _payload(p, outcomes, study)
     saved = payload["launches_saved_by_prescreen"]
     console.print()
     if best is None:
@@ -116,18 +117,18 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
     payload["launch_script"] = str(script)
     results = write_results(p.run_dir / "results.json", payload)
 
-    if len(p.spec.objectives) > 1:
-        front = pareto(outcomes, p.spec.directions)
+    if len(p.spec.objective_specs) > 1:
+        front = pareto(outcomes, [o.direction for o in p.spec.objective_specs])
         table = Table(title="Pareto set: no other feasible trial is better on every objective")
         table.add_column("trial")
         table.add_column("flags")
-        for o in p.spec.objectives:
-            table.add_column(o, justify="right")
+        for o in p.spec.objective_specs:
+            table.add_column(o.name, justify="right")
         for o in front:
             table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.objectives])
         console.print(table)
         console.print(f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "
-                      f"takes the best {p.spec.primary}.")
+                      f"takes the best {p.spec.primary.name}.")
     label = "the server's defaults" if best.baseline else fmt_flags(best.candidate)
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] ({label})")
     if best.baseline:
@@ -157,7 +158,7 @@ def _summarize(p: Prepared, outcomes: list[TrialOutcome], host: str, port: int,
                           + ". The best is named from both measurements.")
     warm = [o for o in outcomes if o.warm_start and o.duplicate_of is None]
     if warm:
-        ranked = [o.number for o in rank(outcomes, p.spec.direction)]
+        ranked = [o.number for o in rank(outcomes, p.spec.primary.direction)]
         for o in warm:
             held = f"held: feasible here, rank {ranked.index(o.number) + 1} of {len(ranked)}" \
                 if o.number in ranked else f"did not hold here: {o.reason}"
@@ -254,7 +255,7 @@ def run(
 
     def finished(outcome: TrialOutcome) -> None:
         reporter.finished(outcome)
-        write_results(prepared.run_dir / "results.json", _payload(prepared, tuner.outcomes()))
+        write_results(prepared.run_dir / "results.json", _payload(prepared, tuner.outcomes(), tuner.study))
 
     callbacks.trial_finished = finished
     tuner.cb = callbacks
@@ -285,7 +286,7 @@ def run(
                           f"stopped; study saved in {prepared.run_dir}. Run the same command to resume.")
         raise typer.Exit(130)
     reporter.close()
-    code, payload = _summarize(prepared, outcomes, deploy_host, deploy_port, out)
+    code, payload = _summarize(prepared, outcomes, deploy_host, deploy_port, out, tuner.study)
     if mode == "jsonl":
         reporter.emit("summary", exit_status=code, **payload)
     elif mode == "quiet" and code == 0:
@@ -458,16 +459,6 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
         raise SpecError(f"{f} is not valid JSON: {e}") from e
 
 
-def _load_optuna_study(d: Path, name: str) -> Any:
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    db = d / "study.db"
-    if not db.exists():
-        return None
-    return optuna.load_study(study_name=name, storage=f"sqlite:///{db.resolve()}")
-
-
 @app.command()
 def show(
     study: str = typer.Argument(..., help="Study name (or its run directory)."),
@@ -483,19 +474,26 @@ def show(
     console.print(f"{c['trials']} trials: {c['feasible']} feasible, {c['infeasible']} infeasible, "
                   f"{c['duplicates']} repeats of a measured config, {c['launches_saved_by_prescreen']} launches saved by the pre-screen")
     console.print("targets: " + ", ".join(ov["targets"]))
-    table = Table(title="Pareto set (output tok/s vs TTFT p95), feasible trials")
-    for col in ("trial", "flags", "out tok/s", "TTFT p95", "TPOT p95"):
-        table.add_column(col)
-    for t in ov["pareto"]:
-        m = t.get("metrics") or {}
-        table.add_row(str(t["number"]), fmt_flags(Candidate(**t["candidate"])),
-                      f"{m.get('output_throughput', 0):.1f}", fmt_ms(m.get("p95_ttft_ms")), fmt_ms(m.get("p95_tpot_ms")))
+    if ov["pareto_is_trade_off"]:
+        table = Table(title="Trade-off, not the objective: Pareto set of output tok/s vs TTFT p95, feasible trials")
+        for col in ("trial", "flags", "out tok/s", "TTFT p95", "TPOT p95"):
+            table.add_column(col)
+        for t in ov["pareto"]:
+            m = t.metrics or {}
+            table.add_row(str(t.number), fmt_flags(t.candidate), f"{m.get('output_throughput') or 0:.1f}",
+                          fmt_ms(m.get("p95_ttft_ms")), fmt_ms(m.get("p95_tpot_ms")))
+    else:
+        table = Table(title="Pareto set: no other feasible trial is better on every objective")
+        for col in ("trial", "flags", *(o.name for o in ov["pareto_axes"])):
+            table.add_column(col)
+        for t in ov["pareto"]:
+            table.add_row(str(t.number), fmt_flags(t.candidate), *[f"{v:.1f}" for v in t.objectives])
     console.print(table)
     for label, t in (("best", ov["best"]), ("baseline", ov["baseline"])):
         if t:
-            m = t.get("metrics") or {}
-            console.print(f"{label}: trial {t['number']} ({fmt_flags(Candidate(**t['candidate']))}) "
-                          f"out {m.get('output_throughput', 0):.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))}")
+            m = t.metrics or {}
+            console.print(f"{label}: trial {t.number} ({fmt_flags(t.candidate)}) "
+                          f"out {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))}")
         else:
             console.print(f"{label}: none yet")
     if ov["failures"]:
@@ -514,7 +512,7 @@ def report(
     from kvtune.artifacts.report import write_report  # imports matplotlib: only when asked
 
     results, d = _load_results(study, runs_dir)
-    path = write_report(output or d / "report.html", results, _load_optuna_study(d, results["study"]))
+    path = write_report(output or d / "report.html", results)
     console.print(f"Report: {path}")
 
 
@@ -536,7 +534,7 @@ def export(
     if format not in exporter.FORMATS:
         raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.FORMATS)}")
     results, _ = _load_results(study, runs_dir)
-    chosen = pick_trial(results, trial)
+    chosen = pick_trial(results, trial).to_dict()
     if output:
         exporter.write(output, format, chosen, results, host, port)
         err_console.print(f"wrote {output} (trial {chosen['number']}, {format})")
