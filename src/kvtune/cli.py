@@ -484,8 +484,10 @@ def show(
                           fmt_ms(m.get("p95_ttft_ms")), fmt_ms(m.get("p95_tpot_ms")))
     else:
         table = Table(title="Pareto set: no other feasible trial is better on every objective")
-        for col in ("trial", "flags", *(o.name for o in ov["pareto_axes"])):
-            table.add_column(col)
+        table.add_column("trial")
+        table.add_column("flags")
+        for o in ov["pareto_axes"]:
+            table.add_column(o.name, justify="right")
         for t in ov["pareto"]:
             table.add_row(str(t.number), fmt_flags(t.candidate), *[f"{v:.1f}" for v in t.objectives])
     console.print(table)

@@ -11,6 +11,8 @@ one place that turns a user's ``--trial N`` into a trial that is safe to deploy.
 
 from __future__ import annotations
 
+import math
+
 from kvtune.artifacts.results import compare
 from kvtune.errors import SpecError
 from kvtune.kinds import FailureKind
@@ -68,8 +70,10 @@ def pareto_axes(results: dict) -> tuple[tuple[Objective, ...], bool]:
 
 
 def metric_values(o: TrialOutcome, axes: tuple[Objective, ...]) -> list[float | None]:
+    """The trial's measured value of each axis (None where it has no finite one)."""
     m = o.metrics or {}
-    return [m.get(a.key) if isinstance(m.get(a.key), (int, float)) else None for a in axes]
+    values = [m.get(a.key) for a in axes]
+    return [v if isinstance(v, (int, float)) and math.isfinite(v) else None for v in values]
 
 
 def pareto(results: dict, outs: list[TrialOutcome] | None = None) -> list[TrialOutcome]:

@@ -28,7 +28,6 @@ DEFAULT_STAT = "p95"
 RATE_METRICS = ("error_rate",)
 THROUGHPUT_METRICS = {"output_throughput": "tok/s", "request_throughput": "req/s"}
 METRICS = LATENCY_METRICS + RATE_METRICS + tuple(THROUGHPUT_METRICS)
-OPS = ("<=", ">=", "<", ">")
 # A margin stands in for +inf (every request failed) so Optuna's arithmetic stays finite.
 MAX_MARGIN = 1e6
 
