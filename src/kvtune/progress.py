@@ -6,7 +6,6 @@ Console-layer code (like cli.py): the tuner only calls the three callbacks.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -15,12 +14,14 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from kvtune.artifacts.results import to_jsonable
+from kvtune.jsonsafe import dumps
+from kvtune.kinds import ProgressMode
 from kvtune.launchers.base import Candidate
-from kvtune.tuner.loop import Callbacks, TrialOutcome
+from kvtune.tuner.loop import Callbacks
+from kvtune.tuner.outcome import TrialOutcome
 
 
-def fmt_flags(c: Candidate, baseline: dict[str, Any] | None = None) -> str:
+def fmt_flags(c: Candidate) -> str:
     """Flags (and env) as k=v; the baseline has none, so all a candidate sets differ from it."""
     if not c.flags and not c.env:
         return "(server defaults)"
@@ -45,7 +46,7 @@ def row_extra(o: TrialOutcome) -> str:
         extra += f"  capacity {m['capacity']:g}"
     if o.spread:
         extra += f"  (CV tok/s {o.spread.get('output_throughput', 0) * 100:.1f}%)"
-    facts, sm = getattr(o, "server_facts", None) or {}, getattr(o, "server_metrics", None) or {}
+    facts, sm = o.server_facts or {}, o.server_metrics or {}
     if facts.get("kv_cache_tokens"):
         extra += f"  KV {facts['kv_cache_tokens']} tok"
         if facts.get("max_concurrency"):
@@ -148,7 +149,7 @@ class JsonlReporter(PlainReporter):
     final summary event)."""
 
     def emit(self, event: str, **fields: Any) -> None:
-        print(json.dumps(to_jsonable({"event": event, "time": time.time(), **fields})), flush=True)
+        print(dumps({"event": event, "time": time.time(), **fields}), flush=True)
 
     def started(self, n: int, c: Candidate, baseline: bool) -> None:
         self.emit("trial_started", trial=n, baseline=baseline, candidate=c.to_dict())
@@ -160,12 +161,12 @@ class JsonlReporter(PlainReporter):
         self.emit("trial_finished", **o.to_dict())
 
 
-def make_reporter(mode: str, console: Console, total: int, done: int = 0) -> PlainReporter:
+def make_reporter(mode: ProgressMode | str, console: Console, total: int, done: int = 0) -> PlainReporter:
     """mode: auto (live on a terminal, plain otherwise), plain, quiet, jsonl."""
-    if mode == "quiet":
+    if mode == ProgressMode.QUIET:
         return QuietReporter(console, total)
-    if mode == "jsonl":
+    if mode == ProgressMode.JSONL:
         return JsonlReporter(console, total)
-    if mode == "auto" and console.is_terminal:
+    if mode == ProgressMode.AUTO and console.is_terminal:
         return LiveReporter(console, total, done)
     return PlainReporter(console, total)

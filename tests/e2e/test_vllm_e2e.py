@@ -17,6 +17,7 @@ import pytest
 from kvtune.bench.client import run
 from kvtune.bench.workload import Workload
 from kvtune.launchers.base import Candidate
+from kvtune.kinds import FailureKind
 from kvtune.launchers.process import ServerProcess, ServerStartError, free_port, run_capture
 from kvtune.launchers.vllm import MiB, VllmLauncher, id_list, parse_startup_log, scrape_metrics
 
@@ -80,6 +81,6 @@ def test_invalid_flag_value_becomes_a_classified_failure(launcher: VllmLauncher,
     server = _server(launcher, candidate, tmp_path / "server.log")
     with server, pytest.raises(ServerStartError) as failed:
         server.wait_ready(STARTUP_TIMEOUT_S)
-    assert failed.value.kind == "crash"
+    assert failed.value.kind is FailureKind.START_FAILED
     reason = launcher.classify_failure(failed.value.returncode, server.log_text())
     assert reason.startswith(expected), reason

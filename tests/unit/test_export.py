@@ -33,7 +33,7 @@ def results() -> dict:
 
 
 def best() -> dict:
-    return ov.pick_trial(results())
+    return ov.pick_trial(results()).to_dict()
 
 
 def nasty_trial(binary: str = "/opt/llama server/bin/llama-server") -> dict:

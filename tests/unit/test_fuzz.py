@@ -22,15 +22,19 @@ def test_target_parser_raises_only_target_error(text):
         assert "\n" not in str(e)
         return
     assert t.threshold >= 0 and t.op in ("<", "<=", ">", ">=")
+    again = parse_target(t.constraint_key)  # the constraint's name is the same target
+    assert (again.key, again.op, again.constraint_key) == (t.key, t.op, t.constraint_key)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=20), max_size=4))
 def test_target_lists_raise_only_target_error(texts):
     try:
-        parse_targets(texts)
+        targets = parse_targets(texts)
     except TargetError:
-        pass
+        return
+    keys = [t.constraint_key for t in targets]
+    assert len(set(keys)) == len(keys)  # no constraint can overwrite another
 
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),

@@ -1,12 +1,16 @@
 """The ask -> launch -> measure -> tell loop, on the fake launcher (real processes, real client,
 real SQLite storage)."""
 
+import json
+import statistics
+
 import optuna
 import pytest
 
+from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.loop import RUNS_KEY
+from kvtune.tuner.outcome import RUNS_KEY
 from kvtune.tuner.spec import StudySpec
 from tests.conftest import TINY
 
@@ -21,7 +25,7 @@ def test_study_runs_baseline_first_and_finds_the_fastest(make_tuner):
     assert outcomes[0].baseline and outcomes[0].number == 0 and outcomes[0].candidate.flags == {}
     assert all(o.feasible for o in outcomes)
     from kvtune.tuner.ranking import rank
-    best = rank(outcomes, "minimize")[0]
+    best = rank(outcomes, Direction.MINIMIZE)[0]
     assert best.candidate.flags == {"speed": 4}  # TTFT 50 ms vs the baseline's 200 ms
     assert best.metrics["p95_ttft_ms"] < outcomes[0].metrics["p95_ttft_ms"] / 2
     # every trial is COMPLETE with constraints, never FAIL
@@ -40,6 +44,7 @@ def test_rejected_flag_is_an_infeasible_complete_trial_and_the_study_goes_on(mak
     assert failed and all(not o.feasible for o in failed)
     assert "server failed to start: exited with status 2" in failed[0].reason
     assert "unrecognized arguments: --bogus-flag" in failed[0].reason
+    assert failed[0].failure is FailureKind.START_FAILED and failed[0].launched
     t = tuner.study.trials[failed[0].number]
     assert t.state == optuna.trial.TrialState.COMPLETE and t.constraints[RUNS_KEY] > 0
 
@@ -51,6 +56,7 @@ def test_failed_requests_make_a_trial_infeasible(make_tuner):
     assert not bad.feasible
     assert bad.metrics["error_rate"] == 1.0
     assert "error_rate" in bad.reason
+    assert bad.failure is FailureKind.REQUESTS_FAILED
 
 
 def test_prescreen_skips_the_launch(make_tuner):
@@ -58,6 +64,22 @@ def test_prescreen_skips_the_launch(make_tuner):
     tuner, _ = make_tuner(StudySpec(study="p", trials=2, workload=TINY).validate(), launcher)
     o = tuner.run()[1]
     assert not o.feasible and not o.launched and o.reason.startswith("pre-screen:")
+    assert o.failure is FailureKind.PRE_SCREEN
+
+
+def test_two_targets_on_one_metric_are_two_constraints(make_tuner):
+    """A floor and a ceiling on output throughput: both are kept (keyed by the whole target),
+    and the broken one is the one reported."""
+    spec = StudySpec(study="two", trials=1, workload=TINY, confirm_top=0,
+                     targets=["output_throughput>0.001", "output_throughput<0.002"]).validate()
+    tuner, _ = make_tuner(spec)
+    o = tuner.run()[0]
+    assert set(o.constraints) == {"output_throughput>0.001", "output_throughput<0.002", "error_rate<1%",
+                                  RUNS_KEY}
+    assert o.constraints["output_throughput>0.001"] <= 0 < o.constraints["output_throughput<0.002"]
+    assert not o.feasible and o.failure is FailureKind.TARGET_MISSED
+    assert o.reason.startswith("output_throughput ") and "breaks output_throughput<0.002" in o.reason
+    assert set(tuner.study.trials[0].constraints) == set(o.constraints)
 
 
 def test_resume_never_repeats_a_finished_trial(make_tuner):
@@ -100,12 +122,12 @@ def test_interrupted_trial_is_rerun_on_resume(make_tuner):
     assert outcomes[1].candidate.flags == {k: v for k, v in interrupted.params.items()}
 
 
-@pytest.mark.parametrize("fault,value,fragment", [
-    ("crash-after-requests", 2, "server crashed during the benchmark"),
-    ("hang-after-tokens", 2, "error_rate"),
-    ("fail-status", 503, "error_rate"),
+@pytest.mark.parametrize("fault,value,fragment,kind", [
+    ("crash-after-requests", 2, "server crashed during the benchmark", FailureKind.CRASHED),
+    ("hang-after-tokens", 2, "error_rate", FailureKind.REQUESTS_FAILED),
+    ("fail-status", 503, "error_rate", FailureKind.REQUESTS_FAILED),
 ])
-def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault, value, fragment):
+def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault, value, fragment, kind):
     launcher = FakeLauncher(knobs=(Knob(fault, "fixed", value=value), Knob("speed", "choices", choices=(1, 2))))
     spec = StudySpec(study="fault", trials=3, workload=TINY.__class__(
         **{**TINY.to_dict(), "request_timeout_s": 2.0})).validate()
@@ -113,9 +135,8 @@ def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault,
     outcomes = tuner.run()
     assert len(outcomes) == 3 and outcomes[0].feasible  # the study went on
     faulty = outcomes[1]
-    assert not faulty.feasible and fragment in faulty.reason
+    assert not faulty.feasible and fragment in faulty.reason and faulty.failure is kind
     if fault == "hang-after-tokens":  # requests have bounded time: the hang became timeouts
-        import json
         bench = json.loads((tuner.run_dir / "trials" / f"{faulty.number:04d}" / "bench.json").read_text())
         assert any(s["error"].startswith("timeout") for s in bench["runs"][0]["samples"])
 
@@ -134,7 +155,12 @@ def test_repeats_pool_samples_and_report_spread(make_tuner):
     assert o.metrics["num_requests"] == 3 * TINY.num_requests and o.metrics["repeats"] == 3
     assert "mean_prompt_ms_server" in o.metrics  # pooled runs keep the server-side split
     assert set(o.spread) >= {"output_throughput", "p95_ttft_ms"}
-    assert all(v >= 0 for v in o.spread.values())
+    # the spread is the coefficient of variation of each repeat's own figure (kept in bench.json)
+    runs = json.loads((tuner.run_dir / "trials" / "0000" / "bench.json").read_text())["runs"]
+    assert len(runs) == 3
+    for key in ("output_throughput", "p95_ttft_ms"):
+        per_run = [r["metrics"][key] for r in runs]
+        assert o.spread[key] == pytest.approx(statistics.stdev(per_run) / statistics.fmean(per_run))
 
 
 def test_capacity_finds_the_load_where_the_target_breaks(make_tuner):
@@ -177,7 +203,8 @@ def test_multi_objective_study_reports_the_pareto_set(make_tuner):
     outcomes = tuner.run()
     assert len(tuner.study.directions) == 2
     assert all(len(t.values) == 2 for t in tuner.study.trials)
-    front = pareto(outcomes, spec.directions)
+    assert [o.direction for o in spec.objective_specs] == [Direction.MAXIMIZE, Direction.MINIMIZE]
+    front = pareto(outcomes, [o.direction for o in spec.objective_specs])
     assert front and all(o.feasible for o in front)
     fastest = min((o for o in outcomes if o.feasible), key=lambda o: o.metrics["p95_ttft_ms"])
     assert fastest.number in [o.number for o in front] or any(
@@ -188,7 +215,7 @@ def test_confirmation_summary_counts_the_baseline():
     """The demo's case: trial 5 beat the baseline by noise; re-measured, the baseline wins."""
     from kvtune.artifacts.results import best_outcome, confirmation_summary
     from kvtune.launchers.base import Candidate
-    from kvtune.tuner.loop import TrialOutcome
+    from kvtune.tuner.outcome import TrialOutcome
 
     def o(n, value, again, baseline=False):
         t = TrialOutcome(number=n, candidate=Candidate(), argv=[], env={}, baseline=baseline,
@@ -197,7 +224,7 @@ def test_confirmation_summary_counts_the_baseline():
         return t
 
     outcomes = [o(0, 81.5, 79.5, baseline=True), o(5, 83.6, 76.5)]
-    summary = confirmation_summary(outcomes, "maximize")
+    summary = confirmation_summary(outcomes, Direction.MAXIMIZE)
     assert summary["order_before"] == [5, 0] and summary["order_after"] == [0, 5]
     assert not summary["held"]
-    assert best_outcome(outcomes, "maximize").number == 0
+    assert best_outcome(outcomes, Direction.MAXIMIZE).number == 0

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from kvtune.kinds import FailureKind
 from kvtune.launchers.process import ServerProcess, ServerStartError, free_port, last_error_line
 
 FAKE = [sys.executable, "-m", "kvtune.testing.fake_server"]
@@ -31,7 +32,7 @@ def test_crash_is_not_a_timeout(tmp_path):
     s = server(tmp_path, "--no-such-flag").start()
     with pytest.raises(ServerStartError) as e:
         s.wait_ready(20)
-    assert e.value.kind == "crash" and e.value.returncode == 2
+    assert e.value.kind is FailureKind.START_FAILED and e.value.returncode == 2
     assert "unrecognized arguments: --no-such-flag" in e.value.reason
     s.stop()
 
@@ -40,7 +41,7 @@ def test_timeout_when_never_healthy(tmp_path):
     s = server(tmp_path, "--startup-delay-s", "60").start()
     with pytest.raises(ServerStartError) as e:
         s.wait_ready(1.5)
-    assert e.value.kind == "timeout"
+    assert e.value.kind is FailureKind.START_TIMEOUT
     s.stop()
     assert not s.alive()
 
@@ -52,7 +53,7 @@ def test_port_already_in_use_is_never_mistaken_for_ready(tmp_path):
         s = server(tmp_path, port=other.getsockname()[1])
         with pytest.raises(ServerStartError) as e:
             s.start()
-        assert e.value.kind == "port"
+        assert e.value.kind is FailureKind.PORT_BUSY
 
 
 def test_last_error_line():

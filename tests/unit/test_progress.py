@@ -47,3 +47,11 @@ def test_jsonl_events(make_tuner, capsys):
     assert kinds.count("trial_started") == 2 and kinds.count("trial_finished") == 2
     finished = [e for e in events if e["event"] == "trial_finished"]
     assert finished[0]["baseline"] and "metrics" in finished[0] and "feasible" in finished[0]
+    assert finished[0]["feasible"] and finished[0]["failure"] is None  # the kind, null when feasible
+
+
+def test_flags_are_shown_as_key_value_pairs():
+    from kvtune.launchers.base import Candidate
+    from kvtune.progress import fmt_flags
+    assert fmt_flags(Candidate()) == "(server defaults)"
+    assert fmt_flags(Candidate(flags={"parallel": 4}, env={"OMP": "1"})) == "parallel=4 OMP=1"

@@ -1,7 +1,8 @@
 """The HTML report: every section and plot present, self-contained (no external URL, no script).
 
-Rendered from real results.json files of small llama-server studies (data/), one with failures
-of every kind added, and from a real Optuna study run with the fake launcher.
+Rendered from real results.json files of small llama-server studies (data/, written before the
+failure kind and importance were recorded), one with failures of every kind added, and from a real
+Optuna study run with the fake launcher.
 """
 
 import copy
@@ -14,8 +15,10 @@ import pytest
 from kvtune import hardware
 from kvtune.artifacts import report
 from kvtune.artifacts.results import build_payload
+from kvtune.jsonsafe import dumps
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.importance import MIN_TRIALS, param_importance
 from kvtune.tuner.spec import StudySpec
 
 DATA = Path(__file__).parent / "data"
@@ -28,8 +31,10 @@ def load(name: str) -> dict:
 
 
 def with_failures(results: dict) -> dict:
-    """The study plus one trial of each failure kind the tuner records (and a duplicate)."""
+    """The study plus one trial of each failure kind the tuner records (and a duplicate), and the
+    parameter importance the tuner stores."""
     r = copy.deepcopy(results)
+    r["importance"] = {"parallel": 0.6, "threads": 0.3, "cache-type-k": 0.1}
     proto, n = r["trials"][1], len(r["trials"])
     launch = {"ttft_p95": 1e6, "error_rate": 1e6, "server_ran": 1.0}
     for reason, flags, keep in (
@@ -65,7 +70,7 @@ def assert_self_contained(html: str) -> None:
 
 def test_report_of_a_study_with_failures_has_every_section_and_plot():
     r = with_failures(load("misses"))
-    html = report.render_report(r, None)
+    html = report.render_report(r)
     plots = plots_in(html)
     assert set(plots) == set(report.PLOTS)
     assert all("<svg" in body and "</svg>" in body for body in plots.values())
@@ -84,11 +89,14 @@ def test_report_of_a_study_with_failures_has_every_section_and_plot():
     assert "best feasible so far" in plots["plot-history"]
     for flag in ("--parallel", "--threads", "--cache-type-k"):
         assert flag in plots["plot-slice"]
+        assert f">{flag[2:]}<" in plots["plot-importance"]  # bar labels, kept as SVG text
+    assert "trade-off view" in html  # one objective: throughput vs TTFT is not the objective
 
 
 def test_small_study_report():
     html = report.render_report(load("small"))
-    assert set(plots_in(html)) == set(report.PLOTS)
+    assert set(plots_in(html)) == set(report.PLOTS) - {"plot-importance"}
+    assert "older kvtune" in html  # results.json without importance
     assert "No failures" in html
     assert_self_contained(html)
 
@@ -100,19 +108,32 @@ def test_worse_metrics_are_red():
     assert "<td class='num worse'>+12.5%</td>" in html
 
 
-def test_importance_needs_two_tuned_trials_with_varying_flags():
+def test_importance_the_tuner_skipped_is_a_note_with_its_reason():
     r = load("small")
-    r["trials"] = r["trials"][:2]
+    r["importance"] = {"skipped": "needs at least 8 measured feasible trials with tuned flags; this study has 3"}
     html = report.render_report(r)
     assert "plot-importance" not in plots_in(html)
-    assert "id=\"plot-importance-note\"" in html and "at least 2 tuned trials" in html
+    assert "id=\"plot-importance-note\"" in html and "this study has 3" in html
+
+
+def test_report_of_a_multi_objective_study():
+    """The objective is a list: the report labels by the first and plots the study's own Pareto set."""
+    r = load("misses")
+    r["spec"]["objective"] = ["output_throughput", "ttft_p99"]
+    for t in r["trials"]:
+        m = t.get("metrics") or {}
+        t["objectives"] = [m.get("output_throughput"), m.get("p99_ttft_ms")]
+    html = report.render_report(r)
+    assert "Pareto set over the study&#x27;s objectives" in html
+    assert "output_throughput, ttft_p99" in plots_in(html)["plot-pareto"]
+    assert "output tok/s (maximize), TTFT p99 (ms) (minimize)" in html
 
 
 def test_study_with_nothing_measured_still_renders():
     r = load("small")
     for t in r["trials"]:
         t.update(feasible=False, metrics=None, objective=None, reason="server failed to start: boom",
-                 constraints={"ttft_p95": 1e6, "server_ran": 1.0})
+                 constraints={"ttft_p95": 1e6, "server_ran": 1.0}, failure="start failed")
     r.update(best_trial=None)
     del r["best_vs_baseline"], r["best_argv"]
     html = report.render_report(r)
@@ -136,19 +157,25 @@ def test_rendering_is_deterministic_and_write_report_writes_it(tmp_path):
 
 
 def test_report_from_a_real_optuna_study(make_tuner, tiny_workload):
-    """Importance from the study itself (its own distributions), not a rebuilt one."""
-    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),
-                                   Knob("bogus", "choices", choices=(True, False))))
-    spec = StudySpec(study="real", trials=6, workload=tiny_workload, targets=["ttft<1s"]).validate()
+    """Importance computed by the tuner from the study itself (its own distributions) and stored
+    in results.json; the report draws what is stored. `unused` is a flag the fake server ignores."""
+    launcher = FakeLauncher(knobs=(Knob("speed", "float", low=1.0, high=8.0),
+                                   Knob("unused", "int", low=1, high=1000)))
+    spec = StudySpec(study="real", trials=MIN_TRIALS + 1, workload=tiny_workload, targets=["ttft<1s"],
+                     informed_start=False).validate()
     tuner, _ = make_tuner(spec, launcher)
     outcomes = tuner.run()
-    payload = json.loads(json.dumps(build_payload(
+    importance = param_importance(tuner.study)
+    assert importance.values is not None, importance.skipped
+    payload = json.loads(dumps(build_payload(
         "real", spec.to_dict(), hardware.fingerprint(), "fake 1.0", [t.describe() for t in tuner.targets],
-        spec.direction, outcomes), default=str))
-    html = report.render_report(payload, tuner.study)
+        spec.objective_specs, outcomes, importance.to_dict())))
+    assert payload["importance"] == pytest.approx(importance.values)
+    assert all(t["failure"] is None for t in payload["trials"])
+    html = report.render_report(payload)
     assert set(plots_in(html)) == set(report.PLOTS)
-    importance = plots_in(html)["plot-importance"]
-    assert ">speed<" in importance and ">bogus<" in importance  # bar labels, kept as SVG text
+    drawn = plots_in(html)["plot-importance"]
+    assert ">speed<" in drawn and ">unused<" in drawn  # bar labels, kept as SVG text
     assert_self_contained(html)
 
 

@@ -80,3 +80,37 @@ def test_default_error_target_added_once():
     assert [t.name for t in ts] == ["ttft_p95", "error_rate"]
     ts = with_default_error_target(parse_targets(["error_rate<5%"]))
     assert len(ts) == 1 and ts[0].threshold == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("text,key", [
+    ("ttft<1s", "ttft_p95<1000ms"),
+    ("TTFT_P99 <= 800 ms", "ttft_p99<=800ms"),
+    ("error_rate<1%", "error_rate<1%"),
+    ("error_rate<=0.05", "error_rate<=5%"),
+    ("output_throughput>50", "output_throughput>50"),
+    ("request_throughput>=2.5req/s", "request_throughput>=2.5"),
+])
+def test_constraint_key_is_the_whole_target_and_parses_back(text, key):
+    t = parse_target(text)
+    assert t.constraint_key == key
+    again = parse_target(key)
+    assert (again.metric, again.stat, again.op) == (t.metric, t.stat, t.op)
+    assert again.threshold == pytest.approx(t.threshold) and again.constraint_key == key
+
+
+def test_two_targets_on_one_metric_keep_two_keys():
+    floor, ceiling = parse_targets(["output_throughput>50", "output_throughput<500"])
+    assert floor.constraint_key != ceiling.constraint_key
+    a, b = parse_targets(["error_rate<5%", "error_rate<=0.01"])
+    assert {a.constraint_key, b.constraint_key} == {"error_rate<5%", "error_rate<=1%"}
+
+
+@pytest.mark.parametrize("texts", [
+    ["ttft<1s", "ttft<1s"],
+    ["ttft<1s", "ttft_p95 < 1000ms"],  # the same target, written twice
+    ["error_rate<1%", "error_rate<0.01"],
+])
+def test_the_same_target_twice_is_an_error(texts):
+    with pytest.raises(TargetError, match="given twice") as e:
+        parse_targets(texts)
+    assert e.value.exit_code == 2 and "\n" not in str(e.value)

@@ -1,17 +1,22 @@
 """The per-trial results file and the best-versus-baseline comparison.
 
 results.json is standard JSON (non-finite numbers become null: a p99 of +inf means requests
-failed, which the error rate already says), so any tool can read it.
+failed, which the error rate already says), so any tool can read it. Its "trials" are
+`TrialOutcome.to_dict()`s and read back with `TrialOutcome.from_dict`; best and Pareto come from
+`tuner.ranking`, the same functions the run itself uses.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Sequence
 
-from kvtune.tuner.ranking import rank
+from kvtune.jsonsafe import dumps
+from kvtune.kinds import Direction, FailureKind
+from kvtune.objectives.objective import Objective
+from kvtune.tuner.outcome import TrialOutcome
+from kvtune.tuner.ranking import pareto, rank
 
 # (metrics key, label, higher is better)
 COMPARED = (
@@ -22,18 +27,6 @@ COMPARED = (
     ("p95_itl_ms", "ITL p95 ms", False),
     ("p95_e2el_ms", "E2EL p95 ms", False),
 )
-
-
-def to_jsonable(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if hasattr(obj, "to_dict"):
-        return to_jsonable(obj.to_dict())
-    return obj
 
 
 def compare(best: dict[str, float], baseline: dict[str, float]) -> list[dict]:
@@ -49,14 +42,14 @@ def compare(best: dict[str, float], baseline: dict[str, float]) -> list[dict]:
     return rows
 
 
-def best_outcome(outcomes: list, direction: str):
+def best_outcome(outcomes: Sequence[TrialOutcome], direction: Direction) -> TrialOutcome | None:
     """The best feasible, actually measured trial whose re-measurement (if any) held, ranked by
     its objective averaged with the re-measurement (duplicates point at their original)."""
     ranked = rank(outcomes, direction)
     return ranked[0] if ranked else None
 
 
-def confirmation_summary(outcomes: list, direction: str) -> dict | None:
+def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction) -> dict | None:
     """How the ranking held when the top configs were re-measured."""
     confirmed = [o for o in outcomes if o.confirmation is not None]
     if not confirmed:
@@ -70,23 +63,26 @@ def confirmation_summary(outcomes: list, direction: str) -> dict | None:
 
 
 def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, targets: list[str],
-                  direction: str, outcomes: list, directions: list[str] | None = None) -> dict:
-    """results.json's content; written after every trial, so it is current while a study runs."""
+                  objectives: Sequence[Objective], outcomes: Sequence[TrialOutcome],
+                  importance: dict | None = None) -> dict:
+    """results.json's content; written after every trial, so it is current while a study runs.
+    `importance` is `tuner.importance.param_importance(...).to_dict()` when it was computed."""
+    direction = objectives[0].direction
     baseline = next((o for o in outcomes if o.baseline), None)
     best = best_outcome(outcomes, direction)
     payload = {
         "study": study, "spec": spec, "hardware": hardware, "backend_version": backend_version,
-        "targets": targets, "direction": direction,
+        "targets": targets, "direction": direction.value,
         "baseline_trial": baseline.number if baseline else None,
         "best_trial": best.number if best else None,
-        "launches_saved_by_prescreen": sum(1 for o in outcomes if o.reason.startswith("pre-screen")),
+        "launches_saved_by_prescreen": sum(1 for o in outcomes if o.failure is FailureKind.PRE_SCREEN),
         "trials": [o.to_dict() for o in outcomes],
         "confirmation": confirmation_summary(outcomes, direction),
+        "importance": importance if importance is not None else {"skipped": "not computed"},
     }
-    if directions and len(directions) > 1:
-        from kvtune.tuner.ranking import pareto
-        payload["directions"] = directions
-        payload["pareto_trials"] = [o.number for o in pareto(outcomes, directions)]
+    if len(objectives) > 1:
+        payload["directions"] = [o.direction.value for o in objectives]
+        payload["pareto_trials"] = [o.number for o in pareto(outcomes, [o.direction for o in objectives])]
     if best is not None and baseline is not None and baseline.metrics:
         payload["best_vs_baseline"] = compare(best.metrics or {}, baseline.metrics)
     return payload
@@ -94,6 +90,6 @@ def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, 
 
 def write_results(path: Path, payload: dict) -> Path:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(to_jsonable(payload), indent=2))
+    tmp.write_text(dumps(payload, indent=2))
     tmp.replace(path)
     return path

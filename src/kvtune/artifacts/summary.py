@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from kvtune.artifacts import export
 from kvtune.artifacts.results import best_outcome, write_results
+from kvtune.objectives.objective import Objective
 from kvtune.tuner.outcome import TrialOutcome
 from kvtune.tuner.ranking import pareto, rank
 
@@ -60,9 +62,10 @@ def warm_start_fates(outcomes: list[TrialOutcome], direction: str) -> list[WarmS
             for o in outcomes if o.warm_start and o.duplicate_of is None]
 
 
-def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome], direction: str,
-              directions: list[str], host: str, port: int) -> StudySummary:
+def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
+              objectives: Sequence[Objective], host: str, port: int) -> StudySummary:
     """Decide and write. `payload` is results.json's content for these outcomes."""
+    direction = objectives[0].direction
     results_path = run_dir / "results.json"
     best = best_outcome(outcomes, direction)
     baseline = next((o for o in outcomes if o.baseline), None)
@@ -78,7 +81,7 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome], direct
     summary.launch_script = export.write(run_dir / LAUNCH_SCRIPT, "bash", best_dict, payload, host, port)
     payload["best_argv"] = summary.best_argv
     payload["launch_script"] = str(summary.launch_script)
-    if len(directions) > 1:
-        summary.pareto = pareto(outcomes, directions)
+    if len(objectives) > 1:
+        summary.pareto = pareto(outcomes, [o.direction for o in objectives])
     write_results(results_path, payload)
     return summary

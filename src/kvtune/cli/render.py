@@ -26,7 +26,7 @@ def print_header(p: Prepared, console: Console) -> None:
                   f"(+{w.warmup_requests} warm-up, not measured)")
     console.print("targets  " + ", ".join(t.describe() for t in p.targets)
                   + "   [dim](a bare metric means p95)[/dim]")
-    console.print("objective " + ", ".join(f"{o} ({d})" for o, d in zip(spec.objectives, spec.directions))
+    console.print("objective " + ", ".join(f"{o.name} ({o.direction})" for o in spec.objective_specs)
                   + f", {spec.trials} trials incl. baseline")
     console.print("space    " + "; ".join(p.space.describe()))
 
@@ -70,13 +70,13 @@ def _pareto(p: Prepared, s: StudySummary, console: Console) -> None:
     table = Table(title="Pareto set: no other feasible trial is better on every objective")
     table.add_column("trial")
     table.add_column("flags")
-    for o in p.spec.objectives:
-        table.add_column(o, justify="right")
+    for o in p.spec.objective_specs:
+        table.add_column(o.name, justify="right")
     for o in s.pareto:
         table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.objectives])
     console.print(table)
     console.print(f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "
-                  f"takes the best {p.spec.primary}.")
+                  f"takes the best {p.spec.primary.name}.")
 
 
 def _versus_baseline(s: StudySummary, console: Console) -> None:

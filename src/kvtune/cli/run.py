@@ -138,8 +138,8 @@ class _LateReporter:
 
 def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode: str) -> int:
     p = session.prepared
-    summary = summarize(p.run_dir, session.payload(outcomes), outcomes, p.spec.direction,
-                        p.spec.directions, session.options.deploy_host, session.options.deploy_port)
+    summary = summarize(p.run_dir, session.payload(outcomes), outcomes, p.spec.objective_specs,
+                        session.options.deploy_host, session.options.deploy_port)
     print_summary(p, summary, out)
     if mode == "jsonl":
         reporter.emit("summary", exit_status=summary.exit_code, **summary.payload)

@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 
 from kvtune.cli import app, console, err_console
-from kvtune.launchers.base import Candidate
 from kvtune.progress import fmt_flags, fmt_ms
 
 
@@ -31,16 +30,6 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
         raise SpecError(f"{f} is not valid JSON: {e}") from e
 
 
-def _load_optuna_study(d: Path, name: str) -> Any:
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    db = d / "study.db"
-    if not db.exists():
-        return None
-    return optuna.load_study(study_name=name, storage=f"sqlite:///{db.resolve()}")
-
-
 @app.command()
 def show(
     study: str = typer.Argument(..., help="Study name (or its run directory)."),
@@ -56,25 +45,40 @@ def show(
     console.print(f"{c['trials']} trials: {c['feasible']} feasible, {c['infeasible']} infeasible, "
                   f"{c['duplicates']} repeats of a measured config, {c['launches_saved_by_prescreen']} launches saved by the pre-screen")
     console.print("targets: " + ", ".join(ov["targets"]))
-    table = Table(title="Pareto set (output tok/s vs TTFT p95), feasible trials")
-    for col in ("trial", "flags", "out tok/s", "TTFT p95", "TPOT p95"):
-        table.add_column(col)
-    for t in ov["pareto"]:
-        m = t.get("metrics") or {}
-        table.add_row(str(t["number"]), fmt_flags(Candidate(**t["candidate"])),
-                      f"{m.get('output_throughput', 0):.1f}", fmt_ms(m.get("p95_ttft_ms")), fmt_ms(m.get("p95_tpot_ms")))
-    console.print(table)
+    console.print(_pareto_table(ov))
     for label, t in (("best", ov["best"]), ("baseline", ov["baseline"])):
         if t:
-            m = t.get("metrics") or {}
-            console.print(f"{label}: trial {t['number']} ({fmt_flags(Candidate(**t['candidate']))}) "
-                          f"out {m.get('output_throughput', 0):.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))}")
+            m = t.metrics or {}
+            console.print(f"{label}: trial {t.number} ({fmt_flags(t.candidate)}) "
+                          f"out {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))}")
         else:
             console.print(f"{label}: none yet")
     if ov["failures"]:
         console.print("[bold]failures by reason[/bold]")
         for f in ov["failures"]:
             console.print(f"  {f['count']:>3} x {f['category']}  (trials {f['trials']}) e.g. {f['example']}", markup=False)
+
+
+def _pareto_table(ov: dict) -> Table:
+    """The study's Pareto set over its objectives; for one objective, the throughput vs TTFT
+    trade-off, labelled as such."""
+    if ov["pareto_is_trade_off"]:
+        table = Table(title="Trade-off, not the objective: Pareto set of output tok/s vs TTFT p95, feasible trials")
+        for col in ("trial", "flags", "out tok/s", "TTFT p95", "TPOT p95"):
+            table.add_column(col)
+        for t in ov["pareto"]:
+            m = t.metrics or {}
+            table.add_row(str(t.number), fmt_flags(t.candidate), f"{m.get('output_throughput') or 0:.1f}",
+                          fmt_ms(m.get("p95_ttft_ms")), fmt_ms(m.get("p95_tpot_ms")))
+        return table
+    table = Table(title="Pareto set: no other feasible trial is better on every objective")
+    table.add_column("trial")
+    table.add_column("flags")
+    for o in ov["pareto_axes"]:
+        table.add_column(o.name, justify="right")
+    for t in ov["pareto"]:
+        table.add_row(str(t.number), fmt_flags(t.candidate), *[f"{v:.1f}" for v in t.objectives])
+    return table
 
 
 @app.command()
@@ -87,7 +91,7 @@ def report(
     from kvtune.artifacts.report import write_report  # imports matplotlib: only when asked
 
     results, d = _load_results(study, runs_dir)
-    path = write_report(output or d / "report.html", results, _load_optuna_study(d, results["study"]))
+    path = write_report(output or d / "report.html", results)
     console.print(f"Report: {path}")
 
 
@@ -109,7 +113,7 @@ def export(
     if format not in exporter.FORMATS:
         raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.FORMATS)}")
     results, _ = _load_results(study, runs_dir)
-    chosen = pick_trial(results, trial)
+    chosen = pick_trial(results, trial).to_dict()
     if output:
         exporter.write(output, format, chosen, results, host, port)
         err_console.print(f"wrote {output} (trial {chosen['number']}, {format})")

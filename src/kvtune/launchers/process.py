@@ -24,13 +24,16 @@ from pathlib import Path
 
 import httpx
 
+from kvtune.kinds import FailureKind
+
 PR_SET_PDEATHSIG = 1
 
 
 class ServerStartError(Exception):
-    """The server did not become ready. ``kind`` is "crash", "timeout" or "port"."""
+    """The server did not become ready. ``kind`` is START_FAILED (it exited), START_TIMEOUT
+    (alive but never healthy) or PORT_BUSY (something else answers on the port)."""
 
-    def __init__(self, kind: str, reason: str, returncode: int | None = None):
+    def __init__(self, kind: FailureKind, reason: str, returncode: int | None = None):
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
@@ -100,7 +103,7 @@ class ServerProcess:
 
     def start(self) -> "ServerProcess":
         if port_in_use(self.port, self.host):
-            raise ServerStartError("port", f"port {self.port} is already in use on {self.host}")
+            raise ServerStartError(FailureKind.PORT_BUSY, f"port {self.port} is already in use on {self.host}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")
         try:
@@ -115,7 +118,7 @@ class ServerProcess:
             )
         except OSError as e:
             log.close()
-            raise ServerStartError("crash", f"cannot execute {self.argv[0]}: {e}") from e
+            raise ServerStartError(FailureKind.START_FAILED, f"cannot execute {self.argv[0]}: {e}") from e
         log.close()
         if self.pid_file is not None:
             record = {"pid": self.proc.pid, "pgid": self.proc.pid, "argv0": self.argv[0],
@@ -156,7 +159,7 @@ class ServerProcess:
                 rc = self.proc.poll()
                 if rc is not None:
                     reason = last_error_line(self.log_text())
-                    raise ServerStartError("crash", f"exited with status {rc}: {reason}", rc)
+                    raise ServerStartError(FailureKind.START_FAILED, f"exited with status {rc}: {reason}", rc)
                 try:
                     if client.get(url).status_code == 200 and self.alive():
                         return time.monotonic() - t0
@@ -164,7 +167,7 @@ class ServerProcess:
                     pass
                 if time.monotonic() - t0 > timeout_s:
                     raise ServerStartError(
-                        "timeout",
+                        FailureKind.START_TIMEOUT,
                         f"not healthy after {timeout_s:.0f} s: {last_error_line(self.log_text())}",
                     )
                 time.sleep(0.25)

@@ -8,7 +8,10 @@ Grammar: ``METRIC[_STAT] OP NUMBER[UNIT]``.
 - OP: <, <=, >, >=.
 
 A target becomes an Optuna constraint margin, normalized by its threshold so that targets of
-different scales weigh alike: margin <= 0 is feasible. This module is pure (no I/O).
+different scales weigh alike: margin <= 0 is feasible. Constraints are keyed by the whole target
+(`Target.constraint_key`, e.g. ``output_throughput>50``), so two targets on one metric (a floor
+and a ceiling) are two constraints; the same target given twice is an error. This module is pure
+(no I/O).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ DEFAULT_STAT = "p95"
 RATE_METRICS = ("error_rate",)
 THROUGHPUT_METRICS = {"output_throughput": "tok/s", "request_throughput": "req/s"}
 METRICS = LATENCY_METRICS + RATE_METRICS + tuple(THROUGHPUT_METRICS)
-OPS = ("<=", ">=", "<", ">")
 # A margin stands in for +inf (every request failed) so Optuna's arithmetic stays finite.
 MAX_MARGIN = 1e6
 
@@ -59,6 +61,18 @@ class Target:
     def name(self) -> str:
         """Short constraint name, e.g. ``ttft_p95``."""
         return f"{self.metric}_{self.stat}" if self.stat else self.metric
+
+    @property
+    def constraint_key(self) -> str:
+        """The whole target in one canonical word, e.g. ``ttft_p95<1000ms``, ``error_rate<1%``,
+        ``output_throughput>50``: the constraint's name (it parses back to the same target)."""
+        if self.metric in LATENCY_METRICS:
+            value = f"{self.threshold:.12g}ms"
+        elif self.metric == "error_rate":
+            value = f"{self.threshold * 100:.12g}%"
+        else:
+            value = f"{self.threshold:.12g}"
+        return f"{self.name}{self.op}{value}"
 
     @property
     def upper(self) -> bool:
@@ -143,8 +157,16 @@ def parse_target(text: str) -> Target:
 
 
 def parse_targets(texts: list[str]) -> list[Target]:
-    """Parse several targets and reject contradictions such as ``ttft<1s`` with ``ttft>2s``."""
+    """Parse several targets; reject the same target given twice (``ttft<1s`` and
+    ``ttft_p95<1000ms``) and contradictions such as ``ttft<1s`` with ``ttft>2s``."""
     targets = [parse_target(t) for t in texts]
+    seen: dict[str, Target] = {}
+    for t in targets:
+        if t.constraint_key in seen:
+            first = seen[t.constraint_key]
+            same = f"{first.text!r}" + ("" if first.text == t.text else f" and {t.text!r}")
+            raise TargetError(f"target {t.constraint_key} is given twice ({same}): give each target once")
+        seen[t.constraint_key] = t
     by_key: dict[str, list[Target]] = {}
     for t in targets:
         by_key.setdefault(t.key, []).append(t)

@@ -113,11 +113,12 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
     identity = {"backend": p.spec.backend,
                 "model": Path(model).name if model and Path(str(model)).exists() else model,
                 "targets": sorted(t.name + t.op + repr(t.threshold) for t in p.targets),
-                "objective": p.spec.objectives if len(p.spec.objectives) > 1 else p.spec.primary,
+                "objective": [o.name for o in p.spec.objective_specs] if len(p.spec.objective_specs) > 1
+                else p.spec.primary.name,
                 "workload": p.spec.workload.to_dict(),
                 "space": [k.describe() for k in p.space.knobs]}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = storage.open_study(p.study_name, url, p.spec.directions, identity)
+    study = storage.open_study(p.study_name, url, [o.direction.value for o in p.spec.objective_specs], identity)
     if "spec" not in study.user_attrs:
         study.set_user_attr("spec", p.spec.to_dict())
     stored_hw = study.user_attrs.get("hardware")

@@ -23,10 +23,11 @@ from typing import Any, Callable
 
 import optuna
 
-from kvtune.artifacts.results import to_jsonable
 from kvtune.bench import client as bench_client
 from kvtune.bench.client import slo_goodput
 from kvtune.bench.tokenizer import try_load_tokenizer
+from kvtune.jsonsafe import to_jsonable
+from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
                                       process_start_ticks, reap_leftovers)
@@ -229,7 +230,7 @@ class Tuner:
         same = self._find_measured(candidate)
         if same is not None:
             outcome.duplicate_of = same.number
-            outcome.metrics, outcome.reason = same.metrics, same.reason
+            outcome.metrics, outcome.reason, outcome.failure = same.metrics, same.reason, same.failure
             outcome.constraints, outcome.objective = dict(same.constraints), same.objective
             outcome.objectives = list(same.objectives)
             outcome.argv, outcome.env = same.argv, same.env
@@ -237,7 +238,7 @@ class Tuner:
 
         reason = self.launcher.precheck(candidate, self.spec.workload)
         if reason:
-            return self._infeasible(outcome, f"pre-screen: {reason}")
+            return self._infeasible(outcome, FailureKind.PRE_SCREEN, f"pre-screen: {reason}")
 
         return self._launch_and_measure(outcome, port, self.run_dir / "trials" / f"{n:04d}")
 
@@ -259,14 +260,12 @@ class Tuner:
             failures = any(r.metrics.get("failed", 0) for r in measured.bench_runs)
             died = server.exited_within(2.0 if failures else 0.0)
         except ServerStartError as e:
-            label = {"crash": "server failed to start", "timeout": "server start timed out",
-                     "port": "port busy"}[e.kind]
             reason = e.reason
             classify = getattr(self.launcher, "classify_failure", None)
-            if e.kind == "crash" and classify is not None:  # the backend reads its own log
+            if e.kind is FailureKind.START_FAILED and classify is not None:  # the backend reads its own log
                 server.stop()
                 reason = f"exited with status {e.returncode}: {classify(e.returncode, server.log_text())}"
-            return self._infeasible(outcome, f"{label}: {reason}")
+            return self._infeasible(outcome, e.kind, f"{e.kind.label}: {reason}")
         finally:
             server.stop()
         facts = getattr(self.launcher, "startup_facts", None)
@@ -284,7 +283,7 @@ class Tuner:
         if died:
             rc = server.proc.returncode if server.proc else None
             reason = f"server crashed during the benchmark (status {rc}): {last_error_line(server.log_text())}"
-            return self._infeasible(outcome, reason, keep_metrics=True)
+            return self._infeasible(outcome, FailureKind.CRASHED, reason, keep_metrics=True)
         return outcome
 
     # ---- confirmation ---------------------------------------------------------------------------
@@ -293,7 +292,7 @@ class Tuner:
         noise winner is not crowned. Results live in the study's user attrs (resumable)."""
         done: dict = dict(self.study.user_attrs.get("confirmations", {}))
         outcomes = self.outcomes()
-        ranked = rank(outcomes, self.spec.direction, confirmed=False)[: self.spec.confirm_top]
+        ranked = rank(outcomes, self.spec.primary.direction, confirmed=False)[: self.spec.confirm_top]
         if not ranked:
             return done
         chosen = list(ranked)
@@ -314,7 +313,7 @@ class Tuner:
                                    "feasible": again.feasible, "reason": again.reason}
             first = "-" if o.objective is None else f"{o.objective:.4g}"
             now = "-" if again.objective is None else f"{again.objective:.4g}"
-            self.cb.phase(o.number, f"re-measured {self.spec.primary}: {now} (first {first})"
+            self.cb.phase(o.number, f"re-measured {self.spec.primary.name}: {now} (first {first})"
                           + ("" if again.feasible else f"; no longer feasible: {again.reason}"))
             self.study.set_user_attr("confirmations", to_jsonable(done))
         return done
@@ -342,38 +341,46 @@ class Tuner:
         return None
 
     def _score(self, outcome: TrialOutcome) -> None:
+        """Constraints (one per target, keyed by the whole target), objective values, and why the
+        trial is infeasible when a target broke."""
         m = outcome.metrics or {}
-        outcome.constraints = {t.name: t.margin(m) for t in self.targets}
+        outcome.constraints = {t.constraint_key: t.margin(m) for t in self.targets}
         outcome.constraints[RUNS_KEY] = -1.0
-        values = [m.get(k) for k in self.spec.objective_keys]
+        values = [m.get(o.key) for o in self.spec.objective_specs]
         values = [None if v is None or not math.isfinite(v) else float(v) for v in values]
         outcome.objective = values[0]
         outcome.objectives = values
         broken = [t for t in self.targets if not t.met(m)]
         if broken:
+            all_failed = bool(m.get("num_requests")) and m.get("failed") == m.get("num_requests")
+            requests = all_failed or any(t.metric == "error_rate" for t in broken)
+            outcome.failure = FailureKind.REQUESTS_FAILED if requests else FailureKind.TARGET_MISSED
             outcome.reason = "; ".join(_describe_miss(t, m) for t in broken)
 
-    def _infeasible(self, outcome: TrialOutcome, reason: str, keep_metrics: bool = False) -> TrialOutcome:
+    def _infeasible(self, outcome: TrialOutcome, kind: FailureKind, reason: str,
+                    keep_metrics: bool = False) -> TrialOutcome:
+        """Mark the trial infeasible for `kind`: every constraint violated, the reason kept for
+        people (with `keep_metrics`, what was measured before it failed stays)."""
         if not keep_metrics:
             outcome.metrics = None
-        outcome.constraints = {t.name: MAX_MARGIN for t in self.targets}
-        outcome.constraints[RUNS_KEY] = 1.0
-        outcome.reason = reason
-        if not keep_metrics:
             outcome.objective = None
+        outcome.constraints = {t.constraint_key: MAX_MARGIN for t in self.targets}
+        outcome.constraints[RUNS_KEY] = 1.0
+        outcome.failure = kind
+        outcome.reason = reason
         return outcome
 
     def _tell(self, trial: optuna.trial.Trial, outcome: TrialOutcome) -> None:
         for key, value in outcome.constraints.items():
             trial.set_constraint(key, value)
-        trial.set_user_attr("outcome", json.loads(json.dumps(outcome.to_dict(), default=_json_default)))
+        trial.set_user_attr("outcome", to_jsonable(outcome))
         # Infeasible trials still need a value; the worst possible one, so no sampler (or
         # reader of the raw study) mistakes a crash for a good result.
         measured = outcome.objectives if outcome.metrics is not None else None
         values = []
-        for i, direction in enumerate(self.spec.directions):
+        for i, o in enumerate(self.spec.objective_specs):
             v = measured[i] if measured and i < len(measured) else None
-            values.append((0.0 if direction == "maximize" else 1e12) if v is None else v)
+            values.append((0.0 if o.direction is Direction.MAXIMIZE else 1e12) if v is None else v)
         self.study.tell(trial, values if len(values) > 1 else values[0])
 
 
@@ -415,11 +422,3 @@ def _describe_miss(t: Target, metrics: dict[str, float]) -> str:
     else:
         shown = f"{v:.1f}"
     return f"{t.name} {shown} breaks {t.text or t.describe()}"
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, float) and not math.isfinite(o):
-        return str(o)
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
-    return str(o)

@@ -79,8 +79,33 @@ class TrialOutcome:
         values["candidate"] = Candidate(**(d.get("candidate") or {}))
         values.setdefault("argv", [])
         values.setdefault("env", {})
-        failure = d.get("failure")
-        values["failure"] = FailureKind(failure) if failure else None
         values["constraints"] = {k: (float("inf") if v is None else v)
                                  for k, v in (d.get("constraints") or {}).items()}
+        if "failure" in d:
+            values["failure"] = FailureKind(d["failure"]) if d["failure"] else None
+        else:
+            values["failure"] = _legacy_failure(d.get("reason") or "", values["constraints"])
         return cls(**values)
+
+
+# Reading results.json files written before the kind was recorded (kvtune <= 0.1.0): their
+# reasons began with these words. Only `from_dict` uses this, only for such files.
+_LEGACY_PREFIXES = (("pre-screen", FailureKind.PRE_SCREEN),
+                    ("server failed to start", FailureKind.START_FAILED),
+                    ("server start timed out", FailureKind.START_TIMEOUT),
+                    ("port busy", FailureKind.PORT_BUSY),
+                    ("server crashed during the benchmark", FailureKind.CRASHED))
+
+
+def _legacy_failure(reason: str, constraints: dict[str, float]) -> FailureKind | None:
+    """The failure kind of an old trial record, inferred once from its reason and constraints."""
+    if not constraints or all(v <= 0 for v in constraints.values()):
+        return None  # feasible
+    for prefix, kind in _LEGACY_PREFIXES:
+        if reason.startswith(prefix):
+            return kind
+    broken = [k for k, v in constraints.items() if k != RUNS_KEY and v > 0]
+    if constraints.get(RUNS_KEY, 1.0) <= 0 and broken:
+        return (FailureKind.REQUESTS_FAILED if any(k.startswith("error_rate") for k in broken)
+                else FailureKind.TARGET_MISSED)
+    return None  # a reason this version does not know

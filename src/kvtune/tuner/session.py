@@ -17,6 +17,7 @@ from typing import Any, Callable
 from kvtune.artifacts.results import build_payload, write_results
 from kvtune.errors import SpecError
 from kvtune.tuner.build import Prepared, open_tuner, prepare
+from kvtune.tuner.importance import param_importance
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.outcome import TrialOutcome
 from kvtune.tuner.spec import StudySpec, build_spec, load_study_file
@@ -79,8 +80,8 @@ class Session:
     def payload(self, outcomes: list[TrialOutcome]) -> dict:
         p = self.prepared
         return build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
-                             [t.describe() for t in p.targets], p.spec.direction, outcomes,
-                             p.spec.directions)
+                             [t.describe() for t in p.targets], p.spec.objective_specs, outcomes,
+                             param_importance(self.tuner.study).to_dict())
 
     def write_results(self) -> Path:
         """results.json as it stands now (called after every trial, so it is always current)."""

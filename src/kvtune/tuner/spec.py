@@ -19,19 +19,22 @@ import yaml
 from kvtune.bench.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
-from kvtune.objectives.metrics import LATENCY_METRICS
-from kvtune.objectives.targets import STATS
+from kvtune.objectives.objective import OBJECTIVES, Objective, objective
 
 BACKENDS = ("llama-server", "vllm")
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
             "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "vllm_python",
             "informed_start"}
-OBJECTIVES = {"output_throughput": ("output_throughput", "maximize"),
-              "capacity": ("capacity", "maximize"),
-              "request_throughput": ("request_throughput", "maximize")}
-for _m in LATENCY_METRICS:
-    for _s in STATS:
-        OBJECTIVES[f"{_m}_{_s}"] = (f"{'median' if _s == 'p50' else _s}_{_m}_ms", "minimize")
+
+
+def objective_names(raw: str | list[str]) -> list[str]:
+    """The objective field as YAML/JSON hold it (one name or a list) -> a list of names."""
+    return list(raw) if isinstance(raw, (list, tuple)) else [raw]
+
+
+def parse_objectives(raw: str | list[str]) -> tuple[Objective, ...]:
+    """The typed objectives of an objective field (names already validated)."""
+    return tuple(objective(n) for n in objective_names(raw))
 
 
 @dataclass
@@ -40,7 +43,8 @@ class StudySpec:
     backend: str = "llama-server"
     model: str | None = None  # None: the demo model
     targets: list[str] = field(default_factory=list)
-    # One objective, or several (a list) for a multi-objective study of the trade-off.
+    # One objective, or several (a list) for a multi-objective study of the trade-off. The
+    # YAML/JSON form; code reads the typed `objective_specs`.
     objective: str | list[str] = "output_throughput"
     trials: int = 12
     seed: int = 0
@@ -59,42 +63,28 @@ class StudySpec:
     informed_start: bool = True
 
     @property
-    def objectives(self) -> list[str]:
-        return list(self.objective) if isinstance(self.objective, (list, tuple)) else [self.objective]
+    def objective_specs(self) -> tuple[Objective, ...]:
+        """What the study optimizes: (name, metrics key, direction) per objective, in order."""
+        return parse_objectives(self.objective)
 
     @property
-    def primary(self) -> str:
+    def primary(self) -> Objective:
         """The first objective: the one confirmation and the launch script rank by."""
-        return self.objectives[0]
-
-    @property
-    def objective_keys(self) -> list[str]:
-        return [OBJECTIVES[o][0] for o in self.objectives]
-
-    @property
-    def directions(self) -> list[str]:
-        return [OBJECTIVES[o][1] for o in self.objectives]
-
-    @property
-    def objective_key(self) -> str:
-        return OBJECTIVES[self.primary][0]
-
-    @property
-    def direction(self) -> str:
-        return OBJECTIVES[self.primary][1]
+        return self.objective_specs[0]
 
     def validate(self) -> "StudySpec":
         if self.backend not in BACKENDS:
             raise SpecError(f"unknown backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
-        if not self.objectives:
+        names = objective_names(self.objective)
+        if not names:
             raise SpecError("objective is empty: name at least one, e.g. output_throughput")
-        for o in self.objectives:
+        for o in names:
             if not isinstance(o, str) or o not in OBJECTIVES:
                 raise SpecError(f"unknown objective {o!r}: use output_throughput, "
                                 f"request_throughput, capacity or a latency such as ttft_p95")
-        if len(set(self.objectives)) != len(self.objectives):
-            raise SpecError(f"objective lists {self.objectives} twice: name each once")
-        if "capacity" in self.objectives and not self.targets:
+        if len(set(names)) != len(names):
+            raise SpecError(f"objective lists {names} twice: name each once")
+        if "capacity" in names and not self.targets:
             raise SpecError("the capacity objective needs a target to hold, e.g. --target 'ttft_p95<1s'")
         if self.repeats < 1:
             raise SpecError(f"repeats must be at least 1, got {self.repeats}")

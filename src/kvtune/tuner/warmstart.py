@@ -2,7 +2,8 @@
 
 The best few feasible configs of the source study are adapted to the new search space (a value
 outside a range is clamped into it; a choice the new space does not offer is left to the sampler)
-and queued as the first trials after the baseline. The summary says whether they held.
+and queued as the first trials after the baseline. The summary says whether they held. A
+multi-objective source is ranked by its first objective (the one its launch script took).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from typing import Any
 
 import optuna
 
+from kvtune.kinds import Direction
 from kvtune.launchers.base import Knob
+from kvtune.tuner.outcome import TrialOutcome
 from kvtune.tuner.ranking import rank
 
 
@@ -34,12 +37,12 @@ def enqueue_warm_start(study: optuna.Study, source: optuna.Study, knobs: list[Kn
     """Queue the source's best `top` feasible configs (once per study). Returns their labels."""
     if study.user_attrs.get("warm_started_from"):
         return []
-    from kvtune.tuner.loop import TrialOutcome
-
     outcomes = [TrialOutcome.from_dict(t.user_attrs["outcome"]) for t in source.trials
                 if t.state == optuna.trial.TrialState.COMPLETE and "outcome" in t.user_attrs]
     by_number = {t.number: t for t in source.trials}
-    direction = "maximize" if source.direction == optuna.study.StudyDirection.MAXIMIZE else "minimize"
+    # `source.direction` raises for a multi-objective study: rank by its first objective
+    first = source.directions[0]
+    direction = Direction.MAXIMIZE if first == optuna.study.StudyDirection.MAXIMIZE else Direction.MINIMIZE
     labels, seen = [], []
     for o in rank(outcomes, direction, confirmed=False):
         if o.baseline:
