@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtune.bench.client import run
+from kvtune.bench.client import parse_prometheus, run
 from kvtune.bench.workload import Workload
 from kvtune.launchers.base import Candidate
 from kvtune.kinds import FailureKind
 from kvtune.launchers.process import ServerProcess, ServerStartError, free_port, run_capture
-from kvtune.launchers.vllm import MiB, VllmLauncher, id_list, parse_startup_log, scrape_metrics
+from kvtune.launchers.vllm import MiB, VllmLauncher, id_list, parse_startup_log
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +55,7 @@ def test_cpu_vllm_serves_the_demo_model(launcher: VllmLauncher, tmp_path: Path) 
         ready_s = server.wait_ready(STARTUP_TIMEOUT_S)
         result = run(server.base_url, workload, launcher.served_model_name(),
                      extra_body=launcher.request_extra_body())
-        metrics = scrape_metrics(httpx.get(server.base_url + "/metrics", timeout=10).text)
+        metrics, _types = parse_prometheus(httpx.get(server.base_url + "/metrics", timeout=10).text)
     assert ready_s < STARTUP_TIMEOUT_S
     assert [s.error for s in result.samples if not s.ok] == []
     assert len(result.samples) == 4
@@ -66,8 +66,8 @@ def test_cpu_vllm_serves_the_demo_model(launcher: VllmLauncher, tmp_path: Path) 
     # 256 MiB / 23,040 B per token (30 layers x 3 KV heads x 64 x 2 x bf16), in whole blocks.
     assert 11_000 <= facts["kv_cache_tokens"] <= 11_651
     assert facts["max_concurrency_tokens"] == 512
-    assert set(metrics) >= {"kv_cache_usage_perc", "num_requests_running", "num_requests_waiting",
-                            "num_preemptions_total"}
+    assert set(metrics) >= {"vllm:kv_cache_usage_perc", "vllm:num_requests_running",
+                            "vllm:num_requests_waiting", "vllm:num_preemptions_total"}
 
 
 @pytest.mark.parametrize("flags,expected", [

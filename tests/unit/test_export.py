@@ -21,6 +21,7 @@ import yaml
 from kvtune.artifacts import export, launch_script
 from kvtune.artifacts import overview as ov
 from kvtune.errors import SpecError
+from kvtune.launchers import llama_server
 
 DATA = Path(__file__).parent / "data"
 NASTY = "/tmp/my models/it's \"$(touch /tmp/pwned)\"; rm -rf ~ `id` 100%h \\x $HOME ${PATH}.gguf"
@@ -48,6 +49,11 @@ def nasty_trial(binary: str = "/opt/llama server/bin/llama-server") -> dict:
 def gpu_results() -> dict:
     r = results()
     r["hardware"] = {**r["hardware"], "accelerator": "NVIDIA H100 80GB HBM3", "gpus": ["H100"]}
+    return r
+
+
+def vllm_results(r: dict) -> dict:
+    r["spec"]["backend"] = "vllm"
     return r
 
 
@@ -217,7 +223,7 @@ def check_compose(doc: dict) -> dict:
 def test_compose_llama_server_on_cpu():
     t = nasty_trial()
     svc = check_compose(yaml.safe_load(export.render("compose", t, results(), "127.0.0.1", 9000)))
-    assert svc["image"] == export.LLAMA_IMAGE and "entrypoint" not in svc and "deploy" not in svc
+    assert svc["image"] == llama_server.IMAGE and "entrypoint" not in svc and "deploy" not in svc
     assert [unescape_dollars(a) for a in svc["command"]] == containerized(t["argv"], 9000)[1:]
     assert svc["ports"] == [{"target": 9000, "published": "9000", "protocol": "tcp", "host_ip": "127.0.0.1"}]
     assert [unescape_dollars(v["source"]) for v in svc["volumes"]] == [posixpath.dirname(NASTY)]
@@ -226,7 +232,7 @@ def test_compose_llama_server_on_cpu():
 
 def test_compose_reserves_the_gpu_when_the_study_had_one():
     svc = check_compose(yaml.safe_load(export.render("compose", best(), gpu_results(), "0.0.0.0", 8080)))
-    assert svc["image"] == export.LLAMA_IMAGE_GPU
+    assert svc["image"] == llama_server.IMAGE_GPU
     dev, = svc["deploy"]["resources"]["reservations"]["devices"]
     assert dev["driver"] == "nvidia" and dev["count"] == 1 and dev["capabilities"] == ["gpu"]
     assert "host_ip" not in svc["ports"][0]
@@ -241,7 +247,7 @@ def test_compose_reserves_the_gpu_when_the_study_had_one():
 def test_compose_and_k8s_for_vllm(head, skip, entrypoint):
     t = copy.deepcopy(best())
     t["argv"] = [*head, "--host", "127.0.0.1", "--port", "41234", "--max-num-seqs", "64", "--enforce-eager"]
-    r = gpu_results()
+    r = vllm_results(gpu_results())
     r["backend_version"] = "vllm 0.11.0"
     want = export.deploy_argv(t["argv"], "0.0.0.0", 8000)
     want[want.index("/data/llama 3/")] = "/models/llama 3"
@@ -258,16 +264,38 @@ def test_compose_and_k8s_for_vllm(head, skip, entrypoint):
 def test_vllm_hugging_face_model_id_is_not_mounted():
     t = copy.deepcopy(best())
     t["argv"] = ["vllm", "serve", "Qwen/Qwen2.5-0.5B", "--port", "1"]
-    svc = check_compose(yaml.safe_load(export.render("compose", t, results(), "0.0.0.0", 8000)))
+    r = vllm_results(results())
+    r["backend_version"] = None
+    svc = check_compose(yaml.safe_load(export.render("compose", t, r, "0.0.0.0", 8000)))
     assert svc["command"][0] == "Qwen/Qwen2.5-0.5B" and "volumes" not in svc
+    assert svc["image"] == "vllm/vllm-openai:latest"  # no version recorded: no tag to pin
+
+
+def test_the_backend_comes_from_the_results_not_from_the_argv():
+    # a llama-server binary renamed "vllm" is still llama-server: its image, its argv tail
+    t = copy.deepcopy(best())
+    t["argv"] = ["/opt/vllm", *t["argv"][1:]]
+    svc = check_compose(yaml.safe_load(export.render("compose", t, results(), "0.0.0.0", 9000)))
+    assert svc["image"] == llama_server.IMAGE and "ipc" not in svc
+    assert [unescape_dollars(a) for a in svc["command"]] == containerized(t["argv"], 9000)[1:]
+    r = results()
+    del r["spec"]["backend"]  # hand-written results: llama-server, the default backend
+    assert export.backend(r) == "llama-server"
 
 
 def test_containers_need_a_known_server():
     t = copy.deepcopy(best())
-    t["argv"] = ["/usr/bin/some-server", "--port", "1"]
+    r = results()
+    r["spec"]["backend"] = "some-server"
     for fmt in ("compose", "k8s"):
-        with pytest.raises(SpecError, match="cannot containerize"):
-            export.render(fmt, t, results())
+        with pytest.raises(SpecError, match="cannot containerize: unknown backend 'some-server'"):
+            export.render(fmt, t, r)
+    t["argv"] = ["/usr/bin/some-server", "--port", "1"]  # vLLM knows its own argv forms only
+    with pytest.raises(SpecError, match="cannot containerize '/usr/bin/some-server'"):
+        export.render("compose", t, vllm_results(results()))
+    t["argv"] = ["/usr/bin/llama-server", "--port", "1"]
+    with pytest.raises(SpecError, match="no model argument"):
+        export.render("k8s", t, results())
 
 
 # ---- Kubernetes -------------------------------------------------------------------------------
@@ -306,7 +334,7 @@ def test_k8s_llama_server():
     dep, svc = check_k8s(list(yaml.safe_load_all(text)), 9000)
     pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
-    assert c["image"] == export.LLAMA_IMAGE and "command" not in c and "resources" not in c
+    assert c["image"] == llama_server.IMAGE and "command" not in c and "resources" not in c
     assert [unescape_dollars(a) for a in c["args"]] == containerized(t["argv"], 9000)[1:]
     assert {e["name"]: unescape_dollars(e["value"]) for e in c["env"]} == NASTY_ENV
     assert pod["volumes"] == [{"name": "model", "hostPath": {"path": posixpath.dirname(NASTY),
@@ -317,7 +345,7 @@ def test_k8s_llama_server():
 def test_k8s_gpu_limit():
     dep, _ = check_k8s(list(yaml.safe_load_all(export.render("k8s", best(), gpu_results(), "0.0.0.0", 8080))), 8080)
     c = dep["spec"]["template"]["spec"]["containers"][0]
-    assert c["resources"] == {"limits": {"nvidia.com/gpu": 1}} and c["image"] == export.LLAMA_IMAGE_GPU
+    assert c["resources"] == {"limits": {"nvidia.com/gpu": 1}} and c["image"] == llama_server.IMAGE_GPU
 
 
 # ---- all formats ------------------------------------------------------------------------------

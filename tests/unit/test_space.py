@@ -1,12 +1,13 @@
-"""Search-space rules for llama-server and the study-file parser."""
+"""SearchSpace (conditional knobs, fixed knobs, environment knobs) and the study-file parser.
+The llama-server launcher's own rules are tested in tests/unit/launchers/test_llama_server.py."""
 
 import optuna
 import pytest
 
 from kvtune.bench.workload import Workload
 from kvtune.errors import SpecError
-from kvtune.launchers.base import Candidate
-from kvtune.launchers.llama_server import LlamaServerLauncher, render_flags, slot_context_choices
+from kvtune.launchers.base import Knob
+from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import build_spec, load_study_file, merge_knobs
 
@@ -25,41 +26,18 @@ def _suggest_many(knobs, n=60):
     return out
 
 
-def test_slot_context_never_below_request_length():
-    choices = slot_context_choices(W)
-    assert min(choices) >= W.request_tokens
-    assert choices == (512, 1024, 2048)
-    for c in _suggest_many(LAUNCHER.default_knobs(W, 2)):
-        argv = render_flags(c.flags)
-        ctx = int(argv[argv.index("--ctx-size") + 1])
-        parallel = int(argv[argv.index("--parallel") + 1])
-        assert ctx % parallel == 0 and ctx // parallel >= W.request_tokens
-        assert LAUNCHER.precheck(c, W) is None
-
-
-def test_ctx_size_is_per_slot_times_slots_and_both_are_passed():
-    argv = render_flags({"parallel": 4, "ctx-per-slot": 4096})
-    assert argv == ["--parallel", "4", "--ctx-size", "16384"]
-
-
-def test_quantized_v_cache_only_with_flash_attention():
-    for c in _suggest_many(LAUNCHER.default_knobs(W, 2)):
-        if c.flags["flash-attn"] == "off":
-            assert c.flags["cache-type-v"] == "f16"
-    bad = Candidate(flags={"flash-attn": "off", "cache-type-v": "q8_0"})
-    assert "flash-attn" in LAUNCHER.precheck(bad, W)
-
-
-def test_precheck_rejects_small_fixed_ctx_size():
-    c = Candidate(flags={"parallel": 8, "ctx-size": 2048})  # 256 per slot < 264
-    assert "per-slot context 256" in LAUNCHER.precheck(c, W)
-
-
-def test_switches_render_positive_and_negative_forms():
-    assert render_flags({"cont-batching": True}) == ["--cont-batching"]
-    assert render_flags({"cont-batching": False}) == ["--no-cont-batching"]
-    assert render_flags({"mlock": False}) == []
-    assert render_flags({"mlock": True}) == ["--mlock"]
+def test_conditional_forces_a_value_and_fixed_knobs_are_not_suggested():
+    knobs = [Knob("flash-attn", "choices", choices=("on", "off")),
+             Knob("cache-type-v", "choices", choices=("q8_0", "q4_0")),
+             Knob("threads", "fixed", value=3), Knob("env:OMP_PROC_BIND", "choices", choices=("true",))]
+    trial = optuna.trial.FixedTrial({"flash-attn": "off", "env:OMP_PROC_BIND": "true"})
+    c = SearchSpace(knobs, LAUNCHER).suggest(trial)  # cache-type-v is forced, never asked
+    assert c.flags == {"flash-attn": "off", "cache-type-v": "f16", "threads": 3}
+    assert c.env == {"OMP_PROC_BIND": "true"}
+    study = optuna.create_study()
+    t = study.ask()
+    SearchSpace(knobs, LAUNCHER).suggest(t)
+    assert "threads" not in t.params
 
 
 def test_study_file_fixes_narrows_removes_and_adds(tmp_path):

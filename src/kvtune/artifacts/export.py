@@ -7,7 +7,9 @@ measured is what gets deployed; only the listen address and port change (tuning 
 rules and they differ from the shell's: systemd unescapes C escapes and expands ``%``
 specifiers and ``$VAR``, docker compose interpolates ``$VAR`` and Kubernetes ``$(VAR)``; the
 renderers escape for exactly those, so an argument with spaces, quotes, ``$()`` or ``;``
-arrives byte-identical. Rendering is pure (strings in, strings out); `write` is the only I/O.
+arrives byte-identical. What a container runs (image, entrypoint, model mount, GPUs) is the
+backend's knowledge: its launcher class's `container_spec`, looked up by the backend name the
+results record. Rendering is pure (strings in, strings out); `write` is the only I/O.
 """
 
 from __future__ import annotations
@@ -21,14 +23,12 @@ import yaml
 
 from kvtune import __version__
 from kvtune.artifacts import launch_script
-from kvtune.errors import SpecError
+from kvtune.errors import BackendError, SpecError
+from kvtune.kinds import Backend
+from kvtune.launchers.base import MODELS_DIR, ContainerSpec
+from kvtune.launchers.registry import launcher_class
 
 FORMATS = ("bash", "systemd", "compose", "k8s")
-LLAMA_IMAGE = "ghcr.io/ggml-org/llama.cpp:server"
-LLAMA_IMAGE_GPU = "ghcr.io/ggml-org/llama.cpp:server-cuda"
-VLLM_IMAGE = "vllm/vllm-openai"
-VLLM_API_MODULE = "vllm.entrypoints.openai.api_server"
-MODELS_DIR = "/models"
 CONTAINER_HOST = "0.0.0.0"  # inside a container the server must listen on all interfaces
 
 
@@ -56,60 +56,22 @@ def deploy_argv(trial_argv: list[str], host: str, port: int) -> list[str]:
     return argv + ([] if has_host else ["--host", host]) + ([] if has_port else ["--port", str(port)])
 
 
-VLLM_CLI_MODULE = "vllm.entrypoints.cli.main"
-# backend -> how many leading argv words the container image's own entrypoint replaces.
-SKIP = {"llama-server": 1, "vllm": 2, "vllm-cli": 4, "vllm-api": 3}
+def backend(results: dict) -> str:
+    """The study's backend as its results record it (results without a spec were written by
+    llama-server studies, the only backend then)."""
+    return str((results.get("spec") or {}).get("backend") or Backend.LLAMA_SERVER)
 
 
-def backend_of(argv: list[str]) -> str:
-    """'llama-server', 'vllm' (vllm serve MODEL), 'vllm-cli' (python -m vllm.entrypoints.cli.main
-    serve MODEL) or 'vllm-api' (python -m vllm.entrypoints.openai.api_server --model MODEL)."""
-    exe = posixpath.basename(argv[0]) if argv else ""
-    if exe.startswith("llama-server"):
-        return "llama-server"
-    if exe == "vllm" and argv[1:2] == ["serve"]:
-        return "vllm"
-    if exe.startswith("python") and argv[1:4] == ["-m", VLLM_CLI_MODULE, "serve"]:
-        return "vllm-cli"
-    if exe.startswith("python") and argv[1:3] == ["-m", VLLM_API_MODULE]:
-        return "vllm-api"
-    raise SpecError(f"cannot containerize {argv[0] if argv else 'an empty argv'!r}: compose and k8s "
-                    f"exports know llama-server, `vllm serve` and `python -m {VLLM_API_MODULE}`")
-
-
-def _model_index(argv: list[str], backend: str) -> tuple[int, str]:
-    """(index of the model argument, prefix before the path inside that argument)."""
-    start = SKIP[backend]
-    if backend in ("vllm", "vllm-cli") and len(argv) > start and not argv[start].startswith("-"):
-        return start, ""
-    names = ("-m", "--model") if backend == "llama-server" else ("--model",)
-    for i in range(start, len(argv)):
-        if argv[i] in names and i + 1 < len(argv):
-            return i + 1, ""
-        if argv[i].startswith("--model="):
-            return i, "--model="
-    raise SpecError(f"no model argument in the trial's argv ({' '.join(argv[:4])} ...)")
-
-
-def _is_local(path: str, backend: str) -> bool:
-    # llama-server always loads a file; vLLM may name a Hugging Face repo id instead of a path.
-    return backend == "llama-server" or path.startswith(("/", "./", "../", "~"))
-
-
-def container_command(argv: list[str], host: str = CONTAINER_HOST, port: int = 8080) -> dict:
-    """What a container runs: {'image_kind', 'entrypoint' (None = the image's own), 'args',
-    'model_dir' (host directory to mount read-only at /models, or None)}."""
-    backend = backend_of(argv)
-    argv = deploy_argv(argv, host, port)
-    idx, prefix = _model_index(argv, backend)
-    model = argv[idx][len(prefix):]
-    model_dir = None
-    if _is_local(model, backend):
-        model_dir = posixpath.dirname(model.rstrip("/")) or "."
-        argv[idx] = prefix + f"{MODELS_DIR}/{posixpath.basename(model.rstrip('/'))}"
-    skip = SKIP[backend]
-    entrypoint = ["python3", "-m", VLLM_API_MODULE] if backend == "vllm-api" else None
-    return {"backend": backend, "entrypoint": entrypoint, "args": argv[skip:], "model_dir": model_dir}
+def container_spec(trial: dict, results: dict, port: int) -> ContainerSpec:
+    """What a container runs for this trial: the backend's own `container_spec` of the deploy
+    argv (listening on all interfaces), on the GPUs the study ran on."""
+    try:
+        cls = launcher_class(backend(results))
+    except BackendError as e:
+        raise SpecError(f"cannot containerize: {e}") from e
+    argv = deploy_argv(trial["argv"], CONTAINER_HOST, port)
+    return cls.container_spec(argv, gpu_count(results.get("hardware") or {}),
+                              str(results.get("backend_version") or ""))
 
 
 # ---- facts for headers ---------------------------------------------------------------------
@@ -213,13 +175,6 @@ def _dollars(s: str) -> str:
     return s.replace("$", "$$")
 
 
-def _image(backend: str, results: dict, gpus: int) -> str:
-    if backend == "llama-server":
-        return LLAMA_IMAGE_GPU if gpus else LLAMA_IMAGE
-    m = re.search(r"\b(\d+\.\d+\.\d+)\b", str(results.get("backend_version") or ""))
-    return f"{VLLM_IMAGE}:v{m.group(1)}" if m else f"{VLLM_IMAGE}:latest"
-
-
 def _name(results: dict) -> str:
     """A DNS-1123 label from the study name (Kubernetes object and compose service names)."""
     base = re.sub(r"[^a-z0-9-]+", "-", f"kvtune-{results.get('study') or 'server'}".lower())
@@ -239,56 +194,53 @@ def _comment(trial: dict, results: dict, host: str, port: int, what: str, image:
 
 
 def render_compose(trial: dict, results: dict, host: str, port: int) -> str:
-    cmd = container_command(trial["argv"], CONTAINER_HOST, port)
-    gpus = gpu_count(results.get("hardware") or {})
-    image = _image(cmd["backend"], results, gpus)
-    svc: dict = {"image": image}
-    if cmd["entrypoint"]:
-        svc["entrypoint"] = cmd["entrypoint"]
-    svc["command"] = [_dollars(a) for a in cmd["args"]]
+    spec = container_spec(trial, results, port)
+    svc: dict = {"image": spec.image}
+    if spec.entrypoint:
+        svc["entrypoint"] = list(spec.entrypoint)
+    svc["command"] = [_dollars(a) for a in spec.args]
     published = {"target": port, "published": str(port), "protocol": "tcp"}
     if host not in ("0.0.0.0", "", "::"):
         published["host_ip"] = host
     svc["ports"] = [published]
     if trial.get("env"):
         svc["environment"] = {k: _dollars(str(v)) for k, v in sorted(trial["env"].items())}
-    if cmd["model_dir"]:
-        svc["volumes"] = [{"type": "bind", "source": _dollars(cmd["model_dir"]), "target": MODELS_DIR,
+    if spec.model_dir:
+        svc["volumes"] = [{"type": "bind", "source": _dollars(spec.model_dir), "target": MODELS_DIR,
                            "read_only": True}]
-    if cmd["backend"] != "llama-server":
-        svc["ipc"] = "host"  # vLLM's workers share memory through /dev/shm
+    if spec.ipc_host:
+        svc["ipc"] = "host"  # e.g. vLLM's workers share memory through /dev/shm
     svc["restart"] = "on-failure"
-    if gpus:
+    if spec.gpus:
         svc["deploy"] = {"resources": {"reservations": {"devices": [
-            {"driver": "nvidia", "count": gpus, "capabilities": ["gpu"]}]}}}
+            {"driver": "nvidia", "count": spec.gpus, "capabilities": ["gpu"]}]}}}
     head = _comment(trial, results, host, port, "A docker compose service: docker compose up -d",
-                    image)
+                    spec.image)
     return head + _yaml({"services": {_name(results): svc}})
 
 
 def render_k8s(trial: dict, results: dict, host: str, port: int) -> str:
-    cmd = container_command(trial["argv"], CONTAINER_HOST, port)
-    gpus = gpu_count(results.get("hardware") or {})
-    image, name = _image(cmd["backend"], results, gpus), _name(results)
+    spec = container_spec(trial, results, port)
+    name = _name(results)
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "kvtune"}
-    container: dict = {"name": "server", "image": image}
-    if cmd["entrypoint"]:
-        container["command"] = cmd["entrypoint"]
-    container["args"] = [_dollars(a) for a in cmd["args"]]
+    container: dict = {"name": "server", "image": spec.image}
+    if spec.entrypoint:
+        container["command"] = list(spec.entrypoint)
+    container["args"] = [_dollars(a) for a in spec.args]
     if trial.get("env"):
         container["env"] = [{"name": k, "value": _dollars(str(v))} for k, v in sorted(trial["env"].items())]
     container["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
-    container["readinessProbe"] = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 10}
-    if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    container["readinessProbe"] = {"httpGet": {"path": spec.health_path, "port": port}, "periodSeconds": 10}
+    if spec.gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": spec.gpus}}
     mounts, volumes = [], []
-    if cmd["model_dir"]:
-        if not cmd["model_dir"].startswith("/"):
-            raise SpecError(f"the model directory {cmd['model_dir']!r} is relative; a Kubernetes "
+    if spec.model_dir:
+        if not spec.model_dir.startswith("/"):
+            raise SpecError(f"the model directory {spec.model_dir!r} is relative; a Kubernetes "
                             f"hostPath needs an absolute path")
         mounts.append({"name": "model", "mountPath": MODELS_DIR, "readOnly": True})
-        volumes.append({"name": "model", "hostPath": {"path": cmd["model_dir"], "type": "Directory"}})
-    if cmd["backend"] != "llama-server":
+        volumes.append({"name": "model", "hostPath": {"path": spec.model_dir, "type": "Directory"}})
+    if spec.ipc_host:
         mounts.append({"name": "shm", "mountPath": "/dev/shm"})
         volumes.append({"name": "shm", "emptyDir": {"medium": "Memory"}})
     if mounts:
@@ -304,12 +256,11 @@ def render_k8s(trial: dict, results: dict, host: str, port: int) -> str:
                "spec": {"type": "ClusterIP", "selector": dict(labels),
                         "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}]}}
     head = _comment(trial, results, host, port, "A Kubernetes Deployment + Service: kubectl apply -f "
-                    "this file (the model comes from a hostPath; swap in a PVC for many nodes)", image)
+                    "this file (the model comes from a hostPath; swap in a PVC for many nodes)", spec.image)
     return head + _yaml(deployment) + "---\n" + _yaml(service)
 
 
 RENDERERS = {"bash": render_bash, "systemd": render_systemd, "compose": render_compose, "k8s": render_k8s}
-SUFFIX = {"bash": ".sh", "systemd": ".service", "compose": ".compose.yaml", "k8s": ".k8s.yaml"}
 
 
 def render(fmt: str, trial: dict, results: dict, host: str = "127.0.0.1", port: int = 8080) -> str:

@@ -1,17 +1,29 @@
 """The launcher contract every backend implements, and the candidate it turns into argv.
 
 A `Candidate` is the backend-neutral result of one Optuna suggestion: the server flags (keyed by
-flag name without dashes, e.g. ``parallel``) and the environment variables it sets. A launcher
-turns it into argv with `command()`, which is pure: the same call renders the benchmarked argv
-and the deployed launch script, so what was measured is what gets deployed.
+flag name without dashes, e.g. ``parallel``) and the environment variables it sets. A backend is
+one `Launcher` subclass: it lists everything the tuner, the search space, the CLI and the exports
+ask of a server, with defaults where a backend has nothing to add, so callers never probe a
+launcher with getattr/hasattr. `command()` is pure: the same call renders the benchmarked argv and
+the deployed launch script, so what was measured is what gets deployed. `container_spec` is a
+classmethod, so an export can containerize a recorded argv from the backend's name alone. The
+contract suite (kvtune.testing.contract) is the checklist a new backend must pass.
 """
 
 from __future__ import annotations
 
+import posixpath
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 from kvtune.bench.workload import Workload
+from kvtune.errors import SpecError
+from kvtune.kinds import KnobKind
+from kvtune.launchers.process import last_error_line
+
+# Inside a container the model's host directory is mounted read-only here.
+MODELS_DIR = "/models"
 
 
 @dataclass(frozen=True)
@@ -30,12 +42,13 @@ class Candidate:
 class Knob:
     """One tunable flag: a list of choices, an int/float range, or a fixed value.
 
-    ``kind`` is "choices", "int", "float" or "fixed". Ranges use ``low``/``high`` (inclusive),
-    with ``log`` for log-uniform sampling and ``step`` for ints.
+    ``kind`` is a `KnobKind` (the plain words "choices", "int", "float", "fixed" are accepted
+    and converted, as a study file spells them). Ranges use ``low``/``high`` (inclusive), with
+    ``log`` for log-uniform sampling and ``step`` for ints.
     """
 
     name: str
-    kind: str
+    kind: KnobKind
     choices: tuple = ()
     low: float | None = None
     high: float | None = None
@@ -43,42 +56,175 @@ class Knob:
     log: bool = False
     value: Any = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, KnobKind):
+            try:
+                object.__setattr__(self, "kind", KnobKind(self.kind))
+            except ValueError:
+                raise SpecError(f"knob {self.name}: unknown kind {self.kind!r}: use one of "
+                                f"{', '.join(KnobKind.values())}") from None
+
     def describe(self) -> str:
-        if self.kind == "fixed":
+        if self.kind == KnobKind.FIXED:
             return f"{self.name} = {self.value!r}"
-        if self.kind == "choices":
+        if self.kind == KnobKind.CHOICES:
             return f"{self.name} in {list(self.choices)}"
         return f"{self.name} in [{self.low}, {self.high}]" + (" (log)" if self.log else "")
 
 
-class Launcher(Protocol):
-    """What the tuner needs from a backend. Implementations: llama_server.py (and fakes)."""
+@dataclass(frozen=True)
+class ContainerSpec:
+    """What a container runs for one recorded argv: compose and Kubernetes exports render it.
+
+    ``entrypoint`` None keeps the image's own; ``args`` follow it. ``model_dir`` is the host
+    directory mounted read-only at `MODELS_DIR` (None: nothing to mount, e.g. a hub model id).
+    ``ipc_host`` shares the host's IPC namespace / a memory-backed /dev/shm (vLLM's workers)."""
+
+    image: str
+    args: tuple[str, ...]
+    entrypoint: tuple[str, ...] | None = None
+    model_dir: str | None = None
+    gpus: int = 0
+    ipc_host: bool = False
+    health_path: str = "/health"
+
+
+class LaunchSpec(Protocol):
+    """What a launcher factory reads from a study (`kvtune.tuner.spec.StudySpec` has it all)."""
+
+    backend: str
+    model: str | None
+    llama_server: str | None
+    vllm_python: str | None
+
+
+# ---- the informed start: a backend's preferences, applied to the knobs of a study ----------------
+# A rule maps (knob, workload) to the value to try first, or None for "no opinion".
+Rule = Callable[["Knob", Workload], Any]
+
+
+def at_least_users(knob: Knob, workload: Workload) -> Any:
+    """The smallest choice that serves every user at once (slots, sequences)."""
+    if knob.kind != KnobKind.CHOICES:
+        return None
+    fitting = sorted(c for c in knob.choices if isinstance(c, (int, float)) and c >= workload.concurrency)
+    return fitting[0] if fitting else max(knob.choices)
+
+
+def smallest(knob: Knob, workload: Workload) -> Any:
+    """The smallest choice (contexts: the shortest that holds a request)."""
+    return min(knob.choices) if knob.kind == KnobKind.CHOICES else None
+
+
+def largest(knob: Knob, workload: Workload) -> Any:
+    return max(knob.choices) if knob.kind == KnobKind.CHOICES else None
+
+
+def highest_int(knob: Knob, workload: Workload) -> Any:
+    """The top of an int range (threads: every core)."""
+    return int(knob.high) if knob.kind == KnobKind.INT else None
+
+
+def when_prefixes_shared(knob: Knob, workload: Workload) -> Any:
+    """On when the workload shares prompt prefixes (a prefix cache then pays), else off."""
+    return workload.shared_prefix_fraction > 0 if knob.kind == KnobKind.CHOICES else None
+
+
+def prefer(value: Any) -> Rule:
+    """This value, when it is among the knob's choices."""
+    def rule(knob: Knob, workload: Workload) -> Any:
+        return value if knob.kind == KnobKind.CHOICES and value in knob.choices else None
+    return rule
+
+
+def informed_guess(knobs: list[Knob], workload: Workload, rules: Mapping[str, Rule]) -> dict[str, Any]:
+    """Parameters (only for tuned knobs, only the rules' values) of the first informed guess."""
+    params: dict[str, Any] = {}
+    for k in knobs:
+        if k.kind == KnobKind.FIXED or k.name not in rules:
+            continue
+        value = rules[k.name](k, workload)
+        if value is not None:
+            params[k.name] = value
+    return params
+
+
+# ---- the contract ----------------------------------------------------------------------------------
+class Launcher(ABC):
+    """What the tuner, the search space, the CLI and the exports need from a backend.
+
+    Attributes every launcher has: ``name`` (the backend's name), ``health_path`` (polled until
+    the server is ready), ``model_path`` (the model as the study records it; the tokenizer is
+    loaded from it when it is a local path). ``scrapes_metrics``: the loop scrapes the server's
+    Prometheus /metrics during the benchmark. ``preferred``: the informed start's rules per knob.
+    """
 
     name: str
-    health_path: str
+    health_path: str = "/health"
+    model_path: str
+    scrapes_metrics: ClassVar[bool] = False
+    preferred: ClassVar[Mapping[str, Rule]] = {}
 
+    @classmethod
+    @abstractmethod
+    def from_spec(cls, spec: LaunchSpec) -> "Launcher":
+        """Resolve the model and the server binary from a study; bad input fails here, one line."""
+
+    @abstractmethod
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
         """The full argv that starts the server with this candidate (pure)."""
 
-    def environment(self, candidate: Candidate) -> dict[str, str]:
-        """Environment variables to set on top of the caller's (pure)."""
-
+    @abstractmethod
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         """The search space kvtune explores when the study file does not narrow it."""
 
-    def request_extra_body(self) -> dict:
-        """Extra JSON fields every benchmark request carries (e.g. llama-server's cache_prompt)."""
-
+    @abstractmethod
     def served_model_name(self) -> str:
         """The `model` field benchmark requests send."""
 
+    @abstractmethod
     def version(self) -> str:
         """The server's version string, for the launch script header and results."""
 
+    @classmethod
+    @abstractmethod
+    def container_spec(cls, argv: list[str], gpus: int, version: str = "") -> ContainerSpec:
+        """How a container runs this backend's `argv` (host/port already set for deployment)
+        on `gpus` GPUs; `version` is the recorded backend version (picks the image tag).
+        An argv this backend cannot containerize is a `SpecError`."""
+
+    def environment(self, candidate: Candidate) -> dict[str, str]:
+        """Environment variables to set on top of the caller's (pure)."""
+        return dict(candidate.env)
+
+    def conditional(self, name: str, flags: dict[str, Any]) -> tuple[bool, Any]:
+        """(tune knob `name`?, the value forced when not), given the flags suggested so far."""
+        return True, None
+
     def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
         """A reason this candidate cannot work (no launch needed), or None."""
+        return None
+
+    def request_extra_body(self) -> dict[str, Any]:
+        """Extra JSON fields every benchmark request carries (e.g. llama-server's cache_prompt)."""
+        return {}
+
+    def classify_failure(self, returncode: int | None, log_text: str) -> str:
+        """Why the server exited before it was ready, as one line read from its log (the caller
+        adds the exit status)."""
+        return last_error_line(log_text)
+
+    def startup_facts(self, log_text: str) -> dict[str, Any]:
+        """Facts the server logged while starting (e.g. vLLM's KV cache size in tokens)."""
+        return {}
+
+    def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
+        """The configuration to measure right after the baseline: the backend's `preferred`
+        rules applied to the study's tuned knobs (empty: no informed start)."""
+        return informed_guess(knobs, workload, self.preferred)
 
 
+# ---- helpers the backends share ---------------------------------------------------------------------
 def render_flag_map(flags: dict[str, Any], order: tuple[str, ...], negations: dict[str, str]) -> list[str]:
     """Flags dict -> argv tail in a stable order (`order` first, the rest sorted). A True switch
     renders ``--key``; a False one its negative form from `negations`, or nothing; None: unset."""
@@ -96,3 +242,24 @@ def render_flag_map(flags: dict[str, Any], order: tuple[str, ...], negations: di
             continue
         argv += [f"--{key}", str(value)]
     return argv
+
+
+def option_index(argv: list[str], names: tuple[str, ...], start: int = 1) -> tuple[int, str]:
+    """(index of the value of the first option in `names`, prefix before the value inside that
+    word: "" for ``--model PATH``, "--model=" for ``--model=PATH``). `SpecError` when absent."""
+    for i in range(start, len(argv)):
+        if argv[i] in names and i + 1 < len(argv):
+            return i + 1, ""
+        for n in names:
+            if n.startswith("--") and argv[i].startswith(n + "="):
+                return i, n + "="
+    raise SpecError(f"no model argument in the trial's argv ({' '.join(argv[:4])} ...)")
+
+
+def mount_model(argv: list[str], index: int, prefix: str = "") -> tuple[list[str], str]:
+    """argv with the model path at `index` moved under `MODELS_DIR`, and the host directory to
+    mount there (read-only)."""
+    out = list(argv)
+    model = out[index][len(prefix):].rstrip("/")
+    out[index] = prefix + f"{MODELS_DIR}/{posixpath.basename(model)}"
+    return out, posixpath.dirname(model) or "."

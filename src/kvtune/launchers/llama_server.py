@@ -1,9 +1,12 @@
-"""llama-server: where the binary is, its tunable flags, and how a candidate becomes argv.
+"""llama-server: where the binary is, its tunable flags, how a candidate becomes argv, and how
+the recorded argv runs in llama.cpp's container image.
 
 The context gotcha of the seeds is built in: ``--ctx-size`` is shared by the ``--parallel``
 slots, so kvtune tunes a per-slot context (never below the workload's prompt + output tokens)
 and renders ``--ctx-size = per-slot x slots``, always passing both flags. Quantized V cache needs
-flash attention, so the V cache type is only tuned when flash attention is on.
+flash attention, so the V cache type is only tuned when flash attention is on. The informed start
+follows the seeds: a slot per user, the shortest context, every core, flash attention,
+continuous batching, an unquantized KV cache.
 """
 
 from __future__ import annotations
@@ -14,14 +17,25 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Mapping
 
+from kvtune import hardware
 from kvtune.bench.workload import Workload
 from kvtune.errors import ServerNotFoundError
-from kvtune.launchers.base import Candidate, Knob, render_flag_map
+from kvtune.kinds import Backend, KnobKind
+from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
+                                   at_least_users, highest_int, mount_model, option_index, prefer,
+                                   render_flag_map, smallest)
 from kvtune.launchers.process import run_capture
+from kvtune.models import resolve_model
+from kvtune.planner.kv import ModelShape, llama_server_kv_tokens, prescreen_kv_fits
+from kvtune.planner.shape import shape_from_gguf
 
-NAME = "llama-server"
+NAME = Backend.LLAMA_SERVER.value
+IMAGE = "ghcr.io/ggml-org/llama.cpp:server"
+IMAGE_GPU = "ghcr.io/ggml-org/llama.cpp:server-cuda"
+# The share of RAM the KV pre-screen keeps back for everything but weights and cache.
+RESERVE_FRACTION = 0.1
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
 # kvtune-level knob: per-slot context; rendered as --ctx-size = ctx-per-slot x parallel.
 CTX_PER_SLOT = "ctx-per-slot"
@@ -77,7 +91,7 @@ def render_flags(flags: dict[str, Any]) -> list[str]:
 
 
 @dataclass
-class LlamaServerLauncher:
+class LlamaServerLauncher(Launcher):
     """Launcher for llama.cpp's llama-server with one GGUF model."""
 
     binary: str
@@ -86,29 +100,43 @@ class LlamaServerLauncher:
     health_path: str = "/health"
     extra_args: list[str] = field(default_factory=list)
     # For the KV pre-screen (None: skip it): the model's shape and the memory it may use.
-    shape: Any = None
+    shape: ModelShape | None = None
     memory_bytes: int | None = None
     reserve_bytes: int = 0
     _version: str | None = None
+
+    preferred: ClassVar[Mapping[str, Rule]] = {
+        "parallel": at_least_users, CTX_PER_SLOT: smallest, "threads": highest_int,
+        "flash-attn": prefer("on"), "cont-batching": prefer(True),
+        "cache-type-k": prefer("f16"), "cache-type-v": prefer("f16"),
+        "batch-size": prefer(2048), "ubatch-size": prefer(512),
+    }
+
+    @classmethod
+    def from_spec(cls, spec: LaunchSpec) -> "LlamaServerLauncher":
+        """The binary (cheap checks first: the model may be fetched), the GGUF model, and the
+        shape and memory the KV pre-screen needs."""
+        binary = find_llama_server(spec.llama_server)
+        model = resolve_model(spec.model)
+        memory = hardware.memory_bytes()
+        return cls(binary=binary, model_path=str(model), shape=gguf_shape(model),
+                   memory_bytes=memory or None, reserve_bytes=int(memory * RESERVE_FRACTION))
 
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
         return [self.binary, "--model", self.model_path, "--host", host, "--port", str(port),
                 *render_flags(candidate.flags), *self.extra_args]
 
-    def environment(self, candidate: Candidate) -> dict[str, str]:
-        return dict(candidate.env)
-
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         return [
-            Knob("parallel", "choices", choices=(1, 2, 4, 8, 16)),
-            Knob(CTX_PER_SLOT, "choices", choices=slot_context_choices(workload)),
-            Knob("threads", "int", low=1, high=max(1, cpu_count)),
-            Knob("batch-size", "choices", choices=(256, 512, 1024, 2048)),
-            Knob("ubatch-size", "choices", choices=(64, 128, 256, 512)),
-            Knob("flash-attn", "choices", choices=("on", "off")),
-            Knob("cache-type-k", "choices", choices=CACHE_TYPES),
-            Knob("cache-type-v", "choices", choices=CACHE_TYPES),
-            Knob("cont-batching", "choices", choices=(True, False)),
+            Knob("parallel", KnobKind.CHOICES, choices=(1, 2, 4, 8, 16)),
+            Knob(CTX_PER_SLOT, KnobKind.CHOICES, choices=slot_context_choices(workload)),
+            Knob("threads", KnobKind.INT, low=1, high=max(1, cpu_count)),
+            Knob("batch-size", KnobKind.CHOICES, choices=(256, 512, 1024, 2048)),
+            Knob("ubatch-size", KnobKind.CHOICES, choices=(64, 128, 256, 512)),
+            Knob("flash-attn", KnobKind.CHOICES, choices=("on", "off")),
+            Knob("cache-type-k", KnobKind.CHOICES, choices=CACHE_TYPES),
+            Knob("cache-type-v", KnobKind.CHOICES, choices=CACHE_TYPES),
+            Knob("cont-batching", KnobKind.CHOICES, choices=(True, False)),
         ]
 
     def conditional(self, name: str, flags: dict[str, Any]) -> tuple[bool, Any]:
@@ -135,7 +163,6 @@ class LlamaServerLauncher:
         """Weights + the KV cache this --ctx-size allocates must fit in memory (the seeds' sums)."""
         if self.shape is None or self.memory_bytes is None:
             return None
-        from kvtune.planner import llama_server_kv_tokens, prescreen_kv_fits
         if "ctx-size" in f:
             ctx = int(f["ctx-size"])
         elif f.get(CTX_PER_SLOT) is not None:
@@ -147,7 +174,7 @@ class LlamaServerLauncher:
         return prescreen_kv_fits(self.shape, weights, self.memory_bytes, self.reserve_bytes,
                                  llama_server_kv_tokens(ctx, parallel), cache, sequences=parallel)
 
-    def request_extra_body(self) -> dict:
+    def request_extra_body(self) -> dict[str, Any]:
         # Defeat the prompt cache: every request must pay for its own prefill.
         return {"cache_prompt": False}
 
@@ -166,3 +193,20 @@ class LlamaServerLauncher:
                 except Exception:
                     pass
         return self._version
+
+    @classmethod
+    def container_spec(cls, argv: list[str], gpus: int, version: str = "") -> ContainerSpec:
+        """llama.cpp's server image (its CUDA build when the study had GPUs); the image's
+        entrypoint is the server, so the args are everything after the binary."""
+        index, prefix = option_index(argv, ("-m", "--model"))
+        argv, model_dir = mount_model(argv, index, prefix)
+        return ContainerSpec(image=IMAGE_GPU if gpus else IMAGE, args=tuple(argv[1:]),
+                             model_dir=model_dir, gpus=gpus, health_path=cls.health_path)
+
+
+def gguf_shape(model: Path) -> ModelShape | None:
+    """The model's shape for the KV pre-screen, or None when it cannot be read (no pre-screen)."""
+    try:
+        return shape_from_gguf(model)
+    except Exception:  # an unreadable shape only disables the pre-screen; the launch still works
+        return None

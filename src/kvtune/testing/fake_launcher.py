@@ -10,16 +10,24 @@ Its knobs map to set latencies, so a test knows which config must win:
   passed to the fake server (HTTP errors, a slow start, a crash or a hang mid-benchmark).
 - ``min-slot`` is checked by precheck(): a value below the workload's request length is rejected
   without a launch, like llama-server's per-slot context rule.
+- ``parallel``: the informed start tries as many as there are users (no effect on the server).
+
+It implements the whole launcher contract and passes the contract suite like a real backend.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Mapping
 
 from kvtune.bench.workload import Workload
-from kvtune.launchers.base import Candidate, Knob
+from kvtune.kinds import KnobKind
+from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
+                                   at_least_users)
+
+SERVER_MODULE = "kvtune.testing.fake_server"
+IMAGE = "python:3-slim"
 
 
 # Fault knobs passed straight to the fake server.
@@ -34,7 +42,7 @@ FAULTS_BY_NAME = {"bogus": {"bogus": True}, "http500": {"fail-status": 500},
 
 
 @dataclass
-class FakeLauncher:
+class FakeLauncher(Launcher):
     base_ttft_ms: float = 200.0
     base_itl_ms: float = 20.0
     name: str = "fake"
@@ -43,18 +51,24 @@ class FakeLauncher:
     # Set on every server started, so a test can find (and count) its processes by environment.
     extra_env: dict[str, str] = field(default_factory=dict)
     knobs: tuple[Knob, ...] = (
-        Knob("speed", "choices", choices=(1, 2, 4)),
-        Knob("bogus", "choices", choices=(False, True)),
+        Knob("speed", KnobKind.CHOICES, choices=(1, 2, 4)),
+        Knob("bogus", KnobKind.CHOICES, choices=(False, True)),
     )
 
     # Flags every launch carries, baseline included (like a server's fixed behaviour).
     always: dict[str, Any] = field(default_factory=dict)
 
+    preferred: ClassVar[Mapping[str, Rule]] = {"parallel": at_least_users}
+
+    @classmethod
+    def from_spec(cls, spec: LaunchSpec) -> "FakeLauncher":
+        return cls(model_path=spec.model or "fake-model")
+
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
         f = {**self.always, **candidate.flags}
         f.update(FAULTS_BY_NAME.get(str(f.get("fault", "")), {}))
         speed = float(f.get("speed", 1))  # may be a float knob
-        argv = [sys.executable, "-m", "kvtune.testing.fake_server", "--host", host,
+        argv = [sys.executable, "-m", SERVER_MODULE, "--host", host,
                 "--port", str(port), "--ttft-ms", f"{self.base_ttft_ms / speed:g}",
                 "--itl-ms", f"{self.base_itl_ms / speed:g}"]
         if f.get("bogus"):
@@ -76,11 +90,15 @@ class FakeLauncher:
             return f"per-slot context {slot} < request length {workload.request_tokens}"
         return None
 
-    def request_extra_body(self) -> dict[str, Any]:
-        return {}
-
     def served_model_name(self) -> str:
         return self.model_path
 
     def version(self) -> str:
         return "fake-server 1.0"
+
+    @classmethod
+    def container_spec(cls, argv: list[str], gpus: int, version: str = "") -> ContainerSpec:
+        """A Python image running the fake server module (kvtune must be installed in it)."""
+        return ContainerSpec(image=IMAGE, args=tuple(argv[3:]),
+                             entrypoint=("python3", "-m", SERVER_MODULE), gpus=gpus,
+                             health_path=cls.health_path)

@@ -13,13 +13,12 @@ from typing import Any
 import optuna
 
 from kvtune import hardware
-from kvtune.errors import BackendError, ModelError, SpecError
-from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
-from kvtune.models import resolve_model
+from kvtune.errors import SpecError
+from kvtune.launchers.base import Launcher
+from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
 from kvtune.tuner import storage
 from kvtune.tuner.loop import Callbacks, Tuner
-from kvtune.tuner.prior import informed_start
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec, merge_knobs
 
@@ -28,7 +27,7 @@ from kvtune.tuner.spec import StudySpec, merge_knobs
 class Prepared:
     spec: StudySpec
     targets: list[Target]
-    launcher: Any
+    launcher: Launcher
     space: SearchSpace
     study_name: str
     run_dir: Path
@@ -39,40 +38,13 @@ def parse_study_targets(spec: StudySpec) -> list[Target]:
     return with_default_error_target(parse_targets(spec.targets))
 
 
-def make_launcher(spec: StudySpec) -> Any:
-    """The backend's launcher. Bad input (model, binary) fails here, before any launch."""
-    if spec.backend == "llama-server":
-        binary = find_llama_server(spec.llama_server)  # cheap checks first: the model may be fetched
-        model = resolve_model(spec.model)
-        memory = hardware.memory_bytes()
-        return LlamaServerLauncher(binary=binary, model_path=str(model), shape=_gguf_shape(model),
-                                   memory_bytes=memory or None, reserve_bytes=int(memory * 0.1))
-    if spec.backend == "vllm":
-        from kvtune.hf_model import demo_hf_model_path
-        from kvtune.launchers.vllm import VllmLauncher, detect_build
-
-        build = detect_build(spec.vllm_python)
-        if spec.model in (None, "", "demo"):
-            model = str(demo_hf_model_path(python=build.python))
-        else:
-            model = spec.model
-            if Path(model).expanduser().exists() and Path(model).is_file():
-                raise ModelError(f"--model {model!r} is a file: vLLM serves an HF model folder or hub id "
-                                 f"(GGUF is llama-server's format)")
-        return VllmLauncher.create(model, build=build)
-    raise BackendError(f"unknown backend {spec.backend!r}")
+def make_launcher(spec: StudySpec) -> Launcher:
+    """The backend's launcher (see launchers/registry.py). Bad input (backend, model, binary)
+    fails here, before any launch."""
+    return create_launcher(spec)
 
 
-def _gguf_shape(model: Path) -> Any:
-    """The model's shape for the KV pre-screen, or None when it cannot be read (no pre-screen)."""
-    try:
-        from kvtune.planner.shape import shape_from_gguf
-        return shape_from_gguf(model)
-    except Exception:  # an unreadable shape only disables the pre-screen; the launch still works
-        return None
-
-
-def default_study_name(spec: StudySpec, launcher: Any) -> str:
+def default_study_name(spec: StudySpec, launcher: Launcher) -> str:
     return f"{launcher.served_model_name()}-{spec.backend}-{spec.fingerprint()}"
 
 
@@ -89,7 +61,7 @@ def make_sampler(spec: StudySpec, n_existing: int) -> optuna.samplers.BaseSample
         )
 
 
-def prepare(spec: StudySpec, launcher: Any = None, runs_dir: str | None = None) -> Prepared:
+def prepare(spec: StudySpec, launcher: Launcher | None = None, runs_dir: str | None = None) -> Prepared:
     targets = parse_study_targets(spec)  # malformed targets fail before anything else
     launcher = launcher or make_launcher(spec)
     hw = hardware.fingerprint()
@@ -109,7 +81,7 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
     """Create or join the study. The creator stores the spec (so `kvtune worker` needs only the
     storage URL and study name) and queues the baseline as the first trial."""
     url = storage_url or storage.sqlite_url(p.run_dir)
-    model = getattr(p.launcher, "model_path", p.spec.model)
+    model = p.launcher.model_path
     identity = {"backend": p.spec.backend,
                 "model": Path(model).name if model and Path(str(model)).exists() else model,
                 "targets": sorted(t.name + t.op + repr(t.threshold) for t in p.targets),
@@ -132,7 +104,7 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
     if not study.trials:
         study.enqueue_trial({}, user_attrs={"baseline": True})
         if p.spec.informed_start and p.spec.trials > 1:
-            guess = informed_start(p.space.knobs, p.spec.workload)
+            guess = p.launcher.informed_start(p.space.knobs, p.spec.workload)
             if guess:
                 study.enqueue_trial(guess, user_attrs={"informed_start": True})
     study.sampler = make_sampler(p.spec, len(study.trials))

