@@ -27,7 +27,7 @@ from kvtune.tuner.loop import TrialOutcome
 from kvtune.tuner.spec import build_spec, load_study_file
 from kvtune.tuner.storage import load_study, runs_root, sqlite_url
 from kvtune.tuner.warmstart import enqueue_warm_start
-from kvtune.tuner.workers import cpu_slot, gpu_slot, join
+from kvtune.tuner.workers import WorkerOptions, cpu_slot, gpu_slot, join
 from kvtune.tuner.workers import spawn as spawn_workers
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -210,6 +210,9 @@ def run(
     jsonl: bool = typer.Option(False, "--jsonl", help="Print one JSON object per event (trial_started, phase, trial_finished, summary)."),
 ) -> None:
     """Tune a server: launch it with candidate flags, measure real load, keep the best."""
+    # Ctrl-C stops the study even when kvtune was started with SIGINT ignored (a background job
+    # of a non-interactive shell): Python then leaves SIGINT at SIG_IGN instead of raising.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     file_data = load_study_file(study_file) if study_file else {}
     wl = {k: v for k, v in {"concurrency": concurrency, "prompt_tokens": prompt_tokens,
                            "output_tokens": output_tokens, "num_requests": num_requests,
@@ -261,11 +264,9 @@ def run(
     signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     procs = []
     if workers > 1:
-        extra = ["--gpus-per-trial", str(gpus_per_trial)] + (["--runs-dir", runs_dir] if runs_dir else []) \
-            + (["--llama-server", spec.llama_server] if spec.llama_server else []) \
-            + (["--vllm-python", spec.vllm_python] if spec.vllm_python else []) \
-            + (["--allow-mixed-hardware"] if allow_mixed_hardware else [])
-        procs = spawn_workers(workers, url, prepared.study_name, prepared.run_dir, extra)
+        procs = spawn_workers(workers, url, prepared.study_name, prepared.run_dir, WorkerOptions(
+            gpus_per_trial=gpus_per_trial, runs_dir=runs_dir, llama_server=spec.llama_server,
+            vllm_python=spec.vllm_python, allow_mixed_hardware=allow_mixed_hardware))
         out.print(f"{workers} workers: this one and {len(procs)} more (logs: {prepared.run_dir}/worker-*.log)")
     try:
         tuner.run()
@@ -321,7 +322,7 @@ def bench(
     import datetime
     import json
 
-    from kvtune.bench.client import detect_model, resolve_api_key, run as bench_run, slo_goodput
+    from kvtune.bench.client import BenchOptions, detect_model, resolve_api_key, run as bench_run, slo_goodput
     from kvtune.bench.report import metrics_table, server_metrics_table, to_vllm_json
     from kvtune.bench.workload import Workload
     from kvtune.objectives.targets import parse_targets
@@ -342,9 +343,9 @@ def bench(
     console.print(f"benchmarking {base} ({model_name}): "
                   + (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
                   + f", {prompt_tokens} prompt / {output_tokens} output tokens", markup=False)
-    result = bench_run(base, workload, model_name, api_key=key, tokenizer=tokenizer,
-                       goodput_fn=slo_goodput(latency) if latency else None, scrape_metrics=True,
-                       on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]"))
+    result = bench_run(base, workload, BenchOptions(
+        model_name, api_key=key, tokenizer=tokenizer, goodput_fn=slo_goodput(latency) if latency else None,
+        scrape_metrics=True, on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]")))
     table = Table(show_header=False)
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -26,7 +26,7 @@ from optuna.storages._heartbeat import get_heartbeat_thread
 
 from kvtune.artifacts.results import to_jsonable
 from kvtune.bench import client as bench_client
-from kvtune.bench.client import slo_goodput
+from kvtune.bench.client import BenchOptions, slo_goodput
 from kvtune.bench.tokenizer import try_load_tokenizer
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
@@ -320,19 +320,17 @@ class Tuner:
 
     def _measure(self, n: int, base_url: str) -> Measurement:
         extra_body = dict(self.launcher.request_extra_body())
-        if getattr(self.spec.workload, "shared_prefix_fraction", 0) > 0 and "cache_prompt" in extra_body:
+        if self.spec.workload.shared_prefix_fraction > 0 and "cache_prompt" in extra_body:
             extra_body["cache_prompt"] = True  # the workload tests prefix caching: let it work
-        call = {"model": self.launcher.served_model_name(), "extra_body": extra_body,
-                "on_phase": lambda p: self.cb.phase(n, p), "goodput_fn": self._goodput}
-        if self.tokenizer is not None:
-            call["tokenizer"] = self.tokenizer
-        if hasattr(self.launcher, "scrape_metrics"):  # vLLM: /metrics before, during, after
-            call["scrape_metrics"] = True
+        options = BenchOptions(
+            model=self.launcher.served_model_name(), extra_body=extra_body,
+            on_phase=lambda p: self.cb.phase(n, p), goodput_fn=self._goodput, tokenizer=self.tokenizer,
+            scrape_metrics=hasattr(self.launcher, "scrape_metrics"))  # vLLM: /metrics before, during, after
         if self.spec.objective == "capacity":
             return measure_capacity(
-                self.bench, base_url, self.spec.workload, self.targets, call,
+                self.bench, base_url, self.spec.workload, self.targets, options,
                 on_level=lambda load, ok: self.cb.phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}"))
-        return measure_repeats(self.bench, base_url, self.spec.workload, self.spec.repeats, call)
+        return measure_repeats(self.bench, base_url, self.spec.workload, self.spec.repeats, options)
 
     def _find_measured(self, candidate: Candidate) -> TrialOutcome | None:
         for o in self.outcomes():
