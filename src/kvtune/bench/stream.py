@@ -122,6 +122,7 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSam
 
 
 def redact(text: str, secret: str | None) -> str:
+    """`text` without `secret` (an API key), whole or in the parts servers echo."""
     if not secret:
         return text
     text = text.replace(secret, "***")
@@ -131,8 +132,9 @@ def redact(text: str, secret: str | None) -> str:
 
 
 async def one_request(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float,
-                       due: float, intended: float | None = None,
-                       secret: str | None = None) -> RequestSample:
+                      due: float, intended: float | None = None,
+                      secret: str | None = None) -> RequestSample:
+    """Send one request due at `due` (perf_counter) and time it; never raises."""
     s = RequestSample(send_time=time.perf_counter(), intended_send_time=intended)
     s.queue_wait_s = s.send_time - due
     try:
