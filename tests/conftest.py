@@ -1,8 +1,11 @@
 """Shared fixtures: tiny workloads and a tuner built from the fake launcher (real processes,
-real load client, real SQLite storage; only the model is fake)."""
+real load client, real SQLite storage; only the model is fake). And the suite's rule for CI:
+with KVTUNE_REQUIRE_E2E=1 (set by .ci/run) a skipped e2e test is a failure, so a machine missing
+llama-server, vLLM, Chromium or PostgreSQL goes red instead of green with half the suite skipped."""
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -13,6 +16,51 @@ from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.loop import Callbacks
 from kvtune.tuner.spec import StudySpec
+
+pytest_plugins = ["pytester"]  # tests of the hook below run pytest on tiny suites
+
+REQUIRE_E2E = "KVTUNE_REQUIRE_E2E"
+
+
+class RequireE2E:
+    """Turns the skip of an e2e-marked test (in setup, call or teardown: a `pytest.skip` in a
+    fixture, a skipif mark) and the skip of a whole tests/e2e module at collection into a failure
+    that names the reason. An expected failure (xfail) stays what it is."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        outcome = yield
+        report = outcome.get_result()
+        if report.skipped and not hasattr(report, "wasxfail") and item.get_closest_marker("e2e"):
+            report.outcome = "failed"
+            report.longrepr = _required(report.longrepr)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector):
+        outcome = yield
+        report = outcome.get_result()
+        if report.skipped and "e2e" in _relative(collector).parts:
+            report.outcome = "failed"
+            report.longrepr = _required(report.longrepr)
+
+
+def _relative(node: pytest.Collector) -> Path:
+    """The node's path below the rootdir (a checkout that lives under some "e2e" folder is not
+    all e2e)."""
+    path = Path(str(node.path))
+    return path.relative_to(node.config.rootpath) if path.is_relative_to(node.config.rootpath) else path
+
+
+def _required(longrepr: object) -> str:
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")  # a module-level skip's text
+    return f"e2e test skipped but {REQUIRE_E2E}=1 requires it to run: {reason}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(REQUIRE_E2E) == "1":
+        config.pluginmanager.register(RequireE2E(), "kvtune-require-e2e")
+
 
 TINY = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1,
                 request_timeout_s=10)

@@ -1,7 +1,11 @@
-"""Facts about the machine the study runs on: CPU model, usable cores, memory.
+"""Every fact about the host in one place: CPUs, cgroup limits, memory and GPUs.
 
-Stored with every study and written into the launch script's header, so a result is never read
-without knowing what it was measured on.
+The fingerprint is stored with every study and written into the launch script's header, so a
+result is never read without knowing what it was measured on, and a study refuses trials from
+different hardware. Everything that reads /proc, /sys or NVML lives here (NVML through
+`kvtune.nvml`, injectable as recorded answers); the planner gets these facts as plain data and
+only adds what NVML cannot say (spec-sheet bandwidths). Nothing here raises for a missing file
+or driver: a fact that cannot be read is absent.
 """
 
 from __future__ import annotations
@@ -9,7 +13,17 @@ from __future__ import annotations
 import os
 import platform
 import re
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+
+from kvtune import nvml as nvml_reader
+from kvtune.nvml import GpuPair, Interconnect, Nvml, NvmlReport
+from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, nvlink_bandwidth_for, pcie_bandwidth
+
+CGROUP = Path("/sys/fs/cgroup")
+# A GPU with more than this share of its memory taken before kvtune starts anything is noted.
+BUSY_GPU_FRACTION = 0.10
 
 
 def cpu_ids() -> tuple[int, ...]:
@@ -64,14 +78,33 @@ def memory_bytes() -> int:
     return _meminfo("/proc/meminfo").get("MemTotal", 0)
 
 
-def cgroup_memory_headroom() -> int | None:
+def cgroup_memory_headroom(cgroup: Path = CGROUP) -> int | None:
     """Bytes this cgroup may still allocate (memory.max - memory.current), None without a limit."""
     try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        usage = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+        limit = (cgroup / "memory.max").read_text().strip()
+        usage = int((cgroup / "memory.current").read_text().strip())
     except (OSError, ValueError):
         return None
     return int(limit) - usage if limit.isdigit() else None
+
+
+def cgroup_cpu_quota(cgroup: Path = CGROUP) -> float | None:
+    """CPUs' worth of time this cgroup may use (cgroup v2 cpu.max "200000 100000" -> 2.0; v1
+    cpu.cfs_quota_us / cpu.cfs_period_us), None without a quota. A quota below the CPU set's
+    size throttles a server that runs a thread per CPU."""
+    try:
+        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        try:
+            quota = (cgroup / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (cgroup / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    try:
+        q, per = int(quota), int(period)
+    except ValueError:  # "max": no quota
+        return None
+    return round(q / per, 2) if q > 0 and per > 0 else None
 
 
 def available_memory_bytes() -> int:
@@ -93,9 +126,91 @@ def available_memory_bytes() -> int:
     return max(0, min(figures)) if figures else 0
 
 
-def fingerprint() -> dict:
-    """A small dict describing this host, for results and script headers."""
-    return {
+def cpu_ram() -> CpuRam:
+    """The RAM a CPU server plans with: total, and what a new server may still take."""
+    return CpuRam(cpu_model(), memory_bytes(), available_memory_bytes())
+
+
+# ---- GPUs ------------------------------------------------------------------------------------
+
+def gpu_report(nvml: Nvml | None = None) -> NvmlReport:
+    """The GPUs NVML sees (`nvml` injects a reader, e.g. recorded answers); empty without NVML."""
+    return nvml_reader.read(nvml) or NvmlReport()
+
+
+def gpu_infos(report: NvmlReport | None = None) -> list[GpuInfo]:
+    """The GPUs as the planner sees them: memory and spec-sheet memory bandwidth."""
+    report = gpu_report() if report is None else report
+    return [GpuInfo(g.index, g.name, g.memory_total_bytes, g.memory_free_bytes, bandwidth_for(g.name))
+            for g in report.gpus]
+
+
+@dataclass(frozen=True)
+class GpuLink:
+    """Two GPUs' connection with its bandwidth (bytes/s, both directions; None if unknown)."""
+
+    a: int
+    b: int
+    interconnect: Interconnect
+    pcie_path: str | None
+    bandwidth_bytes_s: float | None
+
+
+def gpu_links(report: NvmlReport) -> list[GpuLink]:
+    """Every GPU pair's link: NVLink at the GPU model's spec-sheet rate, PCIe at the slower of the
+    two GPUs' links."""
+    gpus = {g.index: g for g in report.gpus}
+
+    def bandwidth(p: GpuPair) -> float | None:
+        if p.interconnect == Interconnect.NVLINK:
+            return nvlink_bandwidth_for(gpus[p.a].name)
+        bws = [pcie_bandwidth(gpus[i].pcie_generation, gpus[i].pcie_width) for i in (p.a, p.b)]
+        return min(bws) if all(bws) else None  # type: ignore[type-var]
+    return [GpuLink(p.a, p.b, p.interconnect, p.pcie_path, bandwidth(p)) for p in report.pairs]
+
+
+def accelerator(report: NvmlReport) -> str:
+    """'1 x NVIDIA H100 80GB HBM3', '2 x A, 1 x B' for mixed GPUs, 'none (CPU)' without any."""
+    if not report.gpus:
+        return "none (CPU)"
+    counts = Counter(g.name for g in report.gpus)  # insertion order: by first GPU index
+    return ", ".join(f"{n} x {name}" for name, n in counts.items())
+
+
+def _interconnect(links: list[GpuLink]) -> str:
+    """'NVLink', 'PCIe (PHB)' or, when only some pairs have NVLink, which ones."""
+    nv = [f"{ln.a}-{ln.b}" for ln in links if ln.interconnect == Interconnect.NVLINK]
+    if len(nv) == len(links):
+        return str(Interconnect.NVLINK)
+    paths = sorted({ln.pcie_path for ln in links if ln.pcie_path and ln.interconnect == Interconnect.PCIE})
+    pcie = str(Interconnect.PCIE) + (f" ({', '.join(paths)})" if paths else "")
+    return f"NVLink {', '.join(nv)}; {pcie} otherwise" if nv else pcie
+
+
+def _gpu_fingerprint(report: NvmlReport) -> dict:
+    fp: dict = {"accelerator": accelerator(report), "gpu_count": len(report.gpus),
+                "gpus": [{"name": g.name, "memory_gib": round(g.memory_total_bytes / 2**30, 1),
+                          "compute_capability": g.compute_capability} for g in report.gpus],
+                "gpu_driver": report.driver_version, "cuda": report.cuda_version}
+    links = gpu_links(report)
+    if links:
+        fp["gpu_interconnect"] = _interconnect(links)
+        bws = [ln.bandwidth_bytes_s for ln in links]
+        if all(bws):
+            fp["gpu_link_gb_s"] = round(min(bws) / 1e9, 1)  # type: ignore[type-var]  # the slowest pair
+    busy = [f"GPU {g.index}: {g.memory_used_fraction:.0%} of its memory in use by other processes"
+            for g in report.gpus if g.memory_used_fraction > BUSY_GPU_FRACTION]
+    if busy:
+        fp["gpu_notes"] = busy
+    return fp
+
+
+# ---- the fingerprint -------------------------------------------------------------------------
+
+def fingerprint(nvml: Nvml | None = None, cgroup: Path = CGROUP) -> dict:
+    """A small dict describing this host, for results and script headers (`nvml` injects an NVML
+    reader, by default pynvml when installed; `cgroup` the cgroup folder)."""
+    fp = {
         "host": platform.node(),
         "cpu": cpu_model(),
         "cpus": cpu_count(),
@@ -104,7 +219,23 @@ def fingerprint() -> dict:
         "python": platform.python_version(),
         "accelerator": "none (CPU)",
     }
+    quota = cgroup_cpu_quota(cgroup)
+    if quota is not None:
+        fp["cpu_quota"] = quota
+    report = gpu_report(nvml)
+    if report.gpus:
+        fp.update(_gpu_fingerprint(report))
+    return fp
 
-    
+
 def describe(fp: dict) -> str:
-    return f"{fp['cpu']}, {fp['cpus']} CPUs, {fp['memory_gib']} GiB RAM, {fp['accelerator']}"
+    """One line for headers: 'CPU, N CPUs, M GiB RAM, accelerator[, compute, CUDA, driver]'.
+    Reads fingerprints of older kvtune versions too (keys may be missing)."""
+    cpus = f"{fp['cpus']} CPUs" + (f" (quota {fp['cpu_quota']:g})" if fp.get("cpu_quota") else "")
+    parts = [str(fp["cpu"]), cpus, f"{fp['memory_gib']} GiB RAM", str(fp["accelerator"])]
+    if fp.get("gpu_count", 0) > 1 and fp.get("gpu_interconnect"):
+        parts[-1] += f" over {fp['gpu_interconnect']}"
+    parts += [f"compute {cc}" for cc in dict.fromkeys(
+        g.get("compute_capability") for g in fp.get("gpus") or [] if isinstance(g, dict)) if cc]
+    parts += [f"{label} {fp[k]}" for k, label in (("cuda", "CUDA"), ("gpu_driver", "driver")) if fp.get(k)]
+    return ", ".join(parts) + "".join(f"; {n}" for n in fp.get("gpu_notes") or [])

@@ -2,8 +2,8 @@
 
 One server, measured twice: once as `kvtune bench` calls the client (any OpenAI-compatible
 server: no backend-specific body, /metrics scraped, exact prompts from the GGUF vocabulary) and
-once through the tuner's call signature (``run(url, workload, served_model_name,
-extra_body=launcher.request_extra_body(), on_phase=...)``), side by side in each round so the
+once as the tuner calls it (``run(url, workload, BenchOptions(served_model_name,
+extra_body=launcher.request_extra_body(), on_phase=...))``), side by side in each round so the
 machine's other load falls on both. Pooled over the rounds they must agree within noise, and
 the server-side figures (llama-server's timings, its /metrics) must reach the results. The GGUF
 route's exact prompt sizes are checked against the server's own /tokenize.
@@ -17,7 +17,7 @@ import threading
 import httpx
 import pytest
 
-from kvtune.bench.client import detect_model, run
+from kvtune.bench.client import BenchOptions, detect_model, run
 from kvtune.bench.prompts import exact_prompt
 from kvtune.bench.report import metrics_table, to_vllm_json
 from kvtune.bench.tokenizer import load_tokenizer
@@ -78,11 +78,11 @@ def test_bench_path_and_tuner_path_agree(server) -> None:
     phases: list[str] = []
 
     def bench_path():  # as `kvtune bench`: nothing backend-specific, exact prompts, /metrics
-        bench_runs.append(run(url, WL, name, tokenizer=str(model), scrape_metrics=True))
+        bench_runs.append(run(url, WL, BenchOptions(name, tokenizer=str(model), scrape_metrics=True)))
 
     def tuner_path():  # as the tuner (loop.py): served name, launcher's extra body, phases
-        tuner_runs.append(run(url, WL, launcher.served_model_name(),
-                              extra_body=launcher.request_extra_body(), on_phase=phases.append))
+        tuner_runs.append(run(url, WL, BenchOptions(
+            launcher.served_model_name(), extra_body=launcher.request_extra_body(), on_phase=phases.append)))
 
     load_tokenizer(str(model))  # read the vocabulary before the clocks start
     for _ in range(ROUNDS):
@@ -121,7 +121,7 @@ def test_metrics_deltas_cover_the_measured_phase_only(server) -> None:
     proc, launcher, _ = server
     wl = Workload(concurrency=2, prompt_tokens=48, output_tokens=12, num_requests=6,
                   warmup_requests=3)
-    res = run(proc.base_url, wl, launcher.served_model_name(), scrape_metrics=True)
+    res = run(proc.base_url, wl, BenchOptions(launcher.served_model_name(), scrape_metrics=True))
     sm = res.server_metrics
     assert sm and sm["available"], sm
     predicted = sm["deltas"]["llamacpp:tokens_predicted_total"]
@@ -148,7 +148,7 @@ def test_completions_endpoint_usage_counts_exact_prompts(server) -> None:
     proc, launcher, model = server
     wl = Workload(concurrency=2, prompt_tokens=100, output_tokens=8, num_requests=4,
                   warmup_requests=1, endpoint="completions")
-    res = run(proc.base_url, wl, launcher.served_model_name(), tokenizer=str(model))
+    res = run(proc.base_url, wl, BenchOptions(launcher.served_model_name(), tokenizer=str(model)))
     assert all(s.ok for s in res.samples), [s.error for s in res.samples]
     bos = {s.prompt_tokens - 100 for s in res.samples}
     assert bos in ({0}, {1})  # exact text, plus a BOS token if the model adds one
@@ -159,7 +159,7 @@ def test_open_loop_against_the_real_server(server) -> None:
     proc, launcher, _ = server
     wl = Workload(mode="open", rate=4.0, num_requests=8, prompt_tokens=64, output_tokens=16,
                   warmup_requests=2, concurrency=2, seed=1)
-    res = run(proc.base_url, wl, launcher.served_model_name())
+    res = run(proc.base_url, wl, BenchOptions(launcher.served_model_name()))
     assert all(s.ok for s in res.samples), [s.error for s in res.samples]
     assert not res.fell_behind and res.metrics["p99_schedule_lag_ms"] < 50
 
@@ -168,7 +168,7 @@ def test_shared_prefix_hits_the_prompt_cache(server) -> None:
     proc, launcher, model = server
     wl = Workload(concurrency=1, prompt_tokens=32, output_tokens=4, num_requests=6,
                   warmup_requests=1, shared_prefix_fraction=1.0, shared_prefix_tokens=256)
-    res = run(proc.base_url, wl, launcher.served_model_name(), tokenizer=str(model),
-              extra_body={"cache_prompt": True})
+    res = run(proc.base_url, wl, BenchOptions(
+        launcher.served_model_name(), tokenizer=str(model), extra_body={"cache_prompt": True}))
     assert all(s.ok for s in res.samples)
     assert res.metrics["mean_cached_prompt_tokens_server"] >= 200  # the shared 256 were reused

@@ -31,11 +31,18 @@ def llama_server() -> str:
         pytest.skip(str(e))
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default, so a suite started with SIGINT
+    ignored (a background job of a non-interactive shell) does not pass SIG_IGN on to kvtune."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_run(runs: Path, study: str, trials: int) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "kvtune.cli", "run", "--runs-dir", str(runs), "--study", study,
          "--trials", str(trials), *ARGS],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_default_sigint)
 
 
 def wait_for_server(run_dir: Path, timeout: float = 120) -> int:

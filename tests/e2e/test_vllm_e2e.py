@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtune.bench.client import parse_prometheus, run
+from kvtune.bench.client import BenchOptions, run
+from kvtune.bench.server_metrics import parse_prometheus
 from kvtune.bench.workload import Workload
 from kvtune.launchers.base import Candidate
 from kvtune.kinds import FailureKind
@@ -53,8 +54,8 @@ def test_cpu_vllm_serves_the_demo_model(launcher: VllmLauncher, tmp_path: Path) 
     log = tmp_path / "server.log"
     with _server(launcher, candidate, log) as server:
         ready_s = server.wait_ready(STARTUP_TIMEOUT_S)
-        result = run(server.base_url, workload, launcher.served_model_name(),
-                     extra_body=launcher.request_extra_body())
+        result = run(server.base_url, workload, BenchOptions(
+            launcher.served_model_name(), extra_body=launcher.request_extra_body()))
         metrics, _types = parse_prometheus(httpx.get(server.base_url + "/metrics", timeout=10).text)
     assert ready_s < STARTUP_TIMEOUT_S
     assert [s.error for s in result.samples if not s.ok] == []

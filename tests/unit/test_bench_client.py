@@ -17,7 +17,7 @@ import time
 import httpx
 import pytest
 
-from kvtune.bench.client import BenchRun, run
+from kvtune.bench.client import BenchOptions, BenchRun, run
 from kvtune.bench.workload import Workload
 from kvtune.testing.fake_server import FakeOpenAIServer
 
@@ -40,7 +40,7 @@ def _free_port() -> int:
 def test_timings_match_known_delays_and_warmup_is_excluded() -> None:
     phases: list[str] = []
     with FakeOpenAIServer(ttft_s=0.2, itl_s=0.02, role_chunk_first=True) as srv:
-        res = run(srv.base_url, _wl(warmup_requests=1), "m", on_phase=phases.append)
+        res = run(srv.base_url, _wl(warmup_requests=1), BenchOptions("m", on_phase=phases.append))
     assert isinstance(res, BenchRun)
     assert phases == ["warmup", "measuring"]
     assert len(res.samples) == 2 and len(res.warmup_samples) == 1
@@ -63,14 +63,14 @@ def test_timings_match_known_delays_and_warmup_is_excluded() -> None:
 
 def test_output_tokens_come_from_usage_not_chunk_count() -> None:
     with FakeOpenAIServer(ttft_s=0.01, itl_s=0.005, tokens_per_chunk=4) as srv:
-        res = run(srv.base_url, _wl(num_requests=1, concurrency=1), "m")
+        res = run(srv.base_url, _wl(num_requests=1, concurrency=1), BenchOptions("m"))
     (s,) = res.samples
     assert s.ok and s.output_tokens == 16 and len(s.itl_s) == 3  # 4 chunks of 4 tokens
 
 
 def test_http_error_status_is_a_failed_request() -> None:
     with FakeOpenAIServer(fail_status=503) as srv:
-        res = run(srv.base_url, _wl(), "m")
+        res = run(srv.base_url, _wl(), BenchOptions("m"))
     assert all(not s.ok and s.error.startswith("HTTP 503") for s in res.samples)
     assert res.metrics["error_rate"] == 1.0
     # +inf in principle; percentile() currently interpolates inf-inf to nan (see test_metrics).
@@ -80,7 +80,7 @@ def test_http_error_status_is_a_failed_request() -> None:
 def test_hung_stream_times_out_promptly() -> None:
     with FakeOpenAIServer(ttft_s=0.01, itl_s=0.01, hang_after_tokens=2) as srv:
         t0 = time.perf_counter()
-        res = run(srv.base_url, _wl(request_timeout_s=0.5), "m")
+        res = run(srv.base_url, _wl(request_timeout_s=0.5), BenchOptions("m"))
         elapsed = time.perf_counter() - t0
     assert elapsed < 3.0
     assert all(not s.ok and "timeout" in s.error for s in res.samples)
@@ -88,21 +88,21 @@ def test_hung_stream_times_out_promptly() -> None:
 
 
 def test_connection_refused_is_a_failed_request() -> None:
-    res = run(f"http://127.0.0.1:{_free_port()}", _wl(num_requests=1), "m")
+    res = run(f"http://127.0.0.1:{_free_port()}", _wl(num_requests=1), BenchOptions("m"))
     (s,) = res.samples
     assert not s.ok and "Connect" in s.error
 
 
 def test_server_crash_mid_run_fails_later_requests_without_raising() -> None:
     with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, crash_after_requests=1) as srv:
-        res = run(srv.base_url, _wl(num_requests=3, concurrency=1), "m")
+        res = run(srv.base_url, _wl(num_requests=3, concurrency=1), BenchOptions("m"))
     assert [s.ok for s in res.samples] == [True, False, False]
     assert res.metrics["error_rate"] == pytest.approx(2 / 3)
 
 
 def test_closed_loop_queue_wait_grows_when_slots_are_busy() -> None:
     with FakeOpenAIServer(ttft_s=0.05, itl_s=0.001) as srv:
-        res = run(srv.base_url, _wl(num_requests=3, concurrency=1, output_tokens=2), "m")
+        res = run(srv.base_url, _wl(num_requests=3, concurrency=1, output_tokens=2), BenchOptions("m"))
     waits = [s.queue_wait_s for s in res.samples]
     assert waits[0] < 0.05 and waits[1] > 0.04 and waits[2] > waits[1] + 0.04
 
@@ -134,9 +134,8 @@ def _mock(body: bytes, status: int = 200, seen: list[dict] | None = None) -> htt
 
 def test_request_body_and_nonce() -> None:
     seen: list[dict] = []
-    res = run("http://fake:1/", _wl(num_requests=4, warmup_requests=2, output_tokens=5), "mdl",
-              extra_body={"cache_prompt": False, "temperature": 0.5},
-              transport=_mock(_GOOD, seen=seen))
+    res = run("http://fake:1/", _wl(num_requests=4, warmup_requests=2, output_tokens=5), BenchOptions(
+        "mdl", extra_body={"cache_prompt": False, "temperature": 0.5}, transport=_mock(_GOOD, seen=seen)))
     assert len(seen) == 6 and all(s.ok for s in res.samples)
     for b in seen:
         assert b["url"] == "http://fake:1/v1/chat/completions"
@@ -162,7 +161,7 @@ def test_request_body_and_nonce() -> None:
     ],
 )
 def test_failures_are_recorded_not_raised(body: bytes, status: int, expect: str) -> None:
-    res = run("http://fake", _wl(num_requests=1), "m", transport=_mock(body, status))
+    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_mock(body, status)))
     (s,) = res.samples
     assert not s.ok and expect in s.error
     assert res.metrics["error_rate"] == 1.0
@@ -170,14 +169,14 @@ def test_failures_are_recorded_not_raised(body: bytes, status: int, expect: str)
 
 def test_without_usage_falls_back_to_content_chunks() -> None:
     body = _sse(_chunk("a"), _chunk(""), _chunk("b"), _chunk("c"), "[DONE]")
-    res = run("http://fake", _wl(num_requests=1), "m", transport=_mock(body))
+    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_mock(body)))
     (s,) = res.samples
     assert s.ok and s.output_tokens == 3 and s.prompt_tokens == 0
 
 
 def test_reasoning_content_counts_as_first_token() -> None:
     body = _sse({"choices": [{"delta": {"reasoning_content": "hm"}}]}, _chunk("x"), "[DONE]")
-    res = run("http://fake", _wl(num_requests=1), "m", transport=_mock(body))
+    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_mock(body)))
     (s,) = res.samples
     assert s.ok and s.output_tokens == 2 and len(s.itl_s) == 1
 
@@ -219,7 +218,7 @@ def test_fake_process_serves_then_crashes() -> None:
                 pass
             assert time.monotonic() < deadline, "fake server did not come up"
             time.sleep(0.02)
-        res = run(url, _wl(num_requests=2, concurrency=1, output_tokens=4), "m")
+        res = run(url, _wl(num_requests=2, concurrency=1, output_tokens=4), BenchOptions("m"))
         assert [s.ok for s in res.samples] == [True, False]
         assert proc.wait(timeout=5) == 1
     finally:
@@ -251,7 +250,7 @@ def test_ttft_waits_for_content_not_the_role_chunk() -> None:
               (0.2, _chunk("a")), (0.05, _chunk("b")),
               (0.0, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
               (0.0, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=1), "m", transport=_timed(events))
+    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_timed(events)))
     (s,) = res.samples
     assert s.ok and 0.19 < s.ttft_s < 0.3
 
@@ -260,7 +259,7 @@ def test_e2el_is_not_moved_by_the_usage_chunk_or_done() -> None:
     events = [(0.05, _chunk("a")), (0.05, _chunk("b")),
               (0.4, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
               (0.2, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=1), "m", transport=_timed(events))
+    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_timed(events)))
     (s,) = res.samples
     assert s.ok and 0.09 < s.e2el_s < 0.3  # last content chunk at ~0.1 s, stream ends at ~0.7 s
     assert s.end_time - s.send_time > 0.55
@@ -278,8 +277,8 @@ def test_failures_count_and_break_percentile_targets() -> None:
             return httpx.Response(500, content=b'{"error": "boom"}')
         return httpx.Response(200, content=_GOOD, headers={"content-type": "text/event-stream"})
 
-    res = run("http://fake", _wl(num_requests=10, concurrency=1), "m",
-              transport=httpx.MockTransport(handler))
+    res = run("http://fake", _wl(num_requests=10, concurrency=1), BenchOptions(
+        "m", transport=httpx.MockTransport(handler)))
     m = res.metrics
     assert m["failed"] == 1 and m["completed"] == 9 and m["error_rate"] == pytest.approx(0.1)
     assert math.isfinite(m["mean_ttft_ms"]) and m["mean_ttft_ms"] < 1000  # successes are fast
@@ -295,8 +294,8 @@ def test_completions_endpoint_body_and_stream() -> None:
                 {"choices": [{"index": 0, "text": "hi"}]},
                 {"choices": [{"index": 0, "text": " there"}]},
                 {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}, "[DONE]")
-    res = run("http://fake", _wl(num_requests=2, endpoint="completions"), "mdl",
-              transport=_mock(text, seen=seen))
+    res = run("http://fake", _wl(num_requests=2, endpoint="completions"), BenchOptions(
+        "mdl", transport=_mock(text, seen=seen)))
     assert res.endpoint == "/v1/completions"
     for b in seen:
         assert b["url"] == "http://fake/v1/completions"
@@ -317,8 +316,8 @@ def test_api_key_is_sent_but_never_saved_or_echoed() -> None:
             return httpx.Response(401, content=f'{{"error": "bad key {key}"}}'.encode())
         return httpx.Response(200, content=_GOOD, headers={"content-type": "text/event-stream"})
 
-    res = run("http://fake", _wl(num_requests=3, concurrency=1), "m",
-              transport=httpx.MockTransport(handler), api_key=key)
+    res = run("http://fake", _wl(num_requests=3, concurrency=1), BenchOptions(
+        "m", transport=httpx.MockTransport(handler), api_key=key))
     assert all(r.headers["authorization"] == f"Bearer {key}" for r in seen)
     assert [s.ok for s in res.samples] == [True, False, True]
     from kvtune.bench.report import to_vllm_json
@@ -337,11 +336,11 @@ def test_resolve_api_key_prefers_the_flag(monkeypatch: pytest.MonkeyPatch) -> No
 def test_goodput_counts_requests_meeting_every_slo() -> None:
     from kvtune.bench.client import slo_goodput
     with FakeOpenAIServer(ttft_s=0.1, itl_s=0.01) as srv:
-        res = run(srv.base_url, _wl(num_requests=4), "m",
-                  goodput_fn=slo_goodput({"ttft": 50}))  # nobody meets 50 ms
+        res = run(srv.base_url, _wl(num_requests=4), BenchOptions(
+            "m", goodput_fn=slo_goodput({"ttft": 50})))  # nobody meets 50 ms
         assert res.metrics["request_goodput"] == 0.0
-        res = run(srv.base_url, _wl(num_requests=4), "m",
-                  goodput_fn=slo_goodput({"ttft": 2000, "tpot": 500}))
+        res = run(srv.base_url, _wl(num_requests=4), BenchOptions(
+            "m", goodput_fn=slo_goodput({"ttft": 2000, "tpot": 500})))
     assert res.metrics["request_goodput"] == pytest.approx(res.metrics["request_throughput"])
     with pytest.raises(Exception, match="unknown goodput"):
         slo_goodput({"latency": 1})
@@ -353,7 +352,7 @@ def test_server_timings_split_ttft_into_queueing_and_prompt() -> None:
                             "predicted_ms": 40.0, "cache_n": 12})
     events = [(0.15, _chunk("a")), (0.01, _chunk("b")), (0.01, _chunk("c")), (0.0, final),
               (0.0, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=2), "m", transport=_timed(events))
+    res = run("http://fake", _wl(num_requests=2), BenchOptions("m", transport=_timed(events)))
     m = res.metrics
     assert m["mean_prompt_ms_server"] == pytest.approx(50.0)
     assert 90 < m["mean_queue_ms_server"] < 200  # ~150 ms TTFT - 50 ms prompt
@@ -364,7 +363,7 @@ def test_server_timings_split_ttft_into_queueing_and_prompt() -> None:
 
 def test_fake_server_timings_reach_the_summary() -> None:
     with FakeOpenAIServer(ttft_s=0.1, itl_s=0.005) as srv:
-        res = run(srv.base_url, _wl(num_requests=2), "m")
+        res = run(srv.base_url, _wl(num_requests=2), BenchOptions("m"))
     m = res.metrics
     assert m["server_timings_requests"] == 2
     assert m["mean_prompt_ms_server"] == pytest.approx(100.0)
@@ -408,8 +407,8 @@ def _metrics_transport(calls: list[str]) -> httpx.MockTransport:
 
 def test_scrape_metrics_keeps_vllm_deltas_and_gauges() -> None:
     calls: list[str] = []
-    res = run("http://fake", _wl(num_requests=2, warmup_requests=1), "m",
-              transport=_metrics_transport(calls), scrape_metrics=True)
+    res = run("http://fake", _wl(num_requests=2, warmup_requests=1), BenchOptions(
+        "m", transport=_metrics_transport(calls), scrape_metrics=True))
     sm = res.server_metrics
     assert sm is not None and sm["available"]
     assert calls[0] == "chat" and calls[1] == "metrics"  # warm-up before the first scrape
@@ -426,7 +425,7 @@ def test_scrape_metrics_keeps_vllm_deltas_and_gauges() -> None:
 
 def test_scrape_metrics_without_metrics_endpoint_says_why() -> None:
     with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
-        res = run(srv.base_url, _wl(num_requests=1), "m", scrape_metrics=True)
+        res = run(srv.base_url, _wl(num_requests=1), BenchOptions("m", scrape_metrics=True))
     assert res.samples[0].ok
     assert res.server_metrics == {"available": False,
                                   "reason": "GET /metrics answered HTTP 404 (llama-server needs --metrics)"}
@@ -436,7 +435,7 @@ def test_shared_prefix_workload_sends_one_system_prompt_to_the_fraction() -> Non
     seen: list[dict] = []
     wl = _wl(num_requests=8, warmup_requests=0, shared_prefix_fraction=0.25,
              shared_prefix_tokens=50)
-    res = run("http://fake", wl, "m", transport=_mock(_GOOD, seen=seen))
+    res = run("http://fake", wl, BenchOptions("m", transport=_mock(_GOOD, seen=seen)))
     assert all(s.ok for s in res.samples)
     systems = [b["messages"][0]["content"] for b in seen]
     assert all(b["messages"][0]["role"] == "system" and b["messages"][1]["role"] == "user"
@@ -454,7 +453,7 @@ def test_dataset_prompts_with_nonce(tmp_path) -> None:
     p.write_text('{"prompt": "short one"}\n{"prompt": "a much longer prompt than that"}\n')
     seen: list[dict] = []
     wl = _wl(num_requests=4, dataset=str(p), dataset_max_tokens=3)
-    res = run("http://fake", wl, "m", transport=_mock(_GOOD, seen=seen))
+    res = run("http://fake", wl, BenchOptions("m", transport=_mock(_GOOD, seen=seen)))
     assert not res.prompt_tokens_exact and "1 prompts kept of 2 records" in res.prompt_source
     for b in seen:
         nonce, text = b["messages"][0]["content"].split("] ", 1)
@@ -465,20 +464,20 @@ def test_dataset_errors_before_any_request(tmp_path) -> None:
     from kvtune.errors import SpecError
     seen: list[dict] = []
     with pytest.raises(SpecError, match="does not exist"):
-        run("http://fake", _wl(dataset=str(tmp_path / "none.json")), "m",
-            transport=_mock(_GOOD, seen=seen))
+        run("http://fake", _wl(dataset=str(tmp_path / "none.json")), BenchOptions(
+            "m", transport=_mock(_GOOD, seen=seen)))
     assert seen == []
 
 
 def test_closed_loop_for_a_duration() -> None:
     with FakeOpenAIServer(ttft_s=0.05, itl_s=0.001) as srv:
-        res = run(srv.base_url, _wl(concurrency=2, output_tokens=2, duration_s=0.5), "m")
+        res = run(srv.base_url, _wl(concurrency=2, output_tokens=2, duration_s=0.5), BenchOptions("m"))
     assert 8 <= len(res.samples) <= 24  # 2 users x ~0.05 s per request for 0.5 s
     assert all(s.ok for s in res.samples)
 
 
 def test_synthetic_prompts_say_whether_their_size_is_exact() -> None:
-    res = run("http://fake", _wl(num_requests=1), "m", transport=_mock(_GOOD))
+    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_mock(_GOOD)))
     assert not res.prompt_tokens_exact and "approximation" in res.prompt_source
     assert any("approximate" in n for n in res.notes)
 
@@ -492,8 +491,8 @@ def test_exact_prompts_with_the_demo_vocabulary() -> None:
     except KvtuneError as e:
         pytest.skip(str(e))
     seen: list[dict] = []
-    res = run("http://fake", _wl(num_requests=2, prompt_tokens=37), "m",
-              transport=_mock(_GOOD, seen=seen), tokenizer=path)
+    res = run("http://fake", _wl(num_requests=2, prompt_tokens=37), BenchOptions(
+        "m", transport=_mock(_GOOD, seen=seen), tokenizer=path))
     assert res.prompt_tokens_exact and "exactly 37 tokens" in res.prompt_source
     assert all(len(b["messages"][0]["content"].split()) == 37 for b in seen)
 
@@ -501,7 +500,7 @@ def test_exact_prompts_with_the_demo_vocabulary() -> None:
 def test_report_rows_and_vllm_json() -> None:
     from kvtune.bench.report import metrics_table, to_vllm_json
     with FakeOpenAIServer(ttft_s=0.05, itl_s=0.005) as srv:
-        res = run(srv.base_url, _wl(num_requests=3), "m")
+        res = run(srv.base_url, _wl(num_requests=3), BenchOptions("m"))
     rows = metrics_table(res.metrics)
     labels = [r[0] for r in rows]
     assert labels[0] == "Successful requests" and "Mean TTFT (ms)" in labels
@@ -525,7 +524,7 @@ def test_report_rows_and_vllm_json() -> None:
 def test_vllm_json_writes_inf_percentiles_as_null() -> None:
     from kvtune.bench.report import metrics_table, to_vllm_json
     with FakeOpenAIServer(fail_status=500) as srv:
-        res = run(srv.base_url, _wl(num_requests=2), "m")
+        res = run(srv.base_url, _wl(num_requests=2), BenchOptions("m"))
     j = to_vllm_json(res)
     assert j["failed"] == 2 and j["p99_ttft_ms"] is None and j["mean_ttft_ms"] is None
     json.dumps(j, allow_nan=False)

@@ -25,7 +25,8 @@ def test_bench_prints_metrics_and_saves_vllm_keys_without_the_key(tmp_path):
                     "mean_ttft_ms", "p99_tpot_ms", "median_itl_ms"):
             assert key in data
         assert data["completed"] == 8
-        # the server saw the key: it was sent, just never written anywhere
+        # the server saw the key on every request (8 measured + 8 warm-up): sent, never written
+        assert server.authorizations == ["Bearer sk-do-not-leak-42"] * 16
         assert all(b.get("stream") for b in server.received)
 
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
-from kvtune.bench.client import run
+from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.report import metrics_table, to_vllm_json
 from kvtune.bench.workload import Workload
 from kvtune.errors import SpecError
@@ -34,7 +34,7 @@ def _sends(res) -> list[float]:
 def test_open_loop_sends_on_schedule() -> None:
     wl = _open(rate=25.0, num_requests=25, seed=4)
     with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
-        res = run(srv.base_url, wl, "m")
+        res = run(srv.base_url, wl, BenchOptions("m"))
     assert res.mode == "open" and not res.fell_behind
     assert all(s.ok for s in res.samples)
     intended = arrival_offsets(25, 25.0, "poisson", seed=4)
@@ -55,7 +55,7 @@ def test_slow_server_does_not_slow_the_sending() -> None:
     wl = _open(rate=20.0, num_requests=20, arrival="constant")
     with FakeOpenAIServer(ttft_s=1.0, itl_s=0.01) as srv:
         t0 = time.perf_counter()
-        res = run(srv.base_url, wl, "m")
+        res = run(srv.base_url, wl, BenchOptions("m"))
         elapsed = time.perf_counter() - t0
     assert all(s.ok for s in res.samples)
     assert all(s.ttft_s > 0.95 for s in res.samples)
@@ -80,7 +80,7 @@ def test_overloaded_client_flags_fell_behind() -> None:
         return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
     wl = _open(rate=200.0, num_requests=40, arrival="constant")
-    res = run("http://fake", wl, "m", transport=httpx.MockTransport(handler))
+    res = run("http://fake", wl, BenchOptions("m", transport=httpx.MockTransport(handler)))
     assert all(s.ok for s in res.samples)
     assert res.fell_behind and res.metrics["fell_behind"] == 1.0
     assert res.metrics["p99_schedule_lag_ms"] > res.metrics["schedule_lag_threshold_ms"] == 50.0
@@ -93,7 +93,7 @@ def test_overloaded_client_flags_fell_behind() -> None:
 def test_duration_mode_sends_every_arrival_in_the_window() -> None:
     wl = _open(rate=40.0, duration_s=0.5, seed=9, num_requests=1)
     with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
-        res = run(srv.base_url, wl, "m")
+        res = run(srv.base_url, wl, BenchOptions("m"))
     assert len(res.samples) == len(arrival_offsets_for(0.5, 40.0, seed=9)) > 5
     assert all(s.ok for s in res.samples)
 
@@ -102,7 +102,7 @@ def test_warmup_is_closed_loop_and_excluded() -> None:
     phases: list[str] = []
     wl = _open(rate=50.0, num_requests=10, warmup_requests=3)
     with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
-        res = run(srv.base_url, wl, "m", on_phase=phases.append)
+        res = run(srv.base_url, wl, BenchOptions("m", on_phase=phases.append))
     assert phases == ["warmup", "measuring"]
     assert len(res.warmup_samples) == 3 and len(res.samples) == 10
     assert all(s.intended_send_time is None for s in res.warmup_samples)

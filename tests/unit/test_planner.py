@@ -22,7 +22,8 @@ from kvtune.planner import (
     slot_context,
     table,
 )
-from kvtune.planner.gpus import GpuInfo, bandwidth_for, detect_hardware, probe_gpus
+from kvtune.planner.gpus import (CpuRam, GpuInfo, bandwidth_for, detect_hardware, hardware_budget,
+                                 nvlink_bandwidth_for, pcie_bandwidth)
 from kvtune.planner.render import plan_to_dict, render
 
 GiB = 2**30
@@ -286,16 +287,34 @@ def test_bandwidth_by_gpu_name(name, bw):
     assert bandwidth_for(name) == bw
 
 
-def test_probe_never_raises():
-    assert isinstance(probe_gpus(), list)
+@pytest.mark.parametrize("name,bw", [
+    ("NVIDIA H100 80GB HBM3", 9.0e11), ("NVIDIA H100 NVL", 6.0e11), ("NVIDIA H200", 9.0e11),
+    ("NVIDIA A100-SXM4-80GB", 6.0e11), ("NVIDIA GeForce RTX 4090", None),
+])
+def test_nvlink_bandwidth_by_gpu_name(name, bw):
+    assert nvlink_bandwidth_for(name) == bw
+
+
+def test_pcie_bandwidth_both_directions():
+    assert pcie_bandwidth(5, 16) == pytest.approx(126.0e9, rel=1e-3)  # "PCIe Gen5: 128 GB/s"
+    assert pcie_bandwidth(4, 8) == pytest.approx(31.5e9, rel=1e-3)
+    assert pcie_bandwidth(None, 16) is None and pcie_bandwidth(4, None) is None
 
 
 def test_hardware_budget_from_gpus_and_overrides():
     gpus = [GpuInfo(0, "NVIDIA H100 80GB HBM3", 80 * GiB, 79 * GiB, 3.35e12)] * 2
-    hw = detect_hardware(gpus=gpus)
+    ram = CpuRam("Test CPU", 64 * GiB, 48 * GiB)
+    hw = hardware_budget(gpus, ram)
     assert hw.kind == "gpu" and hw.memory_bytes == 160 * GiB and hw.bandwidth_bytes_s == 6.7e12
     assert hw.description == "2 x NVIDIA H100 80GB HBM3"
-    hw = detect_hardware(memory_bytes=24 * GiB, bandwidth_bytes_s=1e12, gpus=gpus)
+    hw = hardware_budget(gpus, ram, memory_bytes=24 * GiB, bandwidth_bytes_s=1e12)
     assert hw.memory_bytes == 24 * GiB and hw.bandwidth_bytes_s == 1e12
-    cpu = detect_hardware(gpus=[])
-    assert cpu.kind == "cpu" and cpu.memory_bytes > 0 and cpu.bandwidth_bytes_s is None
+    cpu = hardware_budget([], ram)
+    assert (cpu.kind, cpu.description, cpu.memory_bytes, cpu.free_bytes, cpu.bandwidth_bytes_s) \
+        == ("cpu", "CPU RAM (Test CPU)", 64 * GiB, 48 * GiB, None)
+
+
+def test_detect_hardware_reads_what_it_is_not_given():
+    assert detect_hardware(gpus=[]).memory_bytes > 0  # this machine's RAM, through kvtune.hardware
+    gpus = [GpuInfo(0, "NVIDIA L4", 24 * GiB, 23 * GiB, 3.0e11)]
+    assert detect_hardware(gpus=gpus).description == "1 x NVIDIA L4"

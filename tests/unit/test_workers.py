@@ -1,15 +1,17 @@
 """Worker slots, the stored spec, the hardware guard and warm starts."""
 
 import os
+import sys
 
 import pytest
+import typer.main
 
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.spec import StudySpec
 from kvtune.tuner.warmstart import adapt, enqueue_warm_start
-from kvtune.tuner.workers import cpu_slot, gpu_slot, spec_from_dict
+from kvtune.tuner.workers import WorkerOptions, cpu_slot, gpu_slot, spec_from_dict, worker_argv
 from tests.conftest import TINY
 
 
@@ -23,6 +25,27 @@ def test_cpu_slots_split_the_affinity_set():
 def test_gpu_slots():
     assert gpu_slot(0, 0) == {}
     assert gpu_slot(1, 2) == {"CUDA_VISIBLE_DEVICES": "2,3"}
+
+
+def _worker_params(argv: list[str]) -> dict:
+    """What `kvtune worker` parses from this argv (click's parser, nothing is run)."""
+    from kvtune import cli
+
+    assert argv[:4] == [sys.executable, "-m", "kvtune.cli", "worker"]
+    command = typer.main.get_command(cli.app).commands["worker"]
+    return command.make_context("worker", argv[4:]).params
+
+
+def test_worker_argv_is_what_the_worker_command_parses():
+    options = WorkerOptions(gpus_per_trial=2, runs_dir="/runs", llama_server="/bin/llama-server",
+                            vllm_python="/venv/bin/python", allow_mixed_hardware=True)
+    assert _worker_params(worker_argv("sqlite:///s.db", "st", 1, 3, options)) == {
+        "storage": "sqlite:///s.db", "study": "st", "slot": 1, "slots": 3, "gpus_per_trial": 2,
+        "runs_dir": "/runs", "llama_server": "/bin/llama-server", "vllm_python": "/venv/bin/python",
+        "allow_mixed_hardware": True}
+    defaults = _worker_params(worker_argv("sqlite:///s.db", "st", 2, 3, WorkerOptions()))
+    assert defaults["slot"] == 2 and defaults["gpus_per_trial"] == 0 and defaults["allow_mixed_hardware"] is False
+    assert defaults["runs_dir"] is defaults["llama_server"] is defaults["vllm_python"] is None
 
 
 def test_spec_round_trips_through_the_study():

@@ -3,17 +3,17 @@
 It warms the server up with requests of the real shape (left out of the metrics), then drives
 either a closed loop of `workload.concurrency` users or an open loop that sends at precomputed,
 seeded arrival times whatever the server does (see arrivals.py), over the OpenAI-compatible
-streaming chat or completions API. Each request is timed on the client's monotonic clock with
-the definitions of ../shared/MEASUREMENT.md (TTFT to the first *content* chunk, E2EL to the last
-content chunk, output tokens from ``usage``, failures recorded rather than raised). A hung server
+streaming chat or completions API. Each request is timed on the client's monotonic clock by
+stream.py (TTFT to the first *content* chunk, failures recorded rather than raised). A hung server
 counts as a failed request once `workload.request_timeout_s` has passed; it never hangs the
 benchmark. The open loop records intended and actual send times and flags the run
 (`fell_behind`) when the client could not keep to its schedule.
 
 Beside the client's figures it keeps the server's own: llama-server's per-request ``timings``
-(client TTFT minus server prompt time = queueing) and, with ``scrape_metrics=True``, the
-``/metrics`` counters' deltas and gauges sampled every `METRICS_INTERVAL_S` during the measured
-phase (vLLM's preemptions, KV-cache usage, waiting requests; llama-server's with ``--metrics``).
+(server_timing.py: client TTFT minus server prompt time = queueing) and, with
+``BenchOptions.scrape_metrics``, the ``/metrics`` counters' deltas and gauges sampled during the
+measured phase (server_metrics.py: vLLM's preemptions, KV-cache usage, waiting requests;
+llama-server's with ``--metrics``). What a run needs beside the workload is one `BenchOptions`.
 
 An API key goes only into the ``Authorization`` header: it is never logged, never part of
 `BenchRun.to_dict()`, and scrubbed from error texts a server echoes back.
@@ -22,7 +22,6 @@ An API key goes only into the ``Authorization`` header: it is never logged, neve
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import time
@@ -34,16 +33,14 @@ import httpx
 
 from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
 from kvtune.bench.datasets import load_prompts
-from kvtune.bench.prompts import Prompt, PromptSource
+from kvtune.bench.prompts import PromptSource
+from kvtune.bench.server_metrics import METRICS_INTERVAL_S, METRICS_PATH, Scraper
+from kvtune.bench.server_timing import max_concurrency, server_timing_summary
+from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, one_request, redact
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
 from kvtune.bench.workload import Workload
 from kvtune.errors import SpecError
-from kvtune.objectives.metrics import RequestSample, percentile, summarize
-
-CHAT_PATH = "/v1/chat/completions"
-COMPLETIONS_PATH = "/v1/completions"
-METRICS_PATH = "/metrics"
-METRICS_INTERVAL_S = 0.5
+from kvtune.objectives.metrics import RequestSample, summarize
 # The open loop fell behind when the p99 send lag exceeds max(50 ms, 10% of the mean gap).
 FELL_BEHIND_MIN_S = 0.050
 FELL_BEHIND_GAP_FRACTION = 0.10
@@ -88,6 +85,29 @@ class BenchRun:
         }
 
 
+@dataclass(frozen=True)
+class BenchOptions:
+    """Everything a benchmark run needs beside the server's URL and the workload.
+
+    `model` is the ``model`` field requests send. `extra_body` is merged over the request JSON
+    (llama-server: ``{"cache_prompt": False}``). `api_key` is sent as ``Authorization: Bearer``
+    and kept nowhere else. `tokenizer` (a Tokenizer, or a GGUF file / HF folder path) makes
+    synthetic prompts exact. `goodput_fn` adds ``request_goodput``; `scrape_metrics` fills
+    `BenchRun.server_metrics` from ``/metrics`` (every `metrics_interval_s`). `on_phase` hears
+    ``"warmup"`` and ``"measuring"``. `transport` replaces the network (tests: httpx.MockTransport).
+    """
+
+    model: str
+    extra_body: dict | None = None
+    api_key: str | None = None
+    tokenizer: Tokenizer | str | Path | None = None
+    goodput_fn: Callable[[RequestSample], bool] | None = None
+    scrape_metrics: bool = False
+    metrics_interval_s: float = METRICS_INTERVAL_S
+    on_phase: Callable[[str], None] | None = None
+    transport: httpx.AsyncBaseTransport | None = None
+
+
 def resolve_api_key(explicit: str | None = None) -> str | None:
     """``--api-key`` if given, else $OPENAI_API_KEY, else None (local servers need none)."""
     return explicit or os.environ.get("OPENAI_API_KEY") or None
@@ -107,135 +127,6 @@ def slo_goodput(slos_ms: Mapping[str, float]) -> Callable[[RequestSample], bool]
         values = {"ttft": s.ttft_s, "e2el": s.e2el_s, "tpot": s.tpot_s or 0.0}
         return all(values[k] is not None and values[k] <= lim for k, lim in limits.items())
     return met
-
-
-# -- requests -----------------------------------------------------------------------------------
-
-def build_body(model: str, prompt: str | Prompt, workload: Workload,
-               extra_body: dict | None) -> dict:
-    """The request JSON: fixed output length (`ignore_eos`), usage in the stream, greedy.
-    Chat sends a user message (after a system message in the shared-prefix workload);
-    completions sends the text as ``prompt``."""
-    if isinstance(prompt, str):
-        prompt = Prompt(user=prompt)
-    body: dict[str, Any] = {"model": model}
-    if workload.endpoint == "completions":
-        body["prompt"] = prompt.as_text()
-    else:
-        messages = [] if prompt.system is None else [{"role": "system", "content": prompt.system}]
-        body["messages"] = messages + [{"role": "user", "content": prompt.user}]
-    body.update({
-        "max_tokens": workload.output_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "ignore_eos": True,
-        "temperature": 0,
-    })
-    body.update(extra_body or {})
-    return body
-
-
-def _has_content(obj: dict[str, Any]) -> bool:
-    for choice in obj.get("choices") or []:
-        if not isinstance(choice, dict):
-            continue
-        if choice.get("text"):  # completions endpoint
-            return True
-        delta = choice.get("delta") or {}
-        if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")):
-            return True
-    return False
-
-
-def _error_text(obj: Any) -> str:
-    err = obj.get("error", obj) if isinstance(obj, dict) else obj
-    msg = err.get("message", err) if isinstance(err, dict) else err
-    return str(msg)[:200]
-
-
-async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSample) -> None:
-    """Send one request and fill `s` in place; sets `s.ok` only on a complete, valid stream."""
-    last: float | None = None
-    content_chunks = 0
-    usage: dict[str, Any] | None = None
-    async with client.stream("POST", url, json=body) as resp:
-        if resp.status_code != 200:
-            text = (await resp.aread()).decode("utf-8", "replace")
-            s.error = f"HTTP {resp.status_code}: {text[:200]}"
-            return
-        async for line in resp.aiter_lines():
-            now = time.perf_counter()
-            line = line.strip()
-            if line.startswith("error:"):  # llama-server's SSE error event
-                s.error = f"server error in stream: {_error_text(line[6:].strip())}"
-                return
-            if not line.startswith("data:"):
-                continue  # blank separators, comments, event:/id: lines
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            try:
-                obj = json.loads(data)
-            except ValueError:
-                s.error = f"invalid JSON in stream: {data[:200]}"
-                return
-            if not isinstance(obj, dict):
-                continue
-            if obj.get("error") or obj.get("object") == "error":
-                s.error = f"server error in stream: {_error_text(obj)}"
-                return
-            if _has_content(obj):
-                if last is None:
-                    s.ttft_s = now - s.send_time
-                else:
-                    s.itl_s.append(now - last)
-                last = now
-                content_chunks += 1
-            if obj.get("usage"):
-                usage = obj["usage"]
-            if obj.get("timings"):
-                s.server_timings = obj["timings"]
-    if last is None:
-        s.error = "stream ended with no content"
-        return
-    s.e2el_s = last - s.send_time
-    if usage is not None:
-        s.output_tokens = int(usage.get("completion_tokens") or 0)
-        s.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-    else:
-        s.output_tokens = content_chunks
-    s.ok = True
-
-
-def _redact(text: str, secret: str | None) -> str:
-    if not secret:
-        return text
-    text = text.replace(secret, "***")
-    if len(secret) > 12:  # servers that echo a partial key ("sk-abc...xyz")
-        text = text.replace(secret[:8], "***").replace(secret[-6:], "***")
-    return text
-
-
-async def _one_request(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float,
-                       due: float, intended: float | None = None,
-                       secret: str | None = None) -> RequestSample:
-    s = RequestSample(send_time=time.perf_counter(), intended_send_time=intended)
-    s.queue_wait_s = s.send_time - due
-    try:
-        await asyncio.wait_for(_stream(client, url, body, s), timeout_s)
-    except asyncio.TimeoutError:
-        s.ok = False
-        s.error = f"timeout: no complete response within {timeout_s:g} s"
-    except httpx.HTTPError as e:
-        s.ok = False
-        s.error = f"{type(e).__name__}: {e}"[:300]
-    except (OSError, ValueError) as e:
-        s.ok = False
-        s.error = f"{type(e).__name__}: {e}"[:300]
-    s.end_time = time.perf_counter()
-    if s.error:
-        s.error = _redact(s.error, secret)
-    return s
 
 
 def _span(samples: list[RequestSample]) -> float:
@@ -261,7 +152,7 @@ async def _closed_loop(client: httpx.AsyncClient, url: str, body: Callable[[int]
         while (count is None or next_index < count) and time.perf_counter() < deadline:
             i = next_index
             next_index += 1
-            samples[i] = await _one_request(client, url, body(i), timeout_s, start, None, secret)
+            samples[i] = await one_request(client, url, body(i), timeout_s, start, None, secret)
 
     n_workers = concurrency if count is None else min(concurrency, count)
     await asyncio.gather(*(worker() for _ in range(n_workers)))
@@ -282,176 +173,9 @@ async def _open_loop(client: httpx.AsyncClient, url: str, bodies: list[dict],
         if delay > 0:
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(
-            _one_request(client, url, bodies[i], timeout_s, due, due, secret)))
+            one_request(client, url, bodies[i], timeout_s, due, due, secret)))
     done = list(await asyncio.gather(*tasks))
     return done, _span(done)
-
-
-# -- server-side figures ------------------------------------------------------------------------
-
-def server_timing_summary(samples: list[RequestSample]) -> dict[str, float]:
-    """llama-server's per-request ``timings`` beside the client's TTFT (successful requests).
-
-    ``prompt_ms`` excludes the wait for a free slot, so client TTFT - server prompt time is the
-    queueing (plus HTTP and tokenization). Empty when the server sent no timings.
-    """
-    rows = [(1000.0 * s.ttft_s, s.server_timings) for s in samples
-            if s.ok and s.ttft_s is not None and isinstance(s.server_timings, dict)
-            and isinstance(s.server_timings.get("prompt_ms"), (int, float))]
-    if not rows:
-        return {}
-    prompt = [float(t["prompt_ms"]) for _, t in rows]
-    queue = [ttft - float(t["prompt_ms"]) for ttft, t in rows]
-    out = {
-        "server_timings_requests": float(len(rows)),
-        "mean_prompt_ms_server": sum(prompt) / len(prompt),
-        "median_prompt_ms_server": percentile(prompt, 50),
-        "p99_prompt_ms_server": percentile(prompt, 99),
-        "mean_queue_ms_server": sum(queue) / len(queue),
-        "median_queue_ms_server": percentile(queue, 50),
-        "p99_queue_ms_server": percentile(queue, 99),
-    }
-    decode = [float(t["predicted_ms"]) / (t["predicted_n"] - 1) for _, t in rows
-              if isinstance(t.get("predicted_n"), (int, float)) and t["predicted_n"] > 1
-              and isinstance(t.get("predicted_ms"), (int, float))]
-    if decode:
-        out["mean_tpot_ms_server"] = sum(decode) / len(decode)
-    cached = [float(t["cache_n"]) for _, t in rows if isinstance(t.get("cache_n"), (int, float))]
-    if cached:
-        out["mean_cached_prompt_tokens_server"] = sum(cached) / len(cached)
-    return out
-
-
-def max_concurrency(samples: list[RequestSample]) -> int:
-    """The most requests in flight at once (send..end intervals)."""
-    events = sorted([(s.send_time, 1) for s in samples if s.end_time is not None]
-                    + [(s.end_time, -1) for s in samples if s.end_time is not None],
-                    key=lambda e: (e[0], e[1]))
-    cur = best = 0
-    for _, d in events:
-        cur += d
-        best = max(best, cur)
-    return best
-
-
-def parse_prometheus(text: str) -> tuple[dict[str, float], dict[str, str]]:
-    """Prometheus text -> ({metric name: value summed over label sets}, {name: TYPE}).
-    Histogram buckets are skipped (their _sum and _count are kept)."""
-    values: dict[str, float] = {}
-    types: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            parts = line.split()
-            if len(parts) >= 4 and parts[1] == "TYPE":
-                types[parts[2]] = parts[3]
-            continue
-        if "{" in line:
-            name, _, rest = line.partition("{")
-            rest = rest.rpartition("}")[2]
-        else:
-            name, _, rest = line.partition(" ")
-        name = name.strip()
-        if name.endswith("_bucket"):
-            continue
-        try:
-            v = float(rest.split()[0])
-        except (IndexError, ValueError):
-            continue
-        values[name] = values.get(name, 0.0) + v
-    return values, types
-
-
-def _gauge_names(values: dict[str, float], types: dict[str, str]) -> list[str]:
-    return [n for n in values if types.get(n) == "gauge"]
-
-
-def metrics_delta(before: dict[str, float], after: dict[str, float], types: dict[str, str],
-                  gauge_samples: list[dict[str, float]]) -> dict[str, Any]:
-    """Counter and histogram-sum deltas, gauge max/mean over the samples, vLLM highlights."""
-    deltas = {n: after[n] - before[n] for n in after if n in before and (
-        n.endswith(("_total", "_sum", "_count")) or types.get(n) == "counter")}
-    gauges: dict[str, dict[str, float]] = {}
-    for n in _gauge_names(after, types):
-        series = [g[n] for g in gauge_samples if n in g] or [after[n]]
-        gauges[n] = {"max": max(series), "mean": sum(series) / len(series), "last": series[-1]}
-    out: dict[str, Any] = {"available": True, "samples": len(gauge_samples),
-                           "deltas": deltas, "gauges": gauges}
-    means = {}
-    for n, d in deltas.items():
-        if n.endswith("_sum"):
-            c = deltas.get(n[:-4] + "_count")
-            if c:
-                means[n[:-4]] = d / c
-    out["histogram_means"] = means
-    # vLLM's headline figures under stable names (older vLLM: gpu_cache_usage_perc).
-    if "vllm:num_preemptions_total" in deltas:
-        out["num_preemptions_delta"] = deltas["vllm:num_preemptions_total"]
-    for name in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
-        if name in gauges:
-            out["max_kv_cache_usage_perc"] = gauges[name]["max"]
-            break
-    if "vllm:num_requests_waiting" in gauges:
-        out["max_num_requests_waiting"] = gauges["vllm:num_requests_waiting"]["max"]
-        out["mean_num_requests_waiting"] = gauges["vllm:num_requests_waiting"]["mean"]
-    if "vllm:num_requests_running" in gauges:
-        out["max_num_requests_running"] = gauges["vllm:num_requests_running"]["max"]
-    return out
-
-
-class _Scraper:
-    """GET /metrics before, during (every `interval_s`) and after the measured phase."""
-
-    def __init__(self, client: httpx.AsyncClient, url: str, interval_s: float, secret: str | None):
-        self.client, self.url, self.interval_s, self.secret = client, url, interval_s, secret
-        self.before: dict[str, float] | None = None
-        self.types: dict[str, str] = {}
-        self.samples: list[dict[str, float]] = []
-        self.reason = ""
-        self._task: asyncio.Task | None = None
-        self._stop = asyncio.Event()
-
-    async def _get(self) -> dict[str, float] | None:
-        try:
-            r = await self.client.get(self.url, timeout=5.0)
-        except httpx.HTTPError as e:
-            self.reason = _redact(f"GET {METRICS_PATH} failed: {type(e).__name__}: {e}", self.secret)
-            return None
-        if r.status_code != 200:
-            hint = " (llama-server needs --metrics)" if r.status_code in (404, 501) else ""
-            self.reason = f"GET {METRICS_PATH} answered HTTP {r.status_code}{hint}"
-            return None
-        values, types = parse_prometheus(r.text)
-        self.types.update(types)
-        return values
-
-    async def start(self) -> None:
-        self.before = await self._get()
-        if self.before is not None:
-            self._task = asyncio.create_task(self._loop())
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await asyncio.wait_for(self._stop.wait(), self.interval_s)
-                return
-            except asyncio.TimeoutError:
-                pass
-            v = await self._get()
-            if v is not None:
-                self.samples.append({n: v[n] for n in _gauge_names(v, self.types)})
-
-    async def finish(self) -> dict[str, Any]:
-        if self._task is not None:
-            self._stop.set()
-            await self._task
-        after = await self._get() if self.before is not None else None
-        if self.before is None or after is None:
-            return {"available": False, "reason": self.reason or "no /metrics"}
-        self.samples.append({n: after[n] for n in _gauge_names(after, self.types)})
-        return metrics_delta(self.before, after, self.types, self.samples)
 
 
 # -- the benchmark ------------------------------------------------------------------------------
@@ -487,50 +211,34 @@ def _prompt_source(workload: Workload, salt: str, tokenizer: Tokenizer | str | P
     return PromptSource(workload, salt, words=words), desc
 
 
-async def run_benchmark(
-    base_url: str,
-    workload: Workload,
-    model: str,
-    *,
-    extra_body: dict | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    on_phase: Callable[[str], None] | None = None,
-    api_key: str | None = None,
-    tokenizer: Tokenizer | str | Path | None = None,
-    goodput_fn: Callable[[RequestSample], bool] | None = None,
-    scrape_metrics: bool = False,
-    metrics_interval_s: float = METRICS_INTERVAL_S,
-) -> BenchRun:
+async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
     """Warm up, then measure the workload (closed or open loop).
 
     Phases are reported as ``on_phase("warmup")`` (only when warm-up requests > 0) then
     ``on_phase("measuring")``. Warm-up is always a closed loop of `workload.concurrency` users
-    and is left out of the metrics. `extra_body` is merged over the request JSON (llama-server:
-    ``{"cache_prompt": False}``). Per-request failures (HTTP status, connection errors, error
+    and is left out of the metrics. Per-request failures (HTTP status, connection errors, error
     objects in the stream, empty streams, `request_timeout_s`) become ``ok=False`` samples and are
     never raised. In the closed loop `queue_wait_s` is the time from the start of the phase (when
     every request is due) until a free worker sent it; in the open loop it is the send lag behind
     the schedule (also ``schedule_lag_s``). `duration_s` runs from the first send to the last
     completion of the measured phase. Output tokens come from ``usage`` and fall back to counting
     content chunks only when the server sent no usage. Each run salts the prompt nonces afresh,
-    so repeated runs against one server do not hit its prefix cache either.
-
-    `api_key` is sent as ``Authorization: Bearer`` and kept nowhere else. `tokenizer` (a
-    Tokenizer, or a GGUF file / HF folder path) makes synthetic prompts exact; without it they
-    are approximate and `BenchRun.prompt_tokens_exact` is False. `goodput_fn` adds
-    ``request_goodput``; `scrape_metrics` fills `BenchRun.server_metrics` from ``/metrics``.
-    Bad input (dataset file, tokenizer path) raises `SpecError` before any request is sent.
+    so repeated runs against one server do not hit its prefix cache either. Without a tokenizer
+    synthetic prompts are approximate and `BenchRun.prompt_tokens_exact` is False. Bad input
+    (dataset file, tokenizer path) raises `SpecError` before any request is sent.
     """
     workload.validate()
+    o = options
+    api_key, on_phase = o.api_key, o.on_phase
     path = COMPLETIONS_PATH if workload.endpoint == "completions" else CHAT_PATH
     base = base_url.rstrip("/")
     url = base + path
     salt = os.urandom(4).hex()
     notes: list[str] = []
-    source, source_desc = _prompt_source(workload, salt, tokenizer, notes)
+    source, source_desc = _prompt_source(workload, salt, o.tokenizer, notes)
 
     def body(i: int) -> dict:
-        return build_body(model, source.prompt(i), workload, extra_body)
+        return build_body(o.model, source.prompt(i), workload, o.extra_body)
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -538,7 +246,7 @@ async def run_benchmark(
     w0 = workload.warmup_requests
     fell_behind = False
     server_metrics = None
-    async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport,
+    async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=o.transport,
                                  headers=headers) as client:
         warmup: list[RequestSample] = []
         if w0 > 0:
@@ -557,8 +265,8 @@ async def run_benchmark(
                 offsets = arrival_offsets(workload.num_requests, workload.rate, workload.arrival,
                                           workload.burstiness, workload.seed)
             bodies = [body(w0 + i) for i in range(len(offsets))]  # built before the clock runs
-        scraper = _Scraper(client, base + METRICS_PATH, metrics_interval_s, api_key) \
-            if scrape_metrics else None
+        scraper = Scraper(client, base + METRICS_PATH, o.metrics_interval_s, api_key) \
+            if o.scrape_metrics else None
         if scraper is not None:
             await scraper.start()
         if on_phase:
@@ -577,7 +285,7 @@ async def run_benchmark(
                 workload.request_timeout_s, secret=api_key)
         if scraper is not None:
             server_metrics = await scraper.finish()
-    metrics = summarize(samples, duration_s, goodput_fn)
+    metrics = summarize(samples, duration_s, o.goodput_fn)
     metrics.update(server_timing_summary(samples))
     metrics["max_concurrent_requests"] = float(max_concurrency(samples))
     if workload.mode == "open" and samples:
@@ -599,24 +307,9 @@ async def run_benchmark(
                     workload=workload.to_dict(), endpoint=path, notes=notes)
 
 
-def run(
-    base_url: str,
-    workload: Workload,
-    model: str,
-    *,
-    extra_body: dict | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    on_phase: Callable[[str], None] | None = None,
-    api_key: str | None = None,
-    tokenizer: Tokenizer | str | Path | None = None,
-    goodput_fn: Callable[[RequestSample], bool] | None = None,
-    scrape_metrics: bool = False,
-) -> BenchRun:
+def run(base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
     """Synchronous `run_benchmark` (``asyncio.run``; not callable from inside a running loop)."""
-    return asyncio.run(run_benchmark(base_url, workload, model, extra_body=extra_body,
-                                     transport=transport, on_phase=on_phase, api_key=api_key,
-                                     tokenizer=tokenizer, goodput_fn=goodput_fn,
-                                     scrape_metrics=scrape_metrics))
+    return asyncio.run(run_benchmark(base_url, workload, options))
 
 
 def detect_model(base_url: str, *, api_key: str | None = None,
@@ -628,7 +321,7 @@ def detect_model(base_url: str, *, api_key: str | None = None,
         with httpx.Client(timeout=10.0, headers=headers, transport=transport) as c:
             r = c.get(url)
     except httpx.HTTPError as e:
-        raise SpecError(_redact(f"cannot reach {url}: {type(e).__name__}: {e}", api_key)) from e
+        raise SpecError(redact(f"cannot reach {url}: {type(e).__name__}: {e}", api_key)) from e
     if r.status_code != 200:
         hint = " (check --api-key / OPENAI_API_KEY)" if r.status_code in (401, 403) else ""
         raise SpecError(f"{url} answered HTTP {r.status_code}{hint}; pass --model")

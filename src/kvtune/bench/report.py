@@ -12,9 +12,13 @@ has no Infinity); and ``std_*`` and means are over successful requests, as vLLM'
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kvtune.jsonsafe import to_jsonable
 from kvtune.objectives.metrics import LATENCY_METRICS, PERCENTILES, RequestSample
+
+if TYPE_CHECKING:
+    from kvtune.bench.client import BenchRun
 
 _LABELS = {"ttft": ("Time to First Token", "TTFT"),
            "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),
@@ -109,12 +113,6 @@ def server_metrics_table(server_metrics: dict | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _finite(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
 def _std_ms(values_s: list[float]) -> float | None:
     if not values_s:
         return None
@@ -143,7 +141,7 @@ def _peak_output_per_s(samples: list[RequestSample]) -> float:
     return max(buckets.values())
 
 
-def to_vllm_json(run: Any, extra: dict | None = None) -> dict:
+def to_vllm_json(run: BenchRun, extra: dict | None = None) -> dict:
     """A BenchRun as ``vllm bench serve --save-result`` JSON, plus kvtune's samples and facts.
 
     `extra` is merged at the top level (e.g. ``date``, ``backend``, ``model_id``,
@@ -202,12 +200,4 @@ def to_vllm_json(run: Any, extra: dict | None = None) -> dict:
     }
     out["kvtune"] = kvtune
     out.update(extra or {})
-    return _jsonable(out)
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return _finite(obj)
+    return to_jsonable(out)

@@ -41,7 +41,7 @@ def bench(
     import datetime
     import json
 
-    from kvtune.bench.client import detect_model, resolve_api_key, run as bench_run, slo_goodput
+    from kvtune.bench.client import BenchOptions, detect_model, resolve_api_key, run as bench_run, slo_goodput
     from kvtune.bench.server_kind import PromptCache, detect_server
     from kvtune.bench.report import metrics_table, server_metrics_table, to_vllm_json
     from kvtune.bench.workload import Workload
@@ -69,10 +69,10 @@ def bench(
                   + (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
                   + f", {prompt_tokens} prompt / {output_tokens} output tokens", markup=False)
     console.print(f"server: {server.name}; {server.describe_policy(cache_policy)}", markup=False)
-    result = bench_run(base, workload, model_name, api_key=key, tokenizer=tokenizer,
-                       extra_body=server.cache_body(cache_policy),
-                       goodput_fn=slo_goodput(latency) if latency else None, scrape_metrics=True,
-                       on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]"))
+    result = bench_run(base, workload, BenchOptions(
+        model_name, api_key=key, tokenizer=tokenizer, extra_body=server.cache_body(cache_policy),
+        goodput_fn=slo_goodput(latency) if latency else None, scrape_metrics=True,
+        on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]")))
     table = Table(show_header=False)
     table.add_column("metric")
     table.add_column("value", justify="right")

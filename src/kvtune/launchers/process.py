@@ -53,7 +53,7 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child before exec: SIGKILL this process when kvtune dies."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -63,7 +63,7 @@ def _die_with_parent() -> None:
 
 
 def _child_setup(cpus: set[int] | None) -> None:
-    _die_with_parent()
+    die_with_parent()
     if cpus:
         os.sched_setaffinity(0, cpus)
 

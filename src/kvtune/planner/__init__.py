@@ -1,8 +1,8 @@
 """KV-cache and bandwidth planning: what fits in memory and how fast one stream can decode.
 
 `kv` holds the seeds' arithmetic (pure), `units` parses sizes and bandwidths, `shape` reads a
-model's shape from an HF config.json or GGUF metadata, `gpus` probes NVML and knows spec-sheet
-bandwidths, and `render` turns a Plan into text or a JSON-ready dict. The tuner uses
+model's shape from an HF config.json or GGUF metadata, `gpus` turns the host's facts (read by
+`kvtune.hardware`) into a memory/bandwidth budget with spec-sheet bandwidths, and `render` turns a Plan into text or a JSON-ready dict. The tuner uses
 `prescreen_kv_fits` to skip launches that provably cannot fit; `kvtune plan` prints a Plan.
 """
 

@@ -1,18 +1,17 @@
-"""Which accelerator the plan is for: GPUs through NVML, else the CPU's RAM; bandwidth by model.
+"""Which accelerator the plan is for: the GPUs, else the CPU's RAM; bandwidths by model.
 
 The planner needs two facts about the machine: how much memory the cache competes for and how
-fast it can be read. NVML (nvidia-ml-py, `import pynvml`) gives each GPU's name and total/free
-memory; NVML does not report peak memory bandwidth, so it comes from a table of vendor spec-sheet
-figures matched on the GPU's name. Probing never raises: no pynvml, no driver or no GPU means an
-empty list and the CPU's RAM is used, with bandwidth unknown unless the user passes --bandwidth.
+fast it can be read. `kvtune.hardware` reads them (GPUs through NVML); this module stays pure and
+only knows what NVML cannot say: peak memory bandwidth and NVLink bandwidth per GPU model, from
+tables of vendor spec-sheet figures matched on the GPU's name, and PCIe bandwidth from the link's
+generation and width. Without GPUs the CPU's RAM is used, with bandwidth unknown unless the user
+passes --bandwidth.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-from kvtune import hardware
 
 # Peak memory bandwidth in bytes/s, from NVIDIA's public product datasheets (H200, H100, A100,
 # L40S, L4, A10, V100, T4 datasheets; GeForce RTX 4090/3090 spec pages). Patterns are matched in
@@ -39,17 +38,52 @@ BANDWIDTH_TABLE: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def bandwidth_for(name: str) -> float | None:
-    """Spec-sheet memory bandwidth (bytes/s) of a GPU named like NVML names it, or None."""
+# NVLink bandwidth per GPU, both directions together, from the same datasheets (only looked up
+# for pairs NVML reports NVLink peer-to-peer on; bridges of PCIe cards included).
+NVLINK_TABLE: tuple[tuple[str, str, float], ...] = (
+    ("B200", r"\bB200\b", 1.8e12),
+    ("H200", r"\bH200\b", 9.0e11),
+    ("H100 NVL", r"\bH100\b.*\bNVL\b", 6.0e11),
+    ("H100 PCIe", r"\bH100\b.*\bPCIE\b", 6.0e11),
+    ("H100 SXM", r"\bH100\b", 9.0e11),
+    ("A100", r"\bA100\b", 6.0e11),
+    ("RTX 3090", r"\b3090\b", 1.125e11),
+    ("V100", r"\bV100\b", 3.0e11),
+)
+# PCIe bytes/s per lane and direction after line coding, by generation (PCI-SIG).
+PCIE_LANE_BYTES_S = {1: 2.5e8, 2: 5.0e8, 3: 9.85e8, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
+
+
+def _lookup(table: tuple[tuple[str, str, float], ...], name: str) -> float | None:
     norm = re.sub(r"[-_]", " ", str(name).upper())
-    for _label, pattern, bw in BANDWIDTH_TABLE:
+    for _label, pattern, bw in table:
         if re.search(pattern, norm):
             return bw
     return None
 
 
+def bandwidth_for(name: str) -> float | None:
+    """Spec-sheet memory bandwidth (bytes/s) of a GPU named like NVML names it, or None."""
+    return _lookup(BANDWIDTH_TABLE, name)
+
+
+def nvlink_bandwidth_for(name: str) -> float | None:
+    """Spec-sheet NVLink bandwidth (bytes/s, both directions) of a GPU model, or None."""
+    return _lookup(NVLINK_TABLE, name)
+
+
+def pcie_bandwidth(generation: int | None, width: int | None) -> float | None:
+    """A PCIe link's bandwidth (bytes/s, both directions, as datasheets quote it: Gen5 x16 is
+    about 128 GB/s), or None when the generation or width is unknown."""
+    if not width or generation not in PCIE_LANE_BYTES_S:
+        return None
+    return 2 * PCIE_LANE_BYTES_S[generation] * width
+
+
 @dataclass(frozen=True)
 class GpuInfo:
+    """One GPU as the plan sees it: memory and peak memory bandwidth."""
+
     index: int
     name: str
     total_bytes: int
@@ -57,43 +91,13 @@ class GpuInfo:
     bandwidth_bytes_s: float | None
 
 
-def probe_gpus() -> list[GpuInfo]:
-    """Every GPU NVML sees; [] when pynvml, the driver or the GPUs are missing. Never raises."""
-    try:
-        import pynvml
-    except Exception:
-        return []
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return []
-    gpus: list[GpuInfo] = []
-    try:
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            name = name.decode() if isinstance(name, bytes) else str(name)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            gpus.append(GpuInfo(i, name, int(mem.total), int(mem.free), bandwidth_for(name)))
-    except Exception:
-        pass  # keep what was read before the failure
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
-    return gpus
+@dataclass(frozen=True)
+class CpuRam:
+    """The host's RAM, used when there is no GPU."""
 
-
-def _mem_available() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    cpu_model: str
+    total_bytes: int
+    available_bytes: int
 
 
 @dataclass(frozen=True)
@@ -108,13 +112,11 @@ class HardwareBudget:
     gpus: tuple[GpuInfo, ...] = ()
 
 
-def detect_hardware(memory_bytes: int | None = None, bandwidth_bytes_s: float | None = None,
-                    gpus: list[GpuInfo] | None = None) -> HardwareBudget:
+def hardware_budget(gpus: list[GpuInfo], ram: CpuRam, memory_bytes: int | None = None,
+                    bandwidth_bytes_s: float | None = None) -> HardwareBudget:
     """All GPUs together (as with tensor parallelism: memory and bandwidth add up), else CPU RAM.
 
-    --memory and --bandwidth (already parsed to bytes) override what was probed; `gpus` lets
-    tests and callers pass a probe result instead of touching NVML."""
-    gpus = probe_gpus() if gpus is None else gpus
+    --memory and --bandwidth (already parsed to bytes) override the facts."""
     if gpus:
         names = sorted({g.name for g in gpus})
         desc = f"{len(gpus)} x {names[0]}" if len(names) == 1 else ", ".join(g.name for g in gpus)
@@ -122,10 +124,22 @@ def detect_hardware(memory_bytes: int | None = None, bandwidth_bytes_s: float | 
         bw = sum(bws) if all(bws) else None
         kind, total, free = "gpu", sum(g.total_bytes for g in gpus), sum(g.free_bytes for g in gpus)
     else:
-        kind, desc, total, free, bw = "cpu", f"CPU RAM ({hardware.cpu_model()})", hardware.memory_bytes(), \
-            _mem_available() or None, None
+        kind, desc, total, free, bw = "cpu", f"CPU RAM ({ram.cpu_model})", ram.total_bytes, \
+            ram.available_bytes or None, None
     if memory_bytes is not None:
         kind, desc, total, free = "given", f"--memory (probed: {desc})", memory_bytes, None
     if bandwidth_bytes_s is not None:
         bw = bandwidth_bytes_s
     return HardwareBudget(kind, desc, total, free, bw, tuple(gpus))
+
+
+def detect_hardware(memory_bytes: int | None = None, bandwidth_bytes_s: float | None = None,
+                    gpus: list[GpuInfo] | None = None, ram: CpuRam | None = None) -> HardwareBudget:
+    """`hardware_budget` on this machine's facts: pure when `gpus` and `ram` are given; what is
+    missing is read through `kvtune.hardware` (the planner's one edge, kept for `kvtune plan`)."""
+    if gpus is None or ram is None:
+        from kvtune import hardware  # the edge: reading happens there, not here
+
+        gpus = hardware.gpu_infos() if gpus is None else gpus
+        ram = hardware.cpu_ram() if ram is None else ram
+    return hardware_budget(gpus, ram, memory_bytes, bandwidth_bytes_s)

@@ -31,7 +31,8 @@ class FakeOpenAIServer:
     answer 503 until `startup_delay_s` has passed since start. With `crash_after_requests=N` the
     first N chat requests are served and request N+1 crashes the server: the process exits with
     status 1 when `exit_on_crash` (the CLI sets it), otherwise the connection is dropped without a
-    reply, as is every later request. Chat request bodies are recorded in `received`.
+    reply, as is every later request. Chat request bodies are recorded in `received`, their
+    ``Authorization`` headers (None when absent) in `authorizations`.
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class FakeOpenAIServer:
         self.model = model
         self.exit_on_crash = exit_on_crash
         self.received: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
         self.chat_requests = 0
         self.crashed = False
         self._port = port
@@ -219,6 +221,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with fake._lock:
             fake.received.append(body)
+            fake.authorizations.append(self.headers.get("Authorization"))
             fake.chat_requests += 1
             n = fake.chat_requests
         if fake.crash_after_requests is not None and n > fake.crash_after_requests:

@@ -24,11 +24,11 @@ from typing import Any, Callable
 import optuna
 
 from kvtune.bench import client as bench_client
-from kvtune.bench.client import slo_goodput
+from kvtune.bench.client import BenchOptions, slo_goodput
 from kvtune.bench.tokenizer import try_load_tokenizer
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import Direction, FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.launchers.base import Candidate, Launcher
 from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
                                       process_start_ticks, reap_leftovers)
 from kvtune.objectives.targets import MAX_MARGIN, Target
@@ -56,7 +56,7 @@ class Tuner:
     """Runs one study. Parts are injected: the launcher (real or fake), the bench function,
     the storage URL (SQLite file or in-memory for tests)."""
 
-    def __init__(self, spec: StudySpec, launcher: Any, space: SearchSpace, targets: list[Target],
+    def __init__(self, spec: StudySpec, launcher: Launcher, space: SearchSpace, targets: list[Target],
                  study: optuna.Study, run_dir: Path, callbacks: Callbacks | None = None,
                  bench: Callable[..., Any] = bench_client.run, host: str = "127.0.0.1",
                  slot: int = 0, cpus: set[int] | None = None, hardware: dict | None = None,
@@ -261,16 +261,15 @@ class Tuner:
             died = server.exited_within(2.0 if failures else 0.0)
         except ServerStartError as e:
             reason = e.reason
-            classify = getattr(self.launcher, "classify_failure", None)
-            if e.kind is FailureKind.START_FAILED and classify is not None:  # the backend reads its own log
-                server.stop()
-                reason = f"exited with status {e.returncode}: {classify(e.returncode, server.log_text())}"
+            if e.kind is FailureKind.START_FAILED and e.returncode is not None:
+                server.stop()  # the backend reads its own log for the root cause
+                why = self.launcher.classify_failure(e.returncode, server.log_text())
+                reason = f"exited with status {e.returncode}: {why}"
             return self._infeasible(outcome, e.kind, f"{e.kind.label}: {reason}")
         finally:
             server.stop()
-        facts = getattr(self.launcher, "startup_facts", None)
-        if facts is not None:  # e.g. vLLM's "KV cache size: N tokens", max concurrency
-            outcome.server_facts = facts(server.log_text())
+        # e.g. vLLM's "KV cache size: N tokens", max concurrency
+        outcome.server_facts = self.launcher.startup_facts(server.log_text())
         (trial_dir / "bench.json").write_text(json.dumps(to_jsonable(
             {"runs": [r.to_dict() for r in measured.bench_runs]}), indent=1))
         outcome.metrics = measured.metrics
@@ -320,19 +319,17 @@ class Tuner:
 
     def _measure(self, n: int, base_url: str) -> Measurement:
         extra_body = dict(self.launcher.request_extra_body())
-        if getattr(self.spec.workload, "shared_prefix_fraction", 0) > 0 and "cache_prompt" in extra_body:
+        if self.spec.workload.shared_prefix_fraction > 0 and "cache_prompt" in extra_body:
             extra_body["cache_prompt"] = True  # the workload tests prefix caching: let it work
-        call = {"model": self.launcher.served_model_name(), "extra_body": extra_body,
-                "on_phase": lambda p: self.cb.phase(n, p), "goodput_fn": self._goodput}
-        if self.tokenizer is not None:
-            call["tokenizer"] = self.tokenizer
-        if hasattr(self.launcher, "scrape_metrics"):  # vLLM: /metrics before, during, after
-            call["scrape_metrics"] = True
+        options = BenchOptions(
+            model=self.launcher.served_model_name(), extra_body=extra_body,
+            on_phase=lambda p: self.cb.phase(n, p), goodput_fn=self._goodput, tokenizer=self.tokenizer,
+            scrape_metrics=self.launcher.scrapes_metrics)  # vLLM: /metrics before, during, after
         if self.spec.objective == "capacity":
             return measure_capacity(
-                self.bench, base_url, self.spec.workload, self.targets, call,
+                self.bench, base_url, self.spec.workload, self.targets, options,
                 on_level=lambda load, ok: self.cb.phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}"))
-        return measure_repeats(self.bench, base_url, self.spec.workload, self.spec.repeats, call)
+        return measure_repeats(self.bench, base_url, self.spec.workload, self.spec.repeats, options)
 
     def _find_measured(self, candidate: Candidate) -> TrialOutcome | None:
         for o in self.outcomes():
@@ -384,8 +381,8 @@ class Tuner:
         self.study.tell(trial, values if len(values) > 1 else values[0])
 
 
-def _study_tokenizer(launcher: Any) -> Any:
-    path = getattr(launcher, "model_path", None)
+def _study_tokenizer(launcher: Launcher) -> Any:
+    path = launcher.model_path
     if not path or not Path(str(path)).exists():
         return None
     tok, _why = try_load_tokenizer(path)

@@ -15,10 +15,14 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from kvtune.bench.client import server_timing_summary
+from kvtune.bench.client import BenchOptions, BenchRun
+from kvtune.bench.server_timing import server_timing_summary
 from kvtune.bench.workload import Workload
 from kvtune.objectives.metrics import summarize
 from kvtune.objectives.targets import Target
+
+# What the tuner measures with: `kvtune.bench.client.run` or a test's stand-in.
+Bench = Callable[[str, Workload, BenchOptions], BenchRun]
 
 SPREAD_KEYS = ("output_throughput", "request_throughput", "p95_ttft_ms", "p95_tpot_ms", "mean_ttft_ms")
 MAX_CONCURRENCY = 256
@@ -31,7 +35,7 @@ class Measurement:
     runs: list[dict[str, Any]] = field(default_factory=list)  # per repeat / per load level
     spread: dict[str, float] = field(default_factory=dict)    # CV (stdev / mean) per metric
     capacity: float | None = None
-    bench_runs: list[Any] = field(default_factory=list)
+    bench_runs: list[BenchRun] = field(default_factory=list)
 
 
 def coefficient_of_variation(values: list[float]) -> float:
@@ -42,7 +46,7 @@ def coefficient_of_variation(values: list[float]) -> float:
 
 
 def _is_open(w: Workload) -> bool:
-    return getattr(w, "mode", "closed") == "open"
+    return w.mode == "open"
 
 
 def _load(w: Workload) -> float:
@@ -61,18 +65,18 @@ def _at_load(w: Workload, load: float, warm: bool) -> Workload:
     return replace(w, **changes)
 
 
-def measure_repeats(bench: Callable[..., Any], base_url: str, workload: Workload, repeats: int,
-                    call: dict[str, Any]) -> Measurement:
+def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: int,
+                    options: BenchOptions) -> Measurement:
     runs = []
     for i in range(repeats):
         w = workload if i == 0 else replace(workload, warmup_requests=0)
-        runs.append(bench(base_url, w, **call))
+        runs.append(bench(base_url, w, options))
     if len(runs) == 1:
         return Measurement(metrics=runs[0].metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}],
                            bench_runs=runs)
     samples = [s for r in runs for s in r.samples]
     # the same keys a single run has: goodput under the targets and llama-server's timing split
-    pooled = summarize(samples, sum(r.duration_s for r in runs), goodput_fn=call.get("goodput_fn"))
+    pooled = summarize(samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn)
     pooled.update(server_timing_summary(samples))
     spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
     pooled["repeats"] = float(len(runs))
@@ -80,17 +84,17 @@ def measure_repeats(bench: Callable[..., Any], base_url: str, workload: Workload
                        runs=[{"repeat": i, "metrics": r.metrics} for i, r in enumerate(runs)])
 
 
-def measure_capacity(bench: Callable[..., Any], base_url: str, workload: Workload,
-                     targets: list[Target], call: dict[str, Any],
+def measure_capacity(bench: Bench, base_url: str, workload: Workload,
+                     targets: list[Target], options: BenchOptions,
                      on_level: Callable[[float, bool], None] = lambda load, ok: None) -> Measurement:
     """Highest load at which every target holds. metrics = those at that load (or at the lowest
     load tried when none held), plus ``capacity`` (0 when even the lowest load breaks a target)."""
     is_open = _is_open(workload)
-    results: dict[float, Any] = {}
+    results: dict[float, BenchRun] = {}
     m = Measurement(metrics={})
 
     def run_at(load: float) -> bool:
-        run = bench(base_url, _at_load(workload, load, warm=not results), **call)
+        run = bench(base_url, _at_load(workload, load, warm=not results), options)
         ok = all(t.met(run.metrics) for t in targets)
         results[load] = run
         m.runs.append({"load": load, "met": ok, "metrics": run.metrics})

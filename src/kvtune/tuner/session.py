@@ -93,9 +93,11 @@ class Session:
         if o.workers > 1:
             self.workers = worker_pool.spawn(
                 o.workers, self.storage_url, self.prepared.study_name, self.prepared.run_dir,
-                worker_pool.worker_flags(self.prepared.spec, runs_dir=o.runs_dir,
-                                         gpus_per_trial=o.gpus_per_trial,
-                                         allow_mixed_hardware=o.allow_mixed_hardware))
+                worker_pool.WorkerOptions(
+                    gpus_per_trial=o.gpus_per_trial, runs_dir=o.runs_dir,
+                    llama_server=self.prepared.spec.llama_server,
+                    vllm_python=self.prepared.spec.vllm_python,
+                    allow_mixed_hardware=o.allow_mixed_hardware))
 
     def run(self, on_confirm: Callable[[int], None] = lambda k: None) -> list[TrialOutcome]:
         """Measure until the budget is spent, wait for the other workers, confirm the top

@@ -10,15 +10,16 @@ storage URL and the study name. A worker that dies leaves a trial that another r
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from kvtune import hardware
 from kvtune.bench.workload import Workload
 from kvtune.errors import SpecError
+from kvtune.launchers.process import die_with_parent
 from kvtune.tuner import storage
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.loop import Callbacks, Tuner
@@ -39,7 +40,7 @@ def cpu_slot(slot: int, slots: int) -> set[int] | None:
     worker (no pinning). More workers than CPUs share CPUs round-robin."""
     if slots <= 1:
         return None
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = list(hardware.cpu_ids())
     if slots >= len(cpus):
         return {cpus[slot % len(cpus)]}
     size = len(cpus) // slots
@@ -55,7 +56,7 @@ def gpu_slot(slot: int, gpus_per_trial: int) -> dict[str, str]:
     return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, ids))}
 
 
-def join(storage_url: str, study_name: str, *, launcher: Any = None, runs_dir: str | None = None,
+def join(storage_url: str, study_name: str, *, launcher: Launcher | None = None, runs_dir: str | None = None,
          slot: int = 0, slots: int = 1, gpus_per_trial: int = 0, llama_server: str | None = None,
          vllm_python: str | None = None,
          callbacks: Callbacks | None = None, allow_mixed_hardware: bool = False,
@@ -76,27 +77,38 @@ def join(storage_url: str, study_name: str, *, launcher: Any = None, runs_dir: s
     return tuner
 
 
-def worker_flags(spec: StudySpec, *, runs_dir: str | None, gpus_per_trial: int,
-                 allow_mixed_hardware: bool) -> list[str]:
-    """The `kvtune worker` flags that make a spawned worker run trials as this process does."""
-    return (["--gpus-per-trial", str(gpus_per_trial)]
-            + (["--runs-dir", runs_dir] if runs_dir else [])
-            + (["--llama-server", spec.llama_server] if spec.llama_server else [])
-            + (["--vllm-python", spec.vllm_python] if spec.vllm_python else [])
-            + (["--allow-mixed-hardware"] if allow_mixed_hardware else []))
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What a spawned worker needs from the run that starts it, beside the study itself: this
+    host's binaries and folders, the GPUs per trial and the mixed-hardware permission."""
+
+    gpus_per_trial: int = 0
+    runs_dir: str | None = None
+    llama_server: str | None = None
+    vllm_python: str | None = None
+    allow_mixed_hardware: bool = False
 
 
-def spawn(n: int, storage_url: str, study_name: str, run_dir: Path, extra: list[str]) -> list[subprocess.Popen]:
+def worker_argv(storage_url: str, study_name: str, slot: int, slots: int,
+                options: WorkerOptions) -> list[str]:
+    """The `kvtune worker` command line for one slot (what `spawn` starts)."""
+    o = options
+    return [sys.executable, "-m", "kvtune.cli", "worker", "--storage", storage_url, "--study", study_name,
+            "--slot", str(slot), "--slots", str(slots), "--gpus-per-trial", str(o.gpus_per_trial),
+            *(["--runs-dir", o.runs_dir] if o.runs_dir else []),
+            *(["--llama-server", o.llama_server] if o.llama_server else []),
+            *(["--vllm-python", o.vllm_python] if o.vllm_python else []),
+            *(["--allow-mixed-hardware"] if o.allow_mixed_hardware else [])]
+
+
+def spawn(n: int, storage_url: str, study_name: str, run_dir: Path,
+          options: WorkerOptions) -> list[subprocess.Popen]:
     """Start workers for slots 1..n-1 (slot 0 is the calling process); their output goes to
     run_dir/worker-<slot>.log. They get the kernel's parent-death signal like servers do."""
-    from kvtune.launchers.process import _die_with_parent
-
     procs = []
     for slot in range(1, n):
-        log = open(run_dir / f"worker-{slot}.log", "ab")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "kvtune.cli", "worker", "--storage", storage_url, "--study", study_name,
-             "--slot", str(slot), "--slots", str(n), *extra],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent))
-        log.close()
+        with open(run_dir / f"worker-{slot}.log", "ab") as log:
+            procs.append(subprocess.Popen(
+                worker_argv(storage_url, study_name, slot, n, options),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent))
     return procs

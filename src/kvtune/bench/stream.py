@@ -1,0 +1,154 @@
+"""One streamed request: its JSON body, and the timing of its answer as it arrives.
+
+The definitions are those of ../shared/MEASUREMENT.md: TTFT runs to the first *content* chunk
+(a role-only chunk is not a token), E2EL to the last content chunk (not to the usage chunk or
+``[DONE]``), output tokens come from ``usage`` and fall back to counting content chunks only when
+the server sent none. A failure (HTTP status, connection error, an error object or event in the
+stream, an empty stream, the request timeout) is recorded on the sample, never raised, and any
+API key a server echoes back is scrubbed from its text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+
+from kvtune.bench.prompts import Prompt
+from kvtune.bench.workload import Workload
+from kvtune.objectives.metrics import RequestSample
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+
+
+def build_body(model: str, prompt: str | Prompt, workload: Workload,
+               extra_body: dict | None) -> dict:
+    """The request JSON: fixed output length (`ignore_eos`), usage in the stream, greedy.
+    Chat sends a user message (after a system message in the shared-prefix workload);
+    completions sends the text as ``prompt``."""
+    if isinstance(prompt, str):
+        prompt = Prompt(user=prompt)
+    body: dict[str, Any] = {"model": model}
+    if workload.endpoint == "completions":
+        body["prompt"] = prompt.as_text()
+    else:
+        messages = [] if prompt.system is None else [{"role": "system", "content": prompt.system}]
+        body["messages"] = messages + [{"role": "user", "content": prompt.user}]
+    body.update({
+        "max_tokens": workload.output_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+        "temperature": 0,
+    })
+    body.update(extra_body or {})
+    return body
+
+
+def _has_content(obj: dict[str, Any]) -> bool:
+    for choice in obj.get("choices") or []:
+        if not isinstance(choice, dict):
+            continue
+        if choice.get("text"):  # completions endpoint
+            return True
+        delta = choice.get("delta") or {}
+        if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")):
+            return True
+    return False
+
+
+def _error_text(obj: Any) -> str:
+    err = obj.get("error", obj) if isinstance(obj, dict) else obj
+    msg = err.get("message", err) if isinstance(err, dict) else err
+    return str(msg)[:200]
+
+
+async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSample) -> None:
+    """Send one request and fill `s` in place; sets `s.ok` only on a complete, valid stream."""
+    last: float | None = None
+    content_chunks = 0
+    usage: dict[str, Any] | None = None
+    async with client.stream("POST", url, json=body) as resp:
+        if resp.status_code != 200:
+            text = (await resp.aread()).decode("utf-8", "replace")
+            s.error = f"HTTP {resp.status_code}: {text[:200]}"
+            return
+        async for line in resp.aiter_lines():
+            now = time.perf_counter()
+            line = line.strip()
+            if line.startswith("error:"):  # llama-server's SSE error event
+                s.error = f"server error in stream: {_error_text(line[6:].strip())}"
+                return
+            if not line.startswith("data:"):
+                continue  # blank separators, comments, event:/id: lines
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            try:
+                obj = json.loads(data)
+            except ValueError:
+                s.error = f"invalid JSON in stream: {data[:200]}"
+                return
+            if not isinstance(obj, dict):
+                continue
+            if obj.get("error") or obj.get("object") == "error":
+                s.error = f"server error in stream: {_error_text(obj)}"
+                return
+            if _has_content(obj):
+                if last is None:
+                    s.ttft_s = now - s.send_time
+                else:
+                    s.itl_s.append(now - last)
+                last = now
+                content_chunks += 1
+            if obj.get("usage"):
+                usage = obj["usage"]
+            if obj.get("timings"):
+                s.server_timings = obj["timings"]
+    if last is None:
+        s.error = "stream ended with no content"
+        return
+    s.e2el_s = last - s.send_time
+    if usage is not None:
+        s.output_tokens = int(usage.get("completion_tokens") or 0)
+        s.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    else:
+        s.output_tokens = content_chunks
+    s.ok = True
+
+
+def redact(text: str, secret: str | None) -> str:
+    """`text` without `secret` (an API key), whole or in the parts servers echo."""
+    if not secret:
+        return text
+    text = text.replace(secret, "***")
+    if len(secret) > 12:  # servers that echo a partial key ("sk-abc...xyz")
+        text = text.replace(secret[:8], "***").replace(secret[-6:], "***")
+    return text
+
+
+async def one_request(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float,
+                      due: float, intended: float | None = None,
+                      secret: str | None = None) -> RequestSample:
+    """Send one request due at `due` (perf_counter) and time it; never raises."""
+    s = RequestSample(send_time=time.perf_counter(), intended_send_time=intended)
+    s.queue_wait_s = s.send_time - due
+    try:
+        await asyncio.wait_for(_stream(client, url, body, s), timeout_s)
+    except asyncio.TimeoutError:
+        s.ok = False
+        s.error = f"timeout: no complete response within {timeout_s:g} s"
+    except httpx.HTTPError as e:
+        s.ok = False
+        s.error = f"{type(e).__name__}: {e}"[:300]
+    except (OSError, ValueError) as e:
+        s.ok = False
+        s.error = f"{type(e).__name__}: {e}"[:300]
+    s.end_time = time.perf_counter()
+    if s.error:
+        s.error = redact(s.error, secret)
+    return s

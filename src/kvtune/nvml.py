@@ -1,0 +1,268 @@
+"""The one place kvtune talks to NVML: what the GPUs are, how much memory they have free, how
+they are linked to each other.
+
+NVML (nvidia-ml-py, ``import pynvml``) is optional, so it is imported lazily and reading never
+raises: no package, no driver, no GPU or a call the driver does not support means fewer facts,
+never a traceback. Everything goes through the `Nvml` protocol, the few pynvml functions kvtune
+calls, so the `pynvml` module itself is the real reader and `Recorded` replays answers recorded
+on a real machine (``python -m kvtune.nvml > host.json``); tests inject recordings instead of
+patching. What the answers mean (names, spec-sheet bandwidths) is `hardware`'s and the planner's
+business: this module only reads.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, TypeVar
+
+from kvtune.kinds import StrEnum
+
+# NVML ABI constants (nvml.h), the same numbers pynvml exports.
+P2P_CAPS_INDEX_NVLINK = 2
+P2P_STATUS_OK = 0
+# nvmlGpuTopologyLevel_t -> nvidia-smi topo's label for a PCIe path between two GPUs.
+TOPOLOGY_LABELS = {0: "same board", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+
+T = TypeVar("T")
+
+
+class Nvml(Protocol):
+    """The pynvml functions kvtune calls; the `pynvml` module satisfies it as it is. A handle is
+    whatever `nvmlDeviceGetHandleByIndex` returns. Any call may raise (pynvml's NVMLError)."""
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlSystemGetDriverVersion(self) -> str | bytes: ...
+    def nvmlSystemGetCudaDriverVersion(self) -> int: ...
+    def nvmlDeviceGetCount(self) -> int: ...
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any: ...
+    def nvmlDeviceGetName(self, handle: Any) -> str | bytes: ...
+    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...          # .total, .free (bytes)
+    def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]: ...
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int: ...
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int: ...
+    def nvmlDeviceGetP2PStatus(self, a: Any, b: Any, index: int) -> int: ...
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
+
+
+class Interconnect(StrEnum):
+    NVLINK = "NVLink"
+    PCIE = "PCIe"
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    name: str
+    memory_total_bytes: int
+    memory_free_bytes: int
+    compute_capability: str | None = None     # "9.0"
+    pcie_generation: int | None = None        # the most the device and this slot allow
+    pcie_width: int | None = None
+
+    @property
+    def memory_used_fraction(self) -> float:
+        """Share of memory already taken (by other processes, when kvtune has started nothing)."""
+        if self.memory_total_bytes <= 0:
+            return 0.0
+        return 1.0 - self.memory_free_bytes / self.memory_total_bytes
+
+
+@dataclass(frozen=True)
+class GpuPair:
+    """How GPUs `a` and `b` reach each other: NVLink when NVML reports NVLink peer-to-peer,
+    else PCIe; `pcie_path` is the PCIe route as nvidia-smi topo names it (PIX, PXB, PHB, NODE,
+    SYS), None when the driver did not say."""
+
+    a: int
+    b: int
+    interconnect: Interconnect
+    pcie_path: str | None = None
+
+
+@dataclass(frozen=True)
+class NvmlReport:
+    gpus: tuple[GpuDevice, ...] = ()
+    driver_version: str | None = None
+    cuda_version: str | None = None            # the driver's CUDA, "12.4"
+    pairs: tuple[GpuPair, ...] = ()
+
+
+def _try(fn: Callable[[], T], default: T) -> T:
+    """A foreign call whose failure only means one fact less (NVMLError_NotSupported, ...)."""
+    try:
+        return fn()
+    except Exception:
+        return default
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _cuda(version: int | None) -> str | None:
+    return None if not version else f"{version // 1000}.{version % 1000 // 10}"
+
+
+def _pynvml() -> Nvml | None:
+    try:
+        import pynvml
+    except Exception:  # not installed, or a broken install: no NVML
+        return None
+    return pynvml  # type: ignore[return-value]  # a module satisfying the protocol
+
+
+def read(nvml: Nvml | None = None) -> NvmlReport | None:
+    """Every GPU NVML sees, with the pairs' links; None when NVML cannot start (no package, no
+    driver). Never raises: a GPU that fails mid-read ends the list with what was read before."""
+    nvml = _pynvml() if nvml is None else nvml
+    if nvml is None:
+        return None
+    try:
+        nvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        return _read(nvml)
+    finally:
+        _try(nvml.nvmlShutdown, None)
+
+
+def _read(nvml: Nvml) -> NvmlReport:
+    handles: list[Any] = []
+    gpus: list[GpuDevice] = []
+    for i in range(_try(nvml.nvmlDeviceGetCount, 0)):
+        try:
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            name = _text(nvml.nvmlDeviceGetName(h))
+            mem = nvml.nvmlDeviceGetMemoryInfo(h)
+            total, free = int(mem.total), int(mem.free)
+        except Exception:
+            break  # keep what was read before the failure
+        cc = _try(lambda: nvml.nvmlDeviceGetCudaComputeCapability(h), None)
+        gpus.append(GpuDevice(
+            i, name, total, free, compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+            pcie_generation=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(h)), None),
+            pcie_width=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkWidth(h)), None)))
+        handles.append(h)
+    pairs = []
+    for a in range(len(handles)):
+        for b in range(a + 1, len(handles)):
+            ha, hb = handles[a], handles[b]
+            nvlink = _try(lambda: nvml.nvmlDeviceGetP2PStatus(ha, hb, P2P_CAPS_INDEX_NVLINK), None)
+            level = _try(lambda: nvml.nvmlDeviceGetTopologyCommonAncestor(ha, hb), None)
+            pairs.append(GpuPair(a, b, Interconnect.NVLINK if nvlink == P2P_STATUS_OK else Interconnect.PCIE,
+                                 TOPOLOGY_LABELS.get(level) if level is not None else None))
+    return NvmlReport(tuple(gpus), _try(lambda: _text(nvml.nvmlSystemGetDriverVersion()), None),
+                      _cuda(_try(nvml.nvmlSystemGetCudaDriverVersion, None)), tuple(pairs))
+
+
+# ---- recordings: real answers kept as JSON, replayed by tests --------------------------------
+
+class NvmlUnavailable(Exception):
+    """A recorded call that failed on the recorded machine (as pynvml's NVMLError)."""
+
+
+@dataclass(frozen=True)
+class _Memory:
+    total: int
+    free: int
+
+
+def record(nvml: Nvml | None = None) -> dict[str, Any]:
+    """The raw answers of every call `read` makes, as JSON-ready data (None: the call failed)."""
+    nvml = _pynvml() if nvml is None else nvml
+    if nvml is None:
+        return {"init_error": "pynvml is not installed (pip install nvidia-ml-py)"}
+    try:
+        nvml.nvmlInit()
+    except Exception as e:
+        return {"init_error": f"{type(e).__name__}: {e}"}
+    try:
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        devices = []
+        for h in handles:
+            mem = _try(lambda: nvml.nvmlDeviceGetMemoryInfo(h), None)
+            devices.append({
+                "name": _try(lambda: _text(nvml.nvmlDeviceGetName(h)), None),
+                "memory": None if mem is None else {"total": int(mem.total), "free": int(mem.free)},
+                "compute_capability": _try(lambda: list(nvml.nvmlDeviceGetCudaComputeCapability(h)), None),
+                "max_pcie_link": [_try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(h), None),
+                                  _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None)]})
+        pairs = {f"{a},{b}": {
+            "p2p_nvlink": _try(lambda: nvml.nvmlDeviceGetP2PStatus(handles[a], handles[b],
+                                                                    P2P_CAPS_INDEX_NVLINK), None),
+            "common_ancestor": _try(lambda: nvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]), None)}
+            for a in range(len(handles)) for b in range(a + 1, len(handles))}
+        return {"driver_version": _try(lambda: _text(nvml.nvmlSystemGetDriverVersion()), None),
+                "cuda_driver_version": _try(nvml.nvmlSystemGetCudaDriverVersion, None),
+                "devices": devices, "pairs": pairs}
+    finally:
+        _try(nvml.nvmlShutdown, None)
+
+
+class Recorded:
+    """An `Nvml` that answers from a `record()`ing; a None answer raises as NVML would."""
+
+    def __init__(self, recording: dict[str, Any]):
+        self.recording = recording
+        self.devices: list[dict[str, Any]] = recording.get("devices") or []
+
+    @staticmethod
+    def _answer(value: T | None, call: str) -> T:
+        if value is None:
+            raise NvmlUnavailable(f"{call}: not supported (recorded)")
+        return value
+
+    def nvmlInit(self) -> None:
+        if self.recording.get("init_error"):
+            raise NvmlUnavailable(self.recording["init_error"])
+
+    def nvmlShutdown(self) -> None:
+        pass
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self._answer(self.recording.get("driver_version"), "driver version")
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return self._answer(self.recording.get("cuda_driver_version"), "CUDA version")
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetName(self, handle: int) -> str:
+        return self._answer(self.devices[handle].get("name"), "name")
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> _Memory:
+        return _Memory(**self._answer(self.devices[handle].get("memory"), "memory"))
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:
+        major, minor = self._answer(self.devices[handle].get("compute_capability"), "compute capability")
+        return major, minor
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: int) -> int:
+        return self._answer((self.devices[handle].get("max_pcie_link") or [None])[0], "PCIe generation")
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: int) -> int:
+        return self._answer((self.devices[handle].get("max_pcie_link") or [None, None])[1], "PCIe width")
+
+    def _pair(self, a: int, b: int) -> dict[str, Any]:
+        return (self.recording.get("pairs") or {}).get(f"{min(a, b)},{max(a, b)}") or {}
+
+    def nvmlDeviceGetP2PStatus(self, a: int, b: int, index: int) -> int:
+        if index != P2P_CAPS_INDEX_NVLINK:
+            raise NvmlUnavailable(f"P2P index {index} was not recorded")
+        return self._answer(self._pair(a, b).get("p2p_nvlink"), "P2P status")
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: int, b: int) -> int:
+        return self._answer(self._pair(a, b).get("common_ancestor"), "topology")
+
+
+if __name__ == "__main__":  # record this machine: python -m kvtune.nvml > host.json
+    json.dump(record(), sys.stdout, indent=1)
+    print()
