@@ -12,8 +12,12 @@ VLLM_STAMP := $(VENV)/.kvtune-vllm-installed
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 HAVE_LLAMA_SERVER := $(shell command -v llama-server >/dev/null 2>&1 && echo yes; [ -n "$$KVTUNE_LLAMA_SERVER" ] && echo yes)
 EXTRAS := dev$(if $(strip $(HAVE_LLAMA_SERVER)),,$(comma)llama)
-# Only the server is needed: skip llama.cpp's tests, examples and libcurl.
-export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
+# Only the server is needed: skip llama.cpp's tests, examples and libcurl. On x86-64 the build
+# leaves out AMX: some VMs advertise AMX in cpuid but trap its instructions (llama-server then
+# dies with SIGILL in its first matrix multiply); build llama.cpp yourself and pass
+# --llama-server to use AMX on bare metal.
+NO_AMX := $(if $(filter x86_64,$(shell uname -m)),"-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF $(NO_AMX)
 export LLAMA_CPP_BUILD_JOBS ?= $(NPROC)
 
 .PHONY: demo test install clean system-deps

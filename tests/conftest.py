@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,13 +76,15 @@ def tiny_workload() -> Workload:
 def make_tuner(tmp_path: Path):
     """Build a Tuner over the fake launcher; returns (tuner, events)."""
 
-    def build(spec: StudySpec | None = None, launcher: FakeLauncher | None = None, **spec_kw):
+    def build(spec: StudySpec | None = None, launcher: FakeLauncher | None = None,
+              callbacks: Callbacks | None = None, bench: Any = None, **spec_kw):
+        """`callbacks` replace the event collector; `bench` replaces the load client."""
         spec = spec or StudySpec(study="t", trials=4, workload=TINY, startup_timeout_s=20,
                                  **spec_kw).validate()
         events: list = []
-        cb = Callbacks(trial_finished=events.append)
+        cb = callbacks or Callbacks(trial_finished=events.append)
         prepared = prepare(spec, launcher=launcher or FakeLauncher(), runs_dir=str(tmp_path / "runs"))
-        return open_tuner(prepared, cb), events
+        return open_tuner(prepared, cb, **({"bench": bench} if bench else {})), events
 
     return build
 

@@ -5,6 +5,8 @@ import json
 import statistics
 
 import optuna
+
+from kvtune.bench import client as bench_client
 import pytest
 
 from kvtune.kinds import Direction, FailureKind
@@ -103,13 +105,16 @@ def test_resume_with_different_targets_is_refused(make_tuner):
 
 def test_interrupted_trial_is_rerun_on_resume(make_tuner):
     spec = StudySpec(study="i", trials=3, workload=TINY).validate()
-    tuner, _ = make_tuner(spec)
+    calls = []
+
+    def interrupt_the_second(*a, **k):  # the baseline measures; the next trial is interrupted
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return bench_client.run(*a, **k)
+
+    tuner, _ = make_tuner(spec, bench=interrupt_the_second)
     tuner.run_one()  # the baseline, queued first
-
-    def interrupt(*a, **k):
-        raise KeyboardInterrupt
-
-    tuner.bench = interrupt
     with pytest.raises(KeyboardInterrupt):
         tuner.run_one()
     interrupted, requeued = tuner.study.trials[1], tuner.study.trials[2]

@@ -17,9 +17,9 @@ LAUNCHER = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2)),))
 def run_with(make_tuner, mode, terminal=False):
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=terminal, width=200, highlight=False)
-    tuner, _ = make_tuner(StudySpec(study=f"p-{mode}", trials=2, workload=TINY).validate(), LAUNCHER)
     reporter = make_reporter(mode, console, 2)
-    tuner.cb = reporter.callbacks()
+    tuner, _ = make_tuner(StudySpec(study=f"p-{mode}", trials=2, workload=TINY).validate(), LAUNCHER,
+                          callbacks=reporter.callbacks())
     tuner.run()
     reporter.close()
     return buf.getvalue()

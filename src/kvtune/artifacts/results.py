@@ -16,6 +16,7 @@ from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction, FailureKind
 from kvtune.objectives.objective import Objective
 from kvtune.tuner.outcome import TrialOutcome
+from kvtune.tuner.naming import comparison_metrics, name_best
 from kvtune.tuner.ranking import pareto, rank
 
 # (metrics key, label, higher is better)
@@ -43,10 +44,9 @@ def compare(best: dict[str, float], baseline: dict[str, float]) -> list[dict]:
 
 
 def best_outcome(outcomes: Sequence[TrialOutcome], direction: Direction) -> TrialOutcome | None:
-    """The best feasible, actually measured trial whose re-measurement (if any) held, ranked by
-    its objective averaged with the re-measurement (duplicates point at their original)."""
-    ranked = rank(outcomes, direction)
-    return ranked[0] if ranked else None
+    """The named best (see `tuner.naming`): re-measured and held when a confirmation ran, ties
+    within noise resolved toward the defaults and fewer flags."""
+    return name_best(outcomes, direction).best
 
 
 def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction) -> dict | None:
@@ -69,12 +69,14 @@ def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, 
     `importance` is `tuner.importance.param_importance(...).to_dict()` when it was computed."""
     direction = objectives[0].direction
     baseline = next((o for o in outcomes if o.baseline), None)
-    best = best_outcome(outcomes, direction)
+    naming = name_best(outcomes, direction)
+    best = naming.best
     payload = {
         "study": study, "spec": spec, "hardware": hardware, "backend_version": backend_version,
         "targets": targets, "direction": direction.value,
         "baseline_trial": baseline.number if baseline else None,
         "best_trial": best.number if best else None,
+        "named_best": naming.to_dict(),
         "launches_saved_by_prescreen": sum(1 for o in outcomes if o.failure is FailureKind.PRE_SCREEN),
         "trials": [o.to_dict() for o in outcomes],
         "confirmation": confirmation_summary(outcomes, direction),
@@ -84,7 +86,9 @@ def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, 
         payload["directions"] = [o.direction.value for o in objectives]
         payload["pareto_trials"] = [o.number for o in pareto(outcomes, [o.direction for o in objectives])]
     if best is not None and baseline is not None and baseline.metrics:
-        payload["best_vs_baseline"] = compare(best.metrics or {}, baseline.metrics)
+        best_m, base_m, n = comparison_metrics(best, baseline)
+        payload["best_vs_baseline"] = compare(best_m, base_m)
+        payload["best_vs_baseline_measurements"] = n
     return payload
 
 

@@ -14,7 +14,9 @@ from typing import Sequence
 
 from kvtune.artifacts import export
 from kvtune.artifacts.results import best_outcome, write_results
+from kvtune.errors import TargetError
 from kvtune.objectives.objective import Objective
+from kvtune.objectives.targets import Target, loosened
 from kvtune.tuner.outcome import TrialOutcome
 from kvtune.tuner.ranking import pareto, rank
 
@@ -41,7 +43,7 @@ class StudySummary:
     baseline: TrialOutcome | None = None
     best_argv: list[str] = field(default_factory=list)
     launch_script: Path | None = None
-    nearest_misses: list[TrialOutcome] = field(default_factory=list)
+    nearest_misses: list[Miss] = field(default_factory=list)
     pareto: list[TrialOutcome] = field(default_factory=list)
     warm_start: list[WarmStartFate] = field(default_factory=list)
 
@@ -50,9 +52,34 @@ class StudySummary:
         return int(self.payload.get("launches_saved_by_prescreen") or 0)
 
 
-def nearest_misses(outcomes: list[TrialOutcome], n: int = 3) -> list[TrialOutcome]:
+@dataclass
+class Miss:
+    """An infeasible trial that came close, and the targets its figures would meet: what this
+    hardware can do, said as targets a user can pass."""
+
+    outcome: TrialOutcome
+    would_accept: list[str] = field(default_factory=list)
+
+
+def nearest_misses(outcomes: list[TrialOutcome], targets: Sequence[Target], n: int = 3) -> list[Miss]:
     """The infeasible trials that came closest: smallest total constraint violation."""
-    return sorted(outcomes, key=lambda o: sum(max(0.0, v) for v in o.constraints.values()))[:n]
+    closest = sorted((o for o in outcomes if o.duplicate_of is None),
+                     key=lambda o: sum(max(0.0, v) for v in o.constraints.values()))[:n]
+    base = next((o.metrics for o in outcomes if o.baseline and o.measured), None) or {}
+    resolved = [t for t in (_resolve(t, base) for t in targets) if t is not None]
+    misses = []
+    for o in closest:
+        m = o.metrics or {}
+        hints = [loosened(t, t.value(m)) for t in resolved if m and not t.met(m)]
+        misses.append(Miss(o, [h for h in hints if h]))
+    return misses
+
+
+def _resolve(t: Target, baseline_metrics: dict) -> Target | None:
+    try:
+        return t.resolve(baseline_metrics)
+    except TargetError:
+        return None
 
 
 def warm_start_fates(outcomes: list[TrialOutcome], direction: str) -> list[WarmStartFate]:
@@ -63,7 +90,8 @@ def warm_start_fates(outcomes: list[TrialOutcome], direction: str) -> list[WarmS
 
 
 def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
-              objectives: Sequence[Objective], host: str, port: int) -> StudySummary:
+              objectives: Sequence[Objective], targets: Sequence[Target], host: str,
+              port: int) -> StudySummary:
     """Decide and write. `payload` is results.json's content for these outcomes."""
     direction = objectives[0].direction
     results_path = run_dir / "results.json"
@@ -73,7 +101,9 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
                            best=best, baseline=baseline,
                            warm_start=warm_start_fates(outcomes, direction))
     if best is None:
-        summary.nearest_misses = nearest_misses(outcomes)
+        summary.nearest_misses = nearest_misses(outcomes, targets)
+        payload["nearest_misses"] = [{"trial": x.outcome.number, "reason": x.outcome.reason,
+                                      "would_accept": x.would_accept} for x in summary.nearest_misses]
         write_results(results_path, payload)
         return summary
     best_dict = best.to_dict()

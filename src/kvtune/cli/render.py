@@ -13,6 +13,7 @@ from kvtune.artifacts.summary import StudySummary
 from kvtune.launchers.base import Candidate
 from kvtune.progress import fmt_flags
 from kvtune.tuner.build import Prepared
+from kvtune.tuner.naming import headline
 
 
 def print_header(p: Prepared, console: Console) -> None:
@@ -41,8 +42,11 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     best = s.best
     label = "the server's defaults" if best.baseline else fmt_flags(best.candidate)
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] ({label})")
+    named = s.payload.get("named_best") or {}
+    console.print(f"{p.spec.primary.name}: {headline(best)} ({best.evidence}); why this one: {named.get('why', '')}",
+                  markup=False)
     if best.baseline:
-        console.print("The server's defaults were best: no flag change beat them.")
+        console.print("The server's defaults were best: no flag change beat them by more than the noise.")
     _versus_baseline(s, console)
     _confirmation(s.payload.get("confirmation"), console)
     for fate in s.warm_start:
@@ -60,9 +64,13 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
 def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print(f"[bold red]No feasible config[/bold red] in {len(s.payload['trials'])} trials "
                   f"for {', '.join(t.describe() for t in p.targets)}.")
-    console.print("Nearest misses:")
-    for o in s.nearest_misses:
-        console.print(f"  trial {o.number} ({fmt_flags(o.candidate)}): {o.reason}")
+    console.print("Nearest misses (what this hardware can do):")
+    for miss in s.nearest_misses:
+        o = miss.outcome
+        console.print(f"  trial {o.number} ({fmt_flags(o.candidate)}): {o.reason}", markup=False)
+        if miss.would_accept:
+            flags = " ".join(f"--target '{t}'" for t in miss.would_accept)
+            console.print(f"    {flags} would accept it", markup=False)
     console.print(f"Per-trial results: {s.results_path}")
 
 
@@ -85,7 +93,9 @@ def _versus_baseline(s: StudySummary, console: Console) -> None:
         console.print(f"[yellow]No baseline measurement to compare with[/yellow] "
                       f"({base.reason if base else 'not run'}).")
         return
-    table = Table(title=f"best (trial {s.best.number}) vs baseline (trial {base.number}, server defaults)")
+    n = s.payload.get("best_vs_baseline_measurements", 1)
+    each = "mean of 2 measurements each" if n == 2 else "1 measurement each"
+    table = Table(title=f"best (trial {s.best.number}) vs baseline (trial {base.number}, server defaults), {each}")
     for col in ("metric", "baseline", "best", "change"):
         table.add_column(col, justify="right" if col != "metric" else "left")
     for row in s.payload.get("best_vs_baseline") or []:
@@ -107,4 +117,4 @@ def _confirmation(conf: dict | None, console: Console) -> None:
                   f"{' > '.join(map(str, conf['order_before']))}, averaged with the re-measurement "
                   f"{' > '.join(map(str, conf['order_after']))}"
                   + (f"; no longer feasible: {dropped}" if dropped else "")
-                  + ". The best is named from both measurements.")
+                  + ". The best is named only among configs that held when re-measured.")

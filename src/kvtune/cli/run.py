@@ -139,7 +139,7 @@ class _LateReporter:
 def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode: str) -> int:
     p = session.prepared
     summary = summarize(p.run_dir, session.payload(outcomes), outcomes, p.spec.objective_specs,
-                        session.options.deploy_host, session.options.deploy_port)
+                        p.targets, session.options.deploy_host, session.options.deploy_port)
     print_summary(p, summary, out)
     if mode == "jsonl":
         reporter.emit("summary", exit_status=summary.exit_code, **summary.payload)

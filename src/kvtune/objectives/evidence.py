@@ -46,8 +46,12 @@ class Estimate:
     n: int
 
     def spread(self, noise: float = NOISE_FLOOR) -> float:
-        """The half-width to compare with: measured when n >= 2, else ``noise * |mean|``."""
-        return self.half_width if self.n >= 2 else noise * abs(self.mean)
+        """The half-width to compare with: the measured one from n >= 3 values; with fewer, the
+        noise floor of a mean of n measurements, ``noise * |mean| / sqrt(n)`` (a t-interval from
+        two values is 12.7 standard errors wide, too wide to tell any two configs apart)."""
+        if self.n >= 3:
+            return self.half_width
+        return noise * abs(self.mean) / math.sqrt(max(self.n, 1))
 
     def format(self) -> str:
         """``136.6 +/- 3.1`` (or ``136.6 (measured once)``), as headline figures show it."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvtune.errors import TargetError
 from kvtune.objectives.metrics import LATENCY_METRICS
@@ -48,6 +48,23 @@ class Target:
     op: str
     threshold: float
     text: str = ""
+    # A target relative to the baseline measured on this machine ("ttft<0.8x": 80% of the
+    # baseline's TTFT p95): the factor. `threshold` is NaN until `resolve` sets it.
+    factor: float | None = None
+
+    @property
+    def relative(self) -> bool:
+        return self.factor is not None
+
+    def resolve(self, baseline_metrics: dict[str, float]) -> "Target":
+        """This target with its threshold set from the baseline's figure (absolute targets are
+        returned as they are). Raises TargetError when the baseline has no such figure."""
+        if self.factor is None:
+            return self
+        base = baseline_metrics.get(self.key)
+        if base is None or not math.isfinite(base):
+            raise TargetError(f"target {self.text!r} is relative to the baseline, which has no {self.key}")
+        return replace(self, threshold=self.factor * float(base))
 
     @property
     def key(self) -> str:
@@ -65,8 +82,11 @@ class Target:
     @property
     def constraint_key(self) -> str:
         """The whole target in one canonical word, e.g. ``ttft_p95<1000ms``, ``error_rate<1%``,
-        ``output_throughput>50``: the constraint's name (it parses back to the same target)."""
-        if self.metric in LATENCY_METRICS:
+        ``output_throughput>50``, ``ttft_p95<0.8x``: the constraint's name (it parses back to the
+        same target)."""
+        if self.factor is not None:
+            value = f"{self.factor:.12g}x"
+        elif self.metric in LATENCY_METRICS:
             value = f"{self.threshold:.12g}ms"
         elif self.metric == "error_rate":
             value = f"{self.threshold * 100:.12g}%"
@@ -79,7 +99,12 @@ class Target:
         return self.op in ("<", "<=")
 
     def describe(self) -> str:
-        """Human-readable form, e.g. ``TTFT p95 < 1000 ms``."""
+        """Human-readable form, e.g. ``TTFT p95 < 1000 ms``, ``TTFT p95 < 0.8x the baseline``."""
+        if self.factor is not None:
+            label = f"{self.metric.upper()} {self.stat}" if self.metric in LATENCY_METRICS \
+                else self.metric.replace("_", " ")
+            resolved = "" if math.isnan(self.threshold) else f" (= {_fmt(round(self.threshold, 1))})"
+            return f"{label} {self.op} {_fmt(self.factor)}x the baseline{resolved}"
         if self.metric in LATENCY_METRICS:
             value = f"{_fmt(self.threshold)} ms"
             return f"{self.metric.upper()} {self.stat} {self.op} {value}"
@@ -132,6 +157,13 @@ def parse_target(text: str) -> Target:
         )
     if metric in LATENCY_METRICS:
         stat = stat or DEFAULT_STAT
+    if unit == "x":
+        if metric == "error_rate":
+            raise TargetError(f"target {text!r}: error_rate cannot be relative; write e.g. 'error_rate<1%'")
+        if num <= 0:
+            raise TargetError(f"target {text!r}: a relative target needs a positive factor, e.g. 'ttft<0.8x'")
+        return Target(metric=metric, stat=stat, op=op, threshold=math.nan, text=text.strip(), factor=num)
+    if metric in LATENCY_METRICS:
         if unit not in _UNIT_TO_MS:
             raise TargetError(
                 f"target {text!r} needs a time unit: write e.g. '{metric}<1s' or '{metric}<800ms'"
@@ -171,8 +203,8 @@ def parse_targets(texts: list[str]) -> list[Target]:
     for t in targets:
         by_key.setdefault(t.key, []).append(t)
     for group in by_key.values():
-        uppers = [t for t in group if t.upper]
-        lowers = [t for t in group if not t.upper]
+        uppers = [t for t in group if t.upper and not t.relative]
+        lowers = [t for t in group if not t.upper and not t.relative]
         for u in uppers:
             for lo in lowers:
                 strict = u.op == "<" or lo.op == ">"
@@ -190,3 +222,22 @@ def with_default_error_target(targets: list[Target]) -> list[Target]:
     if any(t.metric == "error_rate" for t in targets):
         return targets
     return [*targets, parse_target("error_rate<1%")]
+
+
+def loosened(target: Target, value: float) -> str | None:
+    """The target text that `value` would meet, rounded outward to two significant figures
+    (``ttft_p95<12s`` for a TTFT p95 of 11.8 s): what this hardware can do, as a target a user
+    can pass. None for error-rate targets and values that are not finite."""
+    if target.metric == "error_rate" or not math.isfinite(value) or value <= 0:
+        return None
+    exponent = math.floor(math.log10(value)) - 1
+    step = 10.0 ** exponent
+    bound = (math.floor(value / step) + 1) * step if target.upper else math.floor(value / step) * step
+    if target.relative:
+        base = target.threshold / target.factor
+        return f"{target.name}{target.op}{bound / base:.2g}x"
+    if target.metric in LATENCY_METRICS:
+        text = f"{bound / 1000:g}s" if bound >= 1000 else f"{bound:g}ms"
+    else:
+        text = f"{bound:g}"
+    return f"{target.name}{target.op}{text}"

@@ -26,15 +26,16 @@ import optuna
 from kvtune.bench import client as bench_client
 from kvtune.bench.client import BenchOptions, slo_goodput
 from kvtune.bench.tokenizer import try_load_tokenizer
+from kvtune.bench.workload import Workload
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Candidate, Launcher
 from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
                                       process_start_ticks, reap_leftovers)
+from kvtune.errors import TargetError
 from kvtune.objectives.targets import MAX_MARGIN, Target
 from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome
 from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
-from kvtune.tuner.ranking import rank
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
 from kvtune.tuner import storage
@@ -85,7 +86,7 @@ class Tuner:
         # once per study, None when unavailable (prompts are then a stated approximation).
         self.tokenizer = _study_tokenizer(launcher)
         latency = {t.metric: t.threshold for t in targets
-                   if t.upper and t.metric in ("ttft", "tpot", "e2el")}
+                   if t.upper and not t.relative and t.metric in ("ttft", "tpot", "e2el")}
         self._goodput = slo_goodput(latency) if latency else None
 
     # ---- bookkeeping over the stored trials -------------------------------------------------
@@ -240,10 +241,12 @@ class Tuner:
         if reason:
             return self._infeasible(outcome, FailureKind.PRE_SCREEN, f"pre-screen: {reason}")
 
-        return self._launch_and_measure(outcome, port, self.run_dir / "trials" / f"{n:04d}")
+        return self.launch_and_measure(outcome, port, self.run_dir / "trials" / f"{n:04d}")
 
-    def _launch_and_measure(self, outcome: TrialOutcome, port: int, trial_dir: Path) -> TrialOutcome:
-        """Start the server of `outcome.argv`, measure it, stop it; fill in and score `outcome`."""
+    def launch_and_measure(self, outcome: TrialOutcome, port: int, trial_dir: Path,
+                           workload: Workload | None = None) -> TrialOutcome:
+        """Start the server of `outcome.argv`, measure it under `workload` (the study's unless
+        given: the confirmation re-measures with other prompts), stop it; fill in and score."""
         n = outcome.number
         trial_dir.mkdir(parents=True, exist_ok=True)
         outcome.log_path = str(trial_dir / "server.log")
@@ -256,7 +259,7 @@ class Tuner:
             server.start()
             outcome.launched = True
             outcome.startup_s = server.wait_ready(self.spec.startup_timeout_s)
-            measured = self._measure(n, server.base_url)
+            measured = self._measure(n, server.base_url, workload or self.spec.workload)
             failures = any(r.metrics.get("failed", 0) for r in measured.bench_runs)
             died = server.exited_within(2.0 if failures else 0.0)
         except ServerStartError as e:
@@ -287,49 +290,24 @@ class Tuner:
 
     # ---- confirmation ---------------------------------------------------------------------------
     def confirm(self) -> dict:
-        """Re-measure the top `confirm_top` feasible configs and the baseline (fresh launches) so a
-        noise winner is not crowned. Results live in the study's user attrs (resumable)."""
-        done: dict = dict(self.study.user_attrs.get("confirmations", {}))
-        outcomes = self.outcomes()
-        ranked = rank(outcomes, self.spec.primary.direction, confirmed=False)[: self.spec.confirm_top]
-        if not ranked:
-            return done
-        chosen = list(ranked)
-        baseline = next((o for o in outcomes if o.baseline), None)
-        if baseline is not None and baseline not in chosen and baseline.metrics:
-            chosen.append(baseline)
-        for o in chosen:
-            if str(o.number) in done:
-                continue
-            self.cb.trial_started(o.number, o.candidate, o.baseline)
-            self.cb.phase(o.number, "confirming: re-measuring with a fresh server")
-            port = free_port(self.host)
-            again = TrialOutcome(number=o.number, candidate=o.candidate,
-                                 argv=self.launcher.command(o.candidate, port, self.host),
-                                 env=self.launcher.environment(o.candidate), baseline=o.baseline)
-            self._launch_and_measure(again, port, self.run_dir / "trials" / f"{o.number:04d}-confirm")
-            done[str(o.number)] = {"metrics": again.metrics, "objective": again.objective,
-                                   "feasible": again.feasible, "reason": again.reason}
-            first = "-" if o.objective is None else f"{o.objective:.4g}"
-            now = "-" if again.objective is None else f"{again.objective:.4g}"
-            self.cb.phase(o.number, f"re-measured {self.spec.primary.name}: {now} (first {first})"
-                          + ("" if again.feasible else f"; no longer feasible: {again.reason}"))
-            self.study.set_user_attr("confirmations", to_jsonable(done))
-        return done
+        """Re-measure the leaders on fresh servers before naming the best (see tuner/confirm.py)."""
+        from kvtune.tuner.confirm import confirm
 
-    def _measure(self, n: int, base_url: str) -> Measurement:
+        return confirm(self)
+
+    def _measure(self, n: int, base_url: str, workload: Workload) -> Measurement:
         extra_body = dict(self.launcher.request_extra_body())
-        if self.spec.workload.shared_prefix_fraction > 0 and "cache_prompt" in extra_body:
+        if workload.shared_prefix_fraction > 0 and "cache_prompt" in extra_body:
             extra_body["cache_prompt"] = True  # the workload tests prefix caching: let it work
         options = BenchOptions(
             model=self.launcher.served_model_name(), extra_body=extra_body,
             on_phase=lambda p: self.cb.phase(n, p), goodput_fn=self._goodput, tokenizer=self.tokenizer,
             scrape_metrics=self.launcher.scrapes_metrics)  # vLLM: /metrics before, during, after
-        if self.spec.objective == "capacity":
+        if self.spec.primary.name == "capacity":
             return measure_capacity(
-                self.bench, base_url, self.spec.workload, self.targets, options,
+                self.bench, base_url, workload, self.targets, options,
                 on_level=lambda load, ok: self.cb.phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}"))
-        return measure_repeats(self.bench, base_url, self.spec.workload, self.spec.repeats, options)
+        return measure_repeats(self.bench, base_url, workload, self.spec.repeats, options)
 
     def _find_measured(self, candidate: Candidate) -> TrialOutcome | None:
         for o in self.outcomes():
@@ -341,18 +319,36 @@ class Tuner:
         """Constraints (one per target, keyed by the whole target), objective values, and why the
         trial is infeasible when a target broke."""
         m = outcome.metrics or {}
-        outcome.constraints = {t.constraint_key: t.margin(m) for t in self.targets}
+        targets = self._resolved_targets(outcome)
+        if targets is None:
+            reason = "relative targets need the baseline's measurement, and the baseline has none"
+            self._infeasible(outcome, FailureKind.TARGET_MISSED, reason, keep_metrics=True)
+            return
+        outcome.constraints = {t.constraint_key: t.margin(m) for t in targets}
         outcome.constraints[RUNS_KEY] = -1.0
         values = [m.get(o.key) for o in self.spec.objective_specs]
         values = [None if v is None or not math.isfinite(v) else float(v) for v in values]
         outcome.objective = values[0]
         outcome.objectives = values
-        broken = [t for t in self.targets if not t.met(m)]
+        broken = [t for t in targets if not t.met(m)]
         if broken:
             all_failed = bool(m.get("num_requests")) and m.get("failed") == m.get("num_requests")
             requests = all_failed or any(t.metric == "error_rate" for t in broken)
             outcome.failure = FailureKind.REQUESTS_FAILED if requests else FailureKind.TARGET_MISSED
             outcome.reason = "; ".join(_describe_miss(t, m) for t in broken)
+
+    def _resolved_targets(self, outcome: TrialOutcome) -> list[Target] | None:
+        """The targets with relative ones ("ttft<0.8x") set from the baseline's first
+        measurement (the baseline itself, measured first, is judged against its own figures);
+        None when a relative target has no baseline figure to refer to."""
+        if not any(t.relative for t in self.targets):
+            return self.targets
+        base = next((o for o in self.outcomes() if o.baseline and o.measured), None)
+        reference = base.metrics if base is not None else (outcome.metrics if outcome.baseline else None)
+        try:
+            return [t.resolve(reference or {}) for t in self.targets]
+        except TargetError:
+            return None
 
     def _infeasible(self, outcome: TrialOutcome, kind: FailureKind, reason: str,
                     keep_metrics: bool = False) -> TrialOutcome:

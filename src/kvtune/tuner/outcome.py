@@ -65,8 +65,16 @@ class TrialOutcome:
         again = (self.confirmation or {}).get("objective")
         return self.objective if again is None else (self.objective + again) / 2
 
+    @property
+    def evidence(self) -> str:
+        """How much the figures rest on: measured once, or re-measured on a fresh server."""
+        if self.confirmation is None:
+            return "measured once"
+        return "re-measured, held" if self.held else "re-measured, did not hold"
+
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["evidence"] = self.evidence
         d["failure"] = self.failure.value if self.failure else None
         d["feasible"] = self.feasible
         return d
@@ -74,7 +82,7 @@ class TrialOutcome:
     @classmethod
     def from_dict(cls, d: dict) -> "TrialOutcome":
         """Read back `to_dict()` (also from results.json, where non-finite numbers are null)."""
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)}  # derived keys (feasible, evidence) are recomputed
         values: dict[str, Any] = {k: v for k, v in d.items() if k in known}
         values["candidate"] = Candidate(**(d.get("candidate") or {}))
         values.setdefault("argv", [])

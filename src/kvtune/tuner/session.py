@@ -125,6 +125,9 @@ def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
     before the study is opened (the CLI prints its header there, before any slow step)."""
     opts.validate()
     prepared = prepare(spec, runs_dir=opts.runs_dir)
+    if opts.workers > 1 and any(t.relative for t in prepared.targets):
+        raise SpecError("targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "
+                        "measured first: use --workers 1, or absolute targets")
     on_prepared(prepared)
     url = opts.storage or sqlite_url(prepared.run_dir)
     session_ref: list[Session] = []

@@ -18,6 +18,7 @@ import yaml
 
 from kvtune.bench.workload import Workload
 from kvtune.errors import SpecError
+from kvtune.objectives.targets import parse_targets
 from kvtune.launchers.base import Knob
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
 
@@ -86,6 +87,9 @@ class StudySpec:
             raise SpecError(f"objective lists {names} twice: name each once")
         if "capacity" in names and not self.targets:
             raise SpecError("the capacity objective needs a target to hold, e.g. --target 'ttft_p95<1s'")
+        if "capacity" in names and any(t.relative for t in parse_targets(self.targets)):
+            raise SpecError("the capacity objective needs absolute targets (e.g. 'ttft_p95<1s'), not "
+                            "ones relative to the baseline")
         if self.repeats < 1:
             raise SpecError(f"repeats must be at least 1, got {self.repeats}")
         if self.confirm_top < 0:

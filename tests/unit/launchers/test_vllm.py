@@ -18,7 +18,7 @@ import pytest
 from kvtune.bench.workload import Workload
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
 from kvtune.hf_model import MARKER, REQUIRED_FILES, convert_gguf_to_hf, is_complete
-from kvtune.bench.client import parse_prometheus
+from kvtune.bench.server_metrics import parse_prometheus
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import (CPU, GPU, MiB, GiB, VllmBuild, VllmLauncher, classify_failure,

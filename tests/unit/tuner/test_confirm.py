@@ -1,0 +1,90 @@
+"""Issue 12: the named best is a re-measured best. A confirmation whose leaders regress walks
+down the ranking instead of crowning a config measured once; ties go to the defaults."""
+
+from __future__ import annotations
+
+from kvtune.bench import client as bench_client
+from kvtune.launchers.base import Candidate, Knob
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.confirm import SEED_STEP
+from kvtune.tuner.naming import comparison_metrics, name_best
+from kvtune.tuner.outcome import TrialOutcome
+from kvtune.tuner.spec import StudySpec
+
+from tests.conftest import TINY
+
+
+def scripted(throughputs: list[float], seeds: list[int]):
+    """A real measurement whose output throughput is replaced by the next scripted value (the
+    call order is: trials in order, then the confirmation's re-measurements)."""
+    def bench(url, workload, options):
+        run = bench_client.run(url, workload, options)
+        run.metrics["output_throughput"] = throughputs[len(seeds)]
+        seeds.append(workload.seed)
+        return run
+    return bench
+
+
+def test_regressed_leaders_make_the_confirmation_walk_down(make_tuner):
+    # first measurements: baseline 100, trials 1..3 = 200, 180, 150 (queued in that order);
+    # re-measured: trial 1 -> 90 (a noise winner), baseline -> 100, then trial 2 -> 170.
+    seeds: list[int] = []
+    bench = scripted([100, 200, 180, 150, 90, 100, 170], seeds)
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
+    spec = StudySpec(study="walk", trials=4, workload=TINY, confirm_top=1,
+                     informed_start=False).validate()
+    tuner, _ = make_tuner(spec, launcher, bench=bench)
+    for speed in (2, 4, 8):
+        tuner.study.enqueue_trial({"speed": speed})
+    tuner.run()
+    tuner.confirm()
+    by_number = {o.number: o for o in tuner.outcomes()}
+    assert by_number[2].confirmation is not None  # the next in line was re-measured
+    assert by_number[3].confirmation is None
+    naming = name_best(list(by_number.values()), "maximize")
+    assert naming.best.number == 2 and naming.remeasured
+    assert by_number[2].evidence == "re-measured, held" and by_number[3].evidence == "measured once"
+    # the re-measurements used other prompts than the first measurements
+    assert seeds[:4] == [TINY.seed] * 4 and set(seeds[4:]) == {TINY.seed + SEED_STEP}
+
+
+def _outcome(number: int, values: list[float], flags: dict, baseline: bool = False) -> TrialOutcome:
+    o = TrialOutcome(number=number, candidate=Candidate(flags=flags), argv=["x"], env={},
+                     baseline=baseline, metrics={"output_throughput": values[0]},
+                     constraints={"server_ran": -1.0}, objective=values[0], objectives=[values[0]])
+    if len(values) > 1:
+        o.confirmation = {"metrics": {"output_throughput": values[1]}, "objective": values[1],
+                          "feasible": True, "reason": ""}
+    return o
+
+
+def test_a_tie_within_noise_names_the_defaults():
+    base = _outcome(0, [100.0, 98.0], {}, baseline=True)
+    tuned = _outcome(1, [104.0, 103.0], {"parallel": 8, "threads": 2})
+    naming = name_best([base, tuned], "maximize")
+    assert naming.best is base and "no change beat the defaults by more than the noise" in naming.why
+
+
+def test_a_clear_win_is_named_with_its_evidence():
+    base = _outcome(0, [100.0, 98.0], {}, baseline=True)
+    tuned = _outcome(1, [140.0, 138.0], {"parallel": 8})
+    naming = name_best([base, tuned], "maximize")
+    assert naming.best is tuned and naming.remeasured and "best by more than the noise" in naming.why
+
+
+def test_nothing_held_is_said():
+    base = _outcome(0, [100.0], {}, baseline=True)
+    tuned = _outcome(1, [140.0, 60.0], {"parallel": 8})
+    tuned.confirmation["feasible"] = False
+    naming = name_best([base, tuned], "maximize")
+    assert naming.best is base and not naming.remeasured and "no re-measured config held" in naming.why
+
+
+def test_best_vs_baseline_uses_the_same_number_of_measurements():
+    base = _outcome(0, [100.0, 90.0], {}, baseline=True)
+    tuned = _outcome(1, [120.0, 140.0], {"parallel": 8})
+    best_m, base_m, n = comparison_metrics(tuned, base)
+    assert n == 2 and best_m["output_throughput"] == 130.0 and base_m["output_throughput"] == 95.0
+    once = _outcome(2, [150.0], {"parallel": 4})
+    best_m, base_m, n = comparison_metrics(once, base)
+    assert n == 1 and best_m["output_throughput"] == 150.0 and base_m["output_throughput"] == 100.0
