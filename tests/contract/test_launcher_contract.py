@@ -170,3 +170,13 @@ def test_the_suite_catches_a_broken_launcher(check, tmp_path: Path) -> None:
         case = replace(case, baseline_argv=case.baseline_argv[:-2])
     with pytest.raises(AssertionError):
         check(case)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_an_illegal_instruction_is_named_for_every_backend(name: str, tmp_path: Path) -> None:
+    """A binary built for instructions the CPU (or its VM) traps dies with SIGILL before any
+    log line says why; every launcher names it, whatever the log's last line was."""
+    launcher = CASES[name](tmp_path).launcher
+    for status in (132, -4):
+        reason = launcher.classify_failure(status, "0.07 I cmn init: llama threadpool init, n_threads = 2")
+        assert reason.startswith("illegal instruction (SIGILL)"), reason

@@ -22,6 +22,9 @@ from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.launchers.process import last_error_line
 
+# How a process killed by SIGILL exits: -4 seen directly, 128 + 4 through a shell or kvtune's guard.
+SIGILL_STATUSES = (-4, 132)
+
 # Inside a container the model's host directory is mounted read-only here.
 MODELS_DIR = "/models"
 
@@ -211,7 +214,11 @@ class Launcher(ABC):
 
     def classify_failure(self, returncode: int | None, log_text: str) -> str:
         """Why the server exited before it was ready, as one line read from its log (the caller
-        adds the exit status)."""
+        adds the exit status). A SIGILL is named whatever the log says: the binary was built for
+        instructions this CPU (or the VM around it) does not run, and no flag will fix that."""
+        if returncode in SIGILL_STATUSES:
+            return ("illegal instruction (SIGILL): this server binary uses CPU instructions this "
+                    "machine cannot run (e.g. AMX inside a VM); rebuild it for this CPU")
         return last_error_line(log_text)
 
     def startup_facts(self, log_text: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from kvtune import hardware
 from kvtune.bench.workload import Workload
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.kinds import Backend, KnobKind
-from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
+from kvtune.launchers.base import (SIGILL_STATUSES, Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
                                    at_least_users, largest, mount_model, option_index, prefer,
                                    render_flag_map, smallest, when_prefixes_shared)
 from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
@@ -355,6 +355,8 @@ class VllmLauncher(Launcher):
         return self.build.version
 
     def classify_failure(self, returncode: int | None, log_text: str) -> str:
+        if returncode in SIGILL_STATUSES:  # named the same way for every backend
+            return super().classify_failure(returncode, log_text)
         return classify_failure(returncode, log_text)
 
     def startup_facts(self, log_text: str) -> dict[str, Any]:
