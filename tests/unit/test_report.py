@@ -137,9 +137,20 @@ def test_study_with_nothing_measured_still_renders():
     r.update(best_trial=None)
     del r["best_vs_baseline"], r["best_argv"]
     html = report.render_report(r)
-    assert "plot-pareto-note" in html and "No feasible config yet" in html
+    assert "plot-pareto-note" in html and "No trial has been measured yet" in html
     assert "server failed to start" in html
     assert_self_contained(html)
+
+
+def test_nothing_feasible_says_what_the_hardware_can_do_instead_of_empty_boxes():
+    r = load("misses")
+    r.update(best_trial=None, nearest_misses=[
+        {"trial": 1, "reason": "ttft_p95 11800 ms breaks TTFT p95 < 10000 ms", "would_accept": ["ttft_p95<12s"]}])
+    r.pop("best_vs_baseline", None)
+    html = report.render_report(r)
+    assert "What this hardware can do" in html and "nearest-misses" in html
+    assert "--target &#x27;ttft_p95&lt;12s&#x27;" in html
+    assert "No best-versus-baseline comparison yet" not in html
 
 
 def test_text_is_escaped():

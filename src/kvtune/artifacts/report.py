@@ -94,7 +94,7 @@ def _trials_table(info: dict) -> str:
             ("p95_e2el_ms", "E2EL p95"), ("error_rate", "errors"))
     best = info["best"].number if info["best"] else None
     out = ["<table id='trials-table'><tr><th>#</th><th>flags</th>"
-           + "".join(f"<th>{esc(h)}</th>" for _, h in cols) + "<th>status</th></tr>"]
+           + "".join(f"<th>{esc(h)}</th>" for _, h in cols) + "<th>evidence</th><th>status</th></tr>"]
     for o in info["trials"]:
         cls = ("best" if o.number == best else "dup" if o.duplicate_of is not None
                else "" if o.feasible else "infeasible")
@@ -102,7 +102,7 @@ def _trials_table(info: dict) -> str:
         m = o.metrics or {}
         out.append(f"<tr class='{cls}'><td>{o.number}</td><td><code>{flags or '(server defaults)'}</code></td>"
                    + "".join(f"<td class='num'>{fmt(m.get(k), k)}</td>" for k, _ in cols)
-                   + f"<td>{esc(_status(o))}</td></tr>")
+                   + f"<td>{esc(o.evidence if o.measured else '')}</td><td>{esc(_status(o))}</td></tr>")
     return "".join(out) + "</table>"
 
 
@@ -114,6 +114,27 @@ def _failures_table(info: dict) -> str:
                    for g in info["failures"])
     return ("<table id='failures-table'><tr><th>reason</th><th>trials</th><th>which</th>"
             f"<th>example</th></tr>{rows}</table>")
+
+
+def _what_it_can_do(results: dict) -> str:
+    """With nothing feasible: the nearest misses and the targets each would meet, in place of
+    an empty best-versus-baseline comparison."""
+    misses = results.get("nearest_misses") or []
+    if not misses:
+        return "<p class='note'>No trial has been measured yet.</p>"
+    rows = "".join(f"<tr><td>#{m['trial']}</td><td>{esc(m.get('reason') or '')}</td>"
+                   f"<td><code>{esc(' '.join('--target ' + repr(t) for t in m.get('would_accept') or []))}</code></td></tr>"
+                   for m in misses)
+    return ("<p>No config met every target. The nearest misses, and the targets each would meet:</p>"
+            "<table id='nearest-misses'><tr><th>trial</th><th>why it missed</th>"
+            f"<th>targets it would meet</th></tr>{rows}</table>")
+
+
+def _named(results: dict) -> str:
+    named = results.get("named_best") or {}
+    if not named.get("why"):
+        return ""
+    return f"<p id='named-best'>Why this one: {esc(named['why'])}.</p>"
 
 
 def _command(results: dict, info: dict) -> str:
@@ -133,12 +154,17 @@ def render_report(results: dict) -> str:
     tuned = sum(1 for o in info["trials"] if o.measured and not o.baseline)
     title = ("Throughput against TTFT p95 (a trade-off view)" if info["pareto_is_trade_off"]
              else "Pareto set over the study's objectives")
+    if best:
+        best_section = [
+            "<section id='best'><h2>Best config against the baseline</h2>", _named(results),
+            plot_improvement(info["best_vs_baseline"], best, base) if base else
+            note("plot-improvement", "No best-versus-baseline comparison yet."),
+            _comparison_table(info), "<h3>Best command line</h3>", _command(results, info), "</section>"]
+    else:
+        best_section = ["<section id='best'><h2>What this hardware can do</h2>",
+                        _what_it_can_do(results), "</section>"]
     sections = [
-        _header(info),
-        "<section id='best'><h2>Best config against the baseline</h2>",
-        plot_improvement(info["best_vs_baseline"], best, base) if best and base else
-        note("plot-improvement", "No best-versus-baseline comparison yet."),
-        _comparison_table(info), "<h3>Best command line</h3>", _command(results, info), "</section>",
+        _header(info), *best_section,
         f"<section id='tradeoff'><h2>{esc(title)}</h2>", plot_pareto(info, (results.get("spec") or {}).get("targets") or []),
         "</section><section id='flags'><h2>How each flag relates to the objective</h2>",
         plot_importance(results.get("importance"), tuned), plot_slice(info, label),

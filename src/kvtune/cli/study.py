@@ -50,9 +50,13 @@ def show(
         if t:
             m = t.metrics or {}
             console.print(f"{label}: trial {t.number} ({fmt_flags(t.candidate)}) "
-                          f"out {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))}")
+                          f"out {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))} "
+                          f"({t.evidence})")
         else:
             console.print(f"{label}: none yet")
+    why = (results.get("named_best") or {}).get("why")
+    if why:
+        console.print(f"why the best: {why}", markup=False)
     if ov["failures"]:
         console.print("[bold]failures by reason[/bold]")
         for f in ov["failures"]:

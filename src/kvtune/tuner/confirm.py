@@ -5,7 +5,9 @@ fresh server and with a different prompt seed (so a config must hold under two p
 arrival orders, not a replay of the first). If the re-measured leaders regress, the ranking now
 puts a config that was measured only once on top; the phase then walks down the ranking and
 re-measures that one too, up to `EXTRA_REMEASUREMENTS` more, so the named best is a config
-that held on a fresh server whenever the bound allows. Results live in the study's user attrs,
+that held on a fresh server whenever the bound allows. A multi-objective study re-measures its
+Pareto set instead (bounded), and its final Pareto set is computed from the confirmed figures
+(`TrialOutcome.scores`). Results live in the study's user attrs,
 so an interrupted confirmation resumes where it stopped.
 """
 
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 from kvtune.jsonsafe import to_jsonable
 from kvtune.launchers.process import free_port
 from kvtune.tuner.outcome import TrialOutcome
-from kvtune.tuner.ranking import rank
+from kvtune.tuner.ranking import pareto, rank
 
 if TYPE_CHECKING:
     from kvtune.tuner.loop import Tuner
@@ -27,8 +29,15 @@ SEED_STEP = 7919  # the re-measurement's prompt seed = the study's + this (a dif
 
 
 def first_choices(outcomes: list[TrialOutcome], tuner: "Tuner") -> list[TrialOutcome]:
-    """The top `confirm_top` by their first measurement, and the baseline when it ran."""
-    chosen = rank(outcomes, tuner.spec.primary.direction, confirmed=False)[: tuner.spec.confirm_top]
+    """The top `confirm_top` by their first measurement (for several objectives: the Pareto set
+    by first measurements, at most `confirm_top + EXTRA_REMEASUREMENTS` of it), and the
+    baseline when it ran."""
+    objectives = tuner.spec.objective_specs
+    if len(objectives) > 1:
+        front = pareto(outcomes, [o.direction for o in objectives], values=lambda o: o.objectives)
+        chosen = front[: tuner.spec.confirm_top + EXTRA_REMEASUREMENTS]
+    else:
+        chosen = rank(outcomes, tuner.spec.primary.direction, confirmed=False)[: tuner.spec.confirm_top]
     baseline = next((o for o in outcomes if o.baseline), None)
     if chosen and baseline is not None and baseline not in chosen and baseline.metrics:
         chosen.append(baseline)
@@ -49,7 +58,7 @@ def confirm(tuner: "Tuner") -> dict:
             done[str(o.number)] = remeasure(tuner, o)
             tuner.study.set_user_attr("confirmations", to_jsonable(done))
     extra = 0
-    while extra < EXTRA_REMEASUREMENTS:
+    while extra < EXTRA_REMEASUREMENTS and len(tuner.spec.objective_specs) == 1:
         leader = unconfirmed_leader(tuner.outcomes(), tuner)
         if leader is None:
             break

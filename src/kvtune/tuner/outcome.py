@@ -66,6 +66,15 @@ class TrialOutcome:
         return self.objective if again is None else (self.objective + again) / 2
 
     @property
+    def scores(self) -> list[float | None]:
+        """Every objective, averaged with the confirmation's re-measurement when there is one
+        (the figures a confirmed Pareto set is computed from)."""
+        again = (self.confirmation or {}).get("objectives") or []
+        if len(again) != len(self.objectives):
+            return list(self.objectives)
+        return [a if b is None or a is None else (a + b) / 2 for a, b in zip(self.objectives, again)]
+
+    @property
     def evidence(self) -> str:
         """How much the figures rest on: measured once, or re-measured on a fresh server."""
         if self.confirmation is None:

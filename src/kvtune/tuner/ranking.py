@@ -28,8 +28,9 @@ def pareto(outcomes: Sequence[TrialOutcome], directions: Sequence[Direction],
            values: Values | None = None) -> list[TrialOutcome]:
     """Feasible measured trials that no other feasible trial beats on every objective at once
     (ordered by the first objective, best first; ties keep the order given). `values` reads the
-    points (default: each outcome's objective values, one per direction)."""
-    read = values or (lambda o: o.objectives)
+    points (default: each outcome's objective values, averaged with its re-measurement when it
+    was confirmed, one per direction)."""
+    read = values or (lambda o: o.scores)
     dirs = [Direction(d) for d in directions]
     sign = [1.0 if d is Direction.MAXIMIZE else -1.0 for d in dirs]
     points = {}

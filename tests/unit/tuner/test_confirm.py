@@ -88,3 +88,37 @@ def test_best_vs_baseline_uses_the_same_number_of_measurements():
     once = _outcome(2, [150.0], {"parallel": 4})
     best_m, base_m, n = comparison_metrics(once, base)
     assert n == 1 and best_m["output_throughput"] == 150.0 and base_m["output_throughput"] == 100.0
+
+
+def test_multi_objective_confirmation_remeasures_the_pareto_set_and_recomputes_it(make_tuner):
+    from kvtune.tuner.ranking import pareto
+
+    seeds: list[int] = []
+    # first: baseline 100, trial 1 = 200 (slow TTFT), trial 2 = 150 (fast TTFT): both Pareto
+    bench_values = [100, 200, 150, 120, 140, 90]
+
+    def bench(url, workload, options):
+        run = bench_client.run(url, workload, options)
+        i = len(seeds)
+        seeds.append(workload.seed)
+        run.metrics["output_throughput"] = bench_values[i]
+        run.metrics["p95_ttft_ms"] = {0: 300.0, 1: 900.0, 2: 200.0}.get(i, 250.0)
+        return run
+
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),))
+    spec = StudySpec(study="mo-conf", trials=3, workload=TINY, confirm_top=1, informed_start=False,
+                     objective=["output_throughput", "ttft_p95"]).validate()
+    tuner, _ = make_tuner(spec, launcher, bench=bench)
+    tuner.study.enqueue_trial({"speed": 2})
+    tuner.study.enqueue_trial({"speed": 4})
+    tuner.run()
+    first_front = {o.number for o in pareto(tuner.outcomes(), ["maximize", "minimize"],
+                                            values=lambda o: o.objectives)}
+    assert first_front == {1, 2}
+    tuner.confirm()
+    outcomes = {o.number: o for o in tuner.outcomes()}
+    assert all(outcomes[n].confirmation is not None for n in first_front)  # the whole front
+    # confirmed figures: trial 1 -> (200+120)/2 = 160 tok/s at 575 ms, trial 2 -> 145 at 225 ms,
+    # baseline -> 95 at 275 ms: the baseline is dominated by trial 2
+    assert outcomes[1].scores == [160.0, 575.0]
+    assert {o.number for o in pareto(list(outcomes.values()), ["maximize", "minimize"])} == {1, 2}
