@@ -8,7 +8,8 @@ import pytest
 
 from kvtune.kinds import FailureKind
 from kvtune.launchers.listeners import other_listener
-from kvtune.launchers.process import ServerProcess, ServerStartError, free_port, last_error_line
+from kvtune.launchers.process import (ServerProcess, ServerStartError, address_in_use, free_port,
+                                      last_error_line)
 from kvtune.testing.fake_server import FakeOpenAIServer
 
 FAKE = [sys.executable, "-m", "kvtune.testing.fake_server"]
@@ -106,3 +107,14 @@ def test_other_listener_reads_proc(tmp_path):
     assert other_listener(8080, pgid=10, proc=tmp_path).pid == 42
     (tmp_path / "10" / "fd" / "4").symlink_to("socket:[555]")  # our group holds it too
     assert other_listener(8080, pgid=10, proc=tmp_path) is None
+
+
+@pytest.mark.parametrize("line, clash", [
+    ("srv    start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080", True),  # llama-server
+    ("ERROR: [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already "
+     "in use", True),  # vLLM (uvicorn)
+    ("OMP: Warning: could not bind thread to core 3", False),
+    ("error: unknown argument: --foo", False),
+])
+def test_address_in_use_reads_real_server_logs(line, clash):
+    assert (address_in_use(f"loading\n{line}\nexiting\n") is not None) is clash

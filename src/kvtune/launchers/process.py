@@ -78,7 +78,8 @@ def _child_setup(cpus: set[int] | None) -> None:
 
 # A server that exited because its port was taken (llama-server: "couldn't bind HTTP server
 # socket"; vLLM/uvicorn and Python servers: "[Errno 98] ... Address already in use").
-_ADDRESS_IN_USE = re.compile(r"address already in use|EADDRINUSE|couldn'?t bind|could not bind", re.I)
+# Narrow on purpose: "could not bind" alone also means thread-to-core binding in some logs.
+_ADDRESS_IN_USE = re.compile(r"address already in use|EADDRINUSE|couldn't bind HTTP server socket", re.I)
 
 
 def address_in_use(log_text: str) -> str | None:
