@@ -38,6 +38,14 @@ def cpu_count() -> int:
     return len(cpu_ids())
 
 
+def load_average() -> float | None:
+    """The host's 1-minute load average (runnable processes), None where the OS has none."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
 def cpu_flags() -> set[str]:
     """The CPU's feature flags (avx2, avx512f, amx_tile, ...) from /proc/cpuinfo; empty if unreadable."""
     try:
@@ -136,6 +144,12 @@ def cpu_ram() -> CpuRam:
 def gpu_report(nvml: Nvml | None = None) -> NvmlReport:
     """The GPUs NVML sees (`nvml` injects a reader, e.g. recorded answers); empty without NVML."""
     return nvml_reader.read(nvml) or NvmlReport()
+
+
+def gpu_free_bytes(nvml: Nvml | None = None) -> dict[int, int]:
+    """Free memory per GPU index as NVML reports it now; empty without NVML (the launch's memory
+    wait compares it with the figure before the previous server started)."""
+    return {g.index: g.memory_free_bytes for g in gpu_report(nvml).gpus}
 
 
 def gpu_infos(report: NvmlReport | None = None) -> list[GpuInfo]:

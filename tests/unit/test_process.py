@@ -7,7 +7,10 @@ import sys
 import pytest
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.process import ServerProcess, ServerStartError, free_port, last_error_line
+from kvtune.launchers.listeners import other_listener
+from kvtune.launchers.process import (ServerProcess, ServerStartError, address_in_use, free_port,
+                                      last_error_line)
+from kvtune.testing.fake_server import FakeOpenAIServer
 
 FAKE = [sys.executable, "-m", "kvtune.testing.fake_server"]
 
@@ -34,6 +37,7 @@ def test_crash_is_not_a_timeout(tmp_path):
         s.wait_ready(20)
     assert e.value.kind is FailureKind.START_FAILED and e.value.returncode == 2
     assert "unrecognized arguments: --no-such-flag" in e.value.reason
+    assert not e.value.transient  # a refused argument is a verdict on the config
     s.stop()
 
 
@@ -41,7 +45,7 @@ def test_timeout_when_never_healthy(tmp_path):
     s = server(tmp_path, "--startup-delay-s", "60").start()
     with pytest.raises(ServerStartError) as e:
         s.wait_ready(1.5)
-    assert e.value.kind is FailureKind.START_TIMEOUT
+    assert e.value.kind is FailureKind.START_TIMEOUT and e.value.transient  # retried once
     s.stop()
     assert not s.alive()
 
@@ -53,7 +57,7 @@ def test_port_already_in_use_is_never_mistaken_for_ready(tmp_path):
         s = server(tmp_path, port=other.getsockname()[1])
         with pytest.raises(ServerStartError) as e:
             s.start()
-        assert e.value.kind is FailureKind.PORT_BUSY
+        assert e.value.kind is FailureKind.PORT_BUSY and e.value.transient
 
 
 def test_last_error_line():
@@ -61,3 +65,56 @@ def test_last_error_line():
     assert last_error_line(log) == "error: invalid argument: --bogus"
     assert last_error_line("a\nb\n") == "b"
     assert last_error_line("") == "(empty log)"
+
+
+def test_a_server_that_could_not_bind_its_port_is_a_transient_port_clash(tmp_path):
+    s = server(tmp_path, "--port-clash", "1").start()
+    with pytest.raises(ServerStartError) as e:
+        s.wait_ready(20)
+    assert e.value.kind is FailureKind.PORT_BUSY and e.value.transient and e.value.returncode == 1
+    assert "Address already in use" in e.value.reason
+    s.stop()
+
+
+def test_another_process_answering_on_the_port_is_not_our_server(tmp_path):
+    port = free_port()
+    # our process lives but never binds; another (this test's own thread) answers on its port
+    s = ServerProcess(argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={},
+                      log_path=tmp_path / "server.log", port=port).start()
+    try:
+        with FakeOpenAIServer(port=port):
+            with pytest.raises(ServerStartError) as e:
+                s.wait_ready(20)
+    finally:
+        s.stop()
+    assert e.value.kind is FailureKind.PORT_BUSY and e.value.transient
+    assert f"pid {os.getpid()}" in e.value.reason
+
+
+def test_other_listener_reads_proc(tmp_path):
+    """A fake /proc: port 8080 (0x1F90) listens on socket inode 555."""
+    (tmp_path / "net").mkdir()
+    head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    row = "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000  0 555 1\n"
+    (tmp_path / "net" / "tcp").write_text(head + row)
+    assert other_listener(8081, pgid=10, proc=tmp_path) is None  # nobody listens there
+    assert other_listener(8080, pgid=10, proc=tmp_path) is None  # holder unseen: not "another"
+    for pid, pgid in ((10, 10), (42, 42)):
+        (tmp_path / str(pid) / "fd").mkdir(parents=True)
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (srv) S 1 {pgid} {pgid} 0")
+        (tmp_path / str(pid) / "comm").write_text("srv\n")
+    (tmp_path / "42" / "fd" / "3").symlink_to("socket:[555]")
+    assert other_listener(8080, pgid=10, proc=tmp_path).pid == 42
+    (tmp_path / "10" / "fd" / "4").symlink_to("socket:[555]")  # our group holds it too
+    assert other_listener(8080, pgid=10, proc=tmp_path) is None
+
+
+@pytest.mark.parametrize("line, clash", [
+    ("srv    start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080", True),  # llama-server
+    ("ERROR: [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already "
+     "in use", True),  # vLLM (uvicorn)
+    ("OMP: Warning: could not bind thread to core 3", False),
+    ("error: unknown argument: --foo", False),
+])
+def test_address_in_use_reads_real_server_logs(line, clash):
+    assert (address_in_use(f"loading\n{line}\nexiting\n") is not None) is clash

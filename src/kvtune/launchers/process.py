@@ -4,8 +4,10 @@ Each server runs in its own process group (so stopping it also stops the childre
 under a guard (`guard.py`) that has the kernel's parent-death signal set and takes the whole
 group down when kvtune dies, even by SIGKILL. Readiness polls the health endpoint while checking that the process we started is still
 alive: a crash (the process exited) and a timeout (alive but never healthy) are different
-outcomes, and another server already answering on the port is never mistaken for ours because
-the port is checked free before launch and our process must be alive.
+outcomes, and another server answering on the port is never mistaken for ours: the port is
+checked free before launch, our process must be alive, and once health answers, the listener
+must not be another process (`listeners.py`). A failure says whether it is `transient` (the
+port was taken, the start-up timed out: nothing the config caused) or a verdict on the config.
 """
 
 from __future__ import annotations
@@ -25,19 +27,25 @@ from pathlib import Path
 import httpx
 
 from kvtune.kinds import FailureKind
+from kvtune.launchers.listeners import other_listener
 
 PR_SET_PDEATHSIG = 1
 
 
 class ServerStartError(Exception):
     """The server did not become ready. ``kind`` is START_FAILED (it exited), START_TIMEOUT
-    (alive but never healthy) or PORT_BUSY (something else answers on the port)."""
+    (alive but never healthy) or PORT_BUSY (something else has the port: before the launch, in
+    the server's log as an address already in use, or answering in its place). ``transient``:
+    the failure says nothing about the config (a port clash, a start-up that may only have been
+    slow because the host was busy), so the caller may retry it on a fresh port."""
 
-    def __init__(self, kind: FailureKind, reason: str, returncode: int | None = None):
+    def __init__(self, kind: FailureKind, reason: str, returncode: int | None = None,
+                 transient: bool = False):
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
         self.returncode = returncode
+        self.transient = transient
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -66,6 +74,17 @@ def _child_setup(cpus: set[int] | None) -> None:
     die_with_parent()
     if cpus:
         os.sched_setaffinity(0, cpus)
+
+
+# A server that exited because its port was taken (llama-server: "couldn't bind HTTP server
+# socket"; vLLM/uvicorn and Python servers: "[Errno 98] ... Address already in use").
+# Narrow on purpose: "could not bind" alone also means thread-to-core binding in some logs.
+_ADDRESS_IN_USE = re.compile(r"address already in use|EADDRINUSE|couldn't bind HTTP server socket", re.I)
+
+
+def address_in_use(log_text: str) -> str | None:
+    """The log line saying the server could not bind its port, or None."""
+    return next((ln.strip()[:400] for ln in log_text.splitlines() if _ADDRESS_IN_USE.search(ln)), None)
 
 
 _ERROR_LINE = re.compile(r"error|failed|invalid|unknown|cannot|exception|abort|fatal", re.I)
@@ -103,7 +122,8 @@ class ServerProcess:
 
     def start(self) -> "ServerProcess":
         if port_in_use(self.port, self.host):
-            raise ServerStartError(FailureKind.PORT_BUSY, f"port {self.port} is already in use on {self.host}")
+            raise ServerStartError(FailureKind.PORT_BUSY, f"port {self.port} is already in use on {self.host}",
+                                   transient=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")
         try:
@@ -158,10 +178,16 @@ class ServerProcess:
             while True:
                 rc = self.proc.poll()
                 if rc is not None:
-                    reason = last_error_line(self.log_text())
+                    log = self.log_text()
+                    clash = address_in_use(log)
+                    if clash:
+                        raise ServerStartError(FailureKind.PORT_BUSY, f"port {self.port} was taken "
+                                               f"(exited with status {rc}): {clash}", rc, transient=True)
+                    reason = last_error_line(log)
                     raise ServerStartError(FailureKind.START_FAILED, f"exited with status {rc}: {reason}", rc)
                 try:
                     if client.get(url).status_code == 200 and self.alive():
+                        self._check_listener()
                         return time.monotonic() - t0
                 except httpx.HTTPError:
                     pass
@@ -169,8 +195,17 @@ class ServerProcess:
                     raise ServerStartError(
                         FailureKind.START_TIMEOUT,
                         f"not healthy after {timeout_s:.0f} s: {last_error_line(self.log_text())}",
+                        transient=True,  # a busy host may only have been slow: worth one retry
                     )
                 time.sleep(0.25)
+
+    def _check_listener(self) -> None:
+        """Health answered: make sure it was our server, not another process on our port."""
+        assert self.proc is not None
+        other = other_listener(self.port, self.proc.pid)  # start_new_session: pid = group id
+        if other is not None:
+            raise ServerStartError(FailureKind.PORT_BUSY, f"port {self.port} is answered by another "
+                                   f"process, {other.describe()}, not the server started", transient=True)
 
     def stop(self, grace_s: float = 10.0) -> int | None:
         """TERM the process group, then KILL it after `grace_s`. Returns the exit status."""

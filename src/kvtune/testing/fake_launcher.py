@@ -8,6 +8,9 @@ Its knobs map to set latencies, so a test knows which config must win:
   server refusing an argument.
 - ``fail-status``, ``startup-delay-s``, ``crash-after-requests``, ``hang-after-tokens``: faults,
   passed to the fake server (HTTP errors, a slow start, a crash or a hang mid-benchmark).
+- ``port-clash`` (1): the server exits as if another process had taken its port; with
+  ``start-count-file`` (a path) and ``faulty-starts`` (N >= 1) the start-up faults (port clash,
+  slow start) hit only the first N starts counted in that file: a transient fault.
 - ``min-slot`` is checked by precheck(): a value below the workload's request length is rejected
   without a launch, like llama-server's per-slot context rule.
 - ``parallel``: the informed start tries as many as there are users (no effect on the server).
@@ -32,7 +35,7 @@ IMAGE = "python:3-slim"
 
 # Fault knobs passed straight to the fake server.
 FAULT_FLAGS = ("fail-status", "startup-delay-s", "crash-after-requests", "hang-after-tokens",
-               "ttft-per-active-ms")
+               "ttft-per-active-ms", "port-clash", "start-count-file", "faulty-starts")
 
 
 # A single `fault` knob picks one fault by name (soak tests draw it at random).

@@ -309,6 +309,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_chunk(b"")  # end of the chunked body
 
 
+def _count_start(path: str) -> int:
+    """Add this start to the count kept in `path`; return which start this is (1, 2, ...)."""
+    try:
+        with open(path) as f:
+            n = int(f.read().strip() or 0) + 1
+    except (OSError, ValueError):
+        n = 1
+    with open(path, "w") as f:
+        f.write(str(n))
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the fake server in the foreground, like a real server process."""
     p = argparse.ArgumentParser(prog="python -m kvtune.testing.fake_server",
@@ -327,9 +339,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crash-after-requests", type=int)
     p.add_argument("--bad-flag-exit", action="store_true",
                    help="act like a server rejecting one of its flags: exit 2 at once")
+    p.add_argument("--port-clash", type=int, default=0,
+                   help="nonzero: act as if another process had taken the port (exit 1, bind error)")
+    p.add_argument("--start-count-file", help="count this server's starts in this file")
+    p.add_argument("--faulty-starts", type=int,
+                   help="with --start-count-file: the start-up faults (--port-clash, "
+                        "--startup-delay-s) apply to the first N starts only")
     args = p.parse_args(argv)
     if args.bad_flag_exit:
         p.error("invalid argument: --bad-flag-exit (simulated flag rejection)")
+    if args.start_count_file and args.faulty_starts is not None \
+            and _count_start(args.start_count_file) > args.faulty_starts:
+        args.port_clash, args.startup_delay_s = 0, 0.0  # a later start: healthy
+    if args.port_clash:
+        print(f"error: cannot listen on {args.host}:{args.port}: [Errno 98] Address already in use",
+              file=sys.stderr)
+        return 1
     server = FakeOpenAIServer(
         ttft_s=args.ttft_ms / 1000.0, itl_s=args.itl_ms / 1000.0, fail_status=args.fail_status,
         hang_after_tokens=args.hang_after_tokens, role_chunk_first=not args.no_role_chunk,

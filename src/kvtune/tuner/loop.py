@@ -18,6 +18,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,12 +31,14 @@ from kvtune.bench.workload import Workload
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Candidate, Launcher
-from kvtune.launchers.process import (ServerProcess, ServerStartError, free_port, last_error_line,
-                                      process_start_ticks, reap_leftovers)
+from kvtune.launchers.process import (ServerProcess, free_port, last_error_line, process_start_ticks,
+                                      reap_leftovers)
 from kvtune.errors import TargetError
 from kvtune.objectives.targets import MAX_MARGIN, Target
 from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome
+from kvtune.tuner.launch_retry import LaunchFailed, Starter
 from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
+from kvtune.tuner.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
 from kvtune.tuner import storage
@@ -249,26 +252,16 @@ class Tuner:
         given: the confirmation re-measures with other prompts), stop it; fill in and score."""
         n = outcome.number
         trial_dir.mkdir(parents=True, exist_ok=True)
-        outcome.log_path = str(trial_dir / "server.log")
-        server = ServerProcess(argv=outcome.argv, env={**outcome.env, **self.device_env},
-                               log_path=Path(outcome.log_path),
-                               port=port, host=self.host, health_path=self.launcher.health_path,
-                               pid_file=self.pid_file, cpus=self.cpus)
         self.cb.phase(n, "starting server")
+        try:  # waits for the previous server's memory; retries a transient failure once
+            server = self._starter(n).start(outcome, port, trial_dir)
+        except LaunchFailed as e:
+            outcome.transient = e.transient
+            return self._infeasible(outcome, e.kind, e.reason)
         try:
-            server.start()
-            outcome.launched = True
-            outcome.startup_s = server.wait_ready(self.spec.startup_timeout_s)
             measured = self._measure(n, server.base_url, workload or self.spec.workload)
             failures = any(r.metrics.get("failed", 0) for r in measured.bench_runs)
             died = server.exited_within(2.0 if failures else 0.0)
-        except ServerStartError as e:
-            reason = e.reason
-            if e.kind is FailureKind.START_FAILED and e.returncode is not None:
-                server.stop()  # the backend reads its own log for the root cause
-                why = self.launcher.classify_failure(e.returncode, server.log_text())
-                reason = f"exited with status {e.returncode}: {why}"
-            return self._infeasible(outcome, e.kind, f"{e.kind.label}: {reason}")
         finally:
             server.stop()
         # e.g. vLLM's "KV cache size: N tokens", max concurrency
@@ -287,6 +280,20 @@ class Tuner:
             reason = f"server crashed during the benchmark (status {rc}): {last_error_line(server.log_text())}"
             return self._infeasible(outcome, FailureKind.CRASHED, reason, keep_metrics=True)
         return outcome
+
+    @cached_property
+    def memory_wait(self) -> MemoryWait:
+        """Remembers the memory before each launch and waits for it before the next (a test
+        assigns one with a fake reader, clock and sleep)."""
+        return MemoryWait(read=partial(read_memory, visible_gpus(self.device_env)))
+
+    def _starter(self, n: int) -> Starter:
+        def new_server(o: TrialOutcome, port: int, log: Path) -> ServerProcess:
+            return ServerProcess(argv=o.argv, env={**o.env, **self.device_env}, log_path=log, port=port,
+                                 host=self.host, health_path=self.launcher.health_path,
+                                 pid_file=self.pid_file, cpus=self.cpus)
+        return Starter(self.launcher, self.host, self.spec.startup_timeout_s, self.memory_wait,
+                       new_server, on_phase=lambda p: self.cb.phase(n, p))
 
     # ---- confirmation ---------------------------------------------------------------------------
     def confirm(self) -> dict:
@@ -311,7 +318,8 @@ class Tuner:
 
     def _find_measured(self, candidate: Candidate) -> TrialOutcome | None:
         for o in self.outcomes():
-            if o.duplicate_of is None and o.candidate == candidate and not o.baseline:
+            if o.duplicate_of is None and o.candidate == candidate and not o.baseline \
+                    and not o.transient:  # a port clash or slow start is no verdict to copy
                 return o
         return None
 

@@ -42,6 +42,9 @@ class TrialOutcome:
     # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
     confirmation: dict | None = None
     load_levels: list[dict] = field(default_factory=list)   # capacity search: load -> met
+    # The launch failure said nothing about the config (port clash, start-up timeout, memory still
+    # held), even after one retry: a later proposal of the config is measured again, not copied.
+    transient: bool = False
 
     @property
     def feasible(self) -> bool:

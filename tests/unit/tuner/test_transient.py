@@ -1,0 +1,265 @@
+"""Transient launch failures vs verdicts: a port clash or a start-up timeout is retried once on a
+fresh port, a failure that happens again is recorded as transient and never copied to a
+duplicate, and the launch waits (bounded) for the previous server's memory.
+
+The Starter and the memory wait run on injected fakes (servers, memory reader, clock, sleep: no
+real waiting); the loop tests run the fake server as real processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvtune.kinds import FailureKind
+from kvtune.launchers.base import Candidate, Knob
+from kvtune.launchers.process import ServerStartError
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.launch_retry import LaunchFailed, Starter
+from kvtune.tuner.memory_wait import (MEMORY_WAIT_S, POLL_S, SETTLE_S, MemorySnapshot, MemoryWait,
+                                      visible_gpus)
+from kvtune.tuner.outcome import TrialOutcome
+from kvtune.tuner.spec import StudySpec
+from tests.conftest import TINY
+
+GiB = 2**30
+
+
+# ---- the memory wait ----------------------------------------------------------------------------
+
+class FakeTime:
+    """A clock that only moves when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.now += s
+
+
+def reader(*snapshots: MemorySnapshot):
+    """Answers the snapshots in turn, then the last one forever; counts the reads."""
+    seq = list(snapshots)
+    calls = []
+
+    def read() -> MemorySnapshot:
+        calls.append(1)
+        return seq.pop(0) if len(seq) > 1 else seq[0]
+    read.calls = calls  # type: ignore[attr-defined]
+    return read
+
+
+def waiter(read, t: FakeTime) -> MemoryWait:
+    return MemoryWait(read=read, clock=t.clock, sleep=t.sleep)
+
+
+def test_memory_wait_returns_at_once_when_memory_is_back():
+    t = FakeTime()
+    read = reader(MemorySnapshot(16 * GiB, {0: 70 * GiB}))
+    w = waiter(read, t)
+    first = w.before_launch()  # nothing to compare with yet
+    again = w.before_launch()  # the previous server's memory is all back
+    assert not first.held and not again.held
+    assert t.sleeps == [] and len(read.calls) == 2  # one reading per launch, no sleep
+
+
+def test_memory_wait_waits_until_the_previous_servers_memory_is_back():
+    t = FakeTime()
+    read = reader(MemorySnapshot(16 * GiB, {0: 70 * GiB}),   # before the previous server
+                  MemorySnapshot(16 * GiB, {0: 10 * GiB}),   # the GPU driver still holds it
+                  MemorySnapshot(16 * GiB, {0: 40 * GiB}),
+                  MemorySnapshot(16 * GiB, {0: 70 * GiB}))
+    w = waiter(read, t)
+    w.before_launch()
+    result = w.before_launch()
+    assert not result.held
+    assert t.sleeps == [POLL_S, POLL_S] and result.waited_s == pytest.approx(2 * POLL_S)
+
+
+def test_memory_wait_gives_up_after_the_bound_and_names_what_is_held():
+    t = FakeTime()
+    # Memory keeps coming back, 100 MiB a poll, far too slowly: only the bound stops the wait.
+    snaps = [MemorySnapshot(64 * GiB)] + [MemorySnapshot(4 * GiB + k * 100 * 2**20) for k in range(1000)]
+    w = waiter(reader(*snaps), t)
+    w.before_launch()
+    result = w.before_launch()
+    assert set(result.held) == {"RAM"} and not result.settled
+    assert MEMORY_WAIT_S <= result.waited_s < MEMORY_WAIT_S + 2 * POLL_S
+    assert len(t.sleeps) == int(MEMORY_WAIT_S / POLL_S)
+    assert "memory still held after 30.0 s" in result.describe() and "RAM" in result.describe()
+    # what is free now is the next launch's reference: memory that never comes back costs one wait
+    assert w.before == snaps[1 + len(t.sleeps)]
+
+
+def test_memory_wait_stops_early_when_nothing_more_comes_back():
+    t = FakeTime()
+    read = reader(MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 70 * GiB}),
+                  MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 30 * GiB}))  # another process took GPU 1
+    w = waiter(read, t)
+    w.before_launch()
+    result = w.before_launch()
+    assert result.settled and set(result.held) == {"GPU 1"}
+    assert result.held["GPU 1"] == 40 * GiB
+    assert SETTLE_S <= result.waited_s < SETTLE_S + 2 * POLL_S
+
+
+def test_small_changes_are_within_tolerance():
+    t = FakeTime()
+    read = reader(MemorySnapshot(16 * GiB, {0: 70 * GiB}), MemorySnapshot(16 * GiB - 300 * 2**20, {0: 70 * GiB - 2**27}))
+    w = waiter(read, t)
+    w.before_launch()
+    assert not w.before_launch().held and t.sleeps == []
+
+
+def test_visible_gpus():
+    assert visible_gpus({}) is None
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == {2, 3}
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-1a2b"}) is None
+
+
+# ---- the Starter on fake servers ------------------------------------------------------------------
+
+class ScriptedServer:
+    """A server whose start fails with the scripted error (None: ready)."""
+
+    def __init__(self, port: int, log: Path, error: ServerStartError | None, log_text: str = ""):
+        self.port, self.log, self.error, self.text = port, log, error, log_text
+        self.started = self.stopped = False
+
+    def start(self) -> "ScriptedServer":
+        self.started = True
+        return self
+
+    def wait_ready(self, timeout_s: float) -> float:
+        if self.error is not None:
+            raise self.error
+        return 0.5
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def log_text(self) -> str:
+        return self.text
+
+
+def starter(tmp_path, errors, memory: MemoryWait | None = None, log_text: str = ""):
+    made: list[ScriptedServer] = []
+    phases: list[str] = []
+    ports = iter(range(9001, 9100))
+
+    def new_server(o: TrialOutcome, port: int, log: Path) -> ScriptedServer:
+        made.append(ScriptedServer(port, log, errors[len(made)], log_text))
+        return made[-1]
+    s = Starter(FakeLauncher(), "127.0.0.1", 5.0,
+                memory or MemoryWait(read=lambda: MemorySnapshot(8 * GiB), sleep=_no_sleep),
+                new_server, on_phase=phases.append, fresh_port=lambda host: next(ports))
+    outcome = TrialOutcome(number=3, candidate=Candidate({"speed": 2}),
+                           argv=FakeLauncher().command(Candidate({"speed": 2}), 8000), env={})
+    return s, outcome, made, phases
+
+
+def _no_sleep(s: float) -> None:
+    raise AssertionError("the memory wait slept although memory was back")
+
+
+def test_a_port_clash_is_retried_on_a_fresh_port(tmp_path):
+    clash = ServerStartError(FailureKind.PORT_BUSY, "port 8000 is already in use", transient=True)
+    s, outcome, made, phases = starter(tmp_path, [clash, None])
+    server = s.start(outcome, 8000, tmp_path)
+    assert server is made[1] and [m.port for m in made] == [8000, 9001]
+    assert made[0].stopped and not made[1].stopped  # the caller stops the ready one
+    assert "9001" in outcome.argv and "8000" not in outcome.argv  # the argv that ran
+    assert outcome.log_path == str(tmp_path / "server.retry1.log") and outcome.launched
+    assert not outcome.transient
+    assert any("transient: retrying once on a fresh port" in p for p in phases)
+
+
+def test_a_start_up_timeout_is_retried_once_then_recorded(tmp_path):
+    timeout = ServerStartError(FailureKind.START_TIMEOUT, "not healthy after 5 s: loading", transient=True)
+    s, outcome, made, _ = starter(tmp_path, [timeout, timeout, None])
+    with pytest.raises(LaunchFailed) as e:
+        s.start(outcome, 8000, tmp_path)
+    assert len(made) == 2 and all(m.stopped for m in made)  # retried once, not more
+    assert e.value.kind is FailureKind.START_TIMEOUT and e.value.transient
+    assert e.value.reason.startswith("server start timed out: not healthy after 5 s")
+    assert "transient, failed on a retry too" in e.value.reason
+
+
+def test_a_verdict_is_not_retried(tmp_path):
+    refused = ServerStartError(FailureKind.START_FAILED, "exited with status 2: usage", returncode=2)
+    s, outcome, made, _ = starter(tmp_path, [refused, None], log_text="error: invalid argument: --x\n")
+    with pytest.raises(LaunchFailed) as e:
+        s.start(outcome, 8000, tmp_path)
+    assert len(made) == 1 and not e.value.transient
+    assert e.value.reason == "server failed to start: exited with status 2: error: invalid argument: --x"
+
+
+def test_an_exit_while_the_previous_servers_memory_is_held_is_transient(tmp_path):
+    t = FakeTime()
+    memory = waiter(reader(MemorySnapshot(64 * GiB), MemorySnapshot(8 * GiB)), t)  # never back
+    memory.before_launch()  # the previous server started with 64 GiB free
+    oom = ServerStartError(FailureKind.START_FAILED, "exited with status 1: out of memory", returncode=1)
+    s, outcome, made, phases = starter(tmp_path, [oom, None], memory=memory, log_text="error: out of memory\n")
+    s.start(outcome, 8000, tmp_path)
+    assert len(made) == 2 and "memory still held" in phases[0]
+
+
+# ---- the loop, on real fake-server processes ------------------------------------------------------
+
+def faulty(count_file: Path, faulty_starts: int, **faults) -> FakeLauncher:
+    """Every trial but the baseline runs one config whose first `faulty_starts` starts fail."""
+    knobs = [Knob("speed", "choices", choices=(2,))]  # one choice: every proposal is the same
+    knobs += [Knob(k, "fixed", value=v) for k, v in faults.items()]
+    knobs += [Knob("start-count-file", "fixed", value=str(count_file)),
+              Knob("faulty-starts", "fixed", value=faulty_starts)]
+    return FakeLauncher(knobs=tuple(knobs))
+
+
+def quiet_memory(tuner) -> None:
+    """Memory is always back: the loop tests do not depend on what else this host runs."""
+    tuner.memory_wait = MemoryWait(read=lambda: MemorySnapshot(64 * GiB), sleep=_no_sleep)
+
+
+def test_a_port_clash_on_the_first_start_is_retried_and_measured(make_tuner, tmp_path):
+    count = tmp_path / "starts"
+    tuner, _ = make_tuner(StudySpec(study="clash", trials=2, workload=TINY).validate(),
+                          faulty(count, 1, **{"port-clash": 1}))
+    quiet_memory(tuner)
+    trial = tuner.run()[1]
+    assert count.read_text() == "2"  # the clash, then the retry
+    assert trial.feasible and trial.metrics and not trial.transient and trial.failure is None
+    assert trial.log_path.endswith("server.retry1.log")
+    assert "Address already in use" in (Path(trial.log_path).parent / "server.log").read_text()
+
+
+def test_a_slow_first_start_is_retried_and_measured(make_tuner, tmp_path):
+    count = tmp_path / "starts"
+    tuner, _ = make_tuner(StudySpec(study="slow", trials=2, workload=TINY, startup_timeout_s=1).validate(),
+                          faulty(count, 1, **{"startup-delay-s": 60}))
+    quiet_memory(tuner)
+    trial = tuner.run()[1]
+    assert count.read_text() == "2" and trial.feasible and not trial.transient
+
+
+def test_a_duplicate_of_a_transient_failure_is_measured_again(make_tuner, tmp_path):
+    count = tmp_path / "starts"
+    tuner, _ = make_tuner(StudySpec(study="dup", trials=3, workload=TINY, confirm_top=0).validate(),
+                          faulty(count, 2, **{"port-clash": 1}))
+    quiet_memory(tuner)
+    _, first, second = tuner.run()
+    assert first.candidate == second.candidate
+    assert first.failure is FailureKind.PORT_BUSY and first.transient and not first.feasible
+    assert "transient" in first.reason
+    assert first.to_dict()["transient"] is True  # results.json says which
+    assert TrialOutcome.from_dict(json.loads(json.dumps(first.to_dict()))).transient
+    # measured again, not copied: its own server (the third start), its own measurement
+    assert second.duplicate_of is None and second.feasible and second.metrics
+    assert count.read_text() == "3"
+    assert tuner._find_measured(second.candidate) is not None
+    assert tuner._find_measured(second.candidate).number == second.number
