@@ -6,8 +6,9 @@ Its knobs map to set latencies, so a test knows which config must win:
 - ``speed`` (1, 2, 4): TTFT = base_ttft_ms / speed, ITL = base_itl_ms / speed.
 - ``bogus`` (True/False): True adds a flag the fake server rejects (exit status 2), like a real
   server refusing an argument.
-- ``fail-status``, ``startup-delay-s``, ``crash-after-requests``, ``hang-after-tokens``: faults,
-  passed to the fake server (HTTP errors, a slow start, a crash or a hang mid-benchmark).
+- ``fail-status``, ``startup-delay-s``, ``crash-after-requests``, ``hang-after-tokens``,
+  ``truncate-at``: faults, passed to the fake server (HTTP errors, a slow start, a crash or a hang
+  mid-benchmark, answers cut short).
 - ``min-slot`` is checked by precheck(): a value below the workload's request length is rejected
   without a launch, like llama-server's per-slot context rule.
 - ``parallel``: the informed start tries as many as there are users (no effect on the server).
@@ -32,7 +33,7 @@ IMAGE = "python:3-slim"
 
 # Fault knobs passed straight to the fake server.
 FAULT_FLAGS = ("fail-status", "startup-delay-s", "crash-after-requests", "hang-after-tokens",
-               "ttft-per-active-ms")
+               "ttft-per-active-ms", "truncate-at")
 
 
 # A single `fault` knob picks one fault by name (soak tests draw it at random).
