@@ -3,10 +3,11 @@
 The pre-screen checks prompt + output tokens against the per-slot context; the chat template
 (SmolLM2's adds a ~30-token system prompt and role markers) is not counted. So a slot of exactly
 prompt + output tokens passes the pre-screen but cannot hold the real request. What llama-server
-does then (seen with this build, --ctx-size 256 --parallel 1, a 180-token prompt, max_tokens 128,
-ignore_eos): it stops generating when the slot is full ("stop processing: n_tokens = 255,
-truncated = 1" in its log) and ends the stream normally with finish_reason "length" and
-``usage.completion_tokens`` of what fitted (76 of 128), no error. Before kvtune counted that as a
+does then (seen with this build, --ctx-size 256 --parallel 1, a 150-word user message that is
+180 prompt tokens with the template, max_tokens 128, ignore_eos): it stops generating when the slot
+is full ("stop processing: n_tokens = 255, truncated = 1" in its log) and ends the stream normally
+with finish_reason "length" and ``usage.completion_tokens`` of what fitted (76 of 128), no error
+and no context shift. (It rounds a smaller --ctx-size up to 256 per slot.) Before kvtune counted that as a
 fast success; now each such answer is a failed request and the trial's reason says "truncated".
 """
 
