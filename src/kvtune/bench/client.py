@@ -240,8 +240,9 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
     the schedule (also ``schedule_lag_s``). `duration_s` runs from the first send to the last
     completion of the measured phase. Output tokens come from ``usage`` and are counted from the
     stream only when the server sent none (the notes say so); with ``ignore_eos`` an answer
-    shorter than ``max_tokens`` is a failed, truncated request (stream.py). Each run salts the prompt nonces afresh,
-    so repeated runs against one server do not hit its prefix cache either. Without a tokenizer
+    shorter than ``max_tokens`` is a failed, truncated request (stream.py). Each run salts the
+    prompt nonces afresh, so repeated runs against one server do not hit its prefix cache either.
+    `options.ramp_s` staggers the closed loop's users. Without a tokenizer
     synthetic prompts are approximate and `BenchRun.prompt_tokens_exact` is False. Bad input
     (dataset file, tokenizer path) raises `SpecError` before any request is sent.
     """
