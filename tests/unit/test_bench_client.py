@@ -134,12 +134,12 @@ def _mock(body: bytes, status: int = 200, seen: list[dict] | None = None) -> htt
 
 def test_request_body_and_nonce() -> None:
     seen: list[dict] = []
-    res = run("http://fake:1/", _wl(num_requests=4, warmup_requests=2, output_tokens=5), BenchOptions(
+    res = run("http://fake:1/", _wl(num_requests=4, warmup_requests=2, output_tokens=2), BenchOptions(
         "mdl", extra_body={"cache_prompt": False, "temperature": 0.5}, transport=_mock(_GOOD, seen=seen)))
     assert len(seen) == 6 and all(s.ok for s in res.samples)
     for b in seen:
         assert b["url"] == "http://fake:1/v1/chat/completions"
-        assert b["model"] == "mdl" and b["max_tokens"] == 5 and b["stream"] is True
+        assert b["model"] == "mdl" and b["max_tokens"] == 2 and b["stream"] is True
         assert b["stream_options"] == {"include_usage": True} and b["ignore_eos"] is True
         assert b["cache_prompt"] is False and b["temperature"] == 0.5  # extra_body merged over
         assert b["messages"][0]["role"] == "user"
@@ -169,14 +169,16 @@ def test_failures_are_recorded_not_raised(body: bytes, status: int, expect: str)
 
 def test_without_usage_falls_back_to_content_chunks() -> None:
     body = _sse(_chunk("a"), _chunk(""), _chunk("b"), _chunk("c"), "[DONE]")
-    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_mock(body)))
+    res = run("http://fake", _wl(num_requests=1, output_tokens=3), BenchOptions("m", transport=_mock(body)))
     (s,) = res.samples
     assert s.ok and s.output_tokens == 3 and s.prompt_tokens == 0
+    assert s.tokens_from_stream and res.metrics["tokens_counted_from_stream"] == 1
+    assert any("counted from the stream" in n for n in res.notes)
 
 
 def test_reasoning_content_counts_as_first_token() -> None:
     body = _sse({"choices": [{"delta": {"reasoning_content": "hm"}}]}, _chunk("x"), "[DONE]")
-    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_mock(body)))
+    res = run("http://fake", _wl(num_requests=1, output_tokens=2), BenchOptions("m", transport=_mock(body)))
     (s,) = res.samples
     assert s.ok and s.output_tokens == 2 and len(s.itl_s) == 1
 
@@ -250,7 +252,7 @@ def test_ttft_waits_for_content_not_the_role_chunk() -> None:
               (0.2, _chunk("a")), (0.05, _chunk("b")),
               (0.0, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
               (0.0, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_timed(events)))
+    res = run("http://fake", _wl(num_requests=1, output_tokens=2), BenchOptions("m", transport=_timed(events)))
     (s,) = res.samples
     assert s.ok and 0.19 < s.ttft_s < 0.3
 
@@ -259,7 +261,7 @@ def test_e2el_is_not_moved_by_the_usage_chunk_or_done() -> None:
     events = [(0.05, _chunk("a")), (0.05, _chunk("b")),
               (0.4, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
               (0.2, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=1), BenchOptions("m", transport=_timed(events)))
+    res = run("http://fake", _wl(num_requests=1, output_tokens=2), BenchOptions("m", transport=_timed(events)))
     (s,) = res.samples
     assert s.ok and 0.09 < s.e2el_s < 0.3  # last content chunk at ~0.1 s, stream ends at ~0.7 s
     assert s.end_time - s.send_time > 0.55
@@ -277,7 +279,7 @@ def test_failures_count_and_break_percentile_targets() -> None:
             return httpx.Response(500, content=b'{"error": "boom"}')
         return httpx.Response(200, content=_GOOD, headers={"content-type": "text/event-stream"})
 
-    res = run("http://fake", _wl(num_requests=10, concurrency=1), BenchOptions(
+    res = run("http://fake", _wl(num_requests=10, concurrency=1, output_tokens=2), BenchOptions(
         "m", transport=httpx.MockTransport(handler)))
     m = res.metrics
     assert m["failed"] == 1 and m["completed"] == 9 and m["error_rate"] == pytest.approx(0.1)
@@ -294,14 +296,14 @@ def test_completions_endpoint_body_and_stream() -> None:
                 {"choices": [{"index": 0, "text": "hi"}]},
                 {"choices": [{"index": 0, "text": " there"}]},
                 {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}, "[DONE]")
-    res = run("http://fake", _wl(num_requests=2, endpoint="completions"), BenchOptions(
+    res = run("http://fake", _wl(num_requests=2, endpoint="completions", output_tokens=2), BenchOptions(
         "mdl", transport=_mock(text, seen=seen)))
     assert res.endpoint == "/v1/completions"
     for b in seen:
         assert b["url"] == "http://fake/v1/completions"
         assert "messages" not in b and b["prompt"].startswith("[req-0-")
         assert b["stream"] is True and b["stream_options"] == {"include_usage": True}
-        assert b["max_tokens"] == 16 and b["ignore_eos"] is True
+        assert b["max_tokens"] == 2 and b["ignore_eos"] is True
     for s in res.samples:
         assert s.ok and s.output_tokens == 2 and s.prompt_tokens == 9 and len(s.itl_s) == 1
 
@@ -316,7 +318,7 @@ def test_api_key_is_sent_but_never_saved_or_echoed() -> None:
             return httpx.Response(401, content=f'{{"error": "bad key {key}"}}'.encode())
         return httpx.Response(200, content=_GOOD, headers={"content-type": "text/event-stream"})
 
-    res = run("http://fake", _wl(num_requests=3, concurrency=1), BenchOptions(
+    res = run("http://fake", _wl(num_requests=3, concurrency=1, output_tokens=2), BenchOptions(
         "m", transport=httpx.MockTransport(handler), api_key=key))
     assert all(r.headers["authorization"] == f"Bearer {key}" for r in seen)
     assert [s.ok for s in res.samples] == [True, False, True]
@@ -352,7 +354,7 @@ def test_server_timings_split_ttft_into_queueing_and_prompt() -> None:
                             "predicted_ms": 40.0, "cache_n": 12})
     events = [(0.15, _chunk("a")), (0.01, _chunk("b")), (0.01, _chunk("c")), (0.0, final),
               (0.0, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=2), BenchOptions("m", transport=_timed(events)))
+    res = run("http://fake", _wl(num_requests=2, output_tokens=3), BenchOptions("m", transport=_timed(events)))
     m = res.metrics
     assert m["mean_prompt_ms_server"] == pytest.approx(50.0)
     assert 90 < m["mean_queue_ms_server"] < 200  # ~150 ms TTFT - 50 ms prompt
@@ -434,7 +436,7 @@ def test_scrape_metrics_without_metrics_endpoint_says_why() -> None:
 def test_shared_prefix_workload_sends_one_system_prompt_to_the_fraction() -> None:
     seen: list[dict] = []
     wl = _wl(num_requests=8, warmup_requests=0, shared_prefix_fraction=0.25,
-             shared_prefix_tokens=50)
+             shared_prefix_tokens=50, output_tokens=2)
     res = run("http://fake", wl, BenchOptions("m", transport=_mock(_GOOD, seen=seen)))
     assert all(s.ok for s in res.samples)
     systems = [b["messages"][0]["content"] for b in seen]

@@ -83,3 +83,23 @@ def test_two_failures_give_inf_not_nan() -> None:
     failed = [RequestSample(send_time=0.0, error="x") for _ in range(2)]
     m = summarize(ok + failed, 1.0)
     assert m["p99_ttft_ms"] == math.inf  # k = 30.69 lies between the two +inf entries
+
+
+def test_truncated_answers_and_stream_counts_are_counted_and_said() -> None:
+    from kvtune.objectives.metrics import sample_notes, truncation_note
+    samples = [
+        RequestSample(send_time=0.0, ok=True, ttft_s=0.1, e2el_s=1.0, output_tokens=64),
+        RequestSample(send_time=0.0, ok=True, ttft_s=0.1, e2el_s=1.0, output_tokens=64,
+                      tokens_from_stream=True),
+        RequestSample(send_time=0.0, ttft_s=0.1, e2el_s=0.2, output_tokens=12, truncated=True,
+                      error="truncated: 12 of 64 tokens (finish_reason length)"),
+    ]
+    m = summarize(samples, 2.0)
+    assert m["truncated_requests"] == 1 and m["tokens_counted_from_stream"] == 1
+    assert m["failed"] == 1 and m["total_output_tokens"] == 128  # the short answer adds nothing
+    assert m["p99_e2el_ms"] == math.inf  # its short E2EL is not a fast success
+    notes = sample_notes(samples)
+    assert len(notes) == 2 and "1 of 3 requests truncated" in notes[0]
+    assert "truncated: 12 of 64 tokens" in notes[0] and "counted from the stream" in notes[1]
+    assert truncation_note(m) == " (1 truncated: answers shorter than max_tokens)"
+    assert truncation_note(summarize(samples[:2], 1.0)) == "" and sample_notes(samples[:1]) == []

@@ -79,7 +79,7 @@ def test_overloaded_client_flags_fell_behind() -> None:
         time.sleep(0.02)  # blocks the client's event loop: the client is the bottleneck
         return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
-    wl = _open(rate=200.0, num_requests=40, arrival="constant")
+    wl = _open(rate=200.0, num_requests=40, arrival="constant", output_tokens=1)
     res = run("http://fake", wl, BenchOptions("m", transport=httpx.MockTransport(handler)))
     assert all(s.ok for s in res.samples)
     assert res.fell_behind and res.metrics["fell_behind"] == 1.0

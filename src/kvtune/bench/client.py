@@ -40,7 +40,7 @@ from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, one_req
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
 from kvtune.bench.workload import Workload
 from kvtune.errors import SpecError
-from kvtune.objectives.metrics import RequestSample, summarize
+from kvtune.objectives.metrics import RequestSample, sample_notes, summarize
 # The open loop fell behind when the p99 send lag exceeds max(50 ms, 10% of the mean gap).
 FELL_BEHIND_MIN_S = 0.050
 FELL_BEHIND_GAP_FRACTION = 0.10
@@ -95,6 +95,9 @@ class BenchOptions:
     synthetic prompts exact. `goodput_fn` adds ``request_goodput``; `scrape_metrics` fills
     `BenchRun.server_metrics` from ``/metrics`` (every `metrics_interval_s`). `on_phase` hears
     ``"warmup"`` and ``"measuring"``. `transport` replaces the network (tests: httpx.MockTransport).
+    `ramp_s` staggers the closed loop's users: user k sends its first request ``k * ramp_s / n``
+    after the phase starts (warm-up and measured phase alike), so a level is not one burst of n
+    simultaneous prompts (the capacity search ramps over one typical request duration).
     """
 
     model: str
@@ -106,6 +109,7 @@ class BenchOptions:
     metrics_interval_s: float = METRICS_INTERVAL_S
     on_phase: Callable[[str], None] | None = None
     transport: httpx.AsyncBaseTransport | None = None
+    ramp_s: float = 0.0
 
 
 def resolve_api_key(explicit: str | None = None) -> str | None:
@@ -139,25 +143,38 @@ def _span(samples: list[RequestSample]) -> float:
 async def _closed_loop(client: httpx.AsyncClient, url: str, body: Callable[[int], dict],
                        count: int | None, concurrency: int, timeout_s: float,
                        duration_s: float | None = None, secret: str | None = None,
-                       ) -> tuple[list[RequestSample], float]:
+                       ramp_s: float = 0.0) -> tuple[list[RequestSample], float]:
     """`concurrency` workers take requests 0, 1, ... in order until `count` are taken or
-    `duration_s` has passed since the start; returns samples and first-send..last-end."""
+    `duration_s` has passed since the start; returns samples and first-send..last-end. With
+    `ramp_s` the first request of each worker is due ``i * ramp_s / workers`` after the start
+    (users ramp in); later requests are due at the start, as without a ramp."""
     samples: dict[int, RequestSample] = {}
     next_index = 0
     start = time.perf_counter()
     deadline = math.inf if duration_s is None else start + duration_s
+    n_workers = concurrency if count is None else min(concurrency, count)
 
     async def worker() -> None:
         nonlocal next_index
         while (count is None or next_index < count) and time.perf_counter() < deadline:
             i = next_index
             next_index += 1
-            samples[i] = await one_request(client, url, body(i), timeout_s, start, None, secret)
+            due = start + ramp_offset(i, n_workers, ramp_s)
+            if due > time.perf_counter():
+                await asyncio.sleep(due - time.perf_counter())
+            samples[i] = await one_request(client, url, body(i), timeout_s, due, None, secret)
 
-    n_workers = concurrency if count is None else min(concurrency, count)
     await asyncio.gather(*(worker() for _ in range(n_workers)))
     done = [samples[i] for i in sorted(samples)]
     return done, _span(done)
+
+
+def ramp_offset(i: int, users: int, ramp_s: float) -> float:
+    """Seconds after the phase start that request `i` of a closed loop of `users` is due: the
+    first `users` requests spread evenly over `ramp_s`, every later one at once."""
+    if ramp_s <= 0 or users <= 1 or i >= users:
+        return 0.0
+    return ramp_s * i / users
 
 
 async def _open_loop(client: httpx.AsyncClient, url: str, bodies: list[dict],
@@ -221,9 +238,11 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
     never raised. In the closed loop `queue_wait_s` is the time from the start of the phase (when
     every request is due) until a free worker sent it; in the open loop it is the send lag behind
     the schedule (also ``schedule_lag_s``). `duration_s` runs from the first send to the last
-    completion of the measured phase. Output tokens come from ``usage`` and fall back to counting
-    content chunks only when the server sent no usage. Each run salts the prompt nonces afresh,
-    so repeated runs against one server do not hit its prefix cache either. Without a tokenizer
+    completion of the measured phase. Output tokens come from ``usage`` and are counted from the
+    stream only when the server sent none (the notes say so); with ``ignore_eos`` an answer
+    shorter than ``max_tokens`` is a failed, truncated request (stream.py). Each run salts the
+    prompt nonces afresh, so repeated runs against one server do not hit its prefix cache either.
+    `options.ramp_s` staggers the closed loop's users. Without a tokenizer
     synthetic prompts are approximate and `BenchRun.prompt_tokens_exact` is False. Bad input
     (dataset file, tokenizer path) raises `SpecError` before any request is sent.
     """
@@ -253,7 +272,8 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
             if on_phase:
                 on_phase("warmup")
             warmup, _ = await _closed_loop(client, url, body, w0, workload.concurrency,
-                                           workload.request_timeout_s, secret=api_key)
+                                           workload.request_timeout_s, secret=api_key,
+                                           ramp_s=o.ramp_s)
         offsets: list[float] = []
         bodies: list[dict] = []
         if workload.mode == "open":
@@ -277,15 +297,16 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
         elif workload.duration_s is not None:
             samples, duration_s = await _closed_loop(
                 client, url, lambda i: body(w0 + i), None, workload.concurrency,
-                workload.request_timeout_s, workload.duration_s, api_key)
+                workload.request_timeout_s, workload.duration_s, api_key, o.ramp_s)
         else:
             prebuilt = [body(w0 + i) for i in range(workload.num_requests)]
             samples, duration_s = await _closed_loop(
                 client, url, prebuilt.__getitem__, workload.num_requests, workload.concurrency,
-                workload.request_timeout_s, secret=api_key)
+                workload.request_timeout_s, secret=api_key, ramp_s=o.ramp_s)
         if scraper is not None:
             server_metrics = await scraper.finish()
     metrics = summarize(samples, duration_s, o.goodput_fn)
+    notes.extend(sample_notes(samples))
     metrics.update(server_timing_summary(samples))
     metrics["max_concurrent_requests"] = float(max_concurrency(samples))
     if workload.mode == "open" and samples:

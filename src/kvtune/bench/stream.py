@@ -2,8 +2,12 @@
 
 The definitions are those of ../shared/MEASUREMENT.md: TTFT runs to the first *content* chunk
 (a role-only chunk is not a token), E2EL to the last content chunk (not to the usage chunk or
-``[DONE]``), output tokens come from ``usage`` and fall back to counting content chunks only when
-the server sent none. A failure (HTTP status, connection error, an error object or event in the
+``[DONE]``). Output tokens come from ``usage.completion_tokens``; without it they are counted from
+the stream (llama-server's ``timings.predicted_n``, else one token per content chunk) and the sample
+says so (`tokens_from_stream`), never a silent 0. With ``ignore_eos`` a stream that ends with
+fewer tokens than ``max_tokens`` is a failed request, "truncated: 12 of 64 tokens" (a per-slot
+context too small for prompt + chat template + output, or a server that ignores ``ignore_eos``):
+a short answer must not pass for a fast one. A failure (HTTP status, connection error, an error object or event in the
 stream, an empty stream, the request timeout) is recorded on the sample, never raised, and any
 API key a server echoes back is scrubbed from its text.
 """
@@ -72,6 +76,7 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSam
     last: float | None = None
     content_chunks = 0
     usage: dict[str, Any] | None = None
+    finish: str | None = None
     async with client.stream("POST", url, json=body) as resp:
         if resp.status_code != 200:
             text = (await resp.aread()).decode("utf-8", "replace")
@@ -105,6 +110,7 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSam
                     s.itl_s.append(now - last)
                 last = now
                 content_chunks += 1
+            finish = _finish_reason(obj) or finish
             if obj.get("usage"):
                 usage = obj["usage"]
             if obj.get("timings"):
@@ -113,12 +119,43 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSam
         s.error = "stream ended with no content"
         return
     s.e2el_s = last - s.send_time
-    if usage is not None:
-        s.output_tokens = int(usage.get("completion_tokens") or 0)
-        s.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-    else:
-        s.output_tokens = content_chunks
+    s.prompt_tokens = _int(usage, "prompt_tokens") or 0
+    counted = _int(usage, "completion_tokens")
+    if counted is None:
+        s.tokens_from_stream = True
+        counted = _int(s.server_timings, "predicted_n")
+        counted = content_chunks if counted is None else counted
+    s.output_tokens = counted
+    wanted = expected_tokens(body)
+    if wanted is not None and counted < wanted:
+        s.truncated = True
+        s.error = f"truncated: {counted} of {wanted} tokens (finish_reason {finish or 'none'})"
+        return
     s.ok = True
+
+
+def expected_tokens(body: dict) -> int | None:
+    """The output length a request forces (``ignore_eos`` with ``max_tokens``), else None: only
+    then is a shorter answer a truncation rather than the model's own stop."""
+    if not body.get("ignore_eos"):
+        return None
+    n = body.get("max_tokens", body.get("max_completion_tokens"))
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def _finish_reason(obj: dict[str, Any]) -> str | None:
+    for choice in obj.get("choices") or []:
+        if isinstance(choice, dict) and choice.get("finish_reason"):
+            return str(choice["finish_reason"])
+    return None
+
+
+def _int(d: dict[str, Any] | None, key: str) -> int | None:
+    """``d[key]`` as a count, or None when the server did not say (absent, null, not a number)."""
+    v = d.get(key) if isinstance(d, dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        return None
+    return int(v)
 
 
 def redact(text: str, secret: str | None) -> str:

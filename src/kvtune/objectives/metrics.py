@@ -2,7 +2,11 @@
 
 Names follow vLLM's `vllm bench serve` (mean_ttft_ms, p99_tpot_ms, output_throughput, ...) so
 users can compare kvtune's figures with theirs. A failed request is never dropped silently: it
-counts in the error rate and as +inf latency for percentile targets (see `targets.py`).
+counts in the error rate and as +inf latency for percentile targets (see `targets.py`). A
+truncated answer (fewer tokens than the forced output length) is such a failure, counted apart as
+``truncated_requests``; ``tokens_counted_from_stream`` counts the answers whose server sent no
+``usage.completion_tokens`` (their tokens were counted from the stream), and `sample_notes` says
+both in words for the run's notes.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ class RequestSample:
     intended_send_time: float | None = None
     # When the request ended (last byte, error or timeout), on the same clock.
     end_time: float | None = None
+    # The answer ended with fewer tokens than the forced output length (a failed request).
+    truncated: bool = False
+    # The server sent no usage.completion_tokens: output_tokens were counted from the stream.
+    tokens_from_stream: bool = False
 
     @property
     def schedule_lag_s(self) -> float | None:
@@ -93,7 +101,9 @@ def summarize(samples: list[RequestSample], duration_s: float,
     request met every per-request SLO; failed requests never count) the summary adds
     ``request_goodput`` (good requests / duration). When samples carry an intended send time
     (open loop) it adds the schedule lag (actual - intended send time) over all sent requests:
-    ``mean_schedule_lag_ms``, ``p99_schedule_lag_ms``, ``max_schedule_lag_ms``.
+    ``mean_schedule_lag_ms``, ``p99_schedule_lag_ms``, ``max_schedule_lag_ms``. It always says
+    how many requests were truncated (``truncated_requests``, among the failed) and how many
+    answers had their tokens counted from the stream (``tokens_counted_from_stream``).
     """
     ok = [s for s in samples if s.ok]
     failed = len(samples) - len(ok)
@@ -112,6 +122,8 @@ def summarize(samples: list[RequestSample], duration_s: float,
         "mean_queue_wait_ms": (
             1000.0 * sum(s.queue_wait_s for s in samples) / len(samples) if samples else 0.0
         ),
+        "truncated_requests": float(sum(1 for s in samples if s.truncated)),
+        "tokens_counted_from_stream": float(sum(1 for s in samples if s.tokens_from_stream)),
     }
     out.update(_stats("ttft", [s.ttft_s for s in ok if s.ttft_s is not None], failed))
     out.update(_stats("e2el", [s.e2el_s for s in ok if s.e2el_s is not None], failed))
@@ -126,3 +138,29 @@ def summarize(samples: list[RequestSample], duration_s: float,
         out["p99_schedule_lag_ms"] = percentile(lags, 99)
         out["max_schedule_lag_ms"] = max(lags)
     return out
+
+
+def sample_notes(samples: list[RequestSample]) -> list[str]:
+    """What a reader of the run must know about its answers: truncations and token counts that
+    came from the stream rather than the server's usage (empty when neither happened)."""
+    notes: list[str] = []
+    truncated = [s for s in samples if s.truncated]
+    if truncated:
+        notes.append(
+            f"{len(truncated)} of {len(samples)} requests truncated (fewer output tokens than "
+            f"max_tokens with ignore_eos, e.g. {truncated[0].error}): they count as failed. The "
+            f"per-slot context may be too small for prompt + chat template + output, or the "
+            f"server ignores ignore_eos")
+    counted = sum(1 for s in samples if s.tokens_from_stream)
+    if counted:
+        notes.append(
+            f"{counted} of {len(samples)} answers carried no usage.completion_tokens: their output "
+            f"tokens were counted from the stream (server timings, else one per content chunk)")
+    return notes
+
+
+def truncation_note(metrics: dict[str, float]) -> str:
+    """`` (3 truncated: answers shorter than max_tokens)`` when a run had truncated answers, for
+    the reason a trial broke its error-rate target; else empty."""
+    n = metrics.get("truncated_requests") or 0
+    return f" ({n:.0f} truncated: answers shorter than max_tokens)" if n else ""

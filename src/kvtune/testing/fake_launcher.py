@@ -6,8 +6,9 @@ Its knobs map to set latencies, so a test knows which config must win:
 - ``speed`` (1, 2, 4): TTFT = base_ttft_ms / speed, ITL = base_itl_ms / speed.
 - ``bogus`` (True/False): True adds a flag the fake server rejects (exit status 2), like a real
   server refusing an argument.
-- ``fail-status``, ``startup-delay-s``, ``crash-after-requests``, ``hang-after-tokens``: faults,
-  passed to the fake server (HTTP errors, a slow start, a crash or a hang mid-benchmark).
+- ``fail-status``, ``startup-delay-s``, ``crash-after-requests``, ``hang-after-tokens``,
+  ``truncate-at``: faults, passed to the fake server (HTTP errors, a slow start, a crash or a hang
+  mid-benchmark, answers cut short).
 - ``port-clash`` (1): the server exits as if another process had taken its port; with
   ``start-count-file`` (a path) and ``faulty-starts`` (N >= 1) the start-up faults (port clash,
   slow start) hit only the first N starts counted in that file: a transient fault.
@@ -35,7 +36,8 @@ IMAGE = "python:3-slim"
 
 # Fault knobs passed straight to the fake server.
 FAULT_FLAGS = ("fail-status", "startup-delay-s", "crash-after-requests", "hang-after-tokens",
-               "ttft-per-active-ms", "port-clash", "start-count-file", "faulty-starts")
+               "ttft-per-active-ms", "port-clash", "start-count-file", "faulty-starts",
+               "truncate-at")
 
 
 # A single `fault` knob picks one fault by name (soak tests draw it at random).

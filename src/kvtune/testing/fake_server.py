@@ -32,7 +32,11 @@ class FakeOpenAIServer:
     first N chat requests are served and request N+1 crashes the server: the process exits with
     status 1 when `exit_on_crash` (the CLI sets it), otherwise the connection is dropped without a
     reply, as is every later request. Chat request bodies are recorded in `received`, their
-    ``Authorization`` headers (None when absent) in `authorizations`.
+    ``Authorization`` headers (None when absent) in `authorizations`. `truncate_at=K` ends every
+    answer after K tokens with finish reason `truncate_finish` ("length": a context that filled up,
+    as llama-server does; "stop": a server that ignores ``ignore_eos``), whatever `max_tokens`
+    asked; `omit_usage` leaves out the final chunk's ``usage`` and ``timings`` (a server that
+    reports no token counts).
     """
 
     def __init__(
@@ -52,7 +56,13 @@ class FakeOpenAIServer:
         exit_on_crash: bool = False,
         ttft_per_active_s: float = 0.0,
         llama_props: bool = True,
+        truncate_at: int | None = None,
+        truncate_finish: str = "length",
+        omit_usage: bool = False,
     ) -> None:
+        self.truncate_at = truncate_at
+        self.truncate_finish = truncate_finish
+        self.omit_usage = omit_usage
         # Answer /props like llama-server (the bench then applies llama-server's cache policy).
         self.llama_props = llama_props
         # Load-dependent TTFT: each other stream in flight adds this much, like a real server's
@@ -258,6 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, fake: FakeOpenAIServer, body: dict[str, Any]) -> None:
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        if fake.truncate_at is not None:
+            max_tokens = min(max_tokens, fake.truncate_at)
         prompt_n = _prompt_words(body)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -298,12 +310,13 @@ class _Handler(BaseHTTPRequestHandler):
             k = min(fake.tokens_per_chunk, max_tokens - sent)
             self._event(chunk({"content": " tok" * k}))
             sent += k
-        final = chunk({}, "length")
-        final["usage"] = {"prompt_tokens": prompt_n, "completion_tokens": sent,
-                          "total_tokens": prompt_n + sent}
-        final["timings"] = {"prompt_n": prompt_n, "prompt_ms": fake.ttft_s * 1000.0,
-                            "predicted_n": sent,
-                            "predicted_ms": (time.perf_counter() - t_first) * 1000.0}
+        final = chunk({}, fake.truncate_finish if fake.truncate_at is not None else "length")
+        if not fake.omit_usage:
+            final["usage"] = {"prompt_tokens": prompt_n, "completion_tokens": sent,
+                              "total_tokens": prompt_n + sent}
+            final["timings"] = {"prompt_n": prompt_n, "prompt_ms": fake.ttft_s * 1000.0,
+                                "predicted_n": sent,
+                                "predicted_ms": (time.perf_counter() - t_first) * 1000.0}
         self._event(final)
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")  # end of the chunked body
@@ -337,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-role-chunk", action="store_true")
     p.add_argument("--startup-delay-s", type=float, default=0.0)
     p.add_argument("--crash-after-requests", type=int)
+    p.add_argument("--truncate-at", type=int, help="end every answer after this many tokens")
+    p.add_argument("--truncate-finish", choices=("length", "stop"), default="length")
+    p.add_argument("--omit-usage", action="store_true", help="send no usage or timings")
     p.add_argument("--bad-flag-exit", action="store_true",
                    help="act like a server rejecting one of its flags: exit 2 at once")
     p.add_argument("--port-clash", type=int, default=0,
@@ -361,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         tokens_per_chunk=args.tokens_per_chunk, startup_delay_s=args.startup_delay_s,
         crash_after_requests=args.crash_after_requests, host=args.host, port=args.port,
         model=args.model, exit_on_crash=True, ttft_per_active_s=args.ttft_per_active_ms / 1000.0,
+        truncate_at=args.truncate_at, truncate_finish=args.truncate_finish,
+        omit_usage=args.omit_usage,
     )
     try:
         server.bind()

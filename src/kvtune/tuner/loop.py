@@ -34,6 +34,7 @@ from kvtune.launchers.base import Candidate, Launcher
 from kvtune.launchers.process import (ServerProcess, free_port, last_error_line, process_start_ticks,
                                       reap_leftovers)
 from kvtune.errors import TargetError
+from kvtune.objectives.metrics import truncation_note
 from kvtune.objectives.targets import MAX_MARGIN, Target
 from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome
 from kvtune.tuner.launch_retry import LaunchFailed, Starter
@@ -417,7 +418,7 @@ def _describe_miss(t: Target, metrics: dict[str, float]) -> str:
     if math.isinf(v):
         shown = "inf (requests failed)"
     elif t.metric == "error_rate":
-        shown = f"{v * 100:.1f}%"
+        shown = f"{v * 100:.1f}%" + truncation_note(metrics)
     elif t.key.endswith("_ms"):
         shown = f"{v:.0f} ms"
     else:

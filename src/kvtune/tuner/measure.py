@@ -4,8 +4,9 @@ Repeats pool their per-request samples (percentiles over all of them) and report
 of variation of the headline metrics across runs, so a user sees how much of a difference between
 configs is noise. The capacity objective answers the operator's question "how many users can this
 box serve under my targets?": on the one running server (no relaunch per level) it doubles the
-load until a target breaks, then bisects between the last level that held and the first that
-broke. Load is concurrency in closed loop and request rate in open loop.
+load until a target breaks (measured twice before it counts), then bisects between the last level
+that held and the first that broke. Load is concurrency in closed loop and request rate in open
+loop; how each level is measured in steady state (warm-up, ramp, waves, duration) is capacity.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any, Callable
 from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.bench.server_timing import server_timing_summary
 from kvtune.bench.workload import Workload
+from kvtune.tuner.capacity import (MAX_CONCURRENCY, MAX_RATE, CapacityPlan, LevelStatus, is_open,
+                                   level_workload, ramp_for, typical_duration_s)
 from kvtune.objectives.metrics import summarize
 from kvtune.objectives.targets import Target
 
@@ -25,8 +28,6 @@ from kvtune.objectives.targets import Target
 Bench = Callable[[str, Workload, BenchOptions], BenchRun]
 
 SPREAD_KEYS = ("output_throughput", "request_throughput", "p95_ttft_ms", "p95_tpot_ms", "mean_ttft_ms")
-MAX_CONCURRENCY = 256
-MAX_RATE = 1000.0
 
 
 @dataclass
@@ -43,26 +44,6 @@ def coefficient_of_variation(values: list[float]) -> float:
     if len(vals) < 2 or statistics.fmean(vals) == 0:
         return 0.0
     return statistics.stdev(vals) / abs(statistics.fmean(vals))
-
-
-def _is_open(w: Workload) -> bool:
-    return w.mode == "open"
-
-
-def _load(w: Workload) -> float:
-    return float(w.rate) if _is_open(w) else float(w.concurrency)
-
-
-def _at_load(w: Workload, load: float, warm: bool) -> Workload:
-    changes: dict[str, Any] = {} if warm else {"warmup_requests": 0}
-    if _is_open(w):
-        changes["rate"] = load
-    else:
-        level = int(load)
-        changes["concurrency"] = level
-        # enough requests for a few rounds at this level, never fewer than the workload asks
-        changes["num_requests"] = max(w.num_requests, 3 * level)
-    return replace(w, **changes)
 
 
 def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: int,
@@ -86,42 +67,71 @@ def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: in
 
 def measure_capacity(bench: Bench, base_url: str, workload: Workload,
                      targets: list[Target], options: BenchOptions,
-                     on_level: Callable[[float, bool], None] = lambda load, ok: None) -> Measurement:
-    """Highest load at which every target holds. metrics = those at that load (or at the lowest
-    load tried when none held), plus ``capacity`` (0 when even the lowest load breaks a target)."""
-    is_open = _is_open(workload)
+                     on_level: Callable[[float, bool], None] = lambda load, ok: None,
+                     plan: CapacityPlan = CapacityPlan()) -> Measurement:
+    """Highest load at which every target holds, each level measured in steady state
+    (capacity.py). metrics = those at that load (or at the lowest load tried when none held),
+    plus ``capacity`` (0 when even the lowest load breaks a target).
+
+    Doubling finds the first level that breaks; that level is measured once more before it
+    counts (`plan.recheck`; a level that holds the second time was noise and the search goes on),
+    then bisection narrows the gap. A level where the client fell behind its schedule is
+    "client-limited": not held, and the search does not go above it (more load would only
+    measure the client); ``capacity_client_limited`` then says the capacity is a lower bound.
+    Every measurement is one entry of `Measurement.runs`: load, status, met, recheck, ramp_s.
+    """
+    open_loop = is_open(workload)
     results: dict[float, BenchRun] = {}
     m = Measurement(metrics={})
+    typical = {"s": 0.0}  # one typical request's duration, from the last level with answers
 
-    def run_at(load: float) -> bool:
-        run = bench(base_url, _at_load(workload, load, warm=not results), options)
-        ok = all(t.met(run.metrics) for t in targets)
+    def measure(load: float, recheck: bool) -> LevelStatus:
+        w = level_workload(workload, load, plan, first=not results, typical_s=typical["s"])
+        ramp = ramp_for(plan, typical["s"])
+        run = bench(base_url, w, replace(options, ramp_s=ramp) if ramp else options)
+        if run.fell_behind:
+            status = LevelStatus.CLIENT_LIMITED
+        else:
+            status = LevelStatus.HELD if all(t.met(run.metrics) for t in targets) else LevelStatus.BROKE
         results[load] = run
-        m.runs.append({"load": load, "met": ok, "metrics": run.metrics})
+        typical["s"] = typical_duration_s(run.metrics) or typical["s"]
+        m.runs.append({"load": load, "met": status is LevelStatus.HELD, "status": status.value,
+                       "recheck": recheck, "ramp_s": ramp, "metrics": run.metrics})
         m.bench_runs.append(run)
-        on_level(load, ok)
-        return ok
+        on_level(load, status is LevelStatus.HELD)
+        return status
 
-    lowest = 0.5 if is_open else 1.0
-    ceiling = MAX_RATE if is_open else MAX_CONCURRENCY
+    def run_at(load: float, may_recheck: bool = False) -> LevelStatus:
+        status = measure(load, recheck=False)
+        if status is LevelStatus.BROKE and may_recheck and plan.recheck:
+            status = measure(load, recheck=True)  # a break counts only if it breaks again
+        return status
+
+    lowest = 0.5 if open_loop else 1.0
+    ceiling = MAX_RATE if open_loop else MAX_CONCURRENCY
     good, bad, load = 0.0, None, lowest
+    limited = False
     while load <= ceiling:
-        if run_at(load):
+        status = run_at(load, may_recheck=True)
+        if status is LevelStatus.HELD:
             good, load = load, load * 2
         else:
-            bad = load
+            bad, limited = load, status is LevelStatus.CLIENT_LIMITED
             break
     if bad is not None and good > 0:
-        resolution = max(0.1 * good, 0.25) if is_open else 1.0
+        resolution = max(0.1 * good, 0.25) if open_loop else 1.0
         while bad - good > resolution:
-            mid = (good + bad) / 2 if is_open else float(int((good + bad) // 2))
+            mid = (good + bad) / 2 if open_loop else float(int((good + bad) // 2))
             if mid in (good, bad):
                 break
-            if run_at(mid):
+            status = run_at(mid)
+            if status is LevelStatus.HELD:
                 good = mid
             else:
-                bad = mid
+                bad, limited = mid, status is LevelStatus.CLIENT_LIMITED
     chosen = results[good] if good > 0 else results[lowest]
     m.capacity = good
     m.metrics = {**chosen.metrics, "capacity": good}
+    if limited:
+        m.metrics["capacity_client_limited"] = 1.0
     return m

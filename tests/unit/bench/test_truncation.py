@@ -1,0 +1,140 @@
+"""A truncated answer is a failed request, and a missing token count is counted, never 0.
+
+With ``ignore_eos`` and ``max_tokens=N`` every answer must have N tokens; fewer means the context
+filled up (prompt + chat template + output did not fit a slot) or the server ignored
+``ignore_eos``, and a short answer must not pass for a fast one. Against the fake server's
+`truncate_at` and `omit_usage`, and canned streams through httpx.MockTransport.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import httpx
+import pytest
+
+from kvtune.bench.client import BenchOptions, run
+from kvtune.bench.stream import expected_tokens
+from kvtune.bench.workload import Workload
+from kvtune.kinds import FailureKind
+from kvtune.launchers.base import Knob
+from kvtune.objectives.targets import parse_target
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.tuner.spec import StudySpec
+from tests.conftest import TINY
+
+
+def _wl(**kw: object) -> Workload:
+    base = dict(concurrency=2, prompt_tokens=20, output_tokens=64, num_requests=3,
+                warmup_requests=0, request_timeout_s=10.0)
+    base.update(kw)
+    return Workload(**base)  # type: ignore[arg-type]
+
+
+def _mock(*events: object) -> httpx.MockTransport:
+    body = "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events).encode()
+    return httpx.MockTransport(lambda request: httpx.Response(
+        200, content=body, headers={"content-type": "text/event-stream"}))
+
+
+def _chunk(text: str | None, finish: str | None = None, **extra: object) -> dict:
+    delta = {} if text is None else {"content": text}
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+
+
+@pytest.mark.parametrize("finish", ["length", "stop"])
+def test_an_answer_shorter_than_max_tokens_is_a_failed_truncated_request(finish: str) -> None:
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, truncate_at=12, truncate_finish=finish) as srv:
+        res = run(srv.base_url, _wl(), BenchOptions("m"))
+    for s in res.samples:
+        assert not s.ok and s.truncated
+        assert s.error.startswith("truncated: 12 of 64 tokens") and finish in s.error
+        assert s.output_tokens == 12 and s.ttft_s is not None  # what arrived is kept for diagnosis
+    m = res.metrics
+    assert m["error_rate"] == 1.0 and m["truncated_requests"] == 3 and m["completed"] == 0
+    assert m["p95_e2el_ms"] == math.inf  # a short answer is not a fast one
+    assert m["output_throughput"] == 0.0
+    assert parse_target("error_rate<1%").margin(m) > 0
+    assert any("3 of 3 requests truncated" in n for n in res.notes)
+
+
+def test_full_answers_are_not_truncated() -> None:
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, truncate_at=64) as srv:
+        res = run(srv.base_url, _wl(), BenchOptions("m"))
+    assert all(s.ok and not s.truncated for s in res.samples)
+    assert res.metrics["truncated_requests"] == 0 and res.metrics["tokens_counted_from_stream"] == 0
+    assert not any("truncated" in n or "counted from the stream" in n for n in res.notes)
+
+
+def test_without_ignore_eos_a_short_answer_is_the_model_stopping() -> None:
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, truncate_at=12, truncate_finish="stop") as srv:
+        res = run(srv.base_url, _wl(), BenchOptions("m", extra_body={"ignore_eos": False}))
+    assert all(s.ok and s.output_tokens == 12 for s in res.samples)
+
+
+def test_without_usage_tokens_are_counted_from_the_stream_and_the_run_says_so() -> None:
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, omit_usage=True) as srv:
+        res = run(srv.base_url, _wl(output_tokens=16), BenchOptions("m"))
+    for s in res.samples:
+        assert s.ok and s.tokens_from_stream and s.output_tokens == 16  # one per content chunk
+    assert res.metrics["tokens_counted_from_stream"] == 3
+    assert res.metrics["total_output_tokens"] == 48
+    assert any("3 of 3 answers carried no usage.completion_tokens" in n for n in res.notes)
+
+
+def test_without_usage_a_truncation_is_still_seen() -> None:
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, omit_usage=True, truncate_at=5) as srv:
+        res = run(srv.base_url, _wl(output_tokens=16), BenchOptions("m"))
+    assert all(s.truncated and s.error.startswith("truncated: 5 of 16 tokens") for s in res.samples)
+    assert res.metrics["tokens_counted_from_stream"] == 3
+
+
+def test_usage_without_completion_tokens_is_never_zero() -> None:
+    """Usage with only prompt_tokens: the count comes from the stream, the prompt from usage."""
+    t = _mock(_chunk("a"), _chunk("b"), _chunk(None, "length"),
+              {"choices": [], "usage": {"prompt_tokens": 9}}, "[DONE]")
+    res = run("http://fake", _wl(output_tokens=2, num_requests=1), BenchOptions("m", transport=t))
+    (s,) = res.samples
+    assert s.ok and s.output_tokens == 2 and s.prompt_tokens == 9 and s.tokens_from_stream
+
+
+def test_server_timings_count_tokens_when_chunks_carry_several() -> None:
+    """llama-server's timings.predicted_n says how many tokens the chunks held."""
+    t = _mock(_chunk("a b"), _chunk("c d"), _chunk(None, "length", timings={"predicted_n": 4}),
+              "[DONE]")
+    res = run("http://fake", _wl(output_tokens=4, num_requests=1), BenchOptions("m", transport=t))
+    (s,) = res.samples
+    assert s.ok and s.output_tokens == 4 and s.tokens_from_stream
+
+
+def test_usage_is_trusted_over_the_chunk_count() -> None:
+    t = _mock(_chunk("a b c"), _chunk(None, "length", usage={"prompt_tokens": 3, "completion_tokens": 2}),
+              "[DONE]")
+    res = run("http://fake", _wl(output_tokens=3, num_requests=1), BenchOptions("m", transport=t))
+    (s,) = res.samples
+    assert s.truncated and s.error.startswith("truncated: 2 of 3 tokens")
+    assert not s.tokens_from_stream
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ({"ignore_eos": True, "max_tokens": 64}, 64),
+    ({"ignore_eos": True, "max_completion_tokens": 8}, 8),
+    ({"ignore_eos": False, "max_tokens": 64}, None),
+    ({"max_tokens": 64}, None),
+    ({"ignore_eos": True}, None),
+    ({"ignore_eos": True, "max_tokens": True}, None),
+])
+def test_expected_tokens(body: dict, expected: int | None) -> None:
+    assert expected_tokens(body) == expected
+
+
+def test_a_truncating_server_makes_the_trial_infeasible_with_that_reason(make_tuner) -> None:
+    launcher = FakeLauncher(knobs=(Knob("truncate-at", "fixed", value=2), Knob("speed", "choices", choices=(1, 2))))
+    tuner, _ = make_tuner(StudySpec(study="t", trials=2, workload=TINY, confirm_top=0).validate(), launcher)
+    base, bad = tuner.run()
+    assert base.feasible  # the baseline has no truncate-at flag
+    assert not bad.feasible and bad.failure is FailureKind.REQUESTS_FAILED
+    assert f"{TINY.num_requests} truncated" in bad.reason, bad.reason
+    assert bad.metrics["truncated_requests"] == TINY.num_requests
