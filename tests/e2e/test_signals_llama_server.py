@@ -20,7 +20,8 @@ from kvtune.launchers.llama_server import find_llama_server
 
 pytestmark = pytest.mark.e2e
 ARGS = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
-        "--num-requests", "16", "--warmup-requests", "1", "--target", "ttft<60s"]
+        "--num-requests", "16", "--warmup-requests", "1", "--target", "ttft<60s",
+        "--confirm-top", "0"]  # signals are the point here, not the confirmation phase
 
 
 @pytest.fixture(scope="module", autouse=True)
