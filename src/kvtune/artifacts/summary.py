@@ -46,10 +46,39 @@ class StudySummary:
     nearest_misses: list[Miss] = field(default_factory=list)
     pareto: list[TrialOutcome] = field(default_factory=list)
     warm_start: list[WarmStartFate] = field(default_factory=list)
+    early_stop: EarlyStops | None = None
 
     @property
     def launches_saved(self) -> int:
         return int(self.payload.get("launches_saved_by_prescreen") or 0)
+
+    @property
+    def budget(self) -> dict:
+        """What the search spent and why it stopped asking (tuner/accounting.py's report)."""
+        return self.payload.get("budget") or {}
+
+
+@dataclass
+class EarlyStops:
+    """The measurements cut short because a target could no longer hold."""
+
+    trials: int       # trials stopped early
+    saved_s: float    # estimated wall time saved (planned / heard x elapsed - elapsed, summed)
+    spent_s: float    # what those measurements took
+
+    def to_dict(self) -> dict:
+        return {"trials": self.trials, "saved_s": round(self.saved_s, 1),
+                "measure_s": round(self.spent_s, 1)}
+
+
+def early_stops(outcomes: list[TrialOutcome]) -> EarlyStops | None:
+    """The early stops among the trials measured in their own right, or None when none was."""
+    stopped = [o.metrics for o in outcomes if o.duplicate_of is None and o.metrics
+               and o.metrics.get("early_stopped")]
+    if not stopped:
+        return None
+    return EarlyStops(len(stopped), sum(m.get("early_stop_saved_s") or 0.0 for m in stopped),
+                      sum(m.get("measure_s") or 0.0 for m in stopped))
 
 
 @dataclass
@@ -99,7 +128,10 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
     baseline = next((o for o in outcomes if o.baseline), None)
     summary = StudySummary(EXIT_OK if best else EXIT_NO_FEASIBLE, payload, results_path,
                            best=best, baseline=baseline,
-                           warm_start=warm_start_fates(outcomes, direction))
+                           warm_start=warm_start_fates(outcomes, direction),
+                           early_stop=early_stops(outcomes))
+    if summary.early_stop is not None:
+        payload["early_stop"] = summary.early_stop.to_dict()
     if best is None:
         summary.nearest_misses = nearest_misses(outcomes, targets)
         payload["nearest_misses"] = [{"trial": x.outcome.number, "reason": x.outcome.reason,
