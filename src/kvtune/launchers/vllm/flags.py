@@ -264,9 +264,11 @@ class VllmLauncher(Launcher):
         return knobs
 
     def offered_choices(self, knob: Knob, flags: dict[str, Any]) -> tuple:
-        """What precheck would refuse in combination with the flags drawn before, not offered:
-        a token budget below --max-num-seqs; chunked prefill off when the token budget cannot
-        hold a whole --max-model-len sequence; a CPU KV cache smaller than one such sequence."""
+        """What precheck would refuse in combination with the flags drawn before (or with the
+        model and the GPUs), not offered: a token budget below --max-num-seqs; chunked prefill
+        off when the token budget cannot hold a whole --max-model-len sequence; a CPU KV cache
+        smaller than one such sequence; a tensor-parallel size that does not divide the heads
+        or exceeds the GPUs."""
         kind = self.build.kind
         max_len = _int(flags.get("max-model-len", self.model_max_len()))
         if knob.name == "max-num-batched-tokens":
@@ -276,6 +278,11 @@ class VllmLauncher(Launcher):
             batched = _int(flags["max-num-batched-tokens"])
             if batched is not None and max_len is not None and batched < max_len:
                 return tuple(c for c in knob.choices if c is not False)
+        if knob.name == "tensor-parallel-size":
+            heads = self.shape.attention_heads if self.shape else None
+            gpus = 1 if self.on_cpu else self.build.gpu_count  # the CPU build runs one rank
+            return tuple(c for c in knob.choices if (_int(c) or 0) >= 1
+                         and (not heads or heads % _int(c) == 0) and _int(c) <= gpus)
         if knob.name == "kv-cache-memory-bytes" and self.on_cpu and max_len is not None:
             per_token = self.kv_bytes_per_token(str(flags.get("kv-cache-dtype", "auto")))
             if per_token:
