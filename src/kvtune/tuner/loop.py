@@ -383,9 +383,10 @@ class Tuner:
         if not self.spec.early_stop:
             return []
         trial = next((t for t in self.study.get_trials(deepcopy=False) if t.number == n), None)
+        if trial is None or trial.user_attrs.get("baseline"):
+            return []  # measured in full, in the search and in the confirmation
         base = next((o for o in self.outcomes() if o.baseline and o.measured), None)
-        return watched_targets(self.targets, bool(trial and trial.user_attrs.get("baseline")),
-                               base.metrics if base else None)
+        return watched_targets(self.targets, False, base.metrics if base else None)
 
     def _find_measured(self, candidate: Candidate) -> TrialOutcome | None:
         for o in self.outcomes():

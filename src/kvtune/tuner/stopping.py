@@ -24,13 +24,16 @@ from kvtune.objectives.targets import Target
 
 def watched_targets(targets: Sequence[Target], baseline: bool,
                     baseline_metrics: dict[str, float] | None) -> list[Target]:
-    """The targets an early stop may watch on a trial: all of them as they are when none is
-    relative; with relative ones ("ttft<1.5x"), all resolved from the baseline's first
-    measurement, and none on the baseline itself (its own figures define them) or while the
-    baseline has no figures (its trial then fails on its own, see `Tuner._score`)."""
+    """The targets an early stop may watch on a trial. None on the baseline: it is measured in
+    full, because its figures anchor what the others are judged by (relative targets such as
+    "ttft<1.5x", the best-vs-baseline comparison, the near-miss hints). Relative targets are
+    resolved from the baseline's first measurement; while it has no figures, nothing is watched
+    (the trial then fails on its own, see `Tuner._score`)."""
+    if baseline:
+        return []
     if not any(t.relative for t in targets):
         return list(targets)
-    if baseline or not baseline_metrics:
+    if not baseline_metrics:
         return []
     try:
         return [t.resolve(baseline_metrics) for t in targets]

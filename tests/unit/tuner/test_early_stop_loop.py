@@ -92,7 +92,8 @@ def test_relative_targets_are_resolved_and_never_watch_the_baseline():
     resolved = watched_targets(targets, baseline=False, baseline_metrics={"p95_ttft_ms": 100.0})
     assert [t.threshold for t in resolved] == [150.0, 200.0]
     absolute = parse_targets(["ttft<1s"])
-    assert watched_targets(absolute, baseline=True, baseline_metrics=None) == absolute
+    assert watched_targets(absolute, baseline=False, baseline_metrics=None) == absolute
+    assert watched_targets(absolute, baseline=True, baseline_metrics=None) == []  # measured in full
 
 
 def test_an_unresolved_relative_target_is_never_watched():
@@ -136,28 +137,31 @@ def test_one_watch_spans_the_repeats_and_a_stop_skips_the_rest():
 
 # ---- in the loop -----------------------------------------------------------------------------
 def test_a_slow_config_against_a_tight_target_stops_early_infeasible_and_complete(make_tuner):
-    spec = StudySpec(study="es", trials=1, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
-                     startup_timeout_s=20).validate()
+    spec = StudySpec(study="es", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
+                     startup_timeout_s=20, informed_start=False).validate()
     tuner, _ = make_tuner(spec, SLOW)
-    (o,) = tuner.run()
+    base, o = tuner.run()
+    # the baseline is as slow, but measured in full: its figures anchor the comparisons
+    assert base.metrics["num_requests"] == 16 and "early_stopped" not in base.metrics
+    assert not base.feasible and base.reason.startswith("ttft_p95 ")
     # two requests over 100 ms out of 16 already make p95 > 100 ms, whatever the other 14 do
     assert o.reason == "stopped after 2 of 16 requests: 2 over TTFT 100 ms, p95<100ms can no longer hold"
     assert o.failure is FailureKind.TARGET_MISSED and not o.feasible
     assert o.metrics["num_requests"] == 2 and o.metrics["planned_requests"] == 16
     assert o.metrics["early_stopped"] == 1.0 and o.metrics["early_stop_saved_s"] > 0
-    t = tuner.study.trials[0]
+    t = tuner.study.trials[1]
     assert t.state == optuna.trial.TrialState.COMPLETE  # not pruned: the sampler learns from it
     assert t.constraints["ttft_p95<100ms"] > 0
     assert o.constraints[RUNS_KEY] <= 0  # the server ran: only the target broke
-    bench = json.loads((tuner.run_dir / "trials" / "0000" / "bench.json").read_text())
+    bench = json.loads((tuner.run_dir / "trials" / "0001" / "bench.json").read_text())
     assert bench["runs"][0]["stopped"] == o.reason and len(bench["runs"][0]["samples"]) == 2
 
 
 def test_no_early_stop_measures_every_request(make_tuner):
-    spec = StudySpec(study="full", trials=1, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
-                     startup_timeout_s=20, early_stop=False).validate()
+    spec = StudySpec(study="full", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
+                     startup_timeout_s=20, early_stop=False, informed_start=False).validate()
     tuner, _ = make_tuner(spec, SLOW)
-    (o,) = tuner.run()
+    _, o = tuner.run()
     assert o.metrics["num_requests"] == 16 and not o.metrics.get("early_stopped")
     assert o.failure is FailureKind.TARGET_MISSED and o.reason.startswith("ttft_p95 ")
 
@@ -176,18 +180,18 @@ def test_the_baseline_defines_relative_targets_and_is_never_stopped(make_tuner):
 
 
 def test_repeats_stop_together(make_tuner):
-    spec = StudySpec(study="rep", trials=1, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
-                     startup_timeout_s=20, repeats=3).validate()
+    spec = StudySpec(study="rep", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
+                     startup_timeout_s=20, repeats=3, informed_start=False).validate()
     tuner, _ = make_tuner(spec, SLOW)
-    (o,) = tuner.run()
+    _, o = tuner.run()
     assert o.reason.startswith("stopped after 3 of 48 requests: 3 over TTFT 100 ms")
-    runs = json.loads((tuner.run_dir / "trials" / "0000" / "bench.json").read_text())["runs"]
+    runs = json.loads((tuner.run_dir / "trials" / "0001" / "bench.json").read_text())["runs"]
     assert len(runs) == 1  # the two repeats left never ran
 
 
 def test_the_summary_says_how_much_time_early_stops_saved(make_tuner, tmp_path):
-    spec = StudySpec(study="sum", trials=1, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
-                     startup_timeout_s=20).validate()
+    spec = StudySpec(study="sum", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
+                     startup_timeout_s=20, informed_start=False).validate()
     tuner, _ = make_tuner(spec, SLOW)
     outcomes = tuner.run()
     p = prepare(spec, launcher=SLOW, runs_dir=str(tmp_path / "runs"))
