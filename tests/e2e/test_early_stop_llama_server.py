@@ -6,6 +6,7 @@ the stops saved."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,6 @@ from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server
 
 pytestmark = pytest.mark.e2e
-# 16 measured requests by 2 users: two over the threshold already break p95 over 16
 WORKLOAD = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
             "--num-requests", "16", "--warmup-requests", "1"]
 
@@ -41,10 +41,12 @@ def test_trials_stop_early_and_the_summary_reports_the_time_saved(tmp_path: Path
     base = measured[0]
     assert base["baseline"] and base["metrics"]["num_requests"] == 16  # measured in full
     for t in measured[1:]:
-        assert t["reason"] == ("stopped after 2 of 16 requests: 2 over TTFT 1 ms, p95<1ms can no "
-                               "longer hold"), t["reason"]
+        # one answer slower than 4 ms already lifts p95 over 16 (interpolated) above 1 ms
+        m = re.fullmatch(r"stopped after (\d) of 16 requests: \1 over TTFT 1 ms, p95<1ms can no "
+                         r"longer hold", t["reason"])
+        assert m, t["reason"]
         assert t["failure"] == "target missed" and not t["feasible"]
-        assert t["metrics"]["num_requests"] == 2 and t["metrics"]["planned_requests"] == 16
+        assert t["metrics"]["num_requests"] == int(m[1]) < 16 == t["metrics"]["planned_requests"]
         assert t["metrics"]["early_stop_saved_s"] > 0
     assert results["early_stop"]["trials"] == 2 and results["early_stop"]["saved_s"] > 0
     assert "Early stop: 2 trial(s) stopped once a target could no longer hold, saving about" in r.stdout

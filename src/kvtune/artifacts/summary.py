@@ -73,8 +73,7 @@ class EarlyStops:
 
 def early_stops(outcomes: list[TrialOutcome]) -> EarlyStops | None:
     """The early stops among the trials measured in their own right, or None when none was."""
-    stopped = [o.metrics for o in outcomes if o.duplicate_of is None and o.metrics
-               and o.metrics.get("early_stopped")]
+    stopped = [o.metrics for o in outcomes if o.duplicate_of is None and _stopped_early(o)]
     if not stopped:
         return None
     return EarlyStops(len(stopped), sum(m.get("early_stop_saved_s") or 0.0 for m in stopped),
@@ -91,17 +90,23 @@ class Miss:
 
 
 def nearest_misses(outcomes: list[TrialOutcome], targets: Sequence[Target], n: int = 3) -> list[Miss]:
-    """The infeasible trials that came closest: smallest total constraint violation."""
+    """The infeasible trials that came closest: smallest total constraint violation, the ones
+    measured in full first (an early stop's figures rest on the few requests it heard, so they
+    get no "would accept" hint)."""
     closest = sorted((o for o in outcomes if o.duplicate_of is None),
-                     key=lambda o: sum(max(0.0, v) for v in o.constraints.values()))[:n]
+                     key=lambda o: (_stopped_early(o), sum(max(0.0, v) for v in o.constraints.values())))[:n]
     base = next((o.metrics for o in outcomes if o.baseline and o.measured), None) or {}
     resolved = [t for t in (_resolve(t, base) for t in targets) if t is not None]
     misses = []
     for o in closest:
-        m = o.metrics or {}
+        m = {} if _stopped_early(o) else (o.metrics or {})
         hints = [loosened(t, t.value(m)) for t in resolved if m and not t.met(m)]
         misses.append(Miss(o, [h for h in hints if h]))
     return misses
+
+
+def _stopped_early(o: TrialOutcome) -> bool:
+    return bool((o.metrics or {}).get("early_stopped"))
 
 
 def _resolve(t: Target, baseline_metrics: dict) -> Target | None:

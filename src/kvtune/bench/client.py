@@ -66,10 +66,12 @@ class BenchRun:
     workload: dict[str, Any] | None = None
     endpoint: str = CHAT_PATH
     notes: list[str] = field(default_factory=list)
-    # Early stop: the reason `BenchOptions.stop_when` gave (the rest were cancelled), and the
-    # measured requests the run planned (None: a timed closed loop has no planned count).
+    # Early stop: the reason `BenchOptions.stop_when` gave (the rest were cancelled), the
+    # measured requests the run planned (None: a timed closed loop has no planned count), and
+    # those it sent (the cancelled ones included).
     stopped: str | None = None
     planned: int | None = None
+    sent: int = 0
 
     @property
     def observed(self) -> int:
@@ -93,6 +95,7 @@ class BenchRun:
             "notes": list(self.notes),
             "stopped": self.stopped,
             "planned": self.planned,
+            "sent": self.sent,
         }
 
 
@@ -132,6 +135,7 @@ class _Stopper:
         self.stop_when = stop_when
         self.reason: str | None = None
         self.tasks: list[asyncio.Task] = []
+        self.sent = 0  # requests sent in the phase, the ones a stop cancels included
 
     def keep(self, sample: RequestSample) -> bool:
         """Whether to record `sample`; the one that decides the stop is recorded."""
@@ -201,6 +205,7 @@ async def _closed_loop(client: httpx.AsyncClient, url: str, body: Callable[[int]
                 and stop.reason is None:
             i = next_index
             next_index += 1
+            stop.sent += 1
             sample = await one_request(client, url, body(i), timeout_s, start, None, secret)
             if stop.keep(sample):
                 samples[i] = sample
@@ -223,6 +228,7 @@ async def _open_loop(client: httpx.AsyncClient, url: str, bodies: list[dict],
     samples: dict[int, RequestSample] = {}
 
     async def send(i: int, due: float) -> None:
+        stop.sent += 1
         sample = await one_request(client, url, bodies[i], timeout_s, due, due, secret)
         if stop.keep(sample):
             samples[i] = sample
@@ -375,7 +381,7 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
                     fell_behind=fell_behind, prompt_tokens_exact=source.exact,
                     prompt_source=source_desc, server_metrics=server_metrics,
                     workload=workload.to_dict(), endpoint=path, notes=notes,
-                    stopped=stopper.reason, planned=planned)
+                    stopped=stopper.reason, planned=planned, sent=stopper.sent)
 
 
 def run(base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:

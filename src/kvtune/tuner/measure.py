@@ -90,12 +90,11 @@ def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: in
     stopped = runs[-1].stopped
     record: dict[str, float] = {"measure_s": time.monotonic() - began}
     if watch is not None:
-        observed = sum(len(r.samples) for r in runs)
+        sent = sum(r.sent for r in runs)
         elapsed = sum(r.duration_s for r in runs)
         record["planned_requests"] = float(watch.planned)
         record["early_stopped"] = 1.0 if stopped else 0.0
-        record["early_stop_saved_s"] = saved_seconds(watch.planned, observed, elapsed) \
-            if stopped else 0.0
+        record["early_stop_saved_s"] = saved_seconds(watch.planned, sent, elapsed) if stopped else 0.0
     if len(runs) == 1:
         metrics = {**runs[0].metrics, **record}
         return Measurement(metrics=metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}],

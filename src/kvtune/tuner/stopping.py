@@ -6,8 +6,9 @@ to the tuner's runs. One watch spans every repeat of a trial's measurement, beca
 pools the repeats' requests: a target is judged lost only when no completion of *all* the planned
 requests could meet it, so a stop in repeat 1 of 3 is as certain as the final verdict, and the
 repeats left are skipped. A run with no planned count (a timed closed loop) is never stopped.
-The time saved is an estimate, the issue's: the measured phase, scaled from the requests heard to
-the requests planned, minus what it took (``planned / observed x elapsed - elapsed``).
+The time saved is an estimate: the measured phase, scaled from the requests sent to the requests
+planned, minus what it took (``planned / sent x elapsed - elapsed``; requests sent, not answered,
+so the users' requests in flight at the stop count as begun).
 """
 
 from __future__ import annotations
@@ -80,9 +81,11 @@ class RunWatch:
         return stop.reason if stop is not None else None
 
 
-def saved_seconds(planned: int, observed: int, elapsed_s: float) -> float:
+def saved_seconds(planned: int, sent: int, elapsed_s: float) -> float:
     """The estimated wall time an early stop saved: the measured phase scaled from the requests
-    heard to the requests planned, minus what it took (0 when nothing was cut)."""
-    if observed <= 0 or observed >= planned or elapsed_s <= 0:
+    sent to the requests planned, minus what it took (0 when nothing was cut). Sent, not
+    answered: a closed loop of c users has c requests in flight, so at the first answer it is
+    one round of planned / c in, not one request of planned."""
+    if sent <= 0 or sent >= planned or elapsed_s <= 0:
         return 0.0
-    return planned / observed * elapsed_s - elapsed_s
+    return planned / sent * elapsed_s - elapsed_s

@@ -54,6 +54,7 @@ def test_closed_loop_stop_cancels_in_flight_requests_and_keeps_what_it_heard():
     assert res.observed == 3 == res.metrics["num_requests"]
     assert len(res.warmup_samples) == 2  # warm-up is never heard
     assert sent <= 2 + 3 + 4  # warm-up, the three heard, at most one in flight per user
+    assert 3 < res.sent <= 3 + 4  # the users' requests in flight when it stopped count as sent
     assert res.to_dict()["stopped"] == "stop at 3"
 
 
@@ -81,7 +82,7 @@ def test_planned_requests_and_the_saving_estimate():
     assert planned_requests(Workload(duration_s=30)) is None  # a timed closed loop: no count
     open_timed = Workload(mode="open", rate=2.0, arrival="constant", duration_s=10)
     assert planned_requests(open_timed) == 20
-    assert saved_seconds(32, 8, 10.0) == 30.0  # 32/8 x 10 s - 10 s
+    assert saved_seconds(32, 8, 10.0) == 30.0  # 32/8 x 10 s - 10 s, 8 sent so far
     assert saved_seconds(32, 32, 10.0) == 0.0 and saved_seconds(32, 0, 10.0) == 0.0
 
 
@@ -123,7 +124,7 @@ def test_one_watch_spans_the_repeats_and_a_stop_skips_the_rest():
                 break
         calls.append(w)
         return BenchRun(samples, [], 1.0, {"num_requests": float(len(samples))}, stopped=stopped,
-                        planned=w.num_requests)
+                        planned=w.num_requests, sent=len(samples))
 
     w = Workload(num_requests=8, warmup_requests=1)
     m = measure_repeats(bench, "http://x", w, 3, BenchOptions("m"), parse_targets(["ttft_p95<100ms"]))
@@ -199,6 +200,11 @@ def test_the_summary_says_how_much_time_early_stops_saved(make_tuner, tmp_path):
     s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
     assert s.early_stop is not None and s.early_stop.trials == 1 and s.early_stop.saved_s > 0
     assert payload["early_stop"]["trials"] == 1
+    # no feasible config: the baseline, measured in full, is the nearer miss with a hint; the
+    # stopped trial's figures rest on two requests, so it gives none
+    first, second = s.nearest_misses
+    assert first.outcome.baseline and first.would_accept
+    assert second.outcome.number == 1 and second.would_accept == []
     out = io.StringIO()
     print_summary(p, s, Console(file=out, width=200))
     assert "Early stop: 1 trial(s) stopped once a target could no longer hold, saving about" in out.getvalue()
