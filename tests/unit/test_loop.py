@@ -23,7 +23,11 @@ def test_study_runs_baseline_first_and_finds_the_fastest(make_tuner):
                                          objective="ttft_p95").validate(), launcher)
     tuner.study.enqueue_trial({"speed": 4})  # after the baseline: the fast config is measured
     outcomes = tuner.run()
-    assert len(outcomes) == 4
+    # the space holds 2 configs + the baseline: once all are measured the study stops (a
+    # duplicate would not spend the budget, so asking on could not buy a 4th measurement)
+    assert len([o for o in outcomes if o.duplicate_of is None]) == 3
+    assert tuner.budget_report["stopped"] == "space exhausted"
+    outcomes = [o for o in outcomes if o.duplicate_of is None]
     assert outcomes[0].baseline and outcomes[0].number == 0 and outcomes[0].candidate.flags == {}
     assert all(o.feasible for o in outcomes)
     from kvtune.tuner.ranking import rank
@@ -40,7 +44,7 @@ def test_rejected_flag_is_an_infeasible_complete_trial_and_the_study_goes_on(mak
     launcher = FakeLauncher(knobs=(Knob("bogus", "fixed", value=True), Knob("speed", "choices", choices=(1, 2))))
     tuner, events = make_tuner(StudySpec(study="b", trials=3, workload=TINY).validate(), launcher)
     outcomes = tuner.run()
-    assert len(outcomes) == 3
+    assert len([o for o in outcomes if o.duplicate_of is None]) == 3  # duplicates are free
     assert outcomes[0].feasible  # the baseline has no bogus flag
     failed = [o for o in outcomes[1:] if o.duplicate_of is None]
     assert failed and all(not o.feasible for o in failed)
@@ -138,7 +142,8 @@ def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault,
         **{**TINY.to_dict(), "request_timeout_s": 2.0})).validate()
     tuner, _ = make_tuner(spec, launcher)
     outcomes = tuner.run()
-    assert len(outcomes) == 3 and outcomes[0].feasible  # the study went on
+    assert len([o for o in outcomes if o.duplicate_of is None]) == 3  # the study went on
+    assert outcomes[0].feasible
     faulty = outcomes[1]
     assert not faulty.feasible and fragment in faulty.reason and faulty.failure is kind
     if fault == "hang-after-tokens":  # requests have bounded time: the hang became timeouts

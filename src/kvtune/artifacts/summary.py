@@ -46,10 +46,38 @@ class StudySummary:
     nearest_misses: list[Miss] = field(default_factory=list)
     pareto: list[TrialOutcome] = field(default_factory=list)
     warm_start: list[WarmStartFate] = field(default_factory=list)
+    early_stop: EarlyStops | None = None
 
     @property
     def launches_saved(self) -> int:
         return int(self.payload.get("launches_saved_by_prescreen") or 0)
+
+    @property
+    def budget(self) -> dict:
+        """What the search spent and why it stopped asking (tuner/accounting.py's report)."""
+        return self.payload.get("budget") or {}
+
+
+@dataclass
+class EarlyStops:
+    """The measurements cut short because a target could no longer hold."""
+
+    trials: int       # trials stopped early
+    saved_s: float    # estimated wall time saved (planned / heard x elapsed - elapsed, summed)
+    spent_s: float    # what those measurements took
+
+    def to_dict(self) -> dict:
+        return {"trials": self.trials, "saved_s": round(self.saved_s, 1),
+                "measure_s": round(self.spent_s, 1)}
+
+
+def early_stops(outcomes: list[TrialOutcome]) -> EarlyStops | None:
+    """The early stops among the trials measured in their own right, or None when none was."""
+    stopped = [o.metrics for o in outcomes if o.duplicate_of is None and _stopped_early(o)]
+    if not stopped:
+        return None
+    return EarlyStops(len(stopped), sum(m.get("early_stop_saved_s") or 0.0 for m in stopped),
+                      sum(m.get("measure_s") or 0.0 for m in stopped))
 
 
 @dataclass
@@ -62,17 +90,23 @@ class Miss:
 
 
 def nearest_misses(outcomes: list[TrialOutcome], targets: Sequence[Target], n: int = 3) -> list[Miss]:
-    """The infeasible trials that came closest: smallest total constraint violation."""
+    """The infeasible trials that came closest: smallest total constraint violation, the ones
+    measured in full first (an early stop's figures rest on the few requests it heard, so they
+    get no "would accept" hint)."""
     closest = sorted((o for o in outcomes if o.duplicate_of is None),
-                     key=lambda o: sum(max(0.0, v) for v in o.constraints.values()))[:n]
+                     key=lambda o: (_stopped_early(o), sum(max(0.0, v) for v in o.constraints.values())))[:n]
     base = next((o.metrics for o in outcomes if o.baseline and o.measured), None) or {}
     resolved = [t for t in (_resolve(t, base) for t in targets) if t is not None]
     misses = []
     for o in closest:
-        m = o.metrics or {}
+        m = {} if _stopped_early(o) else (o.metrics or {})
         hints = [loosened(t, t.value(m)) for t in resolved if m and not t.met(m)]
         misses.append(Miss(o, [h for h in hints if h]))
     return misses
+
+
+def _stopped_early(o: TrialOutcome) -> bool:
+    return bool((o.metrics or {}).get("early_stopped"))
 
 
 def _resolve(t: Target, baseline_metrics: dict) -> Target | None:
@@ -99,7 +133,10 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
     baseline = next((o for o in outcomes if o.baseline), None)
     summary = StudySummary(EXIT_OK if best else EXIT_NO_FEASIBLE, payload, results_path,
                            best=best, baseline=baseline,
-                           warm_start=warm_start_fates(outcomes, direction))
+                           warm_start=warm_start_fates(outcomes, direction),
+                           early_stop=early_stops(outcomes))
+    if summary.early_stop is not None:
+        payload["early_stop"] = summary.early_stop.to_dict()
     if best is None:
         summary.nearest_misses = nearest_misses(outcomes, targets)
         payload["nearest_misses"] = [{"trial": x.outcome.number, "reason": x.outcome.reason,

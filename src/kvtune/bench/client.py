@@ -66,6 +66,17 @@ class BenchRun:
     workload: dict[str, Any] | None = None
     endpoint: str = CHAT_PATH
     notes: list[str] = field(default_factory=list)
+    # Early stop: the reason `BenchOptions.stop_when` gave (the rest were cancelled), the
+    # measured requests the run planned (None: a timed closed loop has no planned count), and
+    # those it sent (the cancelled ones included).
+    stopped: str | None = None
+    planned: int | None = None
+    sent: int = 0
+
+    @property
+    def observed(self) -> int:
+        """Measured requests that finished (all of them, unless the run was stopped early)."""
+        return len(self.samples)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data; note `metrics` may hold inf (failed requests) and nan (no data)."""
@@ -82,6 +93,9 @@ class BenchRun:
             "workload": self.workload,
             "endpoint": self.endpoint,
             "notes": list(self.notes),
+            "stopped": self.stopped,
+            "planned": self.planned,
+            "sent": self.sent,
         }
 
 
@@ -98,6 +112,9 @@ class BenchOptions:
     `ramp_s` staggers the closed loop's users: user k sends its first request ``k * ramp_s / n``
     after the phase starts (warm-up and measured phase alike), so a level is not one burst of n
     simultaneous prompts (the capacity search ramps over one typical request duration).
+    `stop_when` hears each measured request (never warm-up) as it finishes; the first time it
+    returns a reason, the requests in flight are cancelled, none is sent after, and the run ends
+    with the samples it heard (`BenchRun.stopped` holds the reason).
     """
 
     model: str
@@ -110,6 +127,39 @@ class BenchOptions:
     on_phase: Callable[[str], None] | None = None
     transport: httpx.AsyncBaseTransport | None = None
     ramp_s: float = 0.0
+    stop_when: Callable[[RequestSample], str | None] | None = None
+
+
+class _Stopper:
+    """Hands finished measured requests to `stop_when` and, once it gives a reason, cancels the
+    tasks of the phase (requests in flight, the open loop's sender). A sample that finishes after
+    the reason is dropped, so the run keeps exactly the samples `stop_when` heard."""
+
+    def __init__(self, stop_when: Callable[[RequestSample], str | None] | None) -> None:
+        self.stop_when = stop_when
+        self.reason: str | None = None
+        self.tasks: list[asyncio.Task] = []
+        self.sent = 0  # requests sent in the phase, the ones a stop cancels included
+
+    def keep(self, sample: RequestSample) -> bool:
+        """Whether to record `sample`; the one that decides the stop is recorded."""
+        if self.reason is not None:
+            return False
+        if self.stop_when is not None:
+            self.reason = self.stop_when(sample)
+            if self.reason is not None:
+                me = asyncio.current_task()
+                for t in self.tasks:
+                    if t is not me:
+                        t.cancel()
+        return True
+
+    async def gather(self) -> None:
+        """Wait for the phase's tasks; cancelled ones are the early stop, not an error."""
+        results = await asyncio.gather(*self.tasks, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+                raise r
 
 
 def resolve_api_key(explicit: str | None = None) -> str | None:
@@ -143,28 +193,36 @@ def _span(samples: list[RequestSample]) -> float:
 async def _closed_loop(client: httpx.AsyncClient, url: str, body: Callable[[int], dict],
                        count: int | None, concurrency: int, timeout_s: float,
                        duration_s: float | None = None, secret: str | None = None,
-                       ramp_s: float = 0.0) -> tuple[list[RequestSample], float]:
+                       ramp_s: float = 0.0, stopper: _Stopper | None = None,
+                       ) -> tuple[list[RequestSample], float]:
     """`concurrency` workers take requests 0, 1, ... in order until `count` are taken or
-    `duration_s` has passed since the start; returns samples and first-send..last-end. With
-    `ramp_s` the first request of each worker is due ``i * ramp_s / workers`` after the start
-    (users ramp in); later requests are due at the start, as without a ramp."""
+    `duration_s` has passed since the start (or `stopper` stops the run); returns samples and
+    first-send..last-end. With `ramp_s` the first request of each worker is due
+    ``i * ramp_s / workers`` after the start (users ramp in); later requests are due at the
+    start, as without a ramp."""
     samples: dict[int, RequestSample] = {}
     next_index = 0
     start = time.perf_counter()
     deadline = math.inf if duration_s is None else start + duration_s
     n_workers = concurrency if count is None else min(concurrency, count)
+    stop = stopper or _Stopper(None)
 
     async def worker() -> None:
         nonlocal next_index
-        while (count is None or next_index < count) and time.perf_counter() < deadline:
+        while (count is None or next_index < count) and time.perf_counter() < deadline \
+                and stop.reason is None:
             i = next_index
             next_index += 1
             due = start + ramp_offset(i, n_workers, ramp_s)
             if due > time.perf_counter():
                 await asyncio.sleep(due - time.perf_counter())
-            samples[i] = await one_request(client, url, body(i), timeout_s, due, None, secret)
+            stop.sent += 1
+            sample = await one_request(client, url, body(i), timeout_s, due, None, secret)
+            if stop.keep(sample):
+                samples[i] = sample
 
-    await asyncio.gather(*(worker() for _ in range(n_workers)))
+    stop.tasks = [asyncio.create_task(worker()) for _ in range(n_workers)]
+    await stop.gather()
     done = [samples[i] for i in sorted(samples)]
     return done, _span(done)
 
@@ -179,19 +237,33 @@ def ramp_offset(i: int, users: int, ramp_s: float) -> float:
 
 async def _open_loop(client: httpx.AsyncClient, url: str, bodies: list[dict],
                      offsets: list[float], timeout_s: float, secret: str | None = None,
-                     ) -> tuple[list[RequestSample], float]:
+                     stopper: _Stopper | None = None) -> tuple[list[RequestSample], float]:
     """Send request i at ``start + offsets[i]`` whatever the earlier ones are doing; a request
-    the scheduler reaches late is sent at once (its lag is recorded, nothing is skipped)."""
+    the scheduler reaches late is sent at once (its lag is recorded, nothing is skipped until
+    `stopper` stops the run: then nothing more is sent)."""
     start = time.perf_counter() + _OPEN_LEAD_S
-    tasks: list[asyncio.Task] = []
-    for i, off in enumerate(offsets):
-        due = start + off
-        delay = due - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(
-            one_request(client, url, bodies[i], timeout_s, due, due, secret)))
-    done = list(await asyncio.gather(*tasks))
+    stop = stopper or _Stopper(None)
+    samples: dict[int, RequestSample] = {}
+
+    async def send(i: int, due: float) -> None:
+        stop.sent += 1
+        sample = await one_request(client, url, bodies[i], timeout_s, due, due, secret)
+        if stop.keep(sample):
+            samples[i] = sample
+
+    async def sender() -> None:
+        for i, off in enumerate(offsets):
+            due = start + off
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            stop.tasks.append(asyncio.create_task(send(i, due)))
+
+    stop.tasks.append(asyncio.create_task(sender()))
+    # every request is sent (or the stop cancelled the sender) before the waiting starts
+    await asyncio.gather(stop.tasks[0], return_exceptions=True)
+    await stop.gather()
+    done = [samples[i] for i in sorted(samples)]
     return done, _span(done)
 
 
@@ -291,18 +363,23 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
             await scraper.start()
         if on_phase:
             on_phase("measuring")
+        stopper = _Stopper(o.stop_when)
+        planned: int | None
         if workload.mode == "open":
+            planned = len(offsets)
             samples, duration_s = await _open_loop(client, url, bodies, offsets,
-                                                   workload.request_timeout_s, api_key)
+                                                   workload.request_timeout_s, api_key, stopper)
         elif workload.duration_s is not None:
+            planned = None
             samples, duration_s = await _closed_loop(
                 client, url, lambda i: body(w0 + i), None, workload.concurrency,
-                workload.request_timeout_s, workload.duration_s, api_key, o.ramp_s)
+                workload.request_timeout_s, workload.duration_s, api_key, o.ramp_s, stopper)
         else:
+            planned = workload.num_requests
             prebuilt = [body(w0 + i) for i in range(workload.num_requests)]
             samples, duration_s = await _closed_loop(
                 client, url, prebuilt.__getitem__, workload.num_requests, workload.concurrency,
-                workload.request_timeout_s, secret=api_key, ramp_s=o.ramp_s)
+                workload.request_timeout_s, secret=api_key, ramp_s=o.ramp_s, stopper=stopper)
         if scraper is not None:
             server_metrics = await scraper.finish()
     metrics = summarize(samples, duration_s, o.goodput_fn)
@@ -325,7 +402,8 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
     return BenchRun(samples, warmup, duration_s, metrics, mode=workload.mode,
                     fell_behind=fell_behind, prompt_tokens_exact=source.exact,
                     prompt_source=source_desc, server_metrics=server_metrics,
-                    workload=workload.to_dict(), endpoint=path, notes=notes)
+                    workload=workload.to_dict(), endpoint=path, notes=notes,
+                    stopped=stopper.reason, planned=planned, sent=stopper.sent)
 
 
 def run(base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:

@@ -12,6 +12,7 @@ from kvtune import __version__, hardware
 from kvtune.artifacts.summary import StudySummary
 from kvtune.launchers.base import Candidate
 from kvtune.progress import fmt_flags
+from kvtune.tuner.budget import format_duration
 from kvtune.tuner.build import Prepared
 from kvtune.tuner.naming import headline
 
@@ -28,12 +29,14 @@ def print_header(p: Prepared, console: Console) -> None:
     console.print("targets  " + ", ".join(t.describe() for t in p.targets)
                   + "   [dim](a bare metric means p95)[/dim]")
     console.print("objective " + ", ".join(f"{o.name} ({o.direction})" for o in spec.objective_specs)
-                  + f", {spec.trials} trials incl. baseline")
+                  + f", {spec.trials} trials incl. baseline"
+                  + (f", time budget {format_duration(spec.time_budget_s)}" if spec.time_budget_s else ""))
     console.print("space    " + "; ".join(p.space.describe()))
 
 
 def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print()
+    _spending(s, console)
     if s.best is None:
         _no_feasible(p, s, console)
         return
@@ -59,6 +62,24 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print(shlex.join(s.best_argv), soft_wrap=True)
     console.print(f"\nLaunch script:     {s.launch_script}")
     console.print(f"Per-trial results: {s.results_path}")
+
+
+def _spending(s: StudySummary, console: Console) -> None:
+    """What the budget bought: why the search stopped when it was not --trials, the free asks,
+    and the wall time early stops saved."""
+    b = s.budget
+    if b.get("stopped") and b["stopped"] != "trials":
+        console.print(f"[yellow]Stopped asking[/yellow] ({b['stopped']}): {b.get('message', '')}")
+    free = [f"{n} {what}" for n, what in ((b.get("pre_screened"), "pre-screen rejection(s)"),
+                                            (b.get("duplicates"), "repeat(s) of a measured config")) if n]
+    if free:
+        console.print(f"Budget: {b.get('measured', 0)} of {b.get('trials', 0)} trials measured; "
+                      f"{' and '.join(free)} cost no launch and did not count.")
+    if s.early_stop is not None:
+        e = s.early_stop
+        console.print(f"Early stop: {e.trials} trial(s) stopped once a target could no longer hold, "
+                      f"saving about {format_duration(e.saved_s)} of measurement "
+                      f"(they took {format_duration(e.spent_s)}).")
 
 
 def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:

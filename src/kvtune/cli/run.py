@@ -15,6 +15,7 @@ from kvtune.artifacts.summary import summarize
 from kvtune.cli import app, console, err_console
 from kvtune.cli.render import print_header, print_summary
 from kvtune.progress import make_reporter
+from kvtune.tuner.budget import parse_duration
 from kvtune.tuner.loop import Callbacks
 from kvtune.tuner.session import RunOptions, Session, open_session, study_spec
 
@@ -40,7 +41,9 @@ def interrupt_on_sigterm() -> None:
 @app.command()
 def run(
     target: list[str] = typer.Option([], "--target", "-t", help=TARGET_HELP),
-    trials: Optional[int] = typer.Option(None, help="Trials in the study, baseline included (default 12)."),
+    trials: Optional[int] = typer.Option(None, help="Configs to measure, baseline included (default 12); pre-screen rejections and repeats of a measured config are free."),
+    time_budget: Optional[str] = typer.Option(None, "--time-budget", help="Stop asking new trials after this much wall time, e.g. 2h, 90m, 1h30m (the trial running finishes; a resumed study counts the time already spent)."),
+    early_stop: bool = typer.Option(True, "--early-stop/--no-early-stop", hidden=True, help="Debug: measure every request even when a target can no longer hold."),
     study: Optional[str] = typer.Option(None, help="Study name; the same name resumes it. Default: derived from model, backend and settings."),
     study_file: Optional[Path] = typer.Option(None, "--study-file", help="YAML study file (see studies/)."),
     model: Optional[str] = typer.Option(None, help="llama-server: a GGUF file; vllm: an HF model folder or hub id. Default: the demo model (SmolLM2-135M-Instruct; converted to an HF folder for vLLM)."),
@@ -84,7 +87,9 @@ def run(
         "targets": list(target) or None, "trials": trials, "study": study, "model": model,
         "backend": backend, "llama_server": llama_server, "vllm_python": vllm_python,
         "objective": (objective[0] if len(objective) == 1 else list(objective)) if objective else None,
-        "seed": seed, "repeats": repeats, "confirm_top": confirm_top, "informed_start": informed_start}
+        "seed": seed, "repeats": repeats, "confirm_top": confirm_top, "informed_start": informed_start,
+        "time_budget_s": parse_duration(time_budget) if time_budget is not None else None,
+        "early_stop": None if early_stop else False}
     opts = RunOptions(study_file=study_file, spec_overrides=study_settings,
                       workload_overrides={k: v for k, v in workload.items() if v is not None},
                       runs_dir=runs_dir, deploy_host=deploy_host, deploy_port=deploy_port, storage=storage,
@@ -104,7 +109,7 @@ def run_study(opts: RunOptions, mode: str) -> int:
         out.print(f"warm start: queued {', '.join(session.warm_start_labels)} (adapted to this search space)")
     done = session.tuner.completed()
     if done:
-        out.print(f"[dim]resuming: {done} finished trial(s) kept[/dim]")
+        out.print(f"[dim]resuming: {done} measured trial(s) kept[/dim]")
     out.print()
     reporter = late.reporter = make_reporter(mode, console, spec.trials, done)
     interrupt_on_sigterm()

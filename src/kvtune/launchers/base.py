@@ -204,6 +204,12 @@ class Launcher(ABC):
         """(tune knob `name`?, the value forced when not), given the flags suggested so far."""
         return True, None
 
+    def offered_choices(self, knob: Knob, flags: dict[str, Any]) -> tuple:
+        """The choices of `knob` worth sampling given the flags suggested so far: a backend
+        leaves out values that cannot work, or that the server would clamp into an alias of
+        another config (e.g. llama-server's ubatch above batch). Default: all of them."""
+        return knob.choices
+
     def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
         """A reason this candidate cannot work (no launch needed), or None."""
         return None

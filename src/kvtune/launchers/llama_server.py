@@ -4,7 +4,8 @@ the recorded argv runs in llama.cpp's container image.
 The context gotcha of the seeds is built in: ``--ctx-size`` is shared by the ``--parallel``
 slots, so kvtune tunes a per-slot context (never below the workload's prompt + output tokens)
 and renders ``--ctx-size = per-slot x slots``, always passing both flags. Quantized V cache needs
-flash attention, so the V cache type is only tuned when flash attention is on. The informed start
+flash attention, so the V cache type is only tuned when flash attention is on; the server clamps
+the micro-batch to the batch, so only ubatch <= batch is sampled. The informed start
 follows the seeds: a slot per user, the shortest context, every core, flash attention,
 continuous batching, an unquantized KV cache.
 """
@@ -37,6 +38,7 @@ IMAGE_GPU = "ghcr.io/ggml-org/llama.cpp:server-cuda"
 # The share of RAM the KV pre-screen keeps back for everything but weights and cache.
 RESERVE_FRACTION = 0.1
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
+DEFAULT_BATCH = 2048  # llama-server's --batch-size when unset
 # kvtune-level knob: per-slot context; rendered as --ctx-size = ctx-per-slot x parallel.
 CTX_PER_SLOT = "ctx-per-slot"
 # Switches whose "off" form is a separate flag rather than absence.
@@ -79,6 +81,14 @@ def slot_context_choices(workload: Workload) -> tuple[int, ...]:
     """Per-slot contexts worth trying: the request length rounded up to 256, x1, x2, x4."""
     base = int(math.ceil(workload.request_tokens / 256.0) * 256)
     return (base, base * 2, base * 4)
+
+
+def _number(v: Any) -> float | None:
+    """A flag value as a number (study files may write "512"), or None."""
+    try:
+        return None if isinstance(v, bool) else float(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def render_flags(flags: dict[str, Any]) -> list[str]:
@@ -144,6 +154,14 @@ class LlamaServerLauncher(Launcher):
         if name == "cache-type-v" and flags.get("flash-attn") == "off":
             return False, "f16"
         return True, None
+
+    def offered_choices(self, knob: Knob, flags: dict[str, Any]) -> tuple:
+        """llama-server clamps --ubatch-size to --batch-size (its default 2048 when unset), so a
+        larger ubatch only repeats the config at ubatch = batch: only ubatch <= batch is offered."""
+        batch = _number(flags.get("batch-size", DEFAULT_BATCH))
+        if knob.name != "ubatch-size" or batch is None:
+            return knob.choices
+        return tuple(c for c in knob.choices if (_number(c) or 0) <= batch)
 
     def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
         f = candidate.flags

@@ -41,8 +41,9 @@ _PERCENTILE_OF = {"median": 50.0, "p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 
 
 
 def provable(target: Target) -> bool:
-    """Whether an early stop can ever be certain for this target (see the module docstring)."""
-    if not target.upper:
+    """Whether an early stop can ever be certain for this target (see the module docstring).
+    A relative target not yet resolved from the baseline has no threshold: never provable."""
+    if not target.upper or not math.isfinite(target.threshold):
         return False
     if target.metric == "error_rate":
         return True

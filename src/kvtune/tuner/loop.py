@@ -5,6 +5,8 @@ whose constraints are violated (with the reason stored), never FAIL (samplers ig
 and would learn nothing) and never a fake good score. The baseline (the server's own defaults)
 is queued first when the study is created. A trial interrupted by Ctrl-C, or lost with its
 worker, is failed and queued again, so the study re-runs it; finished trials are never repeated.
+A measurement stops the moment a target can no longer hold (tuner/stopping.py): the trial is then
+infeasible like any other miss. The budget counts launched configs, not asks (tuner/accounting.py).
 """
 
 from __future__ import annotations
@@ -37,12 +39,14 @@ from kvtune.errors import TargetError
 from kvtune.objectives.metrics import truncation_note
 from kvtune.objectives.targets import MAX_MARGIN, Target
 from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome
+from kvtune.tuner.budget import Budget, StopReason
 from kvtune.tuner.launch_retry import LaunchFailed, Starter
 from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
 from kvtune.tuner.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
-from kvtune.tuner import storage
+from kvtune.tuner.stopping import watched_targets
+from kvtune.tuner import accounting, storage
 from kvtune.tuner.storage import GRACE_S, quiet_experimental
 
 MAX_DUPLICATES_IN_A_ROW = 25
@@ -89,6 +93,10 @@ class Tuner:
         # The model's own tokenizer (GGUF vocab or HF) makes synthetic prompts exact; loaded
         # once per study, None when unavailable (prompts are then a stated approximation).
         self.tokenizer = _study_tokenizer(launcher)
+        # Early stops of the measurements in flight, by trial number (run_one records them), and
+        # why the last run() stopped asking (results.json's "budget").
+        self._stopped: dict[int, str] = {}
+        self.budget_report: dict | None = None
         latency = {t.metric: t.threshold for t in targets
                    if t.upper and not t.relative and t.metric in ("ttft", "tpot", "e2el")}
         self._goodput = slo_goodput(latency) if latency else None
@@ -149,19 +157,33 @@ class Tuner:
         running trials keep their places and the others step back (never a queued trial)."""
         if storage.was_enqueued(self.study, trial):
             return False
-        S = optuna.trial.TrialState
-        trials = self.study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING))
-        free = self.spec.trials - sum(1 for t in trials if t.state == S.COMPLETE)
-        running = sorted(t.number for t in trials if t.state == S.RUNNING)
+        trials = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        # the budget counts measured configs only (see tuner/accounting.py), as run() does
+        free = accounting.load_budget(self.study, self._spec_budget()).trials - self._counts().measured
+        running = sorted(t.number for t in trials)
         return trial.number not in running[:max(free, 0)]
 
-    def _counts(self) -> dict[str, int]:
-        S = optuna.trial.TrialState
-        trials = self.study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING, S.WAITING))
-        return {s.name: sum(1 for t in trials if t.state == s) for s in (S.COMPLETE, S.RUNNING, S.WAITING)}
+    def _counts(self) -> accounting.Spent:
+        return accounting.spent(self.study)
 
     def completed(self) -> int:
-        return self._counts()["COMPLETE"]
+        """Configs measured so far: what --trials counts (pre-screen rejections and duplicates
+        are free)."""
+        return self._counts().measured
+
+    def _tried_all(self) -> bool:
+        """Every candidate of a finite space has a trial (measured, rejected, or running)."""
+        size = self.space.size()
+        if size is None:
+            return False
+        S = optuna.trial.TrialState
+        tried = [t for t in self.study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING))
+                 if not t.user_attrs.get("baseline")
+                 and (t.state == S.RUNNING or (t.user_attrs.get("outcome") or {}).get("duplicate_of") is None)]
+        return len(tried) >= size
+
+    def _spec_budget(self) -> Budget:
+        return Budget(self.spec.trials, self.spec.time_budget_s)
 
     # ---- the loop -----------------------------------------------------------------------------
     @property
@@ -169,17 +191,36 @@ class Tuner:
         return self.run_dir / f"server.pid.{self.worker['slot']}.json"
 
     def run(self) -> list[TrialOutcome]:
+        """Ask, measure and tell until the budget is spent (tuner/budget.py): --trials configs
+        measured, or the time budget spent, or the asks cap reached. The process that summarizes
+        (`wait_for_others`) stores the budget and starts the clock in the study, so workers and
+        a resumed study count the same way; `budget_report` says why it stopped."""
         for f in sorted(self.run_dir.glob("server.pid*.json")):
             note = reap_leftovers(f)
             if note:
                 self.cb.phase(-1, note)
         self._recover()
+        if self.wait_for_others:
+            accounting.store_budget(self.study, self._spec_budget())
+            accounting.begin_clock(self.study)
+        budget = accounting.load_budget(self.study, self._spec_budget())
         duplicates = 0
+        stop: StopReason | str | None = None
         while True:
             c = self._counts()
-            if c["COMPLETE"] >= self.spec.trials:
+            stop = budget.stop_reason(c.measured, c.asked, accounting.elapsed_s(self.study))
+            if stop is StopReason.TRIALS:
                 break
-            if c["WAITING"] == 0 and c["COMPLETE"] + c["RUNNING"] >= self.spec.trials:
+            if stop is not None:  # time or asks: trials running elsewhere still finish
+                if c.running and self.wait_for_others:
+                    time.sleep(1.0)
+                    self._recover()
+                    continue
+                break
+            if c.waiting == 0 and self._tried_all():
+                stop = accounting.EXHAUSTED  # every config of the space was tried: nothing to ask
+                break
+            if c.waiting == 0 and c.measured + c.running >= budget.trials:
                 if not self.wait_for_others:
                     break  # the rest of the budget is running on other workers
                 time.sleep(1.0)  # until they finish, or turn out dead and are re-queued
@@ -191,9 +232,16 @@ class Tuner:
                 continue
             duplicates = duplicates + 1 if outcome.duplicate_of is not None else 0
             if duplicates >= MAX_DUPLICATES_IN_A_ROW:
-                break  # the sampler keeps proposing measured configs: the space is exhausted
+                stop = accounting.EXHAUSTED  # the sampler keeps proposing measured configs
+                break
             self._recover()
-        return self.outcomes()
+        outcomes = self.outcomes()
+        used, elapsed = self._counts(), accounting.elapsed_s(self.study)
+        culprits = accounting.blame(outcomes, self.launcher, self.spec.workload) \
+            if stop is StopReason.ASKS else []
+        message = accounting.stop_message(stop, budget, used, elapsed, culprits) if stop else ""
+        self.budget_report = accounting.report(stop, budget, used, elapsed, message)
+        return outcomes
 
     def run_one(self) -> TrialOutcome | None:
         with warnings.catch_warnings():  # ask/tell with heartbeats is what we mean to do
@@ -219,9 +267,24 @@ class Tuner:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             self._requeue(storage.frozen(self.study, trial))
             raise
+        stopped = self._stopped.pop(trial.number, None)
+        if stopped and outcome.duplicate_of is None:
+            self._stopped_early(outcome, stopped)
         self._tell(trial, outcome)
+        accounting.tick_clock(self.study)
         self.cb.trial_finished(outcome)
         return outcome
+
+    def _stopped_early(self, outcome: TrialOutcome, reason: str) -> None:
+        """The measurement was cut because a target could no longer hold: the trial is
+        infeasible (COMPLETE with its violated constraints, so the sampler learns) and says why.
+        A crash found after the stop keeps its own reason."""
+        if outcome.failure is FailureKind.CRASHED:
+            return
+        if outcome.feasible:  # cannot happen (the partial figures miss too): never let it pass
+            self._infeasible(outcome, FailureKind.TARGET_MISSED, reason, keep_metrics=True)
+            return
+        outcome.reason = reason
 
     def _evaluate(self, trial: optuna.trial.Trial, candidate: Candidate, baseline: bool) -> TrialOutcome:
         n = trial.number
@@ -315,7 +378,23 @@ class Tuner:
             return measure_capacity(
                 self.bench, base_url, workload, self.targets, options,
                 on_level=lambda load, ok: self.cb.phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}"))
-        return measure_repeats(self.bench, base_url, workload, self.spec.repeats, options)
+        watched = self._early_stop_targets(n)
+        measured = measure_repeats(self.bench, base_url, workload, self.spec.repeats, options, watched)
+        self._stopped.pop(n, None)
+        if measured.stopped:
+            self._stopped[n] = measured.stopped
+            self.cb.phase(n, measured.stopped)
+        return measured
+
+    def _early_stop_targets(self, n: int) -> list[Target]:
+        """What the early stop watches for trial `n` (see `stopping.watched_targets`)."""
+        if not self.spec.early_stop:
+            return []
+        trial = next((t for t in self.study.get_trials(deepcopy=False) if t.number == n), None)
+        if trial is None or trial.user_attrs.get("baseline"):
+            return []  # measured in full, in the search and in the confirmation
+        base = next((o for o in self.outcomes() if o.baseline and o.measured), None)
+        return watched_targets(self.targets, False, base.metrics if base else None)
 
     def _find_measured(self, candidate: Candidate) -> TrialOutcome | None:
         for o in self.outcomes():

@@ -7,14 +7,16 @@ box serve under my targets?": on the one running server (no relaunch per level) 
 load until a target breaks (measured twice before it counts), then bisects between the last level
 that held and the first that broke. Load is concurrency in closed loop and request rate in open
 loop; how each level is measured in steady state (warm-up, ramp, waves, duration) is capacity.py.
+Repeats stop early, all of them at once, when a target can no longer hold (tuner/stopping.py).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.bench.server_timing import server_timing_summary
@@ -23,6 +25,7 @@ from kvtune.tuner.capacity import (MAX_CONCURRENCY, MAX_RATE, CapacityPlan, Leve
                                    level_workload, ramp_for, typical_duration_s)
 from kvtune.objectives.metrics import summarize
 from kvtune.objectives.targets import Target
+from kvtune.tuner.stopping import RunWatch, saved_seconds
 
 # What the tuner measures with: `kvtune.bench.client.run` or a test's stand-in.
 Bench = Callable[[str, Workload, BenchOptions], BenchRun]
@@ -37,6 +40,7 @@ class Measurement:
     spread: dict[str, float] = field(default_factory=dict)    # CV (stdev / mean) per metric
     capacity: float | None = None
     bench_runs: list[BenchRun] = field(default_factory=list)
+    stopped: str | None = None  # the early stop's reason, when a target could no longer hold
 
 
 def coefficient_of_variation(values: list[float]) -> float:
@@ -47,21 +51,43 @@ def coefficient_of_variation(values: list[float]) -> float:
 
 
 def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: int,
-                    options: BenchOptions) -> Measurement:
-    runs = []
+                    options: BenchOptions, targets: Sequence[Target] = ()) -> Measurement:
+    """`repeats` runs on one server, their requests pooled. With `targets`, the exact early stop
+    watches the pooled requests as they finish (one watch over every repeat, as the verdict pools
+    them, see tuner/stopping.py): once a target can no longer hold, the run in progress is cut
+    and the repeats left are skipped; `Measurement.stopped` says why. The metrics also record
+    ``measure_s`` (the wall time of the whole measurement, warm-up included), and with a watch
+    ``planned_requests``, ``early_stopped`` (1 or 0) and ``early_stop_saved_s`` (the estimated
+    time the stop saved)."""
+    watch = RunWatch.over(targets, workload, repeats)
+    opts = replace(options, stop_when=watch) if watch is not None else options
+    began = time.monotonic()
+    runs: list[BenchRun] = []
     for i in range(repeats):
         w = workload if i == 0 else replace(workload, warmup_requests=0)
-        runs.append(bench(base_url, w, options))
+        runs.append(bench(base_url, w, opts))
+        if runs[-1].stopped:
+            break
+    stopped = runs[-1].stopped
+    record: dict[str, float] = {"measure_s": time.monotonic() - began}
+    if watch is not None:
+        sent = sum(r.sent for r in runs)
+        elapsed = sum(r.duration_s for r in runs)
+        record["planned_requests"] = float(watch.planned)
+        record["early_stopped"] = 1.0 if stopped else 0.0
+        record["early_stop_saved_s"] = saved_seconds(watch.planned, sent, elapsed) if stopped else 0.0
     if len(runs) == 1:
-        return Measurement(metrics=runs[0].metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}],
-                           bench_runs=runs)
+        metrics = {**runs[0].metrics, **record}
+        return Measurement(metrics=metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}],
+                           bench_runs=runs, stopped=stopped)
     samples = [s for r in runs for s in r.samples]
     # the same keys a single run has: goodput under the targets and llama-server's timing split
     pooled = summarize(samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn)
     pooled.update(server_timing_summary(samples))
     spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
     pooled["repeats"] = float(len(runs))
-    return Measurement(metrics=pooled, spread=spread, bench_runs=runs,
+    pooled.update(record)
+    return Measurement(metrics=pooled, spread=spread, bench_runs=runs, stopped=stopped,
                        runs=[{"repeat": i, "metrics": r.metrics} for i, r in enumerate(runs)])
 
 

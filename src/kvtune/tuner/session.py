@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 from kvtune.artifacts.results import build_payload, write_results
 from kvtune.errors import SpecError
+from kvtune.tuner import accounting
+from kvtune.tuner.budget import Budget
 from kvtune.tuner.build import Prepared, open_tuner, prepare
 from kvtune.tuner.importance import param_importance
 from kvtune.tuner.loop import Callbacks, Tuner
@@ -78,10 +80,15 @@ class Session:
         return self.prepared.run_dir / "results.json"
 
     def payload(self, outcomes: list[TrialOutcome]) -> dict:
+        """results.json's content; once the search stopped, with its "budget" (what it spent
+        and why it stopped asking)."""
         p = self.prepared
-        return build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
-                             [t.describe() for t in p.targets], p.spec.objective_specs, outcomes,
-                             param_importance(self.tuner.study).to_dict())
+        payload = build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
+                                [t.describe() for t in p.targets], p.spec.objective_specs, outcomes,
+                                param_importance(self.tuner.study).to_dict())
+        if self.tuner.budget_report is not None:
+            payload["budget"] = self.tuner.budget_report
+        return payload
 
     def write_results(self) -> Path:
         """results.json as it stands now (called after every trial, so it is always current)."""
@@ -140,6 +147,9 @@ def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
                        allow_mixed_hardware=opts.allow_mixed_hardware, slot=0,
                        cpus=worker_pool.cpu_slot(0, opts.workers),
                        device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial))
+    # The budget and the clock go into the study before any worker starts: they read them there.
+    accounting.store_budget(tuner.study, Budget(spec.trials, spec.time_budget_s))
+    accounting.begin_clock(tuner.study)
     session = Session(opts, prepared, tuner, url)
     session_ref.append(session)
     if opts.warm_start:

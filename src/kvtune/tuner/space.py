@@ -1,8 +1,8 @@
 """SearchSpace: knobs -> Optuna suggestions -> a Candidate.
 
 Define-by-run lets a knob depend on another (llama-server's V cache type is only tuned when
-flash attention is on); fixed knobs are recorded in the candidate but never suggested, so the
-sampler's space holds only what varies.
+flash attention is on, its ubatch is only sampled up to the batch already drawn); fixed knobs are
+recorded in the candidate but never suggested, so the sampler's space holds only what varies.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class SearchSpace:
             elif knob.kind == KnobKind.FIXED:
                 value = knob.value
             elif knob.kind == KnobKind.CHOICES:
-                value = trial.suggest_categorical(knob.name, list(knob.choices))
+                value = _suggest_choice(trial, knob, self.launcher.offered_choices(knob, flags))
             elif knob.kind == KnobKind.INT:
                 value = trial.suggest_int(knob.name, int(knob.low), int(knob.high),
                                           step=knob.step or 1, log=knob.log)
@@ -48,3 +48,31 @@ class SearchSpace:
 
     def describe(self) -> list[str]:
         return [k.describe() for k in self.knobs]
+
+    def size(self) -> int | None:
+        """How many distinct candidates the space holds at most (conditions only make it
+        fewer), or None when a float range makes it endless."""
+        total = 1
+        for k in self.knobs:
+            if k.kind == KnobKind.FLOAT:
+                return None
+            if k.kind == KnobKind.CHOICES:
+                total *= len(set(k.choices))
+            elif k.kind == KnobKind.INT:
+                total *= (int(k.high) - int(k.low)) // (k.step or 1) + 1
+        return total
+
+
+def _suggest_choice(trial: optuna.trial.Trial, knob: Knob, offered: tuple) -> Any:
+    """Sample among the choices the launcher offers now. Optuna fixes a parameter's distribution
+    per name, so a narrowed set is its own parameter, named by the set (``ubatch-size[64, 128,
+    256]``): the full set keeps the knob's name, so most trials share one parameter with real
+    values, and each distinct narrowed set is a conditional parameter TPE models apart. One
+    choice left is taken without asking; none left (a study's own choices all invalid) offers
+    them all and lets the pre-screen say why."""
+    offered = tuple(c for c in knob.choices if c in offered)
+    if not offered or offered == tuple(knob.choices):
+        return trial.suggest_categorical(knob.name, list(knob.choices))
+    if len(offered) == 1:
+        return offered[0]
+    return trial.suggest_categorical(f"{knob.name}{list(offered)}", list(offered))

@@ -21,11 +21,12 @@ from kvtune.errors import SpecError
 from kvtune.objectives.targets import parse_targets
 from kvtune.launchers.base import Knob
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
+from kvtune.tuner.budget import parse_duration
 
 BACKENDS = ("llama-server", "vllm")
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
             "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "vllm_python",
-            "informed_start"}
+            "informed_start", "time_budget"}
 
 
 def objective_names(raw: str | list[str]) -> list[str]:
@@ -62,6 +63,10 @@ class StudySpec:
     # Measure the seeds' advice (slots = users, all cores, flash attention...) right after the
     # baseline, before the sampler explores.
     informed_start: bool = True
+    # Stop asking new trials after this much wall time (--time-budget; None: no limit).
+    time_budget_s: float | None = None
+    # Stop a measurement once a target can no longer hold (--no-early-stop turns it off).
+    early_stop: bool = True
 
     @property
     def objective_specs(self) -> tuple[Objective, ...]:
@@ -100,6 +105,8 @@ class StudySpec:
             raise SpecError(f"startup_timeout_s must be a positive number, got {self.startup_timeout_s}")
         if not 0 <= self.seed < 2**32:
             raise SpecError(f"seed must be between 0 and 2**32-1, got {self.seed}")
+        if self.time_budget_s is not None:
+            parse_duration(self.time_budget_s)
         self.workload.validate()
         parse_space(self.space)
         return self
@@ -231,6 +238,8 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
             data["targets"] = [t]
         elif not (isinstance(t, list) and all(isinstance(x, str) for x in t)):
             raise SpecError("targets must be a list of strings such as 'ttft<1s'")
+    if "time_budget" in data:  # "2h", "90m", or seconds
+        data["time_budget_s"] = parse_duration(data.pop("time_budget"), what="time_budget")
     if "workload" in data:
         data["workload"] = parse_workload(data["workload"])
     if "space" in data:

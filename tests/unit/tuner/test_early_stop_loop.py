@@ -1,0 +1,210 @@
+"""The exact early stop in a measurement: the load client's hook cancels what is in flight, the
+repeats share one watch, and a trial that can no longer meet its targets ends early as an
+infeasible COMPLETE trial that says why (fake launcher: real processes, client and storage)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import optuna
+from rich.console import Console
+
+from kvtune.artifacts.summary import summarize
+from kvtune.bench.client import BenchOptions, BenchRun, run
+from kvtune.bench.workload import Workload
+from kvtune.cli.render import print_summary
+from kvtune.kinds import FailureKind
+from kvtune.launchers.base import Knob
+from kvtune.objectives.early_stop import EarlyStop
+from kvtune.objectives.metrics import RequestSample
+from kvtune.objectives.targets import parse_targets
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.tuner.build import prepare
+from kvtune.tuner.measure import measure_repeats
+from kvtune.tuner.outcome import RUNS_KEY
+from kvtune.tuner.spec import StudySpec
+from kvtune.tuner.stopping import planned_requests, saved_seconds, watched_targets
+
+WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16, warmup_requests=1,
+              request_timeout_s=10)
+SLOW = FakeLauncher(base_ttft_ms=300, knobs=(Knob("speed", "choices", choices=(1,)),))
+
+
+def after(n: int):
+    """A stop_when that stops on the n-th measured request it hears."""
+    heard: list[RequestSample] = []
+
+    def stop_when(sample: RequestSample) -> str | None:
+        heard.append(sample)
+        return f"stop at {n}" if len(heard) >= n else None
+    return stop_when, heard
+
+
+# ---- the load client's hook ----------------------------------------------------------------
+def test_closed_loop_stop_cancels_in_flight_requests_and_keeps_what_it_heard():
+    stop_when, heard = after(3)
+    w = Workload(concurrency=4, prompt_tokens=8, output_tokens=4, num_requests=40, warmup_requests=2)
+    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.01) as srv:
+        res = run(srv.base_url, w, BenchOptions("m", stop_when=stop_when))
+        sent = srv.chat_requests
+    assert res.stopped == "stop at 3" and res.planned == 40
+    assert sorted(map(id, res.samples)) == sorted(map(id, heard))  # exactly the ones heard
+    assert res.observed == 3 == res.metrics["num_requests"]
+    assert len(res.warmup_samples) == 2  # warm-up is never heard
+    assert sent <= 2 + 3 + 4  # warm-up, the three heard, at most one in flight per user
+    assert 3 < res.sent <= 3 + 4  # the users' requests in flight when it stopped count as sent
+    assert res.to_dict()["stopped"] == "stop at 3"
+
+
+def test_open_loop_stop_sends_nothing_after():
+    stop_when, heard = after(2)
+    w = Workload(concurrency=2, prompt_tokens=8, output_tokens=4, num_requests=40, warmup_requests=0,
+                 mode="open", rate=20.0, arrival="constant")
+    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.01) as srv:
+        res = run(srv.base_url, w, BenchOptions("m", stop_when=stop_when))
+        sent = srv.chat_requests
+    assert res.stopped == "stop at 2" and res.planned == 40
+    assert sorted(map(id, res.samples)) == sorted(map(id, heard))
+    assert sent < 40
+
+
+def test_without_a_stop_the_run_is_whole():
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
+        res = run(srv.base_url, WL, BenchOptions("m", stop_when=lambda s: None))
+    assert res.stopped is None and res.observed == res.planned == 16
+
+
+# ---- the pure pieces -------------------------------------------------------------------------
+def test_planned_requests_and_the_saving_estimate():
+    assert planned_requests(WL) == 16
+    assert planned_requests(Workload(duration_s=30)) is None  # a timed closed loop: no count
+    open_timed = Workload(mode="open", rate=2.0, arrival="constant", duration_s=10)
+    assert planned_requests(open_timed) == 20
+    assert saved_seconds(32, 8, 10.0) == 30.0  # 32/8 x 10 s - 10 s, 8 sent so far
+    assert saved_seconds(32, 32, 10.0) == 0.0 and saved_seconds(32, 0, 10.0) == 0.0
+
+
+def test_relative_targets_are_resolved_and_never_watch_the_baseline():
+    targets = parse_targets(["ttft_p95<1.5x", "tpot_p95<200ms"])
+    assert watched_targets(targets, baseline=True, baseline_metrics={"p95_ttft_ms": 100}) == []
+    assert watched_targets(targets, baseline=False, baseline_metrics=None) == []
+    resolved = watched_targets(targets, baseline=False, baseline_metrics={"p95_ttft_ms": 100.0})
+    assert [t.threshold for t in resolved] == [150.0, 200.0]
+    absolute = parse_targets(["ttft<1s"])
+    assert watched_targets(absolute, baseline=False, baseline_metrics=None) == absolute
+    assert watched_targets(absolute, baseline=True, baseline_metrics=None) == []  # measured in full
+
+
+def test_an_unresolved_relative_target_is_never_watched():
+    # its threshold is NaN until the baseline sets it: judging it would stop every run at once
+    rule = EarlyStop(parse_targets(["ttft_p95<1.5x"]), 10)
+    assert rule.watched == () and rule.stop is None and rule.observe(_sample(9.0)) is None
+
+
+def _sample(ttft_s: float) -> RequestSample:
+    return RequestSample(send_time=0.0, ok=True, ttft_s=ttft_s, end_time=ttft_s + 0.1,
+                         output_tokens=4, e2el_s=ttft_s + 0.1)
+
+
+def test_one_watch_spans_the_repeats_and_a_stop_skips_the_rest():
+    """Pooled over 3 x 8 planned requests, p95<100ms survives one slow request; the second slow
+    one, in repeat 2, decides it, and repeat 3 never runs."""
+    script = [[0.01, 0.5] + [0.01] * 6, [0.01, 0.5] + [0.01] * 6, [0.01] * 8]
+    calls: list[Workload] = []
+
+    def bench(url: str, w: Workload, options: BenchOptions) -> BenchRun:
+        samples = []
+        stopped = None
+        for ttft in script[len(calls)]:
+            samples.append(_sample(ttft))
+            stopped = options.stop_when(samples[-1]) if options.stop_when else None
+            if stopped:
+                break
+        calls.append(w)
+        return BenchRun(samples, [], 1.0, {"num_requests": float(len(samples))}, stopped=stopped,
+                        planned=w.num_requests, sent=len(samples))
+
+    w = Workload(num_requests=8, warmup_requests=1)
+    m = measure_repeats(bench, "http://x", w, 3, BenchOptions("m"), parse_targets(["ttft_p95<100ms"]))
+    assert len(calls) == 2 and calls[1].warmup_requests == 0
+    assert m.stopped == "stopped after 10 of 24 requests: 2 over TTFT 100 ms, p95<100ms can no longer hold"
+    assert m.metrics["num_requests"] == 10 and m.metrics["planned_requests"] == 24
+    assert m.metrics["early_stopped"] == 1.0
+    assert m.metrics["early_stop_saved_s"] == 24 / 10 * 2.0 - 2.0  # two runs of 1 s each
+    assert m.metrics["measure_s"] >= 0
+
+
+# ---- in the loop -----------------------------------------------------------------------------
+def test_a_slow_config_against_a_tight_target_stops_early_infeasible_and_complete(make_tuner):
+    spec = StudySpec(study="es", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
+                     startup_timeout_s=20, informed_start=False).validate()
+    tuner, _ = make_tuner(spec, SLOW)
+    base, o = tuner.run()
+    # the baseline is as slow, but measured in full: its figures anchor the comparisons
+    assert base.metrics["num_requests"] == 16 and "early_stopped" not in base.metrics
+    assert not base.feasible and base.reason.startswith("ttft_p95 ")
+    # two requests over 100 ms out of 16 already make p95 > 100 ms, whatever the other 14 do
+    assert o.reason == "stopped after 2 of 16 requests: 2 over TTFT 100 ms, p95<100ms can no longer hold"
+    assert o.failure is FailureKind.TARGET_MISSED and not o.feasible
+    assert o.metrics["num_requests"] == 2 and o.metrics["planned_requests"] == 16
+    assert o.metrics["early_stopped"] == 1.0 and o.metrics["early_stop_saved_s"] > 0
+    t = tuner.study.trials[1]
+    assert t.state == optuna.trial.TrialState.COMPLETE  # not pruned: the sampler learns from it
+    assert t.constraints["ttft_p95<100ms"] > 0
+    assert o.constraints[RUNS_KEY] <= 0  # the server ran: only the target broke
+    bench = json.loads((tuner.run_dir / "trials" / "0001" / "bench.json").read_text())
+    assert bench["runs"][0]["stopped"] == o.reason and len(bench["runs"][0]["samples"]) == 2
+
+
+def test_no_early_stop_measures_every_request(make_tuner):
+    spec = StudySpec(study="full", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
+                     startup_timeout_s=20, early_stop=False, informed_start=False).validate()
+    tuner, _ = make_tuner(spec, SLOW)
+    _, o = tuner.run()
+    assert o.metrics["num_requests"] == 16 and not o.metrics.get("early_stopped")
+    assert o.failure is FailureKind.TARGET_MISSED and o.reason.startswith("ttft_p95 ")
+
+
+def test_the_baseline_defines_relative_targets_and_is_never_stopped(make_tuner):
+    # baseline TTFT 200 ms; ttft<1.5x = 300 ms; the speed-0.25 config answers in 800 ms
+    launcher = FakeLauncher(base_ttft_ms=200, knobs=(Knob("speed", "choices", choices=(0.25,)),))
+    spec = StudySpec(study="rel", trials=2, workload=WL, targets=["ttft_p95<1.5x"], confirm_top=0,
+                     startup_timeout_s=20, informed_start=False).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    base, slow = tuner.run()
+    assert base.baseline and base.feasible and base.metrics["num_requests"] == 16
+    assert "early_stopped" not in base.metrics
+    assert slow.metrics["num_requests"] == 2 and slow.failure is FailureKind.TARGET_MISSED
+    assert slow.reason.startswith("stopped after 2 of 16 requests: 2 over TTFT ")  # 1.5 x baseline
+
+
+def test_repeats_stop_together(make_tuner):
+    spec = StudySpec(study="rep", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
+                     startup_timeout_s=20, repeats=3, informed_start=False).validate()
+    tuner, _ = make_tuner(spec, SLOW)
+    _, o = tuner.run()
+    assert o.reason.startswith("stopped after 3 of 48 requests: 3 over TTFT 100 ms")
+    runs = json.loads((tuner.run_dir / "trials" / "0001" / "bench.json").read_text())["runs"]
+    assert len(runs) == 1  # the two repeats left never ran
+
+
+def test_the_summary_says_how_much_time_early_stops_saved(make_tuner, tmp_path):
+    spec = StudySpec(study="sum", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
+                     startup_timeout_s=20, informed_start=False).validate()
+    tuner, _ = make_tuner(spec, SLOW)
+    outcomes = tuner.run()
+    p = prepare(spec, launcher=SLOW, runs_dir=str(tmp_path / "runs"))
+    payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report}
+    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    assert s.early_stop is not None and s.early_stop.trials == 1 and s.early_stop.saved_s > 0
+    assert payload["early_stop"]["trials"] == 1
+    # no feasible config: the baseline, measured in full, is the nearer miss with a hint; the
+    # stopped trial's figures rest on two requests, so it gives none
+    first, second = s.nearest_misses
+    assert first.outcome.baseline and first.would_accept
+    assert second.outcome.number == 1 and second.would_accept == []
+    out = io.StringIO()
+    print_summary(p, s, Console(file=out, width=200))
+    assert "Early stop: 1 trial(s) stopped once a target could no longer hold, saving about" in out.getvalue()
