@@ -80,12 +80,14 @@ class _Watch:
         self.failed = 0
         self.broke = 0  # requests over the threshold, failed ones included
         self.negative = False  # a negative latency would void the proof: never stop then
+        self.first_error = ""  # why the first failed request failed (e.g. "truncated: 2 of 4 tokens")
 
     def observe(self, sample: RequestSample) -> None:
         t = self.target
         if not sample.ok:
             self.failed += 1
             self.broke += 1
+            self.first_error = self.first_error or (sample.error or "")
             return
         if t.metric == "error_rate":
             return
@@ -121,7 +123,8 @@ class _Watch:
         head = f"stopped after {observed} of {self.planned} requests: "
         goal = _goal(t)
         if t.metric == "error_rate":
-            return f"{head}{self.failed} failed, {goal} can no longer hold"
+            why = f" (first: {self.first_error})" if self.first_error else ""
+            return f"{head}{self.failed} failed{why}, {goal} can no longer hold"
         label = f"{t.metric.upper()} {_duration(t.threshold)}"
         failed = f" ({self.failed} failed)" if self.failed else ""
         if t.stat == "mean":

@@ -136,5 +136,6 @@ def test_a_truncating_server_makes_the_trial_infeasible_with_that_reason(make_tu
     base, bad = tuner.run()
     assert base.feasible  # the baseline has no truncate-at flag
     assert not bad.feasible and bad.failure is FailureKind.REQUESTS_FAILED
-    assert f"{TINY.num_requests} truncated" in bad.reason, bad.reason
-    assert bad.metrics["truncated_requests"] == TINY.num_requests
+    # the early stop ends the trial at the first truncated answer, and says why it failed
+    assert "failed (first: truncated: 2 of" in bad.reason, bad.reason
+    assert bad.metrics["truncated_requests"] >= 1
