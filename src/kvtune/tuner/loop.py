@@ -386,7 +386,9 @@ class Tuner:
                 self.bench, base_url, workload, self.targets, options,
                 on_level=lambda load, ok: self.cb.phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}"))
         watched = self._early_stop_targets(n)
-        measured = measure_repeats(self.bench, base_url, workload, self.spec.repeats, options, watched)
+        runs, auto = self.spec.repeat_plan
+        measured = measure_repeats(self.bench, base_url, workload, runs, options, watched,
+                                   converge_on=self.spec.primary.key if auto else None)
         self._stopped.pop(n, None)
         if measured.stopped:
             self._stopped[n] = measured.stopped

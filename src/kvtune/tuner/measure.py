@@ -21,8 +21,10 @@ from typing import Any, Callable, Sequence
 from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.bench.server_timing import server_timing_summary
 from kvtune.bench.workload import Workload
+from kvtune.tuner.spec import AUTO_REL_HALF_WIDTH
 from kvtune.tuner.capacity import (MAX_CONCURRENCY, MAX_RATE, CapacityPlan, LevelStatus, is_open,
                                    level_workload, ramp_for, typical_duration_s)
+from kvtune.objectives.evidence import converged
 from kvtune.objectives.metrics import summarize
 from kvtune.objectives.targets import Target
 from kvtune.tuner.stopping import RunWatch, saved_seconds
@@ -51,14 +53,17 @@ def coefficient_of_variation(values: list[float]) -> float:
 
 
 def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: int,
-                    options: BenchOptions, targets: Sequence[Target] = ()) -> Measurement:
+                    options: BenchOptions, targets: Sequence[Target] = (),
+                    converge_on: str | None = None) -> Measurement:
     """`repeats` runs on one server, their requests pooled. With `targets`, the exact early stop
     watches the pooled requests as they finish (one watch over every repeat, as the verdict pools
     them, see tuner/stopping.py): once a target can no longer hold, the run in progress is cut
     and the repeats left are skipped; `Measurement.stopped` says why. The metrics also record
     ``measure_s`` (the wall time of the whole measurement, warm-up included), and with a watch
     ``planned_requests``, ``early_stopped`` (1 or 0) and ``early_stop_saved_s`` (the estimated
-    time the stop saved)."""
+    time the stop saved). With `converge_on` (a metrics key), `repeats` is a cap: the runs stop
+    once that figure's 95% confidence half-width is within 3% of its mean (`--repeats auto`),
+    and ``repeats`` in the metrics says how many it took."""
     watch = RunWatch.over(targets, workload, repeats)
     opts = replace(options, stop_when=watch) if watch is not None else options
     began = time.monotonic()
@@ -68,6 +73,9 @@ def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: in
         runs.append(bench(base_url, w, opts))
         if runs[-1].stopped:
             break
+        if converge_on is not None and len(runs) >= 2 and converged(
+                [r.metrics.get(converge_on, math.nan) for r in runs], AUTO_REL_HALF_WIDTH, repeats):
+            break
     stopped = runs[-1].stopped
     record: dict[str, float] = {"measure_s": time.monotonic() - began}
     if watch is not None:
@@ -76,6 +84,8 @@ def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: in
         record["planned_requests"] = float(watch.planned)
         record["early_stopped"] = 1.0 if stopped else 0.0
         record["early_stop_saved_s"] = saved_seconds(watch.planned, sent, elapsed) if stopped else 0.0
+    if converge_on is not None:
+        record["repeats"] = float(len(runs))
     if len(runs) == 1:
         metrics = {**runs[0].metrics, **record}
         return Measurement(metrics=metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}],

@@ -39,6 +39,13 @@ def parse_objectives(raw: str | list[str]) -> tuple[Objective, ...]:
     return tuple(objective(n) for n in objective_names(raw))
 
 
+# `repeats: auto`: measure again on the same server until the objective's 95% confidence
+# half-width is within AUTO_REL_HALF_WIDTH of its mean, or AUTO_MAX_REPEATS runs (AIPerf-style).
+AUTO = "auto"
+AUTO_REL_HALF_WIDTH = 0.03
+AUTO_MAX_REPEATS = 5
+
+
 @dataclass
 class StudySpec:
     study: str | None = None
@@ -57,7 +64,7 @@ class StudySpec:
     vllm_python: str | None = None
     startup_timeout_s: float = 180.0
     # Measurements per trial on the same running server (their spread is reported).
-    repeats: int = 1
+    repeats: int | str = 1  # or "auto": repeat until the objective's 95% CI is within 3%
     # Re-measure this many top configs (and the baseline) at the end before naming the best.
     confirm_top: int = 2
     # Measure the seeds' advice (slots = users, all cores, flash attention...) right after the
@@ -67,6 +74,11 @@ class StudySpec:
     time_budget_s: float | None = None
     # Stop a measurement once a target can no longer hold (--no-early-stop turns it off).
     early_stop: bool = True
+
+    @property
+    def repeat_plan(self) -> tuple[int, bool]:
+        """(most runs per measurement, whether to stop once the objective converged)."""
+        return (AUTO_MAX_REPEATS, True) if self.repeats == AUTO else (int(self.repeats), False)
 
     @property
     def objective_specs(self) -> tuple[Objective, ...]:
@@ -95,8 +107,9 @@ class StudySpec:
         if "capacity" in names and any(t.relative for t in parse_targets(self.targets)):
             raise SpecError("the capacity objective needs absolute targets (e.g. 'ttft_p95<1s'), not "
                             "ones relative to the baseline")
-        if self.repeats < 1:
-            raise SpecError(f"repeats must be at least 1, got {self.repeats}")
+        if self.repeats != AUTO and (isinstance(self.repeats, bool) or not isinstance(self.repeats, int)
+                                     or self.repeats < 1):
+            raise SpecError(f"repeats must be a whole number of at least 1 or 'auto', got {self.repeats!r}")
         if self.confirm_top < 0:
             raise SpecError(f"confirm_top must be 0 or more, got {self.confirm_top}")
         if self.trials < 1:
@@ -225,7 +238,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
     checks = {"study": ((str,), "a string"), "backend": ((str,), "a string"),
               "model": ((str,), "a string"), "objective": ((str, list), "a name or a list of names"),
               "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
-              "repeats": ((int,), "an integer"), "confirm_top": ((int,), "an integer"),
+              "repeats": ((int, str), "an integer or 'auto'"), "confirm_top": ((int,), "an integer"),
               "informed_start": ((bool,), "true or false"),
               "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
               "startup_timeout_s": ((int, float), "a number")}
