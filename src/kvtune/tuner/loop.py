@@ -168,14 +168,14 @@ class Tuner:
         return self._counts().measured
 
     def _tried_all(self) -> bool:
-        """Every candidate of a finite space has a trial (measured, rejected, or running)."""
+        """Every candidate of a finite space has a finished trial of its own (measured or
+        rejected before launch): asking more could only give duplicates."""
         size = self.space.size()
         if size is None:
             return False
-        S = optuna.trial.TrialState
-        tried = [t for t in self.study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING))
-                 if not t.user_attrs.get("baseline")
-                 and (t.state == S.RUNNING or (t.user_attrs.get("outcome") or {}).get("duplicate_of") is None)]
+        done = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        tried = [t for t in done if not t.user_attrs.get("baseline")
+                 and (t.user_attrs.get("outcome") or {}).get("duplicate_of") is None]
         return len(tried) >= size
 
     def _spec_budget(self) -> Budget:
