@@ -172,21 +172,19 @@ class Tuner:
         return self._counts().measured
 
     def _tried_all(self) -> bool:
-        """Every candidate of a finite space has a trial (measured, rejected, or running). A
-        trial that failed transiently does not count: its config is to be measured again."""
+        """Every candidate of a finite space has a finished trial of its own (measured or
+        rejected before launch): asking more could only give duplicates. A trial that failed
+        transiently does not count: its config is to be measured again."""
         size = self.space.size()
         if size is None:
             return False
-        S = optuna.trial.TrialState
+        done = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 
         def settled(t: optuna.trial.FrozenTrial) -> bool:
-            if t.state == S.RUNNING:
-                return True
             outcome = t.user_attrs.get("outcome") or {}
             return outcome.get("duplicate_of") is None and not outcome.get("transient")
 
-        tried = [t for t in self.study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING))
-                 if not t.user_attrs.get("baseline") and settled(t)]
+        tried = [t for t in done if not t.user_attrs.get("baseline") and settled(t)]
         return len(tried) >= size
 
     def _spec_budget(self) -> Budget:

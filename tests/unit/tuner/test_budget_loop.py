@@ -5,12 +5,18 @@ workers through the study (fake launcher: real processes, client and storage).""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
 
 import optuna
 import pytest
+from rich.console import Console
+
+from kvtune.artifacts.summary import summarize
+from kvtune.cli.render import print_summary
+from kvtune.tuner.build import prepare
 
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
@@ -45,7 +51,7 @@ def test_pre_screen_rejections_and_duplicates_spend_nothing(make_tuner):
     assert tuner.completed() == 3
 
 
-def test_the_asks_cap_ends_an_impossible_space_naming_the_knob_to_widen(make_tuner):
+def test_the_asks_cap_ends_an_impossible_space_naming_the_knob_to_widen(make_tuner, tmp_path):
     # every min-slot is below the request length; speed is a float range, so the space is endless
     launcher = FakeLauncher(knobs=(Knob("min-slot", "int", low=1, high=19),
                                    Knob("speed", "float", low=1.0, high=4.0)))
@@ -56,6 +62,16 @@ def test_the_asks_cap_ends_an_impossible_space_naming_the_knob_to_widen(make_tun
     assert r["measured"] == 1 and sum(o.launched for o in outcomes) == 1  # only the baseline ran
     assert "the space is almost all impossible" in r["message"]
     assert "widen min-slot (" in r["message"] and "speed" not in r["message"].split("widen")[1]
+    # the summary says why the search stopped and what was free
+    spec = tuner.spec
+    p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
+    payload = {"trials": [o.to_dict() for o in outcomes], "budget": r}
+    summary = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    out = io.StringIO()
+    print_summary(p, summary, Console(file=out, width=400))
+    text = out.getvalue()
+    assert f"Stopped asking (asks cap): {r['message']}" in text
+    assert f"Budget: 1 of 5 trials measured; {r['pre_screened']} pre-screen rejection(s)" in text
 
 
 def test_a_finite_space_tried_in_full_stops_instead_of_asking_for_duplicates(make_tuner):
