@@ -11,14 +11,11 @@ infeasible like any other miss. The budget counts launched configs, not asks (tu
 
 from __future__ import annotations
 
-import fcntl
 import json
-import math
 import os
 import socket
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property, partial
 from pathlib import Path
@@ -35,10 +32,8 @@ from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Candidate, Launcher
 from kvtune.launchers.process import (ServerProcess, free_port, last_error_line, process_start_ticks,
                                       reap_leftovers)
-from kvtune.errors import TargetError
-from kvtune.objectives.metrics import truncation_note
-from kvtune.objectives.targets import MAX_MARGIN, Target
-from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome
+from kvtune.objectives.targets import Target
+from kvtune.tuner.outcome import TrialOutcome
 from kvtune.tuner.budget import Budget, StopReason
 from kvtune.tuner.launch_retry import LaunchFailed, Starter
 from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
@@ -46,8 +41,7 @@ from kvtune.tuner.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
 from kvtune.tuner.stopping import watched_targets
-from kvtune.tuner import accounting, storage
-from kvtune.tuner.storage import GRACE_S, quiet_experimental
+from kvtune.tuner import accounting, recovery, scoring, storage
 
 MAX_DUPLICATES_IN_A_ROW = 25
 
@@ -113,44 +107,14 @@ class Tuner:
         return sorted(out, key=lambda o: o.number)
 
     def _recover(self) -> None:
-        """Re-queue trials whose worker is gone, once each, so their configs are measured.
-
-        - Heartbeats (all storages): a RUNNING trial silent for the grace period, whatever host
-          ran it, is failed and re-queued by Optuna (`fail_stale_trials`).
-        - Same host, at once: a RUNNING trial whose worker process is dead (kvtune was SIGKILLed,
-          the machine rebooted) is failed and re-queued without waiting for the grace period.
-        Ctrl-C re-queues its own trial as it stops (see `run_one`).
-        """
-        with quiet_experimental():
-            optuna.storages.fail_stale_trials(self.study)
-        now = time.time()
-        with _host_lock(self.run_dir):
-            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-                owner = t.user_attrs.get("worker") or {}
-                # killed between ask and recording its worker: no owner, no heartbeat
-                orphaned = not owner and t.datetime_start is not None \
-                    and now - t.datetime_start.timestamp() > GRACE_S
-                if orphaned or (owner.get("host") == self.worker["host"] and not _alive(owner)):
-                    try:
-                        self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-                    except (RuntimeError, ValueError):
-                        continue  # another worker got there first
-                    self._requeue(t)
+        """Re-queue trials whose worker is gone (see tuner/recovery.py)."""
+        recovery.recover(self.study, self.run_dir, self.worker["host"])
 
     def _requeue(self, t: Any) -> None:
-        attrs = {k: v for k, v in t.user_attrs.items() if k in ("baseline", "warm_start")}
-        attrs["retry_of"] = t.user_attrs.get("retry_of", t.number)
-        self.study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
+        recovery.requeue(self.study, t)
 
     def _running_elsewhere(self, trial: optuna.trial.Trial) -> bool:
-        """Another worker is measuring these very parameters right now: don't measure them twice
-        (once it finishes, a later proposal of them is a duplicate and reuses its result).
-
-        Any other running trial counts, whatever its number: a trial asked earlier may get its
-        parameters only after this one checked, and then it is that one that sees this one. Two
-        that see each other both step back and ask again."""
-        running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        return any(t.number != trial.number and t.params == trial.params for t in running)
+        return recovery.running_elsewhere(self.study, trial)
 
     def _surplus(self, trial: optuna.trial.Trial) -> bool:
         """Workers that ask at the same moment can overshoot the budget; the lowest-numbered
@@ -411,52 +375,16 @@ class Tuner:
         return None
 
     def _score(self, outcome: TrialOutcome) -> None:
-        """Constraints (one per target, keyed by the whole target), objective values, and why the
-        trial is infeasible when a target broke."""
-        m = outcome.metrics or {}
-        targets = self._resolved_targets(outcome)
-        if targets is None:
-            reason = "relative targets need the baseline's measurement, and the baseline has none"
-            self._infeasible(outcome, FailureKind.TARGET_MISSED, reason, keep_metrics=True)
-            return
-        outcome.constraints = {t.constraint_key: t.margin(m) for t in targets}
-        outcome.constraints[RUNS_KEY] = -1.0
-        values = [m.get(o.key) for o in self.spec.objective_specs]
-        values = [None if v is None or not math.isfinite(v) else float(v) for v in values]
-        outcome.objective = values[0]
-        outcome.objectives = values
-        broken = [t for t in targets if not t.met(m)]
-        if broken:
-            all_failed = bool(m.get("num_requests")) and m.get("failed") == m.get("num_requests")
-            requests = all_failed or any(t.metric == "error_rate" for t in broken)
-            outcome.failure = FailureKind.REQUESTS_FAILED if requests else FailureKind.TARGET_MISSED
-            outcome.reason = "; ".join(_describe_miss(t, m) for t in broken)
+        """Constraints, objective values and the miss's reason (see tuner/scoring.py)."""
+        scoring.score(outcome, self._resolved_targets(outcome), self.targets, self.spec.objective_specs)
 
     def _resolved_targets(self, outcome: TrialOutcome) -> list[Target] | None:
-        """The targets with relative ones ("ttft<0.8x") set from the baseline's first
-        measurement (the baseline itself, measured first, is judged against its own figures);
-        None when a relative target has no baseline figure to refer to."""
-        if not any(t.relative for t in self.targets):
-            return self.targets
         base = next((o for o in self.outcomes() if o.baseline and o.measured), None)
-        reference = base.metrics if base is not None else (outcome.metrics if outcome.baseline else None)
-        try:
-            return [t.resolve(reference or {}) for t in self.targets]
-        except TargetError:
-            return None
+        return scoring.resolved_targets(self.targets, base, outcome)
 
     def _infeasible(self, outcome: TrialOutcome, kind: FailureKind, reason: str,
                     keep_metrics: bool = False) -> TrialOutcome:
-        """Mark the trial infeasible for `kind`: every constraint violated, the reason kept for
-        people (with `keep_metrics`, what was measured before it failed stays)."""
-        if not keep_metrics:
-            outcome.metrics = None
-            outcome.objective = None
-        outcome.constraints = {t.constraint_key: MAX_MARGIN for t in self.targets}
-        outcome.constraints[RUNS_KEY] = 1.0
-        outcome.failure = kind
-        outcome.reason = reason
-        return outcome
+        return scoring.infeasible(outcome, self.targets, kind, reason, keep_metrics)
 
     def _tell(self, trial: optuna.trial.Trial, outcome: TrialOutcome) -> None:
         for key, value in outcome.constraints.items():
@@ -478,35 +406,3 @@ def _study_tokenizer(launcher: Launcher) -> Any:
         return None
     tok, _why = try_load_tokenizer(path)
     return tok
-
-
-def _alive(owner: dict) -> bool:
-    """Is the worker process recorded in a trial still the same running process?"""
-    pid = owner.get("pid")
-    return bool(pid) and process_start_ticks(int(pid)) is not None \
-        and process_start_ticks(int(pid)) == owner.get("start_ticks")
-
-
-@contextmanager
-def _host_lock(run_dir: Path):
-    """Serialize recovery among this host's workers (they share the run directory)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / ".recover.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _describe_miss(t: Target, metrics: dict[str, float]) -> str:
-    v = t.value(metrics)
-    if math.isinf(v):
-        shown = "inf (requests failed)"
-    elif t.metric == "error_rate":
-        shown = f"{v * 100:.1f}%" + truncation_note(metrics)
-    elif t.key.endswith("_ms"):
-        shown = f"{v:.0f} ms"
-    else:
-        shown = f"{v:.1f}"
-    return f"{t.name} {shown} breaks {t.text or t.describe()}"
