@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kvtune.artifacts import report
-from tests.unit.test_report import load, with_failures
+from tests.unit.artifacts.test_report import load, with_failures
 
 pytestmark = pytest.mark.e2e
 

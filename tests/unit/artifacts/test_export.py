@@ -23,7 +23,7 @@ from kvtune.artifacts import overview as ov
 from kvtune.errors import SpecError
 from kvtune.launchers import llama_server
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 NASTY = "/tmp/my models/it's \"$(touch /tmp/pwned)\"; rm -rf ~ `id` 100%h \\x $HOME ${PATH}.gguf"
 NASTY_ENV = {"WEIRD": "a b;$(x) \"q\" 's' %h \\ $HOME\tnext\nline", "LLAMA_ARG_N": "1"}
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -95,7 +95,7 @@ def test_all_fixed_space_is_empty():
 
 def test_shipped_study_files_load():
     from pathlib import Path
-    files = sorted((Path(__file__).parents[2] / "studies").glob("*.yaml"))
+    files = sorted((Path(__file__).parents[3] / "studies").glob("*.yaml"))
     assert files
     for f in files:
         spec = build_spec(load_study_file(f), {})

@@ -25,7 +25,7 @@ from kvtune.tuner.ranking import pareto
 from kvtune.tuner.spec import StudySpec
 from tests.conftest import TINY
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 LAUNCH = {"ttft_p95": 1e6, "error_rate": 1e6, RUNS_KEY: 1.0}
 
 

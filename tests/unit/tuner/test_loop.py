@@ -153,7 +153,7 @@ def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault,
 
 def test_no_shell_true_anywhere():
     from pathlib import Path
-    src = Path(__file__).parents[2] / "src"
+    src = Path(__file__).parents[3] / "src"
     offenders = [p for p in src.rglob("*.py") if "shell=True" in p.read_text()]
     assert offenders == []
 

@@ -21,7 +21,7 @@ from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.importance import MIN_TRIALS, param_importance
 from kvtune.tuner.spec import StudySpec
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SECTIONS = ("summary", "best", "best-vs-baseline", "best-command", "tradeoff", "flags", "history",
             "failures", "failures-table", "trials", "trials-table")
 
