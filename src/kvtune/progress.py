@@ -126,7 +126,7 @@ class LiveReporter(PlainReporter):
         self.table.add_row(str(o.number), "baseline" if o.baseline else fmt_flags(o.candidate),
                            fmt_ms(m.get("p95_ttft_ms")), fmt_ms(m.get("p95_tpot_ms")),
                            "-" if tput is None else f"{tput:.1f}", status_text(o) + row_extra(o))
-        if o.confirmation is None:
+        if o.confirmation is None and o.launched:  # pre-screen rejections and duplicates are free
             self.bar.advance(self.task)
         self.current = ""
         self.live.update(self._render())
