@@ -90,7 +90,7 @@ def test_resuming_a_finished_study_runs_nothing_new(generous, tmp_path):
     again = kvtune("run", "--trials", "3", "--target", "ttft<60s", "--study", "ok",
                    "--runs-dir", str(run_dir.parent), "--deploy-port", str(port), *SMALL, cwd=tmp_path)
     assert again.returncode == 0
-    assert "resuming: 3 finished trial(s) kept" in again.stdout
+    assert "resuming: 3 measured trial(s) kept" in again.stdout
     assert "starting server" not in again.stdout
 
 
