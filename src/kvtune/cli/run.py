@@ -50,6 +50,7 @@ def run(
     objective: list[str] = typer.Option([], help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95. Repeat it for a multi-objective study of the trade-off (e.g. --objective output_throughput --objective ttft_p95): the result is the Pareto set."),
     repeats: Optional[int] = typer.Option(None, help="Measurements per trial on the same server; their spread (CV) is reported (default 1)."),
     informed_start: Optional[bool] = typer.Option(None, "--informed-start/--no-informed-start", help="Measure the seeds' advice (slots = users, all cores, flash attention, ...) right after the baseline (default on)."),
+    sampler: Optional[str] = typer.Option(None, help="The search: auto (the default: TPE), tpe, gp, random, grid (every combination of a finite space) or qmc. See docs/search-efficiency.md."),
     confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Re-measure this many top configs and the baseline with fresh servers before naming the best (default 2; 0 = off)."),
     concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
     prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),
@@ -84,7 +85,8 @@ def run(
         "targets": list(target) or None, "trials": trials, "study": study, "model": model,
         "backend": backend, "llama_server": llama_server, "vllm_python": vllm_python,
         "objective": (objective[0] if len(objective) == 1 else list(objective)) if objective else None,
-        "seed": seed, "repeats": repeats, "confirm_top": confirm_top, "informed_start": informed_start}
+        "seed": seed, "repeats": repeats, "confirm_top": confirm_top, "informed_start": informed_start,
+        "sampler": sampler}
     opts = RunOptions(study_file=study_file, spec_overrides=study_settings,
                       workload_overrides={k: v for k, v in workload.items() if v is not None},
                       runs_dir=runs_dir, deploy_host=deploy_host, deploy_port=deploy_port, storage=storage,

@@ -21,11 +21,12 @@ from kvtune.errors import SpecError
 from kvtune.objectives.targets import parse_targets
 from kvtune.launchers.base import Knob
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
+from kvtune.tuner.samplers import parse_sampler
 
 BACKENDS = ("llama-server", "vllm")
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
             "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "vllm_python",
-            "informed_start"}
+            "informed_start", "sampler"}
 
 
 def objective_names(raw: str | list[str]) -> list[str]:
@@ -62,6 +63,8 @@ class StudySpec:
     # Measure the seeds' advice (slots = users, all cores, flash attention...) right after the
     # baseline, before the sampler explores.
     informed_start: bool = True
+    # The search: auto (the default, TPE), tpe, gp, random, grid or qmc (tuner/samplers.py).
+    sampler: str = "auto"
 
     @property
     def objective_specs(self) -> tuple[Objective, ...]:
@@ -100,6 +103,7 @@ class StudySpec:
             raise SpecError(f"startup_timeout_s must be a positive number, got {self.startup_timeout_s}")
         if not 0 <= self.seed < 2**32:
             raise SpecError(f"seed must be between 0 and 2**32-1, got {self.seed}")
+        parse_sampler(self.sampler)
         self.workload.validate()
         parse_space(self.space)
         return self
@@ -219,7 +223,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
               "model": ((str,), "a string"), "objective": ((str, list), "a name or a list of names"),
               "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
               "repeats": ((int,), "an integer"), "confirm_top": ((int,), "an integer"),
-              "informed_start": ((bool,), "true or false"),
+              "informed_start": ((bool,), "true or false"), "sampler": ((str,), "a sampler name"),
               "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
               "startup_timeout_s": ((int, float), "a number")}
     for key, (types, what) in checks.items():
