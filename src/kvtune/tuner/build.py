@@ -102,7 +102,9 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
                         f"use a new --study (and --warm-start {p.study_name}), or --allow-mixed-hardware")
     if not study.trials:
         study.enqueue_trial({}, user_attrs={"baseline": True})
-        if p.spec.informed_start and p.spec.trials > 1:
+        # A grid measures every config anyway (and Optuna's grid refuses a partial config).
+        grid = samplers.parse_sampler(p.spec.sampler) is samplers.SamplerKind.GRID
+        if p.spec.informed_start and p.spec.trials > 1 and not grid:
             guess = p.launcher.informed_start(p.space.knobs, p.spec.workload)
             if guess:
                 study.enqueue_trial(guess, user_attrs={"informed_start": True})

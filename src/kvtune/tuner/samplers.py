@@ -36,6 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
@@ -123,14 +124,75 @@ def make_sampler(kind: SamplerKind | str, knobs: list[Knob], *, seed: int, trial
         if kind is SamplerKind.RANDOM:
             return optuna.samplers.RandomSampler(seed=own)
         if kind is SamplerKind.GRID:
-            return optuna.samplers.GridSampler(grid_space(knobs), seed=seed)
+            return AskTellGrid(grid_space(knobs), seed=seed)
         _require_scipy(kind)
         if kind is SamplerKind.GP:
-            return optuna.samplers.GPSampler(seed=own, n_startup_trials=startup_trials(trials),
-                                             warn_independent_sampling=False)
-        return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed,
-                                          independent_sampler=optuna.samplers.RandomSampler(seed=own),
-                                          warn_independent_sampling=False)
+            return BaselineAwareGP(seed=own, n_startup_trials=startup_trials(trials),
+                                   warn_independent_sampling=False)
+        return BaselineAwareQMC(qmc_type="sobol", scramble=True, seed=seed,
+                                independent_sampler=optuna.samplers.RandomSampler(seed=own),
+                                warn_independent_sampling=False)
+
+
+class AskTellGrid(optuna.samplers.GridSampler):
+    """Optuna's grid sampler for ask-and-tell. Optuna's calls `study.stop()` once the grid is
+    done, which raises outside `study.optimize` (on the last grid point's tell); kvtune's loop
+    ends at its budget instead (a grid proposes measured configs again once it is exhausted)."""
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
+                    values: Any) -> None:
+        return None
+
+
+# ---- the baseline trial has no parameters ---------------------------------------------------------
+# kvtune's trial 0 measures the server's defaults: it suggests nothing, so it has no parameters.
+# Optuna's GP sampler models only the parameters that *every* completed trial has, and the QMC
+# sampler takes its space from the *first* trial: both would see an empty space and propose at
+# random for the whole study. These two look past trials without parameters. (TPE with
+# group=True decomposes the space by the parameter sets trials have, and needs no help.)
+
+def _with_params(trials: list[FrozenTrial], names: Any = ()) -> list[FrozenTrial]:
+    return [t for t in trials if t.params and set(names) <= set(t.params)]
+
+
+class BaselineAwareGP(optuna.samplers.GPSampler):
+    """Optuna's GP sampler over the completed trials that have the sampled parameters."""
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+        done = _with_params(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        if not done:
+            return {}
+        space = optuna.search_space.intersection_search_space(done)
+        return {name: d for name, d in space.items() if not d.single()}
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                        search_space: dict[str, Any]) -> dict[str, Any]:
+        return super().sample_relative(_TrialsWithParams(study, search_space), trial, search_space)
+
+
+class _TrialsWithParams:
+    """The study as the GP sampler reads it, less the trials without the space's parameters.
+    The GP sampler reads trials through `Study._get_trials` (private; Optuna 5)."""
+
+    def __init__(self, study: optuna.Study, search_space: dict[str, Any]):
+        self._study, self._names = study, list(search_space)
+
+    def _get_trials(self, *args: Any, **kwargs: Any) -> list[FrozenTrial]:
+        trials = self._study._get_trials(*args, **kwargs)
+        return [t for t in trials if t.state != TrialState.COMPLETE or set(self._names) <= set(t.params)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+
+class BaselineAwareQMC(optuna.samplers.QMCSampler):
+    """Optuna's QMC sampler with its space taken from the first trial that has parameters."""
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+        done = _with_params(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+        if not done:
+            return super().infer_relative_search_space(study, trial)
+        return dict(min(done, key=lambda t: t.number).distributions)
 
 
 def _require_scipy(kind: SamplerKind) -> None:
