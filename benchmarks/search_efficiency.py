@@ -358,6 +358,17 @@ def plot(runs: list[Run], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def _one_thread() -> None:
+    """The GP sampler's torch would start a thread per core for tiny matrices; on a busy machine
+    those threads thrash (a replay took minutes instead of seconds). One thread, and runs stay
+    deterministic."""
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("landscape")
@@ -371,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--md", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None)
     a = ap.parse_args(argv)
+    _one_thread()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     try:
