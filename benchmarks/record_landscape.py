@@ -7,7 +7,8 @@ benchmarks/record_landscape.sh records the studies (kvtune itself, resumable) an
 Each trial's measurements come from its bench.json (one per --repeats run, so two on one
 server with --repeats 2), its start-up seconds from the trial's outcome, its wall time from the
 study. Measurements of the same config from several studies (fresh servers, another grid
-order) are pooled under one config. Studies still running export what they have finished.
+order) are pooled under one config; the first study gives the header and its grid, and a
+study over a wider space contributes only the configs inside that grid. Studies still running export what they have finished.
 The header holds the commands, the hardware fingerprint of the recording machine, the workload,
 the targets, the objective, the grid, the informed-start config and the date.
 """
@@ -120,7 +121,10 @@ def export(runs: Path, out: Path, studies: list[str], study_file: str | None) ->
     header["recorded_by"] = "benchmarks/record_landscape.sh"
     header["recorded"] = f"{first:%Y-%m-%d %H:%M} .. {last:%Y-%m-%d %H:%M} UTC" if first else ""
     header["exported"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    ordered = sorted(configs.values(), key=lambda c: (not c.baseline, key(c.params)))
+    grid = header["space"]
+    inside = [c for c in configs.values()  # a study over a wider space adds only the shared configs
+              if c.baseline or all(k in grid and v in grid[k] for k, v in c.params.items())]
+    ordered = sorted(inside, key=lambda c: (not c.baseline, key(c.params)))
     write(out, header, ordered)
     return len(ordered), sum(len(c.measurements) for c in ordered)
 

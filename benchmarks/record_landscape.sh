@@ -5,7 +5,7 @@
 #
 # Study 1 (--seed 0) measures every config of the study file's grid twice on one server
 # (--repeats 2); study 2 (--seed 1: another grid order) measures each once more on a fresh
-# server, for as many configs as KVTUNE_FRESH_TRIALS allows (default: all 65). Both resume
+# server, for as many configs as KVTUNE_FRESH_TRIALS allows (default: all 33). Both resume
 # where they stopped (the same command again), so the recording may span several runs; run it
 # in the background: nohup benchmarks/record_landscape.sh > record.log 2>&1 &
 # Any machine: the hardware fingerprint goes into the file's header.
@@ -15,8 +15,8 @@ runs="${1:-${KVTUNE_LANDSCAPE_RUNS:-kvtune-landscape}}"
 out="${2:-$here/landscapes/llama-server-demo.jsonl}"
 study_file="$here/landscapes/llama-server-demo.yaml"
 kvtune="${KVTUNE:-kvtune}"
-name="${KVTUNE_LANDSCAPE_NAME:-llama-server-demo}"
-grid=65    # 64 configs + the baseline (kvtune measures the server's defaults first)
+name="${KVTUNE_LANDSCAPE_NAME:-llama-server-demo-t1}"
+grid=33    # 32 configs + the baseline (kvtune measures the server's defaults first)
 common=(--study-file "$study_file" --sampler grid --no-informed-start --confirm-top 0
         --runs-dir "$runs" --progress plain)
 $kvtune run "${common[@]}" --trials "$grid" --repeats 2 --seed 0 --study "$name-s0" || [ $? -eq 1 ]
