@@ -119,3 +119,8 @@ def test_a_bad_landscape_file_is_one_line_exit_2(tmp_path, capsys, content, frag
 def test_an_unknown_sampler_exits_2(ls, capsys):
     assert se.main([ls.path, "--samplers", "nosuch"]) == 2
     assert "unknown sampler" in capsys.readouterr().err
+
+
+def test_the_headline_says_no_when_the_default_never_gets_there(ls):
+    runs = se.benchmark(ls, ["tpe", "random"], [2], seeds=2)  # baseline + informed start only
+    assert "(no:" in se.headline(runs, "tpe")
