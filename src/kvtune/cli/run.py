@@ -64,6 +64,7 @@ def run(
     objective: list[str] = typer.Option([], help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95. Repeat it for a multi-objective study of the trade-off (e.g. --objective output_throughput --objective ttft_p95): the result is the Pareto set."),
     repeats: Optional[str] = typer.Option(None, help="Measurements per trial on the same server, pooled; their spread (CV) is reported (default 1). 'auto': repeat until the objective's 95% confidence half-width is within 3% of its mean, at most 5 runs."),
     informed_start: Optional[bool] = typer.Option(None, "--informed-start/--no-informed-start", help="Measure the seeds' advice (slots = users, all cores, flash attention, ...) right after the baseline (default on)."),
+    sampler: Optional[str] = typer.Option(None, help="The search: auto (the default: TPE), tpe, gp, random, grid (every combination of a finite space) or qmc. See docs/search-efficiency.md."),
     confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Re-measure this many top configs and the baseline with fresh servers before naming the best (default 2; 0 = off)."),
     concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
     prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),
@@ -100,7 +101,8 @@ def run(
         "objective": (objective[0] if len(objective) == 1 else list(objective)) if objective else None,
         "seed": seed, "repeats": _repeats(repeats), "confirm_top": confirm_top, "informed_start": informed_start,
         "time_budget_s": parse_duration(time_budget) if time_budget is not None else None,
-        "early_stop": None if early_stop else False}
+        "early_stop": None if early_stop else False,
+        "sampler": sampler}
     opts = RunOptions(study_file=study_file, spec_overrides=study_settings,
                       workload_overrides={k: v for k, v in workload.items() if v is not None},
                       runs_dir=runs_dir, deploy_host=deploy_host, deploy_port=deploy_port, storage=storage,

@@ -5,7 +5,6 @@ a Tuner from fakes and the CLI stays thin.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,10 @@ import optuna
 
 from kvtune import hardware
 from kvtune.errors import SpecError
-from kvtune.launchers.base import Launcher
+from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
-from kvtune.tuner import storage
+from kvtune.tuner import samplers, storage
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec, merge_knobs
@@ -48,17 +47,14 @@ def default_study_name(spec: StudySpec, launcher: Launcher) -> str:
     return f"{launcher.served_model_name()}-{spec.backend}-{spec.fingerprint()}"
 
 
-def make_sampler(spec: StudySpec, n_existing: int) -> optuna.samplers.BaseSampler:
-    """TPE with constraints (set per trial with `trial.set_constraint`). The seed moves with the
-    number of stored trials so a resumed study does not re-propose its first random points."""
-    with warnings.catch_warnings():  # multivariate/group are "experimental" but long stable
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(
-            seed=spec.seed + n_existing,
-            n_startup_trials=max(3, min(10, spec.trials // 3)),
-            multivariate=True,
-            group=True,
-        )
+def make_sampler(spec: StudySpec, knobs: list[Knob], n_existing: int,
+                 slot: int = 0) -> optuna.samplers.BaseSampler:
+    """The study's search (`spec.sampler`, default TPE with constraints set per trial by
+    `trial.set_constraint`) for the worker on `slot`. The seed moves with the number of stored
+    trials so a resumed study does not re-propose its first random points, and with the slot so
+    workers started together do not propose the same ones (see tuner/samplers.py)."""
+    return samplers.make_sampler(spec.sampler, knobs, seed=spec.seed, trials=spec.trials,
+                                 n_stored=n_existing, slot=slot)
 
 
 def prepare(spec: StudySpec, launcher: Launcher | None = None, runs_dir: str | None = None) -> Prepared:
@@ -66,6 +62,8 @@ def prepare(spec: StudySpec, launcher: Launcher | None = None, runs_dir: str | N
     launcher = launcher or make_launcher(spec)
     hw = hardware.fingerprint()
     knobs = merge_knobs(launcher.default_knobs(spec.workload, hw["cpus"]), spec.space)
+    if samplers.parse_sampler(spec.sampler) is samplers.SamplerKind.GRID:
+        samplers.grid_space(knobs)  # a continuous range fails here, before the study exists
     name = spec.study or default_study_name(spec, launcher)
     directory = storage.run_dir(storage.runs_root(runs_dir), name)
     return Prepared(spec=spec, targets=targets, launcher=launcher,
@@ -77,9 +75,10 @@ HARDWARE_KEYS = ("cpu", "cpus", "memory_gib", "accelerator")
 
 
 def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str | None = None,
-               allow_mixed_hardware: bool = False, **kwargs: Any) -> Tuner:
+               allow_mixed_hardware: bool = False, slot: int = 0, **kwargs: Any) -> Tuner:
     """Create or join the study. The creator stores the spec (so `kvtune worker` needs only the
-    storage URL and study name) and queues the baseline as the first trial."""
+    storage URL and study name) and queues the baseline as the first trial. `slot` is this
+    worker's place (0 = the process that created the study): its sampler seed and CPU set."""
     url = storage_url or storage.sqlite_url(p.run_dir)
     model = p.launcher.model_path
     identity = {"backend": p.spec.backend,
@@ -103,10 +102,12 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
                         f"use a new --study (and --warm-start {p.study_name}), or --allow-mixed-hardware")
     if not study.trials:
         study.enqueue_trial({}, user_attrs={"baseline": True})
-        if p.spec.informed_start and p.spec.trials > 1:
+        # A grid measures every config anyway (and Optuna's grid refuses a partial config).
+        grid = samplers.parse_sampler(p.spec.sampler) is samplers.SamplerKind.GRID
+        if p.spec.informed_start and p.spec.trials > 1 and not grid:
             guess = p.launcher.informed_start(p.space.knobs, p.spec.workload)
             if guess:
                 study.enqueue_trial(guess, user_attrs={"informed_start": True})
-    study.sampler = make_sampler(p.spec, len(study.trials))
+    study.sampler = make_sampler(p.spec, p.space.knobs, len(study.trials), slot)
     return Tuner(p.spec, p.launcher, p.space, p.targets, study, p.run_dir, callbacks,
-                 hardware=p.hardware, **kwargs)
+                 hardware=p.hardware, slot=slot, **kwargs)

@@ -22,11 +22,12 @@ from kvtune.objectives.targets import parse_targets
 from kvtune.launchers.base import Knob
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
 from kvtune.tuner.budget import parse_duration
+from kvtune.tuner.samplers import parse_sampler
 
 BACKENDS = ("llama-server", "vllm")
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
             "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "vllm_python",
-            "informed_start", "time_budget"}
+            "informed_start", "time_budget", "sampler"}
 
 
 def objective_names(raw: str | list[str]) -> list[str]:
@@ -74,6 +75,8 @@ class StudySpec:
     time_budget_s: float | None = None
     # Stop a measurement once a target can no longer hold (--no-early-stop turns it off).
     early_stop: bool = True
+    # The search: auto (the default, TPE), tpe, gp, random, grid or qmc (tuner/samplers.py).
+    sampler: str = "auto"
 
     @property
     def repeat_plan(self) -> tuple[int, bool]:
@@ -120,6 +123,7 @@ class StudySpec:
             raise SpecError(f"seed must be between 0 and 2**32-1, got {self.seed}")
         if self.time_budget_s is not None:
             parse_duration(self.time_budget_s)
+        parse_sampler(self.sampler)
         self.workload.validate()
         parse_space(self.space)
         return self
@@ -239,7 +243,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
               "model": ((str,), "a string"), "objective": ((str, list), "a name or a list of names"),
               "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
               "repeats": ((int, str), "an integer or 'auto'"), "confirm_top": ((int,), "an integer"),
-              "informed_start": ((bool,), "true or false"),
+              "informed_start": ((bool,), "true or false"), "sampler": ((str,), "a sampler name"),
               "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
               "startup_timeout_s": ((int, float), "a number")}
     for key, (types, what) in checks.items():

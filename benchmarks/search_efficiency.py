@@ -1,0 +1,291 @@
+"""Does the search beat random search? Replays a recorded landscape for every sampler.
+
+    python benchmarks/search_efficiency.py benchmarks/landscapes/llama-server-demo.jsonl \
+        [--seeds 30] [--budgets 5,10,20,30,40] [--samplers tpe,gp,random,qmc,grid] \
+        [--target 'ttft_p95<5s' ...] [--seed 0] [--md docs/search-efficiency-table.md] \
+        [--png docs/search-efficiency.png]
+
+No server runs: Optuna is driven directly, with kvtune's own samplers (tuner/samplers.py, the
+same settings a study gets for that budget) and the landscape as the objective. A study is
+simulated as kvtune runs one: trial 0 is the baseline (the server's defaults), trial 1 the
+informed start (when on), then the sampler; every measured config answers with one of its
+recorded measurements drawn at random (so the noise is the measured noise) and costs that
+measurement's recorded wall time; a config proposed again is told its first result at no cost
+and does not count (the budget counts measured configs; asks are capped at 4 x budget + 25).
+The targets are told as constraints exactly as the tuner tells them. After the search the best
+is named as kvtune names it: the top 2 and the baseline are re-measured (another recorded
+measurement each, walking down the ranking when the leaders regress) and
+`tuner.naming.name_best` decides.
+
+Reported per sampler and budget, over the seeds: the regret of the named best (its true mean
+objective against the best truly feasible config, as a fraction of that; 100% when nothing
+feasible was named), how often the named best is truly feasible, and from the search at the
+largest budget the trials and simulated hours until the search has measured a truly feasible
+config within 5% / 2% of the optimum (">B" when the median run never did). Deterministic for a
+given --seed. A bad landscape file is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from efficiency_report import SAMPLERS, headline, markdown, plot  # noqa: E402
+from landscape import Config, Landscape, LandscapeError, key, load  # noqa: E402
+
+from kvtune.errors import KvtuneError  # noqa: E402
+from kvtune.kinds import Direction, KnobKind  # noqa: E402
+from kvtune.launchers.base import Candidate, Knob  # noqa: E402
+from kvtune.objectives.targets import MAX_MARGIN  # noqa: E402
+from kvtune.tuner import samplers  # noqa: E402
+from kvtune.tuner.naming import name_best  # noqa: E402
+from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome  # noqa: E402
+from kvtune.tuner.ranking import rank  # noqa: E402
+
+BUDGETS = (5, 10, 20, 30, 40)
+CONFIRM_TOP = 2
+EXTRA_REMEASUREMENTS = 3
+
+
+@dataclass
+class Run:
+    """One simulated study: the named best and the path to it."""
+
+    sampler: str
+    seed: int
+    budget: int
+    informed: bool
+    regret: float
+    named_feasible: bool
+    hours: float
+    # per measured trial: (trials so far, hours so far, true regret of the best config measured)
+    path: list[tuple[int, float, float]] = field(default_factory=list)
+
+    def reached(self, within: float) -> tuple[int, float] | None:
+        for n, h, r in self.path:
+            if r <= within:
+                return n, h
+        return None
+
+
+def knobs_of(ls: Landscape) -> list[Knob]:
+    """The study's knobs as recorded (an int range stays an int range); else the grid's lists."""
+    recorded = {k["name"]: k for k in ls.header.get("knobs", [])}
+    out = []
+    for name, values in ls.header["space"].items():
+        k = recorded.get(name)
+        if k and k.get("kind") == "int":
+            out.append(Knob(name, KnobKind.INT, low=k["low"], high=k["high"], step=k.get("step")))
+        else:
+            out.append(Knob(name, KnobKind.CHOICES, choices=tuple(values)))
+    return out
+
+
+def suggest(trial: optuna.trial.Trial, knobs: list[Knob]) -> dict[str, Any]:
+    params = {}
+    for k in knobs:
+        if k.kind is KnobKind.INT:
+            params[k.name] = trial.suggest_int(k.name, int(k.low), int(k.high), step=k.step or 1)
+        else:
+            params[k.name] = trial.suggest_categorical(k.name, list(k.choices))
+    return params
+
+
+def outcome_of(ls: Landscape, number: int, c: Config, m: dict, baseline: bool) -> TrialOutcome:
+    """The TrialOutcome the tuner would record for measurement `m` of config `c`."""
+    o = TrialOutcome(number=number, candidate=Candidate(flags=dict(c.params)), argv=[], env={},
+                     baseline=baseline, launched=True)
+    if m.get("metrics") is None:
+        o.constraints = {t.constraint_key: MAX_MARGIN for t in ls.targets}
+        o.constraints[RUNS_KEY] = 1.0
+        return o
+    o.metrics = m["metrics"]
+    o.constraints = {t.constraint_key: t.margin(o.metrics) for t in ls.targets}
+    o.constraints[RUNS_KEY] = -1.0
+    o.objective = float(m["objective"])
+    o.objectives = [o.objective]
+    return o
+
+
+class Replay:
+    """One simulated study of `budget` measured configs."""
+
+    def __init__(self, ls: Landscape, sampler: str, seed: int, budget: int, informed: bool, base_seed: int):
+        self.ls, self.budget, self.informed = ls, budget, informed
+        self.sampler_name, self.seed = sampler, seed
+        # Common random numbers: every sampler draws measurements from the same stream per seed.
+        self.rng = random.Random(f"{base_seed}:{seed}:{budget}:{informed}")
+        self.knobs = knobs_of(ls)
+        self.seconds = 0.0
+        self.outcomes: list[TrialOutcome] = []
+        self.configs: dict[int, Config] = {}
+        self.path: list[tuple[int, float, float]] = []
+
+    def draw(self, c: Config) -> dict:
+        m = self.rng.choice(c.measurements)
+        self.seconds += float(m["cost_s"])
+        return m
+
+    def run(self) -> Run:
+        ls = self.ls
+        direction = "maximize" if ls.maximize else "minimize"
+        study = optuna.create_study(direction=direction)
+        baseline = next((c for c in ls.configs if c.baseline), None)
+        if baseline is not None:
+            study.enqueue_trial({}, user_attrs={"baseline": True})
+        guess = ls.header.get("informed_start") or {}
+        kind = samplers.parse_sampler(self.sampler_name)
+        if self.informed and guess and self.budget > 1 and kind is not samplers.SamplerKind.GRID:
+            study.enqueue_trial(guess, user_attrs={"informed_start": True})
+        study.sampler = samplers.make_sampler(kind, self.knobs, seed=self.seed, trials=self.budget,
+                                              n_stored=len(study.trials))
+        seen: dict[str, TrialOutcome] = {}
+        asks = 0
+        while len(self.outcomes) < self.budget and asks < 4 * self.budget + 25:
+            asks += 1
+            trial = study.ask()
+            is_base = bool(trial.user_attrs.get("baseline"))
+            params = {} if is_base else suggest(trial, self.knobs)
+            c = baseline if is_base else ls.by_key.get(key(params))
+            if c is None:
+                raise LandscapeError(f"{ls.path}: the sampler proposed {params}, which the landscape lacks")
+            k = "baseline" if is_base else key(params)
+            if k in seen:  # a duplicate: told the first result, no measurement, not counted
+                self._tell(study, trial, seen[k])
+                continue
+            o = outcome_of(ls, trial.number, c, self.draw(c), is_base)
+            seen[k] = o
+            self.outcomes.append(o)
+            self.configs[o.number] = c
+            self._tell(study, trial, o)
+            self.path.append((len(self.outcomes), self.seconds / 3600, self._found_regret()))
+        named = self._name()
+        return Run(self.sampler_name, self.seed, self.budget, self.informed,
+                   ls.regret(named), bool(named and named.truly_feasible), self.seconds / 3600, self.path)
+
+    def _tell(self, study: optuna.Study, trial: optuna.trial.Trial, o: TrialOutcome) -> None:
+        for k, v in o.constraints.items():
+            trial.set_constraint(k, v)
+        worst = 0.0 if self.ls.maximize else 1e12
+        study.tell(trial, o.objective if o.objective is not None else worst)
+
+    def _found_regret(self) -> float:
+        """The regret of the best config measured so far, by its truth: has the search found
+        (measured) a config that close to the optimum yet? Naming it is the confirmation's job."""
+        return min((self.ls.regret(c) for c in self.configs.values()), default=1.0)
+
+    def _direction(self) -> Direction:
+        return Direction.MAXIMIZE if self.ls.maximize else Direction.MINIMIZE
+
+    def _remeasure(self, o: TrialOutcome) -> None:
+        c = self.configs[o.number]
+        again = outcome_of(self.ls, o.number, c, self.draw(c), o.baseline)
+        o.confirmation = {"metrics": again.metrics, "objective": again.objective,
+                          "feasible": again.feasible}
+
+    def _name(self) -> Config | None:
+        """kvtune's confirmation phase and naming (tuner/confirm.py, tuner/naming.py)."""
+        direction = self._direction()
+        first = rank(self.outcomes, direction, confirmed=False)[:CONFIRM_TOP]
+        base = next((o for o in self.outcomes if o.baseline), None)
+        if first and base is not None and base not in first and base.metrics:
+            first.append(base)
+        for o in first:
+            self._remeasure(o)
+        for _ in range(EXTRA_REMEASUREMENTS):
+            ranked = rank(self.outcomes, direction)
+            if not ranked or ranked[0].confirmation is not None:
+                break
+            self._remeasure(ranked[0])
+        naming = name_best(self.outcomes, direction)
+        return self.configs[naming.best.number] if naming.best else None
+
+
+def replay(ls: Landscape, sampler: str, seed: int, budget: int, informed: bool, base_seed: int = 0) -> Run:
+    return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed).run()
+
+
+def benchmark(ls: Landscape, sampler_names: list[str], budgets: list[int], seeds: int,
+              base_seed: int = 0, informed_variants: tuple[bool, ...] = (True, False),
+              progress: bool = False) -> list[Run]:
+    runs = []
+    for name in sampler_names:
+        t0 = time.monotonic()
+        # the grid never takes the informed start (a grid measures every config anyway)
+        variants = (False,) if name == "grid" else informed_variants
+        for informed in variants:
+            for budget in budgets:
+                for s in range(seeds):
+                    runs.append(replay(ls, name, s, budget, informed, base_seed))
+        if progress:
+            print(f"  {name}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    return runs
+
+
+def _one_thread() -> None:
+    """The GP sampler's torch would start a thread per core for tiny matrices; on a busy machine
+    those threads thrash (a replay took minutes instead of seconds). One thread, and runs stay
+    deterministic."""
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("landscape")
+    ap.add_argument("--seeds", type=int, default=30)
+    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    ap.add_argument("--samplers", default=",".join(SAMPLERS))
+    ap.add_argument("--target", action="append", default=None,
+                    help="judge the measurements against these targets instead of the header's")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-informed-variant", action="store_true", help="only runs with the informed start on")
+    ap.add_argument("--md", type=Path, default=None)
+    ap.add_argument("--png", type=Path, default=None)
+    a = ap.parse_args(argv)
+    _one_thread()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    try:
+        budgets = [int(b) for b in a.budgets.split(",")]
+        if not budgets or min(budgets) < 1:
+            raise ValueError
+    except ValueError:
+        print(f"error: --budgets must be positive integers separated by commas, got {a.budgets!r}", file=sys.stderr)
+        return 2
+    try:
+        names = [samplers.parse_sampler(s).value for s in a.samplers.split(",")]
+        ls = load(a.landscape)
+        if a.target:
+            ls = ls.with_targets(a.target)
+        ls.optimum()
+        runs = benchmark(ls, names, budgets, a.seeds, a.seed,
+                         (True,) if a.no_informed_variant else (True, False), progress=True)
+    except KvtuneError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    command = "python benchmarks/search_efficiency.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = markdown(ls, runs, a.seeds, command)
+    text += "\nHeadline: " + headline(runs, samplers.DEFAULT.value) + "\n"
+    print(text)
+    if a.md:
+        a.md.write_text(text)
+    if a.png:
+        plot(runs, a.png, f"{Path(ls.path).name}: regret of the named best vs budget ({a.seeds} seeds)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
