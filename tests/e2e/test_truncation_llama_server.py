@@ -52,7 +52,8 @@ def test_too_small_slot_context_truncates_and_the_trial_is_infeasible(tmp_path: 
     assert f"--ctx-size {SLOT}" in " ".join(small["argv"]) and small["launched"]
     assert not small["feasible"]
     assert "truncated" in small["reason"], small["reason"]
-    assert small["metrics"]["truncated_requests"] == 2 and small["metrics"]["error_rate"] == 1.0
+    # the early stop ends the trial at the first truncated answer (error_rate<1% is lost then)
+    assert small["metrics"]["truncated_requests"] >= 1 and small["metrics"]["error_rate"] == 1.0
     runs = json.loads((tmp_path / "trunc" / "trials" / "0001" / "bench.json").read_text())["runs"]
     sample = runs[0]["samples"][0]
     # llama-server stops when the slot is full and says so only through the token count
