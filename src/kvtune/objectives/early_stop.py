@@ -126,7 +126,8 @@ class _Watch:
             why = f" (first: {self.first_error})" if self.first_error else ""
             return f"{head}{self.failed} failed{why}, {goal} can no longer hold"
         label = f"{t.metric.upper()} {_duration(t.threshold)}"
-        failed = f" ({self.failed} failed)" if self.failed else ""
+        first = f", first: {self.first_error}" if self.first_error else ""
+        failed = f" ({self.failed} failed{first})" if self.failed else ""
         if t.stat == "mean":
             left = self.planned - observed
             return (f"{head}{t.metric.upper()} adds up to {_duration(sum(self.values_ms))} over "

@@ -119,7 +119,7 @@ def test_the_lost_target_is_named_not_the_first_listed():
     # one failure of 4: error rate 25% can still hold, but a +inf TTFT breaks p95 over 4
     stop = es.observe(failed())
     assert stop is not None and stop.target.key == "p95_ttft_ms"
-    assert "1 over TTFT 1 s (1 failed)" in stop.reason
+    assert "1 over TTFT 1 s (1 failed, first: boom)" in stop.reason  # why it failed, too
 
 
 def test_more_requests_than_planned_is_a_bug():
