@@ -57,6 +57,8 @@ class Estimate:
         """``136.6 +/- 3.1`` (or ``136.6 (measured once)``), as headline figures show it."""
         if self.n < 2:
             return f"{self.mean:.4g} (measured once)"
+        if self.n < 3:  # the spread the tie rule uses: a two-value t-interval is 12.7 SE wide
+            return f"{self.mean:.4g} +/- {self.spread():.2g} (noise floor, {self.n} runs)"
         return f"{self.mean:.4g} +/- {self.half_width:.2g}"
 
 
