@@ -39,7 +39,10 @@ def llama_server() -> str:
 
 def test_too_small_slot_context_truncates_and_the_trial_is_infeasible(tmp_path: Path, llama_server: str) -> None:
     study = tmp_path / "small-slot.yaml"
-    study.write_text(f"space:\n  parallel: 1\n  ctx-per-slot: {SLOT}\n")
+    # a generous per-request timeout: on a loaded 2-core box the baseline's 76-token answers
+    # have taken over 90 s, and a timeout there is not what this test is about
+    study.write_text(f"space:\n  parallel: 1\n  ctx-per-slot: {SLOT}\n"
+                     "workload:\n  request_timeout_s: 600\n")
     r = subprocess.run(
         [sys.executable, "-m", "kvtune.cli", "run", "--study-file", str(study), "--study", "trunc",
          "--runs-dir", str(tmp_path), "--trials", "2", "--target", "ttft<60s", "--confirm-top", "0",
