@@ -139,7 +139,7 @@ def kvtune(*args, cwd):
     """The CLI of the kvtune under test (this checkout's, whatever is installed)."""
     src = str(Path(kvtune_pkg.__file__).resolve().parents[1])
     return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=60,
+                          text=True, timeout=240,  # a loaded 2-core machine: 30 s seen
                           env={"PATH": "/usr/bin:/bin", "KVTUNE_CACHE": str(cwd / "cache"), "COLUMNS": "400",
                                "PYTHONPATH": src})
 
@@ -190,3 +190,15 @@ def test_gp_proposes_from_its_model_after_a_baseline():
     t.suggest_int("threads", 1, 4)
     # the GP sampler records the proposal it made from its model (none when it falls back)
     assert any(k.startswith("gp:relative_params") for k in study.trials[-1].system_attrs)
+
+
+def test_a_study_file_names_its_sampler(tmp_path):
+    from kvtune.tuner.spec import build_spec, load_study_file
+
+    f = tmp_path / "s.yaml"
+    f.write_text("sampler: grid\n")
+    assert build_spec(load_study_file(f), {}).sampler == "grid"
+    assert build_spec(load_study_file(f), {"sampler": "random"}).sampler == "random"  # the flag wins
+    f.write_text("sampler: 3\n")
+    with pytest.raises(SpecError, match="sampler must be a sampler name"):
+        load_study_file(f)
