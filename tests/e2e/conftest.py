@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from kvtune.errors import KvtuneError
+from kvtune.launchers.llama_server import find_llama_server
+
 HERE = Path(__file__).parent
 
 
@@ -15,3 +18,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if HERE in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="module")
+def llama_server() -> str:
+    """The llama-server the e2e tests start (a skip names what is missing; CI fails a skip)."""
+    try:
+        return find_llama_server()
+    except KvtuneError as e:
+        pytest.skip(str(e))

@@ -13,20 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kvtune.errors import KvtuneError
-from kvtune.launchers.llama_server import find_llama_server
 
 pytestmark = pytest.mark.e2e
 WORKLOAD = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
             "--num-requests", "16", "--warmup-requests", "1"]
-
-
-@pytest.fixture(scope="module")
-def llama_server() -> str:
-    try:
-        return find_llama_server()
-    except KvtuneError as e:
-        pytest.skip(str(e))
 
 
 def test_trials_stop_early_and_the_summary_reports_the_time_saved(tmp_path: Path, llama_server: str):

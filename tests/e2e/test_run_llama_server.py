@@ -17,22 +17,12 @@ import pytest
 from tests.conftest import launched_script
 
 from kvtune.artifacts.launch_script import parse_exec_argv
-from kvtune.errors import KvtuneError
-from kvtune.launchers.llama_server import find_llama_server
 from kvtune.launchers.process import free_port
 from kvtune.models import demo_model_path
 
 pytestmark = pytest.mark.e2e
 SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
          "--num-requests", "4", "--warmup-requests", "1"]
-
-
-@pytest.fixture(scope="module")
-def llama_server() -> str:
-    try:
-        return find_llama_server()
-    except KvtuneError as e:
-        pytest.skip(str(e))
 
 
 def kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -20,21 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from kvtune.errors import KvtuneError
-from kvtune.launchers.llama_server import find_llama_server
 
 pytestmark = pytest.mark.e2e
 
 SLOT = 256          # llama-server's smallest per-slot context (it rounds smaller ones up to 256)
 PROMPT, OUTPUT = 180, 76  # prompt + output = SLOT: the pre-screen passes, + chat template does not fit
-
-
-@pytest.fixture(scope="module")
-def llama_server() -> str:
-    try:
-        return find_llama_server()
-    except KvtuneError as e:
-        pytest.skip(str(e))
 
 
 def test_too_small_slot_context_truncates_and_the_trial_is_infeasible(tmp_path: Path, llama_server: str) -> None:
