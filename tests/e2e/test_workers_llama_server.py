@@ -12,6 +12,7 @@ import pytest
 
 from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server
+from kvtune.tuner import accounting
 
 pytestmark = pytest.mark.e2e
 SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
@@ -32,10 +33,12 @@ def test_two_workers_one_core_each(tmp_path):
     assert "2 workers" in r.stdout
     study = optuna.load_study(study_name="w2", storage=f"sqlite:///{tmp_path / 'w2' / 'study.db'}")
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(complete) == 5
+    # --trials counts measured configs; pre-screen rejections and duplicates are told but free
+    measured = [t for t in complete if accounting.kind_of(t) == "measured"]
+    assert len(measured) == 5, [(t.number, accounting.kind_of(t)) for t in complete]
     slots = {t.user_attrs["worker"]["slot"]: t.user_attrs["worker"]["cpus"] for t in complete}
     assert set(slots) == {0, 1}, "both workers ran trials"
     assert slots[0] != slots[1] and all(len(c) == 1 for c in slots.values())  # one core each
     results = json.loads((tmp_path / "w2" / "results.json").read_text())
-    assert results["best_trial"] is not None and len(results["trials"]) == 5
+    assert results["best_trial"] is not None and results["budget"]["measured"] == 5
     assert (tmp_path / "w2" / "worker-1.log").exists()
