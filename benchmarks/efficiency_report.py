@@ -109,7 +109,32 @@ def markdown(ls: Landscape, runs: list[Run], seeds: int, command: str) -> str:
         t2, h2 = d[0.02]
         lines.append(f"| {s} | {_inf(s, inf)} | {_n(t5, top)} | {_n(h5, top, '{:.2f}') if not math.isinf(h5) else '-'} | "
                      f"{_n(t2, top)} | {_n(h2, top, '{:.2f}') if not math.isinf(h2) else '-'} |")
+    lines += early_stop_lines(runs)
     return "\n".join(lines) + "\n"
+
+
+def early_stop_lines(runs: list[Run]) -> list[str]:
+    """What kvtune's exact early stop saved at the largest budget: the same draws charged with
+    the rule (as kvtune runs) and with every measurement run whole."""
+    top = max(r.budget for r in runs)
+    lines = ["", f"Early stop (budget {top} runs; the same draws charged with kvtune's exact early "
+             f"stop and with every measurement run whole; it changes what a trial costs, never its "
+             f"verdict):", "",
+             "| sampler | informed start | trials stopped (median) | hours with early stop | "
+             "hours without | time of infeasible trials saved |",
+             "|---|---|---:|---:|---:|---:|"]
+    groups: dict[tuple[str, bool], list[Run]] = {}
+    for r in runs:
+        if r.budget == top:
+            groups.setdefault((r.sampler, r.informed), []).append(r)
+    for (s, inf), rs in sorted(groups.items(), key=lambda x: (SAMPLERS.index(x[0][0])
+                                                              if x[0][0] in SAMPLERS else 99, not x[0][1])):
+        whole = sum(r.infeasible_no_stop_s for r in rs)
+        saved = 1 - sum(r.infeasible_s for r in rs) / whole if whole else 0.0
+        lines.append(f"| {s} | {_inf(s, inf)} | {statistics.median(r.stopped for r in rs):.0f} | "
+                     f"{statistics.median(r.hours for r in rs):.2f} | "
+                     f"{statistics.median(r.hours_no_stop for r in rs):.2f} | {saved:.0%} |")
+    return lines
 
 
 def headline(runs: list[Run], default: str) -> str:

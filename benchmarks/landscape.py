@@ -10,13 +10,20 @@ module is the file format (JSON lines) and its truth: what a config is really wo
     line 2...  {"kind": "config", "params": {...}, "baseline": false, "measurements": [
                   {"study", "trial", "repeat", "server", "metrics": {...} | null, "held": {...},
                    "objective", "feasible", "failure", "reason", "startup_s", "measure_s",
-                   "cost_s", "trial_wall_s"}, ...]}
+                   "cost_s", "trial_wall_s", "samples": [...]}, ...]}
 
 `params` are the sampler's parameters (knob name -> value; {} for the baseline, the server's
 defaults). `cost_s` is the wall time a one-measurement trial of this config took: the trial's
 wall time less the other measurements on the same server. The truth of a config: its objective
 is the mean over its measurements; it is truly feasible when every target holds on the mean of
 the measurements' values of that metric and every measurement ran (no failed launch).
+
+Targets relative to the baseline (``ttft_p95<1.5x``) are resolved against the baseline config's
+mean figures, as kvtune resolves them against the baseline it measures: a landscape judged that
+way means the same on a fast and a slow machine. `samples` (optional) are the measured requests
+in the order they ended: ``{"end_s" (seconds since the first send), "ok", "ttft_s", "e2el_s",
+"output_tokens"}``. The replay uses them to apply kvtune's exact early stop to a recorded
+measurement: when the rule would have stopped it, and so what that measurement would have cost.
 """
 
 from __future__ import annotations
@@ -63,11 +70,16 @@ class Landscape:
     by_key: dict[str, Config] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.targets: list[Target] = parse_targets(list(self.header["targets"]))
+        self.targets: list[Target] = resolve_relative(parse_targets(list(self.header["targets"])),
+                                                      self.configs)
         self.maximize = self.header["objective"]["direction"] == "maximize"
         for c in self.configs:
             self.by_key[key(c.params)] = c
             truth(c, self.targets)
+
+    @property
+    def has_relative_targets(self) -> bool:
+        return any(t.factor is not None for t in self.targets)
 
     @property
     def objective_key(self) -> str:
@@ -97,12 +109,29 @@ class Landscape:
         """The same measurements judged against other targets."""
         header = dict(self.header, targets=list(targets))
         configs = [Config(c.params, c.measurements, c.baseline) for c in self.configs]
-        parsed = parse_targets(list(targets))
+        parsed = resolve_relative(parse_targets(list(targets)), configs)
         for c in configs:
             c.measurements = [dict(m, held=held(m.get("metrics"), parsed)) for m in c.measurements]
             for m in c.measurements:
                 m["feasible"] = m.get("metrics") is not None and all(m["held"].values())
         return Landscape(header, configs, self.path)
+
+
+def resolve_relative(targets: list[Target], configs: list[Config]) -> list[Target]:
+    """Relative targets with their thresholds set from the baseline's mean figures."""
+    if not any(t.relative for t in targets):
+        return targets
+    base = next((c for c in configs if c.baseline), None)
+    ran = [m["metrics"] for m in (base.measurements if base else []) if m.get("metrics")]
+    if not ran:
+        raise LandscapeError("relative targets need a measured baseline config "
+                             "(\"baseline\": true) in the landscape")
+    means = {}
+    for t in targets:
+        vs = [t.value(m) for m in ran]
+        if t.relative and all(_finite(v) for v in vs):
+            means[t.key] = statistics.fmean(vs)
+    return [t.resolve(means) for t in targets]
 
 
 def held(metrics: dict[str, float] | None, targets: list[Target]) -> dict[str, bool]:

@@ -26,7 +26,7 @@ from typing import Any
 import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from landscape import Config, held, key, write  # noqa: E402
+from landscape import Config, Landscape, held, key, write  # noqa: E402
 
 from kvtune.jsonsafe import to_jsonable  # noqa: E402
 from kvtune.launchers.registry import create_launcher  # noqa: E402
@@ -36,16 +36,34 @@ from kvtune.tuner.build import parse_study_targets  # noqa: E402
 from kvtune.tuner.spec import merge_knobs  # noqa: E402
 from kvtune.tuner.workers import spec_from_dict  # noqa: E402
 
-NOTES = ("Recorded on a 2-core machine shared with other jobs (test suites, other servers): "
-         "times and throughputs carry that contention, so repeats of a config differ more than "
-         "they would on an idle host. Measurements of one trial with --repeats 2 share a server; "
-         "a second study (another --seed: another grid order) adds one on a fresh server.")
+NOTES = ("Two grid studies (--seed 0 and 1: two grid orders) measured every config once each, "
+         "each measurement on a fresh server. Recorded on a 2-core machine where other work ran "
+         "at nice 19 (editing, unit tests): repeats of a config differ a little more than they "
+         "would on an idle host.")
 
 
 def scalar_metrics(metrics: dict[str, Any] | None) -> dict[str, float] | None:
     if metrics is None:
         return None
     return {k: v for k, v in to_jsonable(metrics).items() if isinstance(v, (int, float)) or v is None}
+
+
+def compact_samples(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's measured requests in the order they ended, with what the early-stop rule reads
+    (the replay applies kvtune's exact early stop to them): seconds since the first send."""
+    samples = run.get("samples") or []
+    sends = [s["send_time"] for s in samples if s.get("send_time") is not None]
+    if not sends:
+        return []
+    t0 = min(sends)
+    out = []
+    for s in samples:
+        end = s.get("end_time")
+        if end is None:
+            end = s["send_time"] + (s.get("e2el_s") or 0.0)
+        out.append({"end_s": round(end - t0, 4), "ok": bool(s.get("ok")), "ttft_s": s.get("ttft_s"),
+                    "e2el_s": s.get("e2el_s"), "output_tokens": int(s.get("output_tokens") or 0)})
+    return sorted(out, key=lambda x: x["end_s"])
 
 
 def study_rows(runs: Path, name: str) -> tuple[dict, list[tuple[dict, bool, list[dict]]], optuna.Study]:
@@ -77,7 +95,7 @@ def study_rows(runs: Path, name: str) -> tuple[dict, list[tuple[dict, bool, list
             ms.append({**base, "repeat": i, "metrics": m, "held": h, "objective": m.get(key_),
                        "feasible": all(h.values()), "failure": None if all(h.values()) else
                        (o.get("failure") or "target_missed"), "measure_s": round(dur, 3),
-                       "cost_s": round(wall - (measured - dur), 3)})
+                       "cost_s": round(wall - (measured - dur), 3), "samples": compact_samples(r)})
         out.append((dict(t.params), bool(t.user_attrs.get("baseline")), ms))
     return spec, out, study
 
@@ -98,7 +116,8 @@ def command(spec: dict, name: str, study_file: str | None) -> str:
     return shlex.join(argv)
 
 
-def export(runs: Path, out: Path, studies: list[str], study_file: str | None) -> tuple[int, int]:
+def export(runs: Path, out: Path, studies: list[str], study_file: str | None,
+           judge: list[str] | None = None) -> tuple[int, int]:
     configs: dict[str, Config] = {}
     commands, first, last, header = [], None, None, None
     for name in studies:
@@ -125,6 +144,11 @@ def export(runs: Path, out: Path, studies: list[str], study_file: str | None) ->
     inside = [c for c in configs.values()  # a study over a wider space adds only the shared configs
               if c.baseline or all(k in grid and v in grid[k] for k, v in c.params.items())]
     ordered = sorted(inside, key=lambda c: (not c.baseline, key(c.params)))
+    if judge:  # recorded under a loose target (nothing stopped early), judged against these
+        header["recorded_targets"] = header["targets"]
+        judged = [t.text for t in with_default_error_target(parse_targets(judge))]
+        ordered = Landscape(dict(header, targets=judged), ordered).with_targets(judged).configs
+        header["targets"] = judged
     write(out, header, ordered)
     return len(ordered), sum(len(c.measurements) for c in ordered)
 
@@ -158,6 +182,9 @@ def main() -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--study", action="append", required=True)
     ap.add_argument("--study-file", default=None, help="as the header's commands should name it")
+    ap.add_argument("--judge-target", action="append", default=None,
+                    help="judge the measurements against this target (repeatable; relative ones, "
+                         "e.g. ttft_p95<1.5x, against the baseline) instead of the recording's")
     a = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study_file = a.study_file
@@ -166,7 +193,7 @@ def main() -> int:
             study_file = str(Path(study_file).resolve().relative_to(Path(__file__).resolve().parent.parent))
         except ValueError:
             pass
-    n, m = export(a.runs, a.out, a.study, study_file)
+    n, m = export(a.runs, a.out, a.study, study_file, a.judge_target)
     print(f"{a.out}: {n} configs, {m} measurements")
     return 0
 

@@ -45,6 +45,8 @@ from landscape import Config, Landscape, LandscapeError, key, load  # noqa: E402
 from kvtune.errors import KvtuneError  # noqa: E402
 from kvtune.kinds import Direction, KnobKind  # noqa: E402
 from kvtune.launchers.base import Candidate, Knob  # noqa: E402
+from kvtune.objectives.early_stop import EarlyStop  # noqa: E402
+from kvtune.objectives.metrics import RequestSample  # noqa: E402
 from kvtune.objectives.targets import MAX_MARGIN  # noqa: E402
 from kvtune.tuner import samplers  # noqa: E402
 from kvtune.tuner.naming import name_best  # noqa: E402
@@ -58,7 +60,9 @@ EXTRA_REMEASUREMENTS = 3
 
 @dataclass
 class Run:
-    """One simulated study: the named best and the path to it."""
+    """One simulated study: the named best and the path to it. Hours are simulated wall time
+    with kvtune's exact early stop (`hours`) and, from the same draws, without it
+    (`hours_no_stop`): early stop changes what a trial costs, never its verdict."""
 
     sampler: str
     seed: int
@@ -67,6 +71,11 @@ class Run:
     regret: float
     named_feasible: bool
     hours: float
+    hours_no_stop: float = 0.0
+    # seconds that trials ending infeasible cost, with and without early stop
+    infeasible_s: float = 0.0
+    infeasible_no_stop_s: float = 0.0
+    stopped: int = 0  # trials early stop ended
     # per measured trial: (trials so far, hours so far, true regret of the best config measured)
     path: list[tuple[int, float, float]] = field(default_factory=list)
 
@@ -75,6 +84,22 @@ class Run:
             if r <= within:
                 return n, h
         return None
+
+
+def stop_at(ls: Landscape, m: dict, baseline: bool) -> float | None:
+    """Seconds into measurement `m` at which kvtune's exact early stop (objectives/early_stop.py)
+    would have ended it, or None when it runs whole: its recorded requests are fed to the rule
+    in the order they ended. The baseline is never stopped while a target is relative to it."""
+    samples = m.get("samples") or []
+    if not samples or (baseline and ls.has_relative_targets):
+        return None
+    rule = EarlyStop(ls.targets, int(ls.header["workload"]["num_requests"]))
+    for x in samples:
+        sample = RequestSample(send_time=0.0, ok=bool(x["ok"]), ttft_s=x.get("ttft_s"),
+                               e2el_s=x.get("e2el_s"), output_tokens=int(x.get("output_tokens") or 0))
+        if rule.observe(sample) is not None:
+            return float(x["end_s"])
+    return None
 
 
 def knobs_of(ls: Landscape) -> list[Knob]:
@@ -125,14 +150,30 @@ class Replay:
         # Common random numbers: every sampler draws measurements from the same stream per seed.
         self.rng = random.Random(f"{base_seed}:{seed}:{budget}:{informed}")
         self.knobs = knobs_of(ls)
-        self.seconds = 0.0
+        self.seconds = 0.0          # simulated wall time with early stop (kvtune's default)
+        self.seconds_no_stop = 0.0  # the same draws, every measurement run whole
+        self.infeasible_s = 0.0
+        self.infeasible_no_stop_s = 0.0
+        self.stopped = 0
         self.outcomes: list[TrialOutcome] = []
         self.configs: dict[int, Config] = {}
         self.path: list[tuple[int, float, float]] = []
 
-    def draw(self, c: Config) -> dict:
+    def draw(self, c: Config, stoppable: bool = False, baseline: bool = False) -> dict:
+        """One recorded measurement of `c` at random, charged as it cost; a search trial
+        (`stoppable`) is charged only until kvtune's early stop would have ended it."""
         m = self.rng.choice(c.measurements)
-        self.seconds += float(m["cost_s"])
+        whole = float(m["cost_s"])
+        cost = whole
+        at = stop_at(self.ls, m, baseline) if stoppable else None
+        if at is not None:
+            cost = whole - float(m.get("measure_s") or 0.0) + at
+            self.stopped += 1
+        self.seconds += cost
+        self.seconds_no_stop += whole
+        if stoppable and not m.get("feasible"):
+            self.infeasible_s += cost
+            self.infeasible_no_stop_s += whole
         return m
 
     def run(self) -> Run:
@@ -162,7 +203,7 @@ class Replay:
             if k in seen:  # a duplicate: told the first result, no measurement, not counted
                 self._tell(study, trial, seen[k])
                 continue
-            o = outcome_of(ls, trial.number, c, self.draw(c), is_base)
+            o = outcome_of(ls, trial.number, c, self.draw(c, stoppable=True, baseline=is_base), is_base)
             seen[k] = o
             self.outcomes.append(o)
             self.configs[o.number] = c
@@ -170,7 +211,9 @@ class Replay:
             self.path.append((len(self.outcomes), self.seconds / 3600, self._found_regret()))
         named = self._name()
         return Run(self.sampler_name, self.seed, self.budget, self.informed,
-                   ls.regret(named), bool(named and named.truly_feasible), self.seconds / 3600, self.path)
+                   ls.regret(named), bool(named and named.truly_feasible), self.seconds / 3600,
+                   self.seconds_no_stop / 3600, self.infeasible_s, self.infeasible_no_stop_s,
+                   self.stopped, self.path)
 
     def _tell(self, study: optuna.Study, trial: optuna.trial.Trial, o: TrialOutcome) -> None:
         for k, v in o.constraints.items():

@@ -84,7 +84,8 @@ def test_the_grid_with_the_whole_space_finds_the_optimum(ls):
 def test_the_table_has_a_row_per_sampler_and_budget_and_a_headline(ls):
     runs = se.benchmark(ls, ["tpe", "random"], [4, 6], seeds=2)
     md = se.markdown(ls, runs, 2, "cmd")
-    assert md.count("| tpe | on |") == 3 and md.count("| random | off |") == 3  # 2 budgets + reach row
+    # 2 budgets + the reach row + the early-stop row
+    assert md.count("| tpe | on |") == 4 and md.count("| random | off |") == 4
     assert "random" in se.headline(runs, "tpe")
 
 
@@ -124,3 +125,54 @@ def test_an_unknown_sampler_exits_2(ls, capsys):
 def test_the_headline_says_no_when_the_default_never_gets_there(ls):
     runs = se.benchmark(ls, ["tpe", "random"], [2], seeds=2)  # baseline + informed start only
     assert "(no:" in se.headline(runs, "tpe")
+
+
+def samples(ttfts: list[float], step: float = 1.0) -> list[dict]:
+    """Requests that end one every `step` seconds, with these TTFTs."""
+    return [{"end_s": step * (i + 1), "ok": True, "ttft_s": t, "e2el_s": t + 0.5, "output_tokens": 8}
+            for i, t in enumerate(ttfts)]
+
+
+def write_stoppable(path: Path) -> Path:
+    """Four requests planned, ttft_p95<1000ms: a=2 breaks it with its first two requests (the
+    p95 of four can then no longer hold), a=1 never does."""
+    fast = {**measurement(1.0, 300.0, 20.0), "measure_s": 4.0, "feasible": True,
+            "samples": samples([0.3, 0.3, 0.3, 0.3])}
+    slow = {**measurement(2.0, 2000.0, 20.0), "measure_s": 4.0, "feasible": False,
+            "samples": samples([2.0, 2.0, 2.0, 2.0])}
+    configs = [landscape.Config({}, [dict(fast)], baseline=True),
+               landscape.Config({"a": 1}, [dict(fast), dict(fast)]),
+               landscape.Config({"a": 2}, [dict(slow), dict(slow)])]
+    landscape.write(path, {"command": ["synthetic"], "hardware": {}, "workload": {"num_requests": 4},
+                           "targets": ["ttft_p95<1000ms", "error_rate<1%"],
+                           "objective": {"name": "output_throughput", "key": "output_throughput",
+                                         "direction": "maximize"},
+                           "space": {"a": [1, 2]}, "informed_start": {}, "recorded": "synthetic"}, configs)
+    return path
+
+
+def test_early_stop_charges_a_lost_trial_only_until_the_rule_fires(tmp_path):
+    ls = landscape.load(write_stoppable(tmp_path / "stop.jsonl"))
+    slow = ls.by_key[landscape.key({"a": 2})].measurements[0]
+    fast = ls.by_key[landscape.key({"a": 1})].measurements[0]
+    # p95 over 4 planned: one request over 1 s leaves 3 at best-case 0 and p95 still breaks
+    assert se.stop_at(ls, slow, baseline=False) == 1.0
+    assert se.stop_at(ls, fast, baseline=False) is None
+    run = se.replay(ls, "grid", seed=0, budget=3, informed=False)
+    assert run.stopped == 1
+    # the stopped trial cost 20 - 4 + 1 = 17 s instead of 20 s; the others ran whole
+    assert run.infeasible_no_stop_s == pytest.approx(20.0)
+    assert run.infeasible_s == pytest.approx(17.0)
+    assert run.hours_no_stop - run.hours == pytest.approx(3.0 / 3600)
+    assert "Early stop" in se.markdown(ls, [run], 1, "cmd")
+
+
+def test_relative_targets_are_resolved_against_the_baseline_mean(tmp_path):
+    path = write_landscape(tmp_path / "rel.jsonl")
+    ls = landscape.load(path).with_targets(["ttft_p95<2x"])  # baseline TTFT p95 mean: 510 ms
+    assert ls.targets[0].threshold == pytest.approx(1020.0)
+    assert ls.has_relative_targets
+    assert not ls.by_key[landscape.key({"a": 8, "b": "y"})].truly_feasible  # ~1600 ms
+    assert ls.by_key[landscape.key({"a": 4, "b": "y"})].truly_feasible  # ~800 ms
+    base = next(c for c in ls.configs if c.baseline)
+    assert se.stop_at(ls, dict(base.measurements[0], samples=samples([5.0] * 4)), baseline=True) is None
