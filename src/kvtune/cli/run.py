@@ -124,7 +124,7 @@ def run_study(opts: RunOptions, mode: str) -> int:
     if done:
         out.print(f"[dim]resuming: {done} measured trial(s) kept[/dim]")
     out.print()
-    reporter = late.reporter = make_reporter(mode, console, spec.trials, done)
+    reporter = late.reporter = make_reporter(mode, console, session.planned_trials, done)
     interrupt_on_sigterm()
     session.start_workers()
     if session.workers:

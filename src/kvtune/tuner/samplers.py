@@ -32,15 +32,16 @@ a QMC sample's index) and means the same config only under the same seed.
 from __future__ import annotations
 
 import warnings
-from enum import StrEnum
+
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from kvtune.errors import SpecError
-from kvtune.kinds import KnobKind
+from kvtune.kinds import KnobKind, StrEnum
 from kvtune.launchers.base import Knob
+from kvtune.tuner import storage
 
 # An int range with at most this many values becomes choices for the grid.
 GRID_MAX_RANGE = 16
@@ -167,22 +168,7 @@ class BaselineAwareGP(optuna.samplers.GPSampler):
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, Any]) -> dict[str, Any]:
-        return super().sample_relative(_TrialsWithParams(study, search_space), trial, search_space)
-
-
-class _TrialsWithParams:
-    """The study as the GP sampler reads it, less the trials without the space's parameters.
-    The GP sampler reads trials through `Study._get_trials` (private; Optuna 5)."""
-
-    def __init__(self, study: optuna.Study, search_space: dict[str, Any]):
-        self._study, self._names = study, list(search_space)
-
-    def _get_trials(self, *args: Any, **kwargs: Any) -> list[FrozenTrial]:
-        trials = self._study._get_trials(*args, **kwargs)
-        return [t for t in trials if t.state != TrialState.COMPLETE or set(self._names) <= set(t.params)]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._study, name)
+        return super().sample_relative(storage.TrialsWithParams(study, search_space), trial, search_space)
 
 
 class BaselineAwareQMC(optuna.samplers.QMCSampler):

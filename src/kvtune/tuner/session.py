@@ -25,6 +25,7 @@ from kvtune.tuner.outcome import TrialOutcome
 from kvtune.tuner.spec import StudySpec, build_spec, load_study_file
 from kvtune.tuner.storage import load_study, runs_root, sqlite_url
 from kvtune.tuner.warmstart import enqueue_warm_start
+from kvtune.tuner import samplers
 from kvtune.tuner import workers as worker_pool
 
 
@@ -79,6 +80,14 @@ class Session:
     def results_path(self) -> Path:
         return self.prepared.run_dir / "results.json"
 
+    @property
+    def planned_trials(self) -> int:
+        """What the progress display counts to: --trials, or fewer when the space (plus the
+        baseline) is finite and smaller, as a grid study usually is."""
+        size = self.tuner.space.size()
+        trials = self.prepared.spec.trials
+        return trials if size is None else min(trials, size + 1)
+
     def payload(self, outcomes: list[TrialOutcome]) -> dict:
         """results.json's content; once the search stopped, with its "budget" (what it spent
         and why it stopped asking)."""
@@ -131,6 +140,11 @@ def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
     """Prepare the parts, open (or resume) the study, queue a warm start. `on_prepared` runs
     before the study is opened (the CLI prints its header there, before any slow step)."""
     opts.validate()
+    if opts.workers > 1 and samplers.parse_sampler(spec.sampler) is samplers.SamplerKind.GRID:
+        # Two workers asking at once can overshoot the budget; the one that steps back tells its
+        # trial FAIL, and Optuna's grid counts a failed grid point as visited: it would be lost.
+        raise SpecError("--sampler grid measures one config at a time: use --workers 1 (a grid "
+                        "point raced by two workers would be skipped), or another sampler")
     prepared = prepare(spec, runs_dir=opts.runs_dir)
     if opts.workers > 1 and any(t.relative for t in prepared.targets):
         raise SpecError("targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "

@@ -10,6 +10,7 @@ import os
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import optuna
 
@@ -124,3 +125,19 @@ def was_enqueued(study: optuna.Study, trial: optuna.trial.Trial) -> bool:
 def frozen(study: optuna.Study, trial: optuna.trial.Trial) -> optuna.trial.FrozenTrial:
     """The stored state of an ask/tell trial (its params and user attrs as recorded)."""
     return study._storage.get_trial(trial._trial_id)
+
+
+class TrialsWithParams:
+    """The study as the GP sampler reads it, less the completed trials without the space's
+    parameters (the baseline, pre-screened corners): tuner/samplers.py's BaselineAwareGP.
+    The GP sampler reads trials through `Study._get_trials` (private; Optuna 5)."""
+
+    def __init__(self, study: optuna.Study, search_space: dict[str, Any]):
+        self._study, self._names = study, list(search_space)
+
+    def _get_trials(self, *args: Any, **kwargs: Any) -> list[optuna.trial.FrozenTrial]:
+        trials = self._study._get_trials(*args, **kwargs)
+        return [t for t in trials if t.state != optuna.trial.TrialState.COMPLETE or set(self._names) <= set(t.params)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
