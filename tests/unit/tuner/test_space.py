@@ -8,6 +8,7 @@ from kvtune.bench.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
 from kvtune.launchers.llama_server import LlamaServerLauncher
+from kvtune.testing.sampling import suggest_many
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import build_spec, load_study_file, merge_knobs
 
@@ -16,14 +17,7 @@ LAUNCHER = LlamaServerLauncher(binary="/usr/bin/llama-server", model_path="/m/mo
 
 
 def _suggest_many(knobs, n=60):
-    space = SearchSpace(knobs, LAUNCHER)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
-    out = []
-    for _ in range(n):
-        t = study.ask()
-        out.append(space.suggest(t))
-        study.tell(t, 0.0)
-    return out
+    return suggest_many(knobs, LAUNCHER, n)
 
 
 def test_conditional_forces_a_value_and_fixed_knobs_are_not_suggested():
