@@ -18,7 +18,7 @@ from landscape import Landscape
 if TYPE_CHECKING:
     from search_efficiency import Run
 
-SAMPLERS = ("tpe", "gp", "random", "qmc", "grid")
+SAMPLERS = ("tpe", "tpe-s3", "tpe-indep", "gp", "random", "qmc", "grid")
 CLOSE = (0.05, 0.02)
 
 

@@ -54,6 +54,15 @@ from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome  # noqa: E402
 from kvtune.tuner.ranking import rank  # noqa: E402
 
 BUDGETS = (5, 10, 20, 30, 40)
+
+# Other TPE settings than kvtune's (tuner/samplers.py: random start-up for a third of the
+# budget, 3..10 trials; multivariate and grouped), so that the evidence picks the settings too:
+# `--samplers tpe,tpe-s3,tpe-indep,...`.
+TPE_VARIANTS = {
+    "tpe-s3": lambda seed: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3, multivariate=True,
+                                                      group=True, constant_liar=True),
+    "tpe-indep": lambda seed: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3),
+}
 CONFIRM_TOP = 2
 EXTRA_REMEASUREMENTS = 3
 
@@ -184,11 +193,14 @@ class Replay:
         if baseline is not None:
             study.enqueue_trial({}, user_attrs={"baseline": True})
         guess = ls.header.get("informed_start") or {}
-        kind = samplers.parse_sampler(self.sampler_name)
+        kind = samplers.parse_sampler(self.sampler_name.split("-")[0])
         if self.informed and guess and self.budget > 1 and kind is not samplers.SamplerKind.GRID:
             study.enqueue_trial(guess, user_attrs={"informed_start": True})
-        study.sampler = samplers.make_sampler(kind, self.knobs, seed=self.seed, trials=self.budget,
-                                              n_stored=len(study.trials))
+        if self.sampler_name in TPE_VARIANTS:
+            study.sampler = TPE_VARIANTS[self.sampler_name](samplers.worker_seed(self.seed, len(study.trials), 0))
+        else:
+            study.sampler = samplers.make_sampler(kind, self.knobs, seed=self.seed, trials=self.budget,
+                                                  n_stored=len(study.trials))
         seen: dict[str, TrialOutcome] = {}
         asks = 0
         while len(self.outcomes) < self.budget and asks < 4 * self.budget + 25:
@@ -290,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("landscape")
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
-    ap.add_argument("--samplers", default=",".join(SAMPLERS))
+    ap.add_argument("--samplers", default=",".join(s for s in SAMPLERS if s not in TPE_VARIANTS))
     ap.add_argument("--target", action="append", default=None,
                     help="judge the measurements against these targets instead of the header's")
     ap.add_argument("--seed", type=int, default=0)
@@ -309,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --budgets must be positive integers separated by commas, got {a.budgets!r}", file=sys.stderr)
         return 2
     try:
-        names = [samplers.parse_sampler(s).value for s in a.samplers.split(",")]
+        names = [s if s in TPE_VARIANTS else samplers.parse_sampler(s).value for s in a.samplers.split(",")]
         ls = load(a.landscape)
         if a.target:
             ls = ls.with_targets(a.target)
