@@ -18,7 +18,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from kvtune import hardware
 from kvtune.bench.workload import Workload
@@ -28,6 +28,9 @@ from kvtune.tuner import storage
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.spec import StudySpec
+
+if TYPE_CHECKING:
+    from kvtune.launchers.base import Launcher
 
 
 def spec_from_dict(d: dict) -> StudySpec:
