@@ -16,12 +16,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Mapping
 
 from kvtune import nvml as nvml_reader
-from kvtune.nvml import GpuPair, Interconnect, Nvml, NvmlReport
+from kvtune.nvml import GpuPair, GpuProcess, Interconnect, Nvml, NvmlReport
 from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, nvlink_bandwidth_for, pcie_bandwidth
 
 CGROUP = Path("/sys/fs/cgroup")
+PROC = Path("/proc")
 # A GPU with more than this share of its memory taken before kvtune starts anything is noted.
 BUSY_GPU_FRACTION = 0.10
 
@@ -152,6 +154,61 @@ def gpu_free_bytes(nvml: Nvml | None = None) -> dict[int, int]:
     return {g.index: g.memory_free_bytes for g in gpu_report(nvml).gpus}
 
 
+def visible_gpus(env: Mapping[str, str]) -> frozenset[int] | None:
+    """The GPU indices a server's CUDA_VISIBLE_DEVICES names (None: all, or not plain indices
+    such as GPU UUIDs). kvtune's worker slots also set CUDA_DEVICE_ORDER=PCI_BUS_ID, so CUDA's
+    index i is NVML's index i."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    return frozenset(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def free_memory(gpu_indices: Iterable[int] | None = None, nvml: Nvml | None = None) -> list[GpuInfo]:
+    """The GPUs a trial gets (NVML indices, e.g. `visible_gpus` of its CUDA_VISIBLE_DEVICES; all
+    when None), each with its total and free memory now and its spec-sheet bandwidth: what a
+    pre-screen checks a config against (a tensor-parallel server needs its share on each one).
+    Empty without NVML; an index NVML does not see is left out."""
+    gpus = gpu_infos(gpu_report(nvml))
+    if gpu_indices is None:
+        return gpus
+    by_index = {g.index: g for g in gpus}
+    return [by_index[i] for i in gpu_indices if i in by_index]
+
+
+@dataclass(frozen=True)
+class GpuHolder:
+    """A process holding GPU memory, named for people: NVML's pid and bytes, /proc's name."""
+
+    gpu: int
+    pid: int
+    used_bytes: int | None
+    name: str | None  # /proc/<pid>/comm; None when unreadable (another PID namespace, gone)
+
+    def describe(self) -> str:
+        used = "" if self.used_bytes is None else f", {self.used_bytes / 2**30:.1f} GiB"
+        return f"pid {self.pid} ({self.name or 'name unknown'}{used}) on GPU {self.gpu}"
+
+
+def process_name(pid: int, proc: Path = PROC) -> str | None:
+    """A process's name (/proc/<pid>/comm), None when unreadable. In a container NVML reports
+    the host's pids, which this namespace may not see."""
+    try:
+        return (proc / str(pid) / "comm").read_text().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+def gpu_holders(gpu_indices: Iterable[int] | None = None, nvml: Nvml | None = None,
+                proc: Path = PROC) -> list[GpuHolder]:
+    """Compute processes holding memory on those GPUs (all when None), largest first."""
+    wanted = None if gpu_indices is None else frozenset(gpu_indices)
+    procs: list[GpuProcess] = nvml_reader.compute_processes(wanted, nvml)
+    holders = [GpuHolder(p.gpu, p.pid, p.used_bytes, process_name(p.pid, proc)) for p in procs]
+    return sorted(holders, key=lambda h: (-(h.used_bytes or 0), h.gpu, h.pid))
+
+
 def gpu_infos(report: NvmlReport | None = None) -> list[GpuInfo]:
     """The GPUs as the planner sees them: memory and spec-sheet memory bandwidth."""
     report = gpu_report() if report is None else report
@@ -201,10 +258,15 @@ def _interconnect(links: list[GpuLink]) -> str:
     return f"NVLink {', '.join(nv)}; {pcie} otherwise" if nv else pcie
 
 
+def _gb_s(bw: float | None) -> float | None:
+    return None if bw is None else round(bw / 1e9, 1)
+
+
 def _gpu_fingerprint(report: NvmlReport) -> dict:
     fp: dict = {"accelerator": accelerator(report), "gpu_count": len(report.gpus),
                 "gpus": [{"name": g.name, "memory_gib": round(g.memory_total_bytes / 2**30, 1),
-                          "compute_capability": g.compute_capability} for g in report.gpus],
+                          "compute_capability": g.compute_capability,
+                          "bandwidth_gb_s": _gb_s(bandwidth_for(g.name))} for g in report.gpus],
                 "gpu_driver": report.driver_version, "cuda": report.cuda_version}
     links = gpu_links(report)
     if links:
@@ -253,3 +315,22 @@ def describe(fp: dict) -> str:
         g.get("compute_capability") for g in fp.get("gpus") or [] if isinstance(g, dict)) if cc]
     parts += [f"{label} {fp[k]}" for k, label in (("cuda", "CUDA"), ("gpu_driver", "driver")) if fp.get(k)]
     return ", ".join(parts) + "".join(f"; {n}" for n in fp.get("gpu_notes") or [])
+
+
+def gpu_lines(fp: dict) -> list[str]:
+    """One line per GPU of a fingerprint, for the report and `kvtune plan`: 'GPU 0: NVIDIA H100
+    80GB HBM3, 79.6 GiB, compute 9.0, 3350 GB/s (spec sheet)'. Empty for a CPU host."""
+    lines = []
+    for i, g in enumerate(fp.get("gpus") or []):
+        if not isinstance(g, dict):
+            continue
+        parts = [str(g.get("name")), f"{g.get('memory_gib')} GiB"]
+        if g.get("compute_capability"):
+            parts.append(f"compute {g['compute_capability']}")
+        if g.get("bandwidth_gb_s"):
+            parts.append(f"{g['bandwidth_gb_s']:g} GB/s (spec sheet)")
+        lines.append(f"GPU {i}: " + ", ".join(parts))
+    if fp.get("gpu_interconnect"):
+        link = f" ({fp['gpu_link_gb_s']:g} GB/s, slowest pair)" if fp.get("gpu_link_gb_s") else ""
+        lines.append(f"between GPUs: {fp['gpu_interconnect']}{link}")
+    return lines

@@ -45,6 +45,7 @@ class Nvml(Protocol):
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int: ...
     def nvmlDeviceGetP2PStatus(self, a: Any, b: Any, index: int) -> int: ...
     def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]: ...  # .pid, .usedGpuMemory
 
 
 class Interconnect(StrEnum):
@@ -80,6 +81,17 @@ class GpuPair:
     b: int
     interconnect: Interconnect
     pcie_path: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process holding memory on GPU `gpu`: its pid and the bytes it holds (None when
+    the driver does not say, e.g. inside some containers). NVML gives no name: `hardware` reads
+    it from /proc."""
+
+    gpu: int
+    pid: int
+    used_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,30 @@ def _read(nvml: Nvml) -> NvmlReport:
                       _cuda(_try(nvml.nvmlSystemGetCudaDriverVersion, None)), tuple(pairs))
 
 
+def compute_processes(gpus: frozenset[int] | None = None, nvml: Nvml | None = None) -> list[GpuProcess]:
+    """The compute processes on GPUs `gpus` (all when None), by GPU index; empty without NVML.
+    Never raises: a GPU whose processes cannot be listed contributes none."""
+    nvml = _pynvml() if nvml is None else nvml
+    if nvml is None:
+        return []
+    try:
+        nvml.nvmlInit()
+    except Exception:
+        return []
+    try:
+        out: list[GpuProcess] = []
+        for i in range(_try(nvml.nvmlDeviceGetCount, 0)):
+            if gpus is not None and i not in gpus:
+                continue
+            procs = _try(lambda: nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(i)), [])
+            for p in procs or []:
+                used = p.usedGpuMemory  # pynvml sets None when the driver does not say
+                out.append(GpuProcess(i, int(p.pid), None if used is None else int(used)))
+        return out
+    finally:
+        _try(nvml.nvmlShutdown, None)
+
+
 # ---- recordings: real answers kept as JSON, replayed by tests --------------------------------
 
 class NvmlUnavailable(Exception):
@@ -169,6 +205,12 @@ class NvmlUnavailable(Exception):
 class _Memory:
     total: int
     free: int
+
+
+@dataclass(frozen=True)
+class _Process:
+    pid: int
+    usedGpuMemory: int | None
 
 
 def record(nvml: Nvml | None = None) -> dict[str, Any]:
@@ -190,7 +232,10 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
                 "memory": None if mem is None else {"total": int(mem.total), "free": int(mem.free)},
                 "compute_capability": _try(lambda: list(nvml.nvmlDeviceGetCudaComputeCapability(h)), None),
                 "max_pcie_link": [_try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(h), None),
-                                  _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None)]})
+                                  _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None)],
+                "processes": _try(lambda: [
+                    {"pid": int(p.pid), "used_gpu_memory": None if p.usedGpuMemory is None
+                     else int(p.usedGpuMemory)} for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)], None)})
         pairs = {f"{a},{b}": {
             "p2p_nvlink": _try(lambda: nvml.nvmlDeviceGetP2PStatus(handles[a], handles[b],
                                                                     P2P_CAPS_INDEX_NVLINK), None),
@@ -250,6 +295,10 @@ class Recorded:
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: int) -> int:
         return self._answer((self.devices[handle].get("max_pcie_link") or [None, None])[1], "PCIe width")
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[_Process]:
+        procs = self._answer(self.devices[handle].get("processes"), "compute processes")
+        return [_Process(p["pid"], p.get("used_gpu_memory")) for p in procs]
 
     def _pair(self, a: int, b: int) -> dict[str, Any]:
         return (self.recording.get("pairs") or {}).get(f"{min(a, b)},{max(a, b)}") or {}

@@ -39,7 +39,9 @@ def budget(name: str):
 def test_one_h100_sxm():
     fp = fp_of("h100_sxm_x1")
     assert fp["accelerator"] == "1 x NVIDIA H100 80GB HBM3" and fp["gpu_count"] == 1
-    assert fp["gpus"] == [{"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6, "compute_capability": "9.0"}]
+    assert fp["gpus"] == [{"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6, "compute_capability": "9.0",
+                           "bandwidth_gb_s": 3350.0}]
+    assert hardware.gpu_lines(fp) == ["GPU 0: NVIDIA H100 80GB HBM3, 79.6 GiB, compute 9.0, 3350 GB/s (spec sheet)"]
     assert (fp["cuda"], fp["gpu_driver"]) == ("12.4", "550.54.15")
     assert "gpu_interconnect" not in fp and "gpu_notes" not in fp
     assert gpu_text(fp) == "1 x NVIDIA H100 80GB HBM3, compute 9.0, CUDA 12.4, driver 550.54.15"
@@ -57,6 +59,7 @@ def test_eight_h100_with_nvlink():
     links = hardware.gpu_links(hardware.gpu_report(Recorded(recording("h100_sxm_x8_nvlink"))))
     assert len(links) == 28 and {ln.interconnect for ln in links} == {Interconnect.NVLINK}
     assert {(ln.a, ln.b): ln.pcie_path for ln in links}[(0, 7)] == "SYS"
+    assert hardware.gpu_lines(fp)[-1] == "between GPUs: NVLink (900 GB/s, slowest pair)"
     hw = budget("h100_sxm_x8_nvlink")
     assert hw.memory_bytes == 8 * 81559 * 2**20 and hw.bandwidth_bytes_s == pytest.approx(8 * 3.35e12)
 
@@ -69,6 +72,9 @@ def test_two_rtx_4090_on_pcie():
     assert gpu_text(fp) == ("2 x NVIDIA GeForce RTX 4090 over PCIe (PHB), compute 8.9, CUDA 12.4, "
                             "driver 550.107.02")
     assert budget("rtx4090_x2_pcie").bandwidth_bytes_s == 2 * 1.008e12
+    assert hardware.gpu_lines(fp) == ["GPU 0: NVIDIA GeForce RTX 4090, 24.0 GiB, compute 8.9, 1008 GB/s (spec sheet)",
+                                      "GPU 1: NVIDIA GeForce RTX 4090, 24.0 GiB, compute 8.9, 1008 GB/s (spec sheet)",
+                                      "between GPUs: PCIe (PHB) (63 GB/s, slowest pair)"]
 
 
 def test_a_gpu_70_percent_used_by_another_process():
@@ -86,13 +92,29 @@ def test_a_gpu_70_percent_used_by_another_process():
     assert {k: fp_idle[k] for k in ("accelerator", "gpus")} == {k: fp[k] for k in ("accelerator", "gpus")}
 
 
+def test_free_memory_of_the_trials_gpus():
+    """What a pre-screen compares a config with: the trial's GPUs, each with its free memory."""
+    busy = Recorded(recording("a100_70pct_used"))
+    [gpu] = hardware.free_memory([0], busy)
+    assert (gpu.total_bytes, gpu.free_bytes) == (80 * GiB, 24 * GiB) and gpu.bandwidth_bytes_s == 2.039e12
+    eight = Recorded(recording("h100_sxm_x8_nvlink"))
+    assert [g.index for g in hardware.free_memory(hardware.visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}), eight)] == [2, 3]
+    assert len(hardware.free_memory(None, eight)) == 8
+    assert hardware.free_memory([9], eight) == [] and hardware.free_memory([0], Recorded(recording("no_nvml"))) == []
+
+
+def test_a_gpu_held_by_another_process_is_named():
+    [holder] = hardware.gpu_holders([0], Recorded(recording("a100_70pct_used")), proc=Path("/nonexistent"))
+    assert (holder.pid, holder.used_bytes, holder.name) == (4242, 56 * GiB, None)
+
+
 def test_no_nvml_at_all_is_the_cpu():
     rec = Recorded(recording("no_nvml"))
     assert read(rec) is None and hardware.gpu_report(rec) == NvmlReport()
     fp = hardware.fingerprint(rec, cgroup=NO_CGROUP)
     assert fp["accelerator"] == "none (CPU)"
     assert not {"gpus", "gpu_count", "cuda", "gpu_driver"} & set(fp)
-    assert gpu_text(fp) == "none (CPU)"
+    assert gpu_text(fp) == "none (CPU)" and hardware.gpu_lines(fp) == []
     hw = detect_hardware(gpus=hardware.gpu_infos(hardware.gpu_report(rec)), ram=RAM)
     assert (hw.kind, hw.description, hw.memory_bytes, hw.free_bytes) == ("cpu", "CPU RAM (Test CPU)", 64 * GiB, 48 * GiB)
 

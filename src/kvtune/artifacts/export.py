@@ -9,7 +9,11 @@ specifiers and ``$VAR``, docker compose interpolates ``$VAR`` and Kubernetes ``$
 renderers escape for exactly those, so an argument with spaces, quotes, ``$()`` or ``;``
 arrives byte-identical. What a container runs (image, entrypoint, model mount, GPUs) is the
 backend's knowledge: its launcher class's `container_spec`, looked up by the backend name the
-results record. Rendering is pure (strings in, strings out); `write` is the only I/O.
+results record. GPUs: a trial measured on a worker slot's GPUs (`device_env`:
+CUDA_VISIBLE_DEVICES=2,3) reserves that many in compose and Kubernetes (the container sees them
+as its own 0..G-1, so the variable is not passed in) and carries the variable in bash and systemd,
+where the indices mean the same GPUs; a trial without one reserves every GPU the study ran on.
+Rendering is pure (strings in, strings out); `write` is the only I/O.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from kvtune import __version__
+from kvtune import __version__, hardware
 from kvtune.artifacts import launch_script
 from kvtune.errors import BackendError, SpecError
 from kvtune.kinds import Backend
@@ -70,7 +74,7 @@ def container_spec(trial: dict, results: dict, port: int) -> ContainerSpec:
     except BackendError as e:
         raise SpecError(f"cannot containerize: {e}") from e
     argv = deploy_argv(trial["argv"], CONTAINER_HOST, port)
-    return cls.container_spec(argv, gpu_count(results.get("hardware") or {}),
+    return cls.container_spec(argv, trial_gpu_count(trial, results),
                               str(results.get("backend_version") or ""))
 
 
@@ -86,6 +90,31 @@ def gpu_count(hardware: dict) -> int:
     return 0 if acc.startswith("none") or acc in ("", "cpu") else 1
 
 
+def trial_gpus(trial: dict) -> list[str]:
+    """The GPUs the trial's server was pinned to (its worker slot's CUDA_VISIBLE_DEVICES), or []
+    when it saw every GPU of the host."""
+    value = (trial.get("device_env") or {}).get("CUDA_VISIBLE_DEVICES")
+    return [p.strip() for p in str(value).split(",") if p.strip()] if value is not None else []
+
+
+def trial_gpu_count(trial: dict, results: dict) -> int:
+    """GPUs to reserve for the trial: its slot's, else every GPU the study ran on."""
+    return len(trial_gpus(trial)) or gpu_count(results.get("hardware") or {})
+
+
+def deploy_env(trial: dict) -> dict[str, str]:
+    """The environment a bash script or systemd unit sets: the candidate's own, then the GPU
+    pinning the trial was measured with."""
+    return {**(trial.get("env") or {}), **(trial.get("device_env") or {})}
+
+
+def _hardware_line(hw: dict) -> str:
+    if all(k in hw for k in ("cpu", "cpus", "memory_gib", "accelerator")):
+        return "hardware: " + hardware.describe(hw)
+    return "hardware: " + ", ".join(f"{k}={v}" for k, v in hw.items() if k in
+                                    ("cpu", "cpus", "memory_gib", "accelerator", "gpus"))
+
+
 def _clean(line: str) -> str:
     """One comment line: no control characters (a newline would end the comment)."""
     return re.sub(r"[\x00-\x1f\x7f]", "?", line).rstrip("\\ ")
@@ -99,8 +128,7 @@ def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
     lines = [
         f"study: {results.get('study')}, trial {trial.get('number')} ({which} trial"
         + (", the server's defaults)" if trial.get("baseline") else ")"),
-        "hardware: " + ", ".join(f"{k}={v}" for k, v in hw.items() if k in
-                                 ("cpu", "cpus", "memory_gib", "accelerator", "gpus")),
+        _hardware_line(hw),
         f"versions: kvtune {__version__}; {results.get('backend_version')}",
         "targets: " + ", ".join(results.get("targets") or []),
         f"workload: {w.get('concurrency')} users, {w.get('prompt_tokens')} prompt / "
@@ -112,13 +140,17 @@ def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
             return f"{m[k]:.0f} ms" if isinstance(m.get(k), (int, float)) else "n/a"
         lines.append(f"measured: output {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 "
                      f"{ms('p95_ttft_ms')}, TPOT p95 {ms('p95_tpot_ms')}, E2EL p95 {ms('p95_e2el_ms')}")
+    if trial_gpus(trial):
+        lines.append(f"GPUs: measured with CUDA_VISIBLE_DEVICES={','.join(trial_gpus(trial))} (a worker's "
+                     f"slot, in PCI bus order); bash and systemd keep it, containers reserve "
+                     f"{len(trial_gpus(trial))} GPU(s)")
     lines.append(f"tuned on 127.0.0.1 (a free port per trial); this serves on {host}:{port}")
     return [_clean(x) for x in lines]
 
 
 # ---- bash and systemd ------------------------------------------------------------------------
 def render_bash(trial: dict, results: dict, host: str, port: int) -> str:
-    return launch_script.render(deploy_argv(trial["argv"], host, port), trial.get("env") or {},
+    return launch_script.render(deploy_argv(trial["argv"], host, port), deploy_env(trial),
                                 header_lines(trial, results, host, port))
 
 
@@ -162,7 +194,7 @@ def render_systemd(trial: dict, results: dict, host: str, port: int) -> str:
               "[Unit]", "Description=" + _clean(desc).replace("%", "%%"),
               "After=network-online.target", "Wants=network-online.target", "",
               "[Service]", "Type=simple"]
-    for key, value in sorted((trial.get("env") or {}).items()):
+    for key, value in sorted(deploy_env(trial).items()):
         lines.append("Environment=" + _sd_escape(f"{key}={value}", False))
     lines += ["ExecStart=" + exec_start, "Restart=on-failure", "RestartSec=5",
               "TimeoutStartSec=600", "", "[Install]", "WantedBy=multi-user.target"]

@@ -57,7 +57,7 @@ def _header(info: dict) -> str:
         machine = hardware.describe(hw) + (f", {hw['os']}" if hw.get("os") else "")
     except KeyError:
         machine = ", ".join(f"{k} {v}" for k, v in hw.items() if k != "host")
-    items = [("hardware", machine),
+    items = [("hardware", machine), *(("GPUs", line) for line in hardware.gpu_lines(hw)),
              ("backend", info["backend_version"]),
              ("workload", f"{w.get('concurrency')} concurrent users, ~{w.get('prompt_tokens')} prompt "
                           f"tokens, {w.get('output_tokens')} output tokens, {w.get('num_requests')} "

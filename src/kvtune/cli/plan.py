@@ -1,4 +1,5 @@
-"""`kvtune plan`: the KV-cache arithmetic for a model on this (or a given) machine."""
+"""`kvtune plan`: the KV-cache arithmetic for a model on this (or a named, or a given) machine,
+with the suggested starting flags per backend."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ def plan(
     head_dim: Optional[int] = typer.Option(None, "--head-dim", help="Head dimension."),
     weights: Optional[str] = typer.Option(None, help="Weights size, e.g. 15GiB (default: the model files on disk)."),
     memory: Optional[str] = typer.Option(None, help="Memory to plan for, e.g. 24GiB (default: all GPUs via NVML, else RAM)."),
-    reserve: str = typer.Option("0", help="Memory kept back for activations, runtime, fragmentation, e.g. 2GiB."),
+    gpu: Optional[str] = typer.Option(None, help="Plan for this GPU model from the spec-sheet table instead of this machine, e.g. 'H100 SXM', 'RTX 4090'."),
+    gpus: Optional[int] = typer.Option(None, help="How many GPUs: of --gpu, else the first N of this machine's."),
+    reserve: str = typer.Option("0", help="Memory kept back for activations, runtime, fragmentation, e.g. 2GiB (suggested flags: per GPU, default 2GiB)."),
     context: Optional[int] = typer.Option(None, help="Tokens per sequence (default: the model's maximum)."),
     users: int = typer.Option(1, help="Concurrent sequences for the totals."),
     parallel: Optional[int] = typer.Option(None, help="llama-server --parallel: show the per-slot context of --ctx-size = context."),
@@ -26,15 +29,21 @@ def plan(
     cache_type: list[str] = typer.Option([], "--cache-type", help="Cache types to show (default f16, fp8, q8_0, q4_0)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
-    """KV-cache arithmetic: bytes per token, what fits, tokens x users, decode ceiling."""
+    """KV-cache arithmetic: bytes per token, what fits, tokens x users, decode ceiling, starting flags."""
     import json
 
+    from kvtune import hardware as host
     from kvtune.errors import SpecError
     from kvtune.planner import DEFAULT_CACHE_TYPES, ModelShape, make_plan, parse_bandwidth, parse_size
-    from kvtune.planner.gpus import detect_hardware
-    from kvtune.planner.render import plan_to_dict, render
+    from kvtune.planner.gpus import detect_hardware, first_gpus, named_budget, named_gpu
+    from kvtune.planner.render import plan_to_dict, render, render_suggestions, suggestions_to_dict
     from kvtune.planner.shape import shape_from_path
+    from kvtune.planner.suggest import suggest
 
+    if gpu:
+        named_gpu(gpu)  # an unknown name fails first, naming the known ones
+    if gpus is not None and gpus < 1:
+        raise SpecError(f"--gpus must be at least 1, got {gpus}")
     if model:
         shape = shape_from_path(model)
     else:
@@ -45,13 +54,28 @@ def plan(
             if v is not None and v <= 0:
                 raise SpecError(f"{name} must be positive, got {v}")
         shape = ModelShape(layers=layers, attention_heads=heads or kv_heads, kv_heads=kv_heads, head_dim=head_dim)
-    hw = detect_hardware(parse_size(memory, "--memory") if memory else None,
-                         parse_bandwidth(bandwidth, "--bandwidth") if bandwidth else None)
-    result = make_plan(shape, hw.memory_bytes, parse_size(reserve, "--reserve"), context, users,
+    memory_bytes = parse_size(memory, "--memory") if memory else None
+    bandwidth_bytes_s = parse_bandwidth(bandwidth, "--bandwidth") if bandwidth else None
+    facts: list[str] = []
+    if gpu:
+        hw = named_budget(gpu, gpus or 1, memory_bytes, bandwidth_bytes_s)
+    else:
+        fp = host.fingerprint()
+        facts = [host.describe(fp), *host.gpu_lines(fp)] if fp.get("gpu_count") else []
+        hw = detect_hardware(memory_bytes, bandwidth_bytes_s,
+                             gpus=first_gpus(host.gpu_infos(), gpus) if gpus is not None else None)
+    reserve_bytes = parse_size(reserve, "--reserve")
+    result = make_plan(shape, hw.memory_bytes, reserve_bytes, context, users,
                        tuple(cache_type) or DEFAULT_CACHE_TYPES, hw.bandwidth_bytes_s, parallel,
                        weights_bytes=parse_size(weights, "--weights") if weights else None)
+    suggestions = suggest(result.shape, hw, users, result.context, reserve_bytes or None)
     if as_json:
-        print(json.dumps({**plan_to_dict(result), "hardware": hw.description}, indent=2))
+        print(json.dumps({**plan_to_dict(result), "hardware": hw.description, "hardware_facts": facts,
+                          "suggestions": suggestions_to_dict(suggestions)}, indent=2))
     else:
         console.print(f"memory: {hw.description}", markup=False)
+        for line in facts:
+            console.print(f"  {line}", markup=False)
         console.print(render(result), markup=False)
+        console.print("", markup=False)
+        console.print(render_suggestions(suggestions), markup=False)

@@ -19,6 +19,7 @@ from kvtune.progress import make_reporter
 from kvtune.tuner.budget import parse_duration
 from kvtune.tuner.loop import Callbacks
 from kvtune.tuner.session import RunOptions, Session, open_session, study_spec
+from kvtune.tuner.workers import check_gpu_slots, gpu_pool
 
 TARGET_HELP = (
     "Latency/throughput target, repeatable: METRIC[_STAT] OP VALUE, e.g. 'ttft<1s', "
@@ -82,7 +83,7 @@ def run(
     deploy_port: int = typer.Option(8080, help="Port the launch script's server listens on."),
     storage: Optional[str] = typer.Option(None, help="Optuna storage URL shared by workers, e.g. postgresql://user@db/kvtune (default: a SQLite file in the study's directory)."),
     workers: int = typer.Option(1, help="Trials at once on this host, each server pinned to its own CPUs / GPUs and port."),
-    gpus_per_trial: int = typer.Option(0, "--gpus-per-trial", help="GPUs each worker's server gets (CUDA_VISIBLE_DEVICES); 0 = don't set it."),
+    gpus_per_trial: int = typer.Option(0, "--gpus-per-trial", help="GPUs each worker's server gets: worker k gets the k-th G of the visible GPUs (CUDA_VISIBLE_DEVICES, in PCI bus order), recorded with each trial; 0 = don't set it."),
     warm_start: Optional[str] = typer.Option(None, "--warm-start", help="Start from the best configs of this study (e.g. one tuned on other hardware)."),
     warm_start_storage: Optional[str] = typer.Option(None, "--warm-start-storage", help="Storage URL of the --warm-start study (default: --storage, else that study's SQLite file)."),
     allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware", help="Let a study hold trials measured on different hardware."),
@@ -108,6 +109,8 @@ def run(
                       runs_dir=runs_dir, deploy_host=deploy_host, deploy_port=deploy_port, storage=storage,
                       workers=workers, gpus_per_trial=gpus_per_trial, warm_start=warm_start,
                       warm_start_storage=warm_start_storage, allow_mixed_hardware=allow_mixed_hardware)
+    if gpus_per_trial > 0:  # every slot must fit before anything starts (workers cut theirs later)
+        check_gpu_slots(workers, gpus_per_trial, gpu_pool())
     mode = "quiet" if quiet else "jsonl" if jsonl else progress
     raise typer.Exit(run_study(opts, mode))
 

@@ -5,13 +5,17 @@ fast it can be read. `kvtune.hardware` reads them (GPUs through NVML); this modu
 only knows what NVML cannot say: peak memory bandwidth and NVLink bandwidth per GPU model, from
 tables of vendor spec-sheet figures matched on the GPU's name, and PCIe bandwidth from the link's
 generation and width. Without GPUs the CPU's RAM is used, with bandwidth unknown unless the user
-passes --bandwidth.
+passes --bandwidth. The same tables plan for a GPU the user does not have (`kvtune plan --gpu
+"H100 SXM" --gpus 2`): `named_budget` takes memory from `MEMORY_GIB` and bandwidth from the
+bandwidth table.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from kvtune.errors import SpecError
 
 # Peak memory bandwidth in bytes/s, from NVIDIA's public product datasheets (H200, H100, A100,
 # L40S, L4, A10, V100, T4 datasheets; GeForce RTX 4090/3090 spec pages). Patterns are matched in
@@ -50,6 +54,14 @@ NVLINK_TABLE: tuple[tuple[str, str, float], ...] = (
     ("RTX 3090", r"\b3090\b", 1.125e11),
     ("V100", r"\bV100\b", 3.0e11),
 )
+# Memory per GPU model in GiB, by the bandwidth table's labels, from the same datasheets (the
+# marketed "80GB" taken as 80 GiB; NVML reports a little less, e.g. 79.6 GiB on an H100 SXM).
+# Only used to plan for a GPU that is not in this machine.
+MEMORY_GIB: dict[str, float] = {
+    "B200": 180, "H200": 141, "H100 NVL": 94, "H100 PCIe": 80, "H100 SXM": 80,
+    "A100 80GB PCIe": 80, "A100 80GB SXM": 80, "A100 40GB": 40, "L40S": 48, "L40": 48, "L4": 24,
+    "A10": 24, "RTX 4090": 24, "RTX 3090 Ti": 24, "RTX 3090": 24, "V100S": 32, "V100": 16, "T4": 16,
+}
 # PCIe bytes/s per lane and direction after line coding, by generation (PCI-SIG).
 PCIE_LANE_BYTES_S = {1: 2.5e8, 2: 5.0e8, 3: 9.85e8, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 
@@ -60,6 +72,39 @@ def _lookup(table: tuple[tuple[str, str, float], ...], name: str) -> float | Non
         if re.search(pattern, norm):
             return bw
     return None
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_-]+", "", str(name).upper())
+
+
+def known_gpus() -> tuple[str, ...]:
+    """The GPU models `named_gpu` knows, as `kvtune plan --gpu` takes them."""
+    return tuple(label for label, _p, _bw in BANDWIDTH_TABLE)
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """A GPU model from the spec-sheet tables: what `kvtune plan --gpu` plans with."""
+
+    label: str
+    memory_bytes: int
+    bandwidth_bytes_s: float
+    nvlink_bytes_s: float | None
+
+
+def named_gpu(name: str) -> GpuModel:
+    """The GPU model called `name`: a table label ("H100 SXM", "h100-sxm", "RTX 4090") or a
+    name as NVML spells it ("NVIDIA H100 80GB HBM3"). Unknown: `SpecError` naming the known."""
+    labels = {_norm(label): label for label in known_gpus()}
+    label = labels.get(_norm(name))
+    if label is None:
+        norm = re.sub(r"[-_]", " ", str(name).upper())
+        label = next((lb for lb, pattern, _bw in BANDWIDTH_TABLE if re.search(pattern, norm)), None)
+    if label is None:
+        raise SpecError(f"unknown GPU {name!r}: use one of {', '.join(known_gpus())}")
+    bandwidth = dict((lb, bw) for lb, _p, bw in BANDWIDTH_TABLE)[label]
+    return GpuModel(label, int(MEMORY_GIB[label] * 2**30), bandwidth, nvlink_bandwidth_for(label))
 
 
 def bandwidth_for(name: str) -> float | None:
@@ -104,7 +149,7 @@ class CpuRam:
 class HardwareBudget:
     """Memory and bandwidth the plan uses, and where they came from."""
 
-    kind: str                       # "gpu", "cpu" or "given"
+    kind: str                       # "gpu", "cpu", "given" or "named" (a spec-sheet GPU)
     description: str
     memory_bytes: int
     free_bytes: int | None
@@ -131,6 +176,35 @@ def hardware_budget(gpus: list[GpuInfo], ram: CpuRam, memory_bytes: int | None =
     if bandwidth_bytes_s is not None:
         bw = bandwidth_bytes_s
     return HardwareBudget(kind, desc, total, free, bw, tuple(gpus))
+
+
+def named_budget(name: str, count: int = 1, memory_bytes: int | None = None,
+                 bandwidth_bytes_s: float | None = None) -> HardwareBudget:
+    """`count` GPUs of the model called `name`, from the spec-sheet tables (hardware the user
+    may not have: nothing is read from this machine). --memory and --bandwidth still override."""
+    if count < 1:
+        raise SpecError(f"--gpus must be at least 1, got {count}")
+    model = named_gpu(name)
+    gpus = [GpuInfo(i, model.label, model.memory_bytes, model.memory_bytes, model.bandwidth_bytes_s)
+            for i in range(count)]
+    budget = hardware_budget(gpus, CpuRam("", 0, 0), memory_bytes, bandwidth_bytes_s)
+    if budget.kind == "gpu":
+        budget = HardwareBudget("named", f"{count} x {model.label} (spec sheet: "
+                                f"{MEMORY_GIB[model.label]:g} GiB, {model.bandwidth_bytes_s / 1e12:.2f} TB/s each)",
+                                budget.memory_bytes, None, budget.bandwidth_bytes_s, budget.gpus)
+    return budget
+
+
+def first_gpus(gpus: list[GpuInfo], count: int | None) -> list[GpuInfo]:
+    """The first `count` of this machine's GPUs (all when None); `SpecError` when it has fewer."""
+    if count is None:
+        return gpus
+    if count < 1:
+        raise SpecError(f"--gpus must be at least 1, got {count}")
+    if count > len(gpus):
+        raise SpecError(f"--gpus {count}: this machine has {len(gpus)} GPU(s); "
+                        f"add --gpu NAME to plan for GPUs it does not have")
+    return gpus[:count]
 
 
 def detect_hardware(memory_bytes: int | None = None, bandwidth_bytes_s: float | None = None,

@@ -1,7 +1,7 @@
 """A Plan as text for the terminal and as a dict for `--json`.
 
 Kept apart from the arithmetic so the numbers can be tested without parsing prose and the prose
-can change without touching the numbers. Text is plain fixed-width columns (no rich) so it reads
+can change without touching the numbers (the suggested starting flags too). Text is plain fixed-width columns (no rich) so it reads
 the same in a terminal, a log or a CI page; the dict carries raw bytes next to GiB so scripts
 need not undo any rounding.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from kvtune.planner.kv import Plan
+from kvtune.planner.suggest import Suggestion
 
 GIB = 2**30
 
@@ -136,3 +137,19 @@ def plan_to_dict(plan: Plan) -> dict:
         "slots": None if plan.slots is None else asdict(plan.slots),
         "notes": list(plan.notes),
     }
+
+
+def render_suggestions(suggestions: tuple[Suggestion, ...] | list[Suggestion]) -> str:
+    """The suggested starting flags, one block per backend: the flags as a command line would
+    carry them, then the notes."""
+    out = ["suggested starting flags (what `kvtune run` can measure first):"]
+    for sg in suggestions:
+        head = f"  {sg.backend}: {' '.join(sg.argv())}"
+        out.append(head + ("" if sg.fits else "   (does not fit: see below)"))
+        out += [f"    {n}" for n in sg.notes]
+    return "\n".join(out)
+
+
+def suggestions_to_dict(suggestions: tuple[Suggestion, ...] | list[Suggestion]) -> list[dict]:
+    return [{"backend": sg.backend, "flags": dict(sg.flags), "argv": sg.argv(), "fits": sg.fits,
+             "notes": list(sg.notes)} for sg in suggestions]

@@ -261,7 +261,7 @@ class Tuner:
         argv = self.launcher.command(candidate, port, self.host)
         env = self.launcher.environment(candidate)
         outcome = TrialOutcome(number=n, candidate=candidate, argv=argv, env=env, baseline=baseline,
-                               warm_start=trial.user_attrs.get("warm_start"))
+                               warm_start=trial.user_attrs.get("warm_start"), device_env=dict(self.device_env))
         self.cb.trial_started(n, candidate, baseline)
 
         same = self._find_measured(candidate)
@@ -270,7 +270,7 @@ class Tuner:
             outcome.metrics, outcome.reason, outcome.failure = same.metrics, same.reason, same.failure
             outcome.constraints, outcome.objective = dict(same.constraints), same.objective
             outcome.objectives = list(same.objectives)
-            outcome.argv, outcome.env = same.argv, same.env
+            outcome.argv, outcome.env, outcome.device_env = same.argv, same.env, dict(same.device_env)
             return outcome
 
         reason = self.launcher.precheck(candidate, self.spec.workload)

@@ -8,16 +8,21 @@ previous server started (the RAM a new server may take, and each GPU's free memo
 reports it) and waits until it is back within a tolerance, for at most `MEMORY_WAIT_S`. It stops
 sooner when the shortfall has not shrunk for `SETTLE_S` (memory another process took, which is
 not coming back: another worker's server, say), and it never sleeps when memory is already back.
-The reader, the clock and the sleep are injected, so tests run without waiting.
+When a GPU's memory is still short it names the processes NVML lists on that GPU (pid, memory,
+name from /proc), so the reason of a launch that fails into that memory says who holds it. The
+reader, the process lister, the clock and the sleep are injected, so tests run without waiting.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from kvtune import hardware
+from kvtune.hardware import GpuHolder, visible_gpus
+
+__all__ = ["MemorySnapshot", "MemoryWait", "MemoryWaitResult", "read_memory", "shortfall", "visible_gpus"]
 
 MEMORY_WAIT_S = 30.0
 """The longest a launch waits for the previous server's memory. A stopped server's memory is
@@ -51,24 +56,27 @@ class MemorySnapshot:
     gpu_free: Mapping[int, int] = field(default_factory=dict)
 
 
-def read_memory(gpus: frozenset[int] | None = None) -> MemorySnapshot:
-    """The host's memory now; `gpus` keeps only those GPU indices (a worker's slot)."""
-    free = hardware.gpu_free_bytes()
+def read_memory(gpus: frozenset[int] | None = None, nvml: hardware.Nvml | None = None) -> MemorySnapshot:
+    """The host's memory now; `gpus` keeps only those GPU indices (a worker's slot); `nvml`
+    injects an NVML reader (recorded answers in tests)."""
+    free = hardware.gpu_free_bytes(nvml)
     return MemorySnapshot(hardware.available_memory_bytes(),
                           {i: b for i, b in free.items() if gpus is None or i in gpus})
 
 
-def visible_gpus(env: Mapping[str, str]) -> frozenset[int] | None:
-    """The GPU indices a server's CUDA_VISIBLE_DEVICES names (None: all, or not plain indices)."""
-    value = env.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return None
-    parts = [p.strip() for p in value.split(",") if p.strip()]
-    return frozenset(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
-
-
 def _gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"
+
+
+def gpu_shortfall(before: MemorySnapshot, now: MemorySnapshot) -> dict[int, int]:
+    """Bytes still missing per GPU index: only GPUs short by more than their tolerance."""
+    out: dict[int, int] = {}
+    for i, free in before.gpu_free.items():
+        if i in now.gpu_free:
+            short = free - now.gpu_free[i]
+            if short > max(GPU_TOLERANCE_BYTES, GPU_TOLERANCE_FRACTION * free):
+                out[i] = short
+    return out
 
 
 def shortfall(before: MemorySnapshot, now: MemorySnapshot) -> dict[str, int]:
@@ -78,11 +86,7 @@ def shortfall(before: MemorySnapshot, now: MemorySnapshot) -> dict[str, int]:
     ram_short = before.ram_available - now.ram_available
     if ram_short > max(RAM_TOLERANCE_BYTES, RAM_TOLERANCE_FRACTION * before.ram_available):
         out["RAM"] = ram_short
-    for i, free in before.gpu_free.items():
-        if i in now.gpu_free:
-            short = free - now.gpu_free[i]
-            if short > max(GPU_TOLERANCE_BYTES, GPU_TOLERANCE_FRACTION * free):
-                out[f"GPU {i}"] = short
+    out.update({f"GPU {i}": short for i, short in gpu_shortfall(before, now).items()})
     return out
 
 
@@ -93,14 +97,17 @@ class MemoryWaitResult:
     waited_s: float = 0.0
     held: Mapping[str, int] = field(default_factory=dict)
     settled: bool = False  # gave up early: the shortfall had stopped shrinking
+    holders: tuple[GpuHolder, ...] = ()  # processes NVML lists on the GPUs still short
 
     def describe(self) -> str:
-        """One line for people: what is still held and how long the launch waited."""
+        """One line for people: what is still held, by whom, and how long the launch waited."""
         if not self.held:
             return f"memory back after {self.waited_s:.1f} s"
         what = ", ".join(f"{place} {_gib(n)}" for place, n in self.held.items())
         why = "not being released" if self.settled else "not released yet"
-        return f"memory still held after {self.waited_s:.1f} s ({why}): {what} short of before the previous server"
+        who = f"; held by {', '.join(h.describe() for h in self.holders)}" if self.holders else ""
+        return (f"memory still held after {self.waited_s:.1f} s ({why}): {what} short of before "
+                f"the previous server{who}")
 
 
 @dataclass
@@ -108,6 +115,7 @@ class MemoryWait:
     """Remembers the memory before each launch and, before the next, waits until it is back."""
 
     read: Callable[[], MemorySnapshot] = read_memory
+    holders: Callable[[Iterable[int]], list[GpuHolder]] = hardware.gpu_holders
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     bound_s: float = MEMORY_WAIT_S
@@ -126,7 +134,9 @@ class MemoryWait:
             while held:
                 t = self.clock()
                 if t - t0 >= self.bound_s or t - progress_t >= self.settle_s:
-                    result = MemoryWaitResult(t - t0, held, settled=t - t0 < self.bound_s)
+                    short_gpus = sorted(gpu_shortfall(self.before, now))
+                    result = MemoryWaitResult(t - t0, held, settled=t - t0 < self.bound_s,
+                                              holders=tuple(self.holders(short_gpus)) if short_gpus else ())
                     break
                 self.sleep(POLL_S)
                 now = self.read()

@@ -45,6 +45,9 @@ class TrialOutcome:
     # The launch failure said nothing about the config (port clash, start-up timeout, memory still
     # held), even after one retry: a later proposal of the config is measured again, not copied.
     transient: bool = False
+    # The worker slot's GPU pinning the server ran with (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER),
+    # beside `env` (the candidate's own): bash/systemd exports carry it, containers do not.
+    device_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:

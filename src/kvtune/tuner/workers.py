@@ -2,19 +2,23 @@
 
 There is no scheduler: each worker runs the same ask -> launch -> measure -> tell loop against
 the shared storage, which hands each trial to exactly one of them. A worker owns a device slot
-(a CPU set its servers are pinned to, or the GPUs named by CUDA_VISIBLE_DEVICES) and takes free
-ports from the OS. The study stores its own spec, so a worker on another host needs only the
+(a CPU set its servers are pinned to, and with --gpus-per-trial G the G GPUs of its slot, named by
+CUDA_VISIBLE_DEVICES and recorded with each trial) and takes free ports from the OS. Slots are cut
+from the GPUs this process may use (its own CUDA_VISIBLE_DEVICES, else every GPU NVML sees), in
+PCI bus order so that CUDA's indices are NVML's (the memory wait and the pre-screen read the
+slot's GPUs through NVML). The study stores its own spec, so a worker on another host needs only the
 storage URL and the study name. A worker that dies leaves a trial that another re-runs
 (heartbeats across hosts, dead-process detection on the same host: see `Tuner._recover`).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from kvtune import hardware
 from kvtune.bench.workload import Workload
@@ -24,6 +28,9 @@ from kvtune.tuner import storage
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.spec import StudySpec
+
+if TYPE_CHECKING:
+    from kvtune.launchers.base import Launcher
 
 
 def spec_from_dict(d: dict) -> StudySpec:
@@ -47,13 +54,37 @@ def cpu_slot(slot: int, slots: int) -> set[int] | None:
     return set(cpus[slot * size:(slot + 1) * size])
 
 
-def gpu_slot(slot: int, gpus_per_trial: int) -> dict[str, str]:
-    """CUDA_VISIBLE_DEVICES for this worker's servers (not recorded in the trial's env: the
-    deployed server uses whatever GPUs the deployment gives it)."""
+def gpu_pool(env: Mapping[str, str] | None = None, gpu_count: int | None = None) -> list[str]:
+    """The GPUs worker slots are cut from: this process's CUDA_VISIBLE_DEVICES when set (indices
+    or UUIDs, as given), else 0..N-1 for the N GPUs NVML sees (`gpu_count` injects N)."""
+    env = os.environ if env is None else env
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is not None:
+        return [p.strip() for p in value.split(",") if p.strip()]
+    n = len(hardware.gpu_report().gpus) if gpu_count is None else gpu_count
+    return [str(i) for i in range(n)]
+
+
+def check_gpu_slots(workers: int, gpus_per_trial: int, pool: Sequence[str]) -> None:
+    """`SpecError` (one line) when `workers` slots of `gpus_per_trial` GPUs do not fit the pool."""
+    need = workers * gpus_per_trial
+    if gpus_per_trial > 0 and need > len(pool):
+        have = f"{len(pool)} GPU(s) visible ({', '.join(pool)})" if pool else "no GPU visible (NVML sees none)"
+        raise SpecError(f"--gpus-per-trial {gpus_per_trial} x --workers {workers} needs {need} GPUs, "
+                        f"but this host has {have}: lower --gpus-per-trial or --workers")
+
+
+def gpu_slot(slot: int, gpus_per_trial: int, pool: Sequence[str] | None = None) -> dict[str, str]:
+    """The environment that pins this worker's servers to its slot's GPUs: CUDA_VISIBLE_DEVICES
+    (the slot's share of `pool`, by default `gpu_pool()`) and CUDA_DEVICE_ORDER=PCI_BUS_ID. The
+    loop records it with each trial (`TrialOutcome.device_env`): bash and systemd exports carry
+    it, containers do not (a container's reserved GPUs are its own 0..G-1)."""
     if gpus_per_trial <= 0:
         return {}
-    ids = range(slot * gpus_per_trial, (slot + 1) * gpus_per_trial)
-    return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, ids))}
+    pool = gpu_pool() if pool is None else pool
+    check_gpu_slots(slot + 1, gpus_per_trial, pool)
+    ids = pool[slot * gpus_per_trial:(slot + 1) * gpus_per_trial]
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(ids)}
 
 
 def join(storage_url: str, study_name: str, *, launcher: Launcher | None = None, runs_dir: str | None = None,

@@ -361,3 +361,62 @@ def test_every_format_names_the_study_and_changes_nothing_else(fmt):
 def test_unknown_format():
     with pytest.raises(SpecError, match="unknown export format 'helm'"):
         export.render("helm", best(), results())
+
+
+# ---- GPUs: the trial's slot, from recorded NVML answers ------------------------------------------
+NVML = DATA / "nvml"
+
+
+def recorded_results(name: str, backend: str = "llama-server") -> dict:
+    """results() as measured on a host whose GPUs are the recording `name` (tests/unit/data/nvml)."""
+    from kvtune import hardware
+    from kvtune.nvml import Recorded
+
+    r = results()
+    r["hardware"] = hardware.fingerprint(Recorded(json.loads((NVML / f"{name}.json").read_text())),
+                                         cgroup=Path("/nonexistent-cgroup"))
+    r["spec"]["backend"] = backend
+    return r
+
+
+def slot_trial(gpus: str) -> dict:
+    t = copy.deepcopy(best())
+    t["device_env"] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": gpus}
+    return t
+
+
+def test_a_trial_on_two_of_eight_h100s_reserves_two_and_the_script_pins_them():
+    r, t = recorded_results("h100_sxm_x8_nvlink"), slot_trial("2,3")
+    svc = check_compose(yaml.safe_load(export.render("compose", t, r, "0.0.0.0", 8080)))
+    dev, = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert dev["count"] == 2 and "CUDA_VISIBLE_DEVICES" not in (svc.get("environment") or {})
+    dep, _ = check_k8s(list(yaml.safe_load_all(export.render("k8s", t, r, "0.0.0.0", 8080))), 8080)
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["resources"] == {"limits": {"nvidia.com/gpu": 2}} and "env" not in c
+    script = export.render("bash", t, r, "0.0.0.0", 8080)
+    assert "export CUDA_VISIBLE_DEVICES=2,3\n" in script and "export CUDA_DEVICE_ORDER=PCI_BUS_ID\n" in script
+    assert launch_script.parse_exec_argv(script) == export.deploy_argv(t["argv"], "0.0.0.0", 8080)
+    assert "# hardware: AMD EPYC" not in script  # the header names the recorded host's GPUs
+    assert "8 x NVIDIA H100 80GB HBM3 over NVLink, compute 9.0, CUDA 12.2, driver 535.129.03" in script
+    assert "# GPUs: measured with CUDA_VISIBLE_DEVICES=2,3" in script
+    unit = parse_unit(export.render("systemd", t, r, "0.0.0.0", 8080))
+    env = dict(sd_specifiers(w).split("=", 1) for v in unit["Service"]["Environment"] for w in sd_words(v))
+    assert env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "2,3"}
+
+
+@pytest.mark.parametrize("name, count", [("h100_sxm_x1", 1), ("h100_sxm_x8_nvlink", 8),
+                                         ("rtx4090_x2_pcie", 2), ("a100_70pct_used", 1)])
+def test_a_trial_without_a_slot_reserves_every_gpu_of_the_study(name, count):
+    r = recorded_results(name, "vllm")
+    r["backend_version"] = "vllm 0.11.0"
+    t = copy.deepcopy(best())
+    t["argv"] = ["/venv/bin/vllm", "serve", "/data/m", "--host", "127.0.0.1", "--port", "4000"]
+    svc = check_compose(yaml.safe_load(export.render("compose", t, r, "0.0.0.0", 8000)))
+    assert svc["deploy"]["resources"]["reservations"]["devices"][0]["count"] == count
+    script = export.render("bash", t, r, "0.0.0.0", 8000)
+    assert "CUDA_VISIBLE_DEVICES" not in script and f"{count} x NVIDIA" in script
+
+
+def test_a_cpu_study_reserves_no_gpu_and_sets_no_device():
+    script = export.render("bash", best(), results(), "0.0.0.0", 8000)
+    assert "CUDA_VISIBLE_DEVICES" not in script and "# hardware: AMD EPYC, 2 CPUs, 23.5 GiB RAM, none (CPU)" in script

@@ -195,3 +195,16 @@ def test_svg_ids_are_unique_across_plots(name):
     html = report.render_report(with_failures(load(name)))
     ids = re.findall(r'\sid="([^"]+)"', html)
     assert len(ids) == len(set(ids))
+
+
+def test_the_report_names_the_gpus_of_a_recorded_host():
+    from kvtune.nvml import Recorded
+
+    rec = json.loads((Path(__file__).parents[1] / "data" / "nvml" / "rtx4090_x2_pcie.json").read_text())
+    r = load("misses")
+    r["hardware"] = hardware.fingerprint(Recorded(rec), cgroup=Path("/nonexistent-cgroup"))
+    html = report.render_report(r)
+    assert "2 x NVIDIA GeForce RTX 4090 over PCIe (PHB), compute 8.9, CUDA 12.4, driver 550.107.02" in html
+    assert "GPU 1: NVIDIA GeForce RTX 4090, 24.0 GiB, compute 8.9, 1008 GB/s (spec sheet)" in html
+    assert "between GPUs: PCIe (PHB) (63 GB/s, slowest pair)" in html
+    assert "GPU 0:" not in report.render_report(load("misses"))  # a CPU host: no GPU lines
