@@ -369,7 +369,8 @@ def test_fake_server_timings_reach_the_summary() -> None:
     m = res.metrics
     assert m["server_timings_requests"] == 2
     assert m["mean_prompt_ms_server"] == pytest.approx(100.0)
-    assert -5 < m["mean_queue_ms_server"] < 60  # an unlimited fake server queues nothing
+    # an unlimited fake server queues nothing: what is left is the scheduling delay of a loaded box
+    assert -5 < m["mean_queue_ms_server"] < 500
 
 
 def _metrics_transport(calls: list[str]) -> httpx.MockTransport:
