@@ -17,6 +17,7 @@ not even sampled (`offered_choices`); precheck stays for what a study file fixes
 from __future__ import annotations
 
 import math
+import os
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ from kvtune.launchers.base import (SIGILL_STATUSES, Candidate, ContainerSpec, Kn
                                    at_least_users, largest, mount_model, option_index, prefer,
                                    render_flag_map, smallest, when_prefixes_shared)
 from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
-from kvtune.launchers.vllm.logs import classify_failure, parse_startup_log
+from kvtune.launchers.vllm.gpu_fit import DEFAULT_UTILIZATION, kv_prediction, prescreen_gpu_fit
+from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
+from kvtune.planner.gpus import GpuInfo
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
 from kvtune.planner.shape import shape_from_hf_config
 
@@ -122,6 +125,18 @@ def render_flags(flags: dict[str, Any]) -> list[str]:
     return render_flag_map(flags, FLAG_ORDER, {k: f"--no-{k}" for k in NEGATABLE})
 
 
+def visible_gpus(gpus: list[GpuInfo], cuda_visible: str | None) -> tuple[GpuInfo, ...]:
+    """The GPUs a server sees under CUDA_VISIBLE_DEVICES, in its order (all when unset or not
+    plain indices, e.g. UUIDs)."""
+    if cuda_visible is None:
+        return tuple(gpus)
+    parts = [p.strip() for p in cuda_visible.split(",") if p.strip()]
+    if not all(p.isdigit() for p in parts):
+        return tuple(gpus)
+    by_index = {g.index: g for g in gpus}
+    return tuple(by_index[int(p)] for p in parts if int(p) in by_index)
+
+
 def hf_shape(model: str) -> ModelShape | None:
     """A local HF folder's shape, or None (a hub id, or a config kvtune cannot read)."""
     try:
@@ -142,6 +157,7 @@ class VllmLauncher(Launcher):
     memory_bytes: int = 0  # available for a CPU KV cache (see hardware.available_memory_bytes)
     cpu_ids: tuple[int, ...] = (0,)
     fp8_capable: bool = True  # x86 with AVX-512 or AMX (CPU fp8 KV cache)
+    gpus: tuple[GpuInfo, ...] = ()  # the GPUs its servers see, in CUDA order (empty: no facts)
     extra_args: list[str] = field(default_factory=list)
     name: str = NAME
     health_path: str = "/health"
@@ -151,7 +167,7 @@ class VllmLauncher(Launcher):
         "max-num-seqs": at_least_users, "max-model-len": smallest, "kv-cache-memory-bytes": largest,
         "enable-prefix-caching": when_prefixes_shared, "enable-chunked-prefill": prefer(True),
         "kv-cache-dtype": prefer("auto"), "max-num-batched-tokens": prefer(2048),
-        "block-size": prefer(128), "gpu-memory-utilization": prefer(0.9),
+        "block-size": prefer(128), "gpu-memory-utilization": prefer(0.9), "enforce-eager": prefer(False),
         ENV_THREADS_BIND: prefer("auto"),
     }
 
@@ -164,9 +180,17 @@ class VllmLauncher(Launcher):
     def create(cls, model: str, python: str | None = None, served_name: str | None = None,
                build: VllmBuild | None = None) -> "VllmLauncher":
         build = build or detect_build(python)
+        gpus = () if build.kind == CPU else visible_gpus(hardware.gpu_infos(),
+                                                          os.environ.get("CUDA_VISIBLE_DEVICES"))
         return cls(model=model, build=build, served_name=served_name, shape=hf_shape(model),
                    memory_bytes=hardware.available_memory_bytes(), cpu_ids=hardware.cpu_ids(),
-                   fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()))
+                   fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()), gpus=gpus)
+
+    def pin_gpus(self, indices: frozenset[int] | None) -> None:
+        """Servers see only these GPUs (a worker's CUDA_VISIBLE_DEVICES): the pre-screen sizes
+        against their memory."""
+        if indices is not None:
+            self.gpus = tuple(g for g in self.gpus if g.index in indices)
 
     @property
     def on_cpu(self) -> bool:
@@ -257,6 +281,8 @@ class VllmLauncher(Launcher):
                 Knob("block-size", CHOICES, choices=(16, 32)),
                 Knob("kv-cache-dtype", CHOICES, choices=("auto", "fp8")),
                 Knob("gpu-memory-utilization", CHOICES, choices=(0.8, 0.85, 0.9, 0.95)),
+                # CUDA graphs: faster decoding, but start-up time and memory (see gpu_fit)
+                Knob("enforce-eager", CHOICES, choices=(False, True)),
             ]
             if self.build.gpu_count > 1:
                 knobs.append(Knob("tensor-parallel-size", CHOICES,
@@ -283,6 +309,11 @@ class VllmLauncher(Launcher):
             gpus = 1 if self.on_cpu else self.build.gpu_count  # the CPU build runs one rank
             return tuple(c for c in knob.choices if (_int(c) or 0) >= 1
                          and (not heads or heads % _int(c) == 0) and _int(c) <= gpus)
+        if knob.name == "gpu-memory-utilization" and not self.on_cpu and self.gpus:
+            used = self.gpus[:_int(flags.get("tensor-parallel-size")) or 1]
+            fits = tuple(c for c in knob.choices
+                         if all(math.ceil(float(c) * g.total_bytes) <= g.free_bytes for g in used))
+            return fits or knob.choices  # none fits: precheck says why
         if knob.name == "kv-cache-memory-bytes" and self.on_cpu and max_len is not None:
             per_token = self.kv_bytes_per_token(str(flags.get("kv-cache-dtype", "auto")))
             if per_token:
@@ -333,9 +364,10 @@ class VllmLauncher(Launcher):
             return f"{heads} attention heads are not divisible by --tensor-parallel-size {tp}"
         if self.on_cpu:
             reason = self._precheck_cpu(f, dtype, max_len, tp)
+        elif tp > self.build.gpu_count:
+            reason = f"--tensor-parallel-size {tp} > {self.build.gpu_count} visible GPU(s)"
         else:
-            reason = None if tp <= self.build.gpu_count else (
-                f"--tensor-parallel-size {tp} > {self.build.gpu_count} visible GPU(s)")
+            reason = self._precheck_gpu(f, dtype, max_len, tp)
         if reason:
             return reason
         return self._precheck_env(candidate.env)
@@ -367,6 +399,16 @@ class VllmLauncher(Launcher):
                     f"fewer than one --max-model-len {max_len} sequence")
         return None
 
+    def _precheck_gpu(self, f: dict, dtype: str, max_len: int | None, tp: int) -> str | None:
+        """Weights + reserve + one --max-model-len sequence in the GPUs' budget (gpu_fit)."""
+        if self.shape is None or max_len is None or not self.gpus or "kv-cache-memory-bytes" in f:
+            return None
+        if len(self.gpus) < tp:
+            return f"--tensor-parallel-size {tp} > the {len(self.gpus)} GPU(s) this trial gets"
+        return prescreen_gpu_fit(self.shape, self.gpus, tp=tp, max_model_len=int(max_len), kv_dtype=dtype,
+                                 utilization=float(f.get("gpu-memory-utilization", DEFAULT_UTILIZATION)),
+                                 enforce_eager=f.get("enforce-eager") is True)
+
     def _precheck_env(self, env: dict[str, str]) -> str | None:
         bind = env.get(THREADS_BIND)
         if bind is None or bind in ("auto", "nobind"):
@@ -396,7 +438,10 @@ class VllmLauncher(Launcher):
         return classify_failure(returncode, log_text)
 
     def startup_facts(self, log_text: str) -> dict[str, Any]:
-        return parse_startup_log(log_text)
+        """vLLM's logged start-up facts, with the planner's KV-token prediction beside them."""
+        facts = parse_startup_log(log_text)
+        facts.update(kv_prediction(facts, non_default_args(log_text), self.shape, self.gpus))
+        return facts
 
     @classmethod
     def container_spec(cls, argv: list[str], gpus: int, version: str = "") -> ContainerSpec:
