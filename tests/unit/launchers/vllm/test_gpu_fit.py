@@ -148,3 +148,14 @@ def test_predicted_tokens_grow_with_tensor_parallel_heads_split(tp: int, expecte
 def test_planned_tokens_need_weights() -> None:
     assert planned_kv_tokens(replace(LLAMA8B, weights_bytes=None), gpus("h100_sxm_x1"), utilization=0.9,
                              tp=1, kv_dtype="auto", enforce_eager=True, block_size=16) is None
+
+
+def test_a_model_folder_without_config_json_is_refused_before_any_launch(tmp_path: Path) -> None:
+    from kvtune.errors import ModelError
+    from kvtune.launchers.vllm import resolve_model
+    build = VllmBuild(GPU, "vllm 0.32.0", python="/venv/bin/python", gpu_count=1)
+    with pytest.raises(ModelError, match="has no config.json"):
+        resolve_model(str(tmp_path), build)
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_model(str(tmp_path), build) == str(tmp_path)
+    assert resolve_model("meta-llama/Llama-3.1-8B-Instruct", build) == "meta-llama/Llama-3.1-8B-Instruct"
