@@ -49,8 +49,12 @@ def row_extra(o: TrialOutcome) -> str:
     if o.spread:
         extra += f"  (CV tok/s {o.spread.get('output_throughput', 0) * 100:.1f}%)"
     facts, sm = o.server_facts or {}, o.server_metrics or {}
+    if o.startup_s is not None:  # on GPUs start-up is most of a trial's cost
+        extra += f"  start {o.startup_s:.0f}s"
     if facts.get("kv_cache_tokens"):
         extra += f"  KV {facts['kv_cache_tokens']} tok"
+        if facts.get("kv_cache_tokens_predicted"):
+            extra += f" (planner {facts['kv_cache_tokens_predicted']})"
         if facts.get("max_concurrency"):
             extra += f" ({facts['max_concurrency']:g}x max-len)"
     if sm.get("available"):

@@ -55,3 +55,14 @@ def test_flags_are_shown_as_key_value_pairs():
     from kvtune.progress import fmt_flags
     assert fmt_flags(Candidate()) == "(server defaults)"
     assert fmt_flags(Candidate(flags={"parallel": 4}, env={"OMP": "1"})) == "parallel=4 OMP=1"
+
+
+def test_a_row_shows_start_up_seconds_and_the_planner_kv_figure_beside_vllm_s():
+    from kvtune.launchers.base import Candidate
+    from kvtune.progress import row_extra
+    from kvtune.tuner.outcome import TrialOutcome
+
+    o = TrialOutcome(number=1, candidate=Candidate(), argv=[], env={}, startup_s=74.4,
+                     server_facts={"kv_cache_tokens": 449648, "kv_cache_tokens_predicted": 449648})
+    assert row_extra(o) == "  start 74s  KV 449648 tok (planner 449648)"
+    assert row_extra(TrialOutcome(number=2, candidate=Candidate(), argv=[], env={})) == ""

