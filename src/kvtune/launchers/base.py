@@ -152,6 +152,36 @@ def informed_guess(knobs: list[Knob], workload: Workload, rules: Mapping[str, Ru
     return params
 
 
+def nearest_offered(knob: Knob, value: Any) -> Any:
+    """`value` as the knob can take it: itself when offered, else for numbers the smallest
+    offered value above it (the largest below when none is above); None when not comparable."""
+    if knob.kind == KnobKind.CHOICES:
+        if value in knob.choices:
+            return value
+        numbers = [c for c in knob.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        if not numbers or not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        above = [c for c in numbers if c >= value]
+        return min(above) if above else max(numbers)
+    if knob.kind in (KnobKind.INT, KnobKind.FLOAT) and isinstance(value, (int, float)):
+        clamped = min(max(value, knob.low), knob.high)
+        return int(round(clamped)) if knob.kind == KnobKind.INT else float(clamped)
+    return None
+
+
+def overlay_suggestion(guess: dict[str, Any], knobs: list[Knob], suggested: Mapping[str, Any]) -> dict[str, Any]:
+    """The informed guess with the planner's suggested flags (planner/suggest.py: sized for this
+    hardware and model) over it, for the knobs the study tunes, as near as each knob offers."""
+    tuned = {k.name: k for k in knobs if k.kind != KnobKind.FIXED}
+    out = dict(guess)
+    for name, value in suggested.items():
+        k = tuned.get(name)
+        v = nearest_offered(k, value) if k is not None else None
+        if v is not None:
+            out[name] = v
+    return out
+
+
 # ---- the contract ----------------------------------------------------------------------------------
 class Launcher(ABC):
     """What the tuner, the search space, the CLI and the exports need from a backend.

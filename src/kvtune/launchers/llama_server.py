@@ -26,13 +26,15 @@ from kvtune.errors import ServerNotFoundError
 from kvtune.kinds import Backend, KnobKind
 from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
                                    at_least_users, highest_int, largest, mount_model, option_index,
-                                   prefer, render_flag_map, smallest)
+                                   overlay_suggestion, prefer, render_flag_map, smallest)
 from kvtune.launchers.llama_devices import (SPLIT_MODES, Device, gpu_layer_choices, list_devices, pinned,
                                             prescreen_offload, tensor_split_choices)
 from kvtune.launchers.process import run_capture
 from kvtune.models import resolve_model
 from kvtune.planner.kv import ModelShape, llama_server_kv_tokens, prescreen_kv_fits
+from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget
 from kvtune.planner.shape import shape_from_gguf
+from kvtune.planner.suggest import suggest
 
 NAME = Backend.LLAMA_SERVER.value
 IMAGE = "ghcr.io/ggml-org/llama.cpp:server"
@@ -138,6 +140,23 @@ class LlamaServerLauncher(Launcher):
         return cls(binary=binary, model_path=str(model), shape=gguf_shape(model),
                    memory_bytes=memory or None, reserve_bytes=int(memory * RESERVE_FRACTION),
                    devices=list_devices(binary))
+
+    def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
+        """With GPU devices, `kvtune plan`'s suggestion (n-gpu-layers: all, or what fits;
+        parallel for the users; the KV cache type that fits) over the preferred rules; its
+        --ctx-size becomes the per-slot context the study tunes."""
+        guess = super().informed_start(knobs, workload)
+        if not self.devices or self.shape is None:
+            return guess
+        gpus = [GpuInfo(i, d.description, d.total_bytes, d.free_bytes, bandwidth_for(d.description))
+                for i, d in enumerate(self.devices)]
+        _, llama = suggest(self.shape, hardware_budget(gpus, CpuRam("", 0, 0)), workload.concurrency,
+                           workload.prompt_tokens + workload.output_tokens)
+        flags = dict(llama.flags)
+        ctx, parallel = flags.pop("ctx-size", None), flags.get("parallel")
+        if ctx and parallel:
+            flags[CTX_PER_SLOT] = int(ctx) // int(parallel)
+        return overlay_suggestion(guess, knobs, flags)
 
     def pin_gpus(self, indices: frozenset[int] | None) -> None:
         """Servers see only these CUDA devices (renumbered from 0, as CUDA_VISIBLE_DEVICES does)."""

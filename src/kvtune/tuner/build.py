@@ -57,9 +57,15 @@ def make_sampler(spec: StudySpec, knobs: list[Knob], n_existing: int,
                                  n_stored=n_existing, slot=slot)
 
 
-def prepare(spec: StudySpec, launcher: Launcher | None = None, runs_dir: str | None = None) -> Prepared:
+def prepare(spec: StudySpec, launcher: Launcher | None = None, runs_dir: str | None = None,
+            device_env: dict[str, str] | None = None) -> Prepared:
+    """The parts of a study. `device_env` is this worker's GPU slot (CUDA_VISIBLE_DEVICES): the
+    launcher keeps only those GPUs before it offers knobs, so its pre-screen and its choices
+    (gpu-memory-utilization, n-gpu-layers) are about the memory this worker's trials get."""
     targets = parse_study_targets(spec)  # malformed targets fail before anything else
     launcher = launcher or make_launcher(spec)
+    if device_env:
+        launcher.pin_gpus(hardware.visible_gpus(device_env))
     hw = hardware.fingerprint()
     knobs = merge_knobs(launcher.default_knobs(spec.workload, hw["cpus"]), spec.space)
     if samplers.parse_sampler(spec.sampler) is samplers.SamplerKind.GRID:

@@ -145,7 +145,8 @@ def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
         # trial FAIL, and Optuna's grid counts a failed grid point as visited: it would be lost.
         raise SpecError("--sampler grid measures one config at a time: use --workers 1 (a grid "
                         "point raced by two workers would be skipped), or another sampler")
-    prepared = prepare(spec, runs_dir=opts.runs_dir)
+    prepared = prepare(spec, runs_dir=opts.runs_dir,
+                       device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial))
     if opts.workers > 1 and any(t.relative for t in prepared.targets):
         raise SpecError("targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "
                         "measured first: use --workers 1, or absolute targets")

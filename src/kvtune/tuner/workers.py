@@ -100,7 +100,8 @@ def join(storage_url: str, study_name: str, *, launcher: Launcher | None = None,
     # Binaries and environments are this host's: the creator's paths may not exist here.
     spec.llama_server = llama_server
     spec.vllm_python = vllm_python
-    prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir)
+    prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir,
+                       device_env=gpu_slot(slot, gpus_per_trial))
     tuner = open_tuner(prepared, callbacks, storage_url=storage_url,
                        allow_mixed_hardware=allow_mixed_hardware, slot=slot,
                        cpus=cpu_slot(slot, slots), wait_for_others=wait_for_others,

@@ -140,3 +140,21 @@ def test_pinning_renumbers_cuda_devices_like_cuda_visible_devices() -> None:
     assert tensor_split_choices(devices("cuda1") * 2) == ("1,1",)
     assert VRAM_RESERVE_BYTES == 512 * MiB
     assert replace(lau, devices=()).default_knobs(W, 8) == launcher("cpu").default_knobs(W, 8)
+
+
+def test_the_informed_start_on_a_gpu_offloads_every_layer_and_sizes_the_slots() -> None:
+    one = launcher("cuda1")
+    wl = Workload(concurrency=4, prompt_tokens=200, output_tokens=64)
+    knobs = one.default_knobs(wl, 8)
+    guess = one.informed_start(knobs, wl)
+    assert guess["parallel"] == 4
+    layers = next(k for k in knobs if k.name == "n-gpu-layers")
+    if layers.kind is KnobKind.CHOICES:  # all layers, when the model fits
+        assert guess["n-gpu-layers"] == max(layers.choices)
+
+
+def test_the_informed_start_without_a_gpu_is_unchanged() -> None:
+    cpu = launcher("cpu")
+    knobs = cpu.default_knobs(W, 2)
+    from kvtune.launchers.base import informed_guess
+    assert cpu.informed_start(knobs, W) == informed_guess(knobs, W, cpu.preferred)

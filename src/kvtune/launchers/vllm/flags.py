@@ -28,16 +28,17 @@ from kvtune.bench.workload import Workload
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.kinds import Backend, KnobKind
 from kvtune.launchers.base import (SIGILL_STATUSES, Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
-                                   at_least_users, largest, mount_model, option_index, prefer,
-                                   render_flag_map, smallest, when_prefixes_shared)
+                                   at_least_users, largest, mount_model, option_index, overlay_suggestion,
+                                   prefer, render_flag_map, smallest, when_prefixes_shared)
 from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
 from kvtune.launchers.vllm.gpu_fit import DEFAULT_UTILIZATION, kv_prediction, prescreen_gpu_fit
 from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
 from kvtune.launchers.vllm.values import (_int, _pow2_range, id_list, max_len_choices, parse_id_list,
                                           visible_gpus)
-from kvtune.planner.gpus import GpuInfo
+from kvtune.planner.gpus import CpuRam, GpuInfo, hardware_budget
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
 from kvtune.planner.shape import shape_from_hf_config
+from kvtune.planner.suggest import suggest
 
 NAME = Backend.VLLM.value
 CHOICES = KnobKind.CHOICES
@@ -125,6 +126,17 @@ class VllmLauncher(Launcher):
         return cls(model=model, build=build, served_name=served_name, shape=hf_shape(model),
                    memory_bytes=hardware.available_memory_bytes(), cpu_ids=hardware.cpu_ids(),
                    fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()), gpus=gpus)
+
+    def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
+        """On GPUs, `kvtune plan`'s suggestion for this model and the GPUs the trials get
+        (gpu-memory-utilization below what another process leaves free, the smallest
+        tensor-parallel size that fits, max-num-seqs for the users) over the preferred rules."""
+        guess = super().informed_start(knobs, workload)
+        if self.on_cpu or not self.gpus or self.shape is None:
+            return guess
+        hw = hardware_budget(list(self.gpus), CpuRam("", 0, 0))
+        vllm, _ = suggest(self.shape, hw, workload.concurrency, workload.prompt_tokens + workload.output_tokens)
+        return overlay_suggestion(guess, knobs, vllm.flags)
 
     def pin_gpus(self, indices: frozenset[int] | None) -> None:
         """Servers see only these GPUs (a worker's CUDA_VISIBLE_DEVICES): the pre-screen sizes

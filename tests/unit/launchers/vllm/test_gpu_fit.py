@@ -159,3 +159,24 @@ def test_a_model_folder_without_config_json_is_refused_before_any_launch(tmp_pat
     (tmp_path / "config.json").write_text("{}")
     assert resolve_model(str(tmp_path), build) == str(tmp_path)
     assert resolve_model("meta-llama/Llama-3.1-8B-Instruct", build) == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_the_informed_start_on_gpus_is_kvtune_plans_suggestion() -> None:
+    """`kvtune plan`'s suggested flags are what `kvtune run` measures after the baseline."""
+    wl = Workload(concurrency=8, prompt_tokens=1000, output_tokens=200)
+    one = launcher("h100_sxm_x1")
+    guess = one.informed_start(one.default_knobs(wl, 16), wl)
+    assert guess["max-num-seqs"] >= 8 and guess["gpu-memory-utilization"] == 0.9
+    # a 70B model does not fit one H100: the smallest tensor-parallel size that holds it
+    big = replace(LLAMA8B, layers=80, attention_heads=64, weights_bytes=141 * GiB)
+    eight = launcher("h100_sxm_x8_nvlink", big)
+    guess = eight.informed_start(eight.default_knobs(wl, 16), wl)
+    assert guess["tensor-parallel-size"] == 4
+
+
+def test_the_informed_start_on_cpu_is_the_preferred_rules_alone() -> None:
+    build = VllmBuild("cpu", "vllm 0.32.0", python="/venv/bin/python")
+    cpu = VllmLauncher(model="/models/llama", build=build, shape=LLAMA8B, memory_bytes=64 * GiB)
+    knobs = cpu.default_knobs(WL, 2)
+    from kvtune.launchers.base import informed_guess
+    assert cpu.informed_start(knobs, WL) == informed_guess(knobs, WL, cpu.preferred)
