@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from kvtune.artifacts.results import build_payload, write_results
 from kvtune.errors import SpecError
+from kvtune.launchers.base import Launcher
 from kvtune.tuner import accounting
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.build import Prepared, open_tuner, prepare
@@ -127,11 +128,14 @@ class Session:
 
 
 def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
-                 on_prepared: Callable[[Prepared], None] = lambda p: None) -> Session:
+                 on_prepared: Callable[[Prepared], None] = lambda p: None,
+                 launcher: Launcher | None = None) -> Session:
     """Prepare the parts, open (or resume) the study, queue a warm start. `on_prepared` runs
-    before the study is opened (the CLI prints its header there, before any slow step)."""
+    before the study is opened (the CLI prints its header there, before any slow step).
+    `launcher`: one already built (a multi-backend run builds each backend's first; tests pass
+    a fake); default: the spec's backend."""
     opts.validate()
-    prepared = prepare(spec, runs_dir=opts.runs_dir)
+    prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir)
     if opts.workers > 1 and any(t.relative for t in prepared.targets):
         raise SpecError("targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "
                         "measured first: use --workers 1, or absolute targets")
