@@ -190,6 +190,8 @@ def plan_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None 
         raise SpecError("--warm-start continues one backend's study: tune several backends without it")
     base = study_spec(opts)  # the study file and the flags, validated before any backend is asked
     name = comparison_name(base, choice.backends, hf_model)
+    if not choice.auto:
+        split_budget(base.trials, len(choice.backends))  # too few trials: before any backend is asked
     ready: list[tuple[str, RunOptions, Launcher]] = []
     skipped: list[Skipped] = []
     for backend in choice.backends:

@@ -149,6 +149,8 @@ def test_bad_input_stops_before_any_backend_is_asked(tmp_path):
         plan_backends(opts(tmp_path, trials=0), parse_backends(["llama-server", "vllm"]), factory=factory)
     with pytest.raises(SpecError, match="--warm-start"):
         plan_backends(RunOptions(warm_start="other"), parse_backends(["auto"]), factory=factory)
+    with pytest.raises(SpecError, match="--trials 1 cannot be split among 2 backends"):
+        plan_backends(opts(tmp_path, trials=1), parse_backends(["llama-server", "vllm"]), factory=factory)
     assert built == []
 
 
