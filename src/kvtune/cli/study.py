@@ -30,6 +30,16 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
         raise SpecError(f"{f} is not valid JSON: {e}") from e
 
 
+def _comparison_file(study: str, runs_dir: Optional[str]) -> Path | None:
+    """RUNS/NAME/compare.json when NAME is a comparison (no results.json of its own), else None."""
+    from kvtune.artifacts.compare import COMPARE_FILE
+    from kvtune.tuner.storage import runs_root
+
+    d = Path(study) if Path(study).is_dir() else runs_root(runs_dir) / study
+    f = d / COMPARE_FILE
+    return f if f.is_file() and not (d / "results.json").is_file() else None
+
+
 @app.command()
 def show(
     study: str = typer.Argument(..., help="Study name (or its run directory)."),
@@ -91,9 +101,17 @@ def report(
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="HTML file to write (default <run dir>/report.html)."),
 ) -> None:
-    """A self-contained HTML report (plots included; no network needed to view it)."""
+    """A self-contained HTML report (plots included; no network needed to view it). For the
+    comparison a multi-backend run wrote (RUNS/NAME/compare.json), the comparison page."""
     from kvtune.artifacts.report import write_report  # imports matplotlib: only when asked
 
+    compared = _comparison_file(study, runs_dir)
+    if compared is not None:
+        from kvtune.artifacts.compare import load_comparison
+        from kvtune.artifacts.compare_report import write_compare_report
+        path = write_compare_report(output or compared.parent / "report.html", load_comparison(compared))
+        console.print(f"Report: {path}")
+        return
     results, d = _load_results(study, runs_dir)
     path = write_report(output or d / "report.html", results)
     console.print(f"Report: {path}")

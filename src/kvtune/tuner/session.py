@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from kvtune.artifacts.results import build_payload, write_results
 from kvtune.errors import SpecError
+from kvtune.launchers.base import Launcher
 from kvtune.tuner import accounting
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.build import Prepared, open_tuner, prepare
@@ -136,16 +137,19 @@ class Session:
 
 
 def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
-                 on_prepared: Callable[[Prepared], None] = lambda p: None) -> Session:
+                 on_prepared: Callable[[Prepared], None] = lambda p: None,
+                 launcher: Launcher | None = None) -> Session:
     """Prepare the parts, open (or resume) the study, queue a warm start. `on_prepared` runs
-    before the study is opened (the CLI prints its header there, before any slow step)."""
+    before the study is opened (the CLI prints its header there, before any slow step).
+    `launcher`: one already built (a multi-backend run builds each backend's first; tests pass
+    a fake); default: the spec's backend."""
     opts.validate()
     if opts.workers > 1 and samplers.parse_sampler(spec.sampler) is samplers.SamplerKind.GRID:
         # Two workers asking at once can overshoot the budget; the one that steps back tells its
         # trial FAIL, and Optuna's grid counts a failed grid point as visited: it would be lost.
         raise SpecError("--sampler grid measures one config at a time: use --workers 1 (a grid "
                         "point raced by two workers would be skipped), or another sampler")
-    prepared = prepare(spec, runs_dir=opts.runs_dir,
+    prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir,
                        device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial))
     if opts.workers > 1 and any(t.relative for t in prepared.targets):
         raise SpecError("targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "

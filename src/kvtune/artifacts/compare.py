@@ -1,0 +1,220 @@
+"""Studies side by side: the best of each and the defaults of each, at the same workload.
+
+Which server to run is answered by measurement only when both were measured the same way, so a
+comparison first refuses studies that differ in what they measured (workload, targets, primary
+objective), naming the difference. Each study then gives two rows, its named best and its
+baseline (the server's defaults), with the figures `kvtune run` compares them on (the mean of
+both measurements when both were re-measured: `tuner.naming.comparison_metrics`), its measured
+trial count and the wall time its search took. The best overall is named the way one study
+names its best: on the primary objective over every measurement of each study's named best,
+feasible first, and two bests whose intervals overlap are called tied within noise
+(`objectives.evidence`). Read from results.json alone; compare.json is what a multi-backend run
+and `kvtune compare` write.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from kvtune.artifacts.overview import baseline_trial, best_trial, outcomes, study_objectives
+from kvtune.errors import SpecError
+from kvtune.jsonsafe import dumps
+from kvtune.kinds import Direction
+from kvtune.objectives.evidence import estimate, overlap
+from kvtune.objectives.objective import Objective
+from kvtune.tuner.naming import comparison_metrics, objective_values
+from kvtune.tuner.outcome import TrialOutcome
+
+COMPARE_FILE = "compare.json"
+# (metrics key, column label) of the side-by-side table.
+FIGURES = (("output_throughput", "out tok/s"), ("p95_ttft_ms", "TTFT p95"), ("p95_tpot_ms", "TPOT p95"))
+
+
+@dataclass
+class Side:
+    """One study in a comparison."""
+
+    study: str
+    backend: str
+    version: str
+    objective: Objective
+    best: TrialOutcome | None
+    baseline: TrialOutcome | None
+    best_metrics: dict = field(default_factory=dict)
+    baseline_metrics: dict = field(default_factory=dict)
+    measurements: int = 1      # per config in the figures (2: first and re-measurement averaged)
+    trials: int = 0            # configs measured
+    wall_s: float | None = None  # the search's wall time (results.json "budget")
+    label: str = ""            # the backend, or the study name when two sides share a backend
+    best_argv: list[str] = field(default_factory=list)  # the deployed command line (results.json)
+    outcomes: list[TrialOutcome] = field(default_factory=list)
+
+    def values(self) -> list[float]:
+        """The primary objective over every measurement of the named best."""
+        return objective_values(self.best) if self.best is not None else []
+
+
+@dataclass
+class Comparison:
+    sides: list[Side]
+    objective: Objective
+    winner: Side | None
+    why: str
+    name: str | None = None
+    skipped: list[dict] = field(default_factory=list)  # backends that could not serve: backend, reason
+    wall_s: dict[str, float] = field(default_factory=dict)  # study -> the whole run's wall time
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Two rows per side, best then defaults: what the table, compare.json and the report show."""
+        out = []
+        for s in self.sides:
+            for role, o, m in (("best", s.best, s.best_metrics), ("defaults", s.baseline, s.baseline_metrics)):
+                out.append({
+                    "study": s.study, "backend": s.backend, "label": s.label, "role": role,
+                    "trial": o.number if o else None,
+                    "is_defaults": bool(o and o.baseline),
+                    "flags": dict(o.candidate.flags) if o else {},
+                    **{k: (m or {}).get(k) if o and o.measured else None for k, _ in FIGURES},
+                    "feasible": bool(o and o.feasible),
+                    "measurements": s.measurements if o else 0,
+                    "trials": s.trials, "wall_s": s.wall_s, "winner": s is self.winner and role == "best"})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.winner
+        return {"name": self.name, "studies": [s.study for s in self.sides],
+                "backends": [s.backend for s in self.sides],
+                "versions": {s.study: s.version for s in self.sides},
+                "objective": self.objective.name, "direction": self.objective.direction.value,
+                "best": ({"study": w.study, "backend": w.backend, "trial": w.best.number,
+                          "argv": w.best_argv or w.best.argv, "why": self.why} if w and w.best else
+                         {"study": None, "why": self.why}),
+                "rows": self.rows(), "skipped": list(self.skipped), "run_wall_s": dict(self.wall_s)}
+
+
+def check_comparable(studies: Sequence[tuple[str, dict]], at_least: int = 2) -> None:
+    """Refuse (SpecError, one line) studies that did not measure the same thing: fewer than
+    `at_least`, one named twice, or a different workload, target set or primary objective."""
+    names = [n for n, _ in studies]
+    if len(studies) < max(at_least, 1):
+        raise SpecError(f"compare needs two studies or more, got {len(studies)}: "
+                        f"kvtune compare STUDY STUDY... (kvtune show STUDY for one)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SpecError(f"study {twice[0]!r} is given twice: name each study once")
+    (first, ref), rest = studies[0], studies[1:]
+    for name, results in rest:
+        diff = _difference(ref, results)
+        if diff:
+            raise SpecError(f"studies {first!r} and {name!r} did not measure the same thing: {diff}; "
+                            f"compare studies run with the same workload, targets and objective")
+
+
+def _difference(a: dict, b: dict) -> str | None:
+    oa, ob = study_objectives(a)[0], study_objectives(b)[0]
+    if oa.name != ob.name:
+        return f"objective {oa.name} vs {ob.name}"
+    ta, tb = sorted(a.get("targets") or []), sorted(b.get("targets") or [])
+    if ta != tb:
+        return f"targets {', '.join(ta) or 'none'} vs {', '.join(tb) or 'none'}"
+    wa, wb = _workload(a), _workload(b)
+    for key in sorted(set(wa) | set(wb)):
+        if wa.get(key) != wb.get(key):
+            return f"workload {key} {wa.get(key)!r} vs {wb.get(key)!r}"
+    return None
+
+
+def _workload(results: dict) -> dict:
+    return dict((results.get("spec") or {}).get("workload") or {})
+
+
+def side(name: str, results: dict) -> Side:
+    """One study's side: its named best, its baseline and their figures (read from results.json)."""
+    outs = outcomes(results)
+    best, base = best_trial(results, outs), baseline_trial(results, outs)
+    best_m = dict(best.metrics or {}) if best else {}
+    base_m = dict(base.metrics or {}) if base else {}
+    n = 1
+    if best is not None and base is not None and base.metrics:
+        best_m, base_m, n = comparison_metrics(best, base)
+    budget = results.get("budget") or {}
+    measured = budget.get("measured")
+    return Side(study=results.get("study") or name,
+                backend=(results.get("spec") or {}).get("backend") or "?",
+                version=results.get("backend_version") or "", objective=study_objectives(results)[0],
+                best=best, baseline=base, best_metrics=best_m, baseline_metrics=base_m,
+                measurements=n, trials=measured if measured is not None else sum(o.measured for o in outs),
+                wall_s=budget.get("elapsed_s"), best_argv=list(results.get("best_argv") or []),
+                outcomes=outs)
+
+
+def name_winner(sides: Sequence[Side], objective: Objective) -> tuple[Side | None, str]:
+    """The best overall and why: feasible first, then the primary objective's mean over each
+    named best's measurements; intervals that overlap are a tie within noise."""
+    ok = [s for s in sides if s.best is not None and s.values()]
+    if not ok:
+        return None, "no study has a feasible config"
+    sign = -1.0 if Direction(objective.direction) is Direction.MAXIMIZE else 1.0
+    est = {s.study: estimate(s.values()) for s in ok}
+    ranked = sorted(ok, key=lambda s: sign * est[s.study].mean)
+    top = ranked[0]
+
+    def show(s: Side) -> str:
+        return f"{s.label}'s best, trial {s.best.number}: {est[s.study].format()}"
+
+    if len(ranked) == 1:
+        others = [s.label for s in sides if s is not top]
+        return top, (f"the only one with a feasible config ({', '.join(others)}: none)" if others
+                     else "the only study")
+    second = ranked[1]
+    if overlap(est[top.study], est[second.study]):
+        return top, (f"tied within noise on {objective.name} ({show(top)}; {show(second)}): "
+                     f"named the better mean, either will do")
+    return top, f"better by more than the noise on {objective.name} ({show(top)}; {show(second)})"
+
+
+def compare_studies(studies: Sequence[tuple[str, dict]], name: str | None = None,
+                    skipped: Sequence[dict] = (), wall_s: dict[str, float] | None = None,
+                    at_least: int = 2) -> Comparison:
+    """Check the studies measured the same thing, then put them side by side (a multi-backend
+    run where only one backend could serve passes ``at_least=1``)."""
+    check_comparable(studies, at_least)
+    sides = [side(n, r) for n, r in studies]
+    backends = [s.backend for s in sides]
+    for s in sides:
+        s.label = s.backend if backends.count(s.backend) == 1 else s.study
+    objective = sides[0].objective
+    winner, why = name_winner(sides, objective)
+    return Comparison(sides, objective, winner, why, name=name, skipped=list(skipped),
+                      wall_s=dict(wall_s or {}))
+
+
+def load_comparison(path: Path) -> Comparison:
+    """A comparison written before (compare.json), rebuilt from its studies' results.json (the
+    run directories beside its own)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SpecError(f"cannot read {path}: {e}") from e
+    root = path.parent.parent
+    studies = []
+    for name in data.get("studies") or []:
+        f = root / name / "results.json"
+        try:
+            studies.append((name, json.loads(f.read_text())))
+        except (OSError, ValueError) as e:
+            raise SpecError(f"comparison {path.parent.name!r} names study {name!r}, but {f} cannot be "
+                            f"read: {e}") from e
+    return compare_studies(studies, name=data.get("name"), skipped=data.get("skipped") or [],
+                           wall_s=data.get("run_wall_s") or {}, at_least=1)
+
+
+def write_comparison(path: Path, comparison: Comparison) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(comparison.to_dict(), indent=2))
+    return path

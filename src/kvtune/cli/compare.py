@@ -1,0 +1,77 @@
+"""`kvtune compare STUDY STUDY...`: studies already run, side by side; and the table a
+multi-backend `kvtune run` ends with. The decisions (refusals, rows, the best overall) are made in
+`artifacts.compare`; this module prints them and, with --report, writes the HTML page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kvtune.artifacts.compare import Comparison
+from kvtune.cli import app, console, err_console
+from kvtune.progress import fmt_ms
+from kvtune.tuner.budget import format_duration
+
+
+def print_comparison(c: Comparison, out: Console) -> None:
+    """The side-by-side table (best and defaults of each study) and the best overall."""
+    n = max((s.measurements for s in c.sides), default=1)
+    each = "mean of 2 measurements where both were re-measured" if n == 2 else "1 measurement each"
+    table = Table(title=f"Side by side at the same workload and targets ({c.objective.name}, {each})")
+    for col in ("backend", "config", "out tok/s", "TTFT p95", "TPOT p95", "feasible", "trials", "wall time"):
+        table.add_column(col, justify="left" if col in ("backend", "config") else "right")
+    for r in c.rows():
+        if r["trial"] is None:
+            config = "no feasible config" if r["role"] == "best" else "defaults: not measured"
+        elif r["role"] == "best":
+            config = f"best: trial {r['trial']}" + (" (the defaults)" if r["is_defaults"] else "") \
+                + ("  <- best overall" if r["winner"] else "")
+        else:
+            config = f"defaults: trial {r['trial']}"
+        tput = r["output_throughput"]
+        style = "bold green" if r["winner"] else ""
+        table.add_row(r["label"], config, f"{tput:.1f}" if tput is not None else "-",
+                      fmt_ms(r["p95_ttft_ms"]), fmt_ms(r["p95_tpot_ms"]),
+                      ("yes" if r["feasible"] else "no") if r["trial"] is not None else "-",
+                      str(r["trials"]), format_duration(r["wall_s"]) if r["wall_s"] is not None else "-",
+                      style=style)
+    out.print(table)
+    for s in c.skipped:
+        out.print(f"{s['backend']}: not tuned: {s['reason']}", markup=False)
+    w = c.winner
+    if w is None:
+        out.print(f"[bold red]No best overall[/bold red]: {c.why}.")
+        return
+    flags = " ".join(f"{k}={v}" for k, v in w.best.candidate.flags.items()) or "the server's defaults"
+    out.print(f"[bold green]Best overall: {w.label}[/bold green], trial {w.best.number} of study "
+              f"{w.study} ({flags})")
+    out.print(f"why: {c.why}", markup=False)
+
+
+@app.command()
+def compare(
+    studies: list[str] = typer.Argument(..., help="Two studies or more (names or run directories), e.g. the studies of `kvtune run --backend llama-server --backend vllm`."),
+    runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML page: the table and a plot of throughput against TTFT p95, one colour per study."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the comparison as JSON (compare.json's shape) to this file."),
+) -> None:
+    """Studies side by side: best and defaults of each, at the same workload and targets."""
+    from kvtune.artifacts.compare import check_comparable, compare_studies, write_comparison
+    from kvtune.cli.study import _load_results
+
+    if len(studies) < 2:
+        check_comparable([(s, {}) for s in studies])  # the one-line refusal
+    loaded = [(s, _load_results(s, runs_dir)[0]) for s in studies]
+    c = compare_studies(loaded)
+    print_comparison(c, console)
+    if output:
+        write_comparison(output, c)
+        err_console.print(f"wrote {output}")
+    if report:
+        from kvtune.artifacts.compare_report import write_compare_report
+        write_compare_report(report, c)
+        console.print(f"Report: {report}")

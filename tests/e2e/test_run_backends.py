@@ -1,0 +1,51 @@
+"""`kvtune run --backend llama-server --backend vllm` end to end on the demo model (GGUF for
+llama-server, its HF folder for vLLM): three trials split 2 + 1, each backend its own study, one
+after the other, then the side-by-side table and compare.json, and `kvtune compare` of the two
+studies agrees with it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvtune.launchers.process import run_capture
+
+SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
+         "--num-requests", "4", "--warmup-requests", "1", "--confirm-top", "0"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vllm_importable():
+    rc, out = run_capture([sys.executable, "-c", "import vllm"], timeout_s=300)
+    if rc != 0:
+        last = out.strip().splitlines()[-1] if out.strip() else f"status {rc}"
+        pytest.skip(f"`import vllm` fails in {sys.executable}: {last}")
+
+
+def kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=1800)
+
+
+def test_both_backends_in_one_run(tmp_path, llama_server):
+    r = kvtune("run", "--backend", "llama-server", "--backend", "vllm", "--trials", "3",
+               "--target", "ttft<120s", "--study", "b", "--runs-dir", str(tmp_path),
+               "--llama-server", llama_server, "--progress", "plain", *SMALL, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    trials = {b: json.loads((tmp_path / f"b-{b}" / "results.json").read_text())["trials"]
+              for b in ("llama-server", "vllm")}
+    assert {b: len(t) for b, t in trials.items()} == {"llama-server": 2, "vllm": 1}
+    model = {b: Path(t[0]["argv"][t[0]["argv"].index("--model") + 1]) for b, t in trials.items()}
+    assert model["llama-server"].suffix == ".gguf"  # the same demo model in both forms
+    assert (model["vllm"] / "config.json").is_file()
+    compared = json.loads((tmp_path / "b" / "compare.json").read_text())
+    assert compared["backends"] == ["llama-server", "vllm"] and compared["best"]["backend"] in compared["backends"]
+    assert all(r["output_throughput"] for r in compared["rows"] if r["trial"] is not None)
+    assert "Which backend?" in r.stdout and "Best overall:" in r.stdout
+    again = kvtune("compare", "b-llama-server", "b-vllm", "--runs-dir", str(tmp_path), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert f"Best overall: {compared['best']['backend']}" in again.stdout
