@@ -45,6 +45,8 @@ class Nvml(Protocol):
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int: ...
     def nvmlDeviceGetP2PStatus(self, a: Any, b: Any, index: int) -> int: ...
     def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int: ...  # mJ (Volta and later)
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int: ...              # mW, board power
 
 
 class Interconnect(StrEnum):
@@ -190,7 +192,9 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
                 "memory": None if mem is None else {"total": int(mem.total), "free": int(mem.free)},
                 "compute_capability": _try(lambda: list(nvml.nvmlDeviceGetCudaComputeCapability(h)), None),
                 "max_pcie_link": [_try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(h), None),
-                                  _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None)]})
+                                  _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None)],
+                "energy_mj": _try(lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(h), None),
+                "power_mw": _try(lambda: nvml.nvmlDeviceGetPowerUsage(h), None)})
         pairs = {f"{a},{b}": {
             "p2p_nvlink": _try(lambda: nvml.nvmlDeviceGetP2PStatus(handles[a], handles[b],
                                                                     P2P_CAPS_INDEX_NVLINK), None),
@@ -250,6 +254,19 @@ class Recorded:
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: int) -> int:
         return self._answer((self.devices[handle].get("max_pcie_link") or [None, None])[1], "PCIe width")
+
+    def _next(self, handle: int, key: str, call: str) -> int:
+        """A number, or the next of a list of successive answers (a counter, power samples)."""
+        value = self.devices[handle].get(key)
+        if isinstance(value, list):
+            value = value.pop(0) if len(value) > 1 else (value[0] if value else None)
+        return self._answer(value, call)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
+        return self._next(handle, "energy_mj", "energy counter")
+
+    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
+        return self._next(handle, "power_mw", "power")
 
     def _pair(self, a: int, b: int) -> dict[str, Any]:
         return (self.recording.get("pairs") or {}).get(f"{min(a, b)},{max(a, b)}") or {}

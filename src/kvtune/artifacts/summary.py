@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from kvtune.artifacts import export
+from kvtune.artifacts import cost_energy, export
 from kvtune.artifacts.results import best_outcome, write_results
 from kvtune.errors import TargetError
 from kvtune.objectives.objective import Objective
@@ -47,6 +47,7 @@ class StudySummary:
     pareto: list[TrialOutcome] = field(default_factory=list)
     warm_start: list[WarmStartFate] = field(default_factory=list)
     early_stop: EarlyStops | None = None
+    cost_energy: list[str] = field(default_factory=list)  # cost and energy of best and baseline
 
     @property
     def launches_saved(self) -> int:
@@ -137,6 +138,8 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
                            early_stop=early_stops(outcomes))
     if summary.early_stop is not None:
         payload["early_stop"] = summary.early_stop.to_dict()
+    payload["cost_energy"] = cost_energy.payload(best, baseline, payload.get("spec") or {})
+    summary.cost_energy = payload["cost_energy"]["summary"]
     if best is None:
         summary.nearest_misses = nearest_misses(outcomes, targets)
         payload["nearest_misses"] = [{"trial": x.outcome.number, "reason": x.outcome.reason,

@@ -51,6 +51,8 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     if best.baseline:
         console.print("The server's defaults were best: no flag change beat them by more than the noise.")
     _versus_baseline(s, console)
+    for line in s.cost_energy:
+        console.print(line, markup=False)
     _confirmation(s.payload.get("confirmation"), console)
     for fate in s.warm_start:
         held = f"held: feasible here, rank {fate.rank} of {fate.of}" if fate.held \
