@@ -24,6 +24,7 @@ from kvtune.tuner.ranking import pareto, rank
 EXIT_OK = 0
 EXIT_NO_FEASIBLE = 1
 LAUNCH_SCRIPT = "launch-best.sh"
+VERIFY_SCRIPT = "verify-best.sh"   # `kvtune export --format bench` of the best trial
 
 
 @dataclass
@@ -43,6 +44,7 @@ class StudySummary:
     baseline: TrialOutcome | None = None
     best_argv: list[str] = field(default_factory=list)
     launch_script: Path | None = None
+    verify_script: Path | None = None
     nearest_misses: list[Miss] = field(default_factory=list)
     pareto: list[TrialOutcome] = field(default_factory=list)
     warm_start: list[WarmStartFate] = field(default_factory=list)
@@ -151,6 +153,8 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
     summary.launch_script = export.write(run_dir / LAUNCH_SCRIPT, "bash", best_dict, payload, host, port)
     payload["best_argv"] = summary.best_argv
     payload["launch_script"] = str(summary.launch_script)
+    summary.verify_script = export.write(run_dir / VERIFY_SCRIPT, "bench", best_dict, payload, host, port)
+    payload["verify_script"] = str(summary.verify_script)
     if len(objectives) > 1:
         summary.pareto = pareto(outcomes, [o.direction for o in objectives])
     write_results(results_path, payload)

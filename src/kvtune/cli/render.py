@@ -63,6 +63,7 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print("\n[bold]Best command line:[/bold]")
     console.print(shlex.join(s.best_argv), soft_wrap=True)
     console.print(f"\nLaunch script:     {s.launch_script}")
+    console.print(f"Verify script:     {s.verify_script} (re-runs the workload against the deployed server)")
     console.print(f"Per-trial results: {s.results_path}")
 
 
