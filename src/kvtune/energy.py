@@ -195,6 +195,7 @@ class NvmlMeter:
     _start_mj: list[int] = field(default_factory=list)
     _samples: list[tuple[float, float]] = field(default_factory=list)   # (time, watts)
     _failed: bool = False
+    _ticking: bool = False
     _t0: float = 0.0
 
     @classmethod
@@ -249,12 +250,14 @@ class NvmlMeter:
         if self.source is EnergySource.NVML_POWER and not self._failed:
             self._sample()
             self.ticker.start(self._sample, POWER_SAMPLE_S)
+            self._ticking = True
 
     def stop(self) -> EnergyReading | None:
         try:
             if self.source is EnergySource.NVML_POWER:
-                if not self._failed:
+                if self._ticking:
                     self.ticker.stop()
+                    self._ticking = False
                     self._sample()
                 return None if self._failed else _integrate(self._samples, self.source)
             if self._failed:

@@ -133,3 +133,12 @@ def test_energy_metrics_and_words() -> None:
     assert combine([EnergyReading(1.0, 1.0, EnergySource.RAPL), EnergyReading(3.0, 1.0, EnergySource.RAPL)]) \
         == EnergyReading(4.0, 2.0, EnergySource.RAPL)
     assert combine([EnergyReading(1.0, 1.0, EnergySource.RAPL), None]) is None
+
+
+def test_a_power_read_failing_mid_window_gives_no_reading_and_stops_the_sampler() -> None:
+    ticker = ManualTicker()
+    rec = _recorded("h100_sxm_x1.json", power_mw=[50_000, 100_000, None])
+    meter = NvmlMeter.open(rec, [0], clock=Clock(0.0, 0.0, 1.0, 2.0), ticker=ticker)
+    meter.start()
+    ticker.tick()  # the driver stops answering
+    assert meter.stop() is None and ticker.stopped
