@@ -28,8 +28,10 @@ from kvtune.kinds import Backend
 from kvtune.launchers.base import MODELS_DIR, ContainerSpec
 from kvtune.launchers.registry import launcher_class
 
-FORMATS = ("bash", "systemd", "compose", "k8s", "bench", "csv")
-# Formats about the whole study rather than one trial.
+FORMATS = ("bash", "systemd", "compose", "k8s")
+# Every format `kvtune export` writes: the deployments, the verification script (bench_script.py)
+# and the whole study as CSV (csv_export.py, about every trial rather than one).
+ALL_FORMATS = (*FORMATS, "bench", "csv")
 STUDY_FORMATS = ("csv",)
 EXECUTABLE = ("bash", "bench")
 CONTAINER_HOST = "0.0.0.0"  # inside a container the server must listen on all interfaces
@@ -273,7 +275,7 @@ RENDERERS = {"bash": render_bash, "systemd": render_systemd, "compose": render_c
 
 def render(fmt: str, trial: dict, results: dict, host: str = "127.0.0.1", port: int = 8080) -> str:
     if fmt not in RENDERERS:
-        raise SpecError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise SpecError(f"unknown export format {fmt!r}: use one of {', '.join(ALL_FORMATS)}")
     if fmt not in STUDY_FORMATS and not trial.get("argv"):
         raise SpecError(f"trial {trial.get('number')} has no recorded argv to export")
     return RENDERERS[fmt](trial, results, host, port)

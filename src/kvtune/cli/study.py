@@ -114,8 +114,8 @@ def export(
     from kvtune.artifacts.overview import pick_trial
     from kvtune.errors import SpecError
 
-    if format not in exporter.FORMATS:
-        raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.FORMATS)}")
+    if format not in exporter.ALL_FORMATS:
+        raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.ALL_FORMATS)}")
     results, _ = _load_results(study, runs_dir)
     # csv holds every trial: it needs no feasible one
     chosen = {} if format in exporter.STUDY_FORMATS else pick_trial(results, trial).to_dict()
