@@ -192,9 +192,7 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
                 "memory": None if mem is None else {"total": int(mem.total), "free": int(mem.free)},
                 "compute_capability": _try(lambda: list(nvml.nvmlDeviceGetCudaComputeCapability(h)), None),
                 "max_pcie_link": [_try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(h), None),
-                                  _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None)],
-                "energy_mj": _try(lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(h), None),
-                "power_mw": _try(lambda: nvml.nvmlDeviceGetPowerUsage(h), None)})
+                                  _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None)]})
         pairs = {f"{a},{b}": {
             "p2p_nvlink": _try(lambda: nvml.nvmlDeviceGetP2PStatus(handles[a], handles[b],
                                                                     P2P_CAPS_INDEX_NVLINK), None),
