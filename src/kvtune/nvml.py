@@ -46,6 +46,8 @@ class Nvml(Protocol):
     def nvmlDeviceGetP2PStatus(self, a: Any, b: Any, index: int) -> int: ...
     def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]: ...  # .pid, .usedGpuMemory
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int: ...  # mJ (Volta and later)
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int: ...              # mW, board power
 
 
 class Interconnect(StrEnum):
@@ -299,6 +301,19 @@ class Recorded:
     def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[_Process]:
         procs = self._answer(self.devices[handle].get("processes"), "compute processes")
         return [_Process(p["pid"], p.get("used_gpu_memory")) for p in procs]
+
+    def _next(self, handle: int, key: str, call: str) -> int:
+        """A number, or the next of a list of successive answers (a counter, power samples)."""
+        value = self.devices[handle].get(key)
+        if isinstance(value, list):
+            value = value.pop(0) if len(value) > 1 else (value[0] if value else None)
+        return self._answer(value, call)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
+        return self._next(handle, "energy_mj", "energy counter")
+
+    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
+        return self._next(handle, "power_mw", "power")
 
     def _pair(self, a: int, b: int) -> dict[str, Any]:
         return (self.recording.get("pairs") or {}).get(f"{min(a, b)},{max(a, b)}") or {}

@@ -26,13 +26,18 @@ from pathlib import Path
 import yaml
 
 from kvtune import __version__, hardware
-from kvtune.artifacts import launch_script
+from kvtune.artifacts import bench_script, csv_export, launch_script
 from kvtune.errors import BackendError, SpecError
 from kvtune.kinds import Backend
 from kvtune.launchers.base import MODELS_DIR, ContainerSpec
 from kvtune.launchers.registry import launcher_class
 
 FORMATS = ("bash", "systemd", "compose", "k8s")
+# Every format `kvtune export` writes: the deployments, the verification script (bench_script.py)
+# and the whole study as CSV (csv_export.py, about every trial rather than one).
+ALL_FORMATS = (*FORMATS, "bench", "csv")
+STUDY_FORMATS = ("csv",)
+EXECUTABLE = ("bash", "bench")
 CONTAINER_HOST = "0.0.0.0"  # inside a container the server must listen on all interfaces
 
 
@@ -292,22 +297,27 @@ def render_k8s(trial: dict, results: dict, host: str, port: int) -> str:
     return head + _yaml(deployment) + "---\n" + _yaml(service)
 
 
-RENDERERS = {"bash": render_bash, "systemd": render_systemd, "compose": render_compose, "k8s": render_k8s}
+def render_bench(trial: dict, results: dict, host: str, port: int) -> str:
+    return bench_script.render(trial, results, host, port, header_lines(trial, results, host, port))
+
+
+RENDERERS = {"bash": render_bash, "systemd": render_systemd, "compose": render_compose, "k8s": render_k8s,
+             "bench": render_bench, "csv": lambda trial, results, host, port: csv_export.render(results)}
 
 
 def render(fmt: str, trial: dict, results: dict, host: str = "127.0.0.1", port: int = 8080) -> str:
     if fmt not in RENDERERS:
-        raise SpecError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
-    if not trial.get("argv"):
+        raise SpecError(f"unknown export format {fmt!r}: use one of {', '.join(ALL_FORMATS)}")
+    if fmt not in STUDY_FORMATS and not trial.get("argv"):
         raise SpecError(f"trial {trial.get('number')} has no recorded argv to export")
     return RENDERERS[fmt](trial, results, host, port)
 
 
 def write(path: Path, fmt: str, trial: dict, results: dict, host: str = "127.0.0.1",
           port: int = 8080) -> Path:
-    """Render and write one artifact (the bash script is made executable)."""
+    """Render and write one artifact (the scripts are made executable)."""
     path = Path(path)
     path.write_text(render(fmt, trial, results, host, port))
-    if fmt == "bash":
+    if fmt in EXECUTABLE:
         os.chmod(path, 0o755)
     return path

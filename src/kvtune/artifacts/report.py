@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 
 from kvtune import __version__, hardware
-from kvtune.artifacts import overview as ov
+from kvtune.artifacts import cost_energy, overview as ov
 from kvtune.artifacts.plots import (PLOTS, esc, fmt, note, num, objective_label, plot_history,
                                     plot_importance, plot_improvement, plot_pareto, plot_slice)
 from kvtune.tuner.outcome import TrialOutcome
@@ -81,6 +81,29 @@ def _comparison_table(info: dict) -> str:
         f"{r['change_pct']:+.1f}%</td></tr>" for r in rows)
     return ("<table id='best-vs-baseline'><tr><th>metric</th><th>baseline</th><th>best</th>"
             f"<th>change</th></tr>{body}</table>")
+
+
+def _cost_energy(results: dict, info: dict) -> str:
+    """Cost per 1M tokens (with a price) and energy per token of the best and the baseline."""
+    best, base = info["best"], info["baseline"]
+    price = cost_energy.price_text(results.get("spec") or {})
+    sides = [(label, o.metrics or {}) for label, o in (("best", best), ("baseline", base)) if o]
+    rows = [(key, label) for key, label in cost_energy.ROWS
+            if any(m.get(key) is not None for _, m in sides)]
+    head = "".join(f"<li>{esc(line)}</li>" for line in cost_energy.lines(best, base, results.get("spec") or {}))
+    table = "" if not rows else (
+        "<table id='cost-energy-table'><tr><th>figure</th>"
+        + "".join(f"<th>{esc(label)} (#{o.number})</th>" for label, o in (("best", best), ("baseline", base)) if o)
+        + "</tr>" + "".join(f"<tr><td>{esc(label)}</td>" + "".join(
+            f"<td class='num'>{esc(_small(m.get(key)))}</td>" for _, m in sides) + "</tr>" for key, label in rows)
+        + "</table>")
+    return ("<section id='cost-energy'><h2>Cost and energy</h2>"
+            + (f"<p>Price: {esc(price)}.</p>" if price else "") + f"<ul>{head}</ul>{table}</section>")
+
+
+def _small(v: object) -> str:
+    """Four significant figures: costs and joules per token are small numbers."""
+    return f"{v:.4g}" if num(v) else "–"
 
 
 def _status(o: TrialOutcome) -> str:
@@ -164,7 +187,7 @@ def render_report(results: dict) -> str:
         best_section = ["<section id='best'><h2>What this hardware can do</h2>",
                         _what_it_can_do(results), "</section>"]
     sections = [
-        _header(info), *best_section,
+        _header(info), *best_section, _cost_energy(results, info),
         f"<section id='tradeoff'><h2>{esc(title)}</h2>", plot_pareto(info, (results.get("spec") or {}).get("targets") or []),
         "</section><section id='flags'><h2>How each flag relates to the objective</h2>",
         plot_importance(results.get("importance"), tuned), plot_slice(info, label),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from kvtune.artifacts import export
+from kvtune.artifacts import cost_energy, export
 from kvtune.artifacts.results import best_outcome, write_results
 from kvtune.errors import TargetError
 from kvtune.objectives.objective import Objective
@@ -24,6 +24,7 @@ from kvtune.tuner.ranking import pareto, rank
 EXIT_OK = 0
 EXIT_NO_FEASIBLE = 1
 LAUNCH_SCRIPT = "launch-best.sh"
+VERIFY_SCRIPT = "verify-best.sh"   # `kvtune export --format bench` of the best trial
 
 
 @dataclass
@@ -43,10 +44,12 @@ class StudySummary:
     baseline: TrialOutcome | None = None
     best_argv: list[str] = field(default_factory=list)
     launch_script: Path | None = None
+    verify_script: Path | None = None
     nearest_misses: list[Miss] = field(default_factory=list)
     pareto: list[TrialOutcome] = field(default_factory=list)
     warm_start: list[WarmStartFate] = field(default_factory=list)
     early_stop: EarlyStops | None = None
+    cost_energy: list[str] = field(default_factory=list)  # cost and energy of best and baseline
 
     @property
     def launches_saved(self) -> int:
@@ -137,6 +140,8 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
                            early_stop=early_stops(outcomes))
     if summary.early_stop is not None:
         payload["early_stop"] = summary.early_stop.to_dict()
+    payload["cost_energy"] = cost_energy.payload(best, baseline, payload.get("spec") or {})
+    summary.cost_energy = payload["cost_energy"]["summary"]
     if best is None:
         summary.nearest_misses = nearest_misses(outcomes, targets)
         payload["nearest_misses"] = [{"trial": x.outcome.number, "reason": x.outcome.reason,
@@ -148,6 +153,8 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
     summary.launch_script = export.write(run_dir / LAUNCH_SCRIPT, "bash", best_dict, payload, host, port)
     payload["best_argv"] = summary.best_argv
     payload["launch_script"] = str(summary.launch_script)
+    summary.verify_script = export.write(run_dir / VERIFY_SCRIPT, "bench", best_dict, payload, host, port)
+    payload["verify_script"] = str(summary.verify_script)
     if len(objectives) > 1:
         summary.pareto = pareto(outcomes, [o.direction for o in objectives])
     write_results(results_path, payload)

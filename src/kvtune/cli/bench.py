@@ -1,4 +1,8 @@
-"""`kvtune bench`: measure a running server the way a trial does (vLLM bench serve style)."""
+"""`kvtune bench`: measure a running server the way a trial does (vLLM bench serve style).
+
+With `--target`, the run is also a check: each target is shown met or missed and a miss exits
+with status 1, so a deployment script (`kvtune export --format bench`) can confirm on the
+production box what the study measured."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from rich.table import Table
 
 from kvtune.cli import app, console
 from kvtune.errors import SpecError
+from kvtune.objectives.targets import Target
 
 
 @app.command()
@@ -30,7 +35,7 @@ def bench(
     endpoint: str = typer.Option("chat", help="chat (/v1/chat/completions) or completions (/v1/completions)."),
     model: Optional[str] = typer.Option(None, help="Model name to send (default: the first one /v1/models lists)."),
     tokenizer: Optional[str] = typer.Option(None, help="GGUF file or HF folder whose tokenizer makes prompt sizes exact."),
-    target: list[str] = typer.Option([], "--target", "-t", help="SLOs for goodput (requests meeting all of them per second), e.g. 'ttft<1s'."),
+    target: list[str] = typer.Option([], "--target", "-t", help="Targets to check, e.g. 'ttft<1s' (exit 1 when one is missed); latency ones also define goodput (requests meeting all of them per second)."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="Bearer token (default $OPENAI_API_KEY); never printed or saved."),
     timeout: float = typer.Option(120.0, help="Seconds one request may take before it counts as failed."),
     seed: int = typer.Option(0, help="Seed for prompts and arrivals."),
@@ -48,6 +53,10 @@ def bench(
     from kvtune.objectives.targets import parse_targets
 
     targets = parse_targets(list(target))
+    relative = [t.text for t in targets if t.relative]
+    if relative:
+        raise SpecError(f"target {relative[0]!r} is relative to a baseline, which kvtune bench does not "
+                        f"have: give an absolute threshold, e.g. 'ttft<1s'")
     key = resolve_api_key(api_key)
     base = url.rstrip("/")
     if not base.startswith(("http://", "https://")):
@@ -87,6 +96,22 @@ def bench(
                                         "backend": f"openai-{endpoint}"})
         save.write_text(json.dumps(payload, allow_nan=False, indent=1))
         console.print(f"saved {save}")
+    missed = [t for t in targets if not t.met(result.metrics)]
+    for t in targets:
+        console.print(f"target {t.constraint_key}: {'missed' if t in missed else 'met'} "
+                      f"({_shown(t, result.metrics)})", markup=False)
     failed = result.metrics.get("failed", 0)
-    if failed and failed == result.metrics.get("num_requests"):
+    if missed or (failed and failed == result.metrics.get("num_requests")):
+        if missed:
+            console.print(f"targets missed: {', '.join(t.constraint_key for t in missed)}", markup=False)
         raise typer.Exit(1)
+
+
+def _shown(t: Target, metrics: dict) -> str:
+    """The measured value of a target's metric, in its unit."""
+    v = t.value(metrics)
+    if v == float("inf"):
+        return "no value: requests failed"
+    if t.metric == "error_rate":
+        return f"{v * 100:.1f}%"
+    return f"{v:.0f} ms" if t.key.endswith("_ms") else f"{v:.1f}"

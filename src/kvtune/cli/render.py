@@ -51,6 +51,8 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     if best.baseline:
         console.print("The server's defaults were best: no flag change beat them by more than the noise.")
     _versus_baseline(s, console)
+    for line in s.cost_energy:
+        console.print(line, markup=False)
     _confirmation(s.payload.get("confirmation"), console)
     for fate in s.warm_start:
         held = f"held: feasible here, rank {fate.rank} of {fate.of}" if fate.held \
@@ -61,6 +63,7 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print("\n[bold]Best command line:[/bold]")
     console.print(shlex.join(s.best_argv), soft_wrap=True)
     console.print(f"\nLaunch script:     {s.launch_script}")
+    console.print(f"Verify script:     {s.verify_script} (re-runs the workload against the deployed server)")
     console.print(f"Per-trial results: {s.results_path}")
 
 

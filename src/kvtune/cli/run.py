@@ -42,6 +42,27 @@ def _repeats(text: str | None) -> int | str | None:
         raise SpecError(f"--repeats must be a whole number or 'auto', got {text!r}") from None
 
 
+def _prices(per_hour: str | None, per_gpu_hour: str | None) -> dict[str, float | None]:
+    """--price-per-hour / --price-per-gpu-hour as numbers (one line and exit 2 when bad)."""
+    from kvtune.objectives.cost import parse_price, price_of
+
+    price_of(per_hour, per_gpu_hour)  # both given: refused
+    return {"price_per_hour": None if per_hour is None else parse_price(per_hour, "--price-per-hour"),
+            "price_per_gpu_hour": None if per_gpu_hour is None
+            else parse_price(per_gpu_hour, "--price-per-gpu-hour")}
+
+
+def _check_gpu_price(spec: Any, opts: RunOptions) -> None:
+    """A per-GPU price needs GPUs: refuse before anything starts on a host without them."""
+    from kvtune import nvml
+
+    if spec.price is not None and spec.price.per_gpu and opts.gpus_per_trial == 0:
+        report = nvml.read()
+        if report is None or not report.gpus:
+            raise SpecError("--price-per-gpu-hour needs GPUs and this machine has none that NVML "
+                            "sees: give --price-per-hour (the whole machine) instead")
+
+
 def interrupt_on_sigterm() -> None:
     """SIGTERM stops a run like Ctrl-C does (trial recorded as interrupted, server stopped), and
     Ctrl-C works even when kvtune was started with SIGINT ignored (a background job)."""
@@ -90,6 +111,8 @@ def run(
     warm_start: Optional[str] = typer.Option(None, "--warm-start", help="Start from the best configs of this study (e.g. one tuned on other hardware)."),
     warm_start_storage: Optional[str] = typer.Option(None, "--warm-start-storage", help="Storage URL of the --warm-start study (default: --storage, else that study's SQLite file)."),
     allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware", help="Let a study hold trials measured on different hardware."),
+    price_per_hour: Optional[str] = typer.Option(None, "--price-per-hour", help="USD per hour for the whole machine, e.g. 2.50: every trial gets its cost per 1M output and total tokens (--objective cost_per_mtok minimizes it)."),
+    price_per_gpu_hour: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="USD per GPU-hour instead, times the GPUs a trial uses."),
     progress: str = typer.Option("auto", help="Progress display: auto (live table, bar and ETA on a terminal; plain lines otherwise) or plain."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the best command line (errors still go to stderr)."),
     jsonl: bool = typer.Option(False, "--jsonl", help="Print one JSON object per event (trial_started, phase, trial_finished, summary)."),
@@ -107,7 +130,7 @@ def run(
         "seed": seed, "repeats": _repeats(repeats), "confirm_top": confirm_top, "informed_start": informed_start,
         "time_budget_s": parse_duration(time_budget) if time_budget is not None else None,
         "early_stop": None if early_stop else False,
-        "sampler": sampler}
+        "sampler": sampler, **_prices(price_per_hour, price_per_gpu_hour)}
     opts = RunOptions(study_file=study_file, spec_overrides=study_settings,
                       workload_overrides={k: v for k, v in workload.items() if v is not None},
                       runs_dir=runs_dir, deploy_host=deploy_host, deploy_port=deploy_port, storage=storage,
@@ -129,6 +152,7 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
     one already built (default: the spec's backend); `print_best`: --quiet prints the best
     command line (a multi-backend run prints only the overall one)."""
     spec = study_spec(opts)
+    _check_gpu_price(spec, opts)
     out = Console(highlight=False, soft_wrap=True, quiet=mode in ("quiet", "jsonl"))
     late = _LateReporter()
     session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out),

@@ -120,7 +120,7 @@ def report(
 @app.command()
 def export(
     study: str = typer.Argument(..., help="Study name (or its run directory)."),
-    format: str = typer.Option("bash", "--format", "-f", help="bash, systemd, compose or k8s."),
+    format: str = typer.Option("bash", "--format", "-f", help="bash, systemd, compose, k8s, bench (a script that checks a deployed server against the study's workload and targets) or csv (every trial's flags and metrics)."),
     trial: Optional[int] = typer.Option(None, help="Trial number (default: the best; any feasible trial, e.g. one from the Pareto set)."),
     host: str = typer.Option("127.0.0.1", help="Address the deployed server binds."),
     port: int = typer.Option(8080, help="Port the deployed server listens on."),
@@ -132,12 +132,14 @@ def export(
     from kvtune.artifacts.overview import pick_trial
     from kvtune.errors import SpecError
 
-    if format not in exporter.FORMATS:
-        raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.FORMATS)}")
+    if format not in exporter.ALL_FORMATS:
+        raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.ALL_FORMATS)}")
     results, _ = _load_results(study, runs_dir)
-    chosen = pick_trial(results, trial).to_dict()
+    # csv holds every trial: it needs no feasible one
+    chosen = {} if format in exporter.STUDY_FORMATS else pick_trial(results, trial).to_dict()
     if output:
         exporter.write(output, format, chosen, results, host, port)
-        err_console.print(f"wrote {output} (trial {chosen['number']}, {format})")
+        err_console.print(f"wrote {output} (trial {chosen['number']}, {format})" if chosen
+                          else f"wrote {output} ({format})")
     else:
         print(exporter.render(format, chosen, results, host, port), end="")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kvtune.kinds import Direction
+from kvtune.objectives.cost import COST_PER_MTOK
 from kvtune.objectives.metrics import LATENCY_METRICS
 from kvtune.objectives.targets import STATS
 
@@ -26,6 +27,8 @@ class Objective(NamedTuple):
 def _catalogue() -> dict[str, Objective]:
     out = {n: Objective(n, n, Direction.MAXIMIZE)
            for n in ("output_throughput", "capacity", "request_throughput")}
+    # USD per 1M output tokens at the study's price (objectives/cost.py): less is better.
+    out[COST_PER_MTOK] = Objective(COST_PER_MTOK, COST_PER_MTOK, Direction.MINIMIZE)
     for metric in LATENCY_METRICS:
         for stat in STATS:
             name = f"{metric}_{stat}"

@@ -36,7 +36,8 @@ from kvtune.objectives.targets import Target
 from kvtune.tuner.outcome import TrialOutcome
 from kvtune.tuner.budget import Budget, StopReason
 from kvtune.tuner.launch_retry import LaunchFailed, Starter
-from kvtune.tuner.measure import Measurement, measure_capacity, measure_repeats
+from kvtune.energy import Meter, open_meter
+from kvtune.tuner.measure import Measurement, MeteredBench, account, measure_capacity, measure_repeats
 from kvtune.tuner.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.space import SearchSpace
 from kvtune.tuner.spec import StudySpec
@@ -335,7 +336,25 @@ class Tuner:
 
         return confirm(self)
 
+    @cached_property
+    def energy_meter(self) -> Meter | None:
+        """This worker's GPUs through NVML, else RAPL; None: not measurable (a test assigns one)."""
+        return open_meter(visible_gpus(self.device_env))
+
+    def _usd_per_hour(self) -> float | None:
+        """What this worker's server costs per hour (a per-GPU price times the GPUs it uses)."""
+        price = self.spec.price
+        if price is None:
+            return None
+        gpus = visible_gpus(self.device_env)
+        return price.hourly(len(gpus) if gpus is not None else int(self.hardware.get("gpu_count") or 0))
+
     def _measure(self, n: int, base_url: str, workload: Workload) -> Measurement:
+        """Measure under load, with the energy of the measured runs and the cost per 1M tokens."""
+        bench = MeteredBench(self.bench, self.energy_meter)
+        return account(self._measure_load(n, base_url, workload, bench), bench, self._usd_per_hour())
+
+    def _measure_load(self, n: int, base_url: str, workload: Workload, bench: MeteredBench) -> Measurement:
         extra_body = dict(self.launcher.request_extra_body())
         if workload.shared_prefix_fraction > 0 and "cache_prompt" in extra_body:
             extra_body["cache_prompt"] = True  # the workload tests prefix caching: let it work
@@ -345,11 +364,11 @@ class Tuner:
             scrape_metrics=self.launcher.scrapes_metrics)  # vLLM: /metrics before, during, after
         if self.spec.primary.name == "capacity":
             return measure_capacity(
-                self.bench, base_url, workload, self.targets, options,
+                bench, base_url, workload, self.targets, options,
                 on_level=lambda load, ok: self.cb.phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}"))
         watched = self._early_stop_targets(n)
         runs, auto = self.spec.repeat_plan
-        measured = measure_repeats(self.bench, base_url, workload, runs, options, watched,
+        measured = measure_repeats(bench, base_url, workload, runs, options, watched,
                                    converge_on=self.spec.primary.key if auto else None)
         self._stopped.pop(n, None)
         if measured.stopped:

@@ -28,6 +28,8 @@ from kvtune.objectives.evidence import converged
 from kvtune.objectives.metrics import summarize
 from kvtune.objectives.targets import Target
 from kvtune.tuner.stopping import RunWatch, saved_seconds
+from kvtune.energy import EnergyReading, Meter, combine, energy_metrics
+from kvtune.objectives.cost import cost_metrics
 
 # What the tuner measures with: `kvtune.bench.client.run` or a test's stand-in.
 Bench = Callable[[str, Workload, BenchOptions], BenchRun]
@@ -43,6 +45,7 @@ class Measurement:
     capacity: float | None = None
     bench_runs: list[BenchRun] = field(default_factory=list)
     stopped: str | None = None  # the early stop's reason, when a target could no longer hold
+    chosen: list[BenchRun] | None = None  # the runs `metrics` are from (None: all bench_runs)
 
 
 def coefficient_of_variation(values: list[float]) -> float:
@@ -167,7 +170,40 @@ def measure_capacity(bench: Bench, base_url: str, workload: Workload,
                 bad, limited = mid, status is LevelStatus.CLIENT_LIMITED
     chosen = results[good] if good > 0 else results[lowest]
     m.capacity = good
+    m.chosen = [chosen]
     m.metrics = {**chosen.metrics, "capacity": good}
     if limited:
         m.metrics["capacity_client_limited"] = 1.0
+    return m
+
+
+class MeteredBench:
+    """A `Bench` that meters the energy of every benchmark run (energy.py); without a meter it
+    only passes the calls on."""
+
+    def __init__(self, bench: Bench, meter: Meter | None):
+        self.bench, self.meter = bench, meter
+        self.readings: dict[int, EnergyReading | None] = {}   # id(BenchRun) -> its window
+
+    def __call__(self, base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
+        if self.meter is None:
+            return self.bench(base_url, workload, options)
+        self.meter.start()
+        reading = None
+        try:
+            run = self.bench(base_url, workload, options)
+        finally:
+            reading = self.meter.stop()
+        self.readings[id(run)] = reading
+        return run
+
+
+def account(m: Measurement, bench: MeteredBench, usd_per_hour: float | None) -> Measurement:
+    """Add energy (over the runs the metrics are from) and cost per 1M tokens to the metrics."""
+    if bench.meter is not None:
+        runs = m.chosen if m.chosen is not None else m.bench_runs
+        reading = combine(bench.readings.get(id(r)) for r in runs)
+        m.metrics.update(energy_metrics(reading, m.metrics.get("output_throughput")))
+    if usd_per_hour is not None:
+        m.metrics.update(cost_metrics(m.metrics, usd_per_hour))
     return m

@@ -20,6 +20,7 @@ from kvtune.bench.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.objectives.targets import parse_targets
 from kvtune.launchers.base import Knob
+from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
 from kvtune.tuner.budget import parse_duration
 from kvtune.tuner.samplers import parse_sampler
@@ -27,7 +28,7 @@ from kvtune.tuner.samplers import parse_sampler
 BACKENDS = ("llama-server", "vllm")
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
             "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "vllm_python",
-            "informed_start", "time_budget", "sampler"}
+            "informed_start", "time_budget", "sampler", "price_per_hour", "price_per_gpu_hour"}
 
 
 def objective_names(raw: str | list[str]) -> list[str]:
@@ -77,6 +78,14 @@ class StudySpec:
     early_stop: bool = True
     # The search: auto (the default, TPE), tpe, gp, random, grid or qmc (tuner/samplers.py).
     sampler: str = "auto"
+    # USD per hour for the whole machine, or per GPU a trial uses (at most one): every trial
+    # then carries its cost per 1M tokens (objectives/cost.py).
+    price_per_hour: float | None = None
+    price_per_gpu_hour: float | None = None
+
+    @property
+    def price(self) -> Price | None:
+        return price_of(self.price_per_hour, self.price_per_gpu_hour)
 
     @property
     def repeat_plan(self) -> tuple[int, bool]:
@@ -97,12 +106,13 @@ class StudySpec:
         if self.backend not in BACKENDS:
             raise SpecError(f"unknown backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
         names = objective_names(self.objective)
+        price = self.price  # a bad price (or two) is a SpecError here
         if not names:
             raise SpecError("objective is empty: name at least one, e.g. output_throughput")
         for o in names:
             if not isinstance(o, str) or o not in OBJECTIVES:
                 raise SpecError(f"unknown objective {o!r}: use output_throughput, "
-                                f"request_throughput, capacity or a latency such as ttft_p95")
+                                f"request_throughput, capacity, cost_per_mtok or a latency such as ttft_p95")
         if len(set(names)) != len(names):
             raise SpecError(f"objective lists {names} twice: name each once")
         if "capacity" in names and not self.targets:
@@ -110,6 +120,9 @@ class StudySpec:
         if "capacity" in names and any(t.relative for t in parse_targets(self.targets)):
             raise SpecError("the capacity objective needs absolute targets (e.g. 'ttft_p95<1s'), not "
                             "ones relative to the baseline")
+        if "cost_per_mtok" in names and price is None:
+            raise SpecError("the cost_per_mtok objective needs a price: --price-per-hour USD (the "
+                            "whole machine) or --price-per-gpu-hour USD (per GPU a trial uses)")
         if self.repeats != AUTO and (isinstance(self.repeats, bool) or not isinstance(self.repeats, int)
                                      or self.repeats < 1):
             raise SpecError(f"repeats must be a whole number of at least 1 or 'auto', got {self.repeats!r}")
@@ -132,6 +145,8 @@ class StudySpec:
         """A short hash of what defines the study's results (not the trial budget)."""
         key = {"backend": self.backend, "model": self.model, "targets": sorted(self.targets),
                "objective": self.objective, "workload": asdict(self.workload), "space": self.space}
+        if self.price is not None:  # costs are stored per trial: another price, another study
+            key["price"] = [self.price.usd, self.price.per_gpu]
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
     def to_dict(self) -> dict:
@@ -245,7 +260,9 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
               "repeats": ((int, str), "an integer or 'auto'"), "confirm_top": ((int,), "an integer"),
               "informed_start": ((bool,), "true or false"), "sampler": ((str,), "a sampler name"),
               "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
-              "startup_timeout_s": ((int, float), "a number")}
+              "startup_timeout_s": ((int, float), "a number"),
+              "price_per_hour": ((int, float), "a price in USD per hour, e.g. 2.5"),
+              "price_per_gpu_hour": ((int, float), "a price in USD per GPU-hour, e.g. 2.5")}
     for key, (types, what) in checks.items():
         if key in data and data[key] is not None:
             _check_type(key, data[key], types, what)

@@ -34,3 +34,25 @@ def test_bench_bad_url_is_a_one_line_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kvtune.cli", "bench", "127.0.0.1:1"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "http://" in r.stderr
+
+
+def _bench(url, *args):
+    return subprocess.run([sys.executable, "-m", "kvtune.cli", "bench", url, "--concurrency", "2",
+                           "--num-requests", "4", "--warmup-requests", "1", "--output-tokens", "4", *args],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_bench_checks_targets_and_exits_1_when_one_is_missed():
+    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.005) as server:
+        held = _bench(server.base_url, "--target", "ttft<5s", "--target", "error_rate<1%")
+        missed = _bench(server.base_url, "--target", "ttft<1ms")
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert "target ttft_p95<5000ms: met" in held.stdout and "target error_rate<1%: met" in held.stdout
+    assert missed.returncode == 1, missed.stdout + missed.stderr
+    assert "target ttft_p95<1ms: missed" in missed.stdout
+    assert "targets missed: ttft_p95<1ms" in missed.stdout
+
+
+def test_bench_refuses_a_relative_target_in_one_line():
+    r = _bench("http://127.0.0.1:1", "--target", "ttft<0.8x")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "relative" in r.stderr

@@ -16,7 +16,8 @@ from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.bench.workload import Workload
 from kvtune.objectives.targets import parse_target
 from kvtune.tuner.capacity import CapacityPlan, level_workload, typical_duration_s
-from kvtune.tuner.measure import measure_capacity
+from kvtune.energy import EnergyReading, EnergySource
+from kvtune.tuner.measure import MeteredBench, account, measure_capacity, measure_repeats
 
 CLOSED = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=8, warmup_requests=3)
 OPEN = Workload(mode="open", rate=1.0, concurrency=2, prompt_tokens=16, output_tokens=4,
@@ -137,3 +138,38 @@ def test_level_workload_keeps_a_workload_duration() -> None:
 ])
 def test_typical_duration(metrics, expected) -> None:
     assert typical_duration_s(metrics) == expected
+
+
+class FakeMeter:
+    """Each benchmark run's window: 10 J per load unit over 1 s (so 10 x load watts)."""
+
+    source = EnergySource.RAPL
+
+    def __init__(self, bench: FakeBench):
+        self.bench = bench
+        self.started = 0
+
+    def start(self) -> None:
+        self.started += 1
+
+    def stop(self) -> EnergyReading:
+        return EnergyReading(10.0 * self.bench.loads()[-1], 1.0, self.source)
+
+
+def test_energy_and_cost_come_from_the_runs_the_metrics_are_from() -> None:
+    fake = FakeBench()
+    bench = MeteredBench(fake, FakeMeter(fake))
+    m = account(measure_capacity(bench, "http://x", CLOSED, TTFT, BenchOptions("m")), bench, 3.6)
+    assert m.capacity == 8 and bench.meter.started == len(fake.calls) > 1
+    # the chosen level (8 users) alone: 80 W at 80 tok/s -> 1 J per output token
+    assert m.metrics["avg_watts"] == pytest.approx(80.0)
+    assert m.metrics["joules_per_output_token"] == pytest.approx(1.0)
+    # $3.60/h at 80 tok/s: 3.6 / (80 * 3600) * 1e6 = 12.5
+    assert m.metrics["cost_per_mtok"] == pytest.approx(12.5)
+
+
+def test_without_a_meter_or_price_the_metrics_are_unchanged() -> None:
+    fake = FakeBench()
+    bench = MeteredBench(fake, None)
+    m = account(measure_repeats(bench, "http://x", CLOSED, 2, BenchOptions("m")), bench, None)
+    assert not {"avg_watts", "energy_j", "cost_per_mtok", "usd_per_hour"} & set(m.metrics)

@@ -1,0 +1,60 @@
+"""`kvtune export --format csv`: one row per trial, one column per flag and per metric, stable."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kvtune.artifacts import csv_export, export
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def results() -> dict:
+    return json.loads((DATA / "results_small.json").read_text())
+
+
+def test_every_trial_is_a_row_with_its_flags_and_metrics() -> None:
+    r = results()
+    rows = list(csv.DictReader(io.StringIO(csv_export.render(r))))
+    assert [row["trial"] for row in rows] == ["0", "1", "2", "3"]
+    assert rows[0]["baseline"] == "true" and rows[0]["flag:parallel"] == ""  # the server's default
+    assert rows[1]["flag:parallel"] == "2" and rows[1]["flag:cont-batching"] == "true"
+    assert rows[2]["flag:cache-type-k"] == "q4_0" and rows[3]["feasible"] == "true"
+    t1 = r["trials"][1]
+    assert float(rows[1]["metric:output_throughput"]) == t1["metrics"]["output_throughput"]
+    head = next(csv.reader(io.StringIO(csv_export.render(r))))
+    flags = [h for h in head if h.startswith("flag:")]
+    metrics = [h for h in head if h.startswith("metric:")]
+    assert head[:len(csv_export.FIXED)] == list(csv_export.FIXED)
+    assert flags == sorted(flags) and metrics == sorted(metrics)
+    assert len(set(head)) == len(head)
+
+
+def test_columns_do_not_depend_on_trial_order_and_missing_figures_are_empty() -> None:
+    r = results()
+    r["trials"][2]["metrics"] = None  # a trial that failed to start
+    r["trials"][1]["metrics"]["p99_ttft_ms"] = float("inf")
+    shuffled = dict(r, trials=list(reversed(r["trials"])))
+    text = csv_export.render(r)
+    assert text == csv_export.render(shuffled)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows[2]["metric:output_throughput"] == "" and rows[1]["metric:p99_ttft_ms"] == ""
+
+
+def test_export_cli_writes_the_csv_without_picking_a_trial(tmp_path) -> None:
+    run_dir = tmp_path / "s2"
+    run_dir.mkdir()
+    r = results()
+    for t in r["trials"]:  # nothing feasible: a csv is still every trial
+        t["constraints"]["server_ran"] = 1.0
+    (run_dir / "results.json").write_text(json.dumps(r))
+    out = tmp_path / "trials.csv"
+    p = subprocess.run([sys.executable, "-m", "kvtune.cli", "export", str(run_dir), "--format", "csv",
+                        "-o", str(out)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert out.read_text() == export.render("csv", {}, r) and "(csv)" in p.stderr
