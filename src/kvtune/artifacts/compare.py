@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kvtune.artifacts.overview import baseline_trial, best_trial, outcomes, study_objectives
-from kvtune.errors import SpecError
+from kvtune.errors import KvtuneError, SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction
 from kvtune.objectives.evidence import estimate, overlap
 from kvtune.objectives.objective import Objective
+from kvtune.objectives.targets import parse_target
 from kvtune.tuner.naming import comparison_metrics, objective_values
 from kvtune.tuner.outcome import TrialOutcome
 
@@ -114,6 +115,10 @@ def check_comparable(studies: Sequence[tuple[str, dict]], at_least: int = 2) -> 
 
 
 def _difference(a: dict, b: dict) -> str | None:
+    relative = [t for t in (a.get("spec") or {}).get("targets") or [] if _is_relative(t)]
+    if relative and _backend(a) != _backend(b):
+        return (f"target {relative[0]!r} is relative to each study's own defaults ({_backend(a)} vs "
+                f"{_backend(b)}), so they were held to different thresholds")
     oa, ob = study_objectives(a)[0], study_objectives(b)[0]
     if oa.name != ob.name:
         return f"objective {oa.name} vs {ob.name}"
@@ -125,6 +130,17 @@ def _difference(a: dict, b: dict) -> str | None:
         if wa.get(key) != wb.get(key):
             return f"workload {key} {wa.get(key)!r} vs {wb.get(key)!r}"
     return None
+
+
+def _is_relative(text: str) -> bool:
+    try:
+        return parse_target(text).relative
+    except KvtuneError:
+        return False
+
+
+def _backend(results: dict) -> str:
+    return str((results.get("spec") or {}).get("backend") or "")
 
 
 def _workload(results: dict) -> dict:

@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError, SpecError
 from kvtune.launchers.base import Launcher
 from kvtune.launchers.registry import create_launcher
+from kvtune.tuner.build import parse_study_targets
 from kvtune.tuner.session import RunOptions, study_spec
 from kvtune.tuner.spec import BACKENDS, StudySpec
 
@@ -189,6 +190,11 @@ def plan_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None 
     if opts.warm_start:
         raise SpecError("--warm-start continues one backend's study: tune several backends without it")
     base = study_spec(opts)  # the study file and the flags, validated before any backend is asked
+    relative = [t.text for t in parse_study_targets(base) if t.relative]
+    if relative and (choice.auto or len(choice.backends) > 1):
+        raise SpecError(f"target {relative[0]!r} is relative to each backend's own defaults, so the "
+                        f"backends would be held to different thresholds: give absolute targets "
+                        f"(e.g. ttft_p95<2s) to compare backends")
     name = comparison_name(base, choice.backends, hf_model)
     if not choice.auto:
         split_budget(base.trials, len(choice.backends))  # too few trials: before any backend is asked

@@ -139,3 +139,15 @@ def test_the_page_plots_one_colour_per_study():
                   "vllm: defaults (#0)"):
         assert label in page
     assert "Best overall: vllm" in page
+
+
+def test_relative_targets_across_backends_are_refused():
+    rel = ["ttft_p95<1.5x"]
+    a = results("a", "llama-server", [outcome(0, 80, 300)])
+    b = results("b", "vllm", [outcome(0, 150, 200)])
+    a["spec"]["targets"] = b["spec"]["targets"] = rel
+    with pytest.raises(SpecError, match="relative to each study's own defaults"):
+        compare_studies([("a", a), ("b", b)])
+    c = results("c", "llama-server", [outcome(0, 90, 300)])
+    c["spec"]["targets"] = rel
+    assert compare_studies([("a", a), ("c", c)]).winner is not None  # one backend: the same bar

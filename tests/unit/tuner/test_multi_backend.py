@@ -168,3 +168,14 @@ def test_default_name_is_stable_and_differs_with_the_workload(tmp_path):
                       parse_backends(["auto"]), factory=factory)
     assert a.name == b.name != c.name and a.name.startswith("backends-")
     assert a.legs[1].study == f"{a.name}-vllm"
+
+
+def test_relative_targets_are_refused_when_backends_are_compared(tmp_path):
+    """ttft<1.5x means each backend's own defaults: the backends would meet different bars."""
+    factory, built = fakes()
+    with pytest.raises(SpecError, match="relative to each backend's own defaults.*absolute targets"):
+        plan_backends(opts(tmp_path, targets=["ttft_p95<1.5x"]), parse_backends(["llama-server", "vllm"]),
+                      factory=factory)
+    assert built == []
+    one = plan_backends(opts(tmp_path, targets=["ttft_p95<1.5x"]), parse_backends(["vllm"]), factory=factory)
+    assert [leg.backend for leg in one.legs] == ["vllm"]  # one backend: its own baseline is the bar
