@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
+import subprocess
+import sys
+
 from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server
+from kvtune.launchers.process import run_capture
 
 HERE = Path(__file__).parent
 
@@ -27,3 +31,23 @@ def llama_server() -> str:
         return find_llama_server()
     except KvtuneError as e:
         pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def vllm_importable() -> None:
+    """vLLM (the CPU build `make test` installs) imports here (a skip names why; CI fails a skip)."""
+    rc, out = run_capture([sys.executable, "-c", "import vllm"], timeout_s=300)
+    if rc != 0:
+        last = out.strip().splitlines()[-1] if out.strip() else f"status {rc}"
+        pytest.skip(f"`import vllm` fails in {sys.executable}: {last}")
+
+
+# A small workload: a trial measures 4 short requests after one warm-up.
+SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
+         "--num-requests", "4", "--warmup-requests", "1", "--confirm-top", "0"]
+
+
+def kvtune(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """The kvtune CLI of this interpreter, run in `cwd`."""
+    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)

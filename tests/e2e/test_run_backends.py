@@ -6,29 +6,13 @@ studies agrees with it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from kvtune.launchers.process import run_capture
+from tests.e2e.conftest import SMALL, kvtune
 
-SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
-         "--num-requests", "4", "--warmup-requests", "1", "--confirm-top", "0"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def vllm_importable():
-    rc, out = run_capture([sys.executable, "-c", "import vllm"], timeout_s=300)
-    if rc != 0:
-        last = out.strip().splitlines()[-1] if out.strip() else f"status {rc}"
-        pytest.skip(f"`import vllm` fails in {sys.executable}: {last}")
-
-
-def kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=1800)
+pytestmark = pytest.mark.usefixtures("vllm_importable")
 
 
 def test_both_backends_in_one_run(tmp_path, llama_server):

@@ -17,25 +17,11 @@ import httpx
 import pytest
 
 from tests.conftest import launched_script
+from tests.e2e.conftest import SMALL, kvtune
 
-from kvtune.launchers.process import free_port, run_capture
+from kvtune.launchers.process import free_port
 
-pytestmark = pytest.mark.e2e
-SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
-         "--num-requests", "4", "--warmup-requests", "1", "--confirm-top", "0"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def vllm_importable():
-    rc, out = run_capture([sys.executable, "-c", "import vllm"], timeout_s=300)
-    if rc != 0:
-        last = out.strip().splitlines()[-1] if out.strip() else f"status {rc}"
-        pytest.skip(f"`import vllm` fails in {sys.executable}: {last}")
-
-
-def kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=1800)
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("vllm_importable")]
 
 
 @pytest.fixture(scope="module")
