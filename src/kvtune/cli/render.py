@@ -117,6 +117,8 @@ def _versus_baseline(s: StudySummary, console: Console) -> None:
         console.print(f"[yellow]No baseline measurement to compare with[/yellow] "
                       f"({base.reason if base else 'not run'}).")
         return
+    if s.best.number == base.number:  # the defaults won: a table of the baseline against itself says nothing
+        return
     n = s.payload.get("best_vs_baseline_measurements", 1)
     each = "mean of 2 measurements each" if n == 2 else "1 measurement each"
     table = Table(title=f"best (trial {s.best.number}) vs baseline (trial {base.number}, server defaults), {each}")

@@ -78,7 +78,9 @@ class RunWatch:
         if self.rule.observed >= self.rule.planned:
             return None  # the client sent more than planned: the proof no longer applies
         stop = self.rule.observe(sample)
-        return stop.reason if stop is not None else None
+        if stop is None or stop.observed >= stop.planned:
+            return None  # decided by the last request: the run is whole, nothing was cut
+        return stop.reason
 
 
 def saved_seconds(planned: int, sent: int, elapsed_s: float) -> float:

@@ -208,3 +208,19 @@ def test_the_summary_says_how_much_time_early_stops_saved(make_tuner, tmp_path):
     out = io.StringIO()
     print_summary(p, s, Console(file=out, width=200))
     assert "Early stop: 1 trial(s) stopped once a target could no longer hold, saving about" in out.getvalue()
+
+
+def test_a_target_decided_by_the_last_request_is_not_an_early_stop():
+    """Losing the target on the 4th of 4 planned requests cut nothing: no 'stopped' reason."""
+    from kvtune.objectives.metrics import RequestSample
+    from kvtune.objectives.targets import parse_target
+    from kvtune.tuner.stopping import RunWatch
+
+    watch = RunWatch([parse_target("ttft_p95<1s")], planned=4)
+    fast = RequestSample(send_time=0.0, ok=True, ttft_s=0.1, e2el_s=0.2, output_tokens=4)
+    slow = RequestSample(send_time=0.0, ok=True, ttft_s=2.0, e2el_s=2.1, output_tokens=4)
+    assert [watch(s) for s in (fast, fast, fast)] == [None, None, None]
+    assert watch(slow) is None  # p95 of 4 breaks only now, when the run is over anyway
+    early = RunWatch([parse_target("ttft_p95<1s")], planned=4)
+    reason = early(slow)  # one of 4 over 1 s already breaks the p95 whatever the other 3 do
+    assert reason is not None and "stopped after 1 of 4" in reason
