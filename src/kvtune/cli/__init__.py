@@ -11,12 +11,12 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
+from kvtune.cli.consoles import make_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="kvtune: find the best serving flags for your model on your hardware.")
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 @app.callback()

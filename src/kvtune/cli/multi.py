@@ -12,10 +12,9 @@ import shlex
 import time
 from dataclasses import asdict
 
-from rich.console import Console
-
 from kvtune.artifacts.compare import COMPARE_FILE, compare_studies, write_comparison
 from kvtune.cli import err_console
+from kvtune.cli.consoles import make_console
 from kvtune.cli.compare import print_comparison
 from kvtune.cli.run import run_study
 from kvtune.jsonsafe import dumps
@@ -34,7 +33,7 @@ def run_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None, 
     backend found a feasible config, 130 when interrupted (the same command resumes)."""
     began = time.monotonic()
     plan = plan_backends(opts, choice, hf_model, factory)
-    out = Console(highlight=False, soft_wrap=True, quiet=mode in ("quiet", "jsonl"))
+    out = make_console(quiet=mode in ("quiet", "jsonl"))
     for s in plan.skipped:
         err_console.print(f"kvtune: {s.backend} cannot serve this model here, going on without it: "
                           f"{s.reason}", markup=False, soft_wrap=True)

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from kvtune.artifacts.summary import summarize
 from kvtune.cli import app, console, err_console
+from kvtune.cli.consoles import make_console
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Launcher
 from kvtune.cli.render import print_header, print_summary
@@ -153,7 +154,7 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
     command line (a multi-backend run prints only the overall one)."""
     spec = study_spec(opts)
     _check_gpu_price(spec, opts)
-    out = Console(highlight=False, soft_wrap=True, quiet=mode in ("quiet", "jsonl"))
+    out = make_console(quiet=mode in ("quiet", "jsonl"))
     late = _LateReporter()
     session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out),
                            launcher=launcher)
