@@ -53,6 +53,7 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     _versus_baseline(s, console)
     for line in s.cost_energy:
         console.print(line, markup=False)
+    _startup(s, console)
     _confirmation(s.payload.get("confirmation"), console)
     for fate in s.warm_start:
         held = f"held: feasible here, rank {fate.rank} of {fate.of}" if fate.held \
@@ -109,6 +110,15 @@ def _pareto(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print(table)
     console.print(f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "
                   f"takes the best {p.spec.primary.name}.")
+
+
+def _startup(s: StudySummary, console: Console) -> None:
+    """Start-up seconds of the best and the baseline: on GPUs (weights, CUDA graphs) they are most
+    of what a trial, and every restart in production, costs."""
+    parts = [f"{label} {o.startup_s:.0f} s" for label, o in (("best", s.best), ("baseline", s.baseline))
+             if o is not None and o.startup_s is not None and (label == "best" or o is not s.best)]
+    if parts:
+        console.print("start-up (launch to healthy): " + ", ".join(parts))
 
 
 def _versus_baseline(s: StudySummary, console: Console) -> None:

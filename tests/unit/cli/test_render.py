@@ -1,0 +1,35 @@
+"""The run summary's lines that read the trials: start-up seconds of the best and the baseline."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from kvtune.artifacts.summary import summarize
+from kvtune.bench.workload import Workload
+from kvtune.cli.render import print_summary
+from kvtune.launchers.base import Knob
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.build import prepare
+from kvtune.tuner.spec import StudySpec
+
+WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1)
+
+
+def test_the_summary_gives_the_start_up_seconds_of_the_best_and_the_baseline(make_tuner, tmp_path):
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
+    spec = StudySpec(study="up", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=0,
+                     informed_start=False).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    outcomes = tuner.run()
+    assert all(o.startup_s is not None for o in outcomes)
+    p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
+    payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report}
+    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    out = io.StringIO()
+    print_summary(p, s, Console(file=out, width=300))
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("start-up (launch to healthy):"))
+    assert f"best {s.best.startup_s:.0f} s" in line
+    if not s.best.baseline:
+        assert f"baseline {s.baseline.startup_s:.0f} s" in line
