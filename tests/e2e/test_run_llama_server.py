@@ -44,7 +44,8 @@ def test_generous_target_gives_a_best_command(generous):
     r, run_dir, _ = generous
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Best feasible config" in r.stdout and "Best command line:" in r.stdout
-    assert "vs baseline" in r.stdout
+    # the best against the baseline, or (when no change beat them) the defaults named as best
+    assert "vs baseline" in r.stdout or "The server's defaults were best" in r.stdout
     results = json.loads((run_dir / "results.json").read_text())
     assert results["baseline_trial"] == 0 and results["trials"][0]["baseline"]
     assert len(results["trials"]) == 3
