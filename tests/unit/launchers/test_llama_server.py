@@ -1,7 +1,6 @@
 """LlamaServerLauncher without a server: the per-slot context rule, flag rendering, the V-cache
 dependency on flash attention, precheck, the informed start and the container it runs in."""
 
-import optuna
 import pytest
 
 from kvtune.bench.workload import Workload
@@ -11,21 +10,14 @@ from kvtune.launchers import llama_server
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, render_flags, slot_context_choices
 from kvtune.planner.kv import ModelShape
-from kvtune.tuner.space import SearchSpace
+from kvtune.testing.sampling import suggest_many
 
 W = Workload(prompt_tokens=200, output_tokens=64)
 LAUNCHER = LlamaServerLauncher(binary="/usr/bin/llama-server", model_path="/m/model.gguf")
 
 
 def _suggest_many(knobs, n=60):
-    space = SearchSpace(knobs, LAUNCHER)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
-    out = []
-    for _ in range(n):
-        t = study.ask()
-        out.append(space.suggest(t))
-        study.tell(t, 0.0)
-    return out
+    return suggest_many(knobs, LAUNCHER, n)
 
 
 def test_slot_context_never_below_request_length():
