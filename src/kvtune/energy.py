@@ -203,30 +203,24 @@ class NvmlMeter:
              clock: Callable[[], float] = time.monotonic, ticker: Ticker | None = None) -> "NvmlMeter | None":
         """A meter for `gpus` (None: every GPU NVML sees); None when NVML cannot start, there is
         no GPU, or the driver reports neither energy nor power for one of them."""
-        nvml = nvml_mod._pynvml() if nvml is None else nvml
-        if nvml is None:
-            return None
-        try:
-            nvml.nvmlInit()
-        except Exception:
-            return None
-        try:
-            count = nvml.nvmlDeviceGetCount()
-            chosen = tuple(sorted(set(range(count) if gpus is None else gpus)))
-            if not chosen or any(i >= count for i in chosen):
+        with nvml_mod.opened(nvml) as nv:
+            if nv is None:
                 return None
-            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in chosen]
-            if all(_works(lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles):
-                source = EnergySource.NVML_COUNTER
-            elif all(_works(lambda: nvml.nvmlDeviceGetPowerUsage(h)) for h in handles):
-                source = EnergySource.NVML_POWER
-            else:
+            try:
+                count = nv.nvmlDeviceGetCount()
+                chosen = tuple(sorted(set(range(count) if gpus is None else gpus)))
+                if not chosen or any(i >= count for i in chosen):
+                    return None
+                handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in chosen]
+                if all(_works(lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles):
+                    source = EnergySource.NVML_COUNTER
+                elif all(_works(lambda: nv.nvmlDeviceGetPowerUsage(h)) for h in handles):
+                    source = EnergySource.NVML_POWER
+                else:
+                    return None
+            except Exception:
                 return None
-        except Exception:
-            return None
-        finally:
-            _quietly(nvml.nvmlShutdown)
-        return cls(nvml, chosen, source, clock, ticker or ThreadTicker())
+        return cls(nv, chosen, source, clock, ticker or ThreadTicker())
 
     def _watts(self) -> float:
         return sum(self.nvml.nvmlDeviceGetPowerUsage(h) for h in self._handles) / 1000.0

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, Iterator, Protocol, TypeVar
 
 from kvtune.kinds import StrEnum
 
@@ -128,20 +129,28 @@ def _pynvml() -> Nvml | None:
     return pynvml  # type: ignore[return-value]  # a module satisfying the protocol
 
 
+@contextmanager
+def opened(nvml: Nvml | None = None) -> Iterator[Nvml | None]:
+    """NVML (`nvml`, else pynvml) initialized for the block and shut down after it; None when it
+    cannot start (no package, no driver). Never raises from starting or stopping."""
+    nvml = _pynvml() if nvml is None else nvml
+    if nvml is not None:
+        try:
+            nvml.nvmlInit()
+        except Exception:
+            nvml = None
+    try:
+        yield nvml
+    finally:
+        if nvml is not None:
+            _try(nvml.nvmlShutdown, None)
+
+
 def read(nvml: Nvml | None = None) -> NvmlReport | None:
     """Every GPU NVML sees, with the pairs' links; None when NVML cannot start (no package, no
     driver). Never raises: a GPU that fails mid-read ends the list with what was read before."""
-    nvml = _pynvml() if nvml is None else nvml
-    if nvml is None:
-        return None
-    try:
-        nvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        return _read(nvml)
-    finally:
-        _try(nvml.nvmlShutdown, None)
+    with opened(nvml) as started:
+        return None if started is None else _read(started)
 
 
 def _read(nvml: Nvml) -> NvmlReport:
@@ -176,25 +185,18 @@ def _read(nvml: Nvml) -> NvmlReport:
 def compute_processes(gpus: frozenset[int] | None = None, nvml: Nvml | None = None) -> list[GpuProcess]:
     """The compute processes on GPUs `gpus` (all when None), by GPU index; empty without NVML.
     Never raises: a GPU whose processes cannot be listed contributes none."""
-    nvml = _pynvml() if nvml is None else nvml
-    if nvml is None:
-        return []
-    try:
-        nvml.nvmlInit()
-    except Exception:
-        return []
-    try:
-        out: list[GpuProcess] = []
-        for i in range(_try(nvml.nvmlDeviceGetCount, 0)):
+    out: list[GpuProcess] = []
+    with opened(nvml) as nv:
+        if nv is None:
+            return out
+        for i in range(_try(nv.nvmlDeviceGetCount, 0)):
             if gpus is not None and i not in gpus:
                 continue
-            procs = _try(lambda: nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(i)), [])
+            procs = _try(lambda: nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(i)), [])
             for p in procs or []:
                 used = p.usedGpuMemory  # pynvml sets None when the driver does not say
                 out.append(GpuProcess(i, int(p.pid), None if used is None else int(used)))
-        return out
-    finally:
-        _try(nvml.nvmlShutdown, None)
+    return out
 
 
 # ---- recordings: real answers kept as JSON, replayed by tests --------------------------------

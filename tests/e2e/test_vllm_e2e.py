@@ -8,7 +8,6 @@ minute per server start on 2 cores.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ from kvtune.bench.server_metrics import parse_prometheus
 from kvtune.bench.workload import Workload
 from kvtune.launchers.base import Candidate
 from kvtune.kinds import FailureKind
-from kvtune.launchers.process import ServerProcess, ServerStartError, free_port, run_capture
+from kvtune.launchers.process import ServerProcess, ServerStartError, free_port
 from kvtune.launchers.vllm import MiB, VllmLauncher, id_list, parse_startup_log
 
 pytestmark = pytest.mark.e2e
@@ -28,11 +27,7 @@ STARTUP_TIMEOUT_S = 300.0
 
 
 @pytest.fixture(scope="module")
-def launcher() -> VllmLauncher:
-    rc, out = run_capture([sys.executable, "-c", "import vllm"], timeout_s=180)
-    if rc != 0:
-        last = out.strip().splitlines()[-1] if out.strip() else f"status {rc}"
-        pytest.skip(f"`import vllm` fails in {sys.executable}: {last}")
+def launcher(vllm_importable: None) -> VllmLauncher:
     from kvtune.hf_model import demo_hf_model_path
 
     return VllmLauncher.create(str(demo_hf_model_path()))

@@ -142,15 +142,17 @@ def test_pinning_renumbers_cuda_devices_like_cuda_visible_devices() -> None:
     assert replace(lau, devices=()).default_knobs(W, 8) == launcher("cpu").default_knobs(W, 8)
 
 
-def test_the_informed_start_on_a_gpu_offloads_every_layer_and_sizes_the_slots() -> None:
-    one = launcher("cuda1")
+def test_the_informed_start_on_gpus_takes_the_planners_cache_type_when_memory_is_tight() -> None:
+    """A 70B model on a 4090 + 3090: the preferred rules alone would start from f16 KV; kvtune
+    plan's suggestion (planner/suggest.py) fits q8_0, and the informed start takes it."""
+    from kvtune.launchers.base import informed_guess
+    two = launcher("cuda2", L70B)
     wl = Workload(concurrency=4, prompt_tokens=200, output_tokens=64)
-    knobs = one.default_knobs(wl, 8)
-    guess = one.informed_start(knobs, wl)
+    knobs = two.default_knobs(wl, 8)
+    assert informed_guess(knobs, wl, two.preferred)["cache-type-k"] == "f16"
+    guess = two.informed_start(knobs, wl)
+    assert (guess["cache-type-k"], guess["cache-type-v"]) == ("q8_0", "q8_0")
     assert guess["parallel"] == 4
-    layers = next(k for k in knobs if k.name == "n-gpu-layers")
-    if layers.kind is KnobKind.CHOICES:  # all layers, when the model fits
-        assert guess["n-gpu-layers"] == max(layers.choices)
 
 
 def test_the_informed_start_without_a_gpu_is_unchanged() -> None:
