@@ -34,7 +34,7 @@ import time
 import httpx
 
 from kvtune.bench.client import run
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 
 REFERENCE_TOK_S = 5000.0
 TOKENS = 64

@@ -31,10 +31,10 @@ from landscape import Config, Landscape, held, key, write  # noqa: E402
 from kvtune.jsonsafe import to_jsonable  # noqa: E402
 from kvtune.launchers.registry import create_launcher  # noqa: E402
 from kvtune.objectives.targets import parse_targets, with_default_error_target  # noqa: E402
-from kvtune.tuner import samplers  # noqa: E402
+from kvtune.tuner.search import samplers  # noqa: E402
 from kvtune.tuner.build import parse_study_targets  # noqa: E402
-from kvtune.tuner.spec import merge_knobs  # noqa: E402
-from kvtune.tuner.workers import spec_from_dict  # noqa: E402
+from kvtune.study.spec import merge_knobs  # noqa: E402
+from kvtune.tuner.fleet.workers import spec_from_dict  # noqa: E402
 
 NOTES = ("Two grid studies (--seed 0 and 1: two grid orders) measured every config once each, "
          "each measurement on a fresh server. Recorded on a 2-core machine where other work ran "

@@ -48,10 +48,10 @@ from kvtune.launchers.base import Candidate, Knob  # noqa: E402
 from kvtune.objectives.early_stop import EarlyStop  # noqa: E402
 from kvtune.objectives.metrics import RequestSample  # noqa: E402
 from kvtune.objectives.targets import MAX_MARGIN  # noqa: E402
-from kvtune.tuner import samplers  # noqa: E402
-from kvtune.tuner.naming import name_best  # noqa: E402
-from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome  # noqa: E402
-from kvtune.tuner.ranking import rank  # noqa: E402
+from kvtune.tuner.search import samplers  # noqa: E402
+from kvtune.study.naming import name_best  # noqa: E402
+from kvtune.study.outcome import RUNS_KEY, TrialOutcome  # noqa: E402
+from kvtune.study.ranking import rank  # noqa: E402
 
 BUDGETS = (5, 10, 20, 30, 40)
 

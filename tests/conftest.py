@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.loop import Callbacks
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.spec import StudySpec
 
 pytest_plugins = ["pytester"]  # tests of the hook below run pytest on tiny suites
 

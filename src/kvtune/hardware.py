@@ -20,7 +20,8 @@ from typing import Iterable, Mapping
 
 from kvtune import nvml as nvml_reader
 from kvtune.nvml import GpuPair, GpuProcess, Interconnect, Nvml, NvmlReport
-from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, nvlink_bandwidth_for, pcie_bandwidth
+from kvtune.planner.gpus import (CpuRam, GpuInfo, HardwareBudget, bandwidth_for, hardware_budget,
+                                 nvlink_bandwidth_for, pcie_bandwidth)
 
 CGROUP = Path("/sys/fs/cgroup")
 PROC = Path("/proc")
@@ -334,3 +335,13 @@ def gpu_lines(fp: dict) -> list[str]:
         link = f" ({fp['gpu_link_gb_s']:g} GB/s, slowest pair)" if fp.get("gpu_link_gb_s") else ""
         lines.append(f"between GPUs: {fp['gpu_interconnect']}{link}")
     return lines
+
+
+def detect_hardware(memory_bytes: int | None = None, bandwidth_bytes_s: float | None = None,
+                    gpus: list[GpuInfo] | None = None, ram: CpuRam | None = None) -> HardwareBudget:
+    """`hardware_budget` on this machine's facts (what `kvtune plan` plans for): pure when `gpus`
+    and `ram` are given; what is missing is read here, the planner's one edge."""
+    if gpus is None or ram is None:
+        gpus = gpu_infos() if gpus is None else gpus
+        ram = cpu_ram() if ram is None else ram
+    return hardware_budget(gpus, ram, memory_bytes, bandwidth_bytes_s)

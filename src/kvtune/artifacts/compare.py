@@ -26,8 +26,8 @@ from kvtune.kinds import Direction
 from kvtune.objectives.evidence import estimate, overlap
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import parse_target
-from kvtune.tuner.naming import comparison_metrics, objective_values
-from kvtune.tuner.outcome import TrialOutcome
+from kvtune.study.naming import comparison_metrics, objective_values
+from kvtune.study.outcome import TrialOutcome
 
 COMPARE_FILE = "compare.json"
 # (metrics key, column label) of the side-by-side table.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kvtune.energy import AVG_WATTS, JOULES_PER_OUTPUT_TOKEN, NOT_MEASURABLE, describe
 from kvtune.objectives.cost import COST_PER_MTOK, COST_PER_MTOK_TOTAL, USD_PER_HOUR, format_usd, price_of
-from kvtune.tuner.outcome import TrialOutcome
+from kvtune.study.outcome import TrialOutcome
 
 # (metrics key, label) in the order the report's table shows them.
 ROWS = (

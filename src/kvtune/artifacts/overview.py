@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 
-from kvtune.artifacts.results import compare
+from kvtune.study.results import compare
 from kvtune.errors import SpecError
 from kvtune.kinds import FailureKind
 from kvtune.objectives.objective import Objective, objective
-from kvtune.tuner.outcome import RUNS_KEY, TrialOutcome
-from kvtune.tuner.ranking import pareto as pareto_front
-from kvtune.tuner.ranking import rank
-from kvtune.tuner.spec import parse_objectives
+from kvtune.study.outcome import RUNS_KEY, TrialOutcome
+from kvtune.study.ranking import pareto as pareto_front
+from kvtune.study.ranking import rank
+from kvtune.study.spec import parse_objectives
 
 # The view of a single-objective study's trade-off: x = TTFT p95 (lower is better), y = output
 # throughput (higher is better). Not the study's objective: it is labelled as a trade-off.

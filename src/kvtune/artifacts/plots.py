@@ -20,7 +20,7 @@ from kvtune.errors import KvtuneError, TargetError
 from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target, parse_target
-from kvtune.tuner.outcome import TrialOutcome
+from kvtune.study.outcome import TrialOutcome
 
 BLUE, GREY, GREEN, ORANGE, RED = "#2b6cb0", "#a0a0a0", "#1a7f37", "#d9730d", "#cf222e"
 PLOTS = ("plot-improvement", "plot-pareto", "plot-importance", "plot-slice", "plot-history")

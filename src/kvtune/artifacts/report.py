@@ -19,7 +19,7 @@ from kvtune import __version__, hardware
 from kvtune.artifacts import cost_energy, overview as ov
 from kvtune.artifacts.plots import (PLOTS, esc, fmt, note, num, objective_label, plot_history,
                                     plot_importance, plot_improvement, plot_pareto, plot_slice)
-from kvtune.tuner.outcome import TrialOutcome
+from kvtune.study.outcome import TrialOutcome
 
 __all__ = ["PLOTS", "render_report", "write_report"]
 

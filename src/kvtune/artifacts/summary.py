@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Sequence
 
 from kvtune.artifacts import cost_energy, export
-from kvtune.artifacts.results import best_outcome, write_results
+from kvtune.study.results import best_outcome, write_results
 from kvtune.errors import TargetError
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target, loosened
-from kvtune.tuner.outcome import TrialOutcome
-from kvtune.tuner.ranking import pareto, rank
+from kvtune.study.outcome import TrialOutcome
+from kvtune.study.ranking import pareto, rank
 
 # `kvtune run` exit statuses (documented in the README).
 EXIT_OK = 0

@@ -19,8 +19,8 @@ import math
 import random
 
 from kvtune.errors import SpecError
+from kvtune.workload import ARRIVALS
 
-ARRIVALS = ("poisson", "gamma", "constant")
 
 
 def _gap_sampler(rate: float, arrival: str, burstiness: float, seed: int):

@@ -38,7 +38,7 @@ from kvtune.bench.server_metrics import METRICS_INTERVAL_S, METRICS_PATH, Scrape
 from kvtune.bench.server_timing import max_concurrency, server_timing_summary
 from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, one_request, redact
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.objectives.metrics import RequestSample, sample_notes, summarize
 # The open loop fell behind when the p99 send lag exceeds max(50 ms, 10% of the mean gap).

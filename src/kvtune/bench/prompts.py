@@ -21,7 +21,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 
 # Common lowercase English words; each is about one token (with its leading space) for
 # llama-style BPE tokenizers (Llama 3, Qwen, Mistral).

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from kvtune.bench.prompts import Prompt
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.objectives.metrics import RequestSample
 
 CHAT_PATH = "/v1/chat/completions"

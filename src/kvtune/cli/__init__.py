@@ -10,19 +10,7 @@ from __future__ import annotations
 
 import sys
 
-import typer
-from kvtune.cli.consoles import make_console
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="kvtune: find the best serving flags for your model on your hardware.")
-console = make_console()
-err_console = make_console(stderr=True)
-
-
-@app.callback()
-def _root() -> None:
-    """kvtune: find the best serving flags for your model on your hardware."""
-
+from kvtune.cli.app import app, console, err_console  # noqa: F401  (the package's API)
 
 # The commands register themselves on `app` when imported.
 from kvtune.cli import run, bench, worker, plan, study, compare  # noqa: E402,F401,I001 (help lists them in this order)

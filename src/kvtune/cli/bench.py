@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from kvtune.cli import app, console
+from kvtune.cli.app import app, console
 from kvtune.errors import SpecError
 from kvtune.objectives.targets import Target
 
@@ -49,7 +49,7 @@ def bench(
     from kvtune.bench.client import BenchOptions, detect_model, resolve_api_key, run as bench_run, slo_goodput
     from kvtune.bench.server_kind import PromptCache, detect_server
     from kvtune.bench.report import metrics_table, server_metrics_table, to_vllm_json
-    from kvtune.bench.workload import Workload
+    from kvtune.workload import Workload
     from kvtune.objectives.targets import parse_targets
 
     targets = parse_targets(list(target))

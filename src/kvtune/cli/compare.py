@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from kvtune.artifacts.compare import Comparison
-from kvtune.cli import app, console, err_console
-from kvtune.progress import fmt_ms
-from kvtune.tuner.budget import format_duration
+from kvtune.cli.app import app, console, err_console
+from kvtune.cli.progress import fmt_ms
+from kvtune.durations import format_duration
 
 
 def print_comparison(c: Comparison, out: Console) -> None:

@@ -1,5 +1,5 @@
 """`kvtune run` with several backends (--backend A --backend B, or --backend auto): each backend
-is tuned as its own study through the ordinary one-study path (`cli.run.run_study`: header,
+is tuned as its own study through the ordinary one-study path (`cli.one_study.run_study`: header,
 progress, summary, results.json, launch script), one after the other, then the studies are put
 side by side and the comparison is written to RUNS/NAME/compare.json. The plan (which backends,
 what model each serves, the budget split) is `tuner.multi_backend`'s; the table is
@@ -13,16 +13,16 @@ import time
 from dataclasses import asdict
 
 from kvtune.artifacts.compare import COMPARE_FILE, compare_studies, write_comparison
-from kvtune.cli import err_console
+from kvtune.cli.app import err_console
 from kvtune.cli.consoles import make_console
 from kvtune.cli.compare import print_comparison
-from kvtune.cli.run import run_study
+from kvtune.cli.one_study import run_study
 from kvtune.jsonsafe import dumps
 from kvtune.launchers.registry import create_launcher
-from kvtune.tuner.budget import format_duration
+from kvtune.durations import format_duration
 from kvtune.tuner.multi_backend import BackendChoice, LauncherFactory, plan_backends
 from kvtune.tuner.session import RunOptions
-from kvtune.tuner.storage import runs_root
+from kvtune.tuner.fleet.storage import runs_root
 
 INTERRUPTED = 130
 

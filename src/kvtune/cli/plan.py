@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from kvtune.cli import app, console
+from kvtune.cli.app import app, console
 
 
 @app.command()
@@ -35,7 +35,8 @@ def plan(
     from kvtune import hardware as host
     from kvtune.errors import SpecError
     from kvtune.planner import DEFAULT_CACHE_TYPES, ModelShape, make_plan, parse_bandwidth, parse_size
-    from kvtune.planner.gpus import detect_hardware, first_gpus, named_budget, named_gpu
+    from kvtune.hardware import detect_hardware
+    from kvtune.planner.gpus import first_gpus, named_budget, named_gpu
     from kvtune.planner.render import plan_to_dict, render, render_suggestions, suggestions_to_dict
     from kvtune.planner.shape import shape_from_path
     from kvtune.planner.suggest import suggest

@@ -11,10 +11,10 @@ from rich.table import Table
 from kvtune import __version__, hardware
 from kvtune.artifacts.summary import StudySummary
 from kvtune.launchers.base import Candidate
-from kvtune.progress import fmt_flags
-from kvtune.tuner.budget import format_duration
+from kvtune.cli.progress import fmt_flags
+from kvtune.durations import format_duration
 from kvtune.tuner.build import Prepared
-from kvtune.tuner.naming import headline
+from kvtune.study.naming import headline
 
 
 def print_header(p: Prepared, console: Console) -> None:

@@ -11,18 +11,17 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
-from kvtune.artifacts.summary import summarize
-from kvtune.cli import app, console, err_console
+from kvtune.cli.app import app, console, err_console
 from kvtune.cli.consoles import make_console
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Launcher
 from kvtune.cli.render import print_header, print_summary
-from kvtune.progress import make_reporter
-from kvtune.tuner.budget import parse_duration
+from kvtune.cli.one_study import run_study
+from kvtune.durations import parse_duration
 from kvtune.tuner.loop import Callbacks
 from kvtune.tuner.multi_backend import parse_backends, single_backend_model
 from kvtune.tuner.session import RunOptions, Session, open_session, study_spec
-from kvtune.tuner.workers import check_gpu_slots, gpu_pool
+from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool
 
 TARGET_HELP = (
     "Latency/throughput target, repeatable: METRIC[_STAT] OP VALUE, e.g. 'ttft<1s', "
@@ -51,27 +50,6 @@ def _prices(per_hour: str | None, per_gpu_hour: str | None) -> dict[str, float |
     return {"price_per_hour": None if per_hour is None else parse_price(per_hour, "--price-per-hour"),
             "price_per_gpu_hour": None if per_gpu_hour is None
             else parse_price(per_gpu_hour, "--price-per-gpu-hour")}
-
-
-def _check_gpu_price(spec: Any, opts: RunOptions) -> None:
-    """A per-GPU price needs GPUs: refuse before anything starts on a host without them."""
-    from kvtune import nvml
-
-    if spec.price is not None and spec.price.per_gpu and opts.gpus_per_trial == 0:
-        report = nvml.read()
-        if report is None or not report.gpus:
-            raise SpecError("--price-per-gpu-hour needs GPUs and this machine has none that NVML "
-                            "sees: give --price-per-hour (the whole machine) instead")
-
-
-def interrupt_on_sigterm() -> None:
-    """SIGTERM stops a run like Ctrl-C does (trial recorded as interrupted, server stopped), and
-    Ctrl-C works even when kvtune was started with SIGINT ignored (a background job)."""
-    def to_interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, to_interrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @app.command()
@@ -141,67 +119,8 @@ def run(
         check_gpu_slots(workers, gpus_per_trial, gpu_pool())
     mode = "quiet" if quiet else "jsonl" if jsonl else progress
     if choice.several:
-        from kvtune.cli.multi import run_backends
+        from kvtune.cli.multi import run_backends  # noqa: PLC0415 (only with several backends)
         raise typer.Exit(run_backends(opts, choice, hf_model, mode))
     if hf_model:
         opts.spec_overrides["model"] = single_backend_model(study_spec(opts).backend, hf_model)
     raise typer.Exit(run_study(opts, mode))
-
-
-def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, print_best: bool = True) -> int:
-    """Open the study, run it with the chosen progress display, print the summary. `launcher`:
-    one already built (default: the spec's backend); `print_best`: --quiet prints the best
-    command line (a multi-backend run prints only the overall one)."""
-    spec = study_spec(opts)
-    _check_gpu_price(spec, opts)
-    out = make_console(quiet=mode in ("quiet", "jsonl"))
-    late = _LateReporter()
-    session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out),
-                           launcher=launcher)
-    if session.warm_start_labels:
-        out.print(f"warm start: queued {', '.join(session.warm_start_labels)} (adapted to this search space)")
-    done = session.tuner.completed()
-    if done:
-        out.print(f"[dim]resuming: {done} measured trial(s) kept[/dim]")
-    out.print()
-    reporter = late.reporter = make_reporter(mode, console, session.planned_trials, done)
-    interrupt_on_sigterm()
-    session.start_workers()
-    if session.workers:
-        out.print(f"{opts.workers} workers: this one and {len(session.workers)} more "
-                  f"(logs: {session.prepared.run_dir}/worker-*.log)")
-    try:
-        outcomes = session.run(on_confirm=lambda k: out.print(
-            f"\n[bold]Confirming[/bold]: re-measuring the top {k} and the baseline"))
-    except KeyboardInterrupt:
-        reporter.close()
-        err_console.print(f"\ninterrupted: the running trial is recorded as interrupted and the server "
-                          f"stopped; study saved in {session.prepared.run_dir}. Run the same command to resume.")
-        return 130
-    reporter.close()
-    return _finish(session, outcomes, out, reporter, mode, print_best)
-
-
-class _LateReporter:
-    """Callbacks for the tuner that reach a reporter made once the study is open (the live
-    display's bar starts at the trials a resumed study already has)."""
-
-    reporter: Any = None
-
-    def callbacks(self) -> Callbacks:
-        return Callbacks(trial_started=lambda n, c, b: self.reporter.started(n, c, b),
-                         phase=lambda n, p: self.reporter.phase(n, p),
-                         trial_finished=lambda o: self.reporter.finished(o))
-
-
-def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode: str,
-            print_best: bool = True) -> int:
-    p = session.prepared
-    summary = summarize(p.run_dir, session.payload(outcomes), outcomes, p.spec.objective_specs,
-                        p.targets, session.options.deploy_host, session.options.deploy_port)
-    print_summary(p, summary, out)
-    if mode == "jsonl":
-        reporter.emit("summary", exit_status=summary.exit_code, **summary.payload)
-    elif mode == "quiet" and summary.exit_code == 0 and print_best:
-        print(shlex.join(summary.best_argv))
-    return summary.exit_code

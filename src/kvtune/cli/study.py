@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from kvtune.cli import app, console, err_console
-from kvtune.progress import fmt_flags, fmt_ms
+from kvtune.cli.app import app, console, err_console
+from kvtune.cli.progress import fmt_flags, fmt_ms
 
 
 def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
@@ -17,7 +17,7 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
     import json
 
     from kvtune.errors import SpecError
-    from kvtune.tuner.storage import runs_root
+    from kvtune.tuner.fleet.storage import runs_root
 
     d = Path(study) if Path(study).is_dir() else runs_root(runs_dir) / study
     f = d / "results.json"
@@ -33,7 +33,7 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
 def _comparison_file(study: str, runs_dir: Optional[str]) -> Path | None:
     """RUNS/NAME/compare.json when NAME is a comparison (no results.json of its own), else None."""
     from kvtune.artifacts.compare import COMPARE_FILE
-    from kvtune.tuner.storage import runs_root
+    from kvtune.tuner.fleet.storage import runs_root
 
     d = Path(study) if Path(study).is_dir() else runs_root(runs_dir) / study
     f = d / COMPARE_FILE

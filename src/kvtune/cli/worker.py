@@ -6,11 +6,11 @@ from typing import Optional
 
 import typer
 
-from kvtune.cli import app, console, err_console
-from kvtune.cli.run import interrupt_on_sigterm
+from kvtune.cli.app import app, console, err_console
+from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.errors import SpecError
-from kvtune.progress import make_reporter
-from kvtune.tuner.workers import check_gpu_slots, gpu_pool, join
+from kvtune.cli.progress import make_reporter
+from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join
 
 
 @app.command()

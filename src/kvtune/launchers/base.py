@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Protocol
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.launchers.process import last_error_line
@@ -93,7 +93,7 @@ class ContainerSpec:
 
 
 class LaunchSpec(Protocol):
-    """What a launcher factory reads from a study (`kvtune.tuner.spec.StudySpec` has it all)."""
+    """What a launcher factory reads from a study (`kvtune.study.spec.StudySpec` has it all)."""
 
     backend: str
     model: str | None

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from kvtune.launchers.process import run_capture
+from kvtune.commands import run_capture
 from kvtune.planner.kv import ModelShape, cache_label, kv_cache_bytes
 
 MiB, GiB = 1 << 20, 1 << 30

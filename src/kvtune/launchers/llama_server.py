@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from kvtune import hardware
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.errors import ServerNotFoundError
 from kvtune.kinds import Backend, KnobKind
 from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
@@ -29,7 +29,7 @@ from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, Lau
                                    overlay_suggestion, prefer, render_flag_map, smallest)
 from kvtune.launchers.llama_devices import (SPLIT_MODES, Device, gpu_layer_choices, list_devices, pinned,
                                             prescreen_offload, tensor_split_choices)
-from kvtune.launchers.process import run_capture
+from kvtune.commands import run_capture
 from kvtune.models import resolve_model
 from kvtune.planner.kv import ModelShape, llama_server_kv_tokens, prescreen_kv_fits
 from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget

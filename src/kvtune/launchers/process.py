@@ -276,14 +276,3 @@ def reap_leftovers(pid_file: Path) -> str | None:
         stopped = f"stopped server pid {pid} ({record.get('argv0')}) left by an earlier run"
     pid_file.unlink(missing_ok=True)
     return stopped
-
-
-def run_capture(argv: list[str], timeout_s: float = 30.0) -> tuple[int, str]:
-    """Run a short command (e.g. ``llama-server --version``); return (status, stdout+stderr)."""
-    try:
-        done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, text=True
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return -1, str(e)
-    return done.returncode, (done.stdout or "") + (done.stderr or "")

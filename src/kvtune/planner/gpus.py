@@ -205,15 +205,3 @@ def first_gpus(gpus: list[GpuInfo], count: int | None) -> list[GpuInfo]:
         raise SpecError(f"--gpus {count}: this machine has {len(gpus)} GPU(s); "
                         f"add --gpu NAME to plan for GPUs it does not have")
     return gpus[:count]
-
-
-def detect_hardware(memory_bytes: int | None = None, bandwidth_bytes_s: float | None = None,
-                    gpus: list[GpuInfo] | None = None, ram: CpuRam | None = None) -> HardwareBudget:
-    """`hardware_budget` on this machine's facts: pure when `gpus` and `ram` are given; what is
-    missing is read through `kvtune.hardware` (the planner's one edge, kept for `kvtune plan`)."""
-    if gpus is None or ram is None:
-        from kvtune import hardware  # the edge: reading happens there, not here
-
-        gpus = hardware.gpu_infos() if gpus is None else gpus
-        ram = hardware.cpu_ram() if ram is None else ram
-    return hardware_budget(gpus, ram, memory_bytes, bandwidth_bytes_s)

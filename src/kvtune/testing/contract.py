@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvtune.artifacts import launch_script
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import MODELS_DIR, Candidate, ContainerSpec, Knob, Launcher
 

@@ -12,11 +12,11 @@ import argparse
 import json
 import sys
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.spec import StudySpec
 
 # A continuous speed makes every candidate distinct (each trial launches); about half the
 # trials draw a fault.
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.continuous:
         launcher.knobs = (Knob("speed", "float", low=1.0, high=4.0),)
     if a.join:
-        from kvtune.tuner.workers import join
+        from kvtune.tuner.fleet.workers import join
         tuner = join(a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot)
     else:
         tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=a.runs_dir), storage_url=a.storage)

@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
                                    at_least_users)

@@ -16,10 +16,11 @@ from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
-from kvtune.tuner import samplers, storage
+from kvtune.tuner.search import samplers
+from kvtune.tuner.fleet import storage
 from kvtune.tuner.loop import Callbacks, Tuner
-from kvtune.tuner.space import SearchSpace
-from kvtune.tuner.spec import StudySpec, merge_knobs
+from kvtune.tuner.search.space import SearchSpace
+from kvtune.study.spec import StudySpec, merge_knobs
 
 
 @dataclass

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from kvtune.jsonsafe import to_jsonable
 from kvtune.launchers.process import free_port
-from kvtune.tuner.outcome import TrialOutcome
-from kvtune.tuner.ranking import pareto, rank
+from kvtune.study.outcome import TrialOutcome
+from kvtune.study.ranking import pareto, rank
 
 if TYPE_CHECKING:
     from kvtune.tuner.loop import Tuner

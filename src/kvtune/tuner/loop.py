@@ -26,23 +26,26 @@ import optuna
 from kvtune.bench import client as bench_client
 from kvtune.bench.client import BenchOptions, slo_goodput
 from kvtune.bench.tokenizer import try_load_tokenizer
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Candidate, Launcher
 from kvtune.launchers.process import (ServerProcess, free_port, last_error_line, process_start_ticks,
                                       reap_leftovers)
 from kvtune.objectives.targets import Target
-from kvtune.tuner.outcome import TrialOutcome
-from kvtune.tuner.budget import Budget, StopReason
-from kvtune.tuner.launch_retry import LaunchFailed, Starter
+from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner.fleet.budget import Budget, StopReason
+from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
 from kvtune.energy import Meter, open_meter
-from kvtune.tuner.measure import Measurement, MeteredBench, account, measure_capacity, measure_repeats
-from kvtune.tuner.memory_wait import MemoryWait, read_memory, visible_gpus
-from kvtune.tuner.space import SearchSpace
-from kvtune.tuner.spec import StudySpec
-from kvtune.tuner.stopping import watched_targets
-from kvtune.tuner import accounting, recovery, scoring, storage
+from kvtune.tuner.trial.measure import Measurement, MeteredBench, account, measure_capacity, measure_repeats
+from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
+from kvtune.tuner.search.space import SearchSpace
+from kvtune.study.spec import StudySpec
+from kvtune.tuner.trial.stopping import watched_targets
+from kvtune.tuner.fleet import accounting
+from kvtune.tuner.fleet import recovery
+from kvtune.tuner.trial import scoring
+from kvtune.tuner.fleet import storage
 
 MAX_DUPLICATES_IN_A_ROW = 25
 

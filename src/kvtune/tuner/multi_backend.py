@@ -26,7 +26,7 @@ from kvtune.launchers.base import Launcher
 from kvtune.launchers.registry import create_launcher
 from kvtune.tuner.build import parse_study_targets
 from kvtune.tuner.session import RunOptions, study_spec
-from kvtune.tuner.spec import BACKENDS, StudySpec
+from kvtune.study.spec import BACKENDS, StudySpec
 
 AUTO = "auto"
 DEMO = "demo"  # resolve_model's name for the demo model (a GGUF for llama-server, an HF folder for vLLM)

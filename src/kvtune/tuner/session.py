@@ -14,20 +14,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from kvtune.artifacts.results import build_payload, write_results
+from kvtune.study.results import build_payload, write_results
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Launcher
-from kvtune.tuner import accounting
-from kvtune.tuner.budget import Budget
+from kvtune.tuner.fleet import accounting
+from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.build import Prepared, open_tuner, prepare
-from kvtune.tuner.importance import param_importance
+from kvtune.tuner.search.importance import param_importance
 from kvtune.tuner.loop import Callbacks, Tuner
-from kvtune.tuner.outcome import TrialOutcome
-from kvtune.tuner.spec import StudySpec, build_spec, load_study_file
-from kvtune.tuner.storage import load_study, runs_root, sqlite_url
-from kvtune.tuner.warmstart import enqueue_warm_start
-from kvtune.tuner import samplers
-from kvtune.tuner import workers as worker_pool
+from kvtune.study.outcome import TrialOutcome
+from kvtune.study.spec import StudySpec, build_spec, load_study_file
+from kvtune.tuner.fleet.storage import load_study, runs_root, sqlite_url
+from kvtune.tuner.search.warmstart import enqueue_warm_start
+from kvtune.tuner.search import samplers
+from kvtune.tuner.fleet import workers as worker_pool
 
 
 @dataclass

@@ -10,13 +10,13 @@ import pytest
 from kvtune.artifacts.compare import (check_comparable, compare_studies, load_comparison,
                                       write_comparison)
 from kvtune.artifacts.compare_report import render_compare_report
-from kvtune.artifacts.results import build_payload
+from kvtune.study.results import build_payload
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate
-from kvtune.tuner.outcome import TrialOutcome
-from kvtune.tuner.spec import StudySpec, parse_objectives
+from kvtune.study.outcome import TrialOutcome
+from kvtune.study.spec import StudySpec, parse_objectives
 
 TARGETS = ["ttft p95 < 2 s", "error rate < 1%"]
 

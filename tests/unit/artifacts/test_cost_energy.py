@@ -10,7 +10,7 @@ from kvtune.artifacts.overview import pick_trial
 from kvtune.artifacts.summary import summarize
 from kvtune.objectives.objective import objective
 from kvtune.objectives.targets import parse_targets
-from kvtune.tuner.outcome import TrialOutcome
+from kvtune.study.outcome import TrialOutcome
 
 DATA = Path(__file__).parents[1] / "data"
 

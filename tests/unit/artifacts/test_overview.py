@@ -14,15 +14,15 @@ import pytest
 
 from kvtune import hardware
 from kvtune.artifacts import overview as ov
-from kvtune.artifacts.results import build_payload
+from kvtune.study.results import build_payload
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.outcome import RUNS_KEY
-from kvtune.tuner.ranking import pareto
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.outcome import RUNS_KEY
+from kvtune.study.ranking import pareto
+from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
 
 DATA = Path(__file__).parents[1] / "data"
@@ -192,7 +192,7 @@ def test_show_pareto_is_over_the_study_objectives_not_throughput_against_ttft():
     TTFT p95 (the single-objective trade-off view) it is not."""
     from kvtune.launchers.base import Candidate
     from kvtune.objectives.objective import objective
-    from kvtune.tuner.outcome import TrialOutcome
+    from kvtune.study.outcome import TrialOutcome
 
     objs = (objective("output_throughput"), objective("ttft_p99"))
     rows = {0: (10.0, 100.0, 1000.0), 1: (20.0, 200.0, 150.0), 2: (5.0, 50.0, 100.0)}

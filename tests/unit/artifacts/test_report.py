@@ -14,12 +14,12 @@ import pytest
 
 from kvtune import hardware
 from kvtune.artifacts import report
-from kvtune.artifacts.results import build_payload
+from kvtune.study.results import build_payload
 from kvtune.jsonsafe import dumps
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.importance import MIN_TRIALS, param_importance
-from kvtune.tuner.spec import StudySpec
+from kvtune.tuner.search.importance import MIN_TRIALS, param_importance
+from kvtune.study.spec import StudySpec
 
 DATA = Path(__file__).parents[1] / "data"
 SECTIONS = ("summary", "best", "best-vs-baseline", "best-command", "tradeoff", "flags", "history",

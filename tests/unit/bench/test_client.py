@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from kvtune.bench.client import BenchOptions, BenchRun, run
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.testing.fake_server import FakeOpenAIServer
 
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from kvtune.bench.client import BenchOptions, ramp_offset, run
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 
 _BODY = "".join(f"data: {json.dumps(e)}\n\n" for e in (
     {"choices": [{"delta": {"content": "x"}}]},

@@ -13,7 +13,7 @@ import pytest
 
 from kvtune.bench.prompts import PromptSource, exact_prompt, word_nonce
 from kvtune.bench.tokenizer import GGUFVocab, load_tokenizer, try_load_tokenizer
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.errors import KvtuneError, SpecError
 
 

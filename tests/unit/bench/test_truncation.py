@@ -16,13 +16,13 @@ import pytest
 
 from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.stream import expected_tokens
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Knob
 from kvtune.objectives.targets import parse_target
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.testing.fake_server import FakeOpenAIServer
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
 
 

@@ -7,12 +7,12 @@ import io
 from rich.console import Console
 
 from kvtune.artifacts.summary import summarize
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.cli.render import print_summary
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import prepare
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.spec import StudySpec
 
 WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1)
 

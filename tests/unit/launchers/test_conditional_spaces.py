@@ -11,13 +11,13 @@ import warnings
 import optuna
 import pytest
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.launchers.base import Candidate, Knob
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.planner.kv import ModelShape
-from kvtune.tuner.space import SearchSpace
-from kvtune.tuner.spec import merge_knobs
+from kvtune.tuner.search.space import SearchSpace
+from kvtune.study.spec import merge_knobs
 
 W = Workload(prompt_tokens=200, output_tokens=64)
 LLAMA = LlamaServerLauncher(binary="/usr/bin/llama-server", model_path="/m/model.gguf")

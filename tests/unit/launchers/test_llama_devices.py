@@ -11,14 +11,14 @@ from pathlib import Path
 
 import optuna
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_devices import (VRAM_RESERVE_BYTES, Device, GiB, MiB, layers_that_fit,
                                             list_devices, parse_list_devices, pinned, tensor_split_choices)
 from kvtune.launchers.llama_server import LlamaServerLauncher, render_flags
 from kvtune.planner.kv import ModelShape
-from kvtune.tuner.space import SearchSpace
+from kvtune.tuner.search.space import SearchSpace
 
 DATA = Path(__file__).parents[1] / "data"
 W = Workload(prompt_tokens=200, output_tokens=64)

@@ -3,7 +3,7 @@ dependency on flash attention, precheck, the informed start and the container it
 
 import pytest
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.launchers import llama_server

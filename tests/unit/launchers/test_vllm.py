@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
 from kvtune.hf_model import MARKER, REQUIRED_FILES, convert_gguf_to_hf, is_complete
 from kvtune.bench.server_metrics import parse_prometheus
@@ -25,7 +25,7 @@ from kvtune.launchers.vllm import (CPU, GPU, MiB, GiB, VllmBuild, VllmLauncher, 
                                    detect_build, hf_shape, id_list, parse_id_list,
                                    parse_startup_log)
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
-from kvtune.tuner.space import SearchSpace
+from kvtune.tuner.search.space import SearchSpace
 
 DATA = Path(__file__).parents[1] / "data"
 MODEL = "/cache/models/SmolLM2-135M-Instruct-hf"

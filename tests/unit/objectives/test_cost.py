@@ -11,7 +11,7 @@ from kvtune.kinds import Direction
 from kvtune.objectives.cost import (COST_PER_MTOK, COST_PER_MTOK_TOTAL, USD_PER_HOUR, Price,
                                     cost_metrics, cost_per_mtok, format_usd, parse_price, price_of)
 from kvtune.objectives.objective import objective
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.spec import StudySpec
 
 
 def test_cost_per_million_tokens_at_hand_computed_values() -> None:
@@ -77,7 +77,7 @@ def test_usd_format() -> None:
 
 
 def test_the_study_file_takes_a_price(tmp_path) -> None:
-    from kvtune.tuner.spec import build_spec, load_study_file
+    from kvtune.study.spec import build_spec, load_study_file
 
     f = tmp_path / "s.yaml"
     f.write_text("price_per_hour: 2.5\nobjective: cost_per_mtok\n")

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from kvtune.errors import SpecError, TargetError
 from kvtune.objectives.targets import parse_target, parse_targets
-from kvtune.tuner.spec import build_spec, load_study_file, merge_knobs
+from kvtune.study.spec import build_spec, load_study_file, merge_knobs
 from kvtune.launchers.llama_server import LlamaServerLauncher
 
 TARGET_ALPHABET = st.sampled_from(list("tfpoeilrw_<>=%.0123456789 smu-+eE/k") + ["ttft", "tpot",

@@ -22,7 +22,8 @@ from kvtune.planner import (
     slot_context,
     table,
 )
-from kvtune.planner.gpus import (CpuRam, GpuInfo, bandwidth_for, detect_hardware, hardware_budget,
+from kvtune.hardware import detect_hardware
+from kvtune.planner.gpus import (CpuRam, GpuInfo, bandwidth_for, hardware_budget,
                                  nvlink_bandwidth_for, pcie_bandwidth)
 from kvtune.planner.render import plan_to_dict, render
 

@@ -11,7 +11,8 @@ import pytest
 
 from kvtune import hardware
 from kvtune.nvml import Recorded
-from kvtune.planner.gpus import CpuRam, detect_hardware, named_budget
+from kvtune.hardware import detect_hardware
+from kvtune.planner.gpus import CpuRam, named_budget
 from kvtune.planner.kv import ModelShape
 from kvtune.planner.suggest import ALL_LAYERS, suggest
 

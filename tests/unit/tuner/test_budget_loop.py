@@ -20,9 +20,9 @@ from kvtune.tuner.build import prepare
 
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner import accounting
-from kvtune.tuner.budget import Budget
-from kvtune.tuner.spec import StudySpec
+from kvtune.tuner.fleet import accounting
+from kvtune.tuner.fleet.budget import Budget
+from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
 
 S = optuna.trial.TrialState
@@ -154,7 +154,7 @@ def test_bad_time_budget_is_one_line_exit_2_and_creates_nothing(tmp_path, value,
 
 def test_time_budget_in_a_study_file(tmp_path):
     from kvtune.errors import SpecError
-    from kvtune.tuner.spec import build_spec, load_study_file
+    from kvtune.study.spec import build_spec, load_study_file
 
     f = tmp_path / "s.yaml"
     f.write_text("time_budget: 1h30m\n")

@@ -3,12 +3,12 @@ informed start is queued right after the baseline."""
 
 import pytest
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.errors import BackendError, ModelError
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import make_launcher, open_tuner, prepare
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.spec import StudySpec
 
 
 def test_informed_start_is_queued_after_the_baseline(tmp_path):

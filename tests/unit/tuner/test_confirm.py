@@ -7,9 +7,9 @@ from kvtune.bench import client as bench_client
 from kvtune.launchers.base import Candidate, Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.confirm import SEED_STEP
-from kvtune.tuner.naming import comparison_metrics, name_best
-from kvtune.tuner.outcome import TrialOutcome
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.naming import comparison_metrics, name_best
+from kvtune.study.outcome import TrialOutcome
+from kvtune.study.spec import StudySpec
 
 from tests.conftest import TINY
 
@@ -91,7 +91,7 @@ def test_best_vs_baseline_uses_the_same_number_of_measurements():
 
 
 def test_multi_objective_confirmation_remeasures_the_pareto_set_and_recomputes_it(make_tuner):
-    from kvtune.tuner.ranking import pareto
+    from kvtune.study.ranking import pareto
 
     seeds: list[int] = []
     # first: baseline 100, trial 1 = 200 (slow TTFT), trial 2 = 150 (fast TTFT): both Pareto

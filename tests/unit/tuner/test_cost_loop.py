@@ -9,8 +9,8 @@ from kvtune.energy import EnergyReading, EnergySource
 from kvtune.kinds import Direction
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.ranking import rank
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.ranking import rank
+from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from kvtune.artifacts.summary import summarize
 from kvtune.bench.client import BenchOptions, BenchRun, run
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.cli.render import print_summary
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Knob
@@ -22,10 +22,10 @@ from kvtune.objectives.targets import parse_targets
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.testing.fake_server import FakeOpenAIServer
 from kvtune.tuner.build import prepare
-from kvtune.tuner.measure import measure_repeats
-from kvtune.tuner.outcome import RUNS_KEY
-from kvtune.tuner.spec import StudySpec
-from kvtune.tuner.stopping import planned_requests, saved_seconds, watched_targets
+from kvtune.tuner.trial.measure import measure_repeats
+from kvtune.study.outcome import RUNS_KEY
+from kvtune.study.spec import StudySpec
+from kvtune.tuner.trial.stopping import planned_requests, saved_seconds, watched_targets
 
 WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16, warmup_requests=1,
               request_timeout_s=10)
@@ -214,7 +214,7 @@ def test_a_target_decided_by_the_last_request_is_not_an_early_stop():
     """Losing the target on the 4th of 4 planned requests cut nothing: no 'stopped' reason."""
     from kvtune.objectives.metrics import RequestSample
     from kvtune.objectives.targets import parse_target
-    from kvtune.tuner.stopping import RunWatch
+    from kvtune.tuner.trial.stopping import RunWatch
 
     watch = RunWatch([parse_target("ttft_p95<1s")], planned=4)
     fast = RequestSample(send_time=0.0, ok=True, ttft_s=0.1, e2el_s=0.2, output_tokens=4)

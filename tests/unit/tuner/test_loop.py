@@ -12,8 +12,8 @@ import pytest
 from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.outcome import RUNS_KEY
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.outcome import RUNS_KEY
+from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
 
 
@@ -30,7 +30,7 @@ def test_study_runs_baseline_first_and_finds_the_fastest(make_tuner):
     outcomes = [o for o in outcomes if o.duplicate_of is None]
     assert outcomes[0].baseline and outcomes[0].number == 0 and outcomes[0].candidate.flags == {}
     assert all(o.feasible for o in outcomes)
-    from kvtune.tuner.ranking import rank
+    from kvtune.study.ranking import rank
     best = rank(outcomes, Direction.MINIMIZE)[0]
     assert best.candidate.flags == {"speed": 4}  # TTFT 50 ms vs the baseline's 200 ms
     assert best.metrics["p95_ttft_ms"] < outcomes[0].metrics["p95_ttft_ms"] / 2
@@ -205,7 +205,7 @@ def test_confirmation_remeasures_top_and_baseline(make_tuner):
 
 
 def test_multi_objective_study_reports_the_pareto_set(make_tuner):
-    from kvtune.tuner.ranking import pareto
+    from kvtune.study.ranking import pareto
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),))
     spec = StudySpec(study="mo", trials=4, workload=TINY, confirm_top=0,
                      objective=["output_throughput", "ttft_p95"]).validate()
@@ -223,9 +223,9 @@ def test_multi_objective_study_reports_the_pareto_set(make_tuner):
 
 def test_confirmation_summary_counts_the_baseline():
     """The demo's case: trial 5 beat the baseline by noise; re-measured, the baseline wins."""
-    from kvtune.artifacts.results import best_outcome, confirmation_summary
+    from kvtune.study.results import best_outcome, confirmation_summary
     from kvtune.launchers.base import Candidate
-    from kvtune.tuner.outcome import TrialOutcome
+    from kvtune.study.outcome import TrialOutcome
 
     def o(n, value, again, baseline=False):
         t = TrialOutcome(number=n, candidate=Candidate(), argv=[], env={}, baseline=baseline,

@@ -16,11 +16,11 @@ from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Knob
 from kvtune.launchers.process import ServerStartError
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.launch_retry import LaunchFailed, Starter
-from kvtune.tuner.memory_wait import (MEMORY_WAIT_S, POLL_S, SETTLE_S, MemorySnapshot, MemoryWait,
+from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
+from kvtune.tuner.trial.memory_wait import (MEMORY_WAIT_S, POLL_S, SETTLE_S, MemorySnapshot, MemoryWait,
                                       visible_gpus)
-from kvtune.tuner.outcome import TrialOutcome
-from kvtune.tuner.spec import StudySpec
+from kvtune.study.outcome import TrialOutcome
+from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
 
 GiB = 2**30

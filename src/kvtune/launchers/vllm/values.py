@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.planner.gpus import GpuInfo
 
 

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher

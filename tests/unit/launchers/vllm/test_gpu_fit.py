@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvtune import hardware
-from kvtune.bench.workload import Workload
+from kvtune.workload import Workload
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.launchers.vllm.flags import visible_gpus

@@ -1,0 +1,1 @@
+"""Checks for the people who change kvtune (not used by a run): `python -m kvtune.devtools.arrows`."""

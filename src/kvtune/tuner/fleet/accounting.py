@@ -1,0 +1,164 @@
+"""What a study's budget has spent, read from the study itself, so a resumed study and every
+worker count the same way.
+
+`tuner/budget.py` decides (pure); this module reads the counts it needs from the stored trials
+and keeps the two facts the trials do not hold in the study's user attrs:
+
+- ``budget``: the trials, time budget and asks cap of the run that opened the study last (a
+  worker on another host reads them there, not from the spec it was started with);
+- ``budget_clock``: the wall time spent, kept across runs. Each run that opens the study starts a
+  session (``started``); every finished trial moves ``last``; the next run adds ``last -
+  started`` to ``before_s``. So ``--time-budget 2h`` means two hours of trials in all, however
+  often the study is interrupted and resumed (the time of a trial that was interrupted is not
+  counted: it is measured again).
+
+A trial spends the budget when its config was launched (the baseline, launch failures and
+crashes included); a pre-screen rejection or a duplicate is told to Optuna but spends nothing.
+When the asks cap ends a study, `blame` names the knobs behind the pre-screen rejections: the
+knobs whose removal (the server's own default) would have let a rejected config through.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import optuna
+
+from kvtune.workload import Workload
+from kvtune.kinds import FailureKind
+from kvtune.launchers.base import Candidate, Launcher
+from kvtune.tuner.fleet.budget import Budget, StopReason, format_duration
+from kvtune.study.outcome import TrialOutcome
+
+BUDGET_ATTR = "budget"
+CLOCK_ATTR = "budget_clock"
+ENV_PREFIX = "env:"  # as tuner/space.py spells an environment knob
+EXHAUSTED = "space exhausted"  # the sampler kept proposing measured configs (not a budget)
+
+S = optuna.trial.TrialState
+
+
+@dataclass(frozen=True)
+class Spent:
+    """The study's trials by what they cost. `asked` counts every ask told or running."""
+
+    measured: int = 0       # launched configs: what --trials counts
+    pre_screened: int = 0   # rejected before launch: free
+    duplicates: int = 0     # a config measured before: free
+    running: int = 0
+    waiting: int = 0        # queued (baseline, informed or warm start, re-queued trials)
+
+    @property
+    def asked(self) -> int:
+        return self.measured + self.pre_screened + self.duplicates + self.running
+
+
+def kind_of(trial: optuna.trial.FrozenTrial) -> str:
+    """"measured", "pre-screen" or "duplicate" for a told trial (one without kvtune's outcome,
+    e.g. told by hand, counts as measured: it may have cost anything)."""
+    d = trial.user_attrs.get("outcome")
+    if d is None:
+        return "measured"
+    if d.get("duplicate_of") is not None:
+        return "duplicate"
+    return "pre-screen" if d.get("failure") == FailureKind.PRE_SCREEN.value else "measured"
+
+
+def spent(study: optuna.Study) -> Spent:
+    trials = study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING, S.WAITING))
+    kinds = Counter(kind_of(t) for t in trials if t.state == S.COMPLETE)
+    return Spent(measured=kinds["measured"], pre_screened=kinds["pre-screen"],
+                 duplicates=kinds["duplicate"],
+                 running=sum(1 for t in trials if t.state == S.RUNNING),
+                 waiting=sum(1 for t in trials if t.state == S.WAITING))
+
+
+# ---- the budget and the clock, stored in the study -----------------------------------------------
+def store_budget(study: optuna.Study, budget: Budget) -> None:
+    study.set_user_attr(BUDGET_ATTR, {"trials": budget.trials, "time_budget_s": budget.time_budget_s,
+                                      "asks_cap": budget.asks_cap})
+
+
+def load_budget(study: optuna.Study, default: Budget) -> Budget:
+    """The budget the run that opened the study last stored, else `default`."""
+    d = study.user_attrs.get(BUDGET_ATTR)
+    if not d:
+        return default
+    return Budget(int(d["trials"]), d.get("time_budget_s"), d.get("asks_cap"))
+
+
+def begin_clock(study: optuna.Study, now: float | None = None) -> None:
+    """Start this run's session: the time earlier runs spent (to their last trial) is kept."""
+    now = time.time() if now is None else now
+    prev = study.user_attrs.get(CLOCK_ATTR)
+    before = 0.0
+    if prev:
+        before = float(prev["before_s"]) + max(0.0, float(prev["last"]) - float(prev["started"]))
+    study.set_user_attr(CLOCK_ATTR, {"started": now, "before_s": before, "last": now})
+
+
+def tick_clock(study: optuna.Study, now: float | None = None) -> None:
+    """A trial finished: the session has spent at least until now."""
+    now = time.time() if now is None else now
+    clock = study.user_attrs.get(CLOCK_ATTR)
+    if clock:
+        study.set_user_attr(CLOCK_ATTR, {**clock, "last": max(float(clock["last"]), now)})
+
+
+def elapsed_s(study: optuna.Study, now: float | None = None) -> float:
+    """Wall time the study has spent on its budget: earlier runs plus this session so far."""
+    now = time.time() if now is None else now
+    clock = study.user_attrs.get(CLOCK_ATTR)
+    if not clock:
+        return 0.0
+    return float(clock["before_s"]) + max(0.0, now - float(clock["started"]))
+
+
+# ---- why it stopped ------------------------------------------------------------------------------
+def blame(outcomes: Iterable[TrialOutcome], launcher: Launcher, workload: Workload) -> list[tuple[str, int]]:
+    """(knob, rejections it caused), most first: for each pre-screen rejection, the knobs whose
+    removal alone (leaving the server's default) lets the config pass the pre-screen."""
+    counts: Counter[str] = Counter()
+    for o in outcomes:
+        if o.failure is not FailureKind.PRE_SCREEN or o.duplicate_of is not None:
+            continue
+        c = o.candidate
+        for name in c.flags:
+            without = Candidate({k: v for k, v in c.flags.items() if k != name}, dict(c.env))
+            if launcher.precheck(without, workload) is None:
+                counts[name] += 1
+        for name in c.env:
+            without = Candidate(dict(c.flags), {k: v for k, v in c.env.items() if k != name})
+            if launcher.precheck(without, workload) is None:
+                counts[ENV_PREFIX + name] += 1
+    return counts.most_common()
+
+
+def stop_message(reason: StopReason | str, budget: Budget, used: Spent, elapsed: float,
+                 culprits: list[tuple[str, int]] = ()) -> str:
+    """One line for the summary: why the study stopped asking for trials."""
+    if reason == EXHAUSTED:
+        return (f"the search space is exhausted (every config tried, or the sampler kept "
+                f"proposing measured ones): measured {used.measured} of {budget.trials} trials")
+    reason = StopReason(reason)
+    text = budget.explain(reason, used.measured, used.asked, elapsed)
+    if reason is StopReason.ASKS:
+        if culprits:
+            top = ", ".join(f"{k} ({n} of {used.pre_screened})" for k, n in culprits[:2])
+            text += f"; widen {top}: the pre-screen rejected configs for them"
+        elif used.pre_screened:
+            text += f"; the pre-screen rejected {used.pre_screened}: see their reasons with kvtune show"
+    return text
+
+
+def report(reason: StopReason | str | None, budget: Budget, used: Spent, elapsed: float,
+           message: str = "") -> dict[str, Any]:
+    """results.json's "budget": what was spent, and why the study stopped asking."""
+    return {"trials": budget.trials, "measured": used.measured, "pre_screened": used.pre_screened,
+            "duplicates": used.duplicates, "asked": used.asked, "asks_cap": budget.cap,
+            "time_budget_s": budget.time_budget_s, "elapsed_s": round(elapsed, 1),
+            "elapsed": format_duration(elapsed),
+            "stopped": None if reason is None else str(reason), "message": message}

@@ -1,0 +1,96 @@
+"""An honest budget: what ``--trials`` and ``--time-budget`` buy, and when to stop asking.
+
+Users pay for hardware time, so the budget counts what costs it. ``--trials N`` is the number of
+configs that were launched and measured (the baseline included; a launch or benchmark failure
+cost its time and counts too). Pre-screen rejections and duplicates are still told to Optuna, so
+the sampler learns from them, but they spend nothing and do not count. Since they cost nothing, a
+space whose corners are almost all impossible could be asked forever: a cap on asks,
+``max(50, 10 x trials)`` every ask whatever became of it, ends such a study (the caller names the
+knobs to widen). ``--time-budget 2h`` stops asking new trials once that much wall time has passed
+(a trial already running finishes); both budgets may be given, the first one spent wins. Pure:
+the caller passes the counts and the elapsed time; no clock here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from kvtune.durations import format_duration, parse_duration  # noqa: F401  (re-exported)
+from kvtune.errors import SpecError
+from kvtune.kinds import StrEnum
+
+MIN_ASKS_CAP = 50
+ASKS_PER_TRIAL = 10
+
+class StopReason(StrEnum):
+    """Why the study stops asking for trials. `text` on `Budget.explain` is for people."""
+
+    TRIALS = "trials"            # --trials configs measured (or launched and still running)
+    TIME = "time budget"         # --time-budget of wall time spent
+    ASKS = "asks cap"            # the asks cap reached: the space is almost all impossible
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The study's budget. `asks_cap` None means ``max(50, 10 x trials)``."""
+
+    trials: int
+    time_budget_s: float | None = None
+    asks_cap: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise SpecError(f"--trials {self.trials}: measure at least 1 config (the baseline)")
+        if self.time_budget_s is not None and not (
+                math.isfinite(self.time_budget_s) and self.time_budget_s > 0):
+            raise SpecError(f"--time-budget {self.time_budget_s!r}: must be a positive duration")
+        if self.asks_cap is not None and self.asks_cap < self.trials:
+            raise SpecError(f"asks cap {self.asks_cap} is below --trials {self.trials}: "
+                            f"every measured trial is one ask")
+
+    @property
+    def cap(self) -> int:
+        """How many asks (measured, pre-screened or duplicate) the study may make in all."""
+        if self.asks_cap is not None:
+            return self.asks_cap
+        return max(MIN_ASKS_CAP, ASKS_PER_TRIAL * self.trials)
+
+    def remaining_trials(self, measured: int, in_flight: int = 0) -> int:
+        """Configs still to launch: trials minus those measured and those running now."""
+        return max(0, self.trials - measured - in_flight)
+
+    def stop_reason(self, measured: int, asked: int, elapsed_s: float,
+                    in_flight: int = 0) -> StopReason | None:
+        """Why no further trial should be asked, or None to ask another.
+
+        `measured`: configs launched and finished (baseline included; not pre-screen rejections
+        or duplicates); `in_flight`: launched and still running (other workers); `asked`: every
+        ask so far, whatever became of it; `elapsed_s`: wall time since the study (re)started
+        spending this budget. The trials budget is checked first: a study that got all its
+        measurements ended normally, whatever else ran out at the same moment.
+        """
+        if self.remaining_trials(measured, in_flight) == 0:
+            return StopReason.TRIALS
+        if self.time_budget_s is not None and elapsed_s >= self.time_budget_s:
+            return StopReason.TIME
+        if asked >= self.cap:
+            return StopReason.ASKS
+        return None
+
+    def ask_another(self, measured: int, asked: int, elapsed_s: float, in_flight: int = 0) -> bool:
+        return self.stop_reason(measured, asked, elapsed_s, in_flight) is None
+
+    def explain(self, reason: StopReason, measured: int, asked: int, elapsed_s: float) -> str:
+        """One line for the summary. For `ASKS` the caller appends the knobs to widen."""
+        if reason is StopReason.TRIALS:
+            return f"measured {measured} of {self.trials} trials"
+        if reason is StopReason.TIME:
+            return (f"time budget of {format_duration(self.time_budget_s or 0.0)} spent after "
+                    f"{format_duration(elapsed_s)}: measured {measured} of {self.trials} trials")
+        cap_rule = ("" if self.asks_cap is not None
+                    else f" (the cap is max({MIN_ASKS_CAP}, {ASKS_PER_TRIAL} x trials))")
+        return (f"asked {asked} configs{cap_rule} but only {measured} of {self.trials} could be "
+                f"measured: the rest were rejected before launch or repeated a config; the space "
+                f"is almost all impossible")

@@ -1,0 +1,84 @@
+"""Recovering the trials of workers that died, so every config in the budget is measured once.
+
+A worker that is SIGKILLed, loses its host or its network leaves a RUNNING trial behind. Two
+mechanisms find it: Optuna's heartbeats (any storage, any host: a trial silent for the grace
+period is failed and re-queued) and, on the same host, the worker's recorded pid and process
+start time (a dead process is noticed at once, without waiting for the grace period). Recovery
+on one host is serialized by a lock file in the run directory, which its workers share.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from kvtune.launchers.process import process_start_ticks
+from kvtune.tuner.fleet.storage import GRACE_S, quiet_experimental
+
+
+def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
+    """Re-queue trials whose worker is gone, once each, so their configs are measured.
+
+    - Heartbeats (all storages): a RUNNING trial silent for the grace period, whatever host
+      ran it, is failed and re-queued by Optuna (`fail_stale_trials`).
+    - Same host (`host`), at once: a RUNNING trial whose worker process is dead (kvtune was
+      SIGKILLed, the machine rebooted) is failed and re-queued without waiting for the grace
+      period. Ctrl-C re-queues its own trial as it stops (see `Tuner.run_one`).
+    """
+    with quiet_experimental():
+        optuna.storages.fail_stale_trials(study)
+    now = time.time()
+    with host_lock(run_dir):
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            owner = t.user_attrs.get("worker") or {}
+            # killed between ask and recording its worker: no owner, no heartbeat
+            orphaned = not owner and t.datetime_start is not None \
+                and now - t.datetime_start.timestamp() > GRACE_S
+            if orphaned or (owner.get("host") == host and not alive(owner)):
+                try:
+                    study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+                except (RuntimeError, ValueError):
+                    continue  # another worker got there first
+                requeue(study, t)
+
+
+def requeue(study: optuna.Study, t: Any) -> None:
+    """Queue `t`'s parameters again (keeping whether it was the baseline or a warm start)."""
+    attrs = {k: v for k, v in t.user_attrs.items() if k in ("baseline", "warm_start")}
+    attrs["retry_of"] = t.user_attrs.get("retry_of", t.number)
+    study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
+
+
+def running_elsewhere(study: optuna.Study, trial: optuna.trial.Trial) -> bool:
+    """Another worker is measuring these very parameters right now: don't measure them twice
+    (once it finishes, a later proposal of them is a duplicate and reuses its result).
+
+    Any other running trial counts, whatever its number: a trial asked earlier may get its
+    parameters only after this one checked, and then it is that one that sees this one. Two
+    that see each other both step back and ask again."""
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    return any(t.number != trial.number and t.params == trial.params for t in running)
+
+
+def alive(owner: dict) -> bool:
+    """Is the worker process recorded in a trial still the same running process?"""
+    pid = owner.get("pid")
+    return bool(pid) and process_start_ticks(int(pid)) is not None \
+        and process_start_ticks(int(pid)) == owner.get("start_ticks")
+
+
+@contextmanager
+def host_lock(run_dir: Path):
+    """Serialize recovery among this host's workers (they share the run directory)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ".recover.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

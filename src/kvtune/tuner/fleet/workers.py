@@ -1,0 +1,146 @@
+"""Many trials at once: workers that share one study through Optuna's RDB storage.
+
+There is no scheduler: each worker runs the same ask -> launch -> measure -> tell loop against
+the shared storage, which hands each trial to exactly one of them. A worker owns a device slot
+(a CPU set its servers are pinned to, and with --gpus-per-trial G the G GPUs of its slot, named by
+CUDA_VISIBLE_DEVICES and recorded with each trial) and takes free ports from the OS. Slots are cut
+from the GPUs this process may use (its own CUDA_VISIBLE_DEVICES, else every GPU NVML sees), in
+PCI bus order so that CUDA's indices are NVML's (the memory wait and the pre-screen read the
+slot's GPUs through NVML). The study stores its own spec, so a worker on another host needs only the
+storage URL and the study name. A worker that dies leaves a trial that another re-runs
+(heartbeats across hosts, dead-process detection on the same host: see `Tuner._recover`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from kvtune import hardware
+from kvtune.workload import Workload
+from kvtune.errors import SpecError
+from kvtune.launchers.process import die_with_parent
+from kvtune.tuner.fleet import storage
+from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.loop import Callbacks, Tuner
+from kvtune.study.spec import StudySpec
+
+if TYPE_CHECKING:
+    from kvtune.launchers.base import Launcher
+
+
+def spec_from_dict(d: dict) -> StudySpec:
+    known = {f.name for f in fields(StudySpec)}
+    values = {k: v for k, v in d.items() if k in known}
+    wl = values.pop("workload", {}) or {}
+    wl_known = {f.name for f in fields(Workload)}
+    values["workload"] = Workload(**{k: v for k, v in wl.items() if k in wl_known})
+    return StudySpec(**values).validate()
+
+
+def cpu_slot(slot: int, slots: int) -> set[int] | None:
+    """This worker's share of the CPUs this process may use (contiguous groups); None for one
+    worker (no pinning). More workers than CPUs share CPUs round-robin."""
+    if slots <= 1:
+        return None
+    cpus = list(hardware.cpu_ids())
+    if slots >= len(cpus):
+        return {cpus[slot % len(cpus)]}
+    size = len(cpus) // slots
+    return set(cpus[slot * size:(slot + 1) * size])
+
+
+def gpu_pool(env: Mapping[str, str] | None = None, gpu_count: int | None = None) -> list[str]:
+    """The GPUs worker slots are cut from: this process's CUDA_VISIBLE_DEVICES when set (indices
+    or UUIDs, as given), else 0..N-1 for the N GPUs NVML sees (`gpu_count` injects N)."""
+    env = os.environ if env is None else env
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is not None:
+        return [p.strip() for p in value.split(",") if p.strip()]
+    n = len(hardware.gpu_report().gpus) if gpu_count is None else gpu_count
+    return [str(i) for i in range(n)]
+
+
+def check_gpu_slots(workers: int, gpus_per_trial: int, pool: Sequence[str]) -> None:
+    """`SpecError` (one line) when `workers` slots of `gpus_per_trial` GPUs do not fit the pool."""
+    need = workers * gpus_per_trial
+    if gpus_per_trial > 0 and need > len(pool):
+        have = f"{len(pool)} GPU(s) visible ({', '.join(pool)})" if pool else "no GPU visible (NVML sees none)"
+        raise SpecError(f"--gpus-per-trial {gpus_per_trial} x --workers {workers} needs {need} GPUs, "
+                        f"but this host has {have}: lower --gpus-per-trial or --workers")
+
+
+def gpu_slot(slot: int, gpus_per_trial: int, pool: Sequence[str] | None = None) -> dict[str, str]:
+    """The environment that pins this worker's servers to its slot's GPUs: CUDA_VISIBLE_DEVICES
+    (the slot's share of `pool`, by default `gpu_pool()`) and CUDA_DEVICE_ORDER=PCI_BUS_ID. The
+    loop records it with each trial (`TrialOutcome.device_env`): bash and systemd exports carry
+    it, containers do not (a container's reserved GPUs are its own 0..G-1)."""
+    if gpus_per_trial <= 0:
+        return {}
+    pool = gpu_pool() if pool is None else pool
+    check_gpu_slots(slot + 1, gpus_per_trial, pool)
+    ids = pool[slot * gpus_per_trial:(slot + 1) * gpus_per_trial]
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(ids)}
+
+
+def join(storage_url: str, study_name: str, *, launcher: Launcher | None = None, runs_dir: str | None = None,
+         slot: int = 0, slots: int = 1, gpus_per_trial: int = 0, llama_server: str | None = None,
+         vllm_python: str | None = None,
+         callbacks: Callbacks | None = None, allow_mixed_hardware: bool = False,
+         wait_for_others: bool = False) -> Tuner:
+    """A Tuner for an existing study, built from the spec stored in it."""
+    study = storage.load_study(study_name, storage_url)
+    if "spec" not in study.user_attrs:
+        raise SpecError(f"study {study_name!r} was not created by kvtune (no stored spec)")
+    spec = spec_from_dict(study.user_attrs["spec"])
+    # Binaries and environments are this host's: the creator's paths may not exist here.
+    spec.llama_server = llama_server
+    spec.vllm_python = vllm_python
+    prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir,
+                       device_env=gpu_slot(slot, gpus_per_trial))
+    tuner = open_tuner(prepared, callbacks, storage_url=storage_url,
+                       allow_mixed_hardware=allow_mixed_hardware, slot=slot,
+                       cpus=cpu_slot(slot, slots), wait_for_others=wait_for_others,
+                       device_env=gpu_slot(slot, gpus_per_trial))
+    return tuner
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What a spawned worker needs from the run that starts it, beside the study itself: this
+    host's binaries and folders, the GPUs per trial and the mixed-hardware permission."""
+
+    gpus_per_trial: int = 0
+    runs_dir: str | None = None
+    llama_server: str | None = None
+    vllm_python: str | None = None
+    allow_mixed_hardware: bool = False
+
+
+def worker_argv(storage_url: str, study_name: str, slot: int, slots: int,
+                options: WorkerOptions) -> list[str]:
+    """The `kvtune worker` command line for one slot (what `spawn` starts)."""
+    o = options
+    return [sys.executable, "-m", "kvtune.cli", "worker", "--storage", storage_url, "--study", study_name,
+            "--slot", str(slot), "--slots", str(slots), "--gpus-per-trial", str(o.gpus_per_trial),
+            *(["--runs-dir", o.runs_dir] if o.runs_dir else []),
+            *(["--llama-server", o.llama_server] if o.llama_server else []),
+            *(["--vllm-python", o.vllm_python] if o.vllm_python else []),
+            *(["--allow-mixed-hardware"] if o.allow_mixed_hardware else [])]
+
+
+def spawn(n: int, storage_url: str, study_name: str, run_dir: Path,
+          options: WorkerOptions) -> list[subprocess.Popen]:
+    """Start workers for slots 1..n-1 (slot 0 is the calling process); their output goes to
+    run_dir/worker-<slot>.log. They get the kernel's parent-death signal like servers do."""
+    procs = []
+    for slot in range(1, n):
+        with open(run_dir / f"worker-{slot}.log", "ab") as log:
+            procs.append(subprocess.Popen(
+                worker_argv(storage_url, study_name, slot, n, options),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent))
+    return procs

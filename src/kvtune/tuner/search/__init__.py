@@ -1,0 +1,1 @@
+"""What to try next: the search space, samplers, warm start, parameter importance."""

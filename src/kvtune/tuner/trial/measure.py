@@ -1,0 +1,209 @@
+"""Measuring one running server: repeated runs with their spread, or a capacity search.
+
+Repeats pool their per-request samples (percentiles over all of them) and report the coefficient
+of variation of the headline metrics across runs, so a user sees how much of a difference between
+configs is noise. The capacity objective answers the operator's question "how many users can this
+box serve under my targets?": on the one running server (no relaunch per level) it doubles the
+load until a target breaks (measured twice before it counts), then bisects between the last level
+that held and the first that broke. Load is concurrency in closed loop and request rate in open
+loop; how each level is measured in steady state (warm-up, ramp, waves, duration) is capacity.py.
+Repeats stop early, all of them at once, when a target can no longer hold (tuner/stopping.py).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+from kvtune.bench.client import BenchOptions, BenchRun
+from kvtune.bench.server_timing import server_timing_summary
+from kvtune.workload import Workload
+from kvtune.study.spec import AUTO_REL_HALF_WIDTH
+from kvtune.tuner.trial.capacity import (MAX_CONCURRENCY, MAX_RATE, CapacityPlan, LevelStatus, is_open,
+                                   level_workload, ramp_for, typical_duration_s)
+from kvtune.objectives.evidence import converged
+from kvtune.objectives.metrics import summarize
+from kvtune.objectives.targets import Target
+from kvtune.tuner.trial.stopping import RunWatch, saved_seconds
+from kvtune.energy import EnergyReading, Meter, combine, energy_metrics
+from kvtune.objectives.cost import cost_metrics
+
+# What the tuner measures with: `kvtune.bench.client.run` or a test's stand-in.
+Bench = Callable[[str, Workload, BenchOptions], BenchRun]
+
+SPREAD_KEYS = ("output_throughput", "request_throughput", "p95_ttft_ms", "p95_tpot_ms", "mean_ttft_ms")
+
+
+@dataclass
+class Measurement:
+    metrics: dict[str, float]
+    runs: list[dict[str, Any]] = field(default_factory=list)  # per repeat / per load level
+    spread: dict[str, float] = field(default_factory=dict)    # CV (stdev / mean) per metric
+    capacity: float | None = None
+    bench_runs: list[BenchRun] = field(default_factory=list)
+    stopped: str | None = None  # the early stop's reason, when a target could no longer hold
+    chosen: list[BenchRun] | None = None  # the runs `metrics` are from (None: all bench_runs)
+
+
+def coefficient_of_variation(values: list[float]) -> float:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if len(vals) < 2 or statistics.fmean(vals) == 0:
+        return 0.0
+    return statistics.stdev(vals) / abs(statistics.fmean(vals))
+
+
+def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: int,
+                    options: BenchOptions, targets: Sequence[Target] = (),
+                    converge_on: str | None = None) -> Measurement:
+    """`repeats` runs on one server, their requests pooled. With `targets`, the exact early stop
+    watches the pooled requests as they finish (one watch over every repeat, as the verdict pools
+    them, see tuner/stopping.py): once a target can no longer hold, the run in progress is cut
+    and the repeats left are skipped; `Measurement.stopped` says why. The metrics also record
+    ``measure_s`` (the wall time of the whole measurement, warm-up included), and with a watch
+    ``planned_requests``, ``early_stopped`` (1 or 0) and ``early_stop_saved_s`` (the estimated
+    time the stop saved). With `converge_on` (a metrics key), `repeats` is a cap: the runs stop
+    once that figure's 95% confidence half-width is within 3% of its mean (`--repeats auto`),
+    and ``repeats`` in the metrics says how many it took."""
+    watch = RunWatch.over(targets, workload, repeats)
+    opts = replace(options, stop_when=watch) if watch is not None else options
+    began = time.monotonic()
+    runs: list[BenchRun] = []
+    for i in range(repeats):
+        w = workload if i == 0 else replace(workload, warmup_requests=0)
+        runs.append(bench(base_url, w, opts))
+        if runs[-1].stopped:
+            break
+        if converge_on is not None and len(runs) >= 2 and converged(
+                [r.metrics.get(converge_on, math.nan) for r in runs], AUTO_REL_HALF_WIDTH, repeats):
+            break
+    stopped = runs[-1].stopped
+    record: dict[str, float] = {"measure_s": time.monotonic() - began}
+    if watch is not None:
+        sent = sum(r.sent for r in runs)
+        elapsed = sum(r.duration_s for r in runs)
+        record["planned_requests"] = float(watch.planned)
+        record["early_stopped"] = 1.0 if stopped else 0.0
+        record["early_stop_saved_s"] = saved_seconds(watch.planned, sent, elapsed) if stopped else 0.0
+    if converge_on is not None:
+        record["repeats"] = float(len(runs))
+    if len(runs) == 1:
+        metrics = {**runs[0].metrics, **record}
+        return Measurement(metrics=metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}],
+                           bench_runs=runs, stopped=stopped)
+    samples = [s for r in runs for s in r.samples]
+    # the same keys a single run has: goodput under the targets and llama-server's timing split
+    pooled = summarize(samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn)
+    pooled.update(server_timing_summary(samples))
+    spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
+    pooled["repeats"] = float(len(runs))
+    pooled.update(record)
+    return Measurement(metrics=pooled, spread=spread, bench_runs=runs, stopped=stopped,
+                       runs=[{"repeat": i, "metrics": r.metrics} for i, r in enumerate(runs)])
+
+
+def measure_capacity(bench: Bench, base_url: str, workload: Workload,
+                     targets: list[Target], options: BenchOptions,
+                     on_level: Callable[[float, bool], None] = lambda load, ok: None,
+                     plan: CapacityPlan = CapacityPlan()) -> Measurement:
+    """Highest load at which every target holds, each level measured in steady state
+    (capacity.py). metrics = those at that load (or at the lowest load tried when none held),
+    plus ``capacity`` (0 when even the lowest load breaks a target).
+
+    Doubling finds the first level that breaks; that level is measured once more before it
+    counts (`plan.recheck`; a level that holds the second time was noise and the search goes on),
+    then bisection narrows the gap. A level where the client fell behind its schedule is
+    "client-limited": not held, and the search does not go above it (more load would only
+    measure the client); ``capacity_client_limited`` then says the capacity is a lower bound.
+    Every measurement is one entry of `Measurement.runs`: load, status, met, recheck, ramp_s.
+    """
+    open_loop = is_open(workload)
+    results: dict[float, BenchRun] = {}
+    m = Measurement(metrics={})
+    typical = {"s": 0.0}  # one typical request's duration, from the last level with answers
+
+    def measure(load: float, recheck: bool) -> LevelStatus:
+        w = level_workload(workload, load, plan, first=not results, typical_s=typical["s"])
+        ramp = ramp_for(plan, typical["s"])
+        run = bench(base_url, w, replace(options, ramp_s=ramp) if ramp else options)
+        if run.fell_behind:
+            status = LevelStatus.CLIENT_LIMITED
+        else:
+            status = LevelStatus.HELD if all(t.met(run.metrics) for t in targets) else LevelStatus.BROKE
+        results[load] = run
+        typical["s"] = typical_duration_s(run.metrics) or typical["s"]
+        m.runs.append({"load": load, "met": status is LevelStatus.HELD, "status": status.value,
+                       "recheck": recheck, "ramp_s": ramp, "metrics": run.metrics})
+        m.bench_runs.append(run)
+        on_level(load, status is LevelStatus.HELD)
+        return status
+
+    def run_at(load: float, may_recheck: bool = False) -> LevelStatus:
+        status = measure(load, recheck=False)
+        if status is LevelStatus.BROKE and may_recheck and plan.recheck:
+            status = measure(load, recheck=True)  # a break counts only if it breaks again
+        return status
+
+    lowest = 0.5 if open_loop else 1.0
+    ceiling = MAX_RATE if open_loop else MAX_CONCURRENCY
+    good, bad, load = 0.0, None, lowest
+    limited = False
+    while load <= ceiling:
+        status = run_at(load, may_recheck=True)
+        if status is LevelStatus.HELD:
+            good, load = load, load * 2
+        else:
+            bad, limited = load, status is LevelStatus.CLIENT_LIMITED
+            break
+    if bad is not None and good > 0:
+        resolution = max(0.1 * good, 0.25) if open_loop else 1.0
+        while bad - good > resolution:
+            mid = (good + bad) / 2 if open_loop else float(int((good + bad) // 2))
+            if mid in (good, bad):
+                break
+            status = run_at(mid)
+            if status is LevelStatus.HELD:
+                good = mid
+            else:
+                bad, limited = mid, status is LevelStatus.CLIENT_LIMITED
+    chosen = results[good] if good > 0 else results[lowest]
+    m.capacity = good
+    m.chosen = [chosen]
+    m.metrics = {**chosen.metrics, "capacity": good}
+    if limited:
+        m.metrics["capacity_client_limited"] = 1.0
+    return m
+
+
+class MeteredBench:
+    """A `Bench` that meters the energy of every benchmark run (energy.py); without a meter it
+    only passes the calls on."""
+
+    def __init__(self, bench: Bench, meter: Meter | None):
+        self.bench, self.meter = bench, meter
+        self.readings: dict[int, EnergyReading | None] = {}   # id(BenchRun) -> its window
+
+    def __call__(self, base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
+        if self.meter is None:
+            return self.bench(base_url, workload, options)
+        self.meter.start()
+        reading = None
+        try:
+            run = self.bench(base_url, workload, options)
+        finally:
+            reading = self.meter.stop()
+        self.readings[id(run)] = reading
+        return run
+
+
+def account(m: Measurement, bench: MeteredBench, usd_per_hour: float | None) -> Measurement:
+    """Add energy (over the runs the metrics are from) and cost per 1M tokens to the metrics."""
+    if bench.meter is not None:
+        runs = m.chosen if m.chosen is not None else m.bench_runs
+        reading = combine(bench.readings.get(id(r)) for r in runs)
+        m.metrics.update(energy_metrics(reading, m.metrics.get("output_throughput")))
+    if usd_per_hour is not None:
+        m.metrics.update(cost_metrics(m.metrics, usd_per_hour))
+    return m

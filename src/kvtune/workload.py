@@ -1,0 +1,126 @@
+"""What load a trial drives at the server: the shape of each request and when it is sent.
+
+The default is the issue's demo workload: 8 concurrent users (closed loop), prompts of about 200
+tokens, 64 output tokens forced with ``ignore_eos``, and enough requests for four rounds, after
+one warm-up round of the same shape that is left out of the metrics.
+
+Two ways to drive load:
+
+- ``mode="closed"``: `concurrency` users, each sending its next request when the last one ended.
+- ``mode="open"``: requests arrive at `rate` per second whatever the server does (Poisson, gamma
+  with `burstiness`, or constant gaps), at times precomputed from `seed`; `concurrency` then only
+  sizes the warm-up.
+
+Either runs `num_requests` requests, or sends for `duration_s` seconds when that is set. Prompts
+are synthetic (`prompt_tokens` each) unless `dataset` names a ShareGPT JSON or JSONL file; with
+``shared_prefix_fraction > 0`` every request also carries a system prompt of
+`shared_prefix_tokens`, the same one for that fraction of requests and a unique one for the
+rest, so every request does the same work and only a prefix cache tells them apart. Secrets (an
+API key) never live here: a workload is saved with the results.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from kvtune.errors import SpecError
+
+ARRIVALS = ("poisson", "gamma", "constant")  # bench/arrivals.py draws the gaps
+
+MODES = ("closed", "open")
+ENDPOINTS = ("chat", "completions")
+
+
+@dataclass(frozen=True)
+class Workload:
+    concurrency: int = 8
+    prompt_tokens: int = 200
+    output_tokens: int = 64
+    num_requests: int = 32
+    warmup_requests: int = 8
+    # Seconds one request may take before it counts as failed (a hung server is a failure).
+    request_timeout_s: float = 120.0
+    seed: int = 0
+    # "closed": `concurrency` users; "open": arrivals at `rate` req/s regardless of completions.
+    mode: str = "closed"
+    rate: float | None = None
+    arrival: str = "poisson"
+    # Gamma shape: 1.0 is Poisson, < 1 burstier, > 1 more regular (CV = 1/sqrt(burstiness)).
+    burstiness: float = 1.0
+    # When set, send for this many seconds instead of `num_requests` requests.
+    duration_s: float | None = None
+    endpoint: str = "chat"
+    # ShareGPT JSON or JSONL prompts; None = synthetic prompts of `prompt_tokens`.
+    dataset: str | None = None
+    dataset_min_tokens: int = 0
+    dataset_max_tokens: int | None = None
+    shared_prefix_fraction: float = 0.0
+    shared_prefix_tokens: int = 0
+
+    @property
+    def request_tokens(self) -> int:
+        """Context one request occupies: prompt (+ system prefix) + output. A slot must hold it.
+
+        With a dataset the prompt part is `dataset_max_tokens` when set (prompts are filtered
+        to it), else `prompt_tokens` as a stated guess.
+        """
+        prompt = self.prompt_tokens
+        if self.dataset and self.dataset_max_tokens:
+            prompt = self.dataset_max_tokens
+        return prompt + self.shared_prefix_tokens + self.output_tokens
+
+    def validate(self) -> "Workload":
+        for name in ("concurrency", "prompt_tokens", "output_tokens", "num_requests"):
+            if getattr(self, name) < 1:
+                raise SpecError(f"workload.{name} must be at least 1, got {getattr(self, name)}")
+        if self.warmup_requests < 0:
+            raise SpecError(f"workload.warmup_requests must be >= 0, got {self.warmup_requests}")
+        if not _positive(self.request_timeout_s):
+            raise SpecError(f"workload.request_timeout_s must be a positive number, got {self.request_timeout_s}")
+        if not 0 <= self.seed < 2**32:
+            raise SpecError(f"workload.seed must be between 0 and 2**32-1, got {self.seed}")
+        if self.mode not in MODES:
+            raise SpecError(f"workload.mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.mode == "open" and self.rate is None:
+            raise SpecError("workload.mode 'open' needs workload.rate (requests per second)")
+        if self.rate is not None and not _positive(self.rate):
+            raise SpecError(f"workload.rate must be a positive number of requests/s, got {self.rate}")
+        if self.rate is not None and self.mode != "open":
+            raise SpecError("workload.rate applies to mode 'open' only: set mode: open, "
+                            "or drop rate to keep the closed loop of `concurrency` users")
+        if self.arrival not in ARRIVALS:
+            raise SpecError(f"workload.arrival must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
+        if not _positive(self.burstiness):
+            raise SpecError(f"workload.burstiness must be a positive number, got {self.burstiness}")
+        if self.burstiness != 1.0 and self.arrival != "gamma":
+            raise SpecError("workload.burstiness needs arrival: gamma (Poisson is burstiness 1)")
+        if self.duration_s is not None and not _positive(self.duration_s):
+            raise SpecError(f"workload.duration_s must be a positive number of seconds, got {self.duration_s}")
+        if self.endpoint not in ENDPOINTS:
+            raise SpecError(f"workload.endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}")
+        if self.dataset is not None and not str(self.dataset).strip():
+            raise SpecError("workload.dataset is empty: give a file path or leave it out")
+        if self.dataset_min_tokens < 0:
+            raise SpecError(f"workload.dataset_min_tokens must be >= 0, got {self.dataset_min_tokens}")
+        if self.dataset_max_tokens is not None:
+            if self.dataset_max_tokens < 1:
+                raise SpecError(f"workload.dataset_max_tokens must be at least 1, got {self.dataset_max_tokens}")
+            if self.dataset_max_tokens < self.dataset_min_tokens:
+                raise SpecError(f"workload.dataset_max_tokens ({self.dataset_max_tokens}) is below "
+                                f"dataset_min_tokens ({self.dataset_min_tokens})")
+        if not (0.0 <= self.shared_prefix_fraction <= 1.0):
+            raise SpecError(f"workload.shared_prefix_fraction must be between 0 and 1, got {self.shared_prefix_fraction}")
+        if self.shared_prefix_tokens < 0:
+            raise SpecError(f"workload.shared_prefix_tokens must be >= 0, got {self.shared_prefix_tokens}")
+        if self.shared_prefix_fraction > 0 and self.shared_prefix_tokens < 1:
+            raise SpecError("workload.shared_prefix_fraction > 0 needs shared_prefix_tokens >= 1 "
+                            "(the length of the shared system prompt)")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _positive(x: float) -> bool:
+    return isinstance(x, (int, float)) and x > 0 and math.isfinite(x)
