@@ -11,7 +11,8 @@ import pytest
 
 from kvtune import hardware
 from kvtune.nvml import Interconnect, NvmlReport, Recorded, read, record
-from kvtune.planner.gpus import CpuRam, detect_hardware, pcie_bandwidth
+from kvtune.hardware import detect_hardware
+from kvtune.planner.gpus import CpuRam, pcie_bandwidth
 
 DATA = Path(__file__).parent / "data" / "nvml"
 GiB = 2**30
