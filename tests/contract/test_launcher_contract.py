@@ -20,8 +20,9 @@ from kvtune.planner.kv import ModelShape
 from kvtune.testing import contract
 from kvtune.testing.contract import ContractCase, LogCase
 from kvtune.testing.fake_launcher import FakeLauncher
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parents[1] / "unit" / "data"
+DATA = UNIT_DATA
 WL = Workload()  # 8 users, 200 + 64 tokens
 SMOL = ModelShape(layers=30, attention_heads=9, kv_heads=3, head_dim=64, dtype_bytes=2,
                   max_positions=8192, weights_bytes=100 * MiB)

@@ -12,10 +12,11 @@ import pytest
 
 from kvtune import nvml
 from kvtune.energy import (AVG_WATTS, ENERGY_J, ENERGY_SOURCE, JOULES_PER_OUTPUT_TOKEN,
+from tests.paths import NVML_DATA
                            NOT_MEASURABLE, EnergyReading, EnergySource, NvmlMeter, RaplMeter,
                            combine, describe, energy_metrics, open_meter)
 
-DATA = Path(__file__).parent / "data" / "nvml"
+DATA = NVML_DATA
 
 
 class Clock:

@@ -13,8 +13,9 @@ from kvtune import hardware
 from kvtune.nvml import Interconnect, NvmlReport, Recorded, read, record
 from kvtune.hardware import detect_hardware
 from kvtune.planner.gpus import CpuRam, pcie_bandwidth
+from tests.paths import NVML_DATA
 
-DATA = Path(__file__).parent / "data" / "nvml"
+DATA = NVML_DATA
 GiB = 2**30
 RAM = CpuRam("Test CPU", 64 * GiB, 48 * GiB)
 NO_CGROUP = Path("/nonexistent-cgroup")

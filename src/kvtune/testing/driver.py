@@ -41,14 +41,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=2, help="measured requests per trial")
     p.add_argument("--continuous", action="store_true",
                    help="a continuous speed knob: every trial a new config (no duplicates)")
+    p.add_argument("--base-ttft-ms", type=float, default=200.0,
+                   help="TTFT of speed 1 without faults (speed s: this / s); a test on a loaded "
+                        "machine widens the gaps so scheduling delay cannot reorder the configs")
     a = p.parse_args(argv)
+    # a request may take its TTFT plus a loaded machine's delay, never a timeout by design
+    timeout_s = max(1.0, 3 * a.base_ttft_ms / 1000)
     workload = Workload(concurrency=2, prompt_tokens=8, output_tokens=3, num_requests=a.requests,
-                        warmup_requests=0, request_timeout_s=1.0)
+                        warmup_requests=0, request_timeout_s=timeout_s)
     spec = StudySpec(study=a.study, trials=a.trials, workload=workload, seed=a.seed,
                      startup_timeout_s=2, confirm_top=0,
                      objective="output_throughput" if a.faults else "ttft_p95").validate()
-    # Without faults, TTFT 200/100/50 ms for speed 1/2/4: the best config is known (speed 4).
-    launcher = FakeLauncher(base_ttft_ms=10 if a.faults else 200, base_itl_ms=1,
+    # Without faults, TTFT 200/100/50 ms for speed 1/2/4 (--base-ttft-ms scales them): the best
+    # config is known (speed 4).
+    launcher = FakeLauncher(base_ttft_ms=10 if a.faults else a.base_ttft_ms, base_itl_ms=1,
                             extra_env={"KVTUNE_TEST_MARK": a.mark} if a.mark else {})
     if a.faults:
         launcher.knobs = FAULT_KNOBS

@@ -18,8 +18,9 @@ from kvtune.artifacts import bench_script, export
 from kvtune.artifacts import overview as ov
 from kvtune.errors import SpecError
 from kvtune.testing.fake_server import FakeOpenAIServer
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = UNIT_DATA
 KVTUNE = f"{shlex.quote(sys.executable)} -m kvtune.cli"
 
 

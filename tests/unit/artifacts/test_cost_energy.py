@@ -11,8 +11,9 @@ from kvtune.artifacts.summary import summarize
 from kvtune.objectives.objective import objective
 from kvtune.objectives.targets import parse_targets
 from kvtune.study.outcome import TrialOutcome
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = UNIT_DATA
 
 
 def results(priced: bool = True, metered: bool = True) -> dict:

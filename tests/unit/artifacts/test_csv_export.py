@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from kvtune.artifacts import csv_export, export
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = UNIT_DATA
 
 
 def results() -> dict:

@@ -22,8 +22,9 @@ from kvtune.artifacts import export, launch_script
 from kvtune.artifacts import overview as ov
 from kvtune.errors import SpecError
 from kvtune.launchers import llama_server
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = UNIT_DATA
 NASTY = "/tmp/my models/it's \"$(touch /tmp/pwned)\"; rm -rf ~ `id` 100%h \\x $HOME ${PATH}.gguf"
 NASTY_ENV = {"WEIRD": "a b;$(x) \"q\" 's' %h \\ $HOME\tnext\nline", "LLAMA_ARG_N": "1"}
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -367,6 +368,9 @@ def test_unknown_format():
 NVML = DATA / "nvml"
 
 
+INJECTED_CPU = "Injected Test CPU 9000"  # not any machine's name, so the assertion cannot pass vacuously
+
+
 def recorded_results(name: str, backend: str = "llama-server") -> dict:
     """results() as measured on a host whose GPUs are the recording `name` (tests/unit/data/nvml)."""
     from kvtune import hardware
@@ -375,6 +379,7 @@ def recorded_results(name: str, backend: str = "llama-server") -> dict:
     r = results()
     r["hardware"] = hardware.fingerprint(Recorded(json.loads((NVML / f"{name}.json").read_text())),
                                          cgroup=Path("/nonexistent-cgroup"))
+    r["hardware"]["cpu"] = INJECTED_CPU  # the fingerprint read this host's CPU: never assert on that
     r["spec"]["backend"] = backend
     return r
 
@@ -396,7 +401,7 @@ def test_a_trial_on_two_of_eight_h100s_reserves_two_and_the_script_pins_them():
     script = export.render("bash", t, r, "0.0.0.0", 8080)
     assert "export CUDA_VISIBLE_DEVICES=2,3\n" in script and "export CUDA_DEVICE_ORDER=PCI_BUS_ID\n" in script
     assert launch_script.parse_exec_argv(script) == export.deploy_argv(t["argv"], "0.0.0.0", 8080)
-    assert "# hardware: AMD EPYC" not in script  # the header names the recorded host's GPUs
+    assert f"# hardware: {INJECTED_CPU}" in script and "none (CPU)" not in script  # the recorded GPUs
     assert "8 x NVIDIA H100 80GB HBM3 over NVLink, compute 9.0, CUDA 12.2, driver 535.129.03" in script
     assert "# GPUs: measured with CUDA_VISIBLE_DEVICES=2,3" in script
     unit = parse_unit(export.render("systemd", t, r, "0.0.0.0", 8080))

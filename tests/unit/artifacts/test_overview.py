@@ -24,8 +24,9 @@ from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.ranking import pareto
 from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = UNIT_DATA
 LAUNCH = {"ttft_p95": 1e6, "error_rate": 1e6, RUNS_KEY: 1.0}
 
 

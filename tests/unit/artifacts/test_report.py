@@ -20,8 +20,9 @@ from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.search.importance import MIN_TRIALS, param_importance
 from kvtune.study.spec import StudySpec
+from tests.paths import NVML_DATA, UNIT_DATA
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = UNIT_DATA
 SECTIONS = ("summary", "best", "best-vs-baseline", "best-command", "tradeoff", "flags", "history",
             "failures", "failures-table", "trials", "trials-table")
 
@@ -200,7 +201,7 @@ def test_svg_ids_are_unique_across_plots(name):
 def test_the_report_names_the_gpus_of_a_recorded_host():
     from kvtune.nvml import Recorded
 
-    rec = json.loads((Path(__file__).parents[1] / "data" / "nvml" / "rtx4090_x2_pcie.json").read_text())
+    rec = json.loads((NVML_DATA / "rtx4090_x2_pcie.json").read_text())
     r = load("misses")
     r["hardware"] = hardware.fingerprint(Recorded(rec), cgroup=Path("/nonexistent-cgroup"))
     html = report.render_report(r)

@@ -19,8 +19,9 @@ from kvtune.launchers.llama_devices import (VRAM_RESERVE_BYTES, Device, GiB, MiB
 from kvtune.launchers.llama_server import LlamaServerLauncher, render_flags
 from kvtune.planner.kv import ModelShape
 from kvtune.tuner.search.space import SearchSpace
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = UNIT_DATA
 W = Workload(prompt_tokens=200, output_tokens=64)
 # Llama-3.1-8B Q8_0-like: 8.5 GB file, 7.4 GB in the 32 blocks; 70B Q4_K_M-like: 42.5 GB, 80 blocks.
 L8B = ModelShape(layers=32, attention_heads=32, kv_heads=8, head_dim=128, max_positions=131072,

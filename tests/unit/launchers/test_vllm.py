@@ -26,8 +26,9 @@ from kvtune.launchers.vllm import (CPU, GPU, MiB, GiB, VllmBuild, VllmLauncher, 
                                    parse_startup_log)
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
 from kvtune.tuner.search.space import SearchSpace
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = UNIT_DATA
 MODEL = "/cache/models/SmolLM2-135M-Instruct-hf"
 PY = "/venv/bin/python"
 # config.json of the converted demo model (the fields kvtune reads), and its planner shape.

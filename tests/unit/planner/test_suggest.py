@@ -15,9 +15,10 @@ from kvtune.hardware import detect_hardware
 from kvtune.planner.gpus import CpuRam, named_budget
 from kvtune.planner.kv import ModelShape
 from kvtune.planner.suggest import ALL_LAYERS, suggest
+from tests.paths import NVML_DATA
 
 GiB = 2**30
-DATA = Path(__file__).parents[1] / "data" / "nvml"
+DATA = NVML_DATA
 LLAMA_8B = ModelShape(layers=32, attention_heads=32, kv_heads=8, head_dim=128, weights_bytes=16 * GiB,
                       max_positions=8192)   # 128 KiB of f16 KV per token
 LLAMA_70B = ModelShape(layers=80, attention_heads=64, kv_heads=8, head_dim=128, weights_bytes=140 * GiB,

@@ -24,6 +24,7 @@ from kvtune.tuner.fleet import accounting
 from kvtune.tuner.fleet.budget import Budget
 from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
+from tests.paths import SRC
 
 S = optuna.trial.TrialState
 
@@ -135,7 +136,7 @@ def test_surplus_guard_counts_measured_configs_like_the_loop(make_tuner):
 
 def kvtune(*args, cwd):
     """The CLI of this checkout (its sources first), as a user runs it."""
-    src = str(Path(__file__).resolve().parents[3] / "src")
+    src = str(SRC)
     return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "KVTUNE_CACHE": str(cwd / "cache"), "COLUMNS": "400",

@@ -15,6 +15,7 @@ from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
+from tests.paths import SRC
 
 
 def test_study_runs_baseline_first_and_finds_the_fastest(make_tuner):
@@ -153,7 +154,7 @@ def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault,
 
 def test_no_shell_true_anywhere():
     from pathlib import Path
-    src = Path(__file__).parents[3] / "src"
+    src = SRC
     offenders = [p for p in src.rglob("*.py") if "shell=True" in p.read_text()]
     assert offenders == []
 

@@ -23,8 +23,9 @@ from kvtune.launchers.vllm.gpu_fit import (ACTIVATION_RESERVE_BYTES, CUDA_GRAPH_
 from kvtune.launchers.vllm.logs import non_default_args, parse_startup_log
 from kvtune.nvml import Recorded
 from kvtune.planner.kv import ModelShape
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parents[2] / "data"
+DATA = UNIT_DATA
 # Llama-3.1-8B: 128 KiB of bf16 KV per token, 1 GiB per 8192-token sequence.
 LLAMA8B = ModelShape(layers=32, attention_heads=32, kv_heads=8, head_dim=128, dtype_bytes=2,
                      max_positions=131072, weights_bytes=16_060_522_496)

@@ -14,6 +14,7 @@ from kvtune.tuner.search.warmstart import adapt, enqueue_warm_start
 from kvtune.tuner.fleet.workers import (WorkerOptions, check_gpu_slots, cpu_slot, gpu_pool, gpu_slot, spec_from_dict,
                                   worker_argv)
 from tests.conftest import TINY
+from tests.paths import NVML_DATA
 
 
 def test_cpu_slots_split_the_affinity_set():
@@ -138,7 +139,7 @@ def _recorded_fingerprint(name: str, busy_free: int | None = None) -> dict:
     from kvtune import hardware
     from kvtune.nvml import Recorded
 
-    rec = json.loads((Path(__file__).parents[1] / "data" / "nvml" / f"{name}.json").read_text())
+    rec = json.loads((NVML_DATA / f"{name}.json").read_text())
     if busy_free is not None:
         rec["devices"][0]["memory"]["free"] = busy_free
     return hardware.fingerprint(Recorded(rec), cgroup=Path("/nonexistent-cgroup"))

@@ -11,6 +11,7 @@ from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.testing.sampling import suggest_many
 from kvtune.tuner.search.space import SearchSpace
 from kvtune.study.spec import build_spec, load_study_file, merge_knobs
+from tests.paths import STUDIES
 
 W = Workload(prompt_tokens=200, output_tokens=64)
 LAUNCHER = LlamaServerLauncher(binary="/usr/bin/llama-server", model_path="/m/model.gguf")
@@ -89,7 +90,7 @@ def test_all_fixed_space_is_empty():
 
 def test_shipped_study_files_load():
     from pathlib import Path
-    files = sorted((Path(__file__).parents[3] / "studies").glob("*.yaml"))
+    files = sorted(STUDIES.glob("*.yaml"))
     assert files
     for f in files:
         spec = build_spec(load_study_file(f), {})

@@ -12,8 +12,9 @@ from pathlib import Path
 from kvtune import hardware
 from kvtune.nvml import Recorded
 from kvtune.tuner.trial.memory_wait import SETTLE_S, MemorySnapshot, MemoryWait
+from tests.paths import NVML_DATA
 
-DATA = Path(__file__).parents[1] / "data" / "nvml"
+DATA = NVML_DATA
 GiB = 2**30
 
 
