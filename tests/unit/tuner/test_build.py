@@ -7,7 +7,8 @@ from kvtune.workload import Workload
 from kvtune.errors import BackendError, ModelError
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import make_launcher, open_tuner, prepare
+from kvtune.launchers.registry import create_launcher
+from kvtune.tuner.build import open_tuner, prepare
 from kvtune.study.spec import StudySpec
 
 
@@ -28,10 +29,10 @@ def test_no_informed_start_when_the_launcher_has_no_opinion(tmp_path):
     assert [t.user_attrs for t in tuner.study.trials] == [{"baseline": True}]
 
 
-def test_make_launcher_refuses_an_unknown_backend_in_one_line():
-    spec = StudySpec(backend="tgi")  # not validated: make_launcher must refuse it on its own
+def test_the_registry_refuses_an_unknown_backend_in_one_line():
+    spec = StudySpec(backend="tgi")  # not validated: the registry must refuse it on its own
     with pytest.raises(BackendError, match="unknown backend 'tgi': use one of llama-server, vllm"):
-        make_launcher(spec)
+        create_launcher(spec)
 
 
 def test_vllm_refuses_a_gguf_file_before_any_launch(tmp_path):
