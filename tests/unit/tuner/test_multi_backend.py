@@ -124,7 +124,7 @@ def test_each_backend_its_own_study_same_spec_split_budget(tmp_path):
     assert [s.trials for s in specs] == [3, 2]
     assert [s.model for s in specs] == ["demo", "demo"]
     assert {s.workload.concurrency for s in specs} == {3}
-    assert all(s.targets == ["ttft<2s"] for s in specs)
+    assert all(s.target_texts == ["ttft<2s"] for s in specs)
     assert plan.split_note() == "5 trials: llama-server 3, vllm 2"
     assert not (tmp_path / "runs").exists()  # planning writes nothing
 
