@@ -41,7 +41,7 @@ def factory(refuse: set[str] = frozenset()):
 
 def options(tmp_path, trials: int) -> RunOptions:
     given = SpecOverrides(study="S", trials=trials, confirm_top=0, startup_timeout_s=20, informed_start=False,
-                          space={"bogus": False}, workload=WorkloadOverrides(**TINY.to_dict()))
+                          space={"bogus": False}, workload=WorkloadOverrides(**TINY))
     return RunOptions(spec_overrides=given, runs_dir=str(tmp_path))
 
 
