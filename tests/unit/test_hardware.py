@@ -94,17 +94,6 @@ def test_a_gpu_70_percent_used_by_another_process():
     assert {k: fp_idle[k] for k in ("accelerator", "gpus")} == {k: fp[k] for k in ("accelerator", "gpus")}
 
 
-def test_free_memory_of_the_trials_gpus():
-    """What a pre-screen compares a config with: the trial's GPUs, each with its free memory."""
-    busy = Recorded(recording("a100_70pct_used"))
-    [gpu] = hardware.free_memory([0], busy)
-    assert (gpu.total_bytes, gpu.free_bytes) == (80 * GiB, 24 * GiB) and gpu.bandwidth_bytes_s == 2.039e12
-    eight = Recorded(recording("h100_sxm_x8_nvlink"))
-    assert [g.index for g in hardware.free_memory(hardware.visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}), eight)] == [2, 3]
-    assert len(hardware.free_memory(None, eight)) == 8
-    assert hardware.free_memory([9], eight) == [] and hardware.free_memory([0], Recorded(recording("no_nvml"))) == []
-
-
 def test_a_gpu_held_by_another_process_is_named():
     [holder] = hardware.gpu_holders([0], Recorded(recording("a100_70pct_used")), proc=Path("/nonexistent"))
     assert (holder.pid, holder.used_bytes, holder.name) == (4242, 56 * GiB, None)

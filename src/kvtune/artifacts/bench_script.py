@@ -16,7 +16,9 @@ import shlex
 from dataclasses import replace
 
 from kvtune.errors import SpecError, TargetError
-from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
+from kvtune.objectives.targets import Target, with_default_error_target
+from kvtune.study.spec import StudySpec
+from kvtune.workload import Workload
 
 # Target metrics vLLM's --goodput understands (ms).
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
@@ -25,11 +27,10 @@ DEMO_HF_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the demo model (spec model
 
 def absolute_targets(results: dict) -> list[Target]:
     """The study's targets as absolute thresholds: relative ones set from the baseline."""
-    spec = results.get("spec") or {}
-    targets = with_default_error_target(parse_targets(list(spec.get("targets") or [])))
+    spec = StudySpec.from_dict(results.get("spec") or {})
     base = next((t for t in results.get("trials") or [] if t.get("baseline")), None)
     out = []
-    for t in targets:
+    for t in with_default_error_target(list(spec.targets)):
         if t.relative:
             try:
                 t = t.resolve((base or {}).get("metrics") or {})
@@ -41,64 +42,59 @@ def absolute_targets(results: dict) -> list[Target]:
     return out
 
 
-def load_for(trial: dict, workload: dict, objective: object) -> dict:
+def load_for(trial: dict, spec: StudySpec) -> Workload:
     """The workload to re-run; a capacity study's at the capacity the trial reached."""
-    w = dict(workload)
+    w = spec.workload
+    if not spec.is_capacity:
+        return w
     capacity = (trial.get("metrics") or {}).get("capacity")
-    if objective == "capacity" or (isinstance(objective, list) and objective[:1] == ["capacity"]):
-        if not capacity:
-            raise SpecError(f"trial {trial.get('number')} held no load: there is no capacity to verify")
-        if w.get("mode") == "open":
-            w["rate"] = capacity
-        else:
-            w["concurrency"] = int(capacity)
-    return w
+    if not capacity:
+        raise SpecError(f"trial {trial.get('number')} held no load: there is no capacity to verify")
+    return replace(w, rate=capacity) if w.mode == "open" else replace(w, concurrency=int(capacity))
 
 
-def bench_args(w: dict, targets: list[Target]) -> list[str]:
+def bench_args(w: Workload, targets: list[Target]) -> list[str]:
     """`kvtune bench` flags for workload `w` and `targets` (the URL goes first)."""
-    args = ["--prompt-tokens", w.get("prompt_tokens", 200), "--output-tokens", w.get("output_tokens", 64),
-            "--num-requests", w.get("num_requests", 32), "--warmup-requests", w.get("warmup_requests", 8),
-            "--timeout", w.get("request_timeout_s", 120.0), "--seed", w.get("seed", 0),
-            "--endpoint", w.get("endpoint", "chat")]
-    if w.get("mode") == "open":
-        args += ["--rate", w["rate"], "--arrival", w.get("arrival", "poisson"),
-                 "--burstiness", w.get("burstiness", 1.0)]
+    args: list[object] = ["--prompt-tokens", w.prompt_tokens, "--output-tokens", w.output_tokens,
+                          "--num-requests", w.num_requests, "--warmup-requests", w.warmup_requests,
+                          "--timeout", w.request_timeout_s, "--seed", w.seed, "--endpoint", w.endpoint]
+    if w.mode == "open":
+        args += ["--rate", w.rate, "--arrival", w.arrival, "--burstiness", w.burstiness]
     else:
-        args += ["--concurrency", w.get("concurrency", 8)]
-    if w.get("duration_s"):
-        args += ["--duration", w["duration_s"]]
-    if w.get("dataset"):
-        args += ["--dataset", w["dataset"]]
-    if w.get("shared_prefix_fraction"):
-        args += ["--shared-prefix-fraction", w["shared_prefix_fraction"],
-                 "--shared-prefix-tokens", w.get("shared_prefix_tokens", 0),
+        args += ["--concurrency", w.concurrency]
+    if w.duration_s:
+        args += ["--duration", w.duration_s]
+    if w.dataset:
+        args += ["--dataset", w.dataset]
+    if w.shared_prefix_fraction:
+        args += ["--shared-prefix-fraction", w.shared_prefix_fraction,
+                 "--shared-prefix-tokens", w.shared_prefix_tokens,
                  "--prompt-cache", "on"]  # as the tuner measured a shared-prefix workload
     for t in targets:
         args += ["--target", t.constraint_key]
     return [str(a) for a in args]
 
 
-def vllm_args(w: dict, targets: list[Target], model: str) -> list[str]:
+def vllm_args(w: Workload, targets: list[Target], model: str) -> list[str]:
     """The same load as `vllm bench serve` flags (the base URL goes in as $URL)."""
-    chat = w.get("endpoint", "chat") == "chat"
+    chat = w.endpoint == "chat"
     args: list[object] = ["vllm", "bench", "serve",
                           "--backend", "openai-chat" if chat else "openai",
                           "--endpoint", "/v1/chat/completions" if chat else "/v1/completions",
                           "--model", model]
-    if w.get("dataset"):
-        args += ["--dataset-name", "sharegpt", "--dataset-path", w["dataset"]]
+    if w.dataset:
+        args += ["--dataset-name", "sharegpt", "--dataset-path", w.dataset]
     else:
-        args += ["--dataset-name", "random", "--random-input-len", w.get("prompt_tokens", 200),
-                 "--random-output-len", w.get("output_tokens", 64)]
-        if w.get("shared_prefix_fraction"):
-            args += ["--random-prefix-len", w.get("shared_prefix_tokens", 0)]
-    args += ["--ignore-eos", "--num-prompts", w.get("num_requests", 32),
-             "--num-warmups", w.get("warmup_requests", 8), "--seed", w.get("seed", 0)]
-    if w.get("mode") == "open":
-        args += ["--request-rate", w["rate"], "--burstiness", w.get("burstiness", 1.0)]
+        args += ["--dataset-name", "random", "--random-input-len", w.prompt_tokens,
+                 "--random-output-len", w.output_tokens]
+        if w.shared_prefix_fraction:
+            args += ["--random-prefix-len", w.shared_prefix_tokens]
+    args += ["--ignore-eos", "--num-prompts", w.num_requests,
+             "--num-warmups", w.warmup_requests, "--seed", w.seed]
+    if w.mode == "open":
+        args += ["--request-rate", w.rate, "--burstiness", w.burstiness]
     else:
-        args += ["--max-concurrency", w.get("concurrency", 8), "--request-rate", "inf"]
+        args += ["--max-concurrency", w.concurrency, "--request-rate", "inf"]
     args += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
     goodput = [f"{t.metric}:{t.threshold:g}" for t in targets
                if t.metric in GOODPUT_METRICS and t.upper]
@@ -109,16 +105,16 @@ def vllm_args(w: dict, targets: list[Target], model: str) -> list[str]:
 
 def render(trial: dict, results: dict, host: str, port: int, header: list[str]) -> str:
     """The verification script for `trial` of `results` (header: the launch script's lines)."""
-    spec = results.get("spec") or {}
-    w = load_for(trial, spec.get("workload") or {}, spec.get("objective"))
+    spec = StudySpec.from_dict(results.get("spec") or {})
+    w = load_for(trial, spec)
     targets = absolute_targets(results)
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}"
-    model = str(spec.get("model") or DEMO_HF_ID)
+    model = str(spec.model or DEMO_HF_ID)
     if model.endswith(".gguf"):  # vllm bench serve tokenizes with --model: it needs the HF id
         model = "<the model's Hugging Face id>"
     bench = " ".join(shlex.quote(a) for a in bench_args(w, targets))
     vllm = shlex.join(vllm_args(w, targets, model))
-    local_model = spec.get("model") if str(spec.get("model") or "").startswith("/") else ""
+    local_model = spec.model if str(spec.model or "").startswith("/") else ""
     lines = ["#!/usr/bin/env bash",
              "# Generated by kvtune: checks a deployed server against the study's workload and targets.",
              *[f"# {h}" for h in header],

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kvtune.artifacts.overview import baseline_trial, best_trial, outcomes, study_objectives
-from kvtune.errors import KvtuneError, SpecError
+from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction
 from kvtune.objectives.evidence import estimate, overlap
 from kvtune.objectives.objective import Objective
-from kvtune.objectives.targets import parse_target
 from kvtune.study.naming import comparison_metrics, objective_values
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.spec import StudySpec
 
 COMPARE_FILE = "compare.json"
 # (metrics key, column label) of the side-by-side table.
@@ -115,7 +115,7 @@ def check_comparable(studies: Sequence[tuple[str, dict]], at_least: int = 2) -> 
 
 
 def _difference(a: dict, b: dict) -> str | None:
-    relative = [t for t in (a.get("spec") or {}).get("targets") or [] if _is_relative(t)]
+    relative = [t.text for t in _spec(a).targets if t.relative]
     if relative and _backend(a) != _backend(b):
         return (f"target {relative[0]!r} is relative to each study's own defaults ({_backend(a)} vs "
                 f"{_backend(b)}), so they were held to different thresholds")
@@ -132,19 +132,16 @@ def _difference(a: dict, b: dict) -> str | None:
     return None
 
 
-def _is_relative(text: str) -> bool:
-    try:
-        return parse_target(text).relative
-    except KvtuneError:
-        return False
+def _spec(results: dict) -> StudySpec:
+    return StudySpec.from_dict(results.get("spec") or {})
 
 
 def _backend(results: dict) -> str:
-    return str((results.get("spec") or {}).get("backend") or "")
+    return _spec(results).backend
 
 
 def _workload(results: dict) -> dict:
-    return dict((results.get("spec") or {}).get("workload") or {})
+    return _spec(results).workload.to_dict()
 
 
 def side(name: str, results: dict) -> Side:
@@ -159,7 +156,7 @@ def side(name: str, results: dict) -> Side:
     budget = results.get("budget") or {}
     measured = budget.get("measured")
     return Side(study=results.get("study") or name,
-                backend=(results.get("spec") or {}).get("backend") or "?",
+                backend=_spec(results).backend,
                 version=results.get("backend_version") or "", objective=study_objectives(results)[0],
                 best=best, baseline=base, best_metrics=best_m, baseline_metrics=base_m,
                 measurements=n, trials=measured if measured is not None else sum(o.measured for o in outs),

@@ -28,7 +28,7 @@ import yaml
 from kvtune import __version__, hardware
 from kvtune.artifacts import bench_script, csv_export, launch_script
 from kvtune.errors import BackendError, SpecError
-from kvtune.kinds import Backend
+from kvtune.study.spec import StudySpec
 from kvtune.launchers.base import MODELS_DIR, ContainerSpec
 from kvtune.launchers.registry import launcher_class
 
@@ -68,7 +68,7 @@ def deploy_argv(trial_argv: list[str], host: str, port: int) -> list[str]:
 def backend(results: dict) -> str:
     """The study's backend as its results record it (results without a spec were written by
     llama-server studies, the only backend then)."""
-    return str((results.get("spec") or {}).get("backend") or Backend.LLAMA_SERVER)
+    return StudySpec.from_dict(results.get("spec") or {}).backend
 
 
 def container_spec(trial: dict, results: dict, port: int) -> ContainerSpec:
@@ -127,7 +127,7 @@ def _clean(line: str) -> str:
 
 def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
     hw, m = results.get("hardware") or {}, trial.get("metrics") or {}
-    w = (results.get("spec") or {}).get("workload") or {}
+    w = StudySpec.from_dict(results.get("spec") or {}).workload
     flags = (trial.get("candidate") or {}).get("flags") or {}
     which = "the best" if trial.get("number") == results.get("best_trial") else "a feasible"
     lines = [
@@ -136,8 +136,7 @@ def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
         _hardware_line(hw),
         f"versions: kvtune {__version__}; {results.get('backend_version')}",
         "targets: " + ", ".join(results.get("targets") or []),
-        f"workload: {w.get('concurrency')} users, {w.get('prompt_tokens')} prompt / "
-        f"{w.get('output_tokens')} output tokens",
+        f"workload: {w.concurrency} users, {w.prompt_tokens} prompt / {w.output_tokens} output tokens",
         "flags: " + (" ".join(f"{k}={v}" for k, v in flags.items()) or "(server defaults)"),
     ]
     if m:

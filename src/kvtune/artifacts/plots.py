@@ -14,12 +14,12 @@ import html
 import io
 import math
 import re
-from typing import Any
+from typing import Any, Sequence
 
-from kvtune.errors import KvtuneError, TargetError
+from kvtune.errors import KvtuneError
 from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
-from kvtune.objectives.targets import Target, parse_target
+from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 
 BLUE, GREY, GREEN, ORANGE, RED = "#2b6cb0", "#a0a0a0", "#1a7f37", "#d9730d", "#cf222e"
@@ -55,16 +55,6 @@ def objective_label(o: Objective) -> str:
         metric, stat = o.name.rsplit("_", 1)
         return f"{metric.upper()} {stat} (ms)"
     return o.name
-
-
-def targets(texts: list[str]) -> list[Target]:
-    out = []
-    for text in texts:
-        try:
-            out.append(parse_target(text))
-        except TargetError:
-            pass
-    return out
 
 
 def y_value(o: TrialOutcome) -> float | None:
@@ -151,7 +141,7 @@ def _relation(t: Target, o: Objective) -> str:
     return "related" if o.key.endswith(f"_{t.metric}_ms") else ""
 
 
-def plot_pareto(info: dict, target_texts: list[str]) -> str:
+def plot_pareto(info: dict, study_targets: Sequence[Target]) -> str:
     x, y = _pareto_xy(info["pareto_axes"])
     val = lambda o, a: (o.metrics or {}).get(a.key)  # noqa: E731
     pts = [o for o in info["trials"] if o.measured and num(val(o, x)) and num(val(o, y))]
@@ -191,7 +181,7 @@ def plot_pareto(info: dict, target_texts: list[str]) -> str:
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
-    for tg in targets(target_texts):
+    for tg in study_targets:
         if _relation(tg, x):
             same = _relation(tg, x) == "same"
             ax.axvline(tg.threshold, color=RED, ls="-" if same else ":", lw=1.4, label=f"SLO {tg.describe()}")

@@ -20,6 +20,7 @@ from kvtune.artifacts import cost_energy, overview as ov
 from kvtune.artifacts.plots import (PLOTS, esc, fmt, note, num, objective_label, plot_history,
                                     plot_importance, plot_improvement, plot_pareto, plot_slice)
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.spec import StudySpec
 
 __all__ = ["PLOTS", "render_report", "write_report"]
 
@@ -188,7 +189,7 @@ def render_report(results: dict) -> str:
                         _what_it_can_do(results), "</section>"]
     sections = [
         _header(info), *best_section, _cost_energy(results, info),
-        f"<section id='tradeoff'><h2>{esc(title)}</h2>", plot_pareto(info, (results.get("spec") or {}).get("targets") or []),
+        f"<section id='tradeoff'><h2>{esc(title)}</h2>", plot_pareto(info, StudySpec.from_dict(results.get("spec") or {}).targets),
         "</section><section id='flags'><h2>How each flag relates to the objective</h2>",
         plot_importance(results.get("importance"), tuned), plot_slice(info, label),
         "</section><section id='history'><h2>Trial history</h2>", plot_history(info, label),

@@ -63,13 +63,3 @@ def arrival_offsets_for(duration_s: float, rate: float, arrival: str = "poisson"
         out.append(t)
         t += gap()
     return out
-
-
-def inter_arrival_stats(offsets: list[float]) -> tuple[float, float]:
-    """(mean gap, coefficient of variation) of a schedule; (nan, nan) with fewer than 2 gaps."""
-    gaps = [b - a for a, b in zip(offsets, offsets[1:])]
-    if len(gaps) < 2:
-        return math.nan, math.nan
-    mean = sum(gaps) / len(gaps)
-    var = sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1)
-    return mean, (math.sqrt(var) / mean if mean > 0 else math.nan)

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Callable
 
 from kvtune.errors import SpecError
+from kvtune.gguf_file import is_gguf
 
-GGUF_MAGIC = b"GGUF"
 MAX_WORDS = 2000
 _CANDIDATE = re.compile(r"^[a-z]{3,12}$")
 _GPT2_SPLIT = re.compile(
@@ -266,11 +266,10 @@ def load_tokenizer(source: str) -> Tokenizer:
                         f"Face model folder or a tokenizer.json")
     if path.is_file():
         try:
-            with open(path, "rb") as f:
-                magic = f.read(4)
+            gguf = is_gguf(path)
         except OSError as e:
             raise SpecError(f"cannot read {source!r}: {e.strerror}") from e
-        if magic == GGUF_MAGIC:
+        if gguf:
             if importlib.util.find_spec("gguf") is None:
                 raise TokenizerUnavailable("reading a GGUF vocabulary needs the `gguf` package")
             return _load_gguf(path)

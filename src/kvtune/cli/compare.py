@@ -15,6 +15,7 @@ from kvtune.artifacts.compare import Comparison
 from kvtune.cli.app import app, console, err_console
 from kvtune.cli.progress import fmt_ms
 from kvtune.durations import format_duration
+from kvtune.errors import SpecError
 
 
 def print_comparison(c: Comparison, out: Console) -> None:
@@ -52,6 +53,18 @@ def print_comparison(c: Comparison, out: Console) -> None:
     out.print(f"why: {c.why}", markup=False)
 
 
+def refuse_the_same_study_twice(where: list[tuple[str, Path]]) -> None:
+    """A name and a path to one study (``mo`` and ``runs/mo``) are the same study: comparing it
+    with itself would name a winner of a tie with itself."""
+    seen: dict[Path, str] = {}
+    for given, directory in where:
+        key = directory.resolve()
+        if key in seen and seen[key] != given:  # the same word twice: check_comparable says so
+            raise SpecError(f"{seen[key]!r} and {given!r} are the same study ({key}): compare two "
+                            f"different studies")
+        seen[key] = given
+
+
 @app.command()
 def compare(
     studies: list[str] = typer.Argument(..., help="Two studies or more (names or run directories), e.g. the studies of `kvtune run --backend llama-server --backend vllm`."),
@@ -65,8 +78,9 @@ def compare(
 
     if len(studies) < 2:
         check_comparable([(s, {}) for s in studies])  # the one-line refusal
-    loaded = [(s, _load_results(s, runs_dir)[0]) for s in studies]
-    c = compare_studies(loaded)
+    found = [(s, *_load_results(s, runs_dir)) for s in studies]
+    refuse_the_same_study_twice([(s, d) for s, _, d in found])
+    c = compare_studies([(s, results) for s, results, _ in found])
     print_comparison(c, console)
     if output:
         write_comparison(output, c)

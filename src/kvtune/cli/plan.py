@@ -41,6 +41,8 @@ def plan(
     from kvtune.planner.shape import shape_from_path
     from kvtune.planner.suggest import suggest
 
+    if gpu is not None and not gpu.strip():
+        raise SpecError("--gpu needs a GPU model, e.g. 'H100 SXM' (leave it out to plan for this machine)")
     if gpu:
         named_gpu(gpu)  # an unknown name fails first, naming the known ones
     if gpus is not None and gpus < 1:

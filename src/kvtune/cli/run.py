@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -14,6 +15,8 @@ from rich.console import Console
 from kvtune.cli.app import app, console, err_console
 from kvtune.cli.consoles import make_console
 from kvtune.errors import SpecError
+from kvtune.kinds import ProgressMode
+from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.launchers.base import Launcher
 from kvtune.cli.render import print_header, print_summary
 from kvtune.cli.one_study import run_study
@@ -40,6 +43,13 @@ def _repeats(text: str | None) -> int | str | None:
         return int(text)
     except ValueError:
         raise SpecError(f"--repeats must be a whole number or 'auto', got {text!r}") from None
+
+
+def progress_mode(text: str) -> str:
+    """--progress, checked: a misspelt mode was silently plain."""
+    if text not in ProgressMode.values():
+        raise SpecError(f"--progress must be one of {', '.join(ProgressMode.values())}, got {text!r}")
+    return text
 
 
 def _prices(per_hour: str | None, per_gpu_hour: str | None) -> dict[str, float | None]:
@@ -98,29 +108,31 @@ def run(
 ) -> None:
     """Tune a server: launch it with candidate flags, measure real load, keep the best."""
     choice = parse_backends(backend)
-    workload = {"concurrency": concurrency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
-                "num_requests": num_requests, "warmup_requests": warmup_requests, "rate": rate,
-                "mode": "open" if rate is not None else None, "dataset": dataset, "endpoint": endpoint,
-                "shared_prefix_fraction": shared_prefix_fraction, "shared_prefix_tokens": shared_prefix_tokens}
-    study_settings = {
-        "targets": list(target) or None, "trials": trials, "study": study, "model": model,
-        "backend": None if choice.several else next(iter(choice.backends), None), "llama_server": llama_server, "vllm_python": vllm_python,
-        "objective": (objective[0] if len(objective) == 1 else list(objective)) if objective else None,
-        "seed": seed, "repeats": _repeats(repeats), "confirm_top": confirm_top, "informed_start": informed_start,
-        "time_budget_s": parse_duration(time_budget) if time_budget is not None else None,
-        "early_stop": None if early_stop else False,
-        "sampler": sampler, **_prices(price_per_hour, price_per_gpu_hour)}
-    opts = RunOptions(study_file=study_file, spec_overrides=study_settings,
-                      workload_overrides={k: v for k, v in workload.items() if v is not None},
-                      runs_dir=runs_dir, deploy_host=deploy_host, deploy_port=deploy_port, storage=storage,
+    rate_mode = WorkloadOverrides(mode="open") if rate is not None else WorkloadOverrides()
+    workload = replace(rate_mode, concurrency=concurrency, prompt_tokens=prompt_tokens,
+                       output_tokens=output_tokens, num_requests=num_requests,
+                       warmup_requests=warmup_requests, rate=rate, dataset=dataset, endpoint=endpoint,
+                       shared_prefix_fraction=shared_prefix_fraction,
+                       shared_prefix_tokens=shared_prefix_tokens)
+    overrides = SpecOverrides(
+        targets=tuple(target) or None, trials=trials, study=study, model=model,
+        backend=None if choice.several else next(iter(choice.backends), None),
+        llama_server=llama_server, vllm_python=vllm_python, objective=tuple(objective) or None,
+        seed=seed, repeats=_repeats(repeats), confirm_top=confirm_top, informed_start=informed_start,
+        time_budget_s=parse_duration(time_budget) if time_budget is not None else None,
+        early_stop=None if early_stop else False, sampler=sampler, workload=workload,
+        **_prices(price_per_hour, price_per_gpu_hour))
+    opts = RunOptions(study_file=study_file, spec_overrides=overrides, runs_dir=runs_dir,
+                      deploy_host=deploy_host, deploy_port=deploy_port, storage=storage,
                       workers=workers, gpus_per_trial=gpus_per_trial, warm_start=warm_start,
                       warm_start_storage=warm_start_storage, allow_mixed_hardware=allow_mixed_hardware)
     if gpus_per_trial > 0:  # every slot must fit before anything starts (workers cut theirs later)
         check_gpu_slots(workers, gpus_per_trial, gpu_pool())
-    mode = "quiet" if quiet else "jsonl" if jsonl else progress
+    mode = "quiet" if quiet else "jsonl" if jsonl else progress_mode(progress)
     if choice.several:
         from kvtune.cli.multi import run_backends  # noqa: PLC0415 (only with several backends)
         raise typer.Exit(run_backends(opts, choice, hf_model, mode))
     if hf_model:
-        opts.spec_overrides["model"] = single_backend_model(study_spec(opts).backend, hf_model)
+        model_here = single_backend_model(study_spec(opts).backend, hf_model)
+        opts = replace(opts, spec_overrides=replace(overrides, model=model_here))
     raise typer.Exit(run_study(opts, mode))

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from kvtune.errors import ModelError
-from kvtune.gguf_file import read_gguf
+from kvtune.gguf_file import is_gguf, read_gguf
 from kvtune.planner.kv import ModelShape
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1}
@@ -168,9 +168,8 @@ def shape_from_gguf(path: str | Path) -> ModelShape:
     path = Path(path).expanduser()
     if not path.is_file():
         raise ModelError(f"GGUF file {path} does not exist")
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise ModelError(f"{path} is not a GGUF file")
+    if not is_gguf(path):
+        raise ModelError(f"{path} is not a GGUF file")
     try:
         from gguf import GGUFReader
     except ImportError:
@@ -267,11 +266,10 @@ def shape_from_path(path: str | Path) -> ModelShape:
             return shape_from_gguf(ggufs[0])
         raise ModelError(f"{p} has no config.json and not exactly one .gguf file: pass the model file")
     try:
-        with open(p, "rb") as f:
-            magic = f.read(4)
+        gguf = is_gguf(p)
     except OSError as e:
         raise ModelError(f"cannot read model file {p}: {e.strerror}") from e
-    if p.suffix.lower() == ".gguf" or magic == b"GGUF":
+    if p.suffix.lower() == ".gguf" or gguf:
         return shape_from_gguf(p)
     if p.suffix.lower() == ".json":
         return shape_from_hf_config(p)

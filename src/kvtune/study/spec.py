@@ -3,6 +3,12 @@
 A study file is validated strictly (unknown keys, wrong types, empty search spaces and ranges
 with min > max are one-line `SpecError`s) because a typo in an unattended hours-long run must
 fail before anything launches, not after.
+
+The spec is typed: its objectives, targets and sampler are parsed once, when the spec is built
+(from the study file and flags by `build_spec`, from a stored study or results.json by
+`StudySpec.from_dict`), and every reader gets `Objective`s, `Target`s and a `SamplerKind`.
+`to_dict` writes the words users typed, under the keys earlier versions wrote, so a study or a
+results.json of an earlier version still loads.
 """
 
 from __future__ import annotations
@@ -10,20 +16,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, Iterable
 
 from kvtune.workload import Workload
-from kvtune.errors import SpecError
-from kvtune.objectives.targets import parse_targets
+from kvtune.errors import SpecError, TargetError
+from kvtune.objectives.targets import Target, parse_target, parse_targets
 from kvtune.launchers.base import Knob
 from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
 from kvtune.durations import parse_duration
-from kvtune.study.sampler_choice import parse_sampler
+from kvtune.study.overrides import SpecOverrides
+from kvtune.study.sampler_choice import SamplerKind, sampler_kind
 
 BACKENDS = ("llama-server", "vllm")
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
@@ -31,14 +36,40 @@ TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed
             "informed_start", "time_budget", "sampler", "price_per_hour", "price_per_gpu_hour"}
 
 
-def objective_names(raw: str | list[str]) -> list[str]:
+def objective_names(raw: str | Iterable[str]) -> list[str]:
     """The objective field as YAML/JSON hold it (one name or a list) -> a list of names."""
-    return list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    return [raw] if isinstance(raw, str) else list(raw)
 
 
-def parse_objectives(raw: str | list[str]) -> tuple[Objective, ...]:
-    """The typed objectives of an objective field (names already validated)."""
-    return tuple(objective(n) for n in objective_names(raw))
+def parse_objectives(raw: str | Iterable[str | Objective] | Objective) -> tuple[Objective, ...]:
+    """An objective field (one name, a list of names, or Objectives already parsed) -> the typed
+    objectives, in order. Unknown, missing or repeated names are a one-line SpecError."""
+    if isinstance(raw, Objective):
+        return (raw,)
+    items = objective_names(raw)  # type: ignore[arg-type]
+    if not items:
+        raise SpecError("objective is empty: name at least one, e.g. output_throughput")
+    out = []
+    for o in items:
+        if isinstance(o, Objective):
+            out.append(o)
+        elif isinstance(o, str) and o in OBJECTIVES:
+            out.append(objective(o))
+        else:
+            raise SpecError(f"unknown objective {o!r}: use output_throughput, "
+                            f"request_throughput, capacity, cost_per_mtok or a latency such as ttft_p95")
+    names = [o.name for o in out]
+    if len(set(names)) != len(names):
+        raise SpecError(f"objective lists {names} twice: name each once")
+    return tuple(out)
+
+
+def _typed_targets(raw: Iterable[str | Target]) -> tuple[Target, ...]:
+    """Target texts (or Targets already parsed) -> Targets, checked together (no target twice,
+    no contradiction)."""
+    items = [raw] if isinstance(raw, str) else list(raw)
+    texts = [t.text if isinstance(t, Target) else t for t in items]
+    return tuple(parse_targets(texts))
 
 
 # `repeats: auto`: measure again on the same server until the objective's 95% confidence
@@ -50,13 +81,16 @@ AUTO_MAX_REPEATS = 5
 
 @dataclass
 class StudySpec:
+    """The study's settings, typed. `objective`, `targets` and `sampler` accept the words users
+    write (a name or a list of names, target texts, a sampler name) and hold them parsed."""
+
     study: str | None = None
     backend: str = "llama-server"
     model: str | None = None  # None: the demo model
-    targets: list[str] = field(default_factory=list)
-    # One objective, or several (a list) for a multi-objective study of the trade-off. The
-    # YAML/JSON form; code reads the typed `objective_specs`.
-    objective: str | list[str] = "output_throughput"
+    targets: tuple[Target, ...] = ()
+    # One objective, or several for a multi-objective study of the trade-off; the first is the
+    # primary one (confirmation and the launch script rank by it).
+    objective: tuple[Objective, ...] = ("output_throughput",)  # type: ignore[assignment]
     trials: int = 12
     seed: int = 0
     workload: Workload = field(default_factory=Workload)
@@ -76,12 +110,19 @@ class StudySpec:
     time_budget_s: float | None = None
     # Stop a measurement once a target can no longer hold (--no-early-stop turns it off).
     early_stop: bool = True
-    # The search: auto (the default, TPE), tpe, gp, random, grid or qmc (tuner/samplers.py).
-    sampler: str = "auto"
+    # The search as asked: auto (TPE), tpe, gp, random, grid or qmc (tuner/search/samplers.py
+    # resolves auto and builds the Optuna sampler).
+    sampler: SamplerKind = SamplerKind.AUTO
     # USD per hour for the whole machine, or per GPU a trial uses (at most one): every trial
     # then carries its cost per 1M tokens (objectives/cost.py).
     price_per_hour: float | None = None
     price_per_gpu_hour: float | None = None
+
+    def __post_init__(self) -> None:
+        """Parse the words once: everything after construction reads typed values."""
+        self.objective = parse_objectives(self.objective)
+        self.targets = _typed_targets(self.targets)
+        self.sampler = sampler_kind(self.sampler)
 
     @property
     def price(self) -> Price | None:
@@ -94,30 +135,38 @@ class StudySpec:
 
     @property
     def objective_specs(self) -> tuple[Objective, ...]:
-        """What the study optimizes: (name, metrics key, direction) per objective, in order."""
-        return parse_objectives(self.objective)
+        """What the study optimizes, in order (the name the tuner reads `objective` by)."""
+        return self.objective
 
     @property
     def primary(self) -> Objective:
         """The first objective: the one confirmation and the launch script rank by."""
-        return self.objective_specs[0]
+        return self.objective[0]
+
+    @property
+    def objective_field(self) -> str | list[str]:
+        """The objective as study files and results.json write it: a name, or a list of names."""
+        names = [o.name for o in self.objective]
+        return names[0] if len(names) == 1 else names
+
+    @property
+    def target_texts(self) -> list[str]:
+        """The targets as the user wrote them (results.json's "targets")."""
+        return [t.text for t in self.targets]
+
+    @property
+    def is_capacity(self) -> bool:
+        """The primary objective is capacity: exports check the load the trial held."""
+        return self.primary.name == "capacity"
 
     def validate(self) -> "StudySpec":
         if self.backend not in BACKENDS:
             raise SpecError(f"unknown backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
-        names = objective_names(self.objective)
+        names = [o.name for o in self.objective]
         price = self.price  # a bad price (or two) is a SpecError here
-        if not names:
-            raise SpecError("objective is empty: name at least one, e.g. output_throughput")
-        for o in names:
-            if not isinstance(o, str) or o not in OBJECTIVES:
-                raise SpecError(f"unknown objective {o!r}: use output_throughput, "
-                                f"request_throughput, capacity, cost_per_mtok or a latency such as ttft_p95")
-        if len(set(names)) != len(names):
-            raise SpecError(f"objective lists {names} twice: name each once")
         if "capacity" in names and not self.targets:
             raise SpecError("the capacity objective needs a target to hold, e.g. --target 'ttft_p95<1s'")
-        if "capacity" in names and any(t.relative for t in parse_targets(self.targets)):
+        if "capacity" in names and any(t.relative for t in self.targets):
             raise SpecError("the capacity objective needs absolute targets (e.g. 'ttft_p95<1s'), not "
                             "ones relative to the baseline")
         if "cost_per_mtok" in names and price is None:
@@ -136,26 +185,86 @@ class StudySpec:
             raise SpecError(f"seed must be between 0 and 2**32-1, got {self.seed}")
         if self.time_budget_s is not None:
             parse_duration(self.time_budget_s)
-        parse_sampler(self.sampler)
         self.workload.validate()
         parse_space(self.space)
         return self
 
     def fingerprint(self) -> str:
-        """A short hash of what defines the study's results (not the trial budget)."""
-        key = {"backend": self.backend, "model": self.model, "targets": sorted(self.targets),
-               "objective": self.objective, "workload": asdict(self.workload), "space": self.space}
+        """A short hash of what the user asked for (not the trial budget): the default study name.
+        Computed from the words given, before any launcher exists; `identity` is what a resumed
+        study is checked against. Kept byte-for-byte as earlier versions computed it, so the same
+        flags find the same study."""
+        key = {"backend": self.backend, "model": self.model, "targets": sorted(self.target_texts),
+               "objective": self.objective_field, "workload": asdict(self.workload), "space": self.space}
         if self.price is not None:  # costs are stored per trial: another price, another study
             key["price"] = [self.price.usd, self.price.per_gpu]
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["workload"] = asdict(self.workload)
+    def identity(self, model: str | None, knobs: Iterable[Knob]) -> dict[str, Any]:
+        """What a resumed study must share with the one stored (storage.open_study compares it):
+        the model as the launcher resolved it and the merged search space. The same keys and
+        values as earlier versions stored (absolute targets by their threshold), so their studies
+        resume; what that form cannot tell apart (relative factors, the price) `resume_conflict`
+        checks against the stored spec."""
+        return {"backend": self.backend,
+                "model": Path(model).name if model and Path(str(model)).exists() else model,
+                "targets": sorted(t.name + t.op + repr(t.threshold) for t in self.targets),
+                "objective": self.objective_field,
+                "workload": self.workload.to_dict(),
+                "space": [k.describe() for k in knobs]}
+
+    def resume_conflict(self, stored: dict[str, Any]) -> str | None:
+        """The setting this spec changes from a stored study's spec (its `to_dict`) that would mix
+        incomparable trials, as a phrase for the refusal; None when there is none."""
+        for key, flag in (("price_per_hour", "--price-per-hour"), ("price_per_gpu_hour", "--price-per-gpu-hour")):
+            was, now = stored.get(key), getattr(self, key)
+            if was != now:
+                return f"{flag} (stored: {_setting(was)}, now: {_setting(now)})"
+        was_rel = _relative_keys(stored.get("targets") or [])
+        now_rel = sorted(t.constraint_key for t in self.targets if t.relative)
+        if was_rel != now_rel:
+            return (f"relative target (stored: {', '.join(was_rel) or 'none'}, "
+                    f"now: {', '.join(now_rel) or 'none'})")
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON/YAML hold it (the Optuna study's "spec", results.json's "spec")."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(objective=self.objective_field, targets=self.target_texts, sampler=self.sampler.value,
+                 workload=self.workload.to_dict(), space=dict(self.space))
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StudySpec":
+        """A spec stored by this or an earlier version (unknown keys are ignored, missing ones
+        take their defaults), parsed; `validate()` checks how the settings combine."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in (d or {}).items() if k in known and v is not None}
+        wl = values.pop("workload", None) or {}
+        wl_known = {f.name for f in fields(Workload)}
+        values["workload"] = Workload(**{k: v for k, v in wl.items() if k in wl_known})
+        return cls(**values)
 
-def _check_type(where: str, value: Any, types: tuple, what: str) -> None:
+
+def _setting(value: Any) -> str:
+    return "not set" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _relative_keys(texts: Iterable[str]) -> list[str]:
+    """The relative targets among stored target texts, by what they mean (constraint key, e.g.
+    ``ttft_p95<0.8x``), so a respelling is not a change."""
+    out = []
+    for text in texts:
+        try:
+            t = parse_target(text)
+        except TargetError:  # a target this version no longer reads is no factor to compare
+            continue
+        if t.relative:
+            out.append(t.constraint_key)
+    return sorted(out)
+
+
+def check_type(where: str, value: Any, types: tuple, what: str) -> None:
     if isinstance(value, bool) and bool not in types:
         raise SpecError(f"{where} must be {what}, got {value!r}")
     if not isinstance(value, types):
@@ -172,7 +281,7 @@ def parse_knob(name: str, raw: Any) -> Knob | None:
         if not raw:
             raise SpecError(f"{where} is an empty list: give at least one value")
         for v in raw:
-            _check_type(f"{where} choice", v, (str, int, float, bool), "a string, number or bool")
+            check_type(f"{where} choice", v, (str, int, float, bool), "a string, number or bool")
         return Knob(name, "choices", choices=tuple(raw))
     if isinstance(raw, dict):
         unknown = set(raw) - {"low", "high", "step", "log"}
@@ -181,24 +290,24 @@ def parse_knob(name: str, raw: Any) -> Knob | None:
         if "low" not in raw or "high" not in raw:
             raise SpecError(f"{where} needs both low and high")
         low, high = raw["low"], raw["high"]
-        _check_type(f"{where}.low", low, (int, float), "a number")
-        _check_type(f"{where}.high", high, (int, float), "a number")
+        check_type(f"{where}.low", low, (int, float), "a number")
+        check_type(f"{where}.high", high, (int, float), "a number")
         if not (math.isfinite(low) and math.isfinite(high)):
             raise SpecError(f"{where}: low and high must be finite numbers")
         if low > high:
             raise SpecError(f"{where}: low ({low}) is greater than high ({high})")
         log = raw.get("log", False)
-        _check_type(f"{where}.log", log, (bool,), "true or false")
+        check_type(f"{where}.log", log, (bool,), "true or false")
         if log and low <= 0:
             raise SpecError(f"{where}: a log range needs low > 0")
         is_int = isinstance(low, int) and isinstance(high, int)
         step = raw.get("step")
         if step is not None:
-            _check_type(f"{where}.step", step, (int,), "an integer")
+            check_type(f"{where}.step", step, (int,), "an integer")
             if step < 1 or not is_int:
                 raise SpecError(f"{where}.step must be a positive integer on an integer range")
         return Knob(name, "int" if is_int else "float", low=low, high=high, step=step, log=log)
-    _check_type(where, raw, (str, int, float, bool), "a list, a {low, high} range or a value")
+    check_type(where, raw, (str, int, float, bool), "a list, a {low, high} range or a value")
     return Knob(name, "fixed", value=raw)
 
 
@@ -232,97 +341,12 @@ def merge_knobs(defaults: list[Knob], space: dict[str, Any]) -> list[Knob]:
     return knobs
 
 
-def load_study_file(path: str | Path) -> dict[str, Any]:
-    """Read and type-check a YAML study file; returns the keys it sets."""
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"study file {str(path)!r} does not exist") from None
-    except OSError as e:
-        raise SpecError(f"cannot read study file {str(path)!r}: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        at = f" at line {line + 1}" if line is not None else ""
-        raise SpecError(f"study file {str(path)!r} is not valid YAML{at}") from e
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise SpecError(f"study file {str(path)!r} must be a mapping of keys, not {type(data).__name__}")
-    unknown = set(data) - TOP_KEYS
-    if unknown:
-        raise SpecError(f"study file {str(path)!r} has unknown key(s) {sorted(map(str, unknown))}; "
-                        f"allowed: {', '.join(sorted(TOP_KEYS))}")
-    data = {k: v for k, v in data.items() if v is not None}  # `key:` with no value = not set
-    checks = {"study": ((str,), "a string"), "backend": ((str,), "a string"),
-              "model": ((str,), "a string"), "objective": ((str, list), "a name or a list of names"),
-              "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
-              "repeats": ((int, str), "an integer or 'auto'"), "confirm_top": ((int,), "an integer"),
-              "informed_start": ((bool,), "true or false"), "sampler": ((str,), "a sampler name"),
-              "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
-              "startup_timeout_s": ((int, float), "a number"),
-              "price_per_hour": ((int, float), "a price in USD per hour, e.g. 2.5"),
-              "price_per_gpu_hour": ((int, float), "a price in USD per GPU-hour, e.g. 2.5")}
-    for key, (types, what) in checks.items():
-        if key in data and data[key] is not None:
-            _check_type(key, data[key], types, what)
-    if "targets" in data:
-        t = data["targets"]
-        if isinstance(t, str):
-            data["targets"] = [t]
-        elif not (isinstance(t, list) and all(isinstance(x, str) for x in t)):
-            raise SpecError("targets must be a list of strings such as 'ttft<1s'")
-    if "time_budget" in data:  # "2h", "90m", or seconds
-        data["time_budget_s"] = parse_duration(data.pop("time_budget"), what="time_budget")
-    if "workload" in data:
-        data["workload"] = parse_workload(data["workload"])
-    if "space" in data:
-        if data["space"] is None:
-            data["space"] = {}
-        parse_space(data["space"])
-    # Relative model paths are relative to the study file, so studies can travel with models.
-    if data.get("model") and data["model"] != "demo" and not Path(data["model"]).is_absolute():
-        data["model"] = str((p.parent / data["model"]).resolve())
-    return data
-
-
-def parse_workload(raw: Any) -> Workload:
-    if not isinstance(raw, dict):
-        raise SpecError("workload must be a mapping (concurrency, prompt_tokens, output_tokens, ...)")
-    known = {f.name: f for f in fields(Workload)}
-    unknown = set(raw) - set(known)
-    if unknown:
-        raise SpecError(f"workload has unknown key(s) {sorted(map(str, unknown))}; "
-                        f"allowed: {', '.join(known)}")
-    numbers = {"request_timeout_s", "burstiness", "shared_prefix_fraction"}
-    optional_numbers = {"rate", "duration_s"}
-    strings = {"mode", "arrival", "endpoint"}
-    for k, v in raw.items():
-        where = f"workload.{k}"
-        if k in numbers:
-            _check_type(where, v, (int, float), "a number")
-        elif k in optional_numbers:
-            if v is not None:
-                _check_type(where, v, (int, float), "a number")
-        elif k in strings:
-            _check_type(where, v, (str,), "a string")
-        elif k == "dataset":
-            if v is not None:
-                _check_type(where, v, (str,), "a file path")
-        elif k == "dataset_max_tokens":
-            if v is not None:
-                _check_type(where, v, (int,), "an integer")
-        else:
-            _check_type(where, v, (int,), "an integer")
-    return Workload(**raw).validate()
-
-
-def build_spec(file_data: dict[str, Any], overrides: dict[str, Any]) -> StudySpec:
-    """Study-file values, then command-line flags that were given (not None), over defaults."""
-    spec = StudySpec()
-    values = {**file_data, **{k: v for k, v in overrides.items() if v is not None}}
-    wl_over = values.pop("workload_overrides", {}) or {}
-    spec = replace(spec, **values)
-    if wl_over:
-        spec = replace(spec, workload=replace(spec.workload, **wl_over))
-    return spec.validate()
+def build_spec(file_data: dict[str, Any], overrides: SpecOverrides | None = None) -> StudySpec:
+    """Study-file values (`study_file.load_study_file`), then the flags given, over the defaults.
+    `--seed` seeds the prompts too (the workload's seed) unless the workload's seed is given."""
+    given = overrides or SpecOverrides()
+    values = {**file_data, **given.given()}
+    workload = {**(values.pop("workload", None) or {}), **given.workload.given()}
+    if given.seed is not None and "seed" not in workload:
+        workload["seed"] = given.seed
+    return StudySpec(**values, workload=Workload(**workload)).validate()

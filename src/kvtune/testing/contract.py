@@ -197,8 +197,3 @@ def check_container(case: ContractCase) -> None:
 CHECKS = (check_interface, check_baseline, check_accepted, check_rejected, check_default_space,
           check_informed_start, check_logs, check_container)
 
-
-def run_all(case: ContractCase) -> None:
-    """Every check of the suite, in order (the first failure raises)."""
-    for check in CHECKS:
-        check(case)

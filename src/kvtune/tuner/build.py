@@ -15,11 +15,12 @@ from kvtune import hardware
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.registry import create_launcher
-from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
+from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.tuner.search import samplers
 from kvtune.tuner.fleet import storage
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.search.space import SearchSpace
+from kvtune.study.sampler_choice import check_sampler_installed
 from kvtune.study.spec import StudySpec, merge_knobs
 
 
@@ -35,13 +36,8 @@ class Prepared:
 
 
 def parse_study_targets(spec: StudySpec) -> list[Target]:
-    return with_default_error_target(parse_targets(spec.targets))
-
-
-def make_launcher(spec: StudySpec) -> Launcher:
-    """The backend's launcher (see launchers/registry.py). Bad input (backend, model, binary)
-    fails here, before any launch."""
-    return create_launcher(spec)
+    """The spec's targets and the error-rate target every study holds unless it names one."""
+    return with_default_error_target(list(spec.targets))
 
 
 def default_study_name(spec: StudySpec, launcher: Launcher) -> str:
@@ -63,13 +59,14 @@ def prepare(spec: StudySpec, launcher: Launcher | None = None, runs_dir: str | N
     """The parts of a study. `device_env` is this worker's GPU slot (CUDA_VISIBLE_DEVICES): the
     launcher keeps only those GPUs before it offers knobs, so its pre-screen and its choices
     (gpu-memory-utilization, n-gpu-layers) are about the memory this worker's trials get."""
-    targets = parse_study_targets(spec)  # malformed targets fail before anything else
-    launcher = launcher or make_launcher(spec)
+    check_sampler_installed(spec.sampler)  # before the baseline, not at the first sampled trial
+    targets = parse_study_targets(spec)
+    launcher = launcher or create_launcher(spec)  # bad backend, model, binary: fails here
     if device_env:
         launcher.pin_gpus(hardware.visible_gpus(device_env))
     hw = hardware.fingerprint()
     knobs = merge_knobs(launcher.default_knobs(spec.workload, hw["cpus"]), spec.space)
-    if samplers.parse_sampler(spec.sampler) is samplers.SamplerKind.GRID:
+    if spec.sampler is samplers.SamplerKind.GRID:
         samplers.grid_space(knobs)  # a continuous range fails here, before the study exists
     name = spec.study or default_study_name(spec, launcher)
     directory = storage.run_dir(storage.runs_root(runs_dir), name)
@@ -81,24 +78,29 @@ def prepare(spec: StudySpec, launcher: Launcher | None = None, runs_dir: str | N
 HARDWARE_KEYS = ("cpu", "cpus", "memory_gib", "accelerator")
 
 
+def refuse_changed_settings(p: Prepared, stored_spec: dict) -> None:
+    """A resumed study keeps its price and its relative targets: another price would mix costs,
+    another factor thresholds, in one ranking. (The stored identity cannot tell relative targets
+    apart, and earlier versions kept no price in it: the stored spec holds both.)"""
+    changed = p.spec.resume_conflict(stored_spec)
+    if changed:
+        raise SpecError(f"study {p.study_name!r} was run with another {changed}: resume it with the "
+                        f"same settings, or use a new --study")
+
+
 def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str | None = None,
                allow_mixed_hardware: bool = False, slot: int = 0, **kwargs: Any) -> Tuner:
     """Create or join the study. The creator stores the spec (so `kvtune worker` needs only the
     storage URL and study name) and queues the baseline as the first trial. `slot` is this
     worker's place (0 = the process that created the study): its sampler seed and CPU set."""
     url = storage_url or storage.sqlite_url(p.run_dir)
-    model = p.launcher.model_path
-    identity = {"backend": p.spec.backend,
-                "model": Path(model).name if model and Path(str(model)).exists() else model,
-                "targets": sorted(t.name + t.op + repr(t.threshold) for t in p.targets),
-                "objective": [o.name for o in p.spec.objective_specs] if len(p.spec.objective_specs) > 1
-                else p.spec.primary.name,
-                "workload": p.spec.workload.to_dict(),
-                "space": [k.describe() for k in p.space.knobs]}
+    identity = p.spec.identity(p.launcher.model_path, p.space.knobs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = storage.open_study(p.study_name, url, [o.direction.value for o in p.spec.objective_specs], identity)
+    study = storage.open_study(p.study_name, url, [o.direction.value for o in p.spec.objective], identity)
     if "spec" not in study.user_attrs:
         study.set_user_attr("spec", p.spec.to_dict())
+    else:
+        refuse_changed_settings(p, study.user_attrs["spec"])
     stored_hw = study.user_attrs.get("hardware")
     here = {k: p.hardware.get(k) for k in HARDWARE_KEYS}
     if stored_hw is None:
@@ -110,7 +112,7 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
     if not study.trials:
         study.enqueue_trial({}, user_attrs={"baseline": True})
         # A grid measures every config anyway (and Optuna's grid refuses a partial config).
-        grid = samplers.parse_sampler(p.spec.sampler) is samplers.SamplerKind.GRID
+        grid = p.spec.sampler is samplers.SamplerKind.GRID
         if p.spec.informed_start and p.spec.trials > 1 and not grid:
             guess = p.launcher.informed_start(p.space.knobs, p.spec.workload)
             if guess:

@@ -144,7 +144,7 @@ class Leg:
 
     @property
     def study(self) -> str:
-        return self.options.spec_overrides["study"]
+        return str(self.options.spec_overrides.study)
 
 
 @dataclass(frozen=True)
@@ -167,8 +167,8 @@ class BackendPlan:
 
     def split_note(self) -> str:
         """How the budget was split, for the header: ``12 trials: llama-server 6, vllm 6``."""
-        shares = [f"{leg.backend} {leg.options.spec_overrides['trials']}" for leg in self.legs]
-        total = sum(leg.options.spec_overrides["trials"] for leg in self.legs)
+        shares = [f"{leg.backend} {leg.options.spec_overrides.trials}" for leg in self.legs]
+        total = sum(leg.options.spec_overrides.trials or 0 for leg in self.legs)
         return f"{total} trials: {', '.join(shares)}"
 
 
@@ -177,7 +177,7 @@ def comparison_name(spec: StudySpec, backends: Sequence[str], hf_model: str | No
     if spec.study:
         return spec.study
     key = {"backends": list(backends), "model": spec.model, "hf_model": hf_model,
-           "targets": sorted(spec.targets), "objective": spec.objective,
+           "targets": sorted(spec.target_texts), "objective": spec.objective_field,
            "workload": asdict(spec.workload), "space": spec.space}
     return "backends-" + hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
@@ -202,9 +202,8 @@ def plan_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None 
     skipped: list[Skipped] = []
     for backend in choice.backends:
         try:
-            overrides = {**opts.spec_overrides, "backend": backend,
-                         "model": model_for(backend, base.model, hf_model),
-                         "study": f"{name}-{backend}"}
+            overrides = replace(opts.spec_overrides, backend=backend,
+                                model=model_for(backend, base.model, hf_model), study=f"{name}-{backend}")
             leg_opts = replace(opts, spec_overrides=overrides)
             launcher = factory(study_spec(leg_opts))
         except CANNOT_SERVE as e:
@@ -216,8 +215,8 @@ def plan_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None 
         raise BackendError(f"no backend can serve this model here ({why})")
     shares = split_budget(base.trials, len(ready))
     time_share = base.time_budget_s / len(ready) if base.time_budget_s else None
-    legs = [Leg(backend, replace(o, spec_overrides={**o.spec_overrides, "trials": trials,
-                                                     "time_budget_s": time_share}), launcher)
+    legs = [Leg(backend, replace(o, spec_overrides=replace(o.spec_overrides, trials=trials,
+                                                          time_budget_s=time_share)), launcher)
             for (backend, o, launcher), trials in zip(ready, shares)]
     return BackendPlan(name, legs, skipped, choice.auto)
 

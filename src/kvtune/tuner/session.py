@@ -12,7 +12,7 @@ import signal
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from kvtune.study.results import build_payload, write_results
 from kvtune.errors import SpecError
@@ -23,7 +23,9 @@ from kvtune.tuner.build import Prepared, open_tuner, prepare
 from kvtune.tuner.search.importance import param_importance
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.spec import StudySpec, build_spec, load_study_file
+from kvtune.study.overrides import SpecOverrides
+from kvtune.study.spec import StudySpec, build_spec
+from kvtune.study.study_file import load_study_file
 from kvtune.tuner.fleet.storage import load_study, runs_root, sqlite_url
 from kvtune.tuner.search.warmstart import enqueue_warm_start
 from kvtune.tuner.search import samplers
@@ -36,8 +38,7 @@ class RunOptions:
     decides) become the StudySpec; the rest say where and how this run executes."""
 
     study_file: Path | None = None
-    spec_overrides: dict[str, Any] = field(default_factory=dict)   # StudySpec fields
-    workload_overrides: dict[str, Any] = field(default_factory=dict)  # Workload fields
+    spec_overrides: SpecOverrides = field(default_factory=SpecOverrides)  # StudySpec fields given
     runs_dir: str | None = None
     deploy_host: str = "127.0.0.1"
     deploy_port: int = 8080
@@ -59,11 +60,7 @@ class RunOptions:
 def study_spec(opts: RunOptions) -> StudySpec:
     """The study file's values, then the flags given, over the defaults."""
     file_data = load_study_file(opts.study_file) if opts.study_file else {}
-    wl = dict(opts.workload_overrides)
-    if wl and "workload" in file_data:
-        file_data["workload"] = replace(file_data["workload"], **wl)
-        wl = {}
-    return build_spec(file_data, {**opts.spec_overrides, "workload_overrides": wl or None})
+    return build_spec(file_data, opts.spec_overrides)
 
 
 @dataclass
@@ -144,7 +141,7 @@ def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
     `launcher`: one already built (a multi-backend run builds each backend's first; tests pass
     a fake); default: the spec's backend."""
     opts.validate()
-    if opts.workers > 1 and samplers.parse_sampler(spec.sampler) is samplers.SamplerKind.GRID:
+    if opts.workers > 1 and spec.sampler is samplers.SamplerKind.GRID:
         # Two workers asking at once can overshoot the budget; the one that steps back tells its
         # trial FAIL, and Optuna's grid counts a failed grid point as visited: it would be lost.
         raise SpecError("--sampler grid measures one config at a time: use --workers 1 (a grid "

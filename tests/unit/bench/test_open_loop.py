@@ -119,7 +119,7 @@ def test_open_loop_needs_a_rate() -> None:
 # -- the workload's new fields, as study files and flags describe them -------------------------
 
 def test_study_file_workload_accepts_the_new_fields() -> None:
-    from kvtune.study.spec import parse_workload
+    from kvtune.study.study_file import parse_workload
     wl = parse_workload({"mode": "open", "rate": 4, "arrival": "gamma", "burstiness": 0.5,
                          "duration_s": 60, "endpoint": "completions", "dataset": "sharegpt.json",
                          "dataset_min_tokens": 4, "dataset_max_tokens": 1024,
@@ -147,7 +147,7 @@ def test_study_file_workload_accepts_the_new_fields() -> None:
     ({"shared_prefix_fraction": 0.5}, "needs shared_prefix_tokens >= 1"),
 ])
 def test_bad_workload_fields_are_one_line_spec_errors(raw: dict, expect: str) -> None:
-    from kvtune.study.spec import parse_workload
+    from kvtune.study.study_file import parse_workload
     with pytest.raises(SpecError) as e:
         parse_workload(raw)
     assert expect in str(e.value) and "\n" not in str(e.value)

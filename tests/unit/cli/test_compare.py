@@ -60,6 +60,7 @@ def test_kvtune_report_of_a_comparison(runs):
     (["S-vllm"], "compare needs two studies or more, got 1"),
     (["S-vllm", "nope"], "no study 'nope'"),
     (["S-vllm", "S-vllm"], "'S-vllm' is given twice"),
+    (["S-vllm", "./S-vllm"], "'S-vllm' and './S-vllm' are the same study"),
     (["S-llama-server", "other"], "did not measure the same thing: workload concurrency 8 vs 2"),
 ])
 def test_refusals_are_one_line_exit_2(runs, args, fragment):

@@ -27,6 +27,7 @@ def kvtune(*args, cwd):
     (["--price-per-hour", "abc"], "--price-per-hour must be a price in USD per hour"),
     (["--price-per-hour", "2.5", "--price-per-gpu-hour", "1"], "give one price"),
     (["--objective", "cost_per_mtok"], "the cost_per_mtok objective needs a price"),
+    (["--progress", "nosuch"], "--progress must be one of auto, plain, quiet, jsonl"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, fragment):
     r = kvtune("run", "--runs-dir", str(tmp_path / "runs"), *args, cwd=tmp_path)

@@ -13,6 +13,7 @@ from kvtune.cli.multi import run_backends
 from kvtune.errors import ServerNotFoundError
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.multi_backend import parse_backends
+from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.tuner.session import RunOptions
 
 TINY = {"concurrency": 2, "prompt_tokens": 16, "output_tokens": 4, "num_requests": 4, "warmup_requests": 1}
@@ -39,9 +40,9 @@ def factory(refuse: set[str] = frozenset()):
 
 
 def options(tmp_path, trials: int) -> RunOptions:
-    return RunOptions(spec_overrides={"study": "S", "trials": trials, "confirm_top": 0, "startup_timeout_s": 20,
-                                      "informed_start": False, "space": {"bogus": False}},
-                      workload_overrides=TINY, runs_dir=str(tmp_path))
+    given = SpecOverrides(study="S", trials=trials, confirm_top=0, startup_timeout_s=20, informed_start=False,
+                          space={"bogus": False}, workload=WorkloadOverrides(**TINY))
+    return RunOptions(spec_overrides=given, runs_dir=str(tmp_path))
 
 
 def test_two_backends_split_the_budget_and_are_compared(tmp_path, capsys):

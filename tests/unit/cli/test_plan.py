@@ -74,6 +74,7 @@ def test_plan_on_this_gpu_less_machine_suggests_cpu_flags():
     (["--gpu", "nosuch"], "unknown GPU 'nosuch': use one of B200, H200,"),
     (["--gpu", "L4", "--gpus", "0"], "--gpus must be at least 1"),
     (["--gpus", "2"], "this machine has 0 GPU(s)"),
+    (["--gpu", ""], "--gpu needs a GPU model"),
 ])
 def test_bad_gpu_input(args, fragment):
     r = plan(*SEED[:6], *args)

@@ -77,11 +77,12 @@ def test_usd_format() -> None:
 
 
 def test_the_study_file_takes_a_price(tmp_path) -> None:
-    from kvtune.study.spec import build_spec, load_study_file
+    from kvtune.study.spec import build_spec
+    from kvtune.study.study_file import load_study_file
 
     f = tmp_path / "s.yaml"
     f.write_text("price_per_hour: 2.5\nobjective: cost_per_mtok\n")
-    assert build_spec(load_study_file(f), {}).price == Price(2.5)
+    assert build_spec(load_study_file(f)).price == Price(2.5)
     f.write_text("price_per_hour: cheap\n")
     with pytest.raises(SpecError, match="price_per_hour must be a price"):
         load_study_file(f)

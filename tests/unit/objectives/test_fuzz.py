@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from kvtune.errors import SpecError, TargetError
 from kvtune.objectives.targets import parse_target, parse_targets
-from kvtune.study.spec import build_spec, load_study_file, merge_knobs
+from kvtune.study.spec import build_spec, merge_knobs
+from kvtune.study.study_file import load_study_file
 from kvtune.launchers.llama_server import LlamaServerLauncher
 
 TARGET_ALPHABET = st.sampled_from(list("tfpoeilrw_<>=%.0123456789 smu-+eE/k") + ["ttft", "tpot",
@@ -54,7 +55,7 @@ def test_study_file_loader_raises_only_spec_error(tmp_path_factory, data):
     f.write_text(yaml.safe_dump(data))
     launcher = LlamaServerLauncher(binary="/bin/true", model_path="/m.gguf")
     try:
-        spec = build_spec(load_study_file(f), {})
+        spec = build_spec(load_study_file(f))
         merge_knobs(launcher.default_knobs(spec.workload, 2), spec.space)
     except SpecError as e:
         assert "\n" not in str(e)
@@ -66,7 +67,7 @@ def test_study_file_loader_on_arbitrary_text(tmp_path_factory, text):
     f = tmp_path_factory.mktemp("fuzz") / "study.yaml"
     f.write_text(text)
     try:
-        build_spec(load_study_file(f), {})
+        build_spec(load_study_file(f))
     except SpecError:
         pass
 
@@ -78,6 +79,6 @@ def test_numeric_fields_raise_only_spec_error(tmp_path_factory, data):
     f = tmp_path_factory.mktemp("fuzz") / "study.yaml"
     f.write_text(yaml.safe_dump(data))
     try:
-        build_spec(load_study_file(f), {})
+        build_spec(load_study_file(f))
     except SpecError:
         pass

@@ -155,11 +155,12 @@ def test_bad_time_budget_is_one_line_exit_2_and_creates_nothing(tmp_path, value,
 
 def test_time_budget_in_a_study_file(tmp_path):
     from kvtune.errors import SpecError
-    from kvtune.study.spec import build_spec, load_study_file
+    from kvtune.study.spec import build_spec
+    from kvtune.study.study_file import load_study_file
 
     f = tmp_path / "s.yaml"
     f.write_text("time_budget: 1h30m\n")
-    assert build_spec(load_study_file(f), {}).time_budget_s == 5400.0
+    assert build_spec(load_study_file(f)).time_budget_s == 5400.0
     f.write_text("time_budget: soon\n")
     with pytest.raises(SpecError, match="^time_budget 'soon' is not a duration"):
         load_study_file(f)

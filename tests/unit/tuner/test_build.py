@@ -4,10 +4,11 @@ informed start is queued right after the baseline."""
 import pytest
 
 from kvtune.workload import Workload
-from kvtune.errors import BackendError, ModelError
+from kvtune.errors import BackendError, ModelError, SpecError
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import make_launcher, open_tuner, prepare
+from kvtune.launchers.registry import create_launcher
+from kvtune.tuner.build import open_tuner, prepare
 from kvtune.study.spec import StudySpec
 
 
@@ -28,10 +29,10 @@ def test_no_informed_start_when_the_launcher_has_no_opinion(tmp_path):
     assert [t.user_attrs for t in tuner.study.trials] == [{"baseline": True}]
 
 
-def test_make_launcher_refuses_an_unknown_backend_in_one_line():
-    spec = StudySpec(backend="tgi")  # not validated: make_launcher must refuse it on its own
+def test_the_registry_refuses_an_unknown_backend_in_one_line():
+    spec = StudySpec(backend="tgi")  # not validated: the registry must refuse it on its own
     with pytest.raises(BackendError, match="unknown backend 'tgi': use one of llama-server, vllm"):
-        make_launcher(spec)
+        create_launcher(spec)
 
 
 def test_vllm_refuses_a_gguf_file_before_any_launch(tmp_path):
@@ -73,3 +74,41 @@ def test_the_registry_builds_each_backend_from_a_study_spec(tmp_path):
     assert vl.fp8_capable == bool({"avx512f", "amx_tile"} & hardware.cpu_flags())
     with pytest.raises(ModelError, match="is a file"):
         create_launcher(StudySpec(backend="vllm", model=str(gguf), vllm_python=str(python)))
+
+
+# ---- resuming a named study: settings the stored identity cannot tell apart ---------------------
+def _resume(tmp_path, **settings):
+    spec = StudySpec(study="r", trials=3, workload=Workload(concurrency=2), startup_timeout_s=10,
+                     informed_start=False, **settings).validate()
+    return open_tuner(prepare(spec, launcher=FakeLauncher(), runs_dir=str(tmp_path)))
+
+
+@pytest.mark.parametrize("first,then,named", [
+    ({"price_per_hour": 2.5}, {"price_per_hour": 3.0}, "--price-per-hour (stored: 2.5, now: 3)"),
+    ({}, {"price_per_hour": 3.0}, "--price-per-hour (stored: not set, now: 3)"),
+    ({"price_per_gpu_hour": 1.0}, {"price_per_hour": 1.0}, "--price-per-hour (stored: not set, now: 1)"),
+    ({"targets": ["ttft<0.8x"]}, {"targets": ["ttft<0.5x"]},
+     "relative target (stored: ttft_p95<0.8x, now: ttft_p95<0.5x)"),
+])
+def test_a_resumed_study_refuses_another_price_or_relative_target(tmp_path, first, then, named):
+    _resume(tmp_path, **first)
+    with pytest.raises(SpecError) as e:
+        _resume(tmp_path, **then)
+    assert named in str(e.value) and "'r'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_resumed_study_with_the_same_settings_opens(tmp_path):
+    first = _resume(tmp_path, price_per_hour=2.5, targets=["ttft<0.8x"])
+    again = _resume(tmp_path, price_per_hour=2.5, targets=["ttft_p95 < 0.8x"])  # respelt, same meaning
+    assert again.study.study_name == first.study.study_name == "r"
+    assert len(again.study.trials) == 1  # the baseline queued once, not twice
+
+
+def test_the_gp_sampler_is_refused_up_front_without_torch(tmp_path):
+    from kvtune.study.sampler_choice import SamplerKind, check_sampler_installed
+
+    with pytest.raises(SpecError, match=r"--sampler gp needs PyTorch .*pip install torch"):
+        check_sampler_installed(SamplerKind.GP, find_module=lambda name: None)
+    check_sampler_installed(SamplerKind.GP, find_module=lambda name: object())  # torch found: fine
+    check_sampler_installed(SamplerKind.TPE, find_module=lambda name: None)  # TPE needs no torch
+    check_sampler_installed(SamplerKind.AUTO, find_module=lambda name: None)

@@ -9,6 +9,7 @@ from kvtune.errors import BackendError, ModelError, ServerNotFoundError, SpecErr
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.multi_backend import (BackendChoice, model_for, parse_backends, plan_backends,
                                         single_backend_model, split_budget)
+from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.tuner.session import RunOptions, study_spec
 
 
@@ -98,8 +99,8 @@ def test_hf_model_in_a_one_backend_run(hf_dir):
 
 # ---- the plan ---------------------------------------------------------------------------------
 def opts(tmp_path, **spec) -> RunOptions:
-    return RunOptions(spec_overrides={"study": "S", "trials": 5, **spec},
-                      workload_overrides={"concurrency": 3}, runs_dir=str(tmp_path / "runs"))
+    given = SpecOverrides(**{"study": "S", "trials": 5, **spec}, workload=WorkloadOverrides(concurrency=3))
+    return RunOptions(spec_overrides=given, runs_dir=str(tmp_path / "runs"))
 
 
 def fakes(refuse: dict[str, Exception] | None = None):
@@ -123,7 +124,7 @@ def test_each_backend_its_own_study_same_spec_split_budget(tmp_path):
     assert [s.trials for s in specs] == [3, 2]
     assert [s.model for s in specs] == ["demo", "demo"]
     assert {s.workload.concurrency for s in specs} == {3}
-    assert all(s.targets == ["ttft<2s"] for s in specs)
+    assert all(s.target_texts == ["ttft<2s"] for s in specs)
     assert plan.split_note() == "5 trials: llama-server 3, vllm 2"
     assert not (tmp_path / "runs").exists()  # planning writes nothing
 
@@ -164,7 +165,7 @@ def test_default_name_is_stable_and_differs_with_the_workload(tmp_path):
     factory, _ = fakes()
     a = plan_backends(opts(tmp_path, study=None), parse_backends(["auto"]), factory=factory)
     b = plan_backends(opts(tmp_path, study=None), parse_backends(["auto"]), factory=factory)
-    c = plan_backends(RunOptions(spec_overrides={"trials": 4}, workload_overrides={"concurrency": 5}),
+    c = plan_backends(RunOptions(spec_overrides=SpecOverrides(trials=4, workload=WorkloadOverrides(concurrency=5))),
                       parse_backends(["auto"]), factory=factory)
     assert a.name == b.name != c.name and a.name.startswith("backends-")
     assert a.legs[1].study == f"{a.name}-vllm"

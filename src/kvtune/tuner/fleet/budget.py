@@ -79,9 +79,6 @@ class Budget:
             return StopReason.ASKS
         return None
 
-    def ask_another(self, measured: int, asked: int, elapsed_s: float, in_flight: int = 0) -> bool:
-        return self.stop_reason(measured, asked, elapsed_s, in_flight) is None
-
     def explain(self, reason: StopReason, measured: int, asked: int, elapsed_s: float) -> str:
         """One line for the summary. For `ASKS` the caller appends the knobs to widen."""
         if reason is StopReason.TRIALS:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from kvtune import hardware
-from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.launchers.process import die_with_parent
 from kvtune.tuner.fleet import storage
@@ -31,15 +30,6 @@ from kvtune.study.spec import StudySpec
 
 if TYPE_CHECKING:
     from kvtune.launchers.base import Launcher
-
-
-def spec_from_dict(d: dict) -> StudySpec:
-    known = {f.name for f in fields(StudySpec)}
-    values = {k: v for k, v in d.items() if k in known}
-    wl = values.pop("workload", {}) or {}
-    wl_known = {f.name for f in fields(Workload)}
-    values["workload"] = Workload(**{k: v for k, v in wl.items() if k in wl_known})
-    return StudySpec(**values).validate()
 
 
 def cpu_slot(slot: int, slots: int) -> set[int] | None:
@@ -96,7 +86,7 @@ def join(storage_url: str, study_name: str, *, launcher: Launcher | None = None,
     study = storage.load_study(study_name, storage_url)
     if "spec" not in study.user_attrs:
         raise SpecError(f"study {study_name!r} was not created by kvtune (no stored spec)")
-    spec = spec_from_dict(study.user_attrs["spec"])
+    spec = StudySpec.from_dict(study.user_attrs["spec"]).validate()
     # Binaries and environments are this host's: the creator's paths may not exist here.
     spec.llama_server = llama_server
     spec.vllm_python = vllm_python

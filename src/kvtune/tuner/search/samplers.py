@@ -10,7 +10,8 @@ a failed launch included, ends COMPLETE with its constraints, see tuner/loop.py)
 - tpe: Optuna's constrained TPE (multivariate, grouped, constant liar for workers): infeasible
   trials are ranked below every feasible one when it models the good region.
 - gp: Optuna's GP sampler with constrained expected improvement (one GP per constraint).
-  Needs scipy (and torch, installed with kvtune).
+  Needs scipy and PyTorch (not kvtune dependencies: `sampler_choice.check_sampler_installed`
+  refuses a gp study without torch before anything starts).
 - random: ignores the targets while proposing; they count only when the best is named.
 - qmc: a scrambled Sobol sequence over the numeric knobs; ignores the targets while proposing.
   Categorical knobs (most of llama-server's space) are drawn at random by its independent
@@ -81,13 +82,6 @@ def grid_space(knobs: list[Knob]) -> dict[str, list[Any]]:
         raise SpecError(f"--sampler grid needs a finite space: {k.name} is a continuous range "
                         f"({k.low}..{k.high}); give it as choices or use another sampler")
     return grid
-
-
-def grid_size(knobs: list[Knob]) -> int:
-    n = 1
-    for values in grid_space(knobs).values():
-        n *= len(values)
-    return n
 
 
 def make_sampler(kind: SamplerKind | str, knobs: list[Knob], *, seed: int, trials: int,

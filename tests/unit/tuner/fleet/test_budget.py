@@ -54,7 +54,6 @@ def test_only_measured_configs_spend_trials():
     b = Budget(trials=4)
     # 3 measured, 30 asks (27 pre-screened or duplicates): one trial still to ask
     assert b.stop_reason(measured=3, asked=30, elapsed_s=0) is None
-    assert b.ask_another(3, 30, 0)
     assert b.stop_reason(measured=4, asked=30, elapsed_s=0) is StopReason.TRIALS
     # with another worker running the last one, nobody asks a fifth
     assert b.stop_reason(measured=3, asked=30, elapsed_s=0, in_flight=1) is StopReason.TRIALS

@@ -11,7 +11,7 @@ from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.search.warmstart import adapt, enqueue_warm_start
-from kvtune.tuner.fleet.workers import (WorkerOptions, check_gpu_slots, cpu_slot, gpu_pool, gpu_slot, spec_from_dict,
+from kvtune.tuner.fleet.workers import (WorkerOptions, check_gpu_slots, cpu_slot, gpu_pool, gpu_slot,
                                   worker_argv)
 from tests.conftest import TINY
 from tests.paths import NVML_DATA
@@ -97,7 +97,7 @@ def test_worker_argv_is_what_the_worker_command_parses():
 
 def test_spec_round_trips_through_the_study():
     spec = StudySpec(study="x", trials=5, workload=TINY, targets=["ttft<1s"], repeats=2).validate()
-    assert spec_from_dict(spec.to_dict()) == spec
+    assert StudySpec.from_dict(spec.to_dict()) == spec
 
 
 def test_study_refuses_other_hardware(make_tuner):

@@ -10,7 +10,8 @@ from kvtune.launchers.base import Knob
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.testing.sampling import suggest_many
 from kvtune.tuner.search.space import SearchSpace
-from kvtune.study.spec import build_spec, load_study_file, merge_knobs
+from kvtune.study.spec import build_spec, merge_knobs
+from kvtune.study.study_file import load_study_file
 from tests.paths import STUDIES
 
 W = Workload(prompt_tokens=200, output_tokens=64)
@@ -74,7 +75,7 @@ def test_bad_study_files_are_one_line_errors(tmp_path, body, fragment):
     f = tmp_path / "bad.yaml"
     f.write_text(body)
     with pytest.raises(SpecError) as e:
-        build_spec(load_study_file(f), {})
+        build_spec(load_study_file(f))
     assert fragment in str(e.value) and "\n" not in str(e.value)
 
 
@@ -93,5 +94,5 @@ def test_shipped_study_files_load():
     files = sorted(STUDIES.glob("*.yaml"))
     assert files
     for f in files:
-        spec = build_spec(load_study_file(f), {})
+        spec = build_spec(load_study_file(f))
         merge_knobs(LAUNCHER.default_knobs(spec.workload, 2), spec.space)

@@ -1,0 +1,105 @@
+"""The study file: a YAML mapping of StudySpec keys, read and type-checked at the edge.
+
+Its values go to `study.spec.build_spec`, which lays the command-line flags over them. Kept apart
+from the spec so the spec module is the typed record and this one the YAML boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvtune.durations import parse_duration
+from kvtune.errors import SpecError
+from kvtune.study.spec import TOP_KEYS, check_type as _check_type, parse_space
+from kvtune.workload import Workload
+
+
+def load_study_file(path: str | Path) -> dict[str, Any]:
+    """Read and type-check a YAML study file; returns the keys it sets (`workload`: the workload
+    keys it sets)."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"study file {str(path)!r} does not exist") from None
+    except OSError as e:
+        raise SpecError(f"cannot read study file {str(path)!r}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        at = f" at line {line + 1}" if line is not None else ""
+        raise SpecError(f"study file {str(path)!r} is not valid YAML{at}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(f"study file {str(path)!r} must be a mapping of keys, not {type(data).__name__}")
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        raise SpecError(f"study file {str(path)!r} has unknown key(s) {sorted(map(str, unknown))}; "
+                        f"allowed: {', '.join(sorted(TOP_KEYS))}")
+    data = {k: v for k, v in data.items() if v is not None}  # `key:` with no value = not set
+    checks = {"study": ((str,), "a string"), "backend": ((str,), "a string"),
+              "model": ((str,), "a string"), "objective": ((str, list), "a name or a list of names"),
+              "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
+              "repeats": ((int, str), "an integer or 'auto'"), "confirm_top": ((int,), "an integer"),
+              "informed_start": ((bool,), "true or false"), "sampler": ((str,), "a sampler name"),
+              "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
+              "startup_timeout_s": ((int, float), "a number"),
+              "price_per_hour": ((int, float), "a price in USD per hour, e.g. 2.5"),
+              "price_per_gpu_hour": ((int, float), "a price in USD per GPU-hour, e.g. 2.5")}
+    for key, (types, what) in checks.items():
+        if key in data and data[key] is not None:
+            _check_type(key, data[key], types, what)
+    if "targets" in data:
+        t = data["targets"]
+        if isinstance(t, str):
+            data["targets"] = [t]
+        elif not (isinstance(t, list) and all(isinstance(x, str) for x in t)):
+            raise SpecError("targets must be a list of strings such as 'ttft<1s'")
+    if "time_budget" in data:  # "2h", "90m", or seconds
+        data["time_budget_s"] = parse_duration(data.pop("time_budget"), what="time_budget")
+    if "workload" in data:  # checked here; kept as the keys given (build_spec needs to know which)
+        parse_workload(data["workload"])
+        data["workload"] = dict(data["workload"])
+    if "space" in data:
+        if data["space"] is None:
+            data["space"] = {}
+        parse_space(data["space"])
+    # Relative model paths are relative to the study file, so studies can travel with models.
+    if data.get("model") and data["model"] != "demo" and not Path(data["model"]).is_absolute():
+        data["model"] = str((p.parent / data["model"]).resolve())
+    return data
+
+
+def parse_workload(raw: Any) -> Workload:
+    if not isinstance(raw, dict):
+        raise SpecError("workload must be a mapping (concurrency, prompt_tokens, output_tokens, ...)")
+    known = {f.name: f for f in fields(Workload)}
+    unknown = set(raw) - set(known)
+    if unknown:
+        raise SpecError(f"workload has unknown key(s) {sorted(map(str, unknown))}; "
+                        f"allowed: {', '.join(known)}")
+    numbers = {"request_timeout_s", "burstiness", "shared_prefix_fraction"}
+    optional_numbers = {"rate", "duration_s"}
+    strings = {"mode", "arrival", "endpoint"}
+    for k, v in raw.items():
+        where = f"workload.{k}"
+        if k in numbers:
+            _check_type(where, v, (int, float), "a number")
+        elif k in optional_numbers:
+            if v is not None:
+                _check_type(where, v, (int, float), "a number")
+        elif k in strings:
+            _check_type(where, v, (str,), "a string")
+        elif k == "dataset":
+            if v is not None:
+                _check_type(where, v, (str,), "a file path")
+        elif k == "dataset_max_tokens":
+            if v is not None:
+                _check_type(where, v, (int,), "an integer")
+        else:
+            _check_type(where, v, (int,), "an integer")
+    return Workload(**raw).validate()

@@ -1,0 +1,107 @@
+"""The typed study spec (study/spec.py): words parsed once into Objectives, Targets and a
+SamplerKind; to_dict/from_dict keep the keys earlier versions stored; the flags' overrides
+mirror the spec; --seed seeds the prompts unless the workload's seed is given."""
+
+from dataclasses import fields
+
+import pytest
+
+from kvtune.errors import KvtuneError
+from kvtune.objectives.objective import Objective
+from kvtune.objectives.targets import Target
+from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
+from kvtune.study.sampler_choice import SamplerKind
+from kvtune.study.spec import StudySpec, build_spec
+from kvtune.study.study_file import load_study_file
+from kvtune.workload import Workload
+
+# results.json's "spec" as the previous version wrote it (StudySpec.to_dict of then), plus a key a
+# later version might add: it must still load.
+EARLIER = {"study": "old", "backend": "llama-server", "model": None, "targets": ["ttft<1s", "tpot_p99<50ms"],
+           "objective": ["output_throughput", "ttft_p95"], "trials": 7, "seed": 3,
+           "workload": {"concurrency": 4, "prompt_tokens": 100, "output_tokens": 16, "num_requests": 8,
+                        "warmup_requests": 2, "request_timeout_s": 60.0, "seed": 3, "mode": "closed",
+                        "rate": None, "arrival": "poisson", "burstiness": 1.0, "duration_s": None,
+                        "endpoint": "chat", "dataset": None, "dataset_min_tokens": 0,
+                        "dataset_max_tokens": None, "shared_prefix_fraction": 0.0, "shared_prefix_tokens": 0},
+           "space": {"threads": [1, 2]}, "llama_server": None, "vllm_python": None, "startup_timeout_s": 90.0,
+           "repeats": "auto", "confirm_top": 1, "informed_start": False, "time_budget_s": None,
+           "early_stop": True, "sampler": "auto", "price_per_hour": 2.5, "price_per_gpu_hour": None,
+           "a_later_key": 1}
+
+
+def test_the_words_are_parsed_once_into_typed_values():
+    spec = StudySpec(objective=["output_throughput", "ttft_p95"], targets=["ttft<1s"], sampler="Random")
+    assert all(isinstance(o, Objective) for o in spec.objective)
+    assert [o.name for o in spec.objective] == ["output_throughput", "ttft_p95"]
+    assert spec.primary.name == "output_throughput" and spec.objective_specs is spec.objective
+    [t] = spec.targets
+    assert isinstance(t, Target) and t.threshold == 1000.0 and t.text == "ttft<1s"
+    assert spec.sampler is SamplerKind.RANDOM
+
+
+@pytest.mark.parametrize("settings,fragment", [
+    ({"objective": "speed"}, "unknown objective 'speed'"),
+    ({"objective": []}, "objective is empty"),
+    ({"objective": ["ttft_p95", "ttft_p95"]}, "twice"),
+    ({"sampler": "nosuch"}, "unknown sampler 'nosuch'"),
+    ({"targets": ["ttft<1"]}, "needs a time unit"),
+])
+def test_bad_words_are_one_line_errors_when_the_spec_is_built(settings, fragment):
+    with pytest.raises(KvtuneError) as e:  # SpecError, or TargetError for a target
+        StudySpec(**settings)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_spec_an_earlier_version_stored_loads_and_writes_back_the_same_words():
+    spec = StudySpec.from_dict(EARLIER).validate()
+    assert spec.workload == Workload(**EARLIER["workload"]) and spec.repeats == "auto"
+    assert [t.constraint_key for t in spec.targets] == ["ttft_p95<1000ms", "tpot_p99<50ms"]
+    d = spec.to_dict()
+    assert d == {k: v for k, v in EARLIER.items() if k != "a_later_key"}
+    assert StudySpec.from_dict(d) == spec
+
+
+def test_one_objective_is_written_as_a_name():
+    d = StudySpec(objective="ttft_p95").to_dict()
+    assert d["objective"] == "ttft_p95" and d["sampler"] == "auto" and d["targets"] == []
+
+
+def test_the_default_study_name_is_what_earlier_versions_derived():
+    # Pinned: another hash would leave every default-named study behind on upgrade.
+    assert StudySpec().fingerprint() == StudySpec.from_dict(StudySpec().to_dict()).fingerprint()
+    assert StudySpec(targets=["ttft<1s"]).fingerprint() != StudySpec().fingerprint()
+    assert StudySpec(price_per_hour=1.0).fingerprint() != StudySpec().fingerprint()
+
+
+def test_the_overrides_mirror_the_spec_and_the_workload():
+    assert [f.name for f in fields(SpecOverrides)] == [f.name for f in fields(StudySpec)]
+    assert [f.name for f in fields(WorkloadOverrides)] == [f.name for f in fields(Workload)]
+
+
+def test_flags_given_win_over_the_study_file(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("trials: 5\nobjective: ttft_p95\nworkload: {concurrency: 3, prompt_tokens: 50}\n")
+    spec = build_spec(load_study_file(f), SpecOverrides(trials=9, workload=WorkloadOverrides(concurrency=6)))
+    assert spec.trials == 9 and spec.primary.name == "ttft_p95"
+    assert (spec.workload.concurrency, spec.workload.prompt_tokens) == (6, 50)
+    assert build_spec(load_study_file(f)).trials == 5
+
+
+def test_seed_seeds_the_prompts_unless_the_workload_seed_is_given(tmp_path):
+    assert build_spec({}, SpecOverrides(seed=7)).workload.seed == 7
+    assert build_spec({}, SpecOverrides(seed=7)).seed == 7
+    assert build_spec({}, SpecOverrides(seed=7).with_workload(seed=2)).workload.seed == 2
+    f = tmp_path / "s.yaml"
+    f.write_text("workload: {seed: 4}\n")
+    assert build_spec(load_study_file(f), SpecOverrides(seed=7)).workload.seed == 4
+    f.write_text("seed: 5\n")  # the study file's own seed keeps its meaning: the sampler's
+    assert build_spec(load_study_file(f)).workload.seed == 0
+    assert build_spec({}).workload.seed == 0
+
+
+def test_resume_conflict_names_the_setting():
+    stored = StudySpec(price_per_hour=2.5, targets=["ttft<0.8x", "tpot<50ms"]).to_dict()
+    assert StudySpec(price_per_hour=2.5, targets=["ttft_p95<0.8x", "tpot<50ms"]).resume_conflict(stored) is None
+    assert "--price-per-hour (stored: 2.5, now: not set)" in StudySpec(targets=["ttft<0.8x"]).resume_conflict(stored)
+    assert "relative target" in StudySpec(price_per_hour=2.5, targets=["ttft<0.9x"]).resume_conflict(stored)
