@@ -305,9 +305,7 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
                 "processes": _try(lambda: [
                     {"pid": int(p.pid), "used_gpu_memory": None if p.usedGpuMemory is None
                      else int(p.usedGpuMemory)} for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)], None),
-                "utilisation": _try(lambda: _rates(nvml.nvmlDeviceGetUtilizationRates(h)), None),
-                "process_utilisation": _try(lambda: [_util_sample(s) for s in
-                                                     nvml.nvmlDeviceGetProcessUtilization(h, 0)], None)})
+                **_utilisation(nvml, h)})
         pairs = {f"{a},{b}": {
             "p2p_nvlink": _try(lambda: nvml.nvmlDeviceGetP2PStatus(handles[a], handles[b],
                                                                     P2P_CAPS_INDEX_NVLINK), None),
@@ -318,6 +316,15 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
                 "devices": devices, "pairs": pairs}
     finally:
         _try(nvml.nvmlShutdown, None)
+
+
+def _utilisation(nvml: Nvml, h: Any) -> dict[str, Any]:
+    """The utilisation answers, only those the driver gave: recordings made before kvtune asked
+    for them stay what `record` writes (a missing key replays as "not supported")."""
+    answers = {"utilisation": _try(lambda: _rates(nvml.nvmlDeviceGetUtilizationRates(h)), None),
+               "process_utilisation": _try(lambda: [_util_sample(s) for s in
+                                                    nvml.nvmlDeviceGetProcessUtilization(h, 0)], None)}
+    return {k: v for k, v in answers.items() if v is not None}
 
 
 def _rates(r: Any) -> dict[str, int]:

@@ -78,3 +78,10 @@ def test_utilisation_queries_return_only_newer_samples() -> None:
     assert nvml.device_utilisation(rec) == {0: 80}
     assert [p.pid for p in nvml.running_processes(rec, frozenset({0}))] == [SERVER, TRAINER, HIDDEN]
     assert nvml.running_processes(rec, frozenset({1})) == []
+
+
+def test_record_keeps_the_utilisation_answers_a_driver_gives() -> None:
+    rec = _recording([_util(TRAINER, 20, 40)])
+    again = nvml.record(nvml.Recorded(rec))
+    assert again["devices"][0]["utilisation"] == {"gpu": 80, "memory": 40}
+    assert again["devices"][0]["process_utilisation"] == [_util(TRAINER, 20, 40)]
