@@ -58,7 +58,7 @@ DETECTION_GOAL, FALSE_ALARM_GOAL = 0.95, 0.05
 HOG = ("import os, sys, time\n"
        "pid = os.fork()\n"
        "if pid:\n    print(pid, flush=True)\n    os._exit(0)\n"
-       "os.setsid()\nos.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n"
+       "os.setsid()\nnull = os.open(os.devnull, os.O_WRONLY)\nos.dup2(null, 1)\nos.dup2(null, 2)\n"
        "end = time.monotonic() + float(sys.argv[1])\n"
        "while time.monotonic() < end:\n    pass\n")
 
@@ -149,8 +149,9 @@ def verdict_lines(r: dict) -> list[str]:
 
 def start_hog() -> int:
     """A one-core busy loop outside this process's tree; its pid."""
-    out = subprocess.run([sys.executable, "-c", HOG, str(HOG_LIMIT_S)], capture_output=True, text=True,
-                         timeout=30, check=True).stdout
+    # the loop lets go of stdout and stderr at once, so reading the pid does not wait for it
+    out = subprocess.run([sys.executable, "-c", HOG, str(HOG_LIMIT_S)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, timeout=30, check=True).stdout
     return int(out.split()[0])
 
 

@@ -175,4 +175,5 @@ class Monitor:
                             foreign_cores_peak=w.peak_cores if seconds > 0 else None,
                             server_cores=cores(w.server), own_cores=cores(w.own), steal_share=steal,
                             cpu_pressure=psi["cpu"], memory_pressure=psi["memory"], top=consumers,
-                            gpu_others=gpu_others, disturbed=bool(crossed), reason=reason)
+                            gpu_others=gpu_others, disturbed=bool(crossed), crossed=tuple(crossed),
+                            reason=reason)

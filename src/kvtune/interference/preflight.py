@@ -44,7 +44,7 @@ def warning(result: Interference) -> str | None:
         if result.foreign_cores - named > 0.25:
             unattributed = (f" About {result.foreign_cores - named:.1f} cores of it belong to no process "
                             "visible here (short-lived jobs, or another container on the same cores).")
-    return (f"This machine is already busy ({result.reason.removeprefix('disturbed: ')}, over "
+    return (f"This machine is already busy ({'; '.join(result.crossed)}, over "
             f"{result.seconds:.0f} s before the baseline). "
             + (f"Top consumers: {', '.join(who)}. " if who else "")
             + unattributed.lstrip() + (" " if unattributed else "")

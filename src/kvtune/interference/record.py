@@ -80,8 +80,9 @@ class GpuOther:
 class Interference:
     """One window's interference. Shares are fractions (0.05 = 5%); cores are cores-worth of CPU
     time on average (`foreign_cores_peak`: the busiest sampling interval). A figure the machine
-    could not give (no PSI, no /proc/stat) is None. `disturbed` applies the module's thresholds;
-    `reason` says which figure crossed which bar, or why the window counts as quiet."""
+    could not give (no PSI, no /proc/stat) is None. `disturbed` applies the module's thresholds:
+    `crossed` lists each bar a figure crossed, `reason` says it in one line with the top
+    consumers (or why the window counts as quiet)."""
 
     seconds: float
     cpus: int
@@ -95,6 +96,7 @@ class Interference:
     top: tuple[Consumer, ...] = ()
     gpu_others: tuple[GpuOther, ...] = ()
     disturbed: bool = False
+    crossed: tuple[str, ...] = ()
     reason: str = ""
 
     def to_dict(self) -> dict:

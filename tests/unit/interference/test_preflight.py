@@ -39,6 +39,7 @@ def test_a_busy_machine_is_named_with_its_top_consumers(tmp_path) -> None:
     assert text.startswith("This machine is already busy (foreign CPU 2.10 cores on average")
     assert "pid 800 (pip) 120% CPU, pid 801 (cc1) 30% CPU" in text
     assert "About 0.6 cores of it belong to no process visible here" in text
+    assert text.count("pid 800") == 1
 
 
 def test_a_quiet_machine_gives_no_warning(tmp_path) -> None:
