@@ -240,9 +240,10 @@ def main() -> int:
         print("    pooled noise kvtune reports: " + ("not wired yet (hook: pooled_noise)" if pooled is None
                                                        else json.dumps(pooled)))
         expected = statistics.median(d for _, d in aa)
+        server_root = proc.proc.pid if proc.proc is not None else -1   # the guard: the server's group
 
         def monitor() -> Monitor:
-            return Monitor(own_pids=lambda: (os.getpid(),), server_pids=lambda: (proc.proc.pid,))
+            return Monitor(own_pids=lambda: (os.getpid(),), server_pids=lambda: (server_root,))
         outcomes = []
         for i, p in enumerate(plans):
             o = detection_round(proc.base_url, options, monitor, p, expected)

@@ -214,7 +214,7 @@ def running_processes(nv: Nvml, gpus: frozenset[int] | None = None) -> list[GpuP
     second keeps it open for its window instead of starting NVML each time)."""
     out: list[GpuProcess] = []
     for i in _indices(nv, gpus):
-        procs = _try(lambda: nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(i)), [])
+        procs: list[Any] = _try(lambda: nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(i)), [])
         for p in procs or []:
             used = p.usedGpuMemory  # pynvml sets None when the driver does not say
             out.append(GpuProcess(i, int(p.pid), None if used is None else int(used)))

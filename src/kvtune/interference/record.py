@@ -103,6 +103,13 @@ class Interference:
         """JSON-ready (what the tuner stores beside a measurement's figures)."""
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Interference":
+        """Back from `to_dict` (as `kvtune show` and the report read a stored trial)."""
+        return cls(**{**d, "top": tuple(Consumer(**c) for c in d.get("top", ())),
+                      "gpu_others": tuple(GpuOther(**g) for g in d.get("gpu_others", ())),
+                      "crossed": tuple(d.get("crossed", ()))})
+
 
 def judge(cpus: int, foreign_cores: float | None, steal: float | None, memory_pressure: float | None,
           gpu_others: tuple[GpuOther, ...]) -> list[str]:

@@ -4,9 +4,11 @@ apart, steal, pressure, pid reuse, thresholds that scale with the CPUs."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from kvtune.interference import Monitor, foreign_cores_threshold
+from kvtune.interference import Interference, Monitor, foreign_cores_threshold
 from kvtune.interference.procfs import parse_pid_stat, trees, processes
 from tests.unit.interference.fakeproc import Clock, FakeProc, ManualTicker
 
@@ -82,6 +84,8 @@ def test_a_one_core_hog_is_disturbed_and_named_first(tmp_path) -> None:
     assert r.foreign_cores == pytest.approx(0.92)
     assert r.top[0].pid == HOG and r.top[0].cpu_pct == pytest.approx(90.0)
     assert "foreign CPU 0.92 cores" in r.reason and "pid 700 (python3) 90% CPU" in r.reason
+    stored = json.loads(json.dumps(r.to_dict()))
+    assert Interference.from_dict(stored) == r
 
 
 def test_cpu_no_visible_process_explains_still_counts_as_foreign(tmp_path) -> None:
