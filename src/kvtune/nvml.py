@@ -49,6 +49,9 @@ class Nvml(Protocol):
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]: ...  # .pid, .usedGpuMemory
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int: ...  # mJ (Volta and later)
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int: ...              # mW, board power
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any: ...        # .gpu, .memory (%)
+    # samples newer than last_seen (us): .pid, .timeStamp, .smUtil, .memUtil (%)
+    def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen: int) -> list[Any]: ...
 
 
 class Interconnect(StrEnum):
@@ -95,6 +98,19 @@ class GpuProcess:
     gpu: int
     pid: int
     used_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ProcessUtilisation:
+    """One NVML sample of how much of GPU `gpu` process `pid` used: streaming-multiprocessor
+    and memory-controller busy percentages over the driver's last sampling period, stamped in
+    microseconds (the stamp is what the next query passes, to get only newer samples)."""
+
+    gpu: int
+    pid: int
+    timestamp_us: int
+    sm_pct: int
+    memory_pct: int
 
 
 @dataclass(frozen=True)
@@ -185,17 +201,52 @@ def _read(nvml: Nvml) -> NvmlReport:
 def compute_processes(gpus: frozenset[int] | None = None, nvml: Nvml | None = None) -> list[GpuProcess]:
     """The compute processes on GPUs `gpus` (all when None), by GPU index; empty without NVML.
     Never raises: a GPU whose processes cannot be listed contributes none."""
-    out: list[GpuProcess] = []
     with opened(nvml) as nv:
-        if nv is None:
-            return out
-        for i in range(_try(nv.nvmlDeviceGetCount, 0)):
-            if gpus is not None and i not in gpus:
+        return [] if nv is None else running_processes(nv, gpus)
+
+
+def _indices(nv: Nvml, gpus: frozenset[int] | None) -> list[int]:
+    return [i for i in range(_try(nv.nvmlDeviceGetCount, 0)) if gpus is None or i in gpus]
+
+
+def running_processes(nv: Nvml, gpus: frozenset[int] | None = None) -> list[GpuProcess]:
+    """`compute_processes` on an NVML the caller has opened (a monitor sampling every half
+    second keeps it open for its window instead of starting NVML each time)."""
+    out: list[GpuProcess] = []
+    for i in _indices(nv, gpus):
+        procs: list[Any] = _try(lambda: nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(i)), [])
+        for p in procs or []:
+            used = p.usedGpuMemory  # pynvml sets None when the driver does not say
+            out.append(GpuProcess(i, int(p.pid), None if used is None else int(used)))
+    return out
+
+
+def process_utilisation(nv: Nvml, gpus: frozenset[int] | None = None,
+                        since_us: int = 0) -> list[ProcessUtilisation] | None:
+    """Per-process utilisation samples newer than `since_us` on an opened NVML; None when the
+    driver gives none for some GPU (NotSupported on older boards, some containers), so a
+    caller can tell "nobody used the GPU" from "the driver would not say"."""
+    out: list[ProcessUtilisation] = []
+    for i in _indices(nv, gpus):
+        try:
+            samples = nv.nvmlDeviceGetProcessUtilization(nv.nvmlDeviceGetHandleByIndex(i), since_us)
+        except Exception as e:
+            if "NotFound" in type(e).__name__:  # pynvml: no sample since `since_us`
                 continue
-            procs = _try(lambda: nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(i)), [])
-            for p in procs or []:
-                used = p.usedGpuMemory  # pynvml sets None when the driver does not say
-                out.append(GpuProcess(i, int(p.pid), None if used is None else int(used)))
+            return None
+        out.extend(ProcessUtilisation(i, int(s.pid), int(s.timeStamp), int(s.smUtil), int(s.memUtil))
+                   for s in samples or [] if int(s.timeStamp) > since_us)
+    return out
+
+
+def device_utilisation(nv: Nvml, gpus: frozenset[int] | None = None) -> dict[int, int]:
+    """Each GPU's busy percentage (all processes together) on an opened NVML; a GPU the driver
+    will not report is absent."""
+    out: dict[int, int] = {}
+    for i in _indices(nv, gpus):
+        rates = _try(lambda: nv.nvmlDeviceGetUtilizationRates(nv.nvmlDeviceGetHandleByIndex(i)), None)
+        if rates is not None:
+            out[i] = int(rates.gpu)
     return out
 
 
@@ -215,6 +266,20 @@ class _Memory:
 class _Process:
     pid: int
     usedGpuMemory: int | None
+
+
+@dataclass(frozen=True)
+class _Rates:
+    gpu: int
+    memory: int
+
+
+@dataclass(frozen=True)
+class _UtilSample:
+    pid: int
+    timeStamp: int
+    smUtil: int
+    memUtil: int
 
 
 def record(nvml: Nvml | None = None) -> dict[str, Any]:
@@ -239,7 +304,8 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
                                   _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None)],
                 "processes": _try(lambda: [
                     {"pid": int(p.pid), "used_gpu_memory": None if p.usedGpuMemory is None
-                     else int(p.usedGpuMemory)} for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)], None)})
+                     else int(p.usedGpuMemory)} for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)], None),
+                **_utilisation(nvml, h)})
         pairs = {f"{a},{b}": {
             "p2p_nvlink": _try(lambda: nvml.nvmlDeviceGetP2PStatus(handles[a], handles[b],
                                                                     P2P_CAPS_INDEX_NVLINK), None),
@@ -250,6 +316,24 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
                 "devices": devices, "pairs": pairs}
     finally:
         _try(nvml.nvmlShutdown, None)
+
+
+def _utilisation(nvml: Nvml, h: Any) -> dict[str, Any]:
+    """The utilisation answers, only those the driver gave: recordings made before kvtune asked
+    for them stay what `record` writes (a missing key replays as "not supported")."""
+    answers = {"utilisation": _try(lambda: _rates(nvml.nvmlDeviceGetUtilizationRates(h)), None),
+               "process_utilisation": _try(lambda: [_util_sample(s) for s in
+                                                    nvml.nvmlDeviceGetProcessUtilization(h, 0)], None)}
+    return {k: v for k, v in answers.items() if v is not None}
+
+
+def _rates(r: Any) -> dict[str, int]:
+    return {"gpu": int(r.gpu), "memory": int(r.memory)}
+
+
+def _util_sample(s: Any) -> dict[str, int]:
+    return {"pid": int(s.pid), "time_stamp": int(s.timeStamp), "sm_util": int(s.smUtil),
+            "mem_util": int(s.memUtil)}
 
 
 class Recorded:
@@ -316,6 +400,23 @@ class Recorded:
 
     def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
         return self._next(handle, "power_mw", "power")
+
+    def _successive(self, handle: int, key: str, call: str) -> Any:
+        """One recorded answer, or the next of a list of them (``{"successive": [...]}``), so a
+        recording can replay what a GPU said at each sample of a window."""
+        value = self.devices[handle].get(key)
+        if isinstance(value, dict) and "successive" in value:
+            answers = value["successive"]
+            value = answers.pop(0) if len(answers) > 1 else (answers[0] if answers else None)
+        return self._answer(value, call)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> _Rates:
+        return _Rates(**self._successive(handle, "utilisation", "utilisation"))
+
+    def nvmlDeviceGetProcessUtilization(self, handle: int, last_seen: int) -> list[_UtilSample]:
+        samples = self._successive(handle, "process_utilisation", "process utilisation")
+        return [_UtilSample(s["pid"], s["time_stamp"], s["sm_util"], s["mem_util"])
+                for s in samples if s["time_stamp"] > last_seen]
 
     def _pair(self, a: int, b: int) -> dict[str, Any]:
         return (self.recording.get("pairs") or {}).get(f"{min(a, b)},{max(a, b)}") or {}

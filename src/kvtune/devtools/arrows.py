@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("objectives", "planner", "bench"),
     # host facts (read NVML, /proc, the planner's GPU tables) and meters
     ("hardware", "energy"),
+    # is the machine busy with something else: reads /proc, NVML and the host facts above
+    ("interference",),
     ("launchers",),
     # the study record: read by the tuner and by artifacts alike
     ("study",),

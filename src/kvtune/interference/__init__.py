@@ -1,0 +1,11 @@
+"""Is the machine busy with something else? The interference monitor (a window's foreign CPU,
+steal, pressure and other GPU processes, judged against documented thresholds) and the
+pre-flight check before the baseline. See `monitor` for what is measured, `record` for the
+thresholds and their reasons."""
+
+from kvtune.interference.monitor import Monitor
+from kvtune.interference.preflight import preflight, warning
+from kvtune.interference.record import Consumer, GpuOther, Interference, foreign_cores_threshold
+
+__all__ = ["Monitor", "preflight", "warning", "Interference", "Consumer", "GpuOther",
+           "foreign_cores_threshold"]
