@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from kvtune.clock import REAL_CLOCK, RealClock
 from kvtune.testing.virtual_time import VirtualClock, VirtualTimeStall
 
 
@@ -59,11 +58,3 @@ def test_a_loop_that_can_never_go_on_is_a_stall_not_a_hang() -> None:
 
     with pytest.raises(VirtualTimeStall, match="no timer is due"):
         clock.run(main())
-
-
-def test_the_real_clock_is_the_default_shape() -> None:
-    assert isinstance(REAL_CLOCK, RealClock)
-    assert REAL_CLOCK.run(asyncio.sleep(0, result=7)) == 7
-    t0 = REAL_CLOCK.monotonic()
-    REAL_CLOCK.sleep(-1.0)  # a negative wait is no wait, not an error
-    assert REAL_CLOCK.monotonic() >= t0
