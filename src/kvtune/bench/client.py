@@ -2,18 +2,19 @@
 
 It warms the server up with requests of the real shape (left out of the metrics), then drives
 either a closed loop of `workload.concurrency` users or an open loop that sends at precomputed,
-seeded arrival times whatever the server does (see arrivals.py), over the OpenAI-compatible
-streaming chat or completions API. Each request is timed on the client's monotonic clock by
-stream.py (TTFT to the first *content* chunk, failures recorded rather than raised). A hung server
-counts as a failed request once `workload.request_timeout_s` has passed; it never hangs the
-benchmark. The open loop records intended and actual send times and flags the run
-(`fell_behind`) when the client could not keep to its schedule.
+seeded arrival times whatever the server does (loops.py, arrivals.py), over the OpenAI-compatible
+streaming chat or completions API. Each request is timed on the options' clock by stream.py
+(TTFT to the first *content* chunk, failures recorded rather than raised). A hung server counts
+as a failed request once `workload.request_timeout_s` has passed; it never hangs the benchmark.
+The open loop records intended and actual send times and flags the run (`fell_behind`) when the
+client could not keep to its schedule.
 
 Beside the client's figures it keeps the server's own: llama-server's per-request ``timings``
 (server_timing.py: client TTFT minus server prompt time = queueing) and, with
 ``BenchOptions.scrape_metrics``, the ``/metrics`` counters' deltas and gauges sampled during the
 measured phase (server_metrics.py: vLLM's preemptions, KV-cache usage, waiting requests;
-llama-server's with ``--metrics``). What a run needs beside the workload is one `BenchOptions`.
+llama-server's with ``--metrics``). What a run needs beside the workload is one `BenchOptions`
+(options.py).
 
 An API key goes only into the ``Authorization`` header: it is never logged, never part of
 `BenchRun.to_dict()`, and scrubbed from error texts a server echoes back.
@@ -21,253 +22,32 @@ An API key goes only into the ``Authorization`` header: it is never logged, neve
 
 from __future__ import annotations
 
-import asyncio
-import math
 import os
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import httpx
 
 from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
 from kvtune.bench.datasets import load_prompts
+from kvtune.bench.loops import OPEN_LEAD_S, Stopper, closed_loop, open_loop, ramp_offset
+from kvtune.bench.options import BenchOptions, BenchRun, resolve_api_key, slo_goodput
 from kvtune.bench.prompts import PromptSource
-from kvtune.bench.server_metrics import METRICS_INTERVAL_S, METRICS_PATH, Scraper
+from kvtune.bench.server_metrics import METRICS_PATH, Scraper
 from kvtune.bench.server_timing import max_concurrency, server_timing_summary
-from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, one_request, redact
+from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, redact
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
-from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.objectives.metrics import RequestSample, sample_notes, summarize
+from kvtune.workload import Workload
+
+__all__ = ["BenchOptions", "BenchRun", "OPEN_LEAD_S", "detect_model", "ramp_offset",
+           "resolve_api_key", "run", "run_benchmark", "slo_goodput"]
+
 # The open loop fell behind when the p99 send lag exceeds max(50 ms, 10% of the mean gap).
 FELL_BEHIND_MIN_S = 0.050
 FELL_BEHIND_GAP_FRACTION = 0.10
-# Seconds between creating the open-loop schedule and its first due time.
-_OPEN_LEAD_S = 0.005
 
-
-@dataclass
-class BenchRun:
-    """One measured run. `metrics` = ``summarize(samples, duration_s)`` plus the server-timing
-    split and schedule keys; warm-up is kept apart. `server_metrics` holds the /metrics
-    deltas and gauges when scraped. Never holds the API key."""
-
-    samples: list[RequestSample]
-    warmup_samples: list[RequestSample]
-    duration_s: float
-    metrics: dict[str, float]
-    mode: str = "closed"
-    fell_behind: bool = False
-    prompt_tokens_exact: bool = False
-    prompt_source: str = ""
-    server_metrics: dict[str, Any] | None = None
-    workload: dict[str, Any] | None = None
-    endpoint: str = CHAT_PATH
-    notes: list[str] = field(default_factory=list)
-    # Early stop: the reason `BenchOptions.stop_when` gave (the rest were cancelled), the
-    # measured requests the run planned (None: a timed closed loop has no planned count), and
-    # those it sent (the cancelled ones included).
-    stopped: str | None = None
-    planned: int | None = None
-    sent: int = 0
-
-    @property
-    def observed(self) -> int:
-        """Measured requests that finished (all of them, unless the run was stopped early)."""
-        return len(self.samples)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data; note `metrics` may hold inf (failed requests) and nan (no data)."""
-        return {
-            "duration_s": self.duration_s,
-            "metrics": dict(self.metrics),
-            "samples": [s.to_dict() for s in self.samples],
-            "warmup_samples": [s.to_dict() for s in self.warmup_samples],
-            "mode": self.mode,
-            "fell_behind": self.fell_behind,
-            "prompt_tokens_exact": self.prompt_tokens_exact,
-            "prompt_source": self.prompt_source,
-            "server_metrics": self.server_metrics,
-            "workload": self.workload,
-            "endpoint": self.endpoint,
-            "notes": list(self.notes),
-            "stopped": self.stopped,
-            "planned": self.planned,
-            "sent": self.sent,
-        }
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    """Everything a benchmark run needs beside the server's URL and the workload.
-
-    `model` is the ``model`` field requests send. `extra_body` is merged over the request JSON
-    (llama-server: ``{"cache_prompt": False}``). `api_key` is sent as ``Authorization: Bearer``
-    and kept nowhere else. `tokenizer` (a Tokenizer, or a GGUF file / HF folder path) makes
-    synthetic prompts exact. `goodput_fn` adds ``request_goodput``; `scrape_metrics` fills
-    `BenchRun.server_metrics` from ``/metrics`` (every `metrics_interval_s`). `on_phase` hears
-    ``"warmup"`` and ``"measuring"``. `transport` replaces the network (tests: httpx.MockTransport).
-    `ramp_s` staggers the closed loop's users: user k sends its first request ``k * ramp_s / n``
-    after the phase starts (warm-up and measured phase alike), so a level is not one burst of n
-    simultaneous prompts (the capacity search ramps over one typical request duration).
-    `stop_when` hears each measured request (never warm-up) as it finishes; the first time it
-    returns a reason, the requests in flight are cancelled, none is sent after, and the run ends
-    with the samples it heard (`BenchRun.stopped` holds the reason).
-    """
-
-    model: str
-    extra_body: dict | None = None
-    api_key: str | None = None
-    tokenizer: Tokenizer | str | Path | None = None
-    goodput_fn: Callable[[RequestSample], bool] | None = None
-    scrape_metrics: bool = False
-    metrics_interval_s: float = METRICS_INTERVAL_S
-    on_phase: Callable[[str], None] | None = None
-    transport: httpx.AsyncBaseTransport | None = None
-    ramp_s: float = 0.0
-    stop_when: Callable[[RequestSample], str | None] | None = None
-
-
-class _Stopper:
-    """Hands finished measured requests to `stop_when` and, once it gives a reason, cancels the
-    tasks of the phase (requests in flight, the open loop's sender). A sample that finishes after
-    the reason is dropped, so the run keeps exactly the samples `stop_when` heard."""
-
-    def __init__(self, stop_when: Callable[[RequestSample], str | None] | None) -> None:
-        self.stop_when = stop_when
-        self.reason: str | None = None
-        self.tasks: list[asyncio.Task] = []
-        self.sent = 0  # requests sent in the phase, the ones a stop cancels included
-
-    def keep(self, sample: RequestSample) -> bool:
-        """Whether to record `sample`; the one that decides the stop is recorded."""
-        if self.reason is not None:
-            return False
-        if self.stop_when is not None:
-            self.reason = self.stop_when(sample)
-            if self.reason is not None:
-                me = asyncio.current_task()
-                for t in self.tasks:
-                    if t is not me:
-                        t.cancel()
-        return True
-
-    async def gather(self) -> None:
-        """Wait for the phase's tasks; cancelled ones are the early stop, not an error."""
-        results = await asyncio.gather(*self.tasks, return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
-                raise r
-
-
-def resolve_api_key(explicit: str | None = None) -> str | None:
-    """``--api-key`` if given, else $OPENAI_API_KEY, else None (local servers need none)."""
-    return explicit or os.environ.get("OPENAI_API_KEY") or None
-
-
-def slo_goodput(slos_ms: Mapping[str, float]) -> Callable[[RequestSample], bool]:
-    """A per-request SLO check for ``request_goodput``, as vLLM's ``--goodput ttft:500 tpot:50``:
-    keys ttft, tpot, e2el (ms). A failed request never meets it; TPOT of a one-token answer is 0."""
-    unknown = set(slos_ms) - {"ttft", "tpot", "e2el"}
-    if unknown:
-        raise SpecError(f"unknown goodput SLO(s) {sorted(unknown)}: use ttft, tpot, e2el (ms)")
-    limits = {k: float(v) / 1000.0 for k, v in slos_ms.items()}
-
-    def met(s: RequestSample) -> bool:
-        if not s.ok:
-            return False
-        values = {"ttft": s.ttft_s, "e2el": s.e2el_s, "tpot": s.tpot_s or 0.0}
-        return all(values[k] is not None and values[k] <= lim for k, lim in limits.items())
-    return met
-
-
-def _span(samples: list[RequestSample]) -> float:
-    """First send to last end of a phase."""
-    if not samples:
-        return 0.0
-    return max(s.end_time or s.send_time for s in samples) - min(s.send_time for s in samples)
-
-
-async def _closed_loop(client: httpx.AsyncClient, url: str, body: Callable[[int], dict],
-                       count: int | None, concurrency: int, timeout_s: float,
-                       duration_s: float | None = None, secret: str | None = None,
-                       ramp_s: float = 0.0, stopper: _Stopper | None = None,
-                       ) -> tuple[list[RequestSample], float]:
-    """`concurrency` workers take requests 0, 1, ... in order until `count` are taken or
-    `duration_s` has passed since the start (or `stopper` stops the run); returns samples and
-    first-send..last-end. With `ramp_s` the first request of each worker is due
-    ``i * ramp_s / workers`` after the start (users ramp in); later requests are due at the
-    start, as without a ramp."""
-    samples: dict[int, RequestSample] = {}
-    next_index = 0
-    start = time.perf_counter()
-    deadline = math.inf if duration_s is None else start + duration_s
-    n_workers = concurrency if count is None else min(concurrency, count)
-    stop = stopper or _Stopper(None)
-
-    async def worker() -> None:
-        nonlocal next_index
-        while (count is None or next_index < count) and time.perf_counter() < deadline \
-                and stop.reason is None:
-            i = next_index
-            next_index += 1
-            due = start + ramp_offset(i, n_workers, ramp_s)
-            if due > time.perf_counter():
-                await asyncio.sleep(due - time.perf_counter())
-            stop.sent += 1
-            sample = await one_request(client, url, body(i), timeout_s, due, None, secret)
-            if stop.keep(sample):
-                samples[i] = sample
-
-    stop.tasks = [asyncio.create_task(worker()) for _ in range(n_workers)]
-    await stop.gather()
-    done = [samples[i] for i in sorted(samples)]
-    return done, _span(done)
-
-
-def ramp_offset(i: int, users: int, ramp_s: float) -> float:
-    """Seconds after the phase start that request `i` of a closed loop of `users` is due: the
-    first `users` requests spread evenly over `ramp_s`, every later one at once."""
-    if ramp_s <= 0 or users <= 1 or i >= users:
-        return 0.0
-    return ramp_s * i / users
-
-
-async def _open_loop(client: httpx.AsyncClient, url: str, bodies: list[dict],
-                     offsets: list[float], timeout_s: float, secret: str | None = None,
-                     stopper: _Stopper | None = None) -> tuple[list[RequestSample], float]:
-    """Send request i at ``start + offsets[i]`` whatever the earlier ones are doing; a request
-    the scheduler reaches late is sent at once (its lag is recorded, nothing is skipped until
-    `stopper` stops the run: then nothing more is sent)."""
-    start = time.perf_counter() + _OPEN_LEAD_S
-    stop = stopper or _Stopper(None)
-    samples: dict[int, RequestSample] = {}
-
-    async def send(i: int, due: float) -> None:
-        stop.sent += 1
-        sample = await one_request(client, url, bodies[i], timeout_s, due, due, secret)
-        if stop.keep(sample):
-            samples[i] = sample
-
-    async def sender() -> None:
-        for i, off in enumerate(offsets):
-            due = start + off
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            stop.tasks.append(asyncio.create_task(send(i, due)))
-
-    stop.tasks.append(asyncio.create_task(sender()))
-    # every request is sent (or the stop cancelled the sender) before the waiting starts
-    await asyncio.gather(stop.tasks[0], return_exceptions=True)
-    await stop.gather()
-    done = [samples[i] for i in sorted(samples)]
-    return done, _span(done)
-
-
-# -- the benchmark ------------------------------------------------------------------------------
 
 def _prompt_source(workload: Workload, salt: str, tokenizer: Tokenizer | str | Path | None,
                    notes: list[str]) -> tuple[PromptSource, str]:
@@ -320,85 +100,36 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
     """
     workload.validate()
     o = options
-    api_key, on_phase = o.api_key, o.on_phase
     path = COMPLETIONS_PATH if workload.endpoint == "completions" else CHAT_PATH
     base = base_url.rstrip("/")
-    url = base + path
-    salt = os.urandom(4).hex()
     notes: list[str] = []
-    source, source_desc = _prompt_source(workload, salt, o.tokenizer, notes)
+    source, source_desc = _prompt_source(workload, os.urandom(4).hex(), o.tokenizer, notes)
 
     def body(i: int) -> dict:
         return build_body(o.model, source.prompt(i), workload, o.extra_body)
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    headers = {"Authorization": f"Bearer {o.api_key}"} if o.api_key else None
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     timeout = httpx.Timeout(connect=10, read=None, write=30, pool=None)
-    w0 = workload.warmup_requests
-    fell_behind = False
+    stopper = Stopper(o.stop_when)
     server_metrics = None
     async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=o.transport,
                                  headers=headers) as client:
-        warmup: list[RequestSample] = []
-        if w0 > 0:
-            if on_phase:
-                on_phase("warmup")
-            warmup, _ = await _closed_loop(client, url, body, w0, workload.concurrency,
-                                           workload.request_timeout_s, secret=api_key,
-                                           ramp_s=o.ramp_s)
-        offsets: list[float] = []
-        bodies: list[dict] = []
-        if workload.mode == "open":
-            assert workload.rate is not None
-            if workload.duration_s is not None:
-                offsets = arrival_offsets_for(workload.duration_s, workload.rate, workload.arrival,
-                                              workload.burstiness, workload.seed)
-            else:
-                offsets = arrival_offsets(workload.num_requests, workload.rate, workload.arrival,
-                                          workload.burstiness, workload.seed)
-            bodies = [body(w0 + i) for i in range(len(offsets))]  # built before the clock runs
-        scraper = Scraper(client, base + METRICS_PATH, o.metrics_interval_s, api_key) \
+        warmup = await _warm_up(client, base + path, body, workload, o)
+        offsets = _schedule(workload)
+        bodies = [body(workload.warmup_requests + i) for i in range(len(offsets))]  # before the clock runs
+        scraper = Scraper(client, base + METRICS_PATH, o.metrics_interval_s, o.api_key) \
             if o.scrape_metrics else None
         if scraper is not None:
             await scraper.start()
-        if on_phase:
-            on_phase("measuring")
-        stopper = _Stopper(o.stop_when)
-        planned: int | None
-        if workload.mode == "open":
-            planned = len(offsets)
-            samples, duration_s = await _open_loop(client, url, bodies, offsets,
-                                                   workload.request_timeout_s, api_key, stopper)
-        elif workload.duration_s is not None:
-            planned = None
-            samples, duration_s = await _closed_loop(
-                client, url, lambda i: body(w0 + i), None, workload.concurrency,
-                workload.request_timeout_s, workload.duration_s, api_key, o.ramp_s, stopper)
-        else:
-            planned = workload.num_requests
-            prebuilt = [body(w0 + i) for i in range(workload.num_requests)]
-            samples, duration_s = await _closed_loop(
-                client, url, prebuilt.__getitem__, workload.num_requests, workload.concurrency,
-                workload.request_timeout_s, secret=api_key, ramp_s=o.ramp_s, stopper=stopper)
+        if o.on_phase:
+            o.on_phase("measuring")
+        samples, duration_s, planned = await _measure(client, base + path, body, bodies, offsets,
+                                                      workload, o, stopper)
         if scraper is not None:
             server_metrics = await scraper.finish()
-    metrics = summarize(samples, duration_s, o.goodput_fn)
-    notes.extend(sample_notes(samples))
-    metrics.update(server_timing_summary(samples))
-    metrics["max_concurrent_requests"] = float(max_concurrency(samples))
-    if workload.mode == "open" and samples:
-        assert workload.rate is not None
-        threshold_s = max(FELL_BEHIND_MIN_S, FELL_BEHIND_GAP_FRACTION / workload.rate)
-        metrics["schedule_lag_threshold_ms"] = 1000.0 * threshold_s
-        metrics["offered_rate"] = workload.rate
-        fell_behind = metrics.get("p99_schedule_lag_ms", 0.0) > 1000.0 * threshold_s
-        metrics["fell_behind"] = 1.0 if fell_behind else 0.0
-        if fell_behind:
-            notes.append(
-                f"client fell behind its schedule: p99 send lag "
-                f"{metrics['p99_schedule_lag_ms']:.0f} ms > {1000 * threshold_s:.0f} ms, so the "
-                f"server got less than {workload.rate:g} req/s; the client (CPU, event loop) may be "
-                f"the bottleneck, not the server")
+    metrics = _summary(samples, duration_s, o, notes)
+    fell_behind = _fell_behind(workload, samples, metrics, notes)
     return BenchRun(samples, warmup, duration_s, metrics, mode=workload.mode,
                     fell_behind=fell_behind, prompt_tokens_exact=source.exact,
                     prompt_source=source_desc, server_metrics=server_metrics,
@@ -406,9 +137,85 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
                     stopped=stopper.reason, planned=planned, sent=stopper.sent)
 
 
+async def _warm_up(client: httpx.AsyncClient, url: str, body: Callable[[int], dict],
+                   workload: Workload, o: BenchOptions) -> list[RequestSample]:
+    """The warm-up: a closed loop of `workload.concurrency` users, kept out of the metrics."""
+    if workload.warmup_requests <= 0:
+        return []
+    if o.on_phase:
+        o.on_phase("warmup")
+    warmup, _ = await closed_loop(client, url, body, workload.warmup_requests, workload.concurrency,
+                                  workload.request_timeout_s, secret=o.api_key, ramp_s=o.ramp_s,
+                                  clock=o.clock)
+    return warmup
+
+
+def _schedule(workload: Workload) -> list[float]:
+    """The open loop's send offsets (seconds from the phase start); none for a closed loop."""
+    if workload.mode != "open":
+        return []
+    assert workload.rate is not None
+    if workload.duration_s is not None:
+        return arrival_offsets_for(workload.duration_s, workload.rate, workload.arrival,
+                                   workload.burstiness, workload.seed)
+    return arrival_offsets(workload.num_requests, workload.rate, workload.arrival,
+                           workload.burstiness, workload.seed)
+
+
+async def _measure(client: httpx.AsyncClient, url: str, body: Callable[[int], dict],
+                   bodies: list[dict], offsets: list[float], workload: Workload, o: BenchOptions,
+                   stopper: Stopper) -> tuple[list[RequestSample], float, int | None]:
+    """The measured phase: (samples, first send to last end, requests planned or None)."""
+    w0, timeout_s = workload.warmup_requests, workload.request_timeout_s
+    if workload.mode == "open":
+        samples, duration_s = await open_loop(client, url, bodies, offsets, timeout_s, o.api_key,
+                                              stopper, o.clock)
+        return samples, duration_s, len(offsets)
+    if workload.duration_s is not None:
+        samples, duration_s = await closed_loop(
+            client, url, lambda i: body(w0 + i), None, workload.concurrency, timeout_s,
+            workload.duration_s, o.api_key, o.ramp_s, stopper, o.clock)
+        return samples, duration_s, None
+    prebuilt = [body(w0 + i) for i in range(workload.num_requests)]
+    samples, duration_s = await closed_loop(
+        client, url, prebuilt.__getitem__, workload.num_requests, workload.concurrency, timeout_s,
+        secret=o.api_key, ramp_s=o.ramp_s, stopper=stopper, clock=o.clock)
+    return samples, duration_s, workload.num_requests
+
+
+def _summary(samples: list[RequestSample], duration_s: float, o: BenchOptions,
+             notes: list[str]) -> dict[str, float]:
+    metrics = summarize(samples, duration_s, o.goodput_fn)
+    notes.extend(sample_notes(samples))
+    metrics.update(server_timing_summary(samples))
+    metrics["max_concurrent_requests"] = float(max_concurrency(samples))
+    return metrics
+
+
+def _fell_behind(workload: Workload, samples: list[RequestSample], metrics: dict[str, float],
+                 notes: list[str]) -> bool:
+    """Whether the open loop could not keep to its schedule (metrics and notes say so too)."""
+    if workload.mode != "open" or not samples:
+        return False
+    assert workload.rate is not None
+    threshold_s = max(FELL_BEHIND_MIN_S, FELL_BEHIND_GAP_FRACTION / workload.rate)
+    metrics["schedule_lag_threshold_ms"] = 1000.0 * threshold_s
+    metrics["offered_rate"] = workload.rate
+    fell_behind = metrics.get("p99_schedule_lag_ms", 0.0) > 1000.0 * threshold_s
+    metrics["fell_behind"] = 1.0 if fell_behind else 0.0
+    if fell_behind:
+        notes.append(
+            f"client fell behind its schedule: p99 send lag "
+            f"{metrics['p99_schedule_lag_ms']:.0f} ms > {1000 * threshold_s:.0f} ms, so the "
+            f"server got less than {workload.rate:g} req/s; the client (CPU, event loop) may be "
+            f"the bottleneck, not the server")
+    return fell_behind
+
+
 def run(base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
-    """Synchronous `run_benchmark` (``asyncio.run``; not callable from inside a running loop)."""
-    return asyncio.run(run_benchmark(base_url, workload, options))
+    """Synchronous `run_benchmark` on ``options.clock.run`` (the real clock: ``asyncio.run``; not
+    callable from inside a running loop)."""
+    return options.clock.run(run_benchmark(base_url, workload, options))
 
 
 def detect_model(base_url: str, *, api_key: str | None = None,

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import httpx
 
 from kvtune.bench.prompts import Prompt
+from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.workload import Workload
 from kvtune.objectives.metrics import RequestSample
 
@@ -71,8 +71,10 @@ def _error_text(obj: Any) -> str:
     return str(msg)[:200]
 
 
-async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSample) -> None:
-    """Send one request and fill `s` in place; sets `s.ok` only on a complete, valid stream."""
+async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSample,
+                  clock: Clock) -> None:
+    """Send one request and fill `s` in place; sets `s.ok` only on a complete, valid stream.
+    Each line is timed on `clock` as it arrives."""
     last: float | None = None
     content_chunks = 0
     usage: dict[str, Any] | None = None
@@ -83,7 +85,7 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSam
             s.error = f"HTTP {resp.status_code}: {text[:200]}"
             return
         async for line in resp.aiter_lines():
-            now = time.perf_counter()
+            now = clock.monotonic()
             line = line.strip()
             if line.startswith("error:"):  # llama-server's SSE error event
                 s.error = f"server error in stream: {_error_text(line[6:].strip())}"
@@ -115,6 +117,12 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSam
                 usage = obj["usage"]
             if obj.get("timings"):
                 s.server_timings = obj["timings"]
+    _settle(s, body, last, usage, content_chunks, finish)
+
+
+def _settle(s: RequestSample, body: dict, last: float | None, usage: dict[str, Any] | None,
+            content_chunks: int, finish: str | None) -> None:
+    """The stream ended cleanly: E2EL, token counts, and the truncation verdict."""
     if last is None:
         s.error = "stream ended with no content"
         return
@@ -170,12 +178,13 @@ def redact(text: str, secret: str | None) -> str:
 
 async def one_request(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float,
                       due: float, intended: float | None = None,
-                      secret: str | None = None) -> RequestSample:
-    """Send one request due at `due` (perf_counter) and time it; never raises."""
-    s = RequestSample(send_time=time.perf_counter(), intended_send_time=intended)
+                      secret: str | None = None, clock: Clock = REAL_CLOCK) -> RequestSample:
+    """Send one request due at `due` (a `clock.monotonic()` reading) and time it on `clock`;
+    never raises. The timeout runs on the event loop's clock (`clock.run` starts that loop)."""
+    s = RequestSample(send_time=clock.monotonic(), intended_send_time=intended)
     s.queue_wait_s = s.send_time - due
     try:
-        await asyncio.wait_for(_stream(client, url, body, s), timeout_s)
+        await asyncio.wait_for(_stream(client, url, body, s, clock), timeout_s)
     except asyncio.TimeoutError:
         s.ok = False
         s.error = f"timeout: no complete response within {timeout_s:g} s"
@@ -185,7 +194,7 @@ async def one_request(client: httpx.AsyncClient, url: str, body: dict, timeout_s
     except (OSError, ValueError) as e:
         s.ok = False
         s.error = f"{type(e).__name__}: {e}"[:300]
-    s.end_time = time.perf_counter()
+    s.end_time = clock.monotonic()
     if s.error:
         s.error = redact(s.error, secret)
     return s

@@ -26,10 +26,13 @@ from pathlib import Path
 
 import httpx
 
+from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.kinds import FailureKind
 from kvtune.launchers.listeners import other_listener
 
 PR_SET_PDEATHSIG = 1
+# Seconds between health polls while a server starts.
+HEALTH_POLL_S = 0.25
 
 
 class ServerStartError(Exception):
@@ -115,6 +118,11 @@ class ServerProcess:
     # CPUs the server may run on (a worker's device slot); None: no pinning.
     cpus: set[int] | None = None
     proc: subprocess.Popen | None = None
+    # The clock the readiness wait reads and sleeps on (tests: a virtual one, so a start-up
+    # timeout is reached at once and exactly).
+    clock: Clock = REAL_CLOCK
+    # The health client's transport (tests: an httpx.MockTransport); None: the network.
+    health_transport: httpx.BaseTransport | None = None
 
     @property
     def base_url(self) -> str:
@@ -172,9 +180,10 @@ class ServerProcess:
     def wait_ready(self, timeout_s: float = 120.0) -> float:
         """Poll health until 200; return seconds to ready. Raise ServerStartError otherwise."""
         assert self.proc is not None
-        t0 = time.monotonic()
+        clock = self.clock
+        t0 = clock.monotonic()
         url = self.base_url + self.health_path
-        with httpx.Client(timeout=2.0) as client:
+        with httpx.Client(timeout=2.0, transport=self.health_transport) as client:
             while True:
                 rc = self.proc.poll()
                 if rc is not None:
@@ -188,16 +197,16 @@ class ServerProcess:
                 try:
                     if client.get(url).status_code == 200 and self.alive():
                         self._check_listener()
-                        return time.monotonic() - t0
+                        return clock.monotonic() - t0
                 except httpx.HTTPError:
                     pass
-                if time.monotonic() - t0 > timeout_s:
+                if clock.monotonic() - t0 > timeout_s:
                     raise ServerStartError(
                         FailureKind.START_TIMEOUT,
                         f"not healthy after {timeout_s:.0f} s: {last_error_line(self.log_text())}",
                         transient=True,  # a busy host may only have been slow: worth one retry
                     )
-                time.sleep(0.25)
+                clock.sleep(HEALTH_POLL_S)
 
     def _check_listener(self) -> None:
         """Health answered: make sure it was our server, not another process on our port."""
@@ -250,7 +259,7 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def reap_leftovers(pid_file: Path) -> str | None:
+def reap_leftovers(pid_file: Path, clock: Clock = REAL_CLOCK) -> str | None:
     """Stop a server recorded in `pid_file` by an earlier kvtune that did not stop it (killed
     with SIGKILL, power loss of the parent only, ...). Only the recorded process group is
     signalled, and only if its leader is the same process (same start time), never by name.
@@ -272,7 +281,7 @@ def reap_leftovers(pid_file: Path) -> str | None:
                 os.killpg(pgid, sig)
             except ProcessLookupError:
                 break
-            time.sleep(1.0)
+            clock.sleep(1.0)
         stopped = f"stopped server pid {pid} ({record.get('argv0')}) left by an earlier run"
     pid_file.unlink(missing_ok=True)
     return stopped

@@ -1,10 +1,12 @@
-"""A fake OpenAI-compatible streaming server with set delays, on the standard library only.
+"""A fake OpenAI-compatible streaming server with set delays, over real HTTP, on the stdlib only.
 
 The load client and the tuning loop are tested against known timings instead of a real model:
 this server waits `ttft_s` before the first content chunk and `itl_s` between chunks, and can
-fail, hang, start slowly or crash on demand. It runs in a background thread (context manager,
-port 0) for client tests, or as a real process (``python -m kvtune.testing.fake_server``) for
-launcher/loop tests; it imports only the stdlib so that process starts in milliseconds.
+fail, hang, start slowly or crash on demand (what it answers is fake_openai.py; this module
+carries it over HTTP). It runs in a background thread (context manager, port 0), or as a real
+process (``python -m kvtune.testing.fake_server``) for launcher/loop tests; it imports only the
+stdlib so that process starts in milliseconds. Tests of timings use mock_openai.py instead: the
+same answers on virtual time, which the machine's load cannot move.
 """
 
 from __future__ import annotations
@@ -15,81 +17,32 @@ import os
 import socket
 import sys
 import threading
-import time
+from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kvtune.testing.fake_openai import HANG, FakeOpenAI, JsonReply, Reply, StreamReply
 
-class FakeOpenAIServer:
-    """Serves /health, /v1/models and streaming /v1/chat/completions on `host`:`port`.
+MODULE = "kvtune.testing.fake_server"
 
-    Streaming reply: an optional role-only chunk at once, the first content chunk after
-    `ttft_s`, then one chunk of `tokens_per_chunk` tokens every `itl_s` until the request's
-    `max_tokens`, then a final chunk with `usage` and llama-server-style `timings`, then
-    ``data: [DONE]``. `fail_status` answers every chat request with that HTTP status;
-    `hang_after_tokens` stops streaming (without closing) after that many tokens; /health and chat
-    answer 503 until `startup_delay_s` has passed since start. With `crash_after_requests=N` the
-    first N chat requests are served and request N+1 crashes the server: the process exits with
-    status 1 when `exit_on_crash` (the CLI sets it), otherwise the connection is dropped without a
-    reply, as is every later request. Chat request bodies are recorded in `received`, their
-    ``Authorization`` headers (None when absent) in `authorizations`. `truncate_at=K` ends every
-    answer after K tokens with finish reason `truncate_finish` ("length": a context that filled up,
-    as llama-server does; "stop": a server that ignores ``ignore_eos``), whatever `max_tokens`
-    asked; `omit_usage` leaves out the final chunk's ``usage`` and ``timings`` (a server that
-    reports no token counts).
-    """
 
-    def __init__(
-        self,
-        ttft_s: float = 0.05,
-        itl_s: float = 0.01,
-        fail_status: int | None = None,
-        hang_after_tokens: int | None = None,
-        role_chunk_first: bool = True,
-        tokens_per_chunk: int = 1,
-        startup_delay_s: float = 0.0,
-        crash_after_requests: int | None = None,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        model: str = "fake-model",
-        exit_on_crash: bool = False,
-        ttft_per_active_s: float = 0.0,
-        llama_props: bool = True,
-        truncate_at: int | None = None,
-        truncate_finish: str = "length",
-        omit_usage: bool = False,
-    ) -> None:
-        self.truncate_at = truncate_at
-        self.truncate_finish = truncate_finish
-        self.omit_usage = omit_usage
-        # Answer /props like llama-server (the bench then applies llama-server's cache policy).
-        self.llama_props = llama_props
-        # Load-dependent TTFT: each other stream in flight adds this much, like a real server's
-        # queueing, so capacity searches have a known answer.
-        self.ttft_per_active_s = ttft_per_active_s
-        self.active = 0
-        self.ttft_s = ttft_s
-        self.itl_s = itl_s
-        self.fail_status = fail_status
-        self.hang_after_tokens = hang_after_tokens
-        self.role_chunk_first = role_chunk_first
-        self.tokens_per_chunk = max(1, tokens_per_chunk)
-        self.startup_delay_s = startup_delay_s
-        self.crash_after_requests = crash_after_requests
+class FakeOpenAIServer(FakeOpenAI):
+    """`FakeOpenAI` (its settings, state and answers: see fake_openai.py) served over real HTTP on
+    `host`:`port` (0: any free port), in a background thread (`start`, or as a context manager)
+    or in the calling thread (`serve_forever`, the process mode). With `exit_on_crash` (the CLI
+    sets it) the request that crashes the server ends the process with status 1; otherwise the
+    connection is dropped without a reply, as is every later request. `stop()` wakes every stream
+    that is waiting or hanging."""
+
+    def __init__(self, *args: Any, host: str = "127.0.0.1", port: int = 0,
+                 exit_on_crash: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.host = host
-        self.model = model
         self.exit_on_crash = exit_on_crash
-        self.received: list[dict[str, Any]] = []
-        self.authorizations: list[str | None] = []
-        self.chat_requests = 0
-        self.crashed = False
         self._port = port
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self._started_at = 0.0
 
     @property
     def port(self) -> int:
@@ -101,16 +54,12 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    @property
-    def loading(self) -> bool:
-        return time.monotonic() - self._started_at < self.startup_delay_s
-
     def bind(self) -> None:
         """Open the listening socket; the startup-delay clock starts here."""
         if self._httpd is None:
             self._httpd = _HTTPServer((self.host, self._port), _Handler)
             self._httpd.fake = self
-            self._started_at = time.monotonic()
+            self.mark_started()
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until `stop()` (from another thread) or the process ends."""
@@ -149,18 +98,9 @@ class _HTTPServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def _prompt_words(body: dict[str, Any]) -> int:
-    n = 0
-    for msg in body.get("messages") or []:
-        content = msg.get("content") if isinstance(msg, dict) else None
-        if isinstance(content, str):
-            n += len(content.split())
-    if isinstance(body.get("prompt"), str):
-        n += len(body["prompt"].split())
-    return n
-
-
 class _Handler(BaseHTTPRequestHandler):
+    """Plays a `FakeOpenAI` reply over HTTP/1.1 (streams as chunked transfer encoding)."""
+
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
     server: _HTTPServer
@@ -168,7 +108,31 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
 
-    # -- plumbing --------------------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._reply(self.server.fake.get(self.path))
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        fake = self.server.fake
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        was_crashed = fake.crashed
+        reply = fake.post(self.path, raw, self.headers.get("Authorization"))
+        if fake.crashed and not was_crashed and fake.exit_on_crash:
+            os._exit(1)
+        try:
+            self._reply(reply)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True
+
+    def _reply(self, reply: Reply) -> None:
+        if isinstance(reply, StreamReply):
+            self._play(reply)
+        elif isinstance(reply, JsonReply):
+            if reply.delay_s and self.server.fake._stop.wait(reply.delay_s):
+                return
+            self._json(reply.status, reply.body)
+        else:
+            self._drop()
+
     def _json(self, status: int, obj: Any) -> None:
         data = json.dumps(obj).encode()
         self.send_response(status)
@@ -188,137 +152,24 @@ class _Handler(BaseHTTPRequestHandler):
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    def _event(self, obj: Any) -> None:
-        self._write_chunk(b"data: " + json.dumps(obj).encode() + b"\n\n")
-
-    def _loading_reply(self) -> None:
-        err = {"code": 503, "message": "Loading model", "type": "unavailable_error"}
-        self._json(503, {"error": err})
-
-    # -- endpoints -------------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        fake = self.server.fake
-        path = self.path.split("?", 1)[0]
-        if fake.crashed:
-            self._drop()
-        elif path == "/health":
-            if fake.loading:
-                self._loading_reply()
-            else:
-                self._json(200, {"status": "ok"})
-        elif path == "/props" and fake.llama_props:
-            # what llama-server's /props carries that `bench.server_kind` reads
-            self._json(200, {"total_slots": 4, "build_info": "fake", "default_generation_settings": {}})
-        elif path == "/v1/models":
-            model = {"id": fake.model, "object": "model", "owned_by": "kvtune-fake"}
-            self._json(200, {"object": "list", "data": [model]})
-        else:
-            self._json(404, {"error": {"code": 404, "message": f"no route {path}"}})
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        fake = self.server.fake
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if fake.crashed:
-            self._drop()
-            return
-        if self.path.split("?", 1)[0] != "/v1/chat/completions":
-            self._json(404, {"error": {"code": 404, "message": f"no route {self.path}"}})
-            return
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            self._json(400, {"error": {"code": 400, "message": "invalid JSON body"}})
-            return
-        with fake._lock:
-            fake.received.append(body)
-            fake.authorizations.append(self.headers.get("Authorization"))
-            fake.chat_requests += 1
-            n = fake.chat_requests
-        if fake.crash_after_requests is not None and n > fake.crash_after_requests:
-            if fake.exit_on_crash:
-                os._exit(1)
-            fake.crashed = True
-            self._drop()
-        elif fake.loading:
-            self._loading_reply()
-        elif fake.fail_status is not None:
-            err = {"code": fake.fail_status, "message": "fake failure", "type": "server_error"}
-            self._json(fake.fail_status, {"error": err})
-        else:
-            try:
-                if body.get("stream"):
-                    self._stream(fake, body)
-                else:
-                    self._complete(fake, body)
-            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
-                self.close_connection = True
-
-    def _complete(self, fake: FakeOpenAIServer, body: dict[str, Any]) -> None:
-        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
-        if fake._stop.wait(fake.ttft_s + fake.itl_s * (max_tokens - 1)):
-            return
-        prompt_n = _prompt_words(body)
-        msg = {"role": "assistant", "content": " tok" * max_tokens}
-        self._json(200, {
-            "id": "chatcmpl-fake", "object": "chat.completion", "model": fake.model,
-            "choices": [{"index": 0, "message": msg, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": prompt_n, "completion_tokens": max_tokens,
-                      "total_tokens": prompt_n + max_tokens},
-        })
-
-    def _stream(self, fake: FakeOpenAIServer, body: dict[str, Any]) -> None:
-        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
-        if fake.truncate_at is not None:
-            max_tokens = min(max_tokens, fake.truncate_at)
-        prompt_n = _prompt_words(body)
+    def _play(self, reply: StreamReply) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
-                    "created": int(time.time()), "model": fake.model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-        if fake.role_chunk_first:
-            self._event(chunk({"role": "assistant", "content": ""}))
-        with fake._lock:
-            fake.active += 1
-            ttft = fake.ttft_s + fake.ttft_per_active_s * (fake.active - 1)
-        try:
-            self._stream_tokens(fake, body, chunk, max_tokens, prompt_n, ttft)
-        finally:
-            with fake._lock:
-                fake.active -= 1
-
-    def _stream_tokens(self, fake: FakeOpenAIServer, body: dict[str, Any], chunk: Any,
-                       max_tokens: int, prompt_n: int, ttft: float) -> None:
-        sent = 0
-        t_first = time.perf_counter()
-        while sent < max_tokens:
-            if fake.hang_after_tokens is not None and sent >= fake.hang_after_tokens:
-                fake._stop.wait()  # hang until the server stops; never finish the body
-                self.close_connection = True
-                return
-            if fake._stop.wait(ttft if sent == 0 else fake.itl_s):
-                self.close_connection = True
-                return
-            if sent == 0:
-                t_first = time.perf_counter()
-            k = min(fake.tokens_per_chunk, max_tokens - sent)
-            self._event(chunk({"content": " tok" * k}))
-            sent += k
-        final = chunk({}, fake.truncate_finish if fake.truncate_at is not None else "length")
-        if not fake.omit_usage:
-            final["usage"] = {"prompt_tokens": prompt_n, "completion_tokens": sent,
-                              "total_tokens": prompt_n + sent}
-            final["timings"] = {"prompt_n": prompt_n, "prompt_ms": fake.ttft_s * 1000.0,
-                                "predicted_n": sent,
-                                "predicted_ms": (time.perf_counter() - t_first) * 1000.0}
-        self._event(final)
-        self._write_chunk(b"data: [DONE]\n\n")
+        stop = self.server.fake._stop
+        with closing(reply.steps) as steps:  # a client that hung up ends the stream's in-flight count
+            for step in steps:
+                if step is HANG:
+                    stop.wait()  # hang until the server stops; never finish the body
+                    self.close_connection = True
+                    return
+                if isinstance(step, bytes):
+                    self._write_chunk(step)
+                elif stop.wait(step):
+                    self.close_connection = True
+                    return
         self._write_chunk(b"")  # end of the chunked body
 
 
@@ -334,9 +185,8 @@ def _count_start(path: str) -> int:
     return n
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the fake server in the foreground, like a real server process."""
-    p = argparse.ArgumentParser(prog="python -m kvtune.testing.fake_server",
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}",
                                 description="Fake OpenAI-compatible streaming server.")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
@@ -361,6 +211,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--faulty-starts", type=int,
                    help="with --start-count-file: the start-up faults (--port-clash, "
                         "--startup-delay-s) apply to the first N starts only")
+    return p
+
+
+def fake_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The `FakeOpenAI` keyword arguments that the server's command line asks for."""
+    return dict(
+        ttft_s=args.ttft_ms / 1000.0, itl_s=args.itl_ms / 1000.0, fail_status=args.fail_status,
+        hang_after_tokens=args.hang_after_tokens, role_chunk_first=not args.no_role_chunk,
+        tokens_per_chunk=args.tokens_per_chunk, startup_delay_s=args.startup_delay_s,
+        crash_after_requests=args.crash_after_requests, model=args.model,
+        ttft_per_active_s=args.ttft_per_active_ms / 1000.0, truncate_at=args.truncate_at,
+        truncate_finish=args.truncate_finish, omit_usage=args.omit_usage)
+
+
+def settings_from_argv(argv: list[str]) -> dict[str, Any]:
+    """`fake_settings` of a fake server's command line (``python -m kvtune.testing.fake_server
+    ...``, or its flags alone), without starting anything."""
+    flags = argv[argv.index(MODULE) + 1:] if MODULE in argv else argv
+    return fake_settings(_parser().parse_args(flags))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the fake server in the foreground, like a real server process."""
+    p = _parser()
     args = p.parse_args(argv)
     if args.bad_flag_exit:
         p.error("invalid argument: --bad-flag-exit (simulated flag rejection)")
@@ -371,15 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot listen on {args.host}:{args.port}: [Errno 98] Address already in use",
               file=sys.stderr)
         return 1
-    server = FakeOpenAIServer(
-        ttft_s=args.ttft_ms / 1000.0, itl_s=args.itl_ms / 1000.0, fail_status=args.fail_status,
-        hang_after_tokens=args.hang_after_tokens, role_chunk_first=not args.no_role_chunk,
-        tokens_per_chunk=args.tokens_per_chunk, startup_delay_s=args.startup_delay_s,
-        crash_after_requests=args.crash_after_requests, host=args.host, port=args.port,
-        model=args.model, exit_on_crash=True, ttft_per_active_s=args.ttft_per_active_ms / 1000.0,
-        truncate_at=args.truncate_at, truncate_finish=args.truncate_finish,
-        omit_usage=args.omit_usage,
-    )
+    server = FakeOpenAIServer(host=args.host, port=args.port, exit_on_crash=True, **fake_settings(args))
     try:
         server.bind()
     except OSError as e:

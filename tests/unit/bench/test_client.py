@@ -1,7 +1,10 @@
-"""The streaming load client against FakeOpenAIServer (known delays) and httpx.MockTransport.
+"""The streaming load client against the fake OpenAI server and httpx.MockTransport.
 
-Timing bounds are deliberately generous: they check the definitions (TTFT to the first content
-chunk, TPOT from usage tokens), not the scheduler's precision.
+Timings are checked on virtual time (MockOpenAI, VirtualClock): the fake's delays are exactly
+what the client measures, so the tests check the definitions (TTFT to the first content chunk,
+TPOT from usage tokens) to the microsecond, whatever the machine's load. A few tests keep the
+real HTTP fake server, for what only sockets show (chunked streams, refused connections, a
+crashing process); those assert no timing.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ import pytest
 from kvtune.bench.client import BenchOptions, BenchRun, run
 from kvtune.workload import Workload
 from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.testing.mock_openai import MockOpenAI
+from kvtune.testing.virtual_time import VirtualClock
+
+EXACT = 1e-9  # virtual time: only float rounding separates a measured delay from the fake's
 
 
 def _wl(**kw: object) -> Workload:
@@ -27,6 +34,12 @@ def _wl(**kw: object) -> Workload:
                 warmup_requests=0, request_timeout_s=10.0)
     base.update(kw)
     return Workload(**base)  # type: ignore[arg-type]
+
+
+def _on(fake: MockOpenAI, wl: Workload, **options: object) -> BenchRun:
+    """Benchmark the virtual fake (its transport, its clock)."""
+    return run(fake.base_url, wl, BenchOptions("m", transport=fake.transport(), clock=fake.clock,
+                                               **options))  # type: ignore[arg-type]
 
 
 def _free_port() -> int:
@@ -39,8 +52,8 @@ def _free_port() -> int:
 
 def test_timings_match_known_delays_and_warmup_is_excluded() -> None:
     phases: list[str] = []
-    with FakeOpenAIServer(ttft_s=0.2, itl_s=0.02, role_chunk_first=True) as srv:
-        res = run(srv.base_url, _wl(warmup_requests=1), BenchOptions("m", on_phase=phases.append))
+    res = _on(MockOpenAI(ttft_s=0.2, itl_s=0.02, role_chunk_first=True), _wl(warmup_requests=1),
+              on_phase=phases.append)
     assert isinstance(res, BenchRun)
     assert phases == ["warmup", "measuring"]
     assert len(res.samples) == 2 and len(res.warmup_samples) == 1
@@ -48,20 +61,21 @@ def test_timings_match_known_delays_and_warmup_is_excluded() -> None:
     for s in res.samples:
         assert s.ok, s.error
         # The role-only first chunk arrives at once; TTFT waits for the first content chunk.
-        assert s.ttft_s is not None and 0.18 < s.ttft_s < 0.35
+        assert s.ttft_s == pytest.approx(0.2, abs=EXACT)
         assert s.output_tokens == 16
         assert s.prompt_tokens > 0
-        assert len(s.itl_s) == 15
-        assert s.tpot_s is not None and 0.015 < s.tpot_s < 0.06
+        assert s.itl_s == pytest.approx([0.02] * 15, abs=EXACT)
+        assert s.tpot_s == pytest.approx(0.02, abs=EXACT)
         assert s.server_timings is not None and s.server_timings["predicted_n"] == 16
-    assert 0.4 < res.duration_s < 1.5  # 0.2 + 15 * 0.02 = 0.5 s, both in parallel
-    assert 15.0 < res.metrics["mean_tpot_ms"] < 60.0
+    assert res.duration_s == pytest.approx(0.5, abs=EXACT)  # 0.2 + 15 * 0.02, both in parallel
+    assert res.metrics["mean_tpot_ms"] == pytest.approx(20.0, abs=1e-6)
     d = res.to_dict()
     assert d["metrics"]["completed"] == 2 and len(d["samples"]) == 2
     assert json.dumps(d)  # serializable
 
 
 def test_output_tokens_come_from_usage_not_chunk_count() -> None:
+    """Over real HTTP: the fake server's chunked stream, read line by line."""
     with FakeOpenAIServer(ttft_s=0.01, itl_s=0.005, tokens_per_chunk=4) as srv:
         res = run(srv.base_url, _wl(num_requests=1, concurrency=1), BenchOptions("m"))
     (s,) = res.samples
@@ -69,21 +83,21 @@ def test_output_tokens_come_from_usage_not_chunk_count() -> None:
 
 
 def test_http_error_status_is_a_failed_request() -> None:
-    with FakeOpenAIServer(fail_status=503) as srv:
-        res = run(srv.base_url, _wl(), BenchOptions("m"))
+    res = _on(MockOpenAI(fail_status=503), _wl())
     assert all(not s.ok and s.error.startswith("HTTP 503") for s in res.samples)
     assert res.metrics["error_rate"] == 1.0
     # +inf in principle; percentile() currently interpolates inf-inf to nan (see test_metrics).
     assert not math.isfinite(res.metrics["p99_ttft_ms"])
 
 
-def test_hung_stream_times_out_promptly() -> None:
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.01, hang_after_tokens=2) as srv:
-        t0 = time.perf_counter()
-        res = run(srv.base_url, _wl(request_timeout_s=0.5), BenchOptions("m"))
-        elapsed = time.perf_counter() - t0
-    assert elapsed < 3.0
+def test_hung_stream_times_out_at_the_request_timeout() -> None:
+    fake = MockOpenAI(ttft_s=0.01, itl_s=0.01, hang_after_tokens=2)
+    t0 = fake.clock.monotonic()
+    res = _on(fake, _wl(request_timeout_s=0.5))
+    assert fake.clock.monotonic() - t0 == pytest.approx(0.5, abs=EXACT)  # both hung in parallel
     assert all(not s.ok and "timeout" in s.error for s in res.samples)
+    assert [s.end_time - s.send_time for s in res.samples] == pytest.approx([0.5, 0.5], abs=EXACT)
+    assert fake.active == 0  # the timed-out streams left the fake
     assert res.metrics["error_rate"] == 1.0
 
 
@@ -94,17 +108,17 @@ def test_connection_refused_is_a_failed_request() -> None:
 
 
 def test_server_crash_mid_run_fails_later_requests_without_raising() -> None:
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, crash_after_requests=1) as srv:
-        res = run(srv.base_url, _wl(num_requests=3, concurrency=1), BenchOptions("m"))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001, crash_after_requests=1),
+              _wl(num_requests=3, concurrency=1))
     assert [s.ok for s in res.samples] == [True, False, False]
+    assert all(s.error.startswith("RemoteProtocolError") for s in res.samples[1:])
     assert res.metrics["error_rate"] == pytest.approx(2 / 3)
 
 
 def test_closed_loop_queue_wait_grows_when_slots_are_busy() -> None:
-    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.001) as srv:
-        res = run(srv.base_url, _wl(num_requests=3, concurrency=1, output_tokens=2), BenchOptions("m"))
-    waits = [s.queue_wait_s for s in res.samples]
-    assert waits[0] < 0.05 and waits[1] > 0.04 and waits[2] > waits[1] + 0.04
+    res = _on(MockOpenAI(ttft_s=0.05, itl_s=0.001), _wl(num_requests=3, concurrency=1, output_tokens=2))
+    # one user: request k waits for the k before it, 0.05 + 0.001 s each
+    assert [s.queue_wait_s for s in res.samples] == pytest.approx([0.0, 0.051, 0.102], abs=EXACT)
 
 
 # -- request body and stream parsing via MockTransport ----------------------------------------
@@ -186,9 +200,12 @@ def test_reasoning_content_counts_as_first_token() -> None:
 # -- the fake server itself (its health, models and process mode) -----------------------------
 
 def test_fake_health_is_503_until_startup_delay_passes() -> None:
-    with FakeOpenAIServer(startup_delay_s=0.3) as srv:
+    clock = VirtualClock()
+    with FakeOpenAIServer(startup_delay_s=0.3, now=clock.monotonic) as srv:
         assert httpx.get(srv.base_url + "/health").status_code == 503
-        time.sleep(0.35)
+        clock.advance(0.299)
+        assert httpx.get(srv.base_url + "/health").status_code == 503
+        clock.advance(0.001)
         r = httpx.get(srv.base_url + "/health")
         assert r.status_code == 200 and r.json() == {"status": "ok"}
         assert httpx.get(srv.base_url + "/v1/models").json()["data"][0]["id"] == "fake-model"
@@ -252,19 +269,21 @@ def test_ttft_waits_for_content_not_the_role_chunk() -> None:
               (0.2, _chunk("a")), (0.05, _chunk("b")),
               (0.0, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
               (0.0, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=1, output_tokens=2), BenchOptions("m", transport=_timed(events)))
+    res = run("http://fake", _wl(num_requests=1, output_tokens=2), BenchOptions(
+        "m", transport=_timed(events), clock=VirtualClock()))
     (s,) = res.samples
-    assert s.ok and 0.19 < s.ttft_s < 0.3
+    assert s.ok and s.ttft_s == pytest.approx(0.2, abs=EXACT)
 
 
 def test_e2el_is_not_moved_by_the_usage_chunk_or_done() -> None:
     events = [(0.05, _chunk("a")), (0.05, _chunk("b")),
               (0.4, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
               (0.2, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=1, output_tokens=2), BenchOptions("m", transport=_timed(events)))
+    res = run("http://fake", _wl(num_requests=1, output_tokens=2), BenchOptions(
+        "m", transport=_timed(events), clock=VirtualClock()))
     (s,) = res.samples
-    assert s.ok and 0.09 < s.e2el_s < 0.3  # last content chunk at ~0.1 s, stream ends at ~0.7 s
-    assert s.end_time - s.send_time > 0.55
+    assert s.ok and s.e2el_s == pytest.approx(0.1, abs=EXACT)  # the last content chunk
+    assert s.end_time - s.send_time == pytest.approx(0.7, abs=EXACT)  # the stream's end
     assert s.tpot_s == pytest.approx(s.e2el_s - s.ttft_s)  # 2 tokens: one gap
 
 
@@ -337,12 +356,11 @@ def test_resolve_api_key_prefers_the_flag(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_goodput_counts_requests_meeting_every_slo() -> None:
     from kvtune.bench.client import slo_goodput
-    with FakeOpenAIServer(ttft_s=0.1, itl_s=0.01) as srv:
-        res = run(srv.base_url, _wl(num_requests=4), BenchOptions(
-            "m", goodput_fn=slo_goodput({"ttft": 50})))  # nobody meets 50 ms
-        assert res.metrics["request_goodput"] == 0.0
-        res = run(srv.base_url, _wl(num_requests=4), BenchOptions(
-            "m", goodput_fn=slo_goodput({"ttft": 2000, "tpot": 500})))
+    fake = MockOpenAI(ttft_s=0.1, itl_s=0.01)
+    res = _on(fake, _wl(num_requests=4), goodput_fn=slo_goodput({"ttft": 99.9}))  # TTFT is 100 ms
+    assert res.metrics["request_goodput"] == 0.0
+    res = _on(fake, _wl(num_requests=4), goodput_fn=slo_goodput({"ttft": 100.1, "tpot": 10.1}))
+    assert res.metrics["request_throughput"] > 0
     assert res.metrics["request_goodput"] == pytest.approx(res.metrics["request_throughput"])
     with pytest.raises(Exception, match="unknown goodput"):
         slo_goodput({"latency": 1})
@@ -354,23 +372,22 @@ def test_server_timings_split_ttft_into_queueing_and_prompt() -> None:
                             "predicted_ms": 40.0, "cache_n": 12})
     events = [(0.15, _chunk("a")), (0.01, _chunk("b")), (0.01, _chunk("c")), (0.0, final),
               (0.0, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=2, output_tokens=3), BenchOptions("m", transport=_timed(events)))
+    res = run("http://fake", _wl(num_requests=2, output_tokens=3), BenchOptions(
+        "m", transport=_timed(events), clock=VirtualClock()))
     m = res.metrics
     assert m["mean_prompt_ms_server"] == pytest.approx(50.0)
-    assert 90 < m["mean_queue_ms_server"] < 200  # ~150 ms TTFT - 50 ms prompt
+    assert m["mean_queue_ms_server"] == pytest.approx(100.0, abs=1e-6)  # 150 ms TTFT - 50 ms prompt
     assert m["mean_queue_ms_server"] == pytest.approx(m["mean_ttft_ms"] - 50.0)
     assert m["mean_tpot_ms_server"] == pytest.approx(20.0)
     assert m["mean_cached_prompt_tokens_server"] == 12
 
 
 def test_fake_server_timings_reach_the_summary() -> None:
-    with FakeOpenAIServer(ttft_s=0.1, itl_s=0.005) as srv:
-        res = run(srv.base_url, _wl(num_requests=2), BenchOptions("m"))
+    res = _on(MockOpenAI(ttft_s=0.1, itl_s=0.005), _wl(num_requests=2))
     m = res.metrics
     assert m["server_timings_requests"] == 2
     assert m["mean_prompt_ms_server"] == pytest.approx(100.0)
-    # an unlimited fake server queues nothing: what is left is the scheduling delay of a loaded box
-    assert -5 < m["mean_queue_ms_server"] < 500
+    assert m["mean_queue_ms_server"] == pytest.approx(0.0, abs=1e-6)  # an unlimited fake queues nothing
 
 
 def _metrics_transport(calls: list[str]) -> httpx.MockTransport:
@@ -411,15 +428,15 @@ def _metrics_transport(calls: list[str]) -> httpx.MockTransport:
 def test_scrape_metrics_keeps_vllm_deltas_and_gauges() -> None:
     calls: list[str] = []
     res = run("http://fake", _wl(num_requests=2, warmup_requests=1), BenchOptions(
-        "m", transport=_metrics_transport(calls), scrape_metrics=True))
+        "m", transport=_metrics_transport(calls), scrape_metrics=True, metrics_interval_s=0.25,
+        clock=VirtualClock()))
     sm = res.server_metrics
     assert sm is not None and sm["available"]
-    assert calls[0] == "chat" and calls[1] == "metrics"  # warm-up before the first scrape
-    k_last = calls.count("metrics")
-    assert k_last >= 3  # before, at least one 0.5 s sample during the 0.6 s phase, after
-    assert sm["num_preemptions_delta"] == 3 * (k_last - 1)  # summed over both engines
-    assert sm["max_kv_cache_usage_perc"] == pytest.approx(0.1 * k_last)
-    assert sm["max_num_requests_waiting"] == 2 or k_last < 4
+    # warm-up first; then scrapes before the phase, at 0.25 and 0.5 s of the 0.6 s phase, after
+    assert calls == ["chat", "metrics", "chat", "chat", "metrics", "metrics", "metrics"]
+    assert sm["num_preemptions_delta"] == 3 * (4 - 1)  # scrape 4 minus scrape 1, both engines
+    assert sm["max_kv_cache_usage_perc"] == pytest.approx(0.4)  # the gauges of scrapes 2..4
+    assert sm["max_num_requests_waiting"] == 2  # 4 % 3 = 1, 3 % 3 = 0, 2 % 3 = 2
     assert sm["histogram_means"]["vllm:e2e_request_latency_seconds"] == pytest.approx(0.5)
     assert "vllm:e2e_request_latency_seconds_bucket" not in sm["deltas"]
     assert "vllm:num_preemptions_created" not in sm["deltas"]
@@ -427,8 +444,7 @@ def test_scrape_metrics_keeps_vllm_deltas_and_gauges() -> None:
 
 
 def test_scrape_metrics_without_metrics_endpoint_says_why() -> None:
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
-        res = run(srv.base_url, _wl(num_requests=1), BenchOptions("m", scrape_metrics=True))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001), _wl(num_requests=1), scrape_metrics=True)
     assert res.samples[0].ok
     assert res.server_metrics == {"available": False,
                                   "reason": "GET /metrics answered HTTP 404 (llama-server needs --metrics)"}
@@ -473,9 +489,9 @@ def test_dataset_errors_before_any_request(tmp_path) -> None:
 
 
 def test_closed_loop_for_a_duration() -> None:
-    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.001) as srv:
-        res = run(srv.base_url, _wl(concurrency=2, output_tokens=2, duration_s=0.5), BenchOptions("m"))
-    assert 8 <= len(res.samples) <= 24  # 2 users x ~0.05 s per request for 0.5 s
+    res = _on(MockOpenAI(ttft_s=0.05, itl_s=0.001), _wl(concurrency=2, output_tokens=2, duration_s=0.5))
+    # each user sends at 0, 0.051, ..., 0.459 s (the next, at 0.51 s, is past the 0.5 s window)
+    assert len(res.samples) == 2 * 10 and res.planned is None
     assert all(s.ok for s in res.samples)
 
 
@@ -502,8 +518,7 @@ def test_exact_prompts_with_the_demo_vocabulary() -> None:
 
 def test_report_rows_and_vllm_json() -> None:
     from kvtune.bench.report import metrics_table, to_vllm_json
-    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.005) as srv:
-        res = run(srv.base_url, _wl(num_requests=3), BenchOptions("m"))
+    res = _on(MockOpenAI(ttft_s=0.05, itl_s=0.005), _wl(num_requests=3))
     rows = metrics_table(res.metrics)
     labels = [r[0] for r in rows]
     assert labels[0] == "Successful requests" and "Mean TTFT (ms)" in labels
@@ -526,8 +541,7 @@ def test_report_rows_and_vllm_json() -> None:
 
 def test_vllm_json_writes_inf_percentiles_as_null() -> None:
     from kvtune.bench.report import metrics_table, to_vllm_json
-    with FakeOpenAIServer(fail_status=500) as srv:
-        res = run(srv.base_url, _wl(num_requests=2), BenchOptions("m"))
+    res = _on(MockOpenAI(fail_status=500), _wl(num_requests=2))
     j = to_vllm_json(res)
     assert j["failed"] == 2 and j["p99_ttft_ms"] is None and j["mean_ttft_ms"] is None
     json.dumps(j, allow_nan=False)

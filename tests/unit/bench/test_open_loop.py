@@ -1,12 +1,11 @@
 """Open-loop (request-rate) mode: sends on the precomputed schedule whatever the server does.
 
 No coordinated omission: a slow server must not slow the sending; a client that cannot keep up
-must say so (`fell_behind`) instead of quietly offering less load.
+must say so (`fell_behind`) instead of quietly offering less load. On virtual time (MockOpenAI,
+VirtualClock): the send times are exactly the schedule's, whatever the machine's load.
 """
 
 from __future__ import annotations
-
-import time
 
 import httpx
 import pytest
@@ -16,7 +15,10 @@ from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.report import metrics_table, to_vllm_json
 from kvtune.workload import Workload
 from kvtune.errors import SpecError
-from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.testing.mock_openai import MockOpenAI
+from kvtune.testing.virtual_time import VirtualClock
+
+EXACT = 1e-9
 
 
 def _open(**kw: object) -> Workload:
@@ -26,6 +28,11 @@ def _open(**kw: object) -> Workload:
     return Workload(**base)  # type: ignore[arg-type]
 
 
+def _on(fake: MockOpenAI, wl: Workload, **options: object):
+    return run(fake.base_url, wl, BenchOptions("m", transport=fake.transport(), clock=fake.clock,
+                                               **options))  # type: ignore[arg-type]
+
+
 def _sends(res) -> list[float]:
     t0 = min(s.intended_send_time for s in res.samples)
     return [s.send_time - t0 for s in res.samples]
@@ -33,54 +40,51 @@ def _sends(res) -> list[float]:
 
 def test_open_loop_sends_on_schedule() -> None:
     wl = _open(rate=25.0, num_requests=25, seed=4)
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
-        res = run(srv.base_url, wl, BenchOptions("m"))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001), wl)
     assert res.mode == "open" and not res.fell_behind
     assert all(s.ok for s in res.samples)
     intended = arrival_offsets(25, 25.0, "poisson", seed=4)
     t0 = res.samples[0].intended_send_time
     assert [s.intended_send_time - t0 for s in res.samples] == pytest.approx(intended, abs=1e-9)
     for s in res.samples:
-        assert 0.0 <= s.schedule_lag_s < 0.05
+        assert s.schedule_lag_s == pytest.approx(0.0, abs=EXACT)
         assert s.queue_wait_s == pytest.approx(s.schedule_lag_s)
     m = res.metrics
-    assert m["p99_schedule_lag_ms"] < 50 and m["offered_rate"] == 25.0 and m["fell_behind"] == 0.0
-    # The achieved sending rate is the schedule's rate.
-    sends = _sends(res)
-    assert sends[-1] == pytest.approx(intended[-1], abs=0.05)
+    assert m["p99_schedule_lag_ms"] == pytest.approx(0.0, abs=1e-6)
+    assert m["offered_rate"] == 25.0 and m["fell_behind"] == 0.0
+    assert _sends(res) == pytest.approx(intended, abs=EXACT)  # sent when due, every one
 
 
 def test_slow_server_does_not_slow_the_sending() -> None:
-    """No coordinated omission: every request takes > 1 s, yet all 20 go out in ~1 s."""
+    """No coordinated omission: every request takes 1.03 s, yet all 20 go out in 0.95 s."""
     wl = _open(rate=20.0, num_requests=20, arrival="constant")
-    with FakeOpenAIServer(ttft_s=1.0, itl_s=0.01) as srv:
-        t0 = time.perf_counter()
-        res = run(srv.base_url, wl, BenchOptions("m"))
-        elapsed = time.perf_counter() - t0
+    res = _on(MockOpenAI(ttft_s=1.0, itl_s=0.01), wl)
     assert all(s.ok for s in res.samples)
-    assert all(s.ttft_s > 0.95 for s in res.samples)
-    sends = _sends(res)
-    assert sends[-1] == pytest.approx(19 / 20, abs=0.06)  # last send at its due time, not ~20 s
-    assert max(s.schedule_lag_s for s in res.samples) < 0.05 and not res.fell_behind
-    assert res.metrics["max_concurrent_requests"] >= 15  # the slow replies overlapped
-    assert elapsed < 4.0
-    # A closed loop of 2 users on the same server takes ~10 s for these 20: the open loop
-    # did not wait for them.
-    assert res.duration_s < 2.5
+    assert [s.ttft_s for s in res.samples] == pytest.approx([1.0] * 20, abs=EXACT)
+    assert _sends(res) == pytest.approx([i / 20 for i in range(20)], abs=EXACT)  # not one per 1.03 s
+    assert max(s.schedule_lag_s for s in res.samples) == pytest.approx(0.0, abs=EXACT)
+    assert not res.fell_behind
+    assert res.metrics["max_concurrent_requests"] == 20  # the last is sent before the first ends
+    # first send to last end: 0.95 s of sending + 1.0 s TTFT + 3 x 10 ms ITL. A closed loop of 2
+    # users would take 10 x 1.03 s for these 20: the open loop did not wait for them.
+    assert res.duration_s == pytest.approx(0.95 + 1.03, abs=EXACT)
 
 
 def test_overloaded_client_flags_fell_behind() -> None:
-    """A transport that blocks the event loop 20 ms per request cannot send 200 req/s."""
+    """A transport that blocks the event loop 20 ms per request cannot send 200 req/s (the
+    virtual clock's `sleep` is that blocking work: 20 ms pass with no task running)."""
     body = (b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
             b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'
             b"data: [DONE]\n\n")
 
+    clock = VirtualClock()
+
     def handler(request: httpx.Request) -> httpx.Response:
-        time.sleep(0.02)  # blocks the client's event loop: the client is the bottleneck
+        clock.sleep(0.02)  # blocks the client's event loop: the client is the bottleneck
         return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
     wl = _open(rate=200.0, num_requests=40, arrival="constant", output_tokens=1)
-    res = run("http://fake", wl, BenchOptions("m", transport=httpx.MockTransport(handler)))
+    res = run("http://fake", wl, BenchOptions("m", transport=httpx.MockTransport(handler), clock=clock))
     assert all(s.ok for s in res.samples)
     assert res.fell_behind and res.metrics["fell_behind"] == 1.0
     assert res.metrics["p99_schedule_lag_ms"] > res.metrics["schedule_lag_threshold_ms"] == 50.0
@@ -92,8 +96,7 @@ def test_overloaded_client_flags_fell_behind() -> None:
 
 def test_duration_mode_sends_every_arrival_in_the_window() -> None:
     wl = _open(rate=40.0, duration_s=0.5, seed=9, num_requests=1)
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
-        res = run(srv.base_url, wl, BenchOptions("m"))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001), wl)
     assert len(res.samples) == len(arrival_offsets_for(0.5, 40.0, seed=9)) > 5
     assert all(s.ok for s in res.samples)
 
@@ -101,8 +104,7 @@ def test_duration_mode_sends_every_arrival_in_the_window() -> None:
 def test_warmup_is_closed_loop_and_excluded() -> None:
     phases: list[str] = []
     wl = _open(rate=50.0, num_requests=10, warmup_requests=3)
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
-        res = run(srv.base_url, wl, BenchOptions("m", on_phase=phases.append))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001), wl, on_phase=phases.append)
     assert phases == ["warmup", "measuring"]
     assert len(res.warmup_samples) == 3 and len(res.samples) == 10
     assert all(s.intended_send_time is None for s in res.warmup_samples)

@@ -4,13 +4,15 @@ import os
 import socket
 import sys
 
+import httpx
 import pytest
 
 from kvtune.kinds import FailureKind
 from kvtune.launchers.listeners import other_listener
-from kvtune.launchers.process import (ServerProcess, ServerStartError, address_in_use, free_port,
-                                      last_error_line)
+from kvtune.launchers.process import (HEALTH_POLL_S, ServerProcess, ServerStartError, address_in_use,
+                                      free_port, last_error_line)
 from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.testing.virtual_time import VirtualClock
 
 FAKE = [sys.executable, "-m", "kvtune.testing.fake_server"]
 
@@ -41,13 +43,43 @@ def test_crash_is_not_a_timeout(tmp_path):
     s.stop()
 
 
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]  # alive, never listens
+
+
+def _health(answers: list[int]) -> httpx.MockTransport:
+    """/health answering these statuses in turn, then the last one forever."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(answers.pop(0) if len(answers) > 1 else answers[0])
+    return httpx.MockTransport(handler)
+
+
+def _virtual(tmp_path, answers: list[int]) -> ServerProcess:
+    """A live process whose health answers come from `answers`, waited for on virtual time."""
+    return ServerProcess(argv=SLEEPER, env={}, log_path=tmp_path / "server.log", port=free_port(),
+                         clock=VirtualClock(), health_transport=_health(answers))
+
+
 def test_timeout_when_never_healthy(tmp_path):
-    s = server(tmp_path, "--startup-delay-s", "60").start()
-    with pytest.raises(ServerStartError) as e:
-        s.wait_ready(1.5)
+    s = _virtual(tmp_path, [503]).start()
+    try:
+        with pytest.raises(ServerStartError) as e:
+            s.wait_ready(120)
+        # polled every HEALTH_POLL_S on the virtual clock until past 120 s: no real wait
+        assert s.clock.monotonic() == pytest.approx(120 + HEALTH_POLL_S, abs=1e-6)
+        assert s.alive()  # a timeout, not a crash
+    finally:
+        s.stop()
     assert e.value.kind is FailureKind.START_TIMEOUT and e.value.transient  # retried once
-    s.stop()
+    assert "not healthy after 120 s" in e.value.reason
     assert not s.alive()
+
+
+def test_seconds_to_ready_are_read_on_the_clock(tmp_path):
+    s = _virtual(tmp_path, [503, 503, 503, 200]).start()
+    try:
+        assert s.wait_ready(120) == pytest.approx(3 * HEALTH_POLL_S, abs=1e-9)  # the 4th poll
+    finally:
+        s.stop()
 
 
 def test_port_already_in_use_is_never_mistaken_for_ready(tmp_path):
