@@ -12,9 +12,9 @@ import pytest
 
 from kvtune import nvml
 from kvtune.energy import (AVG_WATTS, ENERGY_J, ENERGY_SOURCE, JOULES_PER_OUTPUT_TOKEN,
-from tests.paths import NVML_DATA
                            NOT_MEASURABLE, EnergyReading, EnergySource, NvmlMeter, RaplMeter,
                            combine, describe, energy_metrics, open_meter)
+from tests.paths import NVML_DATA
 
 DATA = NVML_DATA
 

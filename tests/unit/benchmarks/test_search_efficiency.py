@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import BENCHMARKS
+
 BENCH = BENCHMARKS
 sys.path.insert(0, str(BENCH))
 
 import landscape  # noqa: E402
 import search_efficiency as se  # noqa: E402
-from tests.paths import BENCHMARKS
 
 SPACE = {"a": [1, 2, 4, 8], "b": ["x", "y"]}
 
