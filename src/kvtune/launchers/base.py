@@ -257,7 +257,7 @@ class Launcher(ABC):
                     "machine cannot run (e.g. AMX inside a VM); rebuild it for this CPU")
         return last_error_line(log_text)
 
-    def pin_gpus(self, indices: frozenset[int] | None) -> None:
+    def pin_gpus(self, indices: frozenset[int] | None) -> None:  # noqa: B027 (optional hook: default no-op)
         """Its servers will see only these GPU indices (a worker's CUDA_VISIBLE_DEVICES; None:
         all): a backend whose pre-screen reads GPU memory keeps only those. Default: nothing."""
 

@@ -39,7 +39,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from kvtune.errors import SpecError
-from kvtune.kinds import KnobKind, StrEnum
+from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob
 from kvtune.study.sampler_choice import DEFAULT, SamplerKind, parse_sampler  # noqa: F401
 from kvtune.tuner.fleet import storage
