@@ -126,7 +126,7 @@ def _pynvml() -> Nvml | None:
         import pynvml
     except Exception:  # not installed, or a broken install: no NVML
         return None
-    return pynvml  # type: ignore[return-value]  # a module satisfying the protocol
+    return pynvml  # a module satisfying the protocol
 
 
 @contextmanager
@@ -192,7 +192,7 @@ def compute_processes(gpus: frozenset[int] | None = None, nvml: Nvml | None = No
         for i in range(_try(nv.nvmlDeviceGetCount, 0)):
             if gpus is not None and i not in gpus:
                 continue
-            procs = _try(lambda: nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(i)), [])
+            procs: list[Any] = _try(lambda: nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(i)), [])
             for p in procs or []:
                 used = p.usedGpuMemory  # pynvml sets None when the driver does not say
                 out.append(GpuProcess(i, int(p.pid), None if used is None else int(used)))

@@ -179,7 +179,7 @@ def slo_goodput(slos_ms: Mapping[str, float]) -> Callable[[RequestSample], bool]
         if not s.ok:
             return False
         values = {"ttft": s.ttft_s, "e2el": s.e2el_s, "tpot": s.tpot_s or 0.0}
-        return all(values[k] is not None and values[k] <= lim for k, lim in limits.items())
+        return all((v := values[k]) is not None and v <= lim for k, lim in limits.items())
     return met
 
 
@@ -271,6 +271,7 @@ async def _open_loop(client: httpx.AsyncClient, url: str, bodies: list[dict],
 
 def _prompt_source(workload: Workload, salt: str, tokenizer: Tokenizer | str | Path | None,
                    notes: list[str]) -> tuple[PromptSource, str]:
+    tok: Tokenizer | None
     if isinstance(tokenizer, Tokenizer):
         tok, note = tokenizer, f"prompt sizes exact for {tokenizer.name}"
         if not tok.single_token_words():
@@ -290,7 +291,7 @@ def _prompt_source(workload: Workload, salt: str, tokenizer: Tokenizer | str | P
         return src, data.describe()
     words = tok.single_token_words() if tok is not None else []
     notes.append(note)
-    desc = (f"synthetic, exactly {workload.prompt_tokens} tokens of prompt text ({tok.name}; "
+    desc = (f"synthetic, exactly {workload.prompt_tokens} tokens of prompt text ({tok and tok.name}; "
             f"chat template not counted)" if words else
             f"synthetic, about {workload.prompt_tokens} tokens (approximation: ~1 token per "
             f"common English word, nonce ~10 tokens)")
