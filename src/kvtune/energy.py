@@ -69,9 +69,10 @@ class Meter(Protocol):
 def combine(readings: Iterable[EnergyReading | None]) -> EnergyReading | None:
     """Several windows (the repeats of one measurement) as one; None if any is missing."""
     rs = list(readings)
-    if not rs or any(r is None for r in rs):
+    known = [r for r in rs if r is not None]
+    if not rs or len(known) < len(rs):
         return None
-    return EnergyReading(sum(r.joules for r in rs), sum(r.seconds for r in rs), rs[0].source)  # type: ignore[union-attr]
+    return EnergyReading(sum(r.joules for r in known), sum(r.seconds for r in known), known[0].source)
 
 
 def energy_metrics(reading: EnergyReading | None, output_throughput: float | None) -> dict[str, float]:

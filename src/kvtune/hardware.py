@@ -262,7 +262,7 @@ def _gpu_fingerprint(report: NvmlReport) -> dict:
         fp["gpu_interconnect"] = _interconnect(links)
         bws = [ln.bandwidth_bytes_s for ln in links]
         if all(bws):
-            fp["gpu_link_gb_s"] = round(min(bws) / 1e9, 1)  # type: ignore[type-var]  # the slowest pair
+            fp["gpu_link_gb_s"] = round(min(b for b in bws if b) / 1e9, 1)  # the slowest pair
     busy = [f"GPU {g.index}: {g.memory_used_fraction:.0%} of its memory in use by other processes"
             for g in report.gpus if g.memory_used_fraction > BUSY_GPU_FRACTION]
     if busy:

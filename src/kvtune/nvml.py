@@ -142,7 +142,7 @@ def _pynvml() -> Nvml | None:
         import pynvml
     except Exception:  # not installed, or a broken install: no NVML
         return None
-    return pynvml  # type: ignore[return-value]  # a module satisfying the protocol
+    return pynvml  # a module satisfying the protocol
 
 
 @contextmanager

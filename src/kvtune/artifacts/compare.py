@@ -176,6 +176,7 @@ def name_winner(sides: Sequence[Side], objective: Objective) -> tuple[Side | Non
     top = ranked[0]
 
     def show(s: Side) -> str:
+        assert s.best is not None  # `ok` holds the sides with a best
         return f"{s.label}'s best, trial {s.best.number}: {est[s.study].format()}"
 
     if len(ranked) == 1:

@@ -49,10 +49,10 @@ def plot_backends(c: Comparison) -> str:
         if miss:
             ax.scatter(*xy(miss), s=36, facecolor="none", edgecolor=colour, lw=1.2,
                        label=f"{s.label}: missed a target", zorder=2)
-        if any(o is s.baseline for o in pts):
+        if s.baseline is not None and any(o is s.baseline for o in pts):
             ax.scatter(*xy([s.baseline]), s=150, marker="D", facecolor="none", edgecolor=colour, lw=2,
                        label=f"{s.label}: defaults (#{s.baseline.number})", zorder=4)
-        if any(o is s.best for o in pts):
+        if s.best is not None and any(o is s.best for o in pts):
             ax.scatter(*xy([s.best]), s=280, marker="*", color=colour, edgecolor="black", lw=0.7,
                        label=f"{s.label}: best (#{s.best.number})", zorder=5)
     ax.set_xlabel("TTFT p95 (ms)  ← better")
@@ -85,8 +85,9 @@ def _table(c: Comparison) -> str:
 def render_compare_report(c: Comparison) -> str:
     title = c.name or " vs ".join(s.study for s in c.sides)
     w = c.winner
-    verdict = (f"<p id='best-overall'><b>Best overall: {esc(w.label)}</b>, trial {w.best.number} of "
-               f"study {esc(w.study)}. Why: {esc(c.why)}.</p>" if w is not None
+    won = w.best if w is not None else None  # a winner has a best
+    verdict = (f"<p id='best-overall'><b>Best overall: {esc(w.label)}</b>, trial {won.number} of "
+               f"study {esc(w.study)}. Why: {esc(c.why)}.</p>" if w is not None and won is not None
                else f"<p class='note' id='best-overall'>No best overall: {esc(c.why)}.</p>")
     skipped = "".join(f"<li>{esc(s['backend'])}: not tuned: {esc(s['reason'])}</li>" for s in c.skipped)
     studies = "".join(f"<li>{esc(s.study)}: {esc(s.version)}</li>" for s in c.sides)

@@ -15,6 +15,7 @@ from typing import Sequence
 from kvtune.artifacts import cost_energy, export
 from kvtune.study.results import best_outcome, write_results
 from kvtune.errors import TargetError
+from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target, loosened
 from kvtune.study.outcome import TrialOutcome
@@ -76,7 +77,7 @@ class EarlyStops:
 
 def early_stops(outcomes: list[TrialOutcome]) -> EarlyStops | None:
     """The early stops among the trials measured in their own right, or None when none was."""
-    stopped = [o.metrics for o in outcomes if o.duplicate_of is None and _stopped_early(o)]
+    stopped = [o.metrics or {} for o in outcomes if o.duplicate_of is None and _stopped_early(o)]
     if not stopped:
         return None
     return EarlyStops(len(stopped), sum(m.get("early_stop_saved_s") or 0.0 for m in stopped),
@@ -120,7 +121,7 @@ def _resolve(t: Target, baseline_metrics: dict) -> Target | None:
 
 
 def warm_start_fates(outcomes: list[TrialOutcome], direction: str) -> list[WarmStartFate]:
-    ranked = [o.number for o in rank(outcomes, direction)]
+    ranked = [o.number for o in rank(outcomes, Direction(direction))]
     return [WarmStartFate(o, o.number in ranked,
                           ranked.index(o.number) + 1 if o.number in ranked else None, len(ranked))
             for o in outcomes if o.warm_start and o.duplicate_of is None]

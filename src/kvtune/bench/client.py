@@ -51,6 +51,7 @@ FELL_BEHIND_GAP_FRACTION = 0.10
 
 def _prompt_source(workload: Workload, salt: str, tokenizer: Tokenizer | str | Path | None,
                    notes: list[str]) -> tuple[PromptSource, str]:
+    tok: Tokenizer | None
     if isinstance(tokenizer, Tokenizer):
         tok, note = tokenizer, f"prompt sizes exact for {tokenizer.name}"
         if not tok.single_token_words():
@@ -70,7 +71,7 @@ def _prompt_source(workload: Workload, salt: str, tokenizer: Tokenizer | str | P
         return src, data.describe()
     words = tok.single_token_words() if tok is not None else []
     notes.append(note)
-    desc = (f"synthetic, exactly {workload.prompt_tokens} tokens of prompt text ({tok.name}; "
+    desc = (f"synthetic, exactly {workload.prompt_tokens} tokens of prompt text ({tok and tok.name}; "
             f"chat template not counted)" if words else
             f"synthetic, about {workload.prompt_tokens} tokens (approximation: ~1 token per "
             f"common English word, nonce ~10 tokens)")

@@ -129,7 +129,7 @@ def _peak_output_per_s(samples: list[RequestSample]) -> float:
     t0 = min(s.send_time for s in ok)
     buckets: dict[int, float] = {}
     for s in ok:
-        t = s.send_time + s.ttft_s
+        t = s.send_time + (s.ttft_s or 0.0)  # not None: `ok` keeps only those with a TTFT
         times = [t]
         for g in s.itl_s:
             t += g

@@ -47,6 +47,7 @@ def print_comparison(c: Comparison, out: Console) -> None:
     if w is None:
         out.print(f"[bold red]No best overall[/bold red]: {c.why}.")
         return
+    assert w.best is not None  # a winner has a best
     flags = " ".join(f"{k}={v}" for k, v in w.best.candidate.flags.items()) or "the server's defaults"
     out.print(f"[bold green]Best overall: {w.label}[/bold green], trial {w.best.number} of study "
               f"{w.study} ({flags})")

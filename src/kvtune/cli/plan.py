@@ -56,6 +56,7 @@ def plan(
         for name, v in (("--layers", layers), ("--kv-heads", kv_heads), ("--head-dim", head_dim), ("--heads", heads)):
             if v is not None and v <= 0:
                 raise SpecError(f"{name} must be positive, got {v}")
+        assert layers is not None and kv_heads is not None and head_dim is not None  # `missing` above
         shape = ModelShape(layers=layers, attention_heads=heads or kv_heads, kv_heads=kv_heads, head_dim=head_dim)
     memory_bytes = parse_size(memory, "--memory") if memory else None
     bandwidth_bytes_s = parse_bandwidth(bandwidth, "--bandwidth") if bandwidth else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, JustifyMethod
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -102,8 +102,9 @@ class LiveReporter(PlainReporter):
     def __init__(self, console: Console, total: int, done: int = 0):
         super().__init__(console, total)
         self.table = Table(expand=False)
-        for col, just in (("#", "right"), ("flags", "left"), ("TTFT p95", "right"),
-                          ("TPOT p95", "right"), ("out tok/s", "right"), ("result", "left")):
+        columns: list[tuple[str, JustifyMethod]] = [("#", "right"), ("flags", "left"), ("TTFT p95", "right"),
+                                                    ("TPOT p95", "right"), ("out tok/s", "right"), ("result", "left")]
+        for col, just in columns:
             self.table.add_column(col, justify=just, overflow="fold")
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),

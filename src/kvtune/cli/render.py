@@ -103,8 +103,8 @@ def _pareto(p: Prepared, s: StudySummary, console: Console) -> None:
     table = Table(title="Pareto set: no other feasible trial is better on every objective")
     table.add_column("trial")
     table.add_column("flags")
-    for o in p.spec.objective_specs:
-        table.add_column(o.name, justify="right")
+    for obj in p.spec.objective_specs:
+        table.add_column(obj.name, justify="right")
     for o in s.pareto:
         table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.objectives])
     console.print(table)
@@ -127,6 +127,7 @@ def _versus_baseline(s: StudySummary, console: Console) -> None:
         console.print(f"[yellow]No baseline measurement to compare with[/yellow] "
                       f"({base.reason if base else 'not run'}).")
         return
+    assert s.best is not None  # only called with a best (see print_summary)
     if s.best.number == base.number:  # the defaults won: a table of the baseline against itself says nothing
         return
     n = s.payload.get("best_vs_baseline_measurements", 1)

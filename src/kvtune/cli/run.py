@@ -3,27 +3,20 @@
 
 from __future__ import annotations
 
-import shlex
-import signal
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
-from rich.console import Console
 
-from kvtune.cli.app import app, console, err_console
-from kvtune.cli.consoles import make_console
+from kvtune.cli.app import app
 from kvtune.errors import SpecError
 from kvtune.kinds import ProgressMode
 from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
-from kvtune.launchers.base import Launcher
-from kvtune.cli.render import print_header, print_summary
 from kvtune.cli.one_study import run_study
 from kvtune.durations import parse_duration
-from kvtune.tuner.loop import Callbacks
 from kvtune.tuner.multi_backend import parse_backends, single_backend_model
-from kvtune.tuner.session import RunOptions, Session, open_session, study_spec
+from kvtune.tuner.session import RunOptions, study_spec
 from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool
 
 TARGET_HELP = (

@@ -40,5 +40,5 @@ def worker(
         outcomes = tuner.run()
     except KeyboardInterrupt:
         err_console.print("worker interrupted: its trial is re-queued for another worker")
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     console.print(f"worker {slot}: study {study} has {len(outcomes)} finished trials; leaving")

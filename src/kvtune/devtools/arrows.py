@@ -100,7 +100,7 @@ def arrows(root: Path | None = None) -> tuple[list[Arrow], set[str]]:
                            for a in node.names]
             for t in targets:
                 if t.startswith("kvtune") and t != name and _in_type_checking(tree, node) is False:
-                    found.append(Arrow(name, _nearest_module(t, modules), node.lineno))
+                    found.append(Arrow(name, _nearest_module(t, modules), getattr(node, "lineno", 0)))
     return found, set(modules)
 
 

@@ -67,6 +67,13 @@ class Knob:
                 raise SpecError(f"knob {self.name}: unknown kind {self.kind!r}: use one of "
                                 f"{', '.join(KnobKind.values())}") from None
 
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """(low, high) of an int or float range: typed, where `low`/`high` may be None."""
+        if self.low is None or self.high is None:
+            raise SpecError(f"knob {self.name}: a {self.kind.value} range needs low and high")
+        return self.low, self.high
+
     def describe(self) -> str:
         if self.kind == KnobKind.FIXED:
             return f"{self.name} = {self.value!r}"
@@ -125,7 +132,7 @@ def largest(knob: Knob, workload: Workload) -> Any:
 
 def highest_int(knob: Knob, workload: Workload) -> Any:
     """The top of an int range (threads: every core)."""
-    return int(knob.high) if knob.kind == KnobKind.INT else None
+    return int(knob.bounds[1]) if knob.kind == KnobKind.INT else None
 
 
 def when_prefixes_shared(knob: Knob, workload: Workload) -> Any:
@@ -164,7 +171,8 @@ def nearest_offered(knob: Knob, value: Any) -> Any:
         above = [c for c in numbers if c >= value]
         return min(above) if above else max(numbers)
     if knob.kind in (KnobKind.INT, KnobKind.FLOAT) and isinstance(value, (int, float)):
-        clamped = min(max(value, knob.low), knob.high)
+        low, high = knob.bounds
+        clamped = min(max(value, low), high)
         return int(round(clamped)) if knob.kind == KnobKind.INT else float(clamped)
     return None
 
@@ -257,7 +265,7 @@ class Launcher(ABC):
                     "machine cannot run (e.g. AMX inside a VM); rebuild it for this CPU")
         return last_error_line(log_text)
 
-    def pin_gpus(self, indices: frozenset[int] | None) -> None:
+    def pin_gpus(self, indices: frozenset[int] | None) -> None:  # noqa: B027 (optional hook: default no-op)
         """Its servers will see only these GPU indices (a worker's CUDA_VISIBLE_DEVICES; None:
         all): a backend whose pre-screen reads GPU memory keeps only those. Default: nothing."""
 

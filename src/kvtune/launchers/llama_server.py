@@ -225,6 +225,7 @@ class LlamaServerLauncher(Launcher):
     def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
         f = candidate.flags
         parallel = int(f.get("parallel", 1))
+        per_slot: int | None
         if "ctx-size" in f and parallel > 0:
             per_slot = int(f["ctx-size"]) // parallel
         else:

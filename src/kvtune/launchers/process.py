@@ -133,7 +133,7 @@ class ServerProcess:
             raise ServerStartError(FailureKind.PORT_BUSY, f"port {self.port} is already in use on {self.host}",
                                    transient=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")
+        log = open(self.log_path, "wb")  # noqa: SIM115 (handed to Popen, closed below)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kvtune.launchers.guard", "--", *self.argv],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 PERCENTILES = (50, 90, 95, 99)
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -34,7 +34,7 @@ class RequestSample:
     # Seconds this request waited for a free client slot (closed loop) before being sent.
     queue_wait_s: float = 0.0
     # Server-reported timings (llama-server's `timings` object), when present.
-    server_timings: dict | None = None
+    server_timings: dict[str, Any] | None = None
     # Open loop: when the precomputed schedule said to send it (same clock as send_time).
     intended_send_time: float | None = None
     # When the request ended (last byte, error or timeout), on the same clock.
@@ -58,7 +58,7 @@ class RequestSample:
             return None
         return (self.e2el_s - self.ttft_s) / (self.output_tokens - 1)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["tpot_s"] = self.tpot_s
         d["schedule_lag_s"] = self.schedule_lag_s

@@ -233,7 +233,7 @@ def loosened(target: Target, value: float) -> str | None:
     exponent = math.floor(math.log10(value)) - 1
     step = 10.0 ** exponent
     bound = (math.floor(value / step) + 1) * step if target.upper else math.floor(value / step) * step
-    if target.relative:
+    if target.factor is not None:  # relative
         base = target.threshold / target.factor
         return f"{target.name}{target.op}{bound / base:.2g}x"
     if target.metric in LATENCY_METRICS:

@@ -162,11 +162,13 @@ def hardware_budget(gpus: list[GpuInfo], ram: CpuRam, memory_bytes: int | None =
     """All GPUs together (as with tensor parallelism: memory and bandwidth add up), else CPU RAM.
 
     --memory and --bandwidth (already parsed to bytes) override the facts."""
+    free: int | None
+    bw: float | None
     if gpus:
         names = sorted({g.name for g in gpus})
         desc = f"{len(gpus)} x {names[0]}" if len(names) == 1 else ", ".join(g.name for g in gpus)
         bws = [g.bandwidth_bytes_s for g in gpus]
-        bw = sum(bws) if all(bws) else None
+        bw = sum(b for b in bws if b is not None) if all(bws) else None
         kind, total, free = "gpu", sum(g.total_bytes for g in gpus), sum(g.free_bytes for g in gpus)
     else:
         kind, desc, total, free, bw = "cpu", f"CPU RAM ({ram.cpu_model})", ram.total_bytes, \

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Iterable, Union
 
 from kvtune.errors import SpecError
 
@@ -26,6 +27,8 @@ CACHE_TYPES: dict[str, float] = {
     "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32, "q4_1": 20 / 32, "q4_0": 18 / 32,
     "iq4_nl": 18 / 32,
 }
+# One type for K and V ("q8_0"), "K/V" ("q8_0/f16"), or a (K, V) pair.
+CacheType = Union[str, tuple[str, str], list[str]]
 DEFAULT_CACHE_TYPES = ("f16", "fp8", "q8_0", "q4_0")
 TABLE_TOKENS = (4096, 32768, 131072)
 TABLE_USERS = (1, 4)
@@ -89,7 +92,7 @@ def bytes_per_element(cache_type: str, shape: ModelShape | None = None) -> float
     return float(CACHE_TYPES[key])
 
 
-def _kv_types(cache_type) -> tuple[str, str]:
+def _kv_types(cache_type: CacheType) -> tuple[str, str]:
     if isinstance(cache_type, (tuple, list)):
         if len(cache_type) != 2:
             raise SpecError(f"cache type pair {cache_type!r} must be (K type, V type)")
@@ -101,7 +104,7 @@ def _kv_types(cache_type) -> tuple[str, str]:
     return text, text
 
 
-def cache_label(cache_type) -> str:
+def cache_label(cache_type: CacheType) -> str:
     k, v = _kv_types(cache_type)
     return k if k == v else f"{k}/{v}"
 
@@ -113,22 +116,23 @@ def _row_bytes(elements: int, bpe: float) -> int:
     return int(elements * bpe)
 
 
-def layer_bytes_per_token(shape: ModelShape, cache_type="f16") -> int:
+def layer_bytes_per_token(shape: ModelShape, cache_type: CacheType = "f16") -> int:
     """K + V bytes one token takes in one layer. `cache_type` (here and below) is one type for
     K and V, a (K, V) pair, or "K/V" such as "q8_0/f16", as llama-server takes them."""
     k, v = _kv_types(cache_type)
-    if shape.is_mla:  # one latent (compressed KV + rope key) per layer, stored as K
+    if shape.kv_lora_rank is not None and shape.qk_rope_head_dim is not None:  # MLA: one latent
+        # (compressed KV + rope key) per layer, stored as K
         return _row_bytes(shape.kv_lora_rank + shape.qk_rope_head_dim, bytes_per_element(k, shape))
     row = shape.kv_heads * shape.head_dim
     return _row_bytes(row, bytes_per_element(k, shape)) + _row_bytes(row, bytes_per_element(v, shape))
 
 
-def kv_bytes_per_token(shape: ModelShape, cache_type="f16") -> int:
+def kv_bytes_per_token(shape: ModelShape, cache_type: CacheType = "f16") -> int:
     """Bytes one more token adds to the cache over all layers (no sliding-window cap)."""
     return shape.layers * layer_bytes_per_token(shape, cache_type)
 
 
-def kv_bytes_per_sequence(shape: ModelShape, context: int, cache_type="f16") -> int:
+def kv_bytes_per_sequence(shape: ModelShape, context: int, cache_type: CacheType = "f16") -> int:
     """Bytes one sequence of `context` tokens holds; sliding-window layers hold at most the window."""
     if context < 0:
         raise SpecError(f"context {context} is negative")
@@ -153,8 +157,8 @@ class TableRow:
     bytes: tuple[int, ...]  # one per cache type, in the order asked
 
 
-def table(shape: ModelShape, tokens_list=TABLE_TOKENS, users_list=TABLE_USERS,
-          cache_types=("f16",)) -> list[TableRow]:
+def table(shape: ModelShape, tokens_list: Iterable[int] = TABLE_TOKENS, users_list: Iterable[int] = TABLE_USERS,
+          cache_types: Iterable[CacheType] = ("f16",)) -> list[TableRow]:
     """The seeds' table: every (tokens, users) pair -> KV bytes, for each cache type."""
     return [TableRow(t, u, tuple(u * kv_bytes_per_sequence(shape, t, c) for c in cache_types))
             for t in tokens_list for u in users_list]
@@ -190,7 +194,7 @@ def decode_ceiling_tok_s(bandwidth_bytes_s: float, weights_active_bytes: int, kv
     return bandwidth_bytes_s / total
 
 
-def kv_cache_bytes(shape: ModelShape, total_kv_tokens: int, cache_type="f16", sequences: int = 1) -> int:
+def kv_cache_bytes(shape: ModelShape, total_kv_tokens: int, cache_type: CacheType = "f16", sequences: int = 1) -> int:
     """Bytes a server's cache of `total_kv_tokens` cells takes over all layers, sliding-window
     layers charged at most window x `sequences` tokens (a lower bound on any server's)."""
     per_layer = layer_bytes_per_token(shape, cache_type)
@@ -200,7 +204,7 @@ def kv_cache_bytes(shape: ModelShape, total_kv_tokens: int, cache_type="f16", se
 
 
 def prescreen_kv_fits(shape: ModelShape, weights_bytes: int | None, memory_bytes: int, reserve_bytes: int,
-                      total_kv_tokens: int, cache_type="f16", sequences: int = 1) -> str | None:
+                      total_kv_tokens: int, cache_type: CacheType = "f16", sequences: int = 1) -> str | None:
     """A one-line reason when weights + reserve + KV for `total_kv_tokens` cannot fit, else None.
 
     Errs towards None: sliding-window layers are charged at most window x `sequences` tokens,
@@ -211,7 +215,10 @@ def prescreen_kv_fits(shape: ModelShape, weights_bytes: int | None, memory_bytes
     need = weights + reserve_bytes + kv
     if need <= memory_bytes:
         return None
-    g = lambda n: f"{n / 2**30:.2f} GiB"  # noqa: E731
+
+    def g(n: float) -> str:
+        return f"{n / 2**30:.2f} GiB"
+
     return (f"weights {g(weights)} + reserve {g(reserve_bytes)} + KV {g(kv)} ({total_kv_tokens} tokens, "
             f"{cache_label(cache_type)}) = {g(need)} > memory {g(memory_bytes)}")
 
@@ -262,9 +269,10 @@ class Plan:
 
 
 def make_plan(shape: ModelShape, memory_bytes: int | None = None, reserve_bytes: int = 0,
-              context: int | None = None, users: int = 1, cache_types=DEFAULT_CACHE_TYPES,
+              context: int | None = None, users: int = 1, cache_types: Iterable[str] = DEFAULT_CACHE_TYPES,
               bandwidth: float | None = None, parallel: int | None = None, *,
-              weights_bytes: int | None = None, table_tokens=None, table_users=None) -> Plan:
+              weights_bytes: int | None = None, table_tokens: Iterable[int] | None = None,
+              table_users: Iterable[int] | None = None) -> Plan:
     """Everything `kvtune plan` prints. `weights_bytes` overrides the shape's (--weights)."""
     if weights_bytes is not None:
         shape = replace(shape, weights_bytes=weights_bytes)

@@ -9,6 +9,7 @@ need not undo any rounding.
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any, Iterable
 
 from kvtune.planner.kv import Plan
 from kvtune.planner.suggest import Suggestion
@@ -25,7 +26,7 @@ def fmt_bytes(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
-def _unit(values) -> tuple[str, int]:
+def _unit(values: Iterable[float | None]) -> tuple[str, int]:
     """One unit for a whole column, so rows compare at a glance."""
     top = max((abs(v) for v in values if v is not None), default=0)
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -115,7 +116,7 @@ def _gib(n: float | None) -> float | None:
     return None if n is None else round(n / GIB, 4)
 
 
-def plan_to_dict(plan: Plan) -> dict:
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """JSON-ready dict: raw bytes and GiB side by side."""
     return {
         "model": asdict(plan.shape),
@@ -150,6 +151,6 @@ def render_suggestions(suggestions: tuple[Suggestion, ...] | list[Suggestion]) -
     return "\n".join(out)
 
 
-def suggestions_to_dict(suggestions: tuple[Suggestion, ...] | list[Suggestion]) -> list[dict]:
+def suggestions_to_dict(suggestions: tuple[Suggestion, ...] | list[Suggestion]) -> list[dict[str, Any]]:
     return [{"backend": sg.backend, "flags": dict(sg.flags), "argv": sg.argv(), "fits": sg.fits,
              "notes": list(sg.notes)} for sg in suggestions]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from kvtune.errors import ModelError
 from kvtune.gguf_file import is_gguf, read_gguf
@@ -25,21 +26,21 @@ GGUF_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
 _SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
 
-def _first(cfg: dict, *keys, default=None):
+def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
     for k in keys:
         if cfg.get(k) is not None:
             return cfg[k]
     return default
 
 
-def _need(cfg: dict, where: Path, *keys):
+def _need(cfg: dict[str, Any], where: Path, *keys: str) -> Any:
     value = _first(cfg, *keys)
     if value is None:
         raise ModelError(f"{where} has no {keys[0]}: cannot tell the model's shape")
     return value
 
 
-def _hf_sliding(cfg: dict, layers: int) -> tuple[int | None, int]:
+def _hf_sliding(cfg: dict[str, Any], layers: int) -> tuple[int | None, int]:
     window = cfg.get("sliding_window")
     types = cfg.get("layer_types")
     if isinstance(types, list) and types:
@@ -58,7 +59,7 @@ def _hf_sliding(cfg: dict, layers: int) -> tuple[int | None, int]:
     return window, layers  # Mistral-7B-v0.1 style: every layer uses the window
 
 
-def _hf_params(cfg: dict, heads: int, kv_heads: int, head_dim: int, layers: int,
+def _hf_params(cfg: dict[str, Any], heads: int, kv_heads: int, head_dim: int, layers: int,
                experts: int | None, active: int | None) -> tuple[int | None, int | None]:
     """Parameter estimate (total, active) from the config; None when the config lacks the sizes."""
     hidden, vocab = cfg.get("hidden_size"), cfg.get("vocab_size")
@@ -93,16 +94,16 @@ def hf_weights_bytes(folder: Path) -> int | None:
         index = folder / index_name
         if index.is_file():
             try:
-                files = set(json.loads(index.read_text())["weight_map"].values())
+                files: set[str] = set(json.loads(index.read_text())["weight_map"].values())
             except (OSError, ValueError, KeyError, AttributeError) as e:
                 raise ModelError(f"{index} is not a valid weights index: {e}") from e
             present = [folder / f for f in files if (folder / f).is_file()]
             if present:
                 return sum(p.stat().st_size for p in present)
     for pattern in ("model*.safetensors", "*.safetensors", "pytorch_model*.bin"):
-        files = sorted(folder.glob(pattern))
-        if files:
-            return sum(p.stat().st_size for p in files)
+        found = sorted(folder.glob(pattern))
+        if found:
+            return sum(p.stat().st_size for p in found)
     return None
 
 
@@ -179,7 +180,7 @@ def shape_from_gguf(path: str | Path) -> ModelShape:
     except Exception as e:  # the reader's own struct/value errors on a damaged file
         raise ModelError(f"cannot read GGUF metadata from {path}: {e}") from e
 
-    def get(key: str):
+    def get(key: str) -> Any:  # GGUF metadata values are untyped
         field = reader.fields.get(key)
         if field is None:
             return None
@@ -196,7 +197,7 @@ def shape_from_gguf(path: str | Path) -> ModelShape:
     if not arch:
         raise ModelError(f"{path} has no general.architecture: not a model GGUF")
 
-    def need(key: str):
+    def need(key: str) -> Any:
         value = get(f"{arch}.{key}")
         if value is None:
             raise ModelError(f"{path} has no {arch}.{key}: cannot tell the model's shape")
@@ -243,7 +244,7 @@ def shape_from_gguf(path: str | Path) -> ModelShape:
         layers=layers, attention_heads=heads, kv_heads=int(kv), head_dim=int(head_dim), dtype_bytes=2,
         max_positions=get(f"{arch}.context_length"),
         sliding_window=int(window) if window and swa_layers else None, sliding_window_layers=swa_layers,
-        kv_lora_rank=int(mla) if mla else None, qk_rope_head_dim=int(rope) if mla else None,
+        kv_lora_rank=int(mla) if mla else None, qk_rope_head_dim=int(rope) if rope is not None else None,
         moe_experts_total=int(experts) if experts else None,
         moe_experts_active=int(used) if experts and used else None,
         params_total=total or None, params_active=active or None,

@@ -72,6 +72,7 @@ def comparison_metrics(best: TrialOutcome, baseline: TrialOutcome) -> tuple[dict
 
 
 def _mean_metrics(o: TrialOutcome) -> dict:
+    assert o.confirmation is not None  # callers pass confirmed outcomes only
     first, again = o.metrics or {}, o.confirmation["metrics"]
     return {k: (v + again[k]) / 2 for k, v in first.items()
             if isinstance(v, (int, float)) and isinstance(again.get(k), (int, float))}

@@ -36,12 +36,12 @@ class TrialOutcome:
     duplicate_of: int | None = None
     spread: dict[str, float] = field(default_factory=dict)  # CV across repeats
     warm_start: str | None = None  # "study#n" when this config came from a warm start
-    server_facts: dict = field(default_factory=dict)  # what the server logged about itself
-    server_metrics: dict = field(default_factory=dict)  # its /metrics during the benchmark
-    objectives: list = field(default_factory=list)  # every objective's value (multi-objective)
+    server_facts: dict[str, Any] = field(default_factory=dict)  # what the server logged about itself
+    server_metrics: dict[str, Any] = field(default_factory=dict)  # its /metrics during the benchmark
+    objectives: list[Any] = field(default_factory=list)  # every objective's value (multi-objective)
     # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
-    confirmation: dict | None = None
-    load_levels: list[dict] = field(default_factory=list)   # capacity search: load -> met
+    confirmation: dict[str, Any] | None = None
+    load_levels: list[dict[str, Any]] = field(default_factory=list)   # capacity search: load -> met
     # The launch failure said nothing about the config (port clash, start-up timeout, memory still
     # held), even after one retry: a later proposal of the config is measured again, not copied.
     transient: bool = False
@@ -87,7 +87,7 @@ class TrialOutcome:
             return "measured once"
         return "re-measured, held" if self.held else "re-measured, did not hold"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["evidence"] = self.evidence
         d["failure"] = self.failure.value if self.failure else None
@@ -95,7 +95,7 @@ class TrialOutcome:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrialOutcome":
+    def from_dict(cls, d: dict[str, Any]) -> "TrialOutcome":
         """Read back `to_dict()` (also from results.json, where non-finite numbers are null)."""
         known = {f.name for f in fields(cls)}  # derived keys (feasible, evidence) are recomputed
         values: dict[str, Any] = {k: v for k, v in d.items() if k in known}

@@ -37,7 +37,7 @@ def pareto(outcomes: Sequence[TrialOutcome], directions: Sequence[Direction],
     for o in outcomes:
         v = list(read(o))
         if o.feasible and o.duplicate_of is None and o.held and len(v) == len(dirs) and None not in v:
-            points[o.number] = (o, [s * x for s, x in zip(sign, v)])
+            points[o.number] = (o, [s * x for s, x in zip(sign, v) if x is not None])
 
     def dominates(a: list[float], b: list[float]) -> bool:
         return all(x >= y for x, y in zip(a, b)) and any(x > y for x, y in zip(a, b))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction, FailureKind
@@ -71,7 +71,7 @@ def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, 
     baseline = next((o for o in outcomes if o.baseline), None)
     naming = name_best(outcomes, direction)
     best = naming.best
-    payload = {
+    payload: dict[str, Any] = {
         "study": study, "spec": spec, "hardware": hardware, "backend_version": backend_version,
         "targets": targets, "direction": direction.value,
         "baseline_trial": baseline.number if baseline else None,

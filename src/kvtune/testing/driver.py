@@ -13,6 +13,7 @@ import json
 import sys
 
 from kvtune.workload import Workload
+from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
@@ -21,8 +22,8 @@ from kvtune.study.spec import StudySpec
 # A continuous speed makes every candidate distinct (each trial launches); about half the
 # trials draw a fault.
 FAULT_KNOBS = (
-    Knob("speed", "float", low=1.0, high=8.0),
-    Knob("fault", "choices", choices=("none", "no-fault", "healthy", "ok", "bogus", "http500",
+    Knob("speed", KnobKind.FLOAT, low=1.0, high=8.0),
+    Knob("fault", KnobKind.CHOICES, choices=("none", "no-fault", "healthy", "ok", "bogus", "http500",
                                       "crash", "hang", "slow-start")),
 )
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.faults:
         launcher.knobs = FAULT_KNOBS
     elif a.continuous:
-        launcher.knobs = (Knob("speed", "float", low=1.0, high=4.0),)
+        launcher.knobs = (Knob("speed", KnobKind.FLOAT, low=1.0, high=4.0),)
     if a.join:
         from kvtune.tuner.fleet.workers import join
         tuner = join(a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot)

@@ -41,7 +41,7 @@ FAULT_FLAGS = ("fail-status", "startup-delay-s", "crash-after-requests", "hang-a
 
 
 # A single `fault` knob picks one fault by name (soak tests draw it at random).
-FAULTS_BY_NAME = {"bogus": {"bogus": True}, "http500": {"fail-status": 500},
+FAULTS_BY_NAME: dict[str, dict[str, Any]] = {"bogus": {"bogus": True}, "http500": {"fail-status": 500},
                   "crash": {"crash-after-requests": 1}, "hang": {"hang-after-tokens": 1},
                   "slow-start": {"startup-delay-s": 30}}
 

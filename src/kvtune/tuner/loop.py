@@ -112,7 +112,7 @@ class Tuner:
 
     def _recover(self) -> None:
         """Re-queue trials whose worker is gone (see tuner/recovery.py)."""
-        recovery.recover(self.study, self.run_dir, self.worker["host"])
+        recovery.recover(self.study, self.run_dir, str(self.worker["host"]))
 
     def _requeue(self, t: Any) -> None:
         recovery.requeue(self.study, t)

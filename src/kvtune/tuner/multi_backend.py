@@ -96,6 +96,7 @@ def model_for(backend: str, model: str | None, hf_model: str | None) -> str:
             if hf_model:
                 raise ModelError("llama-server needs the GGUF file of the --hf-model: pass it with --model X.gguf")
             return DEMO
+        assert model is not None  # not the demo
         if Path(model).expanduser().is_dir():
             raise ModelError(f"llama-server needs a GGUF file and --model {model!r} is a folder: "
                              f"pass the GGUF with --model and the folder with --hf-model")
@@ -105,6 +106,7 @@ def model_for(backend: str, model: str | None, hf_model: str | None) -> str:
             return _hf_folder(hf_model, "--hf-model")
         if _is_demo(model):
             return DEMO
+        assert model is not None  # not the demo
         if model.endswith(".gguf") or Path(model).expanduser().is_file():
             raise ModelError(f"vLLM serves an HF model folder or hub id, not the GGUF file {model!r}: "
                              f"pass the same model's HF folder with --hf-model")

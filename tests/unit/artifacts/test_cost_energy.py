@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from kvtune.artifacts import cost_energy, report
 from kvtune.artifacts.overview import pick_trial

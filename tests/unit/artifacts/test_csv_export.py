@@ -7,7 +7,6 @@ import io
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from kvtune.artifacts import csv_export, export
 from tests.paths import UNIT_DATA

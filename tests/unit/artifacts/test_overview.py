@@ -8,7 +8,6 @@ checks that `kvtune show` names the very Pareto set the tuner does.
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 

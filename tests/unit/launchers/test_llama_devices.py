@@ -139,7 +139,7 @@ def test_pinning_renumbers_cuda_devices_like_cuda_visible_devices() -> None:
     assert [(d.name, d.description) for d in lau.devices] == [("CUDA0", "NVIDIA GeForce RTX 3090")]
     assert pinned(devices("cuda2"), None) == devices("cuda2")
     assert tensor_split_choices(devices("cuda1") * 2) == ("1,1",)
-    assert VRAM_RESERVE_BYTES == 512 * MiB
+    assert 512 * MiB == VRAM_RESERVE_BYTES
     assert replace(lau, devices=()).default_knobs(W, 8) == launcher("cpu").default_knobs(W, 8)
 
 

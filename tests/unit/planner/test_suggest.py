@@ -5,7 +5,6 @@ fp8 where the model does not fit, and a suggestion that says when nothing fits."
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-from pathlib import Path
 
 import optuna
 import pytest

@@ -158,7 +158,6 @@ def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault,
 
 
 def test_no_shell_true_anywhere():
-    from pathlib import Path
     src = SRC
     offenders = [p for p in src.rglob("*.py") if "shell=True" in p.read_text()]
     assert offenders == []

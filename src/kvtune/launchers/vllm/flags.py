@@ -149,7 +149,7 @@ class VllmLauncher(Launcher):
         return self.build.kind == CPU
 
     @property
-    def model_path(self) -> str:
+    def model_path(self) -> str:  # type: ignore[override]  # the base's plain attribute, derived here
         """The model as the tuner records it in a study's identity (same name as llama-server's)."""
         return self.model
 
@@ -259,8 +259,8 @@ class VllmLauncher(Launcher):
         if knob.name == "tensor-parallel-size":
             heads = self.shape.attention_heads if self.shape else None
             gpus = 1 if self.on_cpu else self.build.gpu_count  # the CPU build runs one rank
-            return tuple(c for c in knob.choices if (_int(c) or 0) >= 1
-                         and (not heads or heads % _int(c) == 0) and _int(c) <= gpus)
+            return tuple(c for c in knob.choices if (n := _int(c) or 0) >= 1
+                         and (not heads or heads % n == 0) and n <= gpus)
         if knob.name == "gpu-memory-utilization" and not self.on_cpu and self.gpus:
             used = self.gpus[:_int(flags.get("tensor-parallel-size")) or 1]
             fits = tuple(c for c in knob.choices

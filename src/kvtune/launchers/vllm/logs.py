@@ -76,11 +76,9 @@ def classify_failure(returncode: int | None, log_text: str) -> str:
     small, or the engine's root cause; else the log's last error-looking line. The exit status
     is not repeated: the caller states it."""
     if returncode == 2:
-        m = None
-        for m in _ARGPARSE.finditer(log_text):
-            pass
-        if m:
-            return f"argument error: {_clip(m.group(1))}"
+        errors = list(_ARGPARSE.finditer(log_text))
+        if errors:
+            return f"argument error: {_clip(errors[-1].group(1))}"
     m = _VALIDATION.search(log_text)
     if m:
         return _validation_message(log_text, m)

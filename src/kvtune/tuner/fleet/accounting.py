@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import optuna
 
@@ -138,7 +138,7 @@ def blame(outcomes: Iterable[TrialOutcome], launcher: Launcher, workload: Worklo
 
 
 def stop_message(reason: StopReason | str, budget: Budget, used: Spent, elapsed: float,
-                 culprits: list[tuple[str, int]] = ()) -> str:
+                 culprits: Sequence[tuple[str, int]] = ()) -> str:
     """One line for the summary: why the study stopped asking for trials."""
     if reason == EXHAUSTED:
         return (f"the search space is exhausted (every config tried, or the sampler kept "

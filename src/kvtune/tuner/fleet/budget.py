@@ -14,7 +14,6 @@ the caller passes the counts and the elapsed time; no clock here.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from kvtune.durations import format_duration, parse_duration  # noqa: F401  (re-exported)

@@ -68,7 +68,9 @@ def running_elsewhere(study: optuna.Study, trial: optuna.trial.Trial) -> bool:
 def alive(owner: dict) -> bool:
     """Is the worker process recorded in a trial still the same running process?"""
     pid = owner.get("pid")
-    return bool(pid) and process_start_ticks(int(pid)) is not None \
+    if not pid:
+        return False
+    return process_start_ticks(int(pid)) is not None \
         and process_start_ticks(int(pid)) == owner.get("start_ticks")
 
 

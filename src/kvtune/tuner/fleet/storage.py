@@ -51,6 +51,7 @@ def quiet_experimental():
 def make_storage(url: str) -> optuna.storages.RDBStorage:
     """Optuna's RDB storage (SQLite file, PostgreSQL, MySQL) with heartbeats and retry of stale
     trials, so many workers on many hosts share one study and a dead worker's trial is re-run."""
+    engine: dict[str, Any]
     if url.startswith("sqlite"):
         engine = {"connect_args": {"timeout": 60}}
     elif url.startswith("postgresql"):
@@ -90,7 +91,7 @@ def load_study(name: str, url: str) -> optuna.Study:
 def open_study(name: str, url: str, directions: list[str], identity: dict) -> optuna.Study:
     """Create or resume the study. A resumed study must have the same identity (backend, model,
     workload, targets, objective, space): otherwise its trials would be compared unfairly."""
-    study = optuna.create_study(study_name=name, storage=make_storage(url), directions=directions,
+    study = optuna.create_study(study_name=name, storage=make_storage(url), directions=directions,  # type: ignore[arg-type]
                                 load_if_exists=True)
     stored = study.user_attrs.get("identity")
     if stored is None:

@@ -40,7 +40,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from kvtune.errors import SpecError
-from kvtune.kinds import KnobKind, StrEnum
+from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob
 from kvtune.study.sampler_choice import DEFAULT, SamplerKind, parse_sampler  # noqa: F401
 from kvtune.tuner.fleet import storage
@@ -72,7 +72,7 @@ def grid_space(knobs: list[Knob]) -> dict[str, list[Any]]:
             continue
         if k.kind is KnobKind.INT:
             step = k.step or 1
-            values = list(range(int(k.low), int(k.high) + 1, step))
+            values = list(range(int(k.bounds[0]), int(k.bounds[1]) + 1, step))
             if len(values) <= GRID_MAX_RANGE:
                 grid[k.name] = values
                 continue
@@ -140,7 +140,8 @@ class BaselineAwareGP(optuna.samplers.GPSampler):
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, Any]) -> dict[str, Any]:
-        return super().sample_relative(storage.TrialsWithParams(study, search_space), trial, search_space)
+        stand_in = storage.TrialsWithParams(study, search_space)  # reads like a Study where GP looks
+        return super().sample_relative(stand_in, trial, search_space)  # type: ignore[arg-type]
 
 
 class BaselineAwareQMC(optuna.samplers.QMCSampler):

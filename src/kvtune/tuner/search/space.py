@@ -36,10 +36,10 @@ class SearchSpace:
             elif knob.kind == KnobKind.CHOICES:
                 value = _suggest_choice(trial, knob, self.launcher.offered_choices(knob, flags))
             elif knob.kind == KnobKind.INT:
-                value = trial.suggest_int(knob.name, int(knob.low), int(knob.high),
+                value = trial.suggest_int(knob.name, int(knob.bounds[0]), int(knob.bounds[1]),
                                           step=knob.step or 1, log=knob.log)
             else:
-                value = trial.suggest_float(knob.name, float(knob.low), float(knob.high), log=knob.log)
+                value = trial.suggest_float(knob.name, float(knob.bounds[0]), float(knob.bounds[1]), log=knob.log)
             if knob.name.startswith(ENV_PREFIX):
                 env[knob.name[len(ENV_PREFIX):]] = str(value)
             else:
@@ -59,7 +59,7 @@ class SearchSpace:
             if k.kind == KnobKind.CHOICES:
                 total *= len(set(k.choices))
             elif k.kind == KnobKind.INT:
-                total *= (int(k.high) - int(k.low)) // (k.step or 1) + 1
+                total *= (int(k.bounds[1]) - int(k.bounds[0])) // (k.step or 1) + 1
         return total
 
 

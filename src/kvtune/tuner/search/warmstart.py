@@ -28,7 +28,7 @@ def adapt(params: dict[str, Any], knobs: list[Knob]) -> dict[str, Any]:
             if v in k.choices:
                 out[k.name] = v
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            v = min(max(v, k.low), k.high)
+            v = min(max(v, k.bounds[0]), k.bounds[1])
             out[k.name] = int(round(v)) if k.kind == "int" else float(v)
     return out
 

@@ -48,7 +48,7 @@ class Measurement:
     chosen: list[BenchRun] | None = None  # the runs `metrics` are from (None: all bench_runs)
 
 
-def coefficient_of_variation(values: list[float]) -> float:
+def coefficient_of_variation(values: list[float | None]) -> float:
     vals = [v for v in values if v is not None and math.isfinite(v)]
     if len(vals) < 2 or statistics.fmean(vals) == 0:
         return 0.0

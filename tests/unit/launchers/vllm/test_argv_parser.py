@@ -62,7 +62,7 @@ print(json.dumps(out, default=str))
 
 
 def _has_vllm() -> bool:
-    if PYTHON == sys.executable:
+    if sys.executable == PYTHON:
         return importlib.util.find_spec("vllm") is not None
     return subprocess.run([PYTHON, "-c", "import importlib.util as u, sys; "
                            "sys.exit(u.find_spec('vllm') is None)"]).returncode == 0

@@ -90,7 +90,6 @@ def test_all_fixed_space_is_empty():
 
 
 def test_shipped_study_files_load():
-    from pathlib import Path
     files = sorted(STUDIES.glob("*.yaml"))
     assert files
     for f in files:
