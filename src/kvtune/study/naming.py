@@ -117,7 +117,7 @@ def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str,
     if not confirmed:
         ran = any(o.confirmation is not None for o in outcomes)
         why = ("no re-measured config held on a fresh server: named on its one measurement" if ran
-               else "measured once (no confirmation phase)")
+               else "no confirmation phase: named on its one measurement")
         return Naming(ranked[0], why)
     decision = choose_named_best(
         [Evidence(o.number, unbiased_values(o), flags_changed(o, defaults), o.baseline)
