@@ -6,7 +6,7 @@ objective), naming the difference. Each study then gives two rows, its named bes
 baseline (the server's defaults), with the figures `kvtune run` compares them on (their
 re-measurements when both were re-measured: `study.naming.comparison_metrics`), its measured
 trial count and the wall time its search took. The best overall is named the way one study
-names its best: on the primary objective over every measurement of each study's named best,
+names its best: on the primary objective of each study's named best (re-measured when it was),
 feasible first, and two bests whose difference is within the noise the studies measured (pooled
 over both, `objectives.noise`) are called tied within noise (`objectives.evidence`). Read from
 results.json alone; compare.json is what a multi-backend run
@@ -28,7 +28,7 @@ from kvtune.objectives.evidence import estimate, overlap
 from kvtune.objectives.noise import study_noise
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import parse_target
-from kvtune.study.naming import comparison_metrics, objective_values
+from kvtune.study.naming import comparison_metrics, unbiased_values
 from kvtune.study.noise import OBJECTIVE, measurements
 from kvtune.study.outcome import TrialOutcome
 
@@ -57,8 +57,9 @@ class Side:
     outcomes: list[TrialOutcome] = field(default_factory=list)
 
     def values(self) -> list[float]:
-        """The primary objective over every measurement of the named best."""
-        return objective_values(self.best) if self.best is not None else []
+        """The primary objective the named best is judged on: its re-measurement when it has one
+        (its first measurement was the maximum of its search: biased up), else the first."""
+        return unbiased_values(self.best) if self.best is not None else []
 
 
 @dataclass
