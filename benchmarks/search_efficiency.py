@@ -50,6 +50,7 @@ from kvtune.objectives.metrics import RequestSample  # noqa: E402
 from kvtune.objectives.targets import MAX_MARGIN  # noqa: E402
 from kvtune.tuner.search import samplers  # noqa: E402
 from kvtune.study.naming import name_best  # noqa: E402
+from kvtune.study.noise import noise_of  # noqa: E402
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome  # noqa: E402
 from kvtune.study.ranking import rank  # noqa: E402
 
@@ -261,7 +262,7 @@ class Replay:
             if not ranked or ranked[0].confirmation is not None:
                 break
             self._remeasure(ranked[0])
-        naming = name_best(self.outcomes, direction)
+        naming = name_best(self.outcomes, direction, None, noise_of(self.outcomes))
         return self.configs[naming.best.number] if naming.best else None
 
 

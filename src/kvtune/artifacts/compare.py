@@ -3,12 +3,13 @@
 Which server to run is answered by measurement only when both were measured the same way, so a
 comparison first refuses studies that differ in what they measured (workload, targets, primary
 objective), naming the difference. Each study then gives two rows, its named best and its
-baseline (the server's defaults), with the figures `kvtune run` compares them on (the mean of
-both measurements when both were re-measured: `tuner.naming.comparison_metrics`), its measured
+baseline (the server's defaults), with the figures `kvtune run` compares them on (their
+re-measurements when both were re-measured: `study.naming.comparison_metrics`), its measured
 trial count and the wall time its search took. The best overall is named the way one study
-names its best: on the primary objective over every measurement of each study's named best,
-feasible first, and two bests whose intervals overlap are called tied within noise
-(`objectives.evidence`). Read from results.json alone; compare.json is what a multi-backend run
+names its best: on the primary objective of each study's named best (re-measured when it was),
+feasible first, and two bests whose difference is within the noise the studies measured (pooled
+over both, `objectives.noise`) are called tied within noise (`objectives.evidence`). Read from
+results.json alone; compare.json is what a multi-backend run
 and `kvtune compare` write.
 """
 
@@ -24,8 +25,10 @@ from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction
 from kvtune.objectives.evidence import estimate, overlap
+from kvtune.objectives.noise import study_noise
 from kvtune.objectives.objective import Objective
-from kvtune.study.naming import comparison_metrics, objective_values
+from kvtune.study.naming import comparison_metrics, unbiased_values
+from kvtune.study.noise import OBJECTIVE, measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 
@@ -46,7 +49,7 @@ class Side:
     baseline: TrialOutcome | None
     best_metrics: dict = field(default_factory=dict)
     baseline_metrics: dict = field(default_factory=dict)
-    measurements: int = 1      # per config in the figures (2: first and re-measurement averaged)
+    measurements: int = 1      # per config in the figures (the re-measurement when both have one)
     trials: int = 0            # configs measured
     wall_s: float | None = None  # the search's wall time (results.json "budget")
     label: str = ""            # the backend, or the study name when two sides share a backend
@@ -54,8 +57,9 @@ class Side:
     outcomes: list[TrialOutcome] = field(default_factory=list)
 
     def values(self) -> list[float]:
-        """The primary objective over every measurement of the named best."""
-        return objective_values(self.best) if self.best is not None else []
+        """The primary objective the named best is judged on: its re-measurement when it has one
+        (its first measurement was the maximum of its search: biased up), else the first."""
+        return unbiased_values(self.best) if self.best is not None else []
 
 
 @dataclass
@@ -172,19 +176,22 @@ def name_winner(sides: Sequence[Side], objective: Objective) -> tuple[Side | Non
         return None, "no study has a feasible config"
     sign = -1.0 if Direction(objective.direction) is Direction.MAXIMIZE else 1.0
     est = {s.study: estimate(s.values()) for s in ok}
+    # one noise over every study compared: each study's configs measured more than once
+    noise = study_noise({(s.study, o.number): measurements(o, OBJECTIVE) for s in ok
+                         for o in s.outcomes if o.duplicate_of is None and o.metrics})
     ranked = sorted(ok, key=lambda s: sign * est[s.study].mean)
     top = ranked[0]
 
     def show(s: Side) -> str:
         assert s.best is not None  # `ok` holds the sides with a best
-        return f"{s.label}'s best, trial {s.best.number}: {est[s.study].format()}"
+        return f"{s.label}'s best, trial {s.best.number}: {est[s.study].format(noise)}"
 
     if len(ranked) == 1:
         others = [s.label for s in sides if s is not top]
         return top, (f"the only one with a feasible config ({', '.join(others)}: none)" if others
                      else "the only study")
     second = ranked[1]
-    if overlap(est[top.study], est[second.study]):
+    if overlap(est[top.study], est[second.study], noise):
         return top, (f"tied within noise on {objective.name} ({show(top)}; {show(second)}): "
                      f"named the better mean, either will do")
     return top, f"better by more than the noise on {objective.name} ({show(top)}; {show(second)})"

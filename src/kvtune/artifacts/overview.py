@@ -6,26 +6,33 @@ them with `tuner.ranking`, the tuner's own functions (no Optuna, no files, no co
 multi-objective study's Pareto set is over its own objectives, exactly the set `kvtune run`
 printed; a single-objective study gets a throughput-against-TTFT-p95 trade-off view, labelled as
 such. Failures are grouped by their `FailureKind` (target misses per target). `pick_trial` is the
-one place that turns a user's ``--trial N`` into a trial that is safe to deploy.
+one place that turns a user's ``--trial N`` into a trial that is safe to deploy. The figures
+(best, baseline, best against baseline) are the run summary's own: the study's measured noise
+(results.json's "noise", recomputed from the trials for files written before it), re-measured
+figures where they exist, and every first measurement labelled as such (`study.naming.figure`).
 """
 
 from __future__ import annotations
 
 import math
 
-from kvtune.study.results import compare
+from kvtune.objectives import noise as noise_mod
+from kvtune.objectives.noise import Noise
+from kvtune.study.naming import comparison_basis, comparison_metrics, figure
+from kvtune.study.noise import OBJECTIVE, noise_of
+from kvtune.study.results import COMPARED, compare, study_naming
 from kvtune.errors import SpecError
 from kvtune.kinds import FailureKind
 from kvtune.objectives.objective import Objective, objective
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.ranking import pareto as pareto_front
-from kvtune.study.ranking import rank
 from kvtune.study.spec import parse_objectives
 
 # The view of a single-objective study's trade-off: x = TTFT p95 (lower is better), y = output
 # throughput (higher is better). Not the study's objective: it is labelled as a trade-off.
 TRADE_OFF = (objective("ttft_p95"), objective("output_throughput"))
 NO_KIND = "infeasible (no kind recorded)"
+NOT_HELD = "failed its re-measurement on a fresh server"
 
 
 def outcomes(results: dict) -> list[TrialOutcome]:
@@ -52,8 +59,9 @@ def best_trial(results: dict, outs: list[TrialOutcome] | None = None) -> TrialOu
     outs = outcomes(results) if outs is None else outs
     if "best_trial" in results:
         return find(outs, results["best_trial"])
-    ranked = rank([o for o in outs if is_deployable(o)], study_objectives(results)[0].direction)
-    return ranked[0] if ranked else None
+    primary = study_objectives(results)[0]
+    return study_naming([o for o in outs if is_deployable(o)], primary.direction,
+                        results.get("server_defaults"), primary.key).best
 
 
 def baseline_trial(results: dict, outs: list[TrialOutcome] | None = None) -> TrialOutcome | None:
@@ -88,7 +96,10 @@ def pareto(results: dict, outs: list[TrialOutcome] | None = None) -> list[TrialO
 
 
 def failure_categories(o: TrialOutcome) -> list[str]:
-    """The categories one infeasible trial falls in (a trial missing two targets is in both)."""
+    """The categories one infeasible trial falls in (a trial missing two targets is in both;
+    one that met every target once and then failed its re-measurement is `NOT_HELD`)."""
+    if o.feasible and not o.held:
+        return [NOT_HELD]
     if o.failure is FailureKind.TARGET_MISSED:
         missed = [k for k, v in o.constraints.items() if k != RUNS_KEY and v > 0]
         return [f"missed target {k}" for k in missed] or [o.failure.label]
@@ -101,24 +112,62 @@ def failures(results: dict, outs: list[TrialOutcome] | None = None) -> list[dict
     outs = outcomes(results) if outs is None else outs
     groups: dict[str, dict] = {}
     for o in outs:
-        if o.feasible or o.duplicate_of is not None:
+        if (o.feasible and o.held) or o.duplicate_of is not None:
             continue
         for cat in failure_categories(o):
             g = groups.setdefault(cat, {"category": cat, "count": 0, "trials": [], "example": ""})
             g["count"] += 1
             g["trials"].append(o.number)
-            g["example"] = g["example"] or o.reason
+            g["example"] = g["example"] or (o.reason if not o.feasible else
+                                            (o.confirmation or {}).get("reason") or NOT_HELD)
     order = {k.label: i for i, k in enumerate(FailureKind)}
     return sorted(groups.values(), key=lambda g: (-g["count"], order.get(g["category"], 99), g["category"]))
+
+
+def study_noise(results: dict, outs: list[TrialOutcome], key: str = OBJECTIVE) -> Noise:
+    """The study's noise on `key` as results.json recorded it (recomputed when it did not)."""
+    recorded = (results.get("noise") or {}).get(key)
+    if recorded is not None:
+        return noise_mod.from_dict(recorded)
+    return noise_of(outs, key, study_objectives(results)[0].key)
+
+
+def versus_baseline(results: dict, outs: list[TrialOutcome], best: TrialOutcome | None,
+                    base: TrialOutcome | None) -> tuple[list[dict], str]:
+    """The best-against-baseline rows and which measurements they compare (the run's own)."""
+    if best is None or base is None or not best.metrics or not base.metrics:
+        return [], ""
+    basis = results.get("best_vs_baseline_evidence") or comparison_basis(best, base)
+    if results.get("best_vs_baseline") is not None:
+        return results["best_vs_baseline"], basis
+    best_m, base_m, _ = comparison_metrics(best, base)
+    return compare(best_m, base_m, {k: study_noise(results, outs, k) for k, _, _ in COMPARED}), basis
+
+
+def objective_change(results: dict, outs: list[TrialOutcome], best: TrialOutcome | None,
+                     base: TrialOutcome | None) -> dict | None:
+    """The primary objective of the best against the baseline's, on the measurements the
+    best-against-baseline table compares (both re-measured when both were), with its 95% +/-."""
+    if best is None or base is None or best is base or not best.metrics or not base.metrics:
+        return None
+    key = study_objectives(results)[0].key
+    best_m, base_m, _ = comparison_metrics(best, base)
+    x, b = best_m.get(key), base_m.get(key)
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (x, b)) or not b:
+        return None
+    n = study_noise(results, outs)
+    pm = n.t() * n.rel_sd * math.sqrt(2) * abs(x / b) * 100
+    change = (x / b - 1) * 100
+    return {"change_pct": change, "change_pm_pct": pm, "within_noise": abs(change) <= pm,
+            "noise": n.source(), "basis": comparison_basis(best, base)}
 
 
 def overview(results: dict) -> dict:
     """Everything `kvtune show` prints, as data (trials as `TrialOutcome`s)."""
     outs = outcomes(results)
     best, base = best_trial(results, outs), baseline_trial(results, outs)
-    comparison = results.get("best_vs_baseline")
-    if comparison is None and best and base and best.metrics and base.metrics:
-        comparison = compare(best.metrics, base.metrics)
+    comparison, basis = versus_baseline(results, outs, best, base)
+    noise = study_noise(results, outs)
     objs = study_objectives(results)
     axes, trade_off = pareto_axes(results)
     return {
@@ -131,15 +180,22 @@ def overview(results: dict) -> dict:
         "counts": {
             "trials": len(outs),
             "measured": sum(1 for o in outs if o.measured),
-            "feasible": sum(1 for o in outs if o.feasible and o.duplicate_of is None),
+            # feasible = still feasible now: a config that failed its re-measurement is not
+            "feasible": sum(1 for o in outs if o.feasible and o.held and o.duplicate_of is None),
+            "not_held": sum(1 for o in outs if o.feasible and not o.held and o.duplicate_of is None),
             "duplicates": sum(1 for o in outs if o.duplicate_of is not None),
-            "infeasible": sum(1 for o in outs if not o.feasible and o.duplicate_of is None),
+            "infeasible": sum(1 for o in outs if not (o.feasible and o.held) and o.duplicate_of is None),
             "launches_saved_by_prescreen": results.get("launches_saved_by_prescreen", 0),
         },
         "trials": outs,
         "best": best,
         "baseline": base,
         "best_vs_baseline": comparison or [],
+        "best_vs_baseline_evidence": basis,
+        "noise": noise,
+        "best_figure": figure(best, noise) if best else None,
+        "baseline_figure": figure(base, noise) if base else None,
+        "objective_change": objective_change(results, outs, best, base),
         "pareto": pareto(results, outs),
         "pareto_axes": axes,
         "pareto_is_trade_off": trade_off,

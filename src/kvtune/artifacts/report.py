@@ -45,15 +45,21 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:0}dt{c
 
 
 def _header(info: dict) -> str:
-    c, best, base = info["counts"], info["best"], info["baseline"]
+    c, best = info["counts"], info["best"]
     hw, w = info["hardware"], info["workload"]
     label = objective_label(info["objectives"][0])
+    fig = info["best_figure"]
+    counted = (f"trials: {c['feasible']} feasible, {c['infeasible']} not"
+               + (f" ({c['not_held']} failed the re-measurement)" if c.get("not_held") else "")
+               + (f", {c['duplicates']} repeats" if c["duplicates"] else ""))
     cards = [("best trial", f"#{best.number}" if best else "none yet"),
-             (label + ", best", fmt(best.objective) if best else "–"),
-             (f"trials: {c['feasible']} feasible, {c['infeasible']} not"
-              + (f", {c['duplicates']} repeats" if c["duplicates"] else ""), str(c["trials"]))]
-    if best and base and num(best.objective) and num(base.objective) and base.objective:
-        cards.append((label + " vs baseline", f"{(best.objective / base.objective - 1) * 100:+.0f}%"))
+             (f"{label}, best: {fig.label}; +/- from {fig.noise.source()}" if fig else label + ", best",
+              f"{fmt(fig.estimate.mean)} +/- {fmt(fig.estimate.spread(fig.noise))}" if fig else "–"),
+             (counted, str(c["trials"]))]
+    change = info["objective_change"]
+    if change:
+        cards.append((f"{label} vs baseline ({change['basis']}; +/- from {change['noise']})",
+                      f"{change['change_pct']:+.0f}% +/- {change['change_pm_pct']:.0f}"))
     try:
         machine = hardware.describe(hw) + (f", {hw['os']}" if hw.get("os") else "")
     except KeyError:
@@ -78,10 +84,22 @@ def _comparison_table(info: dict) -> str:
         return "<p class='note'>No best-versus-baseline comparison yet.</p>"
     body = "".join(
         f"<tr><td>{esc(r['label'])}</td><td class='num'>{fmt(r['baseline'], r['metric'])}</td>"
-        f"<td class='num'>{fmt(r['best'], r['metric'])}</td><td class='num {'better' if r['better'] else 'worse'}'>"
-        f"{r['change_pct']:+.1f}%</td></tr>" for r in rows)
-    return ("<table id='best-vs-baseline'><tr><th>metric</th><th>baseline</th><th>best</th>"
+        f"<td class='num'>{fmt(r['best'], r['metric'])}</td><td class='num {_change_class(r)}'>"
+        f"{esc(_change(r))}</td></tr>" for r in rows)
+    sources = sorted({r["noise"] for r in rows if r.get("noise")})
+    return (f"<p id='comparison-basis'>{esc(info.get('best_vs_baseline_evidence') or '')}"
+            + (f"; +/- is 95% from this study's noise ({esc('; '.join(sources))})" if sources else "")
+            + ".</p><table id='best-vs-baseline'><tr><th>metric</th><th>baseline</th><th>best</th>"
             f"<th>change</th></tr>{body}</table>")
+
+
+def _change(r: dict) -> str:
+    pm = r.get("change_pm_pct")
+    return f"{r['change_pct']:+.1f}%" + (f" +/- {pm:.1f}" if num(pm) else "")
+
+
+def _change_class(r: dict) -> str:
+    return "" if r.get("within_noise") else "better" if r["better"] else "worse"
 
 
 def _cost_energy(results: dict, info: dict) -> str:
@@ -110,6 +128,8 @@ def _small(v: object) -> str:
 def _status(o: TrialOutcome) -> str:
     if o.duplicate_of is not None:
         return f"same config as #{o.duplicate_of} (not re-run)"
+    if o.feasible and not o.held:
+        return f"{ov.NOT_HELD}: {(o.confirmation or {}).get('reason') or 'it no longer met the targets'}"
     return "feasible" if o.feasible else (o.reason or "infeasible")
 
 
@@ -121,7 +141,7 @@ def _trials_table(info: dict) -> str:
            + "".join(f"<th>{esc(h)}</th>" for _, h in cols) + "<th>evidence</th><th>status</th></tr>"]
     for o in info["trials"]:
         cls = ("best" if o.number == best else "dup" if o.duplicate_of is not None
-               else "" if o.feasible else "infeasible")
+               else "" if o.feasible and o.held else "infeasible")
         flags = " ".join(f"<span class='kv'>{esc(k)}={esc(v)}</span>" for k, v in o.candidate.flags.items())
         m = o.metrics or {}
         out.append(f"<tr class='{cls}'><td>{o.number}</td><td><code>{flags or '(server defaults)'}</code></td>"

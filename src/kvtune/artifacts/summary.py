@@ -92,6 +92,21 @@ class Miss:
     outcome: TrialOutcome
     would_accept: list[str] = field(default_factory=list)
 
+    @property
+    def reason(self) -> str:
+        """Why it missed: its own failure, or, for a config that met every target once and then
+        failed its re-measurement on a fresh server, what the re-measurement said."""
+        return miss_reason(self.outcome)
+
+
+def miss_reason(o: TrialOutcome) -> str:
+    """The reason a trial is not feasible now (a first measurement that held has no reason of
+    its own: the re-measurement's is the one to show)."""
+    if o.feasible and not o.held:
+        again = (o.confirmation or {}).get("reason") or "it no longer met the targets"
+        return f"met the targets once, then failed its re-measurement on a fresh server: {again}"
+    return o.reason
+
 
 def nearest_misses(outcomes: list[TrialOutcome], targets: Sequence[Target], n: int = 3) -> list[Miss]:
     """The infeasible trials that came closest: smallest total constraint violation, the ones
@@ -103,10 +118,18 @@ def nearest_misses(outcomes: list[TrialOutcome], targets: Sequence[Target], n: i
     resolved = [t for t in (_resolve(t, base) for t in targets) if t is not None]
     misses = []
     for o in closest:
-        m = {} if _stopped_early(o) else (o.metrics or {})
+        m = {} if _stopped_early(o) else _current_metrics(o)
         hints = [loosened(t, t.value(m)) for t in resolved if m and not t.met(m)]
         misses.append(Miss(o, [h for h in hints if h]))
     return misses
+
+
+def _current_metrics(o: TrialOutcome) -> dict:
+    """The figures a miss is judged on: a config that failed its re-measurement by the
+    re-measurement's (its first figures met every target, so they would suggest nothing)."""
+    if o.feasible and not o.held:
+        return dict((o.confirmation or {}).get("metrics") or {})
+    return dict(o.metrics or {})
 
 
 def _stopped_early(o: TrialOutcome) -> bool:
@@ -133,7 +156,7 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
     """Decide and write. `payload` is results.json's content for these outcomes."""
     direction = objectives[0].direction
     results_path = run_dir / "results.json"
-    best = best_outcome(outcomes, direction)
+    best = best_outcome(outcomes, direction, payload.get("server_defaults"), objectives[0].key)
     baseline = next((o for o in outcomes if o.baseline), None)
     summary = StudySummary(EXIT_OK if best else EXIT_NO_FEASIBLE, payload, results_path,
                            best=best, baseline=baseline,
@@ -145,7 +168,7 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
     summary.cost_energy = payload["cost_energy"]["summary"]
     if best is None:
         summary.nearest_misses = nearest_misses(outcomes, targets)
-        payload["nearest_misses"] = [{"trial": x.outcome.number, "reason": x.outcome.reason,
+        payload["nearest_misses"] = [{"trial": x.outcome.number, "reason": x.reason,
                                       "would_accept": x.would_accept} for x in summary.nearest_misses]
         write_results(results_path, payload)
         return summary

@@ -14,7 +14,9 @@ from kvtune.launchers.base import Candidate
 from kvtune.cli.progress import fmt_flags
 from kvtune.durations import format_duration
 from kvtune.tuner.build import Prepared
+from kvtune.objectives import noise as noise_mod
 from kvtune.study.naming import headline
+from kvtune.study.noise import OBJECTIVE
 
 
 def print_header(p: Prepared, console: Console) -> None:
@@ -46,8 +48,13 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     label = "the server's defaults" if best.baseline else fmt_flags(best.candidate)
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] ({label})")
     named = s.payload.get("named_best") or {}
-    console.print(f"{p.spec.primary.name}: {headline(best)} ({best.evidence}); why this one: {named.get('why', '')}",
-                  markup=False)
+    noise = noise_mod.from_dict((s.payload.get("noise") or {}).get(OBJECTIVE))
+    console.print(f"{p.spec.primary.name}: {headline(best, noise)}; evidence: {best.evidence}; "
+                  f"why this one: {named.get('why', '')}", markup=False)
+    for pair in noise.inconsistent:
+        console.print(f"[yellow]Inconsistent measurements[/yellow] of trial {pair['trial']}: "
+                      f"{' and '.join(f'{v:.4g}' for v in pair['values'])} disagree beyond the noise "
+                      f"({pair['against']}); not averaged, and not used to size the noise.")
     if best.baseline:
         console.print("The server's defaults were best: no flag change beat them by more than the noise.")
     _versus_baseline(s, console)
@@ -92,7 +99,7 @@ def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print("Nearest misses (what this hardware can do):")
     for miss in s.nearest_misses:
         o = miss.outcome
-        console.print(f"  trial {o.number} ({fmt_flags(o.candidate)}): {o.reason}", markup=False)
+        console.print(f"  trial {o.number} ({fmt_flags(o.candidate)}): {miss.reason}", markup=False)
         if miss.would_accept:
             flags = " ".join(f"--target '{t}'" for t in miss.would_accept)
             console.print(f"    {flags} would accept it", markup=False)
@@ -130,16 +137,25 @@ def _versus_baseline(s: StudySummary, console: Console) -> None:
     assert s.best is not None  # only called with a best (see print_summary)
     if s.best.number == base.number:  # the defaults won: a table of the baseline against itself says nothing
         return
-    n = s.payload.get("best_vs_baseline_measurements", 1)
-    each = "mean of 2 measurements each" if n == 2 else "1 measurement each"
-    table = Table(title=f"best (trial {s.best.number}) vs baseline (trial {base.number}, server defaults), {each}")
+    basis = s.payload.get("best_vs_baseline_evidence") or "1 measurement each"
+    table = Table(title=f"best (trial {s.best.number}) vs baseline (trial {base.number}, server defaults), {basis}")
     for col in ("metric", "baseline", "best", "change"):
         table.add_column(col, justify="right" if col != "metric" else "left")
-    for row in s.payload.get("best_vs_baseline") or []:
-        color = "green" if row["better"] else "red"
-        table.add_row(row["label"], f"{row['baseline']:.1f}", f"{row['best']:.1f}",
-                      f"[{color}]{row['change_pct']:+.1f}%[/{color}]")
+    rows = s.payload.get("best_vs_baseline") or []
+    for row in rows:
+        table.add_row(row["label"], f"{row['baseline']:.1f}", f"{row['best']:.1f}", change_text(row))
     console.print(table)
+    sources = sorted({row["noise"] for row in rows if row.get("noise")})
+    if sources:
+        console.print("+/- of each change: 95%, from this study's noise per metric ("
+                      + "; ".join(sources) + "); dim: within the noise.", markup=False)
+
+
+def change_text(row: dict) -> str:
+    """``+12.3% +/- 9.1`` coloured by better/worse, dim when the change is within the noise."""
+    pm = f" +/- {row['change_pm_pct']:.1f}" if isinstance(row.get("change_pm_pct"), (int, float)) else ""
+    color = "dim" if row.get("within_noise") else "green" if row["better"] else "red"
+    return f"[{color}]{row['change_pct']:+.1f}%{pm}[/{color}]"
 
 
 def _confirmation(conf: dict | None, console: Console) -> None:

@@ -52,18 +52,27 @@ def show(
     ov = overview(results)
     c = ov["counts"]
     console.print(f"[bold]{ov['study']}[/bold]  {results.get('backend_version', '')}")
-    console.print(f"{c['trials']} trials: {c['feasible']} feasible, {c['infeasible']} infeasible, "
+    console.print(f"{c['trials']} trials: {c['feasible']} feasible, {c['infeasible']} infeasible"
+                  + (f" ({c['not_held']} of them failed the re-measurement)" if c.get("not_held") else "") + ", "
                   f"{c['duplicates']} repeats of a measured config, {c['launches_saved_by_prescreen']} launches saved by the pre-screen")
     console.print("targets: " + ", ".join(ov["targets"]))
     console.print(_pareto_table(ov))
-    for label, t in (("best", ov["best"]), ("baseline", ov["baseline"])):
+    primary = ov["objectives"][0].name
+    for label, t, fig in (("best", ov["best"], ov["best_figure"]), ("baseline", ov["baseline"], ov["baseline_figure"])):
         if t:
-            m = t.metrics or {}
+            again = (t.confirmation or {}).get("metrics")
+            m = again or t.metrics or {}
             console.print(f"{label}: trial {t.number} ({fmt_flags(t.candidate)}) "
+                          f"{primary} {fig.text() if fig else '-'}; "
                           f"out {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))} "
-                          f"({t.evidence})")
+                          f"({'re-measured' if again else 'first measurement'}; {t.evidence})", markup=False)
         else:
             console.print(f"{label}: none yet")
+    change = ov["objective_change"]
+    if change:
+        console.print(f"best vs baseline, {primary}: {change['change_pct']:+.1f}% +/- {change['change_pm_pct']:.1f} "
+                      f"({change['basis']}; +/- from {change['noise']})"
+                      + (": within the noise" if change["within_noise"] else ""), markup=False)
     why = (results.get("named_best") or {}).get("why")
     if why:
         console.print(f"why the best: {why}", markup=False)

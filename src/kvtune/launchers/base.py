@@ -234,6 +234,13 @@ class Launcher(ABC):
         on `gpus` GPUs; `version` is the recorded backend version (picks the image tag).
         An argv this backend cannot containerize is a `SpecError`."""
 
+    def server_defaults(self) -> dict[str, Any]:
+        """The server's own value of each flag when the argv leaves it out (``env:NAME`` for an
+        environment variable), as far as it is fixed and known: a tie goes to the config that
+        changes fewer of them. Only the flags listed here can match; by default none is known,
+        so every flag a config gives counts as a change."""
+        return {}
+
     def environment(self, candidate: Candidate) -> dict[str, str]:
         """Environment variables to set on top of the caller's (pure)."""
         return dict(candidate.env)

@@ -166,6 +166,12 @@ class LlamaServerLauncher(Launcher):
         return [self.binary, "--model", self.model_path, "--host", host, "--port", str(port),
                 *render_flags(candidate.flags), *self.extra_args]
 
+    def server_defaults(self) -> dict[str, Any]:
+        """llama-server's defaults (common/arg.cpp) where they do not depend on the machine:
+        threads, parallel and flash-attn ("auto") are decided at start-up, so not listed."""
+        return {"batch-size": 2048, "ubatch-size": 512, "cache-type-k": "f16", "cache-type-v": "f16",
+                "cont-batching": True}
+
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         return self._cpu_knobs(workload, cpu_count) + self._gpu_knobs(workload)
 

@@ -1,16 +1,15 @@
-"""Evidence for "the answer is right": spreads, ties within noise, and the named best.
+"""Evidence for "the answer is right": estimates, ties within noise, and the named best.
 
 The one line a user takes from kvtune is the best command line, so it must be named on
-evidence: a figure is a mean with a 95% confidence half-width (Student t), two configs whose
-intervals overlap are tied within noise, and a tie goes to the simpler config (fewer flags
+evidence: a figure is a mean with a 95% half-width, two configs whose difference is within the
+noise are tied, and a tie goes to the simpler config (fewer flags and environment variables
 changed from the server's defaults), the defaults themselves first, as vLLM's tuning recipes
 prefer fewer overrides when throughputs are within noise. `converged` is the stopping rule of
 ``--repeats auto`` (AIPerf-style adaptive convergence). Pure: no I/O, no scipy.
 
-The t quantiles are a table for 1..30 degrees of freedom; above 30 the normal 1.96 is used, which
-understates the half-width by under 4% (t at df 31 is 2.040). A single measurement has no spread
-of its own: where one is compared, a stated noise floor (a relative half-width, default 8%: the
-median run-to-run noise measured on fresh servers on the reference 2-core machine) stands in.
+The noise is the study's own (`objectives.noise`: the spread of repeated measurements, pooled
+over configs); a fixed prior stands in only before anything was measured twice, and every
+figure formatted here says which it is.
 """
 
 from __future__ import annotations
@@ -20,46 +19,35 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from kvtune.kinds import Direction
+from kvtune.objectives.noise import PRIOR, T95, Z95, Noise, t95
 
-# Two-sided 95% Student t quantiles, df = 1..30 (index df - 1).
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-       2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-       2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-Z95 = 1.96
-# Relative half-width that stands in for the spread of a single measurement.
-NOISE_FLOOR = 0.08
+__all__ = ["T95", "Z95", "t95", "Estimate", "estimate", "overlap", "converged", "convergence_key",
+           "simplicity", "changed_from_defaults", "Candidate", "Decision", "choose_named_best"]
 
-
-def t95(df: int) -> float:
-    """Two-sided 95% t quantile for `df` degrees of freedom (1.96 above 30)."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be at least 1, got {df}")
-    return T95[df - 1] if df <= len(T95) else Z95
+# The cost objectives are arithmetic on a throughput (USD/hour over tokens/s): a bench run does
+# not carry them (they are added after the repeats), so `--repeats auto` converges on the
+# throughput they are computed from (the same relative half-width: cost = k / throughput).
+CONVERGES_ON = {"cost_per_mtok": "output_throughput", "cost_per_mtok_total": "total_token_throughput"}
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean with its 95% confidence half-width over `n` values (NaN when n == 1: unknown)."""
+    """A mean of `n` measurements of one config (`half_width`: their own 95% t half-width, NaN
+    when n == 1). Comparisons and the printed +/- use the study's pooled noise (`spread`)."""
 
     mean: float
     half_width: float
     n: int
 
-    def spread(self, noise: float = NOISE_FLOOR) -> float:
-        """The half-width to compare with: the measured one from n >= 3 values; with fewer, the
-        noise floor of a mean of n measurements, ``noise * |mean| / sqrt(n)`` (a t-interval from
-        two values is 12.7 standard errors wide, too wide to tell any two configs apart)."""
-        if self.n >= 3:
-            return self.half_width
-        return noise * abs(self.mean) / math.sqrt(max(self.n, 1))
+    def spread(self, noise: Noise = PRIOR) -> float:
+        """The 95% half-width of this mean from the study's noise: ``t * s * |mean| / sqrt(n)``
+        (pooled over every config measured twice, so even one value has an honest spread)."""
+        return noise.half_width(self.mean, self.n)
 
-    def format(self) -> str:
-        """``136.6 +/- 3.1`` (or ``136.6 (measured once)``), as headline figures show it."""
-        if self.n < 2:
-            return f"{self.mean:.4g} (measured once)"
-        if self.n < 3:  # the spread the tie rule uses: a two-value t-interval is 12.7 SE wide
-            return f"{self.mean:.4g} +/- {self.spread():.2g} (noise floor, {self.n} runs)"
-        return f"{self.mean:.4g} +/- {self.half_width:.2g}"
+    def format(self, noise: Noise = PRIOR) -> str:
+        """``136.6 +/- 3.1 (pooled noise 4.3%, 6 dof)``: the mean, its half-width and where the
+        half-width came from (``prior ..., not measured`` before any repeat exists)."""
+        return f"{self.mean:.4g} +/- {self.spread(noise):.2g} ({noise.source()})"
 
 
 def estimate(values: Sequence[float]) -> Estimate:
@@ -77,26 +65,37 @@ def estimate(values: Sequence[float]) -> Estimate:
     return Estimate(mean, t95(n - 1) * sd / math.sqrt(n), n)
 
 
-def overlap(a: Estimate, b: Estimate, noise: float = NOISE_FLOOR) -> bool:
-    """Tied within noise: the intervals ``mean +/- spread`` touch, i.e.
-    ``|a.mean - b.mean| <= a.spread + b.spread`` (a single measurement's spread is
-    ``noise * |mean|``). This errs towards "tied": intervals that overlap do not prove two
-    configs equal, but naming the simpler one then costs at most the noise."""
-    return abs(a.mean - b.mean) <= a.spread(noise) + b.spread(noise)
+def overlap(a: Estimate, b: Estimate, noise: Noise = PRIOR) -> bool:
+    """Tied within noise: the 95% interval of the difference of the two means contains zero,
+    ``|ln(a/b)| <= t * s * sqrt(1/n_a + 1/n_b)`` with the study's pooled log-SD `s` (its dof's
+    t, the normal's under the prior). On the log scale because the noise is relative; a mean
+    that is not positive is compared on the linear scale, relative to the larger magnitude."""
+    width = noise.t() * noise.rel_sd * math.sqrt(1 / max(a.n, 1) + 1 / max(b.n, 1))
+    if a.mean > 0 and b.mean > 0:
+        return abs(math.log(a.mean / b.mean)) <= width
+    return abs(a.mean - b.mean) <= width * max(abs(a.mean), abs(b.mean))
+
+
+def convergence_key(key: str) -> str:
+    """The metrics key `--repeats auto` watches for objective `key` (a cost: its throughput)."""
+    return CONVERGES_ON.get(key, key)
 
 
 def converged(values: Sequence[float], rel_half_width: float = 0.03, cap: int = 5) -> bool:
-    """``--repeats auto``: enough repeats once the 95% half-width is within `rel_half_width` of
-    the mean (at least 2 values), or once `cap` values were taken."""
+    """``--repeats auto``: enough repeats once the 95% half-width of the finite values is within
+    `rel_half_width` of their mean (at least 2 of them), or once `cap` values were taken. A run
+    with no finite figure (+inf latency: its requests failed; NaN: the key is missing) has no
+    spread to converge on: it does not count towards convergence, only towards the cap."""
     if cap < 1:
         raise ValueError(f"the repeat cap must be at least 1, got {cap}")
     if rel_half_width <= 0:
         raise ValueError(f"rel_half_width must be positive, got {rel_half_width}")
     if len(values) >= cap:
         return True
-    if len(values) < 2:
+    finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if len(finite) < 2:
         return False
-    e = estimate(values)
+    e = estimate(finite)
     return e.half_width <= rel_half_width * abs(e.mean)
 
 
@@ -115,6 +114,15 @@ def simplicity(flags: Mapping[str, Any], defaults: Mapping[str, Any] | None = No
             continue
         changed += 1
     return changed
+
+
+def changed_from_defaults(flags: Mapping[str, Any], env: Mapping[str, str],
+                          defaults: Mapping[str, Any] | None) -> int:
+    """Flags and environment variables a config changes from the server's own defaults: the
+    flags by `simplicity`, each environment variable unless `defaults` holds it (as
+    ``env:NAME``) with the same value. `defaults` None: nothing is known, every given one counts."""
+    env_defaults = {k[4:]: v for k, v in (defaults or {}).items() if k.startswith("env:")}
+    return simplicity(flags, defaults) + simplicity(env, env_defaults if defaults is not None else None)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -147,10 +155,11 @@ def _flags(n: int) -> str:
 
 
 def choose_named_best(candidates: Sequence[Candidate], direction: Direction | str,
-                      noise: float = NOISE_FLOOR) -> Decision:
+                      noise: Noise = PRIOR) -> Decision:
     """Name the best of the confirmed `candidates` on evidence.
 
-    Rank by mean. If the best ties the baseline within noise (`overlap`), name the baseline: no
+    Rank by mean. Ties are judged with `noise` (the study's pooled noise, see `overlap`). If
+    the best ties the baseline within noise (`overlap`), name the baseline: no
     change beat the defaults by more than the noise. Otherwise, if candidates with fewer flags
     changed tie the best, name the one with the fewest (then the better mean): tied within
     noise. Ties are with the best itself, not chained through others. Else name the best.
@@ -170,7 +179,7 @@ def choose_named_best(candidates: Sequence[Candidate], direction: Direction | st
 
     def show(c: Candidate) -> str:
         name = "the defaults" if c.baseline else f"trial {c.number}"
-        return f"{name} ({est[c.number].format()})"
+        return f"{name} ({est[c.number].format(noise)})"
 
     def others(chosen: Candidate) -> list[int]:
         return [c.number for c in [best, *tied] if c is not chosen]
@@ -193,7 +202,7 @@ def choose_named_best(candidates: Sequence[Candidate], direction: Direction | st
     if tied:
         names = ", ".join(f"trial {c.number}" for c in tied)
         return Decision(best.number, f"best by mean; tied within noise with {names}, none of "
-                        f"which changes fewer flags", others(best))
+                        f"which changes fewer flags from the server's defaults", others(best))
     if len(ranked) == 1:
         return Decision(best.number, "the only confirmed config")
     return Decision(best.number, f"best by more than the noise: {show(best)} against "

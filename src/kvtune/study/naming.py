@@ -1,23 +1,35 @@
-"""Naming the best config on evidence, not on one number.
+"""Naming the best config on evidence, not on one number, and the figures that say so.
 
 The named best must have held on a fresh server when a confirmation phase ran: among the
-configs re-measured and still feasible, `objectives.evidence.choose_named_best` compares means
-over both measurements with their noise (ties go to the defaults, then to fewer flags changed).
-Only when no re-measured config held (or confirmation is off) is a config named on its single
-measurement, and the reason says so. `comparison_metrics` gives the best and the baseline the
-same number of measurements for the best-versus-baseline table.
+configs re-measured and still feasible, `objectives.evidence.choose_named_best` compares them on
+their re-measurements, with the study's pooled noise (`study.noise`); ties go to the defaults,
+then to fewer flags changed from the server's own defaults (`server_defaults`, recorded in
+results.json, so `kvtune show` and the report name the same best as the run). Only when no
+re-measured config held (or confirmation is off) is a config named on its single measurement,
+and the reason says so.
+
+Why re-measurements only: the best's first measurement was the maximum over every trial of the
+search, so it is biased up (the winner's curse); a re-measurement on a fresh server is not.
+`figure` and `headline` therefore show a confirmed config's re-measured figure and label the
+first one as selected; `comparison_metrics` compares the best and the baseline on their
+re-measurements when both have one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from kvtune.kinds import Direction
 from kvtune.objectives.evidence import Candidate as Evidence
-from kvtune.objectives.evidence import choose_named_best, estimate, simplicity
+from kvtune.objectives.evidence import Estimate, changed_from_defaults, choose_named_best, estimate
+from kvtune.objectives.noise import PRIOR, Noise
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import rank
+
+FIRST_SELECTED = "first measurement (selected, biased up)"
+FIRST = "first measurement"
+REMEASURED = "re-measured"
 
 
 @dataclass
@@ -39,13 +51,65 @@ def objective_values(o: TrialOutcome) -> list[float]:
     return values + ([float(again)] if again is not None else [])
 
 
-def headline(o: TrialOutcome) -> str:
-    """``136.6 +/- 9.7`` over every measurement of `o` (or ``... (measured once)``)."""
-    values = objective_values(o)
-    return estimate(values).format() if values else "-"
+def unbiased_values(o: TrialOutcome) -> list[float]:
+    """The objective values a decision rests on: the re-measurement when there is one (the first
+    measurement of a config the search selected is biased up), else the first."""
+    again = (o.confirmation or {}).get("objective")
+    if again is not None:
+        return [float(again)]
+    return [o.objective] if o.objective is not None else []
 
 
-def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str) -> Naming:
+@dataclass(frozen=True)
+class Figure:
+    """The headline figure of one config: its estimate, which measurements it is (`label`),
+    the noise its +/- comes from, and the first measurement when the estimate is not it."""
+
+    estimate: Estimate
+    label: str
+    noise: Noise
+    first: float | None = None
+    inconsistent: bool = False
+
+    def text(self) -> str:
+        """``48.1 +/- 9.4 (pooled noise 10.0%, 3 dof), re-measured; first measurement 49 (selected,
+        biased up)``: every +/- says its source, every figure which measurement it is."""
+        out = f"{self.estimate.format(self.noise)}, {self.label}"
+        if self.first is not None:
+            out += f"; first measurement {self.first:.4g} (selected, biased up)"
+        if self.inconsistent:
+            out += "; the two measurements are inconsistent beyond the noise (re-measure, do not average)"
+        return out
+
+
+def figure(o: TrialOutcome, noise: Noise = PRIOR) -> Figure | None:
+    """`o`'s headline figure: re-measured when it was, else its first measurement, labelled as
+    selected (biased up) unless it is the baseline (always run, never selected)."""
+    again = (o.confirmation or {}).get("objective")
+    if again is not None:
+        first = o.objective if o.objective is not None and not o.baseline else None
+        return Figure(estimate([float(again)]), REMEASURED, noise, first, noise.is_inconsistent(o.number))
+    if o.objective is None:
+        return None
+    return Figure(estimate([o.objective]), FIRST if o.baseline else FIRST_SELECTED, noise)
+
+
+def headline(o: TrialOutcome, noise: Noise = PRIOR) -> str:
+    """The figure's text (or ``-`` when `o` has no objective value)."""
+    f = figure(o, noise)
+    return f.text() if f is not None else "-"
+
+
+def flags_changed(o: TrialOutcome, defaults: Mapping[str, Any] | None) -> int:
+    """Flags and environment variables `o` changes from the server's own defaults."""
+    return changed_from_defaults(o.candidate.flags, o.candidate.env, defaults)
+
+
+def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str,
+              defaults: Mapping[str, Any] | None = None, noise: Noise = PRIOR) -> Naming:
+    """The named best. `defaults`: the server's default flag values (``env:NAME`` for
+    environment variables; None: unknown, every given flag counts as a change); `noise`: the
+    study's pooled noise on the objective (`study.noise.noise_of`)."""
     ranked = rank(list(outcomes), Direction(direction))
     if not ranked:
         return Naming(None, "no feasible config")
@@ -53,26 +117,28 @@ def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str) -> N
     if not confirmed:
         ran = any(o.confirmation is not None for o in outcomes)
         why = ("no re-measured config held on a fresh server: named on its one measurement" if ran
-               else "measured once (no confirmation phase)")
+               else "no confirmation phase: named on its one measurement")
         return Naming(ranked[0], why)
     decision = choose_named_best(
-        [Evidence(o.number, objective_values(o), simplicity(o.candidate.flags), o.baseline)
-         for o in confirmed], direction)
+        [Evidence(o.number, unbiased_values(o), flags_changed(o, defaults), o.baseline)
+         for o in confirmed], direction, noise)
     best = next(o for o in confirmed if o.number == decision.number)
     return Naming(best, decision.why, decision.tied_with, remeasured=True)
 
 
 def comparison_metrics(best: TrialOutcome, baseline: TrialOutcome) -> tuple[dict, dict, int]:
-    """Metrics for best vs baseline from the same number of measurements on both sides: the
-    mean of first and re-measurement when both were re-measured, else the first ones."""
+    """Metrics for best vs baseline, one measurement each, from the same phase: both
+    re-measurements when both were re-measured (fresh servers, close in time, neither selected
+    as a maximum), else both first measurements. The int is the measurements per side (1)."""
     both = [o for o in (best, baseline) if (o.confirmation or {}).get("metrics")]
     if len(both) == 2 and best is not baseline:
-        return _mean_metrics(best), _mean_metrics(baseline), 2
+        return dict(best.confirmation["metrics"]), dict(baseline.confirmation["metrics"]), 1
     return dict(best.metrics or {}), dict(baseline.metrics or {}), 1
 
 
-def _mean_metrics(o: TrialOutcome) -> dict:
-    assert o.confirmation is not None  # callers pass confirmed outcomes only
-    first, again = o.metrics or {}, o.confirmation["metrics"]
-    return {k: (v + again[k]) / 2 for k, v in first.items()
-            if isinstance(v, (int, float)) and isinstance(again.get(k), (int, float))}
+def comparison_basis(best: TrialOutcome, baseline: TrialOutcome) -> str:
+    """Which measurements `comparison_metrics` compared, as the tables say it."""
+    both = [o for o in (best, baseline) if (o.confirmation or {}).get("metrics")]
+    if len(both) == 2 and best is not baseline:
+        return "re-measured on fresh servers, 1 measurement each"
+    return "first measurements, 1 each (the best's was selected as the maximum: biased up)"

@@ -3,20 +3,25 @@
 results.json is standard JSON (non-finite numbers become null: a p99 of +inf means requests
 failed, which the error rate already says), so any tool can read it. Its "trials" are
 `TrialOutcome.to_dict()`s and read back with `TrialOutcome.from_dict`; best and Pareto come from
-`tuner.ranking`, the same functions the run itself uses.
+`study.ranking`, the same functions the run itself uses. The "noise" block is the study's
+measured noise per metric (`study.noise`), and "server_defaults" the server's own default flag
+values the named best's flag count is taken against: readers without a launcher (`kvtune show`,
+the report) name the same best from them.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction, FailureKind
+from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.naming import comparison_metrics, name_best
+from kvtune.study.naming import Naming, comparison_basis, comparison_metrics, name_best
+from kvtune.study.noise import OBJECTIVE, noise_of
 from kvtune.study.ranking import pareto, rank
 
 # (metrics key, label, higher is better)
@@ -30,23 +35,40 @@ COMPARED = (
 )
 
 
-def compare(best: dict[str, float], baseline: dict[str, float]) -> list[dict]:
-    """Rows of metric, baseline, best, change % and whether the change is an improvement."""
+def compare(best: dict[str, float], baseline: dict[str, float],
+            noise: Mapping[str, Noise] | None = None) -> list[dict]:
+    """Rows of metric, baseline, best, change % and whether the change is an improvement. With
+    the study's `noise` per metric, each row also has ``change_pm_pct``, the 95% half-width of the
+    change from one measurement per side (``t * s * sqrt(2)`` on the log-ratio, times the ratio:
+    the delta method), ``within_noise`` and ``noise`` (where the +/- comes from)."""
     rows = []
     for key, label, higher in COMPARED:
         b, x = baseline.get(key), best.get(key)
         if b is None or x is None or not (math.isfinite(b) and math.isfinite(x)):
             continue
         change = (x - b) / b * 100 if b else math.nan
-        rows.append({"metric": key, "label": label, "baseline": b, "best": x,
-                     "change_pct": change, "better": (x > b) if higher else (x < b)})
+        row = {"metric": key, "label": label, "baseline": b, "best": x,
+               "change_pct": change, "better": (x > b) if higher else (x < b)}
+        if noise is not None and key in noise and b:
+            n = noise[key]
+            pm = n.t() * n.rel_sd * math.sqrt(2) * abs(x / b) * 100
+            row.update(change_pm_pct=pm, within_noise=abs(change) <= pm, noise=n.source())
+        rows.append(row)
     return rows
 
 
-def best_outcome(outcomes: Sequence[TrialOutcome], direction: Direction) -> TrialOutcome | None:
-    """The named best (see `tuner.naming`): re-measured and held when a confirmation ran, ties
-    within noise resolved toward the defaults and fewer flags."""
-    return name_best(outcomes, direction).best
+def best_outcome(outcomes: Sequence[TrialOutcome], direction: Direction,
+                 defaults: dict | None = None, objective_key: str | None = None) -> TrialOutcome | None:
+    """The named best (see `study.naming`): re-measured and held when a confirmation ran, ties
+    within the study's noise resolved toward the defaults and fewer flags changed."""
+    return study_naming(outcomes, direction, defaults, objective_key).best
+
+
+def study_naming(outcomes: Sequence[TrialOutcome], direction: Direction | str,
+                 defaults: dict | None = None, objective_key: str | None = None) -> Naming:
+    """`name_best` with the study's own noise on its objective: the one call every writer and
+    reader of a study makes, so they name the same best."""
+    return name_best(outcomes, direction, defaults, noise_of(outcomes, OBJECTIVE, objective_key))
 
 
 def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction) -> dict | None:
@@ -64,12 +86,14 @@ def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction)
 
 def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, targets: list[str],
                   objectives: Sequence[Objective], outcomes: Sequence[TrialOutcome],
-                  importance: dict | None = None) -> dict:
+                  importance: dict | None = None, server_defaults: dict | None = None) -> dict:
     """results.json's content; written after every trial, so it is current while a study runs.
-    `importance` is `tuner.importance.param_importance(...).to_dict()` when it was computed."""
+    `importance` is `tuner.importance.param_importance(...).to_dict()` when it was computed;
+    `server_defaults` the launcher's `server_defaults()` (None: not known)."""
     direction = objectives[0].direction
     baseline = next((o for o in outcomes if o.baseline), None)
-    naming = name_best(outcomes, direction)
+    naming = study_naming(outcomes, direction, server_defaults, objectives[0].key)
+    noises = {k: noise_of(outcomes, k, objectives[0].key) for k in (OBJECTIVE, *(m for m, _, _ in COMPARED))}
     best = naming.best
     payload: dict[str, Any] = {
         "study": study, "spec": spec, "hardware": hardware, "backend_version": backend_version,
@@ -81,14 +105,17 @@ def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, 
         "trials": [o.to_dict() for o in outcomes],
         "confirmation": confirmation_summary(outcomes, direction),
         "importance": importance if importance is not None else {"skipped": "not computed"},
+        "server_defaults": server_defaults,
+        "noise": {k: n.to_dict() for k, n in noises.items()},
     }
     if len(objectives) > 1:
         payload["directions"] = [o.direction.value for o in objectives]
         payload["pareto_trials"] = [o.number for o in pareto(outcomes, [o.direction for o in objectives])]
     if best is not None and baseline is not None and baseline.metrics:
         best_m, base_m, n = comparison_metrics(best, baseline)
-        payload["best_vs_baseline"] = compare(best_m, base_m)
+        payload["best_vs_baseline"] = compare(best_m, base_m, noises)
         payload["best_vs_baseline_measurements"] = n
+        payload["best_vs_baseline_evidence"] = comparison_basis(best, baseline)
     return payload
 
 

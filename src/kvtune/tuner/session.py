@@ -92,7 +92,7 @@ class Session:
         p = self.prepared
         payload = build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
                                 [t.describe() for t in p.targets], p.spec.objective_specs, outcomes,
-                                param_importance(self.tuner.study).to_dict())
+                                param_importance(self.tuner.study).to_dict(), p.launcher.server_defaults())
         if self.tuner.budget_report is not None:
             payload["budget"] = self.tuner.budget_report
         return payload

@@ -75,14 +75,15 @@ def test_bests_within_noise_are_a_tie_named_by_the_better_mean():
     assert c.winner.backend == "vllm" and c.why.startswith("tied within noise")
 
 
-def test_a_re_measured_best_is_compared_on_both_measurements():
-    remeasured = results("S-vllm", "vllm", [outcome(0, 150, 200, again=140), outcome(1, 170, 250, again=190)])
+def test_a_re_measured_best_is_compared_on_its_re_measurement():
+    # issue 22 §5: the first measurement of a best was selected as the maximum (biased up)
+    remeasured = results("S-vllm", "vllm", [outcome(0, 150, 200, again=148), outcome(1, 170, 250, again=175)])
     c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", remeasured)])
     rows = {(r["backend"], r["role"]): r for r in c.rows()}
-    assert rows["vllm", "best"]["output_throughput"] == 180 and rows["vllm", "best"]["measurements"] == 2
-    assert rows["vllm", "defaults"]["output_throughput"] == 145
+    assert rows["vllm", "best"]["output_throughput"] == 175 and rows["vllm", "best"]["measurements"] == 1
+    assert rows["vllm", "defaults"]["output_throughput"] == 148
     assert rows["llama-server", "best"]["measurements"] == 1
-    assert "vllm's best, trial 1: 180 +/-" in c.why
+    assert "vllm's best, trial 1: 175 +/-" in c.why and "pooled noise" in c.why
 
 
 def test_no_feasible_config_anywhere():

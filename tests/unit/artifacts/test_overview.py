@@ -51,8 +51,8 @@ def test_small_study_overview():
     assert o["best"].number == 3 and o["baseline"].number == 0
     assert [t.number for t in o["pareto"]] == [3] and o["pareto_is_trade_off"]
     assert o["failures"] == []
-    assert o["counts"] == {"trials": 4, "measured": 4, "feasible": 4, "duplicates": 0, "infeasible": 0,
-                           "launches_saved_by_prescreen": 0}
+    assert o["counts"] == {"trials": 4, "measured": 4, "feasible": 4, "not_held": 0, "duplicates": 0,
+                           "infeasible": 0, "launches_saved_by_prescreen": 0}
     assert [row["metric"] for row in o["best_vs_baseline"]][0] == "output_throughput"
 
 

@@ -33,3 +33,20 @@ def test_the_summary_gives_the_start_up_seconds_of_the_best_and_the_baseline(mak
     assert f"best {s.best.startup_s:.0f} s" in line
     if not s.best.baseline:
         assert f"baseline {s.baseline.startup_s:.0f} s" in line
+
+
+def test_a_config_measured_once_says_so_once_and_its_plus_minus_is_labelled(make_tuner, tmp_path):
+    # issue 22 §6: "(measured once) (measured once)"; §1: the +/- says it is a prior, not measured
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
+    spec = StudySpec(study="once", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=0,
+                     informed_start=False).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    outcomes = tuner.run()
+    p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
+    payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report}
+    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    out = io.StringIO()
+    print_summary(p, s, Console(file=out, width=400))
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith(f"{spec.primary.name}: "))
+    assert line.count("measured once") == 1
+    assert "+/- " in line and "(prior 10%, not measured: no repeats yet)" in line

@@ -24,7 +24,7 @@ from kvtune.workload import Workload
 from kvtune.study.spec import AUTO_REL_HALF_WIDTH
 from kvtune.tuner.trial.capacity import (MAX_CONCURRENCY, MAX_RATE, CapacityPlan, LevelStatus, is_open,
                                    level_workload, ramp_for, typical_duration_s)
-from kvtune.objectives.evidence import converged
+from kvtune.objectives.evidence import convergence_key, converged
 from kvtune.objectives.metrics import summarize
 from kvtune.objectives.targets import Target
 from kvtune.tuner.trial.stopping import RunWatch, saved_seconds
@@ -77,7 +77,8 @@ def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: in
         if runs[-1].stopped:
             break
         if converge_on is not None and len(runs) >= 2 and converged(
-                [r.metrics.get(converge_on, math.nan) for r in runs], AUTO_REL_HALF_WIDTH, repeats):
+                [r.metrics.get(convergence_key(converge_on), math.nan) for r in runs],
+                AUTO_REL_HALF_WIDTH, repeats):
             break
     stopped = runs[-1].stopped
     record: dict[str, float] = {"measure_s": time.monotonic() - began}
