@@ -319,11 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     try:
         budgets = [int(b) for b in a.budgets.split(",")]
-        if not budgets or min(budgets) < 1 or (a.reference_budget is not None and a.reference_budget < 1):
+        if not budgets or min(budgets) < 1:
             raise ValueError
     except ValueError:
-        print(f"error: --budgets and --reference-budget must be positive integers, got {a.budgets!r}",
-              file=sys.stderr)
+        print(f"error: --budgets must be positive integers separated by commas, got {a.budgets!r}", file=sys.stderr)
+        return 2
+    if a.reference_budget is not None and a.reference_budget < 1:
+        print(f"error: --reference-budget must be a positive integer, got {a.reference_budget}", file=sys.stderr)
         return 2
     try:
         names = [s if s in TPE_VARIANTS else samplers.parse_sampler(s).value for s in a.samplers.split(",")]

@@ -356,3 +356,14 @@ def test_on_the_tiny_landscape_random_runs_at_the_reference_budget(ls):
     assert "random >9" not in text and "vs random " in text
     md = se.markdown(ls, runs, 3, "cmd")
     assert "| random | on | 9 |" in md and "Early stop (budget 3 runs" in md
+
+
+def test_main_runs_random_at_the_reference_budget_and_refuses_a_bad_one(ls, tmp_path, capsys):
+    md = tmp_path / "t.md"
+    rc = se.main([ls.path, "--seeds", "2", "--budgets", "3", "--samplers", "tpe,random",
+                  "--reference-budget", "8", "--md", str(md)])
+    assert rc == 0 and "| random | on | 8 |" in md.read_text() and "| tpe | on | 8 |" not in md.read_text()
+    assert "Headline: informed start on: tpe" in md.read_text()
+    capsys.readouterr()
+    assert se.main([ls.path, "--reference-budget", "0"]) == 2
+    assert "--reference-budget" in capsys.readouterr().err
