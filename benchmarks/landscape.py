@@ -18,9 +18,10 @@ wall time less the other measurements on the same server. The truth of a config:
 is the mean over its measurements; it is truly feasible when every target holds on the mean of
 the measurements' values of that metric and every measurement ran (no failed launch).
 
-Targets relative to the baseline (``ttft_p95<1.5x``) are resolved against the baseline config's
-mean figures, as kvtune resolves them against the baseline it measures: a landscape judged that
-way means the same on a fast and a slow machine. `samples` (optional) are the measured requests
+Targets relative to the baseline (``ttft_p95<1.5x``) are resolved, for the truth, against the
+baseline config's mean figures: a landscape judged that way means the same on a fast and a slow
+machine. (A replayed study judges its trials as kvtune does, from the baseline's first
+measurement in that study: `declared` keeps the targets as written for it.) `samples` (optional) are the measured requests
 in the order they ended: ``{"end_s" (seconds since the first send), "ok", "ttft_s", "e2el_s",
 "output_tokens"}``. The replay uses them to apply kvtune's exact early stop to a recorded
 measurement: when the rule would have stopped it, and so what that measurement would have cost.
@@ -70,8 +71,10 @@ class Landscape:
     by_key: dict[str, Config] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.targets: list[Target] = resolve_relative(parse_targets(list(self.header["targets"])),
-                                                      self.configs)
+        # as written (relative ones unresolved): what a replayed study judges its trials by
+        self.declared: list[Target] = parse_targets(list(self.header["targets"]))
+        # resolved on the baseline's mean: what the truth of a config is judged by
+        self.targets: list[Target] = resolve_relative(self.declared, self.configs)
         self.maximize = self.header["objective"]["direction"] == "maximize"
         for c in self.configs:
             self.by_key[key(c.params)] = c

@@ -2,27 +2,38 @@
 
     python benchmarks/search_efficiency.py benchmarks/landscapes/llama-server-demo.jsonl \
         [--seeds 30] [--budgets 5,10,20,30,40] [--samplers tpe,gp,random,qmc,grid] \
-        [--target 'ttft_p95<5s' ...] [--seed 0] [--md docs/search-efficiency-table.md] \
-        [--png docs/search-efficiency.png]
+        [--reference-budget 120] [--target 'ttft_p95<5s' ...] [--seed 0] \
+        [--md docs/search-efficiency-table.md] [--png docs/search-efficiency.png]
 
 No server runs: Optuna is driven directly, with kvtune's own samplers (tuner/samplers.py, the
 same settings a study gets for that budget) and the landscape as the objective. A study is
-simulated as kvtune runs one: trial 0 is the baseline (the server's defaults), trial 1 the
-informed start (when on), then the sampler; every measured config answers with one of its
-recorded measurements drawn at random (so the noise is the measured noise) and costs that
-measurement's recorded wall time; a config proposed again is told its first result at no cost
-and does not count (the budget counts measured configs; asks are capped at 4 x budget + 25).
-The targets are told as constraints exactly as the tuner tells them. After the search the best
-is named as kvtune names it: the top 2 and the baseline are re-measured (another recorded
-measurement each, walking down the ranking when the leaders regress) and
-`tuner.naming.name_best` decides.
+simulated by kvtune's own rules, as kvtune runs one:
+- trial 0 is the baseline (the server's defaults), trial 1 the informed start (when on; the same
+  config for every sampler in one seed, see `informed_start`), then the sampler;
+- a measured config answers with one of its recorded measurements drawn at random *without
+  replacement* (a re-measurement is another launch, so never the same recorded measurement as
+  the first; the noise is the measured noise) and costs that measurement's recorded wall time,
+  cut where kvtune's exact early stop would have ended it;
+- each measurement is scored by kvtune's own scoring (tuner/trial/scoring.py): relative targets
+  are resolved from the baseline's first measurement in this study, not from the landscape's
+  mean; the targets are told as constraints as the tuner tells them;
+- a config proposed again is told its first result at no cost and does not count (the budget
+  counts measured configs; asks are capped at 4 x budget + 25);
+- after the search, confirmation as tuner/confirm.py runs it (the top 2 and the baseline
+  re-measured, walking down the ranking when the leaders regress), then the best is named by
+  kvtune's own naming code (`named_best`: study/naming.py).
 
-Reported per sampler and budget, over the seeds: the regret of the named best (its true mean
-objective against the best truly feasible config, as a fraction of that; 100% when nothing
-feasible was named), how often the named best is truly feasible, and from the search at the
-largest budget the trials and simulated hours until the search has measured a truly feasible
-config within 5% / 2% of the optimum (">B" when the median run never did). Deterministic for a
-given --seed. A bad landscape file is one line on stderr and exit 2.
+The truth a run is scored against is the landscape's (landscape.py: a config's mean over its
+measurements, relative targets on the baseline's mean). Reported per sampler and budget, over
+the seeds: the regret of the named best (its true mean objective against the best truly
+feasible config, as a fraction of that; 100% when nothing feasible was named), how often the
+named best is truly feasible, and from each sampler's largest budget the trials and simulated
+hours until the search has measured a truly feasible config within 5% / 2% of the optimum (">B"
+when the median run never did). Random search, the headline's reference, also runs at
+`--reference-budget` (default 3 x the largest budget, at most the landscape's size), so that
+its figure is measured, not censored, where the goal (<= 1/3 of its trials) needs it; a
+censored comparison says "not shown". Deterministic for a given --seed. A bad landscape file is
+one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -34,25 +45,22 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from efficiency_report import SAMPLERS, headline, markdown, plot  # noqa: E402
+from efficiency_report import REFERENCE, SAMPLERS, headline, markdown, plot  # noqa: E402
 from landscape import Config, Landscape, LandscapeError, key, load  # noqa: E402
+from replay_rules import informed_start, knobs_of, named_best, outcome_of, stop_at  # noqa: E402
 
 from kvtune.errors import KvtuneError  # noqa: E402
 from kvtune.kinds import Direction, KnobKind  # noqa: E402
-from kvtune.launchers.base import Candidate, Knob  # noqa: E402
-from kvtune.objectives.early_stop import EarlyStop  # noqa: E402
-from kvtune.objectives.metrics import RequestSample  # noqa: E402
-from kvtune.objectives.targets import MAX_MARGIN  # noqa: E402
-from kvtune.tuner.search import samplers  # noqa: E402
-from kvtune.study.naming import name_best  # noqa: E402
-from kvtune.study.noise import noise_of  # noqa: E402
-from kvtune.study.outcome import RUNS_KEY, TrialOutcome  # noqa: E402
+from kvtune.launchers.base import Knob  # noqa: E402
+from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.study.ranking import rank  # noqa: E402
+from kvtune.tuner.search import samplers  # noqa: E402
+from kvtune.tuner.trial.stopping import watched_targets  # noqa: E402
 
 BUDGETS = (5, 10, 20, 30, 40)
 
@@ -82,47 +90,19 @@ class Run:
     named_feasible: bool
     hours: float
     hours_no_stop: float = 0.0
-    # seconds that trials ending infeasible cost, with and without early stop
+    # seconds that search trials ending infeasible cost, with and without early stop
     infeasible_s: float = 0.0
     infeasible_no_stop_s: float = 0.0
     stopped: int = 0  # trials early stop ended
     # per measured trial: (trials so far, hours so far, true regret of the best config measured)
     path: list[tuple[int, float, float]] = field(default_factory=list)
+    reused: int = 0  # draws that had to repeat a recorded measurement (every one already drawn)
 
     def reached(self, within: float) -> tuple[int, float] | None:
         for n, h, r in self.path:
             if r <= within:
                 return n, h
         return None
-
-
-def stop_at(ls: Landscape, m: dict, baseline: bool) -> float | None:
-    """Seconds into measurement `m` at which kvtune's exact early stop (objectives/early_stop.py)
-    would have ended it, or None when it runs whole: its recorded requests are fed to the rule
-    in the order they ended. The baseline is never stopped while a target is relative to it."""
-    samples = m.get("samples") or []
-    if not samples or (baseline and ls.has_relative_targets):
-        return None
-    rule = EarlyStop(ls.targets, int(ls.header["workload"]["num_requests"]))
-    for x in samples:
-        sample = RequestSample(send_time=0.0, ok=bool(x["ok"]), ttft_s=x.get("ttft_s"),
-                               e2el_s=x.get("e2el_s"), output_tokens=int(x.get("output_tokens") or 0))
-        if rule.observe(sample) is not None:
-            return float(x["end_s"])
-    return None
-
-
-def knobs_of(ls: Landscape) -> list[Knob]:
-    """The study's knobs as recorded (an int range stays an int range); else the grid's lists."""
-    recorded = {k["name"]: k for k in ls.header.get("knobs", [])}
-    out = []
-    for name, values in ls.header["space"].items():
-        k = recorded.get(name)
-        if k and k.get("kind") == "int":
-            out.append(Knob(name, KnobKind.INT, low=k["low"], high=k["high"], step=k.get("step")))
-        else:
-            out.append(Knob(name, KnobKind.CHOICES, choices=tuple(values)))
-    return out
 
 
 def suggest(trial: optuna.trial.Trial, knobs: list[Knob]) -> dict[str, Any]:
@@ -133,22 +113,6 @@ def suggest(trial: optuna.trial.Trial, knobs: list[Knob]) -> dict[str, Any]:
         else:
             params[k.name] = trial.suggest_categorical(k.name, list(k.choices))
     return params
-
-
-def outcome_of(ls: Landscape, number: int, c: Config, m: dict, baseline: bool) -> TrialOutcome:
-    """The TrialOutcome the tuner would record for measurement `m` of config `c`."""
-    o = TrialOutcome(number=number, candidate=Candidate(flags=dict(c.params)), argv=[], env={},
-                     baseline=baseline, launched=True)
-    if m.get("metrics") is None:
-        o.constraints = {t.constraint_key: MAX_MARGIN for t in ls.targets}
-        o.constraints[RUNS_KEY] = 1.0
-        return o
-    o.metrics = m["metrics"]
-    o.constraints = {t.constraint_key: t.margin(o.metrics) for t in ls.targets}
-    o.constraints[RUNS_KEY] = -1.0
-    o.objective = float(m["objective"])
-    o.objectives = [o.objective]
-    return o
 
 
 class Replay:
@@ -165,36 +129,53 @@ class Replay:
         self.infeasible_s = 0.0
         self.infeasible_no_stop_s = 0.0
         self.stopped = 0
+        self.reused = 0
         self.outcomes: list[TrialOutcome] = []
         self.configs: dict[int, Config] = {}
         self.path: list[tuple[int, float, float]] = []
+        self.drawn: dict[int, set[int]] = {}  # id(config) -> indices of its measurements drawn
+        self.base: TrialOutcome | None = None  # the baseline's first measurement, once it ran
 
-    def draw(self, c: Config, stoppable: bool = False, baseline: bool = False) -> dict:
-        """One recorded measurement of `c` at random, charged as it cost; a search trial
-        (`stoppable`) is charged only until kvtune's early stop would have ended it."""
-        m = self.rng.choice(c.measurements)
+    def pick(self, c: Config) -> dict:
+        """A recorded measurement of `c` not drawn before in this study, at random: each launch
+        of a config is another measurement. Only when every one was drawn is one repeated
+        (counted in `reused`; a landscape with two per config never needs it)."""
+        drawn = self.drawn.setdefault(id(c), set())
+        fresh = [i for i in range(len(c.measurements)) if i not in drawn]
+        if not fresh:
+            self.reused += 1
+            fresh = list(range(len(c.measurements)))
+        i = self.rng.choice(fresh)
+        drawn.add(i)
+        return c.measurements[i]
+
+    def measure(self, number: int, c: Config, baseline: bool, search: bool) -> TrialOutcome:
+        """One launch of `c`: a fresh recorded measurement, scored as kvtune scores it, charged
+        only until kvtune's early stop would have ended it (the baseline always runs whole)."""
+        m = self.pick(c)
+        o = outcome_of(self.ls, number, c, m, baseline, self.base)
+        watched = watched_targets(self.ls.declared, baseline, self.base.metrics if self.base else None)
         whole = float(m["cost_s"])
-        cost = whole
-        at = stop_at(self.ls, m, baseline) if stoppable else None
-        if at is not None:
-            cost = whole - float(m.get("measure_s") or 0.0) + at
-            self.stopped += 1
+        at = stop_at(self.ls, m, watched) if o.metrics else None
+        cost = whole if at is None else whole - float(m.get("measure_s") or 0.0) + at
+        self.stopped += int(at is not None)
         self.seconds += cost
         self.seconds_no_stop += whole
-        if stoppable and not m.get("feasible"):
+        if search and not o.feasible:
             self.infeasible_s += cost
             self.infeasible_no_stop_s += whole
-        return m
+        if baseline and self.base is None and o.measured:
+            self.base = o
+        return o
 
-    def run(self) -> Run:
-        ls = self.ls
-        direction = "maximize" if ls.maximize else "minimize"
-        study = optuna.create_study(direction=direction)
-        baseline = next((c for c in ls.configs if c.baseline), None)
+    def _study(self) -> tuple[optuna.Study, Config | None]:
+        """The study as kvtune builds it (tuner/build.py): baseline, informed start, sampler."""
+        study = optuna.create_study(direction="maximize" if self.ls.maximize else "minimize")
+        baseline = next((c for c in self.ls.configs if c.baseline), None)
         if baseline is not None:
             study.enqueue_trial({}, user_attrs={"baseline": True})
-        guess = ls.header.get("informed_start") or {}
         kind = samplers.parse_sampler(self.sampler_name.split("-")[0])
+        guess = informed_start(self.ls, self.seed)
         if self.informed and guess and self.budget > 1 and kind is not samplers.SamplerKind.GRID:
             study.enqueue_trial(guess, user_attrs={"informed_start": True})
         if self.sampler_name in TPE_VARIANTS:
@@ -202,6 +183,11 @@ class Replay:
         else:
             study.sampler = samplers.make_sampler(kind, self.knobs, seed=self.seed, trials=self.budget,
                                                   n_stored=len(study.trials))
+        return study, baseline
+
+    def run(self) -> Run:
+        ls = self.ls
+        study, baseline = self._study()
         seen: dict[str, TrialOutcome] = {}
         asks = 0
         while len(self.outcomes) < self.budget and asks < 4 * self.budget + 25:
@@ -216,17 +202,19 @@ class Replay:
             if k in seen:  # a duplicate: told the first result, no measurement, not counted
                 self._tell(study, trial, seen[k])
                 continue
-            o = outcome_of(ls, trial.number, c, self.draw(c, stoppable=True, baseline=is_base), is_base)
+            o = self.measure(trial.number, c, is_base, search=True)
             seen[k] = o
             self.outcomes.append(o)
             self.configs[o.number] = c
             self._tell(study, trial, o)
             self.path.append((len(self.outcomes), self.seconds / 3600, self._found_regret()))
-        named = self._name()
+        self.confirm()
+        best = named_best(self.outcomes, self._direction())
+        named = self.configs[best.number] if best else None
         return Run(self.sampler_name, self.seed, self.budget, self.informed,
                    ls.regret(named), bool(named and named.truly_feasible), self.seconds / 3600,
                    self.seconds_no_stop / 3600, self.infeasible_s, self.infeasible_no_stop_s,
-                   self.stopped, self.path)
+                   self.stopped, self.path, self.reused)
 
     def _tell(self, study: optuna.Study, trial: optuna.trial.Trial, o: TrialOutcome) -> None:
         for k, v in o.constraints.items():
@@ -243,13 +231,15 @@ class Replay:
         return Direction.MAXIMIZE if self.ls.maximize else Direction.MINIMIZE
 
     def _remeasure(self, o: TrialOutcome) -> None:
-        c = self.configs[o.number]
-        again = outcome_of(self.ls, o.number, c, self.draw(c), o.baseline)
+        """A fresh launch of `o`'s config, recorded as tuner/confirm.py records it."""
+        again = self.measure(o.number, self.configs[o.number], o.baseline, search=False)
         o.confirmation = {"metrics": again.metrics, "objective": again.objective,
-                          "feasible": again.feasible}
+                          "objectives": again.objectives, "feasible": again.feasible, "reason": again.reason}
 
-    def _name(self) -> Config | None:
-        """kvtune's confirmation phase and naming (tuner/confirm.py, tuner/naming.py)."""
+    def confirm(self) -> None:
+        """kvtune's confirmation phase (tuner/confirm.py): the top `CONFIRM_TOP` by their first
+        measurement and the baseline re-measured, then down the ranking while its leader was
+        measured only once (at most `EXTRA_REMEASUREMENTS` more)."""
         direction = self._direction()
         first = rank(self.outcomes, direction, confirmed=False)[:CONFIRM_TOP]
         base = next((o for o in self.outcomes if o.baseline), None)
@@ -262,24 +252,31 @@ class Replay:
             if not ranked or ranked[0].confirmation is not None:
                 break
             self._remeasure(ranked[0])
-        naming = name_best(self.outcomes, direction, None, noise_of(self.outcomes))
-        return self.configs[naming.best.number] if naming.best else None
 
 
 def replay(ls: Landscape, sampler: str, seed: int, budget: int, informed: bool, base_seed: int = 0) -> Run:
     return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed).run()
 
 
+def reference_budget(ls: Landscape, budgets: Sequence[int], asked: int | None = None) -> int:
+    """The budget random search (the headline's reference) also runs at: `asked`, else 3 x the
+    largest budget (the goal is 1/3 of random's trials, so a default figure that is measured can
+    always be compared), at most the landscape's size (no study measures more configs)."""
+    return asked if asked is not None else min(3 * max(budgets), len(ls.configs))
+
+
 def benchmark(ls: Landscape, sampler_names: list[str], budgets: list[int], seeds: int,
               base_seed: int = 0, informed_variants: tuple[bool, ...] = (True, False),
-              progress: bool = False) -> list[Run]:
+              progress: bool = False, reference: int | None = None) -> list[Run]:
+    """Every sampler at every budget over `seeds`; random search also at `reference`."""
     runs = []
     for name in sampler_names:
         t0 = time.monotonic()
         # the grid never takes the informed start (a grid measures every config anyway)
         variants = (False,) if name == "grid" else informed_variants
+        extra = [reference] if name == REFERENCE and reference and reference not in budgets else []
         for informed in variants:
-            for budget in budgets:
+            for budget in list(budgets) + extra:
                 for s in range(seeds):
                     runs.append(replay(ls, name, s, budget, informed, base_seed))
         if progress:
@@ -298,19 +295,25 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("landscape")
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--samplers", default=",".join(s for s in SAMPLERS if s not in TPE_VARIANTS))
+    ap.add_argument("--reference-budget", type=int, default=None,
+                    help="random search's budget for the headline (default 3 x the largest, at most the landscape's size)")
     ap.add_argument("--target", action="append", default=None,
                     help="judge the measurements against these targets instead of the header's")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-informed-variant", action="store_true", help="only runs with the informed start on")
     ap.add_argument("--md", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None)
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _arguments(argv)
     _one_thread()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -321,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"error: --budgets must be positive integers separated by commas, got {a.budgets!r}", file=sys.stderr)
         return 2
+    if a.reference_budget is not None and a.reference_budget < 1:
+        print(f"error: --reference-budget must be a positive integer, got {a.reference_budget}", file=sys.stderr)
+        return 2
     try:
         names = [s if s in TPE_VARIANTS else samplers.parse_sampler(s).value for s in a.samplers.split(",")]
         ls = load(a.landscape)
@@ -328,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
             ls = ls.with_targets(a.target)
         ls.optimum()
         runs = benchmark(ls, names, budgets, a.seeds, a.seed,
-                         (True,) if a.no_informed_variant else (True, False), progress=True)
+                         (True,) if a.no_informed_variant else (True, False), progress=True,
+                         reference=reference_budget(ls, budgets, a.reference_budget))
     except KvtuneError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,11 @@
 """The replay benchmark (benchmarks/search_efficiency.py) on a tiny synthetic landscape: the
-truth of a landscape, deterministic replays, the grid finds the optimum, bad files exit 2."""
+truth of a landscape, deterministic replays, the grid finds the optimum, bad files exit 2, and
+the replay keeps kvtune's rules (replay_rules.py): re-measurements drawn without replacement,
+relative targets from the baseline's first measurement, one informed start per seed, and a
+headline that does not count a censored figure as meeting the goal."""
 
 import json
+import math
 import random
 import sys
 from pathlib import Path
@@ -13,8 +17,12 @@ from tests.paths import BENCHMARKS
 BENCH = BENCHMARKS
 sys.path.insert(0, str(BENCH))
 
+import efficiency_report as report  # noqa: E402
 import landscape  # noqa: E402
+import replay_rules as rules  # noqa: E402
 import search_efficiency as se  # noqa: E402
+
+from kvtune.tuner.trial.stopping import watched_targets  # noqa: E402
 
 SPACE = {"a": [1, 2, 4, 8], "b": ["x", "y"]}
 
@@ -124,11 +132,6 @@ def test_an_unknown_sampler_exits_2(ls, capsys):
     assert "unknown sampler" in capsys.readouterr().err
 
 
-def test_the_headline_says_no_when_the_default_never_gets_there(ls):
-    runs = se.benchmark(ls, ["tpe", "random"], [2], seeds=2)  # baseline + informed start only
-    assert "(no:" in se.headline(runs, "tpe")
-
-
 def samples(ttfts: list[float], step: float = 1.0) -> list[dict]:
     """Requests that end one every `step` seconds, with these TTFTs."""
     return [{"end_s": step * (i + 1), "ok": True, "ttft_s": t, "e2el_s": t + 0.5, "output_tokens": 8}
@@ -158,8 +161,8 @@ def test_early_stop_charges_a_lost_trial_only_until_the_rule_fires(tmp_path):
     slow = ls.by_key[landscape.key({"a": 2})].measurements[0]
     fast = ls.by_key[landscape.key({"a": 1})].measurements[0]
     # p95 over 4 planned: one request over 1 s leaves 3 at best-case 0 and p95 still breaks
-    assert se.stop_at(ls, slow, baseline=False) == 1.0
-    assert se.stop_at(ls, fast, baseline=False) is None
+    assert se.stop_at(ls, slow, ls.declared) == 1.0
+    assert se.stop_at(ls, fast, ls.declared) is None
     run = se.replay(ls, "grid", seed=0, budget=3, informed=False)
     assert run.stopped == 1
     # the stopped trial cost 20 - 4 + 1 = 17 s instead of 20 s; the others ran whole
@@ -169,12 +172,198 @@ def test_early_stop_charges_a_lost_trial_only_until_the_rule_fires(tmp_path):
     assert "Early stop" in se.markdown(ls, [run], 1, "cmd")
 
 
-def test_relative_targets_are_resolved_against_the_baseline_mean(tmp_path):
+def test_the_truth_resolves_relative_targets_against_the_baseline_mean(tmp_path):
     path = write_landscape(tmp_path / "rel.jsonl")
     ls = landscape.load(path).with_targets(["ttft_p95<2x"])  # baseline TTFT p95 mean: 510 ms
     assert ls.targets[0].threshold == pytest.approx(1020.0)
     assert ls.has_relative_targets
     assert not ls.by_key[landscape.key({"a": 8, "b": "y"})].truly_feasible  # ~1600 ms
     assert ls.by_key[landscape.key({"a": 4, "b": "y"})].truly_feasible  # ~800 ms
+    # the baseline is never watched by the early stop (kvtune measures it whole)
     base = next(c for c in ls.configs if c.baseline)
-    assert se.stop_at(ls, dict(base.measurements[0], samples=samples([5.0] * 4)), baseline=True) is None
+    watched = watched_targets(ls.declared, True, base.measurements[0]["metrics"])
+    assert watched == [] and se.stop_at(ls, dict(base.measurements[0], samples=samples([5.0] * 4)), watched) is None
+
+
+# ---- kvtune's rules in the replay ---------------------------------------------------------------
+
+def test_a_re_measurement_is_never_the_recorded_measurement_drawn_first(ls):
+    """Every config has two distinct recorded measurements: a confirmed config's re-measurement
+    must be the other one (a fresh launch), for every seed and sampler."""
+    confirmed = 0
+    for sampler in ("tpe", "random", "grid"):
+        for seed in range(4):
+            rp = se.Replay(ls, sampler, seed, budget=6, informed=sampler != "grid", base_seed=0)
+            rp.run()
+            for o in rp.outcomes:
+                if o.confirmation is None:
+                    continue
+                confirmed += 1
+                recorded = sorted(m["objective"] for m in rp.configs[o.number].measurements)
+                assert o.confirmation["objective"] != o.objective
+                assert sorted([o.objective, o.confirmation["objective"]]) == pytest.approx(recorded)
+            assert rp.reused == 0
+    assert confirmed >= 12  # the top 2 and the baseline, at least, in each of the 12 runs
+
+
+def write_relative(path: Path) -> Path:
+    """The baseline measured at 500 ms and at 1000 ms TTFT; config a=1 at 900 ms. Under
+    ttft_p95<1.5x it holds against the second baseline measurement (1500 ms) and the mean
+    (1125 ms), not against the first (750 ms)."""
+    configs = [landscape.Config({}, [measurement(1.0, 500.0), measurement(1.0, 1000.0)], baseline=True),
+               landscape.Config({"a": 1}, [measurement(2.0, 900.0), measurement(2.0, 900.0)]),
+               landscape.Config({"a": 2}, [measurement(1.5, 300.0), measurement(1.5, 300.0)])]
+    landscape.write(path, {"command": ["synthetic"], "hardware": {}, "workload": {},
+                           "targets": ["ttft_p95<1.5x"],
+                           "objective": {"name": "output_throughput", "key": "output_throughput",
+                                         "direction": "maximize"},
+                           "space": {"a": [1, 2]}, "informed_start": {}, "recorded": "synthetic"}, configs)
+    return path
+
+
+def test_relative_targets_are_resolved_from_the_baselines_first_measurement_in_the_study(tmp_path):
+    ls = landscape.load(write_relative(tmp_path / "rel.jsonl"))
+    one = ls.by_key[landscape.key({"a": 1})]
+    assert one.truly_feasible  # the truth: against the baseline's mean, 1125 ms
+    firsts = set()
+    for seed in range(8):
+        rp = se.Replay(ls, "grid", seed, budget=3, informed=False, base_seed=0)
+        rp.run()
+        base_ttft = rp.base.metrics["p95_ttft_ms"]
+        firsts.add(base_ttft)
+        assert rp.base is next(o for o in rp.outcomes if o.baseline)
+        measured = next(o for o in rp.outcomes if o.candidate.flags == {"a": 1})
+        # judged as kvtune judges it: 1.5 x the baseline's first measurement in this study
+        assert measured.feasible is (1.5 * base_ttft > 900.0)
+        # the baseline's re-measurement is judged against its first measurement too
+        again = rp.base.confirmation
+        assert again["feasible"] is (again["metrics"]["p95_ttft_ms"] < 1.5 * base_ttft)
+    assert firsts == {500.0, 1000.0}  # both orders drawn over the seeds
+
+
+def write_partial_guess(path: Path, backend: str | None) -> Path:
+    """A recorded informed start that lacks a knob (threads, as the llama-server recording's does)."""
+    configs = [landscape.Config({}, [measurement(1.0, 500.0)], baseline=True)]
+    for t in (1, 2):
+        for p in (1, 2, 4):
+            configs.append(landscape.Config({"threads": t, "parallel": p},
+                                            [measurement(t * p, 300.0), measurement(t * p * 1.1, 310.0)]))
+    header = {"command": ["synthetic"], "hardware": {}, "workload": {"concurrency": 4},
+              "targets": ["error_rate<1%"],
+              "objective": {"name": "output_throughput", "key": "output_throughput", "direction": "maximize"},
+              "space": {"threads": [1, 2], "parallel": [1, 2, 4]}, "informed_start": {"parallel": 4},
+              "recorded": "synthetic"}
+    if backend:
+        header["backend"] = backend
+    landscape.write(path, header, configs)
+    return path
+
+
+def test_the_informed_start_takes_kvtunes_rule_for_a_knob_the_recording_left_out(tmp_path):
+    ls = landscape.load(write_partial_guess(tmp_path / "g.jsonl", "llama-server"))
+    # llama-server's rule: threads = every core, the top of the range {1, 2} spans
+    assert rules.informed_start(ls, 0) == {"parallel": 4, "threads": 2}
+    real = landscape.load(BENCHMARKS / "landscapes" / "llama-server-demo.jsonl")
+    assert "threads" not in real.header["informed_start"] and rules.informed_start(real, 7)["threads"] == 2
+
+
+def test_the_informed_start_is_the_same_config_for_every_sampler_in_a_seed(tmp_path):
+    ls = landscape.load(write_partial_guess(tmp_path / "g.jsonl", None))  # no backend: no rule
+    for seed in range(4):
+        starts = []
+        for sampler in ("tpe", "random", "qmc"):
+            rp = se.Replay(ls, sampler, seed, budget=4, informed=True, base_seed=0)
+            rp.run()
+            assert rp.outcomes[0].baseline
+            starts.append(rp.outcomes[1].candidate.flags)
+        assert starts[0]["parallel"] == 4 and starts[0]["threads"] in (1, 2)
+        assert all(s == starts[0] for s in starts), starts
+    assert {rules.informed_start(ls, s)["threads"] for s in range(16)} == {1, 2}  # drawn per seed
+
+
+def test_the_name_is_kvtunes_naming_of_the_replayed_outcomes(ls):
+    """The replay's named best is exactly what study/naming.py names for the same outcomes."""
+    from kvtune.study.naming import name_best
+
+    for seed in range(3):
+        rp = se.Replay(ls, "tpe", seed, budget=6, informed=True, base_seed=0)
+        run = rp.run()
+        expected = name_best(rp.outcomes, rp._direction()).best
+        assert expected is not None and rules.named_best(rp.outcomes, rp._direction()) is expected
+        assert run.regret == ls.regret(rp.configs[expected.number])
+
+
+# ---- the headline: a censored figure decides only through its bound ----------------------------
+
+def fake_run(sampler: str, budget: int, reach_at: int | None, informed: bool = True) -> se.Run:
+    """A run whose search first measures a config within 5% at trial `reach_at` (None: never)."""
+    path = [(n, n / 100, 0.0 if reach_at is not None and n >= reach_at else 0.5) for n in range(1, budget + 1)]
+    return se.Run(sampler, 0, budget, informed, 0.0, True, budget / 100, path=path)
+
+
+@pytest.mark.parametrize("d,bd,r,br,met", [
+    (10, 40, 30, 40, True),                  # both measured: 10 <= 30/3
+    (11, 40, 30, 40, False),                 # both measured: 11 > 10
+    (24, 40, math.inf, 40, None),            # random censored at 40: ratio < 0.6 only
+    (24, 40, math.inf, 72, True),            # random censored at 72: ratio < 1/3
+    (math.inf, 40, 150, 160, None),          # default censored at 40, random 150: ratio > 0.27 only
+    (math.inf, 40, 90, 120, False),          # default censored at 40, random 90: ratio > 0.44
+    (math.inf, 40, math.inf, 120, None),     # both censored
+])
+def test_goal_met_decides_only_what_the_bounds_show(d, bd, r, br, met):
+    assert report.goal_met(d, bd, r, br) is met
+
+
+def test_the_headline_says_not_shown_for_a_default_measured_against_a_censored_random():
+    """The issue's case: tpe 24 vs random >40 at a budget of 40 shows a ratio below 0.6, no more."""
+    runs = [fake_run("tpe", 40, 24) for _ in range(3)] + [fake_run("random", 40, None) for _ in range(3)]
+    text = se.headline(runs, "tpe")
+    assert "tpe 24 vs random >40" in text and "ratio < 0.60" in text and "not shown" in text
+    assert "yes" not in text and "at least 72" in text
+
+
+def test_the_headline_uses_randoms_reference_budget_and_says_yes_or_no_when_measured():
+    base = [fake_run("tpe", 40, 24) for _ in range(3)] + [fake_run("random", 40, None) for _ in range(3)]
+    yes = se.headline(base + [fake_run("random", 120, 80) for _ in range(3)], "tpe")
+    assert "tpe 24 vs random 80" in yes and "ratio 0.30; yes" in yes
+    no = se.headline(base + [fake_run("random", 120, 60) for _ in range(3)], "tpe")
+    assert "tpe 24 vs random 60" in no and "ratio 0.40; no" in no
+    # random censored even at 120: 24 <= 120/3, so the goal is shown to hold
+    bound = se.headline(base + [fake_run("random", 120, None) for _ in range(3)], "tpe")
+    assert "random >120" in bound and "ratio < 0.20; yes" in bound
+
+
+def test_the_headline_never_counts_a_censored_default_as_meeting_the_goal():
+    runs = [fake_run("tpe", 40, None)] + [fake_run("random", 160, 150)]
+    text = se.headline(runs, "tpe")
+    assert "tpe >40 vs random 150" in text and "ratio > 0.27; not shown" in text and "yes" not in text
+    runs = [fake_run("tpe", 40, None)] + [fake_run("random", 120, 90)]
+    assert "ratio > 0.44; no" in se.headline(runs, "tpe")
+
+
+def test_on_the_tiny_landscape_random_runs_at_the_reference_budget(ls):
+    """At budget 3 both searches rarely get within 5%; random's reference runs over the whole
+    space (9 configs) always do, so its figure in the headline is measured, not censored."""
+    short = se.benchmark(ls, ["tpe", "random"], [3], seeds=3)
+    for part in se.headline(short, "tpe").split("; informed"):
+        if part.count(">3") == 2:
+            assert "not shown" in part
+    runs = se.benchmark(ls, ["tpe", "random"], [3], seeds=3, reference=se.reference_budget(ls, [3]))
+    assert se.reference_budget(ls, [3]) == 9  # 3 x 3, the landscape's size
+    assert {r.budget for r in runs if r.sampler == "random"} == {3, 9}
+    assert {r.budget for r in runs if r.sampler == "tpe"} == {3}
+    text = se.headline(runs, "tpe")
+    assert "random >9" not in text and "vs random " in text
+    md = se.markdown(ls, runs, 3, "cmd")
+    assert "| random | on | 9 |" in md and "Early stop (budget 3 runs" in md
+
+
+def test_main_runs_random_at_the_reference_budget_and_refuses_a_bad_one(ls, tmp_path, capsys):
+    md = tmp_path / "t.md"
+    rc = se.main([ls.path, "--seeds", "2", "--budgets", "3", "--samplers", "tpe,random",
+                  "--reference-budget", "8", "--md", str(md)])
+    assert rc == 0 and "| random | on | 8 |" in md.read_text() and "| tpe | on | 8 |" not in md.read_text()
+    assert "Headline: informed start on: tpe" in md.read_text()
+    capsys.readouterr()
+    assert se.main([ls.path, "--reference-budget", "0"]) == 2
+    assert "--reference-budget" in capsys.readouterr().err
