@@ -122,3 +122,4 @@ def test_multi_objective_confirmation_remeasures_the_pareto_set_and_recomputes_i
     # baseline -> 95 at 275 ms: the baseline is dominated by trial 2
     assert outcomes[1].scores == [160.0, 575.0]
     assert {o.number for o in pareto(list(outcomes.values()), ["maximize", "minimize"])} == {1, 2}
+
