@@ -10,13 +10,17 @@ Pareto set instead (bounded), and its final Pareto set is computed from the conf
 (`TrialOutcome.scores`). Results live in the study's user attrs (tuner/fleet/records.py), so an
 interrupted confirmation resumes where it stopped.
 
+A re-measurement runs through the same trial runner as the search (tuner/trial/runner.py). A
+launch that failed transiently (a port clash, a start-up timeout: `TrialOutcome.transient`, after
+the runner's own retry) says nothing about the config, as in the search: it is launched again, up
+to `TRANSIENT_ATTEMPTS` times in all; if it never starts, no verdict is recorded (the config stays
+"measured once", and a resumed confirmation tries it again) and the walk passes it over.
 
-A re-measurement runs through the same trial runner as the search (tuner/trial/runner.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvtune.objectives.objective import Objective
@@ -29,6 +33,7 @@ from kvtune.tuner.trial.runner import TrialRunner
 
 EXTRA_REMEASUREMENTS = 3  # beyond confirm_top: how far down the ranking the walk may go
 SEED_STEP = 7919  # the re-measurement's prompt seed = the study's + this (a different prompt set)
+TRANSIENT_ATTEMPTS = 2  # launches of one re-measurement while they fail transiently
 
 
 def first_choices(outcomes: list[TrialOutcome], spec: StudySpec) -> list[TrialOutcome]:
@@ -47,9 +52,11 @@ def first_choices(outcomes: list[TrialOutcome], spec: StudySpec) -> list[TrialOu
     return chosen
 
 
-def unconfirmed_leader(outcomes: list[TrialOutcome], spec: StudySpec) -> TrialOutcome | None:
-    """The config the ranking would name best now, when it was measured only once."""
-    ranked = rank(outcomes, spec.primary.direction)
+def unconfirmed_leader(outcomes: list[TrialOutcome], spec: StudySpec,
+                       unsettled: frozenset[int] = frozenset()) -> TrialOutcome | None:
+    """The config the ranking would name best now, when it was measured only once (configs in
+    `unsettled`, whose re-measurement never started, are passed over)."""
+    ranked = [o for o in rank(outcomes, spec.primary.direction) if o.number not in unsettled]
     return ranked[0] if ranked and ranked[0].confirmation is None else None
 
 
@@ -61,6 +68,7 @@ class Confirmation:
     records: TrialRecords
     callbacks: Callbacks
     run_dir: Path
+    unsettled: set[int] = field(default_factory=set)  # re-measurements that never started
 
     @property
     def spec(self) -> StudySpec:
@@ -73,7 +81,7 @@ class Confirmation:
                 self._settle(o)
         extra = 0
         while extra < EXTRA_REMEASUREMENTS and len(self.spec.objective_specs) == 1:
-            leader = unconfirmed_leader(self.records.outcomes(), self.spec)
+            leader = unconfirmed_leader(self.records.outcomes(), self.spec, frozenset(self.unsettled))
             if leader is None:
                 break
             self.callbacks.phase(leader.number, "the re-measured leaders regressed: confirming the next in line")
@@ -82,8 +90,17 @@ class Confirmation:
         return dict(self.records.confirmations)
 
     def _settle(self, o: TrialOutcome) -> None:
-        record, _again = self.remeasure(o)
-        self.records.confirm(o.number, record)
+        """Re-measure `o` until a launch says something about it; record the verdict."""
+        for attempt in range(TRANSIENT_ATTEMPTS):
+            record, again = self.remeasure(o)
+            if not again.transient:
+                self.records.confirm(o.number, record)
+                return
+            if attempt + 1 < TRANSIENT_ATTEMPTS:
+                self.callbacks.phase(o.number, "the re-measurement did not start (transient): launching again")
+        self.unsettled.add(o.number)
+        self.callbacks.phase(o.number, "the re-measurement never started (transient failures): "
+                                       "no verdict recorded, the config stays measured once")
 
     def remeasure(self, o: TrialOutcome) -> tuple[dict, TrialOutcome]:
         """One fresh launch of `o`'s config with another prompt seed; the record kept per trial
