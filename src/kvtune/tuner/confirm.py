@@ -16,12 +16,17 @@ the runner's own retry) says nothing about the config, as in the search: it is l
 to `TRANSIENT_ATTEMPTS` times in all; if it never starts, no verdict is recorded (the config stays
 "measured once", and a resumed confirmation tries it again) and the walk passes it over.
 
+`--time-budget` covers the confirmation too: a re-measurement is skipped (and the phase says so)
+when what is left of the budget is shorter than the config's first launch and measurement took
+(`expected_s`); a config with no measured wall time is re-measured.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from kvtune.objectives.objective import Objective
 from kvtune.study.outcome import TrialOutcome
@@ -60,15 +65,29 @@ def unconfirmed_leader(outcomes: list[TrialOutcome], spec: StudySpec,
     return ranked[0] if ranked and ranked[0].confirmation is None else None
 
 
+def expected_s(o: TrialOutcome) -> float | None:
+    """The wall time a re-measurement of `o` should take: its first start-up and measurement
+    (None when the measurement did not record its wall time, e.g. a capacity search)."""
+    measure_s = (o.metrics or {}).get("measure_s")
+    return None if measure_s is None else (o.startup_s or 0.0) + float(measure_s)
+
+
 @dataclass
 class Confirmation:
-    """One confirmation phase: the runner re-measures, the records keep what it found."""
+    """One confirmation phase: the runner re-measures, the records keep what it found.
+    `time_left_s`: what is left of the time budget (None: no time budget)."""
 
     runner: TrialRunner
     records: TrialRecords
     callbacks: Callbacks
     run_dir: Path
+    time_left_s: float | None = None
+    clock: Callable[[], float] = time.monotonic
     unsettled: set[int] = field(default_factory=set)  # re-measurements that never started
+    skipped: list[int] = field(default_factory=list)  # not re-measured: the time budget was spent
+
+    def __post_init__(self) -> None:
+        self._began = self.clock()
 
     @property
     def spec(self) -> StudySpec:
@@ -77,17 +96,33 @@ class Confirmation:
     def run(self) -> dict:
         """Re-measure until the named best held on a fresh server (bounded). Returns the record."""
         for o in first_choices(self.records.outcomes(), self.spec):
-            if str(o.number) not in self.records.confirmations:
+            if str(o.number) not in self.records.confirmations and self._fits(o):
                 self._settle(o)
         extra = 0
         while extra < EXTRA_REMEASUREMENTS and len(self.spec.objective_specs) == 1:
-            leader = unconfirmed_leader(self.records.outcomes(), self.spec, frozenset(self.unsettled))
+            passed_over = frozenset(self.unsettled | set(self.skipped))
+            leader = unconfirmed_leader(self.records.outcomes(), self.spec, passed_over)
             if leader is None:
                 break
+            if not self._fits(leader):
+                continue  # passed over from now on; a shorter one further down may still fit
             self.callbacks.phase(leader.number, "the re-measured leaders regressed: confirming the next in line")
             self._settle(leader)
             extra += 1
         return dict(self.records.confirmations)
+
+    def _fits(self, o: TrialOutcome) -> bool:
+        """Whether re-measuring `o` fits in what is left of the time budget; says so when not."""
+        need = expected_s(o)
+        if self.time_left_s is None or need is None:
+            return True
+        left = self.time_left_s - (self.clock() - self._began)
+        if need <= left:
+            return True
+        self.skipped.append(o.number)
+        self.callbacks.phase(o.number, f"not re-measured: it took {need:.0f} s and {max(left, 0.0):.0f} s "
+                                       f"of the time budget is left")
+        return False
 
     def _settle(self, o: TrialOutcome) -> None:
         """Re-measure `o` until a launch says something about it; record the verdict."""
@@ -120,6 +155,7 @@ class Confirmation:
         return record, again
 
 
-def confirm(runner: TrialRunner, records: TrialRecords, callbacks: Callbacks, run_dir: Path) -> dict:
+def confirm(runner: TrialRunner, records: TrialRecords, callbacks: Callbacks, run_dir: Path,
+            time_left_s: float | None = None) -> dict:
     """Run one confirmation phase (see `Confirmation`)."""
-    return Confirmation(runner, records, callbacks, run_dir).run()
+    return Confirmation(runner, records, callbacks, run_dir, time_left_s).run()

@@ -269,9 +269,12 @@ class Tuner:
 
     # ---- confirmation ---------------------------------------------------------------------------
     def confirm(self) -> dict:
-        """Re-measure the leaders on fresh servers before naming the best (see tuner/confirm.py)."""
+        """Re-measure the leaders on fresh servers before naming the best (see tuner/confirm.py),
+        within what is left of the time budget."""
         self.records.refresh()
-        return confirmation.confirm(self.runner, self.records, self.cb, self.run_dir)
+        budget_s = accounting.load_budget(self.study, self._spec_budget()).time_budget_s
+        left = None if budget_s is None else budget_s - accounting.elapsed_s(self.study)
+        return confirmation.confirm(self.runner, self.records, self.cb, self.run_dir, left)
 
 
 def _copy_of(outcome: TrialOutcome, same: TrialOutcome) -> TrialOutcome:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kvtune.bench import client as bench_client
 from kvtune.launchers.base import Candidate, Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.confirm import SEED_STEP
+from kvtune.tuner.confirm import SEED_STEP, expected_s
 from kvtune.study.naming import comparison_metrics, name_best
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
@@ -152,3 +152,27 @@ def test_a_confirmation_that_never_starts_records_no_verdict(make_tuner, tmp_pat
     assert confirmations == {}  # a port clash says nothing about a config: no verdict either way
     assert all(o.evidence == "measured once" for o in tuner.outcomes())
 
+
+def test_the_confirmation_fits_in_what_is_left_of_the_time_budget(make_tuner):
+    import time
+
+    from kvtune.tuner.fleet import accounting
+
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
+    spec = StudySpec(study="conf-time", trials=2, workload=TINY, confirm_top=1, informed_start=False,
+                     time_budget_s=3600).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    phases: list[str] = []
+    tuner.cb.phase = lambda n, p: phases.append(p)
+    tuner.run()
+    accounting.begin_clock(tuner.study, now=time.time() - 3600)  # the whole hour is spent
+    assert tuner.confirm() == {}
+    skipped = [p for p in phases if p.startswith("not re-measured")]
+    assert len(skipped) == 2 and all("0 s of the time budget is left" in p for p in skipped)
+
+
+def test_expected_time_is_the_first_start_up_and_measurement():
+    o = _outcome(1, [100.0], {"parallel": 8})
+    assert expected_s(o) is None  # no wall time recorded: the confirmation tries it
+    o.metrics["measure_s"], o.startup_s = 12.5, 3.0
+    assert expected_s(o) == 15.5
