@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import optuna
 
@@ -18,7 +17,9 @@ from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.tuner.search import samplers
 from kvtune.tuner.fleet import storage
-from kvtune.tuner.loop import Callbacks, Tuner
+from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
+from kvtune.tuner.trial.context import Placement, Subject
+from kvtune.tuner.trial.measure import Bench
 from kvtune.tuner.search.space import SearchSpace
 from kvtune.study.sampler_choice import check_sampler_installed
 from kvtune.study.spec import StudySpec, merge_knobs
@@ -89,10 +90,13 @@ def refuse_changed_settings(p: Prepared, stored_spec: dict) -> None:
 
 
 def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str | None = None,
-               allow_mixed_hardware: bool = False, slot: int = 0, **kwargs: Any) -> Tuner:
+               allow_mixed_hardware: bool = False, slot: int = 0, *, cpus: set[int] | None = None,
+               device_env: dict[str, str] | None = None, wait_for_others: bool = True,
+               bench: Bench | None = None) -> Tuner:
     """Create or join the study. The creator stores the spec (so `kvtune worker` needs only the
     storage URL and study name) and queues the baseline as the first trial. `slot` is this
-    worker's place (0 = the process that created the study): its sampler seed and CPU set."""
+    worker's place (0 = the process that created the study): its sampler seed and CPU set;
+    `cpus` and `device_env` its CPUs and GPUs; `bench` replaces the load client (tests)."""
     url = storage_url or storage.sqlite_url(p.run_dir)
     identity = p.spec.identity(p.launcher.model_path, p.space.knobs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -118,5 +122,6 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
             if guess:
                 study.enqueue_trial(guess, user_attrs={"informed_start": True})
     study.sampler = make_sampler(p.spec, p.space.knobs, len(study.trials), slot)
-    return Tuner(p.spec, p.launcher, p.space, p.targets, study, p.run_dir, callbacks,
-                 hardware=p.hardware, slot=slot, **kwargs)
+    what = Subject(p.spec, p.launcher, p.targets, **({"bench": bench} if bench else {}))
+    where = Placement.here(slot=slot, cpus=cpus, device_env=device_env, hardware=p.hardware)
+    return Tuner(TunerContext(what, where, study, p.run_dir), p.space, callbacks, wait_for_others)

@@ -20,7 +20,7 @@ from kvtune.launchers.base import Launcher
 from kvtune.tuner.fleet import accounting
 from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.build import Prepared, open_tuner, prepare
-from kvtune.tuner.search.importance import param_importance
+from kvtune.tuner.search.importance import ImportanceSchedule
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.overrides import SpecOverrides
@@ -73,6 +73,7 @@ class Session:
     storage_url: str
     warm_start_labels: list[str] = field(default_factory=list)
     workers: list[subprocess.Popen] = field(default_factory=list)
+    importance: ImportanceSchedule = field(default_factory=ImportanceSchedule)
 
     @property
     def results_path(self) -> Path:
@@ -86,20 +87,22 @@ class Session:
         trials = self.prepared.spec.trials
         return trials if size is None else min(trials, size + 1)
 
-    def payload(self, outcomes: list[TrialOutcome]) -> dict:
+    def payload(self, outcomes: list[TrialOutcome], final: bool = True) -> dict:
         """results.json's content; once the search stopped, with its "budget" (what it spent
-        and why it stopped asking)."""
+        and why it stopped asking). While the study runs (`final` False) the importance is the
+        last fit's, refitted every few trials (see `ImportanceSchedule`)."""
         p = self.prepared
+        importance = self.importance.current(self.tuner.study, outcomes, final=final)
         payload = build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
                                 [t.describe() for t in p.targets], p.spec.objective_specs, outcomes,
-                                param_importance(self.tuner.study).to_dict(), p.launcher.server_defaults())
+                                importance.to_dict(), p.launcher.server_defaults())
         if self.tuner.budget_report is not None:
             payload["budget"] = self.tuner.budget_report
         return payload
 
     def write_results(self) -> Path:
         """results.json as it stands now (called after every trial, so it is always current)."""
-        return write_results(self.results_path, self.payload(self.tuner.outcomes()))
+        return write_results(self.results_path, self.payload(self.tuner.outcomes(), final=False))
 
     def start_workers(self) -> None:
         """Workers for slots 1..N-1 (this process is slot 0); their logs go to the run dir."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kvtune.bench import client as bench_client
 from kvtune.launchers.base import Candidate, Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.confirm import SEED_STEP
+from kvtune.tuner.confirm import SEED_STEP, expected_s
 from kvtune.study.naming import comparison_metrics, name_best
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
@@ -123,3 +123,57 @@ def test_multi_objective_confirmation_remeasures_the_pareto_set_and_recomputes_i
     # baseline -> 95 at 275 ms: the baseline is dominated by trial 2
     assert outcomes[1].scores == [160.0, 575.0]
     assert {o.number for o in pareto(list(outcomes.values()), ["maximize", "minimize"])} == {1, 2}
+
+
+def test_a_transient_failure_in_the_confirmation_is_launched_again_not_a_verdict(make_tuner, tmp_path):
+    # the search measures speed 2 and the baseline; then every confirmation start carries a port
+    # clash for its first 2 starts: the first re-measurement's start and the runner's own retry
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
+    spec = StudySpec(study="conf-clash", trials=2, workload=TINY, confirm_top=1, informed_start=False).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    phases: list[str] = []
+    tuner.cb.phase = lambda n, p: phases.append(p)
+    tuner.run()
+    count = tmp_path / "confirm-starts"
+    launcher.always = {"port-clash": 1, "start-count-file": str(count), "faulty-starts": 2}
+    confirmations = tuner.confirm()
+    assert count.read_text() == "4"  # two clashes, then the trial's launch again, then the baseline
+    assert confirmations["1"]["feasible"] and confirmations["1"]["metrics"]
+    assert any("launching again" in p for p in phases)
+    assert {o.number: o.evidence for o in tuner.outcomes()}[1] == "re-measured, held"
+
+
+def test_a_confirmation_that_never_starts_records_no_verdict(make_tuner, tmp_path):
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
+    spec = StudySpec(study="conf-never", trials=2, workload=TINY, confirm_top=1, informed_start=False).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    tuner.run()
+    launcher.always = {"port-clash": 1}  # every start clashes from now on
+    confirmations = tuner.confirm()
+    assert confirmations == {}  # a port clash says nothing about a config: no verdict either way
+    assert all(o.evidence == "measured once" for o in tuner.outcomes())
+
+
+def test_the_confirmation_fits_in_what_is_left_of_the_time_budget(make_tuner):
+    import time
+
+    from kvtune.tuner.fleet import accounting
+
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
+    spec = StudySpec(study="conf-time", trials=2, workload=TINY, confirm_top=1, informed_start=False,
+                     time_budget_s=3600).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    phases: list[str] = []
+    tuner.cb.phase = lambda n, p: phases.append(p)
+    tuner.run()
+    accounting.begin_clock(tuner.study, now=time.time() - 3600)  # the whole hour is spent
+    assert tuner.confirm() == {}
+    skipped = [p for p in phases if p.startswith("not re-measured")]
+    assert len(skipped) == 2 and all("0 s of the time budget is left" in p for p in skipped)
+
+
+def test_expected_time_is_the_first_start_up_and_measurement():
+    o = _outcome(1, [100.0], {"parallel": 8})
+    assert expected_s(o) is None  # no wall time recorded: the confirmation tries it
+    o.metrics["measure_s"], o.startup_s = 12.5, 3.0
+    assert expected_s(o) == 15.5

@@ -31,7 +31,7 @@ def test_cost_objective_ranks_by_usd_per_million_tokens_with_energy(make_tuner):
     spec = StudySpec(study="c", trials=3, workload=TINY, objective="cost_per_mtok",
                      price_per_hour=3.6).validate()
     tuner, _ = make_tuner(spec, launcher)
-    tuner.energy_meter = SteadyMeter()
+    tuner.runner.energy_meter = SteadyMeter()
     tuner.study.enqueue_trial({"speed": 4})
     outcomes = [o for o in tuner.run() if o.duplicate_of is None]
     for o in outcomes:

@@ -223,7 +223,7 @@ def faulty(count_file: Path, faulty_starts: int, **faults) -> FakeLauncher:
 
 def quiet_memory(tuner) -> None:
     """Memory is always back: the loop tests do not depend on what else this host runs."""
-    tuner.memory_wait = MemoryWait(read=lambda: MemorySnapshot(64 * GiB), sleep=_no_sleep)
+    tuner.runner.memory_wait = MemoryWait(read=lambda: MemorySnapshot(64 * GiB), sleep=_no_sleep)
 
 
 def test_a_port_clash_on_the_first_start_is_retried_and_measured(make_tuner, tmp_path):
@@ -261,5 +261,5 @@ def test_a_duplicate_of_a_transient_failure_is_measured_again(make_tuner, tmp_pa
     # measured again, not copied: its own server (the third start), its own measurement
     assert second.duplicate_of is None and second.feasible and second.metrics
     assert count.read_text() == "3"
-    assert tuner._find_measured(second.candidate) is not None
-    assert tuner._find_measured(second.candidate).number == second.number
+    assert tuner.records.find_measured(second.candidate) is not None
+    assert tuner.records.find_measured(second.candidate).number == second.number

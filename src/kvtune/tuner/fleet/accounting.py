@@ -1,7 +1,7 @@
 """What a study's budget has spent, read from the study itself, so a resumed study and every
 worker count the same way.
 
-`tuner/budget.py` decides (pure); this module reads the counts it needs from the stored trials
+`tuner/fleet/budget.py` decides (pure); this module reads the counts it needs from the stored trials
 and keeps the two facts the trials do not hold in the study's user attrs:
 
 - ``budget``: the trials, time budget and asks cap of the run that opened the study last (a

@@ -8,7 +8,7 @@ from the GPUs this process may use (its own CUDA_VISIBLE_DEVICES, else every GPU
 PCI bus order so that CUDA's indices are NVML's (the memory wait and the pre-screen read the
 slot's GPUs through NVML). The study stores its own spec, so a worker on another host needs only the
 storage URL and the study name. A worker that dies leaves a trial that another re-runs
-(heartbeats across hosts, dead-process detection on the same host: see `Tuner._recover`).
+(heartbeats across hosts, dead-process detection on the same host: see tuner/fleet/recovery.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ took, a start-up that timed out (a busy host is slow), or a failed start while t
 server's memory was still held say nothing about it. Those are transient: the server is started
 once more, on a fresh port, as a fresh process; if that fails too, the trial is infeasible with
 its kind and `TrialOutcome.transient` set, and a later proposal of the same config is measured
-again instead of copied (`Tuner._find_measured`). Before every start, the memory wait
+again instead of copied (`TrialRecords.find_measured`). Before every start, the memory wait
 (`memory_wait.py`) lets the previous server's memory come back.
 """
 

@@ -7,7 +7,7 @@ box serve under my targets?": on the one running server (no relaunch per level) 
 load until a target breaks (measured twice before it counts), then bisects between the last level
 that held and the first that broke. Load is concurrency in closed loop and request rate in open
 loop; how each level is measured in steady state (warm-up, ramp, waves, duration) is capacity.py.
-Repeats stop early, all of them at once, when a target can no longer hold (tuner/stopping.py).
+Repeats stop early, all of them at once, when a target can no longer hold (tuner/trial/stopping.py).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: in
                     converge_on: str | None = None) -> Measurement:
     """`repeats` runs on one server, their requests pooled. With `targets`, the exact early stop
     watches the pooled requests as they finish (one watch over every repeat, as the verdict pools
-    them, see tuner/stopping.py): once a target can no longer hold, the run in progress is cut
+    them, see tuner/trial/stopping.py): once a target can no longer hold, the run in progress is cut
     and the repeats left are skipped; `Measurement.stopped` says why. The metrics also record
     ``measure_s`` (the wall time of the whole measurement, warm-up included), and with a watch
     ``planned_requests``, ``early_stopped`` (1 or 0) and ``early_stop_saved_s`` (the estimated
@@ -120,62 +120,82 @@ def measure_capacity(bench: Bench, base_url: str, workload: Workload,
     measure the client); ``capacity_client_limited`` then says the capacity is a lower bound.
     Every measurement is one entry of `Measurement.runs`: load, status, met, recheck, ramp_s.
     """
-    open_loop = is_open(workload)
-    results: dict[float, BenchRun] = {}
-    m = Measurement(metrics={})
-    typical = {"s": 0.0}  # one typical request's duration, from the last level with answers
+    return _CapacitySearch(bench, base_url, workload, targets, options, on_level, plan).run()
 
-    def measure(load: float, recheck: bool) -> LevelStatus:
-        w = level_workload(workload, load, plan, first=not results, typical_s=typical["s"])
-        ramp = ramp_for(plan, typical["s"])
-        run = bench(base_url, w, replace(options, ramp_s=ramp) if ramp else options)
+
+class _CapacitySearch:
+    """`measure_capacity`'s state: the levels measured so far and one typical request's duration
+    (from the last level with answers: it sizes the next level's ramp and steady state)."""
+
+    def __init__(self, bench: Bench, base_url: str, workload: Workload, targets: list[Target],
+                 options: BenchOptions, on_level: Callable[[float, bool], None], plan: CapacityPlan):
+        self.bench, self.base_url, self.workload, self.targets = bench, base_url, workload, targets
+        self.options, self.on_level, self.plan = options, on_level, plan
+        self.open_loop = is_open(workload)
+        self.results: dict[float, BenchRun] = {}
+        self.m = Measurement(metrics={})
+        self.typical_s = 0.0
+
+    def measure(self, load: float, recheck: bool) -> LevelStatus:
+        w = level_workload(self.workload, load, self.plan, first=not self.results, typical_s=self.typical_s)
+        ramp = ramp_for(self.plan, self.typical_s)
+        run = self.bench(self.base_url, w, replace(self.options, ramp_s=ramp) if ramp else self.options)
         if run.fell_behind:
             status = LevelStatus.CLIENT_LIMITED
         else:
-            status = LevelStatus.HELD if all(t.met(run.metrics) for t in targets) else LevelStatus.BROKE
-        results[load] = run
-        typical["s"] = typical_duration_s(run.metrics) or typical["s"]
-        m.runs.append({"load": load, "met": status is LevelStatus.HELD, "status": status.value,
-                       "recheck": recheck, "ramp_s": ramp, "metrics": run.metrics})
-        m.bench_runs.append(run)
-        on_level(load, status is LevelStatus.HELD)
+            status = LevelStatus.HELD if all(t.met(run.metrics) for t in self.targets) else LevelStatus.BROKE
+        self.results[load] = run
+        self.typical_s = typical_duration_s(run.metrics) or self.typical_s
+        self.m.runs.append({"load": load, "met": status is LevelStatus.HELD, "status": status.value,
+                            "recheck": recheck, "ramp_s": ramp, "metrics": run.metrics})
+        self.m.bench_runs.append(run)
+        self.on_level(load, status is LevelStatus.HELD)
         return status
 
-    def run_at(load: float, may_recheck: bool = False) -> LevelStatus:
-        status = measure(load, recheck=False)
-        if status is LevelStatus.BROKE and may_recheck and plan.recheck:
-            status = measure(load, recheck=True)  # a break counts only if it breaks again
+    def run_at(self, load: float, may_recheck: bool = False) -> LevelStatus:
+        status = self.measure(load, recheck=False)
+        if status is LevelStatus.BROKE and may_recheck and self.plan.recheck:
+            status = self.measure(load, recheck=True)  # a break counts only if it breaks again
         return status
 
-    lowest = 0.5 if open_loop else 1.0
-    ceiling = MAX_RATE if open_loop else MAX_CONCURRENCY
-    good, bad, load = 0.0, None, lowest
-    limited = False
-    while load <= ceiling:
-        status = run_at(load, may_recheck=True)
-        if status is LevelStatus.HELD:
+    def run(self) -> Measurement:
+        lowest = 0.5 if self.open_loop else 1.0
+        good, bad, limited = self._double(lowest)
+        if bad is not None and good > 0:
+            good, limited = self._bisect(good, bad, limited)
+        chosen = self.results[good] if good > 0 else self.results[lowest]
+        m = self.m
+        m.capacity = good
+        m.chosen = [chosen]
+        m.metrics = {**chosen.metrics, "capacity": good}
+        if limited:
+            m.metrics["capacity_client_limited"] = 1.0
+        return m
+
+    def _double(self, lowest: float) -> tuple[float, float | None, bool]:
+        """Double the load from `lowest` until a level does not hold: (held, broke, limited)."""
+        ceiling = MAX_RATE if self.open_loop else MAX_CONCURRENCY
+        good, load = 0.0, lowest
+        while load <= ceiling:
+            status = self.run_at(load, may_recheck=True)
+            if status is not LevelStatus.HELD:
+                return good, load, status is LevelStatus.CLIENT_LIMITED
             good, load = load, load * 2
-        else:
-            bad, limited = load, status is LevelStatus.CLIENT_LIMITED
-            break
-    if bad is not None and good > 0:
-        resolution = max(0.1 * good, 0.25) if open_loop else 1.0
+        return good, None, False
+
+    def _bisect(self, good: float, bad: float, limited: bool) -> tuple[float, bool]:
+        """Narrow the gap between the last level that held and the first that broke."""
+        resolution = max(0.1 * good, 0.25) if self.open_loop else 1.0
         while bad - good > resolution:
-            mid = (good + bad) / 2 if open_loop else float(int((good + bad) // 2))
+            mid = (good + bad) / 2 if self.open_loop else float(int((good + bad) // 2))
             if mid in (good, bad):
                 break
-            status = run_at(mid)
+            status = self.run_at(mid)
             if status is LevelStatus.HELD:
                 good = mid
             else:
                 bad, limited = mid, status is LevelStatus.CLIENT_LIMITED
-    chosen = results[good] if good > 0 else results[lowest]
-    m.capacity = good
-    m.chosen = [chosen]
-    m.metrics = {**chosen.metrics, "capacity": good}
-    if limited:
-        m.metrics["capacity_client_limited"] = 1.0
-    return m
+        return good, limited
 
 
 class MeteredBench:

@@ -29,7 +29,7 @@ def watched_targets(targets: Sequence[Target], baseline: bool,
     full, because its figures anchor what the others are judged by (relative targets such as
     "ttft<1.5x", the best-vs-baseline comparison, the near-miss hints). Relative targets are
     resolved from the baseline's first measurement; while it has no figures, nothing is watched
-    (the trial then fails on its own, see `Tuner._score`)."""
+    (the trial then fails on its own, see `TrialRunner.score`)."""
     if baseline:
         return []
     if not any(t.relative for t in targets):

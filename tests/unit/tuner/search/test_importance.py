@@ -6,7 +6,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate
-from kvtune.tuner.search.importance import MIN_TRIALS, param_importance
+from kvtune.tuner.search.importance import MIN_TRIALS, ImportanceSchedule, param_importance
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 
 DISTS = {"speed": FloatDistribution(1.0, 8.0), "color": CategoricalDistribution(("red", "blue"))}
@@ -46,3 +46,39 @@ def test_too_few_measured_feasible_trials_is_skipped_with_the_reason():
     assert imp.values is None
     assert f"at least {MIN_TRIALS} measured feasible" in imp.skipped and f"has {MIN_TRIALS - 1}" in imp.skipped
     assert imp.to_dict() == {"skipped": imp.skipped}
+
+
+def _outcomes(study: optuna.Study) -> list[TrialOutcome]:
+    return [TrialOutcome.from_dict(t.user_attrs["outcome"]) for t in study.trials]
+
+
+def test_the_schedule_refits_every_few_measured_trials_and_at_the_end():
+    rows = [(1.0 + i * 0.8, "red" if i % 2 else "blue", True, None) for i in range(MIN_TRIALS)]
+    study = study_of(rows)
+    schedule = ImportanceSchedule(every=3)
+    first = schedule.current(study, _outcomes(study))
+    assert first.values is not None and schedule.fits == 1
+    for i in range(2):  # two more measured trials: not yet worth a refit
+        value = 50.0 + i
+        o = TrialOutcome(number=len(study.trials), candidate=Candidate(flags={"speed": 5.0 + i, "color": "red"}),
+                         argv=["srv"], env={}, metrics={"output_throughput": value}, objective=value,
+                         constraints={RUNS_KEY: -1.0})
+        study.add_trial(optuna.trial.create_trial(params={"speed": 5.0 + i, "color": "red"}, distributions=DISTS,
+                                                  value=value, user_attrs={"outcome": to_jsonable(o)}))
+        assert schedule.current(study, _outcomes(study)) is first and schedule.fits == 1
+    final = schedule.current(study, _outcomes(study), final=True)
+    assert schedule.fits == 2 and final is not first and set(final.values) == {"speed", "color"}
+
+
+def test_a_skipped_importance_is_always_current():
+    rows = [(1.0 + i, "red" if i % 2 else "blue", True, None) for i in range(MIN_TRIALS - 2)]
+    study = study_of(rows)
+    schedule = ImportanceSchedule(every=100)
+    assert f"has {MIN_TRIALS - 2}" in schedule.current(study, _outcomes(study)).skipped
+    study.add_trial(optuna.trial.create_trial(
+        params={"speed": 7.5, "color": "red"}, distributions=DISTS, value=75.0,
+        user_attrs={"outcome": to_jsonable(TrialOutcome(
+            number=len(study.trials), candidate=Candidate(flags={"speed": 7.5, "color": "red"}), argv=["srv"],
+            env={}, metrics={"output_throughput": 75.0}, objective=75.0, constraints={RUNS_KEY: -1.0}))}))
+    assert f"has {MIN_TRIALS - 1}" in schedule.current(study, _outcomes(study)).skipped
+    assert schedule.fits == 0

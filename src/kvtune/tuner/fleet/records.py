@@ -1,0 +1,73 @@
+"""The study's finished trials as `TrialOutcome`s, decoded once and appended to as trials finish.
+
+Every lookup of a trial (is this config measured already? where is the baseline? what goes into
+results.json?) used to rebuild every stored trial with `TrialOutcome.from_dict`, several times per
+trial. The store decodes a stored trial once, by its number: `add` records the trial this worker
+just told, `refresh` reads from storage only the finished trials it does not hold yet (those other
+workers told, or a resumed study's). A finished trial never changes; the confirmations, kept in
+the study's user attrs, are re-read on refresh and attached to their trials.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+from kvtune.jsonsafe import to_jsonable
+from kvtune.launchers.base import Candidate
+from kvtune.study.outcome import TrialOutcome
+
+CONFIRMATIONS_ATTR = "confirmations"
+
+
+class TrialRecords:
+    """The outcomes of `study`'s COMPLETE trials that carry kvtune's outcome."""
+
+    def __init__(self, study: optuna.Study):
+        self.study = study
+        self._by_number: dict[int, TrialOutcome] = {}
+        self.confirmations: dict[str, Any] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Decode the finished trials not held yet; re-read the confirmations."""
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            if t.number not in self._by_number and "outcome" in t.user_attrs:
+                self._by_number[t.number] = TrialOutcome.from_dict(t.user_attrs["outcome"])
+        self.confirmations = dict(self.study.user_attrs.get(CONFIRMATIONS_ATTR, {}))
+        self._attach()
+
+    def add(self, stored: dict[str, Any]) -> TrialOutcome:
+        """A trial this worker just told, as stored (`to_jsonable(outcome)`): read back the way a
+        refresh would read it, so both give the same record."""
+        outcome = TrialOutcome.from_dict(stored)
+        outcome.confirmation = self.confirmations.get(str(outcome.number))
+        self._by_number[outcome.number] = outcome
+        return outcome
+
+    def confirm(self, number: int, record: dict[str, Any]) -> None:
+        """Store the confirmation of trial `number` (in the study: a resumed confirmation skips it)."""
+        self.confirmations[str(number)] = record
+        self.study.set_user_attr(CONFIRMATIONS_ATTR, to_jsonable(self.confirmations))
+        self._attach()
+
+    def outcomes(self) -> list[TrialOutcome]:
+        """Every finished trial held, by number."""
+        return [self._by_number[n] for n in sorted(self._by_number)]
+
+    def measured_baseline(self) -> TrialOutcome | None:
+        """The baseline's measurement (what relative targets and the early stop refer to)."""
+        return next((o for o in self.outcomes() if o.baseline and o.measured), None)
+
+    def find_measured(self, candidate: Candidate) -> TrialOutcome | None:
+        """An earlier trial that measured `candidate` in its own right (not the baseline, not a
+        copy, not a transient failure: a port clash or slow start is no verdict to copy)."""
+        for o in self.outcomes():
+            if o.duplicate_of is None and o.candidate == candidate and not o.baseline and not o.transient:
+                return o
+        return None
+
+    def _attach(self) -> None:
+        for n, o in self._by_number.items():
+            o.confirmation = self.confirmations.get(str(n))

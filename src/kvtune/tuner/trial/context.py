@@ -1,0 +1,61 @@
+"""The two groups of facts every trial needs, typed: what is measured and where it runs.
+
+The search loop, the confirmation and any re-measurement run trials with the same facts, so they
+travel together instead of as a dozen loose constructor parameters (the study in storage, the
+third group, is the loop's: see `tuner.loop.TunerContext`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvtune.bench import client as bench_client
+from kvtune.launchers.base import Launcher
+from kvtune.launchers.process import process_start_ticks
+from kvtune.objectives.targets import Target
+from kvtune.study.spec import StudySpec
+from kvtune.tuner.trial.measure import Bench
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a trial measures: the study's spec, its backend's launcher, the parsed targets, and
+    the load client (`kvtune.bench.client.run`, or a test's stand-in)."""
+
+    spec: StudySpec
+    launcher: Launcher
+    targets: list[Target]
+    bench: Bench = bench_client.run
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where trials run: the host servers listen on, this worker's slot, its CPU set (servers are
+    pinned to it), its GPU slot's environment (set on its servers only, e.g.
+    CUDA_VISIBLE_DEVICES), the host's hardware fingerprint, and the worker's identity (recorded
+    on each trial, so a dead worker's trial is recognised: see tuner/fleet/recovery.py)."""
+
+    host: str = "127.0.0.1"
+    slot: int = 0
+    cpus: set[int] | None = None
+    device_env: dict[str, str] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)
+    worker: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def here(cls, slot: int = 0, cpus: set[int] | None = None, device_env: dict[str, str] | None = None,
+             hardware: dict[str, Any] | None = None, host: str = "127.0.0.1") -> "Placement":
+        """This process as the worker on `slot`."""
+        return cls(host=host, slot=slot, cpus=cpus, device_env=dict(device_env or {}),
+                   hardware=hardware or {}, worker=worker_identity(slot, cpus))
+
+
+def worker_identity(slot: int, cpus: set[int] | None) -> dict[str, Any]:
+    """Who runs trials here: host, pid and the process's start time (a pid reused by another
+    process is not mistaken for this worker), slot and CPU set."""
+    pid = os.getpid()
+    return {"host": os.environ.get("KVTUNE_WORKER_HOST") or socket.gethostname(), "pid": pid,
+            "start_ticks": process_start_ticks(pid), "slot": slot, "cpus": sorted(cpus) if cpus else None}

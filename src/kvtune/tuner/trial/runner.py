@@ -1,0 +1,203 @@
+"""One trial on one server: launch -> measure -> score -> a `TrialOutcome`.
+
+The search loop (tuner/loop.py), the confirmation (tuner/confirm.py) and any re-measurement run a
+config through this one runner, so a trial is started, measured, metered, early-stopped and
+scored the same way whoever asks. What the runner needs from the study is passed in: the measured
+baseline (relative targets and the early stop are set from its figures) and, for a
+re-measurement, another workload. The early stop's reason comes back in the `Measurement` and
+ends up in the outcome; nothing is kept between trials but the memory wait's last reading.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property, partial
+from pathlib import Path
+from typing import Any, Callable
+
+from kvtune.bench.client import BenchOptions, slo_goodput
+from kvtune.bench.tokenizer import try_load_tokenizer
+from kvtune.energy import Meter, open_meter
+from kvtune.jsonsafe import to_jsonable
+from kvtune.kinds import FailureKind
+from kvtune.launchers.base import Candidate, Launcher
+from kvtune.launchers.process import ServerProcess, free_port, last_error_line
+from kvtune.objectives.targets import Target
+from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner.trial import scoring
+from kvtune.tuner.trial.context import Placement, Subject
+from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
+from kvtune.tuner.trial.measure import Measurement, MeteredBench, account, measure_capacity, measure_repeats
+from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
+from kvtune.tuner.trial.stopping import watched_targets
+from kvtune.workload import Workload
+
+Phase = Callable[[int, str], None]  # (trial number, what it is doing now)
+
+
+class TrialRunner:
+    """Runs trials for one worker. `pid_file` records its running server (a later run reaps a
+    leftover); `on_phase` reports what a trial is doing."""
+
+    def __init__(self, what: Subject, where: Placement, pid_file: Path, on_phase: Phase = lambda n, p: None):
+        self.what, self.where = what, where
+        self.pid_file = pid_file
+        self.on_phase = on_phase
+        # The model's own tokenizer (GGUF vocab or HF) makes synthetic prompts exact; loaded
+        # once per study, None when unavailable (prompts are then a stated approximation).
+        self.tokenizer = _study_tokenizer(what.launcher)
+        latency = {t.metric: t.threshold for t in what.targets
+                   if t.upper and not t.relative and t.metric in ("ttft", "tpot", "e2el")}
+        self._goodput = slo_goodput(latency) if latency else None
+
+    @property
+    def launcher(self) -> Launcher:
+        return self.what.launcher
+
+    @property
+    def targets(self) -> list[Target]:
+        return self.what.targets
+
+    def new_outcome(self, number: int, candidate: Candidate, baseline: bool,
+                    warm_start: str | None = None) -> tuple[TrialOutcome, int]:
+        """The outcome to fill for `candidate` (its argv for a fresh port, its environment) and
+        that port."""
+        host = self.where.host
+        port = free_port(host)
+        outcome = TrialOutcome(number=number, candidate=candidate, argv=self.launcher.command(candidate, port, host),
+                               env=self.launcher.environment(candidate), baseline=baseline,
+                               warm_start=warm_start, device_env=dict(self.where.device_env))
+        return outcome, port
+
+    def run(self, outcome: TrialOutcome, port: int, trial_dir: Path, baseline: TrialOutcome | None,
+            workload: Workload | None = None) -> TrialOutcome:
+        """Start the server of `outcome.argv`, measure it under `workload` (the study's unless
+        given: the confirmation re-measures with other prompts), stop it; fill in and score.
+        `baseline`: the study's measured baseline, None while it has none."""
+        n = outcome.number
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        self.on_phase(n, "starting server")
+        try:  # waits for the previous server's memory; retries a transient failure once
+            server = self._starter(n).start(outcome, port, trial_dir)
+        except LaunchFailed as e:
+            outcome.transient = e.transient
+            return self.infeasible(outcome, e.kind, e.reason)
+        watched = self._early_stop_targets(outcome, baseline)
+        try:
+            measured = self._measure(n, server.base_url, workload or self.what.spec.workload, watched)
+            failures = any(r.metrics.get("failed", 0) for r in measured.bench_runs)
+            died = server.exited_within(2.0 if failures else 0.0)
+        finally:
+            server.stop()
+        self._record(outcome, measured, server, trial_dir)
+        self.score(outcome, baseline)
+        if died:
+            rc = server.proc.returncode if server.proc else None
+            reason = f"server crashed during the benchmark (status {rc}): {last_error_line(server.log_text())}"
+            return self.infeasible(outcome, FailureKind.CRASHED, reason, keep_metrics=True)
+        if measured.stopped:
+            self._stopped_early(outcome, measured.stopped)
+        return outcome
+
+    def _record(self, outcome: TrialOutcome, measured: Measurement, server: ServerProcess,
+                trial_dir: Path) -> None:
+        """The measurement into the outcome, the bench runs into the trial's folder."""
+        # e.g. vLLM's "KV cache size: N tokens", max concurrency
+        outcome.server_facts = self.launcher.startup_facts(server.log_text())
+        (trial_dir / "bench.json").write_text(json.dumps(to_jsonable(
+            {"runs": [r.to_dict() for r in measured.bench_runs]}), indent=1))
+        outcome.metrics = measured.metrics
+        outcome.spread = measured.spread
+        outcome.server_metrics = getattr(measured.bench_runs[-1], "server_metrics", None) or {} \
+            if measured.bench_runs else {}
+        outcome.load_levels = [{k: v for k, v in r.items() if k != "metrics"} for r in measured.runs
+                               if "load" in r]
+
+    def _stopped_early(self, outcome: TrialOutcome, reason: str) -> None:
+        """The measurement was cut because a target could no longer hold: the trial is
+        infeasible (COMPLETE with its violated constraints, so the sampler learns) and says why."""
+        if outcome.feasible:  # cannot happen (the partial figures miss too): never let it pass
+            self.infeasible(outcome, FailureKind.TARGET_MISSED, reason, keep_metrics=True)
+            return
+        outcome.reason = reason
+
+    # ---- scoring ---------------------------------------------------------------------------------
+    def score(self, outcome: TrialOutcome, baseline: TrialOutcome | None) -> None:
+        """Constraints, objective values and the miss's reason (see tuner/trial/scoring.py)."""
+        resolved = scoring.resolved_targets(self.targets, baseline, outcome)
+        scoring.score(outcome, resolved, self.targets, self.what.spec.objective_specs)
+
+    def infeasible(self, outcome: TrialOutcome, kind: FailureKind, reason: str,
+                   keep_metrics: bool = False) -> TrialOutcome:
+        return scoring.infeasible(outcome, self.targets, kind, reason, keep_metrics)
+
+    def _early_stop_targets(self, outcome: TrialOutcome, baseline: TrialOutcome | None) -> list[Target]:
+        """What the early stop watches (see `stopping.watched_targets`): nothing on the baseline,
+        measured in full in the search and in the confirmation."""
+        if not self.what.spec.early_stop or outcome.baseline:
+            return []
+        return watched_targets(self.targets, False, baseline.metrics if baseline else None)
+
+    # ---- the server and the load -----------------------------------------------------------------
+    @cached_property
+    def memory_wait(self) -> MemoryWait:
+        """Remembers the memory before each launch and waits for it before the next (a test
+        assigns one with a fake reader, clock and sleep)."""
+        return MemoryWait(read=partial(read_memory, visible_gpus(self.where.device_env)))
+
+    @cached_property
+    def energy_meter(self) -> Meter | None:
+        """This worker's GPUs through NVML, else RAPL; None: not measurable (a test assigns one)."""
+        return open_meter(visible_gpus(self.where.device_env))
+
+    def _starter(self, n: int) -> Starter:
+        where = self.where
+
+        def new_server(o: TrialOutcome, port: int, log: Path) -> ServerProcess:
+            return ServerProcess(argv=o.argv, env={**o.env, **where.device_env}, log_path=log, port=port,
+                                 host=where.host, health_path=self.launcher.health_path,
+                                 pid_file=self.pid_file, cpus=where.cpus)
+        return Starter(self.launcher, where.host, self.what.spec.startup_timeout_s, self.memory_wait,
+                       new_server, on_phase=lambda p: self.on_phase(n, p))
+
+    def _usd_per_hour(self) -> float | None:
+        """What this worker's server costs per hour (a per-GPU price times the GPUs it uses)."""
+        price = self.what.spec.price
+        if price is None:
+            return None
+        gpus = visible_gpus(self.where.device_env)
+        return price.hourly(len(gpus) if gpus is not None else int(self.where.hardware.get("gpu_count") or 0))
+
+    def _measure(self, n: int, base_url: str, workload: Workload, watched: list[Target]) -> Measurement:
+        """Measure under load, with the energy of the measured runs and the cost per 1M tokens."""
+        bench = MeteredBench(self.what.bench, self.energy_meter)
+        return account(self._measure_load(n, base_url, workload, bench, watched), bench, self._usd_per_hour())
+
+    def _measure_load(self, n: int, base_url: str, workload: Workload, bench: MeteredBench,
+                      watched: list[Target]) -> Measurement:
+        spec = self.what.spec
+        extra_body = dict(self.launcher.request_extra_body())
+        if workload.shared_prefix_fraction > 0 and "cache_prompt" in extra_body:
+            extra_body["cache_prompt"] = True  # the workload tests prefix caching: let it work
+        options = BenchOptions(
+            model=self.launcher.served_model_name(), extra_body=extra_body,
+            on_phase=lambda p: self.on_phase(n, p), goodput_fn=self._goodput, tokenizer=self.tokenizer,
+            scrape_metrics=self.launcher.scrapes_metrics)  # vLLM: /metrics before, during, after
+        if spec.primary.name == "capacity":
+            def on_level(load: float, ok: bool) -> None:
+                self.on_phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}")
+            return measure_capacity(bench, base_url, workload, self.targets, options, on_level=on_level)
+        runs, auto = spec.repeat_plan
+        measured = measure_repeats(bench, base_url, workload, runs, options, watched,
+                                   converge_on=spec.primary.key if auto else None)
+        if measured.stopped:
+            self.on_phase(n, measured.stopped)
+        return measured
+
+
+def _study_tokenizer(launcher: Launcher) -> Any:
+    path = launcher.model_path
+    if not path or not Path(str(path)).exists():
+        return None
+    tok, _why = try_load_tokenizer(path)
+    return tok
