@@ -38,3 +38,18 @@ def test_a_disturbed_measurement_is_no_repeat_in_the_noise_pool():
     clean = [outcome(1, 60.0, again=58.0), outcome(2, 40.0, again=41.0)]
     pooled = noise_of(clean)
     assert noise_of(clean + [outcome(3, 60.0, again=20.0, again_busy=True)]) == pooled
+
+
+def test_the_disturbed_measurements_are_listed_with_their_fate():
+    from kvtune.study.disturbed import disturbed_measurements
+
+    remeasured = outcome(0, 50.0)
+    remeasured.interference = {"disturbed": False, "foreign_cores": 0.02, "reason": "quiet"}
+    remeasured.disturbed_attempts = [BUSY]
+    stayed = outcome(4, 70.0, busy=True)
+    stayed.disturbed_attempts = [dict(BUSY, foreign_cores=1.1), dict(BUSY, foreign_cores=1.2)]
+    listed = disturbed_measurements([stayed, outcome(2, 60.0), remeasured])
+    assert [(d.trial, d.measurement, d.remeasured, d.still_disturbed) for d in listed] == [
+        (0, "first measurement", 1, False), (4, "first measurement", 2, True)]
+    assert listed[1].foreign_cores == 1.6 and "foreign CPU 1.60 cores" in listed[1].text()
+    assert "re-measured 1x, then quiet" in listed[0].text() and "no evidence" in listed[1].text()
