@@ -6,7 +6,9 @@ of its ``--repeats`` runs on one server (`TrialOutcome.spread`, a coefficient of
 ``metrics["repeats"]`` runs). `objectives.noise` pools them; this module only reads them out of
 the record, so the run's summary, results.json, `kvtune show` and the report compute the same
 figure from the same trials. Duplicates (a replay of an earlier trial) and failed measurements
-are not repeats.
+are not repeats, and neither is a measurement that stayed disturbed (the machine was busy with
+something else, `TrialOutcome.disturbed`, or ``"disturbed"`` in the confirmation's record): its
+spread is the other load's, not the config's.
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ def measurements(o: TrialOutcome, key: str) -> list[float]:
         values = [o.objective, again.get("objective")]
     else:
         values = [(o.metrics or {}).get(key), (again.get("metrics") or {}).get(key)]
+    values = [None if o.disturbed else values[0], None if again.get("disturbed") else values[1]]
     return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
 def _repeat_spread(o: TrialOutcome, key: str, objective_key: str | None) -> tuple[float, int] | None:
+    if o.disturbed:
+        return None
     runs = int((o.metrics or {}).get("repeats") or 0)
     metric = objective_key if key == OBJECTIVE else key
     cv = o.spread.get(metric) if metric else None
