@@ -15,6 +15,7 @@ import pytest
 from kvtune.workload import Workload
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.trial.disturbance import unwatched
 from kvtune.tuner.loop import Callbacks
 from kvtune.study.spec import StudySpec
 
@@ -90,14 +91,16 @@ def make_tuner(tmp_path: Path):
     """Build a Tuner over the fake launcher; returns (tuner, events)."""
 
     def build(spec: StudySpec | None = None, launcher: FakeLauncher | None = None,
-              callbacks: Callbacks | None = None, bench: Any = None, **spec_kw):
-        """`callbacks` replace the event collector; `bench` replaces the load client."""
+              callbacks: Callbacks | None = None, bench: Any = None, monitor: Any = unwatched, **spec_kw):
+        """`callbacks` replace the event collector; `bench` replaces the load client; `monitor`
+        the interference monitor (none by default: a fake server's figures are no evidence, and on
+        a loaded machine every trial would be re-measured)."""
         spec = spec or StudySpec(study="t", trials=4, workload=TINY, startup_timeout_s=20,
                                  **spec_kw).validate()
         events: list = []
         cb = callbacks or Callbacks(trial_finished=events.append)
         prepared = prepare(spec, launcher=launcher or FakeLauncher(), runs_dir=str(tmp_path / "runs"))
-        return open_tuner(prepared, cb, **({"bench": bench} if bench else {})), events
+        return open_tuner(prepared, cb, monitor=monitor, **({"bench": bench} if bench else {})), events
 
     return build
 

@@ -37,9 +37,16 @@ TOP_CONSUMERS = 5
 Pids = Callable[[], Iterable[int]]
 
 
+# Set by `kvtune run --workers N` on the workers it starts: the pid of the process that started
+# them. Its tree (the other workers, their servers and load) is the same study, not interference.
+FAMILY_ENV = "KVTUNE_FAMILY_PID"
+
+
 def this_process() -> tuple[int, ...]:
-    """kvtune's own tree by default: this process (its children come with it)."""
-    return (os.getpid(),)
+    """kvtune's own tree by default: this process (its children come with it) and, in a worker
+    started by `kvtune run --workers N`, the process that started it (`FAMILY_ENV`)."""
+    family = os.environ.get(FAMILY_ENV, "")
+    return (os.getpid(), int(family)) if family.isdigit() else (os.getpid(),)
 
 
 def no_server() -> tuple[int, ...]:

@@ -17,6 +17,7 @@ from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.trial.disturbance import unwatched
 from kvtune.study.spec import StudySpec
 
 # A continuous speed makes every candidate distinct (each trial launches); about half the
@@ -63,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         launcher.knobs = (Knob("speed", KnobKind.FLOAT, low=1.0, high=4.0),)
     if a.join:
         from kvtune.tuner.fleet.workers import join
-        tuner = join(a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot)
-    else:
-        tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=a.runs_dir), storage_url=a.storage)
+        tuner = join(a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot, monitor=unwatched)
+    else:  # a fake server's figures are no evidence: nothing to watch (tuner/trial/disturbance.py)
+        tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=a.runs_dir), storage_url=a.storage,
+                           monitor=unwatched)
     if a.faults:  # draw faults at random: TPE would learn to avoid them, which is not the test
         import optuna
         tuner.study.sampler = optuna.samplers.RandomSampler(seed=a.seed + len(tuner.study.trials))

@@ -19,6 +19,7 @@ from kvtune.tuner.search import samplers
 from kvtune.tuner.fleet import storage
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
 from kvtune.tuner.trial.context import Placement, Subject
+from kvtune.tuner.trial.disturbance import MonitorFactory
 from kvtune.tuner.trial.measure import Bench
 from kvtune.tuner.search.space import SearchSpace
 from kvtune.study.sampler_choice import check_sampler_installed
@@ -92,11 +93,12 @@ def refuse_changed_settings(p: Prepared, stored_spec: dict) -> None:
 def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str | None = None,
                allow_mixed_hardware: bool = False, slot: int = 0, *, cpus: set[int] | None = None,
                device_env: dict[str, str] | None = None, wait_for_others: bool = True,
-               bench: Bench | None = None) -> Tuner:
+               bench: Bench | None = None, monitor: MonitorFactory | None = None) -> Tuner:
     """Create or join the study. The creator stores the spec (so `kvtune worker` needs only the
     storage URL and study name) and queues the baseline as the first trial. `slot` is this
     worker's place (0 = the process that created the study): its sampler seed and CPU set;
-    `cpus` and `device_env` its CPUs and GPUs; `bench` replaces the load client (tests)."""
+    `cpus` and `device_env` its CPUs and GPUs; `bench` replaces the load client and `monitor` the
+    interference monitor (tests)."""
     url = storage_url or storage.sqlite_url(p.run_dir)
     identity = p.spec.identity(p.launcher.model_path, p.space.knobs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -122,6 +124,7 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
             if guess:
                 study.enqueue_trial(guess, user_attrs={"informed_start": True})
     study.sampler = make_sampler(p.spec, p.space.knobs, len(study.trials), slot)
-    what = Subject(p.spec, p.launcher, p.targets, **({"bench": bench} if bench else {}))
+    what = Subject(p.spec, p.launcher, p.targets, **({"bench": bench} if bench else {}),
+                   **({"monitor": monitor} if monitor else {}))
     where = Placement.here(slot=slot, cpus=cpus, device_env=device_env, hardware=p.hardware)
     return Tuner(TunerContext(what, where, study, p.run_dir), p.space, callbacks, wait_for_others)

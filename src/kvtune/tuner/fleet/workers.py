@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from kvtune import hardware
+from kvtune.interference.monitor import FAMILY_ENV
+from kvtune.tuner.trial.disturbance import MonitorFactory
 from kvtune.errors import SpecError
 from kvtune.launchers.process import die_with_parent
 from kvtune.tuner.fleet import storage
@@ -81,8 +83,9 @@ def join(storage_url: str, study_name: str, *, launcher: Launcher | None = None,
          slot: int = 0, slots: int = 1, gpus_per_trial: int = 0, llama_server: str | None = None,
          vllm_python: str | None = None,
          callbacks: Callbacks | None = None, allow_mixed_hardware: bool = False,
-         wait_for_others: bool = False) -> Tuner:
-    """A Tuner for an existing study, built from the spec stored in it."""
+         wait_for_others: bool = False, monitor: MonitorFactory | None = None) -> Tuner:
+    """A Tuner for an existing study, built from the spec stored in it (`monitor`: the
+    interference monitor, see tuner/trial/disturbance.py)."""
     study = storage.load_study(study_name, storage_url)
     if "spec" not in study.user_attrs:
         raise SpecError(f"study {study_name!r} was not created by kvtune (no stored spec)")
@@ -95,7 +98,7 @@ def join(storage_url: str, study_name: str, *, launcher: Launcher | None = None,
     tuner = open_tuner(prepared, callbacks, storage_url=storage_url,
                        allow_mixed_hardware=allow_mixed_hardware, slot=slot,
                        cpus=cpu_slot(slot, slots), wait_for_others=wait_for_others,
-                       device_env=gpu_slot(slot, gpus_per_trial))
+                       device_env=gpu_slot(slot, gpus_per_trial), monitor=monitor)
     return tuner
 
 
@@ -132,5 +135,6 @@ def spawn(n: int, storage_url: str, study_name: str, run_dir: Path,
         with open(run_dir / f"worker-{slot}.log", "ab") as log:
             procs.append(subprocess.Popen(
                 worker_argv(storage_url, study_name, slot, n, options),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent))
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+                env={**os.environ, FAMILY_ENV: str(os.getpid())}))  # its siblings are not interference
     return procs

@@ -17,18 +17,21 @@ from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import process_start_ticks
 from kvtune.objectives.targets import Target
 from kvtune.study.spec import StudySpec
+from kvtune.tuner.trial.disturbance import MonitorFactory, watch_machine
 from kvtune.tuner.trial.measure import Bench
 
 
 @dataclass(frozen=True)
 class Subject:
-    """What a trial measures: the study's spec, its backend's launcher, the parsed targets, and
-    the load client (`kvtune.bench.client.run`, or a test's stand-in)."""
+    """What a trial measures: the study's spec, its backend's launcher, the parsed targets, the
+    load client (`kvtune.bench.client.run`, or a test's stand-in) and the interference monitor of
+    each launch (tuner/trial/disturbance.py; tests of the loop on fake servers watch nothing)."""
 
     spec: StudySpec
     launcher: Launcher
     targets: list[Target]
     bench: Bench = bench_client.run
+    monitor: MonitorFactory = watch_machine
 
 
 @dataclass(frozen=True)

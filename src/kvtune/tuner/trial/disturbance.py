@@ -33,6 +33,23 @@ def watch_machine(server_pids: Pids, gpus: frozenset[int] | None) -> Watch:
     return Monitor(server_pids=server_pids, gpus=gpus)
 
 
+class Unwatched:
+    """No watching: for the fake servers of kvtune's own tests and its test driver, whose figures
+    are no performance evidence (a test suite run on a loaded machine would otherwise re-measure
+    every trial and wait for a quiet that never comes)."""
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        return None
+
+
+def unwatched(server_pids: Pids, gpus: frozenset[int] | None) -> Unwatched:
+    """A `MonitorFactory` that watches nothing (see `Unwatched`)."""
+    return Unwatched()
+
+
 class Attempts:
     """One launch's measurements, judged by their windows. `measure()` -> (figures, window) is
     called again while the window is disturbed and attempts are left (`again()`)."""

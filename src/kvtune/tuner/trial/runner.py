@@ -28,7 +28,7 @@ from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial import scoring
 from kvtune.interference import Interference, Watch
 from kvtune.tuner.trial.context import Placement, Subject
-from kvtune.tuner.trial.disturbance import Attempts, MonitorFactory, watch_machine
+from kvtune.tuner.trial.disturbance import Attempts, MonitorFactory
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
 from kvtune.tuner.trial.measure import (Measurement, MeteredBench, WatchedBench, account, measure_capacity,
                                        measure_repeats)
@@ -46,11 +46,11 @@ class TrialRunner:
     wait for a quiet machine sleeps with."""
 
     def __init__(self, what: Subject, where: Placement, pid_file: Path, on_phase: Phase = lambda n, p: None,
-                 monitor: MonitorFactory = watch_machine, sleep: Callable[[float], None] = time.sleep):
+                 monitor: MonitorFactory | None = None, sleep: Callable[[float], None] = time.sleep):
         self.what, self.where = what, where
         self.pid_file = pid_file
         self.on_phase = on_phase
-        self.monitor, self.sleep = monitor, sleep
+        self.monitor, self.sleep = monitor or what.monitor, sleep
         # The model's own tokenizer (GGUF vocab or HF) makes synthetic prompts exact; loaded
         # once per study, None when unavailable (prompts are then a stated approximation).
         self.tokenizer = _study_tokenizer(what.launcher)
