@@ -9,7 +9,7 @@ import pytest
 from kvtune.kinds import Direction
 from kvtune.objectives.evidence import (Candidate, Estimate, changed_from_defaults, choose_named_best,
                                         convergence_key, converged, estimate, overlap, simplicity, t95)
-from kvtune.objectives.noise import PRIOR, Noise
+from kvtune.objectives.noise import Noise
 
 # A measured study noise: 2% relative SD with 10 degrees of freedom (t95 = 2.228).
 QUIET = Noise(0.02, 10, (1, 2, 3))
