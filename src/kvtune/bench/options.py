@@ -23,7 +23,7 @@ from kvtune.objectives.metrics import RequestSample
 
 @dataclass
 class BenchRun:
-    """One measured run. `metrics` = ``summarize(samples, duration_s)`` plus the server-timing
+    """One measured run. `metrics` = ``summarize_requests(samples, duration_s)`` plus the server-timing
     split and schedule keys; warm-up is kept apart. `server_metrics` holds the /metrics
     deltas and gauges when scraped. Never holds the API key."""
 

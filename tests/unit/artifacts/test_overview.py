@@ -69,7 +69,7 @@ def test_target_misses_group_by_target_and_duplicates_are_skipped():
 
 def test_trade_off_view_is_exactly_the_non_dominated_feasible_measured_trials():
     r = load("misses")
-    front = ov.pareto(r)
+    front = ov.study_front(r)
     pts = [t for t in r["trials"] if t["feasible"] and t["duplicate_of"] is None and t["metrics"]]
 
     def dominates(a, b):
@@ -95,7 +95,7 @@ def test_trade_off_view_on_a_constructed_set():
 
     r = {"trials": [trial(0, 100, 10), trial(1, 200, 20), trial(2, 150, 5), trial(3, 200, 20),
                     trial(4, 50, 50, feasible=False), trial(5, 10, 99, dup=1), trial(6, 300, 30)]}
-    assert [t.number for t in ov.pareto(r)] == [0, 1, 3, 6]
+    assert [t.number for t in ov.study_front(r)] == [0, 1, 3, 6]
 
 
 def test_legacy_failure_reasons_are_read_into_kinds():
