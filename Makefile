@@ -43,13 +43,15 @@ unit: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
 # What CI checks besides the tests: lint and format (ruff), types (mypy, configured in
-# pyproject.toml), and the import layering (src/kvtune/devtools/arrows.py).
+# pyproject.toml), the import layering (src/kvtune/devtools/arrows.py) and the module and
+# function sizes (src/kvtune/devtools/sizes.py).
 lint: ruff types
 
 ruff: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m ruff format --check src tests benchmarks
 	$(PY) -m kvtune.devtools.arrows
+	$(PY) -m kvtune.devtools.sizes
 
 types: $(STAMP)
 	$(PY) -m mypy
