@@ -223,27 +223,27 @@ def test_fake_process_rejects_flags_with_status_2(flag: str) -> None:
 
 def test_fake_process_serves_then_crashes() -> None:
     port = _free_port()
-    proc = subprocess.Popen(_module("--port", str(port), "--ttft-ms", "5", "--itl-ms", "1",
-                                    "--crash-after-requests", "1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "fake server did not come up"
-            time.sleep(0.02)
-        res = run(url, _wl(num_requests=2, concurrency=1, output_tokens=4), BenchOptions("m"))
-        assert [s.ok for s in res.samples] == [True, False]
-        assert proc.wait(timeout=5) == 1
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with subprocess.Popen(_module("--port", str(port), "--ttft-ms", "5", "--itl-ms", "1",
+                                  "--crash-after-requests", "1"),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:  # closes the pipe
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    if httpx.get(url + "/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "fake server did not come up"
+                time.sleep(0.02)
+            res = run(url, _wl(num_requests=2, concurrency=1, output_tokens=4), BenchOptions("m"))
+            assert [s.ok for s in res.samples] == [True, False]
+            assert proc.wait(timeout=5) == 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 # -- metric definitions with controlled timing (async MockTransport streams) ------------------
