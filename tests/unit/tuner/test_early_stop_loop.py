@@ -1,6 +1,7 @@
 """The exact early stop in a measurement: the load client's hook cancels what is in flight, the
 repeats share one watch, and a trial that can no longer meet its targets ends early as an
-infeasible COMPLETE trial that says why (fake launcher: real processes, client and storage)."""
+infeasible COMPLETE trial that says why (fake launcher: real processes and storage; in the loop
+the load is measured on virtual time, so a loaded machine cannot move a 300 ms TTFT)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from kvtune.launchers.base import Knob
 from kvtune.objectives.early_stop import EarlyStop
 from kvtune.objectives.metrics import RequestSample
 from kvtune.objectives.targets import parse_targets
-from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench
 from kvtune.tuner.build import prepare
 from kvtune.tuner.trial.measure import measure_repeats
 from kvtune.study.outcome import RUNS_KEY
@@ -29,7 +30,17 @@ from kvtune.tuner.trial.stopping import planned_requests, saved_seconds, watched
 
 WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16, warmup_requests=1,
               request_timeout_s=10)
-SLOW = FakeLauncher(base_ttft_ms=300, knobs=(Knob("speed", "choices", choices=(1,)),))
+
+
+def slow() -> RecordingFakeLauncher:
+    """A 300 ms TTFT server, one config; each test its own (the launcher records its commands)."""
+    return RecordingFakeLauncher(base_ttft_ms=300, knobs=(Knob("speed", "choices", choices=(1,)),))
+
+
+def virtual_tuner(make_tuner, spec: StudySpec, launcher: RecordingFakeLauncher):
+    """The tuner over real fake-server processes, its load measured on virtual time."""
+    tuner, _ = make_tuner(spec, launcher, bench=VirtualBench(launcher))
+    return tuner
 
 
 def after(n: int):
@@ -140,7 +151,7 @@ def test_one_watch_spans_the_repeats_and_a_stop_skips_the_rest():
 def test_a_slow_config_against_a_tight_target_stops_early_infeasible_and_complete(make_tuner):
     spec = StudySpec(study="es", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
                      startup_timeout_s=20, informed_start=False).validate()
-    tuner, _ = make_tuner(spec, SLOW)
+    tuner = virtual_tuner(make_tuner, spec, slow())
     base, o = tuner.run()
     # the baseline is as slow, but measured in full: its figures anchor the comparisons
     assert base.metrics["num_requests"] == 16 and "early_stopped" not in base.metrics
@@ -161,7 +172,7 @@ def test_a_slow_config_against_a_tight_target_stops_early_infeasible_and_complet
 def test_no_early_stop_measures_every_request(make_tuner):
     spec = StudySpec(study="full", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
                      startup_timeout_s=20, early_stop=False, informed_start=False).validate()
-    tuner, _ = make_tuner(spec, SLOW)
+    tuner = virtual_tuner(make_tuner, spec, slow())
     _, o = tuner.run()
     assert o.metrics["num_requests"] == 16 and not o.metrics.get("early_stopped")
     assert o.failure is FailureKind.TARGET_MISSED and o.reason.startswith("ttft_p95 ")
@@ -169,10 +180,10 @@ def test_no_early_stop_measures_every_request(make_tuner):
 
 def test_the_baseline_defines_relative_targets_and_is_never_stopped(make_tuner):
     # baseline TTFT 200 ms; ttft<1.5x = 300 ms; the speed-0.25 config answers in 800 ms
-    launcher = FakeLauncher(base_ttft_ms=200, knobs=(Knob("speed", "choices", choices=(0.25,)),))
+    launcher = RecordingFakeLauncher(base_ttft_ms=200, knobs=(Knob("speed", "choices", choices=(0.25,)),))
     spec = StudySpec(study="rel", trials=2, workload=WL, targets=["ttft_p95<1.5x"], confirm_top=0,
                      startup_timeout_s=20, informed_start=False).validate()
-    tuner, _ = make_tuner(spec, launcher)
+    tuner = virtual_tuner(make_tuner, spec, launcher)
     base, slow = tuner.run()
     assert base.baseline and base.feasible and base.metrics["num_requests"] == 16
     assert "early_stopped" not in base.metrics
@@ -183,7 +194,7 @@ def test_the_baseline_defines_relative_targets_and_is_never_stopped(make_tuner):
 def test_repeats_stop_together(make_tuner):
     spec = StudySpec(study="rep", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
                      startup_timeout_s=20, repeats=3, informed_start=False).validate()
-    tuner, _ = make_tuner(spec, SLOW)
+    tuner = virtual_tuner(make_tuner, spec, slow())
     _, o = tuner.run()
     assert o.reason.startswith("stopped after 3 of 48 requests: 3 over TTFT 100 ms")
     runs = json.loads((tuner.run_dir / "trials" / "0001" / "bench.json").read_text())["runs"]
@@ -193,9 +204,10 @@ def test_repeats_stop_together(make_tuner):
 def test_the_summary_says_how_much_time_early_stops_saved(make_tuner, tmp_path):
     spec = StudySpec(study="sum", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
                      startup_timeout_s=20, informed_start=False).validate()
-    tuner, _ = make_tuner(spec, SLOW)
+    launcher = slow()
+    tuner = virtual_tuner(make_tuner, spec, launcher)
     outcomes = tuner.run()
-    p = prepare(spec, launcher=SLOW, runs_dir=str(tmp_path / "runs"))
+    p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
     payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report}
     s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
     assert s.early_stop is not None and s.early_stop.trials == 1 and s.early_stop.saved_s > 0
