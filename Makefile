@@ -20,7 +20,7 @@ NO_AMX := $(if $(filter x86_64,$(shell uname -m)),"-DCMAKE_C_FLAGS=-mno-amx-tile
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF $(NO_AMX)
 export LLAMA_CPP_BUILD_JOBS ?= $(NPROC)
 
-.PHONY: demo test unit lint ruff types format install clean system-deps
+.PHONY: demo test unit integration lint ruff types format install clean system-deps
 
 install: $(STAMP)
 
@@ -38,18 +38,26 @@ demo: $(STAMP)
 test: $(STAMP) $(VLLM_STAMP) system-deps
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 
-# The fast loop: tests/unit only (no servers, no vLLM install; about a minute on 2 cores).
+# The fast loop: tests/unit only (no process is started: no servers, no CLI children, no vLLM
+# install; under two minutes on an idle 2-core machine).
 unit: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
+# Tests that start real processes on this checkout: the fake server, the study driver, the
+# `kvtune` CLI, bash (a few minutes on 2 cores). No real llama-server or vLLM: those are tests/e2e.
+integration: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/integration
+
 # What CI checks besides the tests: lint and format (ruff), types (mypy, configured in
-# pyproject.toml), and the import layering (src/kvtune/devtools/arrows.py).
+# pyproject.toml), the import layering (src/kvtune/devtools/arrows.py) and the module and
+# function sizes (src/kvtune/devtools/sizes.py).
 lint: ruff types
 
 ruff: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m ruff format --check src tests benchmarks
 	$(PY) -m kvtune.devtools.arrows
+	$(PY) -m kvtune.devtools.sizes
 
 types: $(STAMP)
 	$(PY) -m mypy

@@ -118,7 +118,7 @@ def outcome_of(ls: Landscape, number: int, c: Config, m: dict, baseline: bool,
             kind = FailureKind.START_FAILED
         return scoring.infeasible(o, ls.declared, kind, str(m.get("reason") or "the recorded launch failed"))
     o.metrics = dict(m["metrics"])
-    scoring.score(o, scoring.resolved_targets(ls.declared, base, o), ls.declared, [objective_of(ls)])
+    scoring.judge(o, scoring.resolved_targets(ls.declared, base, o), ls.declared, [objective_of(ls)])
     return o
 
 

@@ -16,7 +16,7 @@ from kvtune.workload import Workload
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.trial.disturbance import unwatched
-from kvtune.tuner.loop import Callbacks
+from kvtune.tuner.events import Callbacks
 from kvtune.study.spec import StudySpec
 
 pytest_plugins = ["pytester"]  # tests of the hook below run pytest on tiny suites

@@ -176,9 +176,11 @@ def name_winner(sides: Sequence[Side], objective: Objective) -> tuple[Side | Non
         return None, "no study has a feasible config"
     sign = -1.0 if Direction(objective.direction) is Direction.MAXIMIZE else 1.0
     est = {s.study: estimate(s.values()) for s in ok}
-    # one noise over every study compared: each study's configs measured more than once
-    noise = study_noise({(s.study, o.number): measurements(o, OBJECTIVE) for s in ok
-                         for o in s.outcomes if o.duplicate_of is None and o.metrics})
+    # one noise over every study compared: each study's configs measured more than once (numbered
+    # across the studies, since trial numbers repeat between them)
+    per_config = [measurements(o, OBJECTIVE) for s in ok for o in s.outcomes
+                  if o.duplicate_of is None and o.metrics]
+    noise = study_noise(dict(enumerate(per_config)))
     ranked = sorted(ok, key=lambda s: sign * est[s.study].mean)
     top = ranked[0]
 

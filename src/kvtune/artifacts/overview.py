@@ -25,7 +25,7 @@ from kvtune.errors import SpecError
 from kvtune.kinds import FailureKind
 from kvtune.objectives.objective import Objective, objective
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
-from kvtune.study.ranking import pareto as pareto_front
+from kvtune.study.ranking import pareto
 from kvtune.study.spec import parse_objectives
 
 # The view of a single-objective study's trade-off: x = TTFT p95 (lower is better), y = output
@@ -84,15 +84,15 @@ def metric_values(o: TrialOutcome, axes: tuple[Objective, ...]) -> list[float | 
     return [v if isinstance(v, (int, float)) and math.isfinite(v) else None for v in values]
 
 
-def pareto(results: dict, outs: list[TrialOutcome] | None = None) -> list[TrialOutcome]:
+def study_front(results: dict, outs: list[TrialOutcome] | None = None) -> list[TrialOutcome]:
     """The Pareto set: over the study's objectives (the set `kvtune run` printed) when it has
     several, else the trade-off of throughput against TTFT p95; best first on the first axis."""
     outs = outcomes(results) if outs is None else outs
     axes, trade_off = pareto_axes(results)
     directions = [a.direction for a in axes]
     if not trade_off:
-        return pareto_front(outs, directions)
-    return pareto_front(outs, directions, values=lambda o: metric_values(o, axes))
+        return pareto(outs, directions)
+    return pareto(outs, directions, values=lambda o: metric_values(o, axes))
 
 
 def failure_categories(o: TrialOutcome) -> list[str]:
@@ -196,7 +196,7 @@ def overview(results: dict) -> dict:
         "best_figure": figure(best, noise) if best else None,
         "baseline_figure": figure(base, noise) if base else None,
         "objective_change": objective_change(results, outs, best, base),
-        "pareto": pareto(results, outs),
+        "pareto": study_front(results, outs),
         "pareto_axes": axes,
         "pareto_is_trade_off": trade_off,
         "failures": failures(results, outs),

@@ -38,7 +38,7 @@ from kvtune.bench.server_timing import max_concurrency, server_timing_summary
 from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, redact
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
 from kvtune.errors import SpecError
-from kvtune.objectives.metrics import RequestSample, sample_notes, summarize
+from kvtune.objectives.metrics import RequestSample, sample_notes, summarize_requests
 from kvtune.workload import Workload
 
 __all__ = ["BenchOptions", "BenchRun", "OPEN_LEAD_S", "detect_model", "ramp_offset",
@@ -186,7 +186,7 @@ async def _measure(client: httpx.AsyncClient, url: str, body: Callable[[int], di
 
 def _summary(samples: list[RequestSample], duration_s: float, o: BenchOptions,
              notes: list[str]) -> dict[str, float]:
-    metrics = summarize(samples, duration_s, o.goodput_fn)
+    metrics = summarize_requests(samples, duration_s, o.goodput_fn)
     notes.extend(sample_notes(samples))
     metrics.update(server_timing_summary(samples))
     metrics["max_concurrent_requests"] = float(max_concurrency(samples))

@@ -23,7 +23,7 @@ from kvtune.objectives.metrics import RequestSample
 
 @dataclass
 class BenchRun:
-    """One measured run. `metrics` = ``summarize(samples, duration_s)`` plus the server-timing
+    """One measured run. `metrics` = ``summarize_requests(samples, duration_s)`` plus the server-timing
     split and schedule keys; warm-up is kept apart. `server_metrics` holds the /metrics
     deltas and gauges when scraped. Never holds the API key."""
 
@@ -122,5 +122,5 @@ def slo_goodput(slos_ms: Mapping[str, float]) -> Callable[[RequestSample], bool]
         if not s.ok:
             return False
         values = {"ttft": s.ttft_s, "e2el": s.e2el_s, "tpot": s.tpot_s or 0.0}
-        return all(values[k] is not None and values[k] <= lim for k, lim in limits.items())
+        return all((v := values[k]) is not None and v <= lim for k, lim in limits.items())
     return met

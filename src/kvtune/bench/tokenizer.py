@@ -243,10 +243,10 @@ def _load_hf(path: Path) -> HFTokenizer:
         from transformers import AutoTokenizer
 
         try:
-            tk = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            auto = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         except Exception as e:
             raise SpecError(f"cannot load tokenizer from {str(path)!r}: {e}") from e
-        return HFTokenizer(lambda t: tk.encode(t, add_special_tokens=False), tk.get_vocab(),
+        return HFTokenizer(lambda t: auto.encode(t, add_special_tokens=False), auto.get_vocab(),
                            name=f"HF tokenizer {path}")
     if not tok_json.is_file():
         raise SpecError(f"{str(path)!r} is neither a GGUF file nor a folder with tokenizer.json")

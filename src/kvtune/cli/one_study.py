@@ -19,7 +19,7 @@ from kvtune.cli.render import print_header, print_summary
 from kvtune.errors import SpecError
 from kvtune.interference import Monitor, Watch, preflight, warning
 from kvtune.launchers.base import Launcher
-from kvtune.tuner.loop import Callbacks
+from kvtune.tuner.events import Callbacks
 from kvtune.tuner.session import RunOptions, Session, open_session, study_spec
 
 

@@ -17,7 +17,7 @@ from rich.table import Table
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import ProgressMode
 from kvtune.launchers.base import Candidate
-from kvtune.tuner.loop import Callbacks
+from kvtune.tuner.events import Callbacks
 from kvtune.study.outcome import TrialOutcome
 
 

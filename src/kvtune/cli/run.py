@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -45,7 +45,7 @@ def progress_mode(text: str) -> str:
     return text
 
 
-def _prices(per_hour: str | None, per_gpu_hour: str | None) -> dict[str, float | None]:
+def _prices(per_hour: str | None, per_gpu_hour: str | None) -> dict[str, Any]:
     """--price-per-hour / --price-per-gpu-hour as numbers (one line and exit 2 when bad)."""
     from kvtune.objectives.cost import parse_price, price_of
 

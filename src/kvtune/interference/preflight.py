@@ -20,9 +20,9 @@ PREFLIGHT_S = 3.0
 
 
 def preflight(monitor: Watch, seconds: float = PREFLIGHT_S,
-              sleep: Callable[[float], None] = time.sleep) -> Interference:
+              sleep: Callable[[float], None] = time.sleep) -> Interference | None:
     """Watch the machine for `seconds` with `monitor` (built with no server: nothing of kvtune's
-    is running yet but kvtune itself) and return what it saw."""
+    is running yet but kvtune itself) and return what it saw (None: it watched nothing)."""
     monitor.start()
     try:
         sleep(seconds)
@@ -31,9 +31,9 @@ def preflight(monitor: Watch, seconds: float = PREFLIGHT_S,
     return result
 
 
-def warning(result: Interference) -> str | None:
+def warning(result: Interference | None) -> str | None:
     """One paragraph naming the top consumers when the pre-flight window was disturbed."""
-    if not result.disturbed:
+    if result is None or not result.disturbed:
         return None
     who = [c.describe() for c in result.top[:3]]
     who += [g.describe() for g in result.gpu_others[:3]]

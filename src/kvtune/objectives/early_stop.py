@@ -35,7 +35,7 @@ from typing import Sequence
 from kvtune.objectives.metrics import RequestSample, percentile
 from kvtune.objectives.targets import Target
 
-# Per-request value of each provable latency metric, exactly as `metrics.summarize` pools it.
+# Per-request value of each provable latency metric, exactly as `metrics.summarize_requests` pools it.
 _PER_REQUEST = ("ttft", "tpot", "e2el")
 _PERCENTILE_OF = {"median": 50.0, "p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 

@@ -92,8 +92,8 @@ def _stats(name: str, values_s: list[float], failed: int) -> dict[str, float]:
     return out
 
 
-def summarize(samples: list[RequestSample], duration_s: float,
-              goodput_fn: Callable[[RequestSample], bool] | None = None) -> dict[str, float]:
+def summarize_requests(samples: list[RequestSample], duration_s: float,
+                       goodput_fn: Callable[[RequestSample], bool] | None = None) -> dict[str, float]:
     """Summarize one benchmark run into vLLM-style keys.
 
     `duration_s` is the wall time of the measured phase (warm-up excluded). Throughputs count

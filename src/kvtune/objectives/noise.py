@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 # Two-sided 95% Student t quantiles, df = 1..30 (index df - 1); above 30 the normal 1.96, which
 # understates the half-width by under 4% (t at df 31 is 2.040).
@@ -61,7 +61,7 @@ class Noise:
     rel_sd: float
     dof: int
     configs: tuple[int, ...] = ()
-    inconsistent: tuple[dict, ...] = field(default_factory=tuple)
+    inconsistent: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
     @property
     def measured(self) -> bool:
@@ -84,7 +84,7 @@ class Noise:
     def is_inconsistent(self, number: int) -> bool:
         return any(p["trial"] == number for p in self.inconsistent)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"rel_sd": self.rel_sd, "dof": self.dof, "measured": self.measured,
                 "source": self.source(), "configs": list(self.configs),
                 "inconsistent": list(self.inconsistent)}
@@ -93,7 +93,7 @@ class Noise:
 PRIOR = Noise(PRIOR_REL_SD, 0)
 
 
-def from_dict(d: Mapping | None) -> Noise:
+def from_dict(d: Mapping[str, Any] | None) -> Noise:
     """A `Noise.to_dict()` read back (results.json's "noise" entries); the prior when absent."""
     if not d or not isinstance(d.get("rel_sd"), (int, float)) or not d.get("dof"):
         return PRIOR
@@ -144,7 +144,7 @@ def inconsistent(a: float, b: float, noise: Noise) -> bool:
 
 
 def inconsistent_pairs(samples: Mapping[int, Sequence[float]],
-                       repeat_spreads: Mapping[int, tuple[float, int]] | None = None) -> list[dict]:
+                       repeat_spreads: Mapping[int, tuple[float, int]] | None = None) -> list[dict[str, Any]]:
     """Each config whose first and latest measurements are inconsistent, judged against the
     noise pooled from the *other* configs (leave one out: an outlier pair would otherwise widen
     the very noise it is judged by, and a study with one repeated config could never flag it)."""

@@ -136,9 +136,10 @@ def comparison_metrics(best: TrialOutcome, baseline: TrialOutcome) -> tuple[dict
     """Metrics for best vs baseline, one measurement each, from the same phase: both
     re-measurements when both were re-measured (fresh servers, close in time, neither selected
     as a maximum), else both first measurements. The int is the measurements per side (1)."""
-    both = [o for o in (best, baseline) if (o.confirmation or {}).get("metrics")]
-    if len(both) == 2 and best is not baseline:
-        return dict(best.confirmation["metrics"]), dict(baseline.confirmation["metrics"]), 1
+    best_again = (best.confirmation or {}).get("metrics")
+    baseline_again = (baseline.confirmation or {}).get("metrics")
+    if best_again and baseline_again and best is not baseline:
+        return dict(best_again), dict(baseline_again), 1
     return dict(best.metrics or {}), dict(baseline.metrics or {}), 1
 
 

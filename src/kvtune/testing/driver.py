@@ -18,7 +18,7 @@ from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.trial.disturbance import unwatched
-from kvtune.study.spec import StudySpec
+from kvtune.study.spec import StudySpec, parse_objectives
 
 # A continuous speed makes every candidate distinct (each trial launches); about half the
 # trials draw a fault.
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                         warmup_requests=0, request_timeout_s=timeout_s)
     spec = StudySpec(study=a.study, trials=a.trials, workload=workload, seed=a.seed,
                      startup_timeout_s=2, confirm_top=0,
-                     objective="output_throughput" if a.faults else "ttft_p95").validate()
+                     objective=parse_objectives("output_throughput" if a.faults else "ttft_p95")).validate()
     # Without faults, TTFT 200/100/50 ms for speed 1/2/4 (--base-ttft-ms scales them): the best
     # config is known (speed 4).
     launcher = FakeLauncher(base_ttft_ms=10 if a.faults else a.base_ttft_ms, base_itl_ms=1,

@@ -11,16 +11,21 @@ milliseconds.
 
 from __future__ import annotations
 
+import enum
 import json
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterator
+from typing import Any, Callable, Final, Generator
 
 CHAT_PATH = "/v1/chat/completions"
 
 
-class _Hang:
+class _Hang(enum.Enum):
+    """A one-member enum, so that `step is HANG` narrows a step's type (mypy)."""
+
+    HANG = "HANG"
+
     def __repr__(self) -> str:
         return "HANG"
 
@@ -30,7 +35,7 @@ class _Drop:
         return "DROP"
 
 
-HANG = _Hang()  # a stream step: send nothing more and never end the body
+HANG: Final = _Hang.HANG  # a stream step: send nothing more and never end the body
 DROP = _Drop()  # a reply: close the connection without answering (a crashed server)
 
 
@@ -48,7 +53,7 @@ class StreamReply:
     """A 200 ``text/event-stream`` answer: play `steps` in order (float: wait that many seconds;
     bytes: write one SSE event; HANG: stop without ending the body)."""
 
-    steps: Iterator[float | bytes | _Hang]
+    steps: Generator[float | bytes | _Hang, None, Any]  # a generator: the carrier closes it
 
 
 Reply = JsonReply | StreamReply | _Drop
@@ -205,7 +210,7 @@ class FakeOpenAI:
                 "created": int(time.time()), "model": self.model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-    def _stream_steps(self, body: dict[str, Any]) -> Iterator[float | bytes | _Hang]:
+    def _stream_steps(self, body: dict[str, Any]) -> Generator[float | bytes | _Hang, None, None]:
         """The stream as steps; it counts as in flight from its role chunk to its last token (or
         until the carrier closes this generator: a client that hung up)."""
         if self.role_chunk_first:

@@ -59,12 +59,30 @@ class VirtualClock:
         await asyncio.sleep(max(0.0, seconds))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` to completion on a fresh virtual-time event loop (as ``asyncio.run``)."""
-        with asyncio.Runner(loop_factory=lambda: VirtualEventLoop(self)) as runner:
-            return runner.run(coro)
+        """Run `coro` to completion on a fresh virtual-time event loop (as ``asyncio.run``; spelled
+        out because ``asyncio.Runner`` and its `loop_factory` need Python 3.11)."""
+        loop = VirtualEventLoop(self)
+        try:
+            return loop.run_until_complete(coro)
+        finally:
+            try:
+                _cancel_left_tasks(loop)
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                loop.close()
 
 
-class _JumpingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+def _cancel_left_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks `coro` left running and let them finish, as ``asyncio.run`` does."""
+    left = asyncio.all_tasks(loop)
+    for task in left:
+        task.cancel()
+    if left:
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+
+
+class _JumpingSelector(selectors.DefaultSelector):
     """Polls for real I/O without blocking; when none is ready, moves the clock by the loop's
     timeout (the gap to its next timer) instead of sleeping it."""
 

@@ -5,6 +5,8 @@ a Tuner from fakes and the CLI stays thin.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,7 +126,10 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
             if guess:
                 study.enqueue_trial(guess, user_attrs={"informed_start": True})
     study.sampler = make_sampler(p.spec, p.space.knobs, len(study.trials), slot)
-    what = Subject(p.spec, p.launcher, p.targets, **({"bench": bench} if bench else {}),
-                   **({"monitor": monitor} if monitor else {}))
+    what = Subject(p.spec, p.launcher, p.targets)
+    if bench is not None:
+        what = dataclasses.replace(what, bench=bench)
+    if monitor is not None:
+        what = dataclasses.replace(what, monitor=monitor)
     where = Placement.here(slot=slot, cpus=cpus, device_env=device_env, hardware=p.hardware)
     return Tuner(TunerContext(what, where, study, p.run_dir), p.space, callbacks, wait_for_others)

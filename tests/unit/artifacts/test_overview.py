@@ -4,6 +4,8 @@ Fixtures are real results.json files from small llama-server studies (data/), wr
 the failure kind was recorded: results_small (4 trials, all feasible) and results_misses (12 trials
 against ttft<700ms: 8 misses, 1 duplicate). A multi-objective study run with the fake launcher
 checks that `kvtune show` names the very Pareto set the tuner does.
+
+The tests here start no process; those that do are in tests/integration/artifacts/test_overview.py.
 """
 
 import copy
@@ -11,18 +13,13 @@ import json
 
 import pytest
 
-from kvtune import hardware
 from kvtune.artifacts import overview as ov
 from kvtune.study.results import build_payload
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
-from kvtune.kinds import Direction, FailureKind
-from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.kinds import FailureKind
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.ranking import pareto
-from kvtune.study.spec import StudySpec
-from tests.conftest import TINY
 from tests.paths import UNIT_DATA
 
 DATA = UNIT_DATA
@@ -69,7 +66,7 @@ def test_target_misses_group_by_target_and_duplicates_are_skipped():
 
 def test_trade_off_view_is_exactly_the_non_dominated_feasible_measured_trials():
     r = load("misses")
-    front = ov.pareto(r)
+    front = ov.study_front(r)
     pts = [t for t in r["trials"] if t["feasible"] and t["duplicate_of"] is None and t["metrics"]]
 
     def dominates(a, b):
@@ -95,7 +92,7 @@ def test_trade_off_view_on_a_constructed_set():
 
     r = {"trials": [trial(0, 100, 10), trial(1, 200, 20), trial(2, 150, 5), trial(3, 200, 20),
                     trial(4, 50, 50, feasible=False), trial(5, 10, 99, dup=1), trial(6, 300, 30)]}
-    assert [t.number for t in ov.pareto(r)] == [0, 1, 3, 6]
+    assert [t.number for t in ov.study_front(r)] == [0, 1, 3, 6]
 
 
 def test_legacy_failure_reasons_are_read_into_kinds():
@@ -167,24 +164,6 @@ def test_pick_trial_without_any_feasible_trial():
         ov.pick_trial(r)
     with pytest.raises(SpecError, match="not feasible .*no trial is feasible yet"):
         ov.pick_trial(r, 0)
-
-
-def test_show_names_the_pareto_set_of_a_multi_objective_run(make_tuner):
-    """`kvtune show` reads results.json; `kvtune run` ranks the tuner's outcomes: same set."""
-    launcher = FakeLauncher(knobs=(Knob("speed", "float", low=1.0, high=4.0),))
-    spec = StudySpec(study="mo-show", trials=3, workload=TINY, confirm_top=0,
-                     objective=["ttft_p95", "output_throughput"]).validate()
-    tuner, _ = make_tuner(spec, launcher)
-    outcomes = tuner.run()
-    payload = json.loads(dumps(build_payload(
-        "mo-show", spec.to_dict(), hardware.fingerprint(), "fake 1.0", [t.describe() for t in tuner.targets],
-        spec.objective_specs, outcomes)))
-    shown = ov.overview(payload)
-    tuner_front = [o.number for o in pareto(outcomes, [o.direction for o in spec.objective_specs])]
-    assert tuner_front and not shown["pareto_is_trade_off"]
-    assert [o.number for o in shown["pareto"]] == tuner_front == payload["pareto_trials"]
-    assert [a.name for a in shown["pareto_axes"]] == ["ttft_p95", "output_throughput"]
-    assert shown["direction"] is Direction.MINIMIZE
 
 
 def test_show_pareto_is_over_the_study_objectives_not_throughput_against_ttft():

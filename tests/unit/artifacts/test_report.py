@@ -3,6 +3,8 @@
 Rendered from real results.json files of small llama-server studies (data/, written before the
 failure kind and importance were recorded), one with failures of every kind added, and from a real
 Optuna study run with the fake launcher.
+
+The tests here start no process; those that do are in tests/integration/artifacts/test_report.py.
 """
 
 import copy
@@ -14,12 +16,6 @@ import pytest
 
 from kvtune import hardware
 from kvtune.artifacts import report
-from kvtune.study.results import build_payload
-from kvtune.jsonsafe import dumps
-from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.search.importance import MIN_TRIALS, param_importance
-from kvtune.study.spec import StudySpec
 from tests.paths import NVML_DATA, UNIT_DATA
 
 DATA = UNIT_DATA
@@ -166,29 +162,6 @@ def test_rendering_is_deterministic_and_write_report_writes_it(tmp_path):
     path = report.write_report(tmp_path / "report.html", r)
     assert path.read_text(encoding="utf-8") == report.render_report(r)
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-
-
-def test_report_from_a_real_optuna_study(make_tuner, tiny_workload):
-    """Importance computed by the tuner from the study itself (its own distributions) and stored
-    in results.json; the report draws what is stored. `unused` is a flag the fake server ignores."""
-    launcher = FakeLauncher(knobs=(Knob("speed", "float", low=1.0, high=8.0),
-                                   Knob("unused", "int", low=1, high=1000)))
-    spec = StudySpec(study="real", trials=MIN_TRIALS + 1, workload=tiny_workload, targets=["ttft<1s"],
-                     informed_start=False).validate()
-    tuner, _ = make_tuner(spec, launcher)
-    outcomes = tuner.run()
-    importance = param_importance(tuner.study)
-    assert importance.values is not None, importance.skipped
-    payload = json.loads(dumps(build_payload(
-        "real", spec.to_dict(), hardware.fingerprint(), "fake 1.0", [t.describe() for t in tuner.targets],
-        spec.objective_specs, outcomes, importance.to_dict())))
-    assert payload["importance"] == pytest.approx(importance.values)
-    assert all(t["failure"] is None for t in payload["trials"])
-    html = report.render_report(payload)
-    assert set(plots_in(html)) == set(report.PLOTS)
-    drawn = plots_in(html)["plot-importance"]
-    assert ">speed<" in drawn and ">unused<" in drawn  # bar labels, kept as SVG text
-    assert_self_contained(html)
 
 
 @pytest.mark.parametrize("name", ["small", "misses"])

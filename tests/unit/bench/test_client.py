@@ -5,6 +5,8 @@ what the client measures, so the tests check the definitions (TTFT to the first 
 TPOT from usage tokens) to the microsecond, whatever the machine's load. A few tests keep the
 real HTTP fake server, for what only sockets show (chunked streams, refused connections, a
 crashing process); those assert no timing.
+
+The tests here start no process; those that do are in tests/integration/bench/test_client.py.
 """
 
 from __future__ import annotations
@@ -13,9 +15,6 @@ import asyncio
 import json
 import math
 import socket
-import subprocess
-import sys
-import time
 
 import httpx
 import pytest
@@ -209,41 +208,6 @@ def test_fake_health_is_503_until_startup_delay_passes() -> None:
         r = httpx.get(srv.base_url + "/health")
         assert r.status_code == 200 and r.json() == {"status": "ok"}
         assert httpx.get(srv.base_url + "/v1/models").json()["data"][0]["id"] == "fake-model"
-
-
-def _module(*args: str) -> list[str]:
-    return [sys.executable, "-m", "kvtune.testing.fake_server", *args]
-
-
-@pytest.mark.parametrize("flag", ["--no-such-flag", "--bad-flag-exit"])
-def test_fake_process_rejects_flags_with_status_2(flag: str) -> None:
-    p = subprocess.run(_module(flag), capture_output=True, text=True, timeout=20)
-    assert p.returncode == 2 and "error" in p.stderr
-
-
-def test_fake_process_serves_then_crashes() -> None:
-    port = _free_port()
-    proc = subprocess.Popen(_module("--port", str(port), "--ttft-ms", "5", "--itl-ms", "1",
-                                    "--crash-after-requests", "1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "fake server did not come up"
-            time.sleep(0.02)
-        res = run(url, _wl(num_requests=2, concurrency=1, output_tokens=4), BenchOptions("m"))
-        assert [s.ok for s in res.samples] == [True, False]
-        assert proc.wait(timeout=5) == 1
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 # -- metric definitions with controlled timing (async MockTransport streams) ------------------

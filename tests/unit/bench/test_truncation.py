@@ -4,6 +4,8 @@ With ``ignore_eos`` and ``max_tokens=N`` every answer must have N tokens; fewer 
 filled up (prompt + chat template + output did not fit a slot) or the server ignored
 ``ignore_eos``, and a short answer must not pass for a fast one. Against the fake server's
 `truncate_at` and `omit_usage`, and canned streams through httpx.MockTransport.
+
+The tests here start no process; those that do are in tests/integration/bench/test_truncation.py.
 """
 
 from __future__ import annotations
@@ -17,13 +19,8 @@ import pytest
 from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.stream import expected_tokens
 from kvtune.workload import Workload
-from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Knob
 from kvtune.objectives.targets import parse_target
-from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.testing.fake_server import FakeOpenAIServer
-from kvtune.study.spec import StudySpec
-from tests.conftest import TINY
 
 
 def _wl(**kw: object) -> Workload:
@@ -128,14 +125,3 @@ def test_usage_is_trusted_over_the_chunk_count() -> None:
 ])
 def test_expected_tokens(body: dict, expected: int | None) -> None:
     assert expected_tokens(body) == expected
-
-
-def test_a_truncating_server_makes_the_trial_infeasible_with_that_reason(make_tuner) -> None:
-    launcher = FakeLauncher(knobs=(Knob("truncate-at", "fixed", value=2), Knob("speed", "choices", choices=(1, 2))))
-    tuner, _ = make_tuner(StudySpec(study="t", trials=2, workload=TINY, confirm_top=0).validate(), launcher)
-    base, bad = tuner.run()
-    assert base.feasible  # the baseline has no truncate-at flag
-    assert not bad.feasible and bad.failure is FailureKind.REQUESTS_FAILED
-    # the early stop ends the trial at the first truncated answer, and says why it failed
-    assert "failed (first: truncated: 2 of" in bad.reason, bad.reason
-    assert bad.metrics["truncated_requests"] >= 1

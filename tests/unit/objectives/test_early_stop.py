@@ -1,5 +1,5 @@
 """The exact early-stop rule: it stops on the very request after which a target cannot hold,
-never one request earlier, and agrees with `metrics.summarize` + `Target.met` on every run."""
+never one request earlier, and agrees with `metrics.summarize_requests` + `Target.met` on every run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvtune.objectives.early_stop import EarlyStop, provable
-from kvtune.objectives.metrics import RequestSample, summarize
+from kvtune.objectives.metrics import RequestSample, summarize_requests
 from kvtune.objectives.targets import Target, parse_target
 
 
@@ -65,7 +65,7 @@ def test_observed_values_near_the_threshold_tip_the_percentile():
     # interpolation between 9.9 s and 10.5 s already lands over it (counting alone would miss it).
     samples = [ok(9.9)] * 30 + [ok(10.5)] * 2
     assert stops_after("ttft<10s", samples, 32) == 32
-    assert not parse_target("ttft<10s").met(summarize(samples, 1.0))
+    assert not parse_target("ttft<10s").met(summarize_requests(samples, 1.0))
 
 
 def test_mean_boundary():
@@ -131,7 +131,7 @@ def test_more_requests_than_planned_is_a_bug():
         EarlyStop([], 0)
 
 
-# ---- property: stop <=> the best completion misses; agrees with summarize + Target.met ----
+# ---- property: stop <=> the best completion misses; agrees with summarize_requests + Target.met ----
 
 TIMES = st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 10.0])
 
@@ -161,7 +161,7 @@ ZERO = ok(0.0, 0.0, tokens=2)  # the best any remaining request can do
 
 
 def met(target: Target, run: list[RequestSample]) -> bool:
-    return target.met(summarize(run, 1.0))
+    return target.met(summarize_requests(run, 1.0))
 
 
 @settings(max_examples=600, deadline=None)

@@ -1,4 +1,4 @@
-"""summarize() and percentile() on hand-computed samples (definitions in shared/MEASUREMENT.md)."""
+"""summarize_requests() and percentile() on hand-computed samples (definitions in shared/MEASUREMENT.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kvtune.objectives.metrics import RequestSample, percentile, summarize
+from kvtune.objectives.metrics import RequestSample, percentile, summarize_requests
 
 
 def _ok(ttft: float, e2el: float, out: int, itl: list[float], prompt: int = 10) -> RequestSample:
@@ -36,7 +36,7 @@ def test_summarize_hand_computed() -> None:
     b = _ok(0.3, 1.1, 5, [0.2] * 4, prompt=20)  # tpot 0.2
     c = RequestSample(send_time=0.0, ok=False, error="HTTP 500: boom",
                       prompt_tokens=99, output_tokens=99)
-    m = summarize([a, b, c], duration_s=2.0)
+    m = summarize_requests([a, b, c], duration_s=2.0)
 
     assert m["num_requests"] == 3 and m["completed"] == 2 and m["failed"] == 1
     assert m["error_rate"] == pytest.approx(1 / 3)
@@ -58,30 +58,30 @@ def test_summarize_hand_computed() -> None:
 
 
 def test_all_successful_has_finite_percentiles() -> None:
-    m = summarize([_ok(0.1, 0.5, 5, [0.1] * 4), _ok(0.2, 0.6, 5, [0.1] * 4)], 1.0)
+    m = summarize_requests([_ok(0.1, 0.5, 5, [0.1] * 4), _ok(0.2, 0.6, 5, [0.1] * 4)], 1.0)
     assert m["error_rate"] == 0.0
     assert m["p99_ttft_ms"] == pytest.approx(199.0)  # 100 + 100 * 0.99
     assert m["p99_itl_ms"] == pytest.approx(100.0)
 
 
 def test_all_failed_and_empty() -> None:
-    m = summarize([RequestSample(send_time=0.0, error="x")], 1.0)
+    m = summarize_requests([RequestSample(send_time=0.0, error="x")], 1.0)
     assert m["error_rate"] == 1.0 and m["request_throughput"] == 0.0
     assert math.isnan(m["mean_ttft_ms"]) and m["p50_ttft_ms"] == math.inf
-    assert summarize([], 0.0)["error_rate"] == 1.0  # zero duration does not divide by zero
+    assert summarize_requests([], 0.0)["error_rate"] == 1.0  # zero duration does not divide by zero
 
 
 def test_mean_queue_wait_over_all_sent() -> None:
     a = _ok(0.1, 0.5, 5, [])
     a.queue_wait_s = 0.5
     b = RequestSample(send_time=0.0, error="x", queue_wait_s=1.5)
-    assert summarize([a, b], 1.0)["mean_queue_wait_ms"] == pytest.approx(1000.0)
+    assert summarize_requests([a, b], 1.0)["mean_queue_wait_ms"] == pytest.approx(1000.0)
 
 
 def test_two_failures_give_inf_not_nan() -> None:
     ok = [_ok(0.1, 0.5, 5, [0.1] * 4) for _ in range(30)]
     failed = [RequestSample(send_time=0.0, error="x") for _ in range(2)]
-    m = summarize(ok + failed, 1.0)
+    m = summarize_requests(ok + failed, 1.0)
     assert m["p99_ttft_ms"] == math.inf  # k = 30.69 lies between the two +inf entries
 
 
@@ -94,7 +94,7 @@ def test_truncated_answers_and_stream_counts_are_counted_and_said() -> None:
         RequestSample(send_time=0.0, ttft_s=0.1, e2el_s=0.2, output_tokens=12, truncated=True,
                       error="truncated: 12 of 64 tokens (finish_reason length)"),
     ]
-    m = summarize(samples, 2.0)
+    m = summarize_requests(samples, 2.0)
     assert m["truncated_requests"] == 1 and m["tokens_counted_from_stream"] == 1
     assert m["failed"] == 1 and m["total_output_tokens"] == 128  # the short answer adds nothing
     assert m["p99_e2el_ms"] == math.inf  # its short E2EL is not a fast success
@@ -102,4 +102,4 @@ def test_truncated_answers_and_stream_counts_are_counted_and_said() -> None:
     assert len(notes) == 2 and "1 of 3 requests truncated" in notes[0]
     assert "truncated: 12 of 64 tokens" in notes[0] and "counted from the stream" in notes[1]
     assert truncation_note(m) == " (1 truncated: answers shorter than max_tokens)"
-    assert truncation_note(summarize(samples[:2], 1.0)) == "" and sample_notes(samples[:1]) == []
+    assert truncation_note(summarize_requests(samples[:2], 1.0)) == "" and sample_notes(samples[:1]) == []

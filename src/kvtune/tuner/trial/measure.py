@@ -25,7 +25,7 @@ from kvtune.study.spec import AUTO_REL_HALF_WIDTH
 from kvtune.tuner.trial.capacity import (MAX_CONCURRENCY, MAX_RATE, CapacityPlan, LevelStatus, is_open,
                                    level_workload, ramp_for, typical_duration_s)
 from kvtune.objectives.evidence import convergence_key, converged
-from kvtune.objectives.metrics import summarize
+from kvtune.objectives.metrics import summarize_requests
 from kvtune.objectives.targets import Target
 from kvtune.tuner.trial.stopping import RunWatch, saved_seconds
 from kvtune.energy import EnergyReading, Meter, combine, energy_metrics
@@ -98,7 +98,7 @@ def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: in
                            bench_runs=runs, stopped=stopped)
     samples = [s for r in runs for s in r.samples]
     # the same keys a single run has: goodput under the targets and llama-server's timing split
-    pooled = summarize(samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn)
+    pooled = summarize_requests(samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn)
     pooled.update(server_timing_summary(samples))
     spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
     pooled["repeats"] = float(len(runs))

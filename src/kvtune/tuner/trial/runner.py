@@ -98,7 +98,7 @@ class TrialRunner:
         finally:
             server.stop()
         self._record(outcome, measured, server, trial_dir)
-        self.score(outcome, baseline)
+        self.judge(outcome, baseline)
         if died:
             rc = server.proc.returncode if server.proc else None
             reason = f"server crashed during the benchmark (status {rc}): {last_error_line(server.log_text())}"
@@ -133,10 +133,10 @@ class TrialRunner:
         outcome.reason = reason
 
     # ---- scoring ---------------------------------------------------------------------------------
-    def score(self, outcome: TrialOutcome, baseline: TrialOutcome | None) -> None:
+    def judge(self, outcome: TrialOutcome, baseline: TrialOutcome | None) -> None:
         """Constraints, objective values and the miss's reason (see tuner/trial/scoring.py)."""
         resolved = scoring.resolved_targets(self.targets, baseline, outcome)
-        scoring.score(outcome, resolved, self.targets, self.what.spec.objective_specs)
+        scoring.judge(outcome, resolved, self.targets, self.what.spec.objective_specs)
 
     def infeasible(self, outcome: TrialOutcome, kind: FailureKind, reason: str,
                    keep_metrics: bool = False) -> TrialOutcome:

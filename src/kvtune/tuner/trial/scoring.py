@@ -35,9 +35,11 @@ def resolved_targets(targets: Sequence[Target], baseline: TrialOutcome | None,
         return None
 
 
-def score(outcome: TrialOutcome, resolved: Sequence[Target] | None, targets: Sequence[Target],
+def judge(outcome: TrialOutcome, resolved: Sequence[Target] | None, targets: Sequence[Target],
           objectives: Sequence[Objective]) -> None:
-    """Fill in constraints, objective values and, when a target broke, the failure and reason."""
+    """Judge a measured outcome against the targets: fill in constraints, objective values and,
+    when a target broke, the failure and reason. (Named apart from `TrialOutcome.score`, the
+    objective averaged over a config's measurements.)"""
     m = outcome.metrics or {}
     if resolved is None:
         infeasible(outcome, targets, FailureKind.TARGET_MISSED, NO_BASELINE, keep_metrics=True)

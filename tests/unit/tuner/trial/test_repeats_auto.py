@@ -1,11 +1,10 @@
 """`--repeats auto`: measure again on the same server until the objective's 95% confidence
-half-width is within 3% of its mean, or 5 runs; the metrics say how many it took."""
+half-width is within 3% of its mean, or 5 runs; the metrics say how many it took.
+
+The tests here start no process; those that do are in tests/integration/tuner/trial/test_repeats_auto.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -55,11 +54,3 @@ def test_spec_takes_auto_and_rejects_other_words():
         StudySpec(repeats="often").validate()
     with pytest.raises(SpecError, match="repeats"):
         StudySpec(repeats=0).validate()
-
-
-def test_cli_bad_repeats_is_one_line_exit_2(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "kvtune.cli", "run", "--repeats", "lots",
-                        "--runs-dir", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
-                       env={**os.environ, "COLUMNS": "200"}, timeout=120)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--repeats" in r.stderr
-    assert not any(tmp_path.iterdir())

@@ -12,6 +12,7 @@ import optuna
 
 
 def driver(runs, trials):
+    """The study driver as a child; use it as a context manager, which closes its pipes."""
     return subprocess.Popen([sys.executable, "-m", "kvtune.testing.driver", "--runs-dir", str(runs),
                              "--study", "crash", "--trials", str(trials)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -21,12 +22,12 @@ def test_kill_at_random_points_then_resume(tmp_path):
     rng = random.Random(7)
     trials = 8
     for _ in range(6):
-        p = driver(tmp_path, trials)
-        time.sleep(rng.uniform(0.3, 2.5))
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-    done = driver(tmp_path, trials)
-    out, err = done.communicate(timeout=300)
+        with driver(tmp_path, trials) as p:
+            time.sleep(rng.uniform(0.3, 2.5))
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+    with driver(tmp_path, trials) as done:
+        out, err = done.communicate(timeout=300)
     assert done.returncode == 0, err
 
     db = tmp_path / "crash" / "study.db"

@@ -81,7 +81,7 @@ def test_a_backend_that_cannot_serve_is_named_and_the_other_runs(tmp_path, capsy
     (["--backend", "llama-server", "--backend", "vllm", "--trials", "1"], "--trials 1 cannot be split among 2 backends"),
 ])
 def test_bad_backend_flags_are_one_line_exit_2(tmp_path, args, fragment):
-    from tests.unit.cli.test_compare import kvtune
+    from tests.integration.cli.test_compare import kvtune
 
     r = kvtune("run", "--runs-dir", str(tmp_path / "runs"), *args, cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr

@@ -1,0 +1,66 @@
+"""`kvtune export --format bench`: the verification script re-runs the study's workload with its
+targets (relative ones fixed from the baseline) and prints the `vllm bench serve` equivalent; run
+for real (bash, `kvtune bench`) against the fake server, it exits 0 when the targets hold and 1
+when one is missed.
+
+Here the tests that start processes; the rest are in tests/unit/artifacts/test_bench_script.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+
+from kvtune.artifacts import export
+from kvtune.artifacts import overview as ov
+from kvtune.testing.fake_server import FakeOpenAIServer
+from tests.paths import UNIT_DATA
+
+DATA = UNIT_DATA
+KVTUNE = f"{shlex.quote(sys.executable)} -m kvtune.cli"
+
+
+def results(**spec) -> dict:
+    r = json.loads((DATA / "results_small.json").read_text())
+    r["spec"].update(spec)
+    return r
+
+
+def script(r: dict, port: int = 8080) -> str:
+    return export.render("bench", ov.pick_trial(r).to_dict(), r, "0.0.0.0", port)
+
+
+def _run(path: Path, url: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(path), url], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KVTUNE": KVTUNE, "COLUMNS": "200"})
+
+
+def test_the_script_runs_and_exits_on_the_targets(tmp_path) -> None:
+    loose, tight = results(targets=["ttft<30s"]), results(targets=["ttft<1ms"])
+    with FakeOpenAIServer(ttft_s=0.02, itl_s=0.002) as server:
+        ok = export.write(tmp_path / "ok.sh", "bench", ov.pick_trial(loose).to_dict(), loose)
+        bad = export.write(tmp_path / "bad.sh", "bench", ov.pick_trial(tight).to_dict(), tight)
+        assert os.access(ok, os.X_OK)
+        held, missed = _run(ok, server.base_url), _run(bad, server.base_url)
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert "vllm bench serve" in held.stdout and f"--base-url {server.base_url}" in held.stdout
+    assert "target ttft_p95<30000ms: met" in held.stdout
+    assert missed.returncode == 1, missed.stdout + missed.stderr
+    assert "targets missed: ttft_p95<1ms" in missed.stdout
+
+
+def test_the_studys_model_is_the_tokenizer_when_it_is_on_this_box(tmp_path) -> None:
+    model = tmp_path / "it's a model.gguf"
+    model.write_text("x")
+    text = script(results(model=str(model)))
+    assert f"MODEL_TOKENIZER={shlex.quote(str(model))}" in text
+    assert "Hugging Face id" in text  # vllm bench serve cannot tokenize with a GGUF path
+    # bash sees the path byte-identical (the echo stands in for kvtune)
+    p = subprocess.run(["bash", "-c", text.replace('exec "${KVTUNE_CMD[@]}"', 'printf "%s\\n"')],
+                       capture_output=True, text=True, timeout=30, env={**os.environ, "KVTUNE": "x"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == str(model)  # the last argument: --tokenizer PATH
