@@ -87,7 +87,7 @@ def check_machine(watch: Watch, reporter: Any, mode: str,
     to stderr, and with --jsonl also as a ``preflight`` event; returns it (None: quiet)."""
     seen = preflight(watch, sleep=sleep)
     text = warning(seen)
-    if mode == "jsonl":
+    if mode == "jsonl" and seen is not None:
         reporter.emit("preflight", disturbed=seen.disturbed, warning=text, interference=seen.to_dict())
     if text is not None:
         err_console.print(f"[yellow]warning:[/yellow] {text}")

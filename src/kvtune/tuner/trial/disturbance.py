@@ -79,7 +79,7 @@ class Attempts:
         `QUIET_LOOKS` of them), then go on either way."""
         for _ in range(QUIET_LOOKS):
             window = preflight(self.watch, QUIET_WINDOW_S, self.sleep)
-            if not window.disturbed:
+            if window is None or not window.disturbed:
                 return
         self.say(f"the machine is still busy after {QUIET_LOOKS * QUIET_WINDOW_S:.0f} s "
                  f"({window.reason}): re-measuring anyway")
