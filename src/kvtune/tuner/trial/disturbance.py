@@ -77,9 +77,11 @@ class Attempts:
     def wait_for_quiet(self) -> None:
         """Look at the machine in `QUIET_WINDOW_S` windows until one is quiet (at most
         `QUIET_LOOKS` of them), then go on either way."""
+        reason = ""
         for _ in range(QUIET_LOOKS):
             window = preflight(self.watch, QUIET_WINDOW_S, self.sleep)
             if window is None or not window.disturbed:
                 return
+            reason = window.reason
         self.say(f"the machine is still busy after {QUIET_LOOKS * QUIET_WINDOW_S:.0f} s "
-                 f"({window.reason}): re-measuring anyway")
+                 f"({reason}): re-measuring anyway")
