@@ -73,6 +73,7 @@ def run(
     informed_start: Optional[bool] = typer.Option(None, "--informed-start/--no-informed-start", help="Measure the seeds' advice (slots = users, all cores, flash attention, ...) right after the baseline (default on)."),
     sampler: Optional[str] = typer.Option(None, help="The search: auto (the default: TPE), tpe, gp, random, grid (every combination of a finite space) or qmc. See docs/search-efficiency.md."),
     confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Re-measure this many top configs and the baseline with fresh servers before naming the best (default 2; 0 = off)."),
+    confirm_pairs: Optional[int] = typer.Option(None, "--confirm-pairs", help="Most (leader, rival) pairs the confirmation measures, A B A B on fresh servers, before it calls the two tied within noise (default 3)."),
     concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
     prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),
     output_tokens: Optional[int] = typer.Option(None, help="Output tokens per request, forced with ignore_eos (default 64)."),
@@ -111,7 +112,8 @@ def run(
         targets=tuple(target) or None, trials=trials, study=study, model=model,
         backend=None if choice.several else next(iter(choice.backends), None),
         llama_server=llama_server, vllm_python=vllm_python, objective=tuple(objective) or None,
-        seed=seed, repeats=_repeats(repeats), confirm_top=confirm_top, informed_start=informed_start,
+        seed=seed, repeats=_repeats(repeats), confirm_top=confirm_top, confirm_pairs=confirm_pairs,
+        informed_start=informed_start,
         time_budget_s=parse_duration(time_budget) if time_budget is not None else None,
         early_stop=None if early_stop else False, sampler=sampler, workload=workload,
         **_prices(price_per_hour, price_per_gpu_hour))
