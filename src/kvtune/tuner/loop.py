@@ -209,15 +209,21 @@ class Tuner:
                 self.sentinel()
 
     # ---- the baseline sentinel (tuner/sentinel.py) ---------------------------------------------
-    def sentinel(self, end: bool = False) -> dict | None:
+    def sentinel(self, end: bool = False, time_left_s: float | None = None) -> dict | None:
         """Re-measure the baseline when a sentinel point is due (only in the process that
-        summarizes: a multi-worker study measures each point once). The run, or None."""
+        summarizes: a multi-worker study measures each point once) and fits in `time_left_s`
+        (None: no time budget). The run, or None."""
         measured = self._counts().measured
         if not self.wait_for_others or not sentinel.due(self.study, measured, end, self.sentinel_every):
             return None
         self.records.refresh()
         baseline = self.records.measured_baseline()
         if baseline is None or baseline.duplicate_of is not None:
+            return None
+        need = confirmation.expected_s(baseline)
+        if time_left_s is not None and need is not None and need > time_left_s:
+            self.cb.phase(baseline.number, f"not re-measured: it took {need:.0f} s and "
+                                           f"{max(time_left_s, 0.0):.0f} s of the time budget is left")
             return None
         return sentinel.measure(self._remeasurer(), self.study, baseline, measured, end)
 
@@ -314,8 +320,10 @@ class Tuner:
         self.records.refresh()
         budget_s = accounting.load_budget(self.study, self._spec_budget()).time_budget_s
         left = None if budget_s is None else budget_s - accounting.elapsed_s(self.study)
-        decided = confirmation.DECISION_ATTR in self.study.user_attrs
-        end_run = None if decided else self.sentinel(end=True)
+        decided, began = confirmation.DECISION_ATTR in self.study.user_attrs, time.time()
+        end_run = None if decided else self.sentinel(end=True, time_left_s=left)
+        if left is not None:
+            left -= time.time() - began
         return confirmation.confirm(self.runner, self.records, self.cb, self.run_dir, left,
                                     self.launcher.server_defaults(), end_run)
 
