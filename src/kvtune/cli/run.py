@@ -72,7 +72,7 @@ def run(
     repeats: Optional[str] = typer.Option(None, help="Measurements per trial on the same server, pooled; their spread (CV) is reported (default 1). 'auto': repeat until the objective's 95% confidence half-width is within 3% of its mean, at most 5 runs."),
     informed_start: Optional[bool] = typer.Option(None, "--informed-start/--no-informed-start", help="Measure the seeds' advice (slots = users, all cores, flash attention, ...) right after the baseline (default on)."),
     sampler: Optional[str] = typer.Option(None, help="The search: auto (the default: TPE), tpe, gp, random, grid (every combination of a finite space) or qmc. See docs/search-efficiency.md."),
-    confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Re-measure this many top configs and the baseline with fresh servers before naming the best (default 2; 0 = off)."),
+    confirm_top: Optional[int] = typer.Option(None, "--confirm-top", help="Confirm before naming the best (default 2; 0 = off): one objective, the leader and its nearest rival are re-measured A B A B on fresh servers (see --confirm-pairs); several, up to this many of the Pareto set plus 3."),
     confirm_pairs: Optional[int] = typer.Option(None, "--confirm-pairs", help="Most (leader, rival) pairs the confirmation measures, A B A B on fresh servers, before it calls the two tied within noise (default 3)."),
     concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
     prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),
