@@ -129,7 +129,7 @@ class Confirmation:
         if not queue:
             self._settle(ranked[0])  # nothing to duel: the only config still has to hold
             return
-        leader, duels = ranked[0], []
+        leader, duels = ranked[0], list[dict]()
         while queue and len(duels) <= EXTRA_REMEASUREMENTS:
             rival = queue.pop(0)
             self.callbacks.phase(leader.number, f"confirming: {_name(leader)} against {_name(rival)}, "

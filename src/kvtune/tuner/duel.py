@@ -65,13 +65,16 @@ class Duel:
                 break  # never started, or the time budget is spent
             if outcome is False:
                 continue  # not evidence: measure the pair again
-            verdict, iv = decide(self.pairs, self.direction, self.cap, self.noise())
+            verdict, iv = decide(self._tuples(), self.direction, self.cap, self.noise())
             if verdict is not Verdict.UNDECIDED:
                 return self._record(verdict, iv)
         if not self.pairs:
             return None
-        verdict, iv = decide(self.pairs, self.direction, len(self.pairs), self.noise())
+        verdict, iv = decide(self._tuples(), self.direction, len(self.pairs), self.noise())
         return self._record(verdict, iv)
+
+    def _tuples(self) -> list[tuple[float, float]]:
+        return [(a, b) for a, b in self.pairs]
 
     def _measure(self, o: TrialOutcome) -> dict | None:
         if not self.fits(o):
@@ -86,6 +89,7 @@ class Duel:
     def _pair(self) -> bool | dict | None:
         """Measure one pair (leader first, unless the rival's run is the fresh end sentinel):
         True when it counts, False when it is measured again, a decision when a side failed."""
+        b: dict | None
         if self.rival_run is not None:
             b, self.rival_run = self.rival_run, None
             a = self._measure(self.leader)
