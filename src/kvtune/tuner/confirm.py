@@ -134,10 +134,11 @@ class Confirmation:
             rival = queue.pop(0)
             self.callbacks.phase(leader.number, f"confirming: {_name(leader)} against {_name(rival)}, "
                                                 f"A B A B on fresh servers (at most {self.spec.confirm_pairs} pairs)")
-            fresh = self.sentinel_run if rival.baseline and not duels else None
+            fresh = self.sentinel_run if not duels else None  # the baseline's end sentinel, just measured
             record = Duel(leader, rival, self.remeasurer, self.spec.primary.direction.value,
                           self.spec.confirm_pairs, self.noise, lambda o: flags_changed(o, self.defaults),
-                          self._fits, rival_run=fresh).run()
+                          self._fits, rival_run=fresh if rival.baseline else None,
+                          leader_run=fresh if leader.baseline else None).run()
             if record is None:
                 break
             duels.append(record)

@@ -52,6 +52,7 @@ class Duel:
     changed: Callable[[TrialOutcome], int]  # flags changed from the server's defaults
     fits: Callable[[TrialOutcome], bool] = lambda o: True  # the time budget allows one more run
     rival_run: dict | None = None  # a run of the rival just measured (the end sentinel): pair 1's B
+    leader_run: dict | None = None  # the same for a leader that is the baseline: pair 1's A
     pairs: list[list[float]] = field(default_factory=list)
     bad: list[str] = field(default_factory=list)
 
@@ -87,12 +88,17 @@ class Duel:
         return run
 
     def _pair(self) -> bool | dict | None:
-        """Measure one pair (leader first, unless the rival's run is the fresh end sentinel):
+        """Measure one pair (leader first; a side whose fresh end-sentinel run is given is not
+        measured again):
         True when it counts, False when it is measured again, a decision when a side failed."""
         b: dict | None
+        a: dict | None
         if self.rival_run is not None:
             b, self.rival_run = self.rival_run, None
             a = self._measure(self.leader)
+        elif self.leader_run is not None:
+            a, self.leader_run = self.leader_run, None
+            b = self._measure(self.rival)
         else:
             a = self._measure(self.leader)
             b = self._measure(self.rival) if a is not None else None

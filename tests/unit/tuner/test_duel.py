@@ -141,3 +141,12 @@ def test_a_leader_that_fails_its_re_measurement_loses():
     record = _duel(leader, rival, fake).run()
     assert record["winner"] == 5 and record["verdict"] == "rival wins"
     assert "trial 3 failed its re-measurement (crashed: exit 139)" in record["reason"]
+
+
+def test_a_baseline_leader_uses_its_fresh_sentinel_run_as_the_first_pairs_a_side():
+    base, rival = _outcome(0, 120.0, {}, baseline=True), _outcome(4, 100.0, {"parallel": 4})
+    fake = FakeRemeasurer({0: [], 4: [80.0]})
+    sentinel = {"objective": 120.0, "feasible": True, "valid": True, "reason": ""}
+    base.confirmation = aggregate([sentinel])
+    record = _duel(base, rival, fake, leader_run=sentinel).run()
+    assert fake.order == [4] and record["pairs"] == [[120.0, 80.0]] and record["winner"] == 0
