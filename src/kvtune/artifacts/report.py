@@ -19,6 +19,7 @@ from kvtune import __version__, hardware
 from kvtune.artifacts import cost_energy, overview as ov
 from kvtune.artifacts.plots import (PLOTS, esc, fmt, note, num, objective_label, plot_history,
                                     plot_importance, plot_improvement, plot_pareto, plot_slice)
+from kvtune.study.disturbed import disturbed_measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 
@@ -160,6 +161,22 @@ def _failures_table(info: dict) -> str:
             f"<th>example</th></tr>{rows}</table>")
 
 
+def _disturbed_table(info: dict) -> str:
+    """The measurements taken while the machine was busy with something else (study/disturbed.py)."""
+    listed = disturbed_measurements(info["trials"])
+    if not listed:
+        return ""
+    rows = "".join(f"<tr><td>#{d.trial}</td><td>{esc(d.measurement)}</td><td class='num'>"
+                   f"{'-' if d.foreign_cores is None else f'{d.foreign_cores:.2f}'}</td><td>{esc(d.why)}</td>"
+                   f"<td class='num'>{d.remeasured}</td><td>{'still disturbed: no evidence' if d.still_disturbed else 'quiet'}"
+                   "</td></tr>" for d in listed)
+    return ("<section id='disturbed'><h2>Disturbed measurements</h2><p class='note'>The machine was busy with "
+            "something else while these ran; a disturbed measurement is measured again, and one that stays "
+            "disturbed is no evidence for naming the best.</p><table id='disturbed-table'><tr><th>trial</th>"
+            "<th>measurement</th><th>foreign cores</th><th>why</th><th>re-measured</th><th>figures kept</th></tr>"
+            f"{rows}</table></section>")
+
+
 def _what_it_can_do(results: dict) -> str:
     """With nothing feasible: the nearest misses and the targets each would meet, in place of
     an empty best-versus-baseline comparison."""
@@ -214,7 +231,7 @@ def render_report(results: dict) -> str:
         plot_importance(results.get("importance"), tuned), plot_slice(info, label),
         "</section><section id='history'><h2>Trial history</h2>", plot_history(info, label),
         "</section><section id='failures'><h2>Failures by reason</h2>", _failures_table(info),
-        "</section><section id='trials'><h2>All trials</h2>", _trials_table(info), "</section>",
+        "</section>", _disturbed_table(info), "<section id='trials'><h2>All trials</h2>", _trials_table(info), "</section>",
     ]
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"

@@ -18,6 +18,7 @@ from kvtune.errors import TargetError
 from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target, loosened
+from kvtune.study.disturbed import DisturbedMeasurement, disturbed_measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
 
@@ -51,6 +52,7 @@ class StudySummary:
     warm_start: list[WarmStartFate] = field(default_factory=list)
     early_stop: EarlyStops | None = None
     cost_energy: list[str] = field(default_factory=list)  # cost and energy of best and baseline
+    disturbed: list[DisturbedMeasurement] = field(default_factory=list)  # measured on a busy machine
 
     @property
     def launches_saved(self) -> int:
@@ -150,6 +152,13 @@ def warm_start_fates(outcomes: list[TrialOutcome], direction: str) -> list[WarmS
             for o in outcomes if o.warm_start and o.duplicate_of is None]
 
 
+def _list_disturbed(summary: StudySummary, outcomes: list[TrialOutcome]) -> None:
+    """The measurements taken while the machine was busy (study/disturbed.py), into the summary
+    and results.json's "disturbed" list."""
+    summary.disturbed = disturbed_measurements(outcomes)
+    summary.payload["disturbed"] = [d.to_dict() for d in summary.disturbed]
+
+
 def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
               objectives: Sequence[Objective], targets: Sequence[Target], host: str,
               port: int) -> StudySummary:
@@ -164,6 +173,7 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
                            early_stop=early_stops(outcomes))
     if summary.early_stop is not None:
         payload["early_stop"] = summary.early_stop.to_dict()
+    _list_disturbed(summary, outcomes)
     payload["cost_energy"] = cost_energy.payload(best, baseline, payload.get("spec") or {})
     summary.cost_energy = payload["cost_energy"]["summary"]
     if best is None:

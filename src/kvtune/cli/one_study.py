@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import shlex
 import signal
-from typing import Any
+import time
+from typing import Any, Callable
 
 from rich.console import Console
 
@@ -16,6 +17,7 @@ from kvtune.cli.consoles import make_console
 from kvtune.cli.progress import make_reporter
 from kvtune.cli.render import print_header, print_summary
 from kvtune.errors import SpecError
+from kvtune.interference import Monitor, Watch, preflight, warning
 from kvtune.launchers.base import Launcher
 from kvtune.tuner.loop import Callbacks
 from kvtune.tuner.session import RunOptions, Session, open_session, study_spec
@@ -59,6 +61,8 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
         out.print(f"[dim]resuming: {done} measured trial(s) kept[/dim]")
     out.print()
     reporter = late.reporter = make_reporter(mode, console, session.planned_trials, done)
+    if not done:  # a resumed study's baseline already ran: what it met is recorded with it
+        check_machine(Monitor(), reporter, mode)
     interrupt_on_sigterm()
     session.start_workers()
     if session.workers:
@@ -74,6 +78,20 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
         return 130
     reporter.close()
     return _finish(session, outcomes, out, reporter, mode, print_best)
+
+
+def check_machine(watch: Watch, reporter: Any, mode: str,
+                  sleep: Callable[[float], None] = time.sleep) -> str | None:
+    """Pre-flight: watch the machine for a few seconds before the baseline (every relative target
+    is measured against it) and warn when something else is already using it. The warning goes
+    to stderr, and with --jsonl also as a ``preflight`` event; returns it (None: quiet)."""
+    seen = preflight(watch, sleep=sleep)
+    text = warning(seen)
+    if mode == "jsonl":
+        reporter.emit("preflight", disturbed=seen.disturbed, warning=text, interference=seen.to_dict())
+    if text is not None:
+        err_console.print(f"[yellow]warning:[/yellow] {text}")
+    return text
 
 
 class _LateReporter:

@@ -4,6 +4,7 @@ last. Console code only; every decision it shows was made in `artifacts.summary`
 from __future__ import annotations
 
 import shlex
+from typing import Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -15,6 +16,7 @@ from kvtune.cli.progress import fmt_flags
 from kvtune.durations import format_duration
 from kvtune.tuner.build import Prepared
 from kvtune.objectives import noise as noise_mod
+from kvtune.study.disturbed import DisturbedMeasurement
 from kvtune.study.naming import headline
 from kvtune.study.noise import OBJECTIVE
 
@@ -39,6 +41,7 @@ def print_header(p: Prepared, console: Console) -> None:
 def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print()
     _spending(s, console)
+    print_disturbed(s.disturbed, console)
     if s.best is None:
         _no_feasible(p, s, console)
         return
@@ -75,6 +78,16 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print(f"\nLaunch script:     {s.launch_script}")
     console.print(f"Verify script:     {s.verify_script} (re-runs the workload against the deployed server)")
     console.print(f"Per-trial results: {s.results_path}")
+
+
+def print_disturbed(disturbed: Sequence[DisturbedMeasurement], console: Console) -> None:
+    """The measurements the machine's other load disturbed, and what became of each."""
+    if not disturbed:
+        return
+    console.print(f"[yellow]Disturbed measurements[/yellow] ({len(disturbed)}: the machine was busy "
+                  "with something else while they ran):")
+    for d in disturbed:
+        console.print(f"  {d.text()}", markup=False)
 
 
 def _spending(s: StudySummary, console: Console) -> None:

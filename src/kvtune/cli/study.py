@@ -80,6 +80,15 @@ def show(
         console.print("[bold]failures by reason[/bold]")
         for f in ov["failures"]:
             console.print(f"  {f['count']:>3} x {f['category']}  (trials {f['trials']}) e.g. {f['example']}", markup=False)
+    _show_disturbed(ov["trials"])
+
+
+def _show_disturbed(trials: list) -> None:
+    """The measurements the machine's other load disturbed (the same list as the run's summary)."""
+    from kvtune.cli.render import print_disturbed
+    from kvtune.study.disturbed import disturbed_measurements
+
+    print_disturbed(disturbed_measurements(trials), console)
 
 
 def _pareto_table(ov: dict) -> Table:

@@ -5,7 +5,7 @@ thresholds and their reasons."""
 
 from kvtune.interference.monitor import Monitor
 from kvtune.interference.preflight import preflight, warning
-from kvtune.interference.record import Consumer, GpuOther, Interference, foreign_cores_threshold
+from kvtune.interference.record import Consumer, GpuOther, Interference, Watch, foreign_cores_threshold
 
 __all__ = ["Monitor", "preflight", "warning", "Interference", "Consumer", "GpuOther",
-           "foreign_cores_threshold"]
+           "foreign_cores_threshold", "Watch"]

@@ -30,7 +30,7 @@ from kvtune import nvml as nvml_mod
 from kvtune.energy import ThreadTicker, Ticker
 from kvtune.interference import procfs
 from kvtune.interference.gpu import GpuWatch
-from kvtune.interference.record import Consumer, Interference, judge, quiet_reason
+from kvtune.interference.record import MIN_WINDOW_S, Consumer, Interference, judge, quiet_reason
 
 SAMPLE_INTERVAL_S = 0.5
 TOP_CONSUMERS = 5
@@ -165,12 +165,13 @@ class Monitor:
         foreign = cores(w.foreign)
         top = sorted(((k, t) for k, t in w.by_process.items()), key=lambda kt: -kt[1])[:TOP_CONSUMERS]
         consumers = tuple(Consumer(k[0], w.names[k], 100.0 * (cores(t) or 0.0)) for k, t in top)
-        crossed = judge(len(self.cpus), foreign, steal, psi["memory"], gpu_others)
+        crossed = judge(len(self.cpus), foreign, steal, psi["memory"], gpu_others) \
+            if seconds >= MIN_WINDOW_S else []
         if crossed:
             named = "; ".join(c.describe() for c in consumers[:3])
             reason = "disturbed: " + "; ".join(crossed) + (f" (top: {named})" if named else "")
         else:
-            reason = quiet_reason(len(self.cpus), foreign, steal)
+            reason = quiet_reason(len(self.cpus), foreign, steal, seconds)
         return Interference(seconds=seconds, cpus=len(self.cpus), foreign_cores=foreign,
                             foreign_cores_peak=w.peak_cores if seconds > 0 else None,
                             server_cores=cores(w.server), own_cores=cores(w.own), steal_share=steal,

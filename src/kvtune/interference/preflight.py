@@ -14,13 +14,12 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from kvtune.interference.monitor import Monitor
-from kvtune.interference.record import Interference
+from kvtune.interference.record import Interference, Watch
 
 PREFLIGHT_S = 3.0
 
 
-def preflight(monitor: Monitor, seconds: float = PREFLIGHT_S,
+def preflight(monitor: Watch, seconds: float = PREFLIGHT_S,
               sleep: Callable[[float], None] = time.sleep) -> Interference:
     """Watch the machine for `seconds` with `monitor` (built with no server: nothing of kvtune's
     is running yet but kvtune itself) and return what it saw."""

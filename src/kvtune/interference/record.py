@@ -24,17 +24,23 @@ The thresholds, and why:
   that only holds memory is listed but does not disturb throughput (the pre-screen already sizes
   against free memory); one whose pid this namespace cannot see (NVML reports host pids inside
   containers) may be the server itself, so it is listed as unattributed and never flags.
+- A window shorter than ``MIN_WINDOW_S`` (1 s) is recorded but never judged disturbed: the kernel
+  counts CPU time in ticks of 10 ms, so in a window of a few tens of milliseconds (a benchmark run
+  on a test's virtual clock, a run cut at once by the early stop) one stray tick is already a
+  foreign core or more.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 FOREIGN_CORES_MIN = 0.25
 FOREIGN_SHARE_OF_CPUS = 0.05
 STEAL_SHARE = 0.05
 MEMORY_PRESSURE_SHARE = 0.10
 GPU_FOREIGN_SM_PCT = 10.0
+MIN_WINDOW_S = 1.0
 
 
 def foreign_cores_threshold(cpus: int) -> float:
@@ -128,7 +134,16 @@ def judge(cpus: int, foreign_cores: float | None, steal: float | None, memory_pr
     return crossed
 
 
-def quiet_reason(cpus: int, foreign_cores: float | None, steal: float | None) -> str:
+def quiet_reason(cpus: int, foreign_cores: float | None, steal: float | None, seconds: float | None = None) -> str:
+    if seconds is not None and seconds < MIN_WINDOW_S:
+        return f"not judged: a {seconds:.2f} s window is too short to tell (minimum {MIN_WINDOW_S:g} s)"
     foreign = "not measurable" if foreign_cores is None else f"{foreign_cores:.2f} cores"
     text = f"quiet: foreign CPU {foreign} (threshold {foreign_cores_threshold(cpus):.2f} on {cpus} CPUs)"
     return text + ("" if steal is None else f", steal {steal:.1%}")
+
+
+class Watch(Protocol):
+    """What watches a window: `Monitor`, or a test's fake (no /proc, no timing)."""
+
+    def start(self) -> None: ...
+    def stop(self) -> Interference: ...

@@ -115,13 +115,14 @@ def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str,
     """The named best. `defaults`: the server's default flag values (``env:NAME`` for
     environment variables; None: unknown, every given flag counts as a change); `noise`: the
     study's pooled noise on the objective (`study.noise.noise_of`)."""
-    ranked = rank(list(outcomes), Direction(direction))
+    # a measurement that stayed disturbed (the machine was busy with something else) is no evidence
+    ranked = rank([o for o in outcomes if not o.disturbed or _clean_confirmation(o)], Direction(direction))
     if not ranked:
         return Naming(None, "no feasible config")
     decided = stored_decision(outcomes)
     if decided is not None:
         return decided
-    confirmed = [o for o in ranked if o.confirmation is not None]
+    confirmed = [o for o in ranked if _clean_confirmation(o)]
     if not confirmed:
         ran = any(o.confirmation is not None for o in outcomes)
         why = ("no re-measured config held on a fresh server: named on its one measurement" if ran
@@ -143,6 +144,11 @@ def stored_decision(outcomes: Sequence[TrialOutcome]) -> Naming | None:
             tied = [int(n) for n in decision.get("tied_with") or []]
             return Naming(o, str(decision.get("why") or ""), tied, remeasured=True)
     return None
+
+
+def _clean_confirmation(o: TrialOutcome) -> bool:
+    """`o` was re-measured and the re-measurement was not disturbed."""
+    return o.confirmation is not None and not o.confirmation.get("disturbed")
 
 
 def comparison_metrics(best: TrialOutcome, baseline: TrialOutcome) -> tuple[dict, dict, int]:

@@ -6,7 +6,9 @@ of its ``--repeats`` runs on one server (`TrialOutcome.spread`, a coefficient of
 ``metrics["repeats"]`` runs). `objectives.noise` pools them; this module only reads them out of
 the record, so the run's summary, results.json, `kvtune show` and the report compute the same
 figure from the same trials. Duplicates (a replay of an earlier trial) and failed measurements
-are not repeats.
+are not repeats, and neither is a measurement that stayed disturbed (the machine was busy with
+something else, `TrialOutcome.disturbed`, or ``"disturbed"`` in the confirmation's record): its
+spread is the other load's, not the config's.
 """
 
 from __future__ import annotations
@@ -23,15 +25,19 @@ def measurements(o: TrialOutcome, key: str) -> list[float]:
     """The values of `key` (a metrics key, or `OBJECTIVE`) from every launch that measured `o`:
     the first measurement, then the confirmation's, in that order."""
     again = o.confirmation or {}
-    runs = [r for r in again.get("runs") or [again] if r.get("valid", True)] if again else []
+    runs = [r for r in again.get("runs") or [again] if r.get("valid", True) and not r.get("disturbed")] \
+        if again else []
     if key == OBJECTIVE:
-        values = [o.objective, *(r.get("objective") for r in runs)]
+        first, later = o.objective, [r.get("objective") for r in runs]
     else:
-        values = [(o.metrics or {}).get(key), *((r.get("metrics") or {}).get(key) for r in runs)]
+        first, later = (o.metrics or {}).get(key), [(r.get("metrics") or {}).get(key) for r in runs]
+    values = [None if o.disturbed else first, *later]
     return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
 def _repeat_spread(o: TrialOutcome, key: str, objective_key: str | None) -> tuple[float, int] | None:
+    if o.disturbed:
+        return None
     runs = int((o.metrics or {}).get("repeats") or 0)
     metric = objective_key if key == OBJECTIVE else key
     cv = o.spread.get(metric) if metric else None

@@ -48,6 +48,18 @@ class TrialOutcome:
     # The worker slot's GPU pinning the server ran with (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER),
     # beside `env` (the candidate's own): bash/systemd exports carry it, containers do not.
     device_env: dict[str, str] = field(default_factory=dict)
+    # The interference monitor's window over the measurement these figures are from (its worst
+    # run: kvtune.interference.Interference.to_dict()); None when it was not watched.
+    interference: dict[str, Any] | None = None
+    # The windows of earlier measurements of this launch that were disturbed and replaced by a
+    # re-measurement (their figures were dropped), oldest first.
+    disturbed_attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def disturbed(self) -> bool:
+        """The figures were measured while the machine was busy with something else, even after
+        the runner's re-measurements: they are no evidence for a verdict."""
+        return bool((self.interference or {}).get("disturbed"))
 
     @property
     def feasible(self) -> bool:
@@ -92,12 +104,13 @@ class TrialOutcome:
         d["evidence"] = self.evidence
         d["failure"] = self.failure.value if self.failure else None
         d["feasible"] = self.feasible
+        d["disturbed"] = self.disturbed
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrialOutcome":
         """Read back `to_dict()` (also from results.json, where non-finite numbers are null)."""
-        known = {f.name for f in fields(cls)}  # derived keys (feasible, evidence) are recomputed
+        known = {f.name for f in fields(cls)}  # derived keys (feasible, evidence, disturbed) are recomputed
         values: dict[str, Any] = {k: v for k, v in d.items() if k in known}
         values["candidate"] = Candidate(**(d.get("candidate") or {}))
         values.setdefault("argv", [])

@@ -155,6 +155,17 @@ def check_default_space(case: ContractCase) -> None:
             check_round_trip(lau, c)
 
 
+def check_server_defaults(case: ContractCase) -> None:
+    """`server_defaults()` names only knobs the backend tunes (a tie counts the flags a config
+    changes from them: a default of a flag nobody tunes would count nothing), and its baseline,
+    which sets none of them, changes none."""
+    lau = case.launcher
+    defaults = lau.server_defaults()
+    assert isinstance(defaults, dict), _who(lau)
+    tuned = {k.name for k in lau.default_knobs(case.workload, case.cpu_count)}
+    assert set(defaults) <= tuned, f"{_who(lau)}: server_defaults of untuned flags {sorted(set(defaults) - tuned)}"
+
+
 def check_informed_start(case: ContractCase) -> None:
     """The informed start names only tuned knobs, with values inside their domains."""
     lau = case.launcher
@@ -195,5 +206,5 @@ def check_container(case: ContractCase) -> None:
 
 
 CHECKS = (check_interface, check_baseline, check_accepted, check_rejected, check_default_space,
-          check_informed_start, check_logs, check_container)
+          check_server_defaults, check_informed_start, check_logs, check_container)
 

@@ -66,7 +66,9 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "objectives": per_objective, "feasible": failed is None and bool(objectives),
             "reason": (failed or {}).get("reason", "") if failed else "", "seed": runs[-1].get("seed"),
             "valid_runs": sum(1 for r in runs if r.get("valid", True)),
-            **({"no_valid_run": True} if not any(r.get("valid", True) for r in runs) else {})}
+            # every run disturbed: the record is no evidence (study/naming.py, study/noise.py skip it)
+            **({"no_valid_run": True, "disturbed": any(r.get("disturbed") for r in runs)}
+               if not any(r.get("valid", True) for r in runs) else {})}
 
 
 def runs_of(o: TrialOutcome) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_mo
 from kvtune.launchers.vllm.gpu_fit import DEFAULT_UTILIZATION, kv_prediction, prescreen_gpu_fit
 from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
 from kvtune.launchers.vllm.values import (_int, _pow2_range, id_list, max_len_choices, parse_id_list,
-                                          visible_gpus)
+                                          server_defaults, visible_gpus)
 from kvtune.planner.gpus import CpuRam, GpuInfo, hardware_budget
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
 from kvtune.planner.shape import shape_from_hf_config
@@ -194,6 +194,18 @@ class VllmLauncher(Launcher):
         return self.kv_size_choices(None)[0]
 
     # -- the contract -----------------------------------------------------------------------
+    def server_defaults(self) -> dict[str, Any]:
+        """vLLM's own values of the tuned flags a candidate may leave out (values.server_defaults);
+        on CPU its DEFAULT_MAX_SEQS / DEFAULT_BATCHED_TOKENS, the KV cache kvtune's command sets and
+        the thread binding's "auto"."""
+        cpu = {"max-num-seqs": DEFAULT_MAX_SEQS[CPU], "max-num-batched-tokens": DEFAULT_BATCHED_TOKENS[CPU],
+               "kv-cache-memory-bytes": self.default_kv_bytes(), "kv-cache-dtype": "auto",
+               ENV_THREADS_BIND: "auto"}
+        if self.model_max_len() is not None:
+            cpu["max-model-len"] = self.model_max_len()
+        names = {k.name for k in self.default_knobs(Workload(), len(self.cpu_ids) or 1)}
+        return server_defaults(self.on_cpu, names, cpu)
+
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
         flags = dict(candidate.flags)
         if self.on_cpu:

@@ -73,3 +73,18 @@ def visible_gpus(gpus: list[GpuInfo], cuda_visible: str | None) -> tuple[GpuInfo
         return tuple(gpus)
     by_index = {g.index: g for g in gpus}
     return tuple(by_index[int(p)] for p in parts if int(p) in by_index)
+
+
+# vLLM V1's own values (vllm/engine/arg_utils.py, 0.10 and later) where they do not depend on the
+# card or the model: a tie between configs goes to the one that changes fewer of them.
+V1_DEFAULTS: dict[str, Any] = {"enable-prefix-caching": True, "enable-chunked-prefill": True}
+GPU_DEFAULTS: dict[str, Any] = {"block-size": 16, "kv-cache-dtype": "auto", "gpu-memory-utilization": 0.9,
+                                "enforce-eager": False, "tensor-parallel-size": 1}
+
+
+def server_defaults(on_cpu: bool, knob_names: set[str], cpu_defaults: dict[str, Any]) -> dict[str, Any]:
+    """The defaults of the flags kvtune tunes (`knob_names`) that a candidate may leave out:
+    V1's engine defaults, then the device's (`cpu_defaults`: the CPU build's, including what
+    kvtune's own command fills in when a candidate sets nothing, e.g. the KV cache size)."""
+    known = {**V1_DEFAULTS, **(cpu_defaults if on_cpu else GPU_DEFAULTS)}
+    return {k: v for k, v in known.items() if k in knob_names}

@@ -29,6 +29,7 @@ from kvtune.objectives.metrics import summarize
 from kvtune.objectives.targets import Target
 from kvtune.tuner.trial.stopping import RunWatch, saved_seconds
 from kvtune.energy import EnergyReading, Meter, combine, energy_metrics
+from kvtune.interference.record import Interference, Watch
 from kvtune.objectives.cost import cost_metrics
 
 # What the tuner measures with: `kvtune.bench.client.run` or a test's stand-in.
@@ -46,6 +47,7 @@ class Measurement:
     bench_runs: list[BenchRun] = field(default_factory=list)
     stopped: str | None = None  # the early stop's reason, when a target could no longer hold
     chosen: list[BenchRun] | None = None  # the runs `metrics` are from (None: all bench_runs)
+    windows: list[dict | None] | None = None  # per bench run: its interference window (to_dict), if watched
 
 
 def coefficient_of_variation(values: list[float | None]) -> float:
@@ -246,3 +248,41 @@ def account(m: Measurement, bench: MeteredBench, usd_per_hour: float | None) -> 
     if usd_per_hour is not None:
         m.metrics.update(cost_metrics(m.metrics, usd_per_hour))
     return m
+
+
+class WatchedBench:
+    """A `Bench` that watches the machine during each benchmark run's measured phase: the window
+    opens at the client's "measuring" phase (the warm-up is left out: a config's own start-up
+    work is no interference) and closes when the run returns. Each run's `Interference` is kept
+    by id(BenchRun); `worst()` is the one a measurement is judged by."""
+
+    def __init__(self, bench: Bench, watch: Watch):
+        self.bench, self.watch = bench, watch
+        self.seen: dict[int, Interference] = {}   # id(BenchRun) -> its window
+
+    def __call__(self, base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
+        opened = False
+        heard = options.on_phase
+
+        def on_phase(phase: str) -> None:
+            nonlocal opened
+            if phase == "measuring" and not opened:
+                self.watch.start()
+                opened = True
+            if heard is not None:
+                heard(phase)
+        try:
+            run = self.bench(base_url, workload, replace(options, on_phase=on_phase))
+        finally:
+            window = self.watch.stop() if opened else None
+        if window is not None:
+            self.seen[id(run)] = window
+        return run
+
+    def worst(self, runs: Sequence[BenchRun]) -> Interference | None:
+        """The window of `runs` with the most interference: a disturbed one before a quiet one,
+        then the most foreign CPU. None when no run was watched."""
+        windows = [self.seen[id(r)] for r in runs if id(r) in self.seen]
+        if not windows:
+            return None
+        return max(windows, key=lambda w: (w.disturbed, w.foreign_cores or 0.0))

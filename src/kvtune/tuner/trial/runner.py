@@ -11,6 +11,7 @@ ends up in the outcome; nothing is kept between trials but the memory wait's las
 from __future__ import annotations
 
 import json
+import time
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Callable
@@ -25,9 +26,12 @@ from kvtune.launchers.process import ServerProcess, free_port, last_error_line
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial import scoring
+from kvtune.interference import Interference, Watch
 from kvtune.tuner.trial.context import Placement, Subject
+from kvtune.tuner.trial.disturbance import Attempts, MonitorFactory, watch_machine
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
-from kvtune.tuner.trial.measure import Measurement, MeteredBench, account, measure_capacity, measure_repeats
+from kvtune.tuner.trial.measure import (Measurement, MeteredBench, WatchedBench, account, measure_capacity,
+                                       measure_repeats)
 from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.trial.stopping import watched_targets
 from kvtune.workload import Workload
@@ -37,12 +41,16 @@ Phase = Callable[[int, str], None]  # (trial number, what it is doing now)
 
 class TrialRunner:
     """Runs trials for one worker. `pid_file` records its running server (a later run reaps a
-    leftover); `on_phase` reports what a trial is doing."""
+    leftover); `on_phase` reports what a trial is doing. `monitor` builds the interference
+    monitor of one launch (tuner/trial/disturbance.py; a test passes a fake), `sleep` is what the
+    wait for a quiet machine sleeps with."""
 
-    def __init__(self, what: Subject, where: Placement, pid_file: Path, on_phase: Phase = lambda n, p: None):
+    def __init__(self, what: Subject, where: Placement, pid_file: Path, on_phase: Phase = lambda n, p: None,
+                 monitor: MonitorFactory = watch_machine, sleep: Callable[[float], None] = time.sleep):
         self.what, self.where = what, where
         self.pid_file = pid_file
         self.on_phase = on_phase
+        self.monitor, self.sleep = monitor, sleep
         # The model's own tokenizer (GGUF vocab or HF) makes synthetic prompts exact; loaded
         # once per study, None when unavailable (prompts are then a stated approximation).
         self.tokenizer = _study_tokenizer(what.launcher)
@@ -84,7 +92,7 @@ class TrialRunner:
             return self.infeasible(outcome, e.kind, e.reason)
         watched = self._early_stop_targets(outcome, baseline)
         try:
-            measured = self._measure(n, server.base_url, workload or self.what.spec.workload, watched)
+            measured = self._measure_until_quiet(n, server, workload or self.what.spec.workload, watched, outcome)
             failures = any(r.metrics.get("failed", 0) for r in measured.bench_runs)
             died = server.exited_within(2.0 if failures else 0.0)
         finally:
@@ -104,8 +112,11 @@ class TrialRunner:
         """The measurement into the outcome, the bench runs into the trial's folder."""
         # e.g. vLLM's "KV cache size: N tokens", max concurrency
         outcome.server_facts = self.launcher.startup_facts(server.log_text())
+        windows = measured.windows or [None] * len(measured.bench_runs)
         (trial_dir / "bench.json").write_text(json.dumps(to_jsonable(
-            {"runs": [r.to_dict() for r in measured.bench_runs]}), indent=1))
+            {"runs": [{**r.to_dict(), "interference": w} for r, w in zip(measured.bench_runs, windows)],
+             "interference": outcome.interference, "disturbed_attempts": outcome.disturbed_attempts}),
+            indent=1))
         outcome.metrics = measured.metrics
         outcome.spread = measured.spread
         outcome.server_metrics = getattr(measured.bench_runs[-1], "server_metrics", None) or {} \
@@ -168,10 +179,33 @@ class TrialRunner:
         gpus = visible_gpus(self.where.device_env)
         return price.hourly(len(gpus) if gpus is not None else int(self.where.hardware.get("gpu_count") or 0))
 
-    def _measure(self, n: int, base_url: str, workload: Workload, watched: list[Target]) -> Measurement:
-        """Measure under load, with the energy of the measured runs and the cost per 1M tokens."""
-        bench = MeteredBench(self.what.bench, self.energy_meter)
-        return account(self._measure_load(n, base_url, workload, bench, watched), bench, self._usd_per_hour())
+    def _measure_until_quiet(self, n: int, server: ServerProcess, workload: Workload, watched: list[Target],
+                             outcome: TrialOutcome) -> Measurement:
+        """Measure on `server`; a measurement the interference monitor judged disturbed is dropped
+        and taken again once the machine is quiet (bounded, see tuner/trial/disturbance.py). The
+        kept measurement's window goes into `outcome.interference`, the dropped ones' into
+        `outcome.disturbed_attempts`."""
+        watch = self.monitor(lambda: (server.proc.pid,) if server.proc else (), visible_gpus(self.where.device_env))
+        attempts = Attempts(watch, lambda text: self.on_phase(n, text), self.sleep)
+        attempt = 1
+        while True:
+            measured, window = self._measure(n, server.base_url, workload, watched, watch)
+            if not attempts.again(window, attempt, server.alive()):
+                break
+            attempt += 1
+        outcome.interference = window.to_dict() if window is not None else None
+        outcome.disturbed_attempts = [w.to_dict() for w in attempts.replaced]
+        return measured
+
+    def _measure(self, n: int, base_url: str, workload: Workload, watched: list[Target],
+                 watch: Watch) -> tuple[Measurement, Interference | None]:
+        """Measure under load, with the energy of the measured runs, the cost per 1M tokens and
+        the worst interference window of the runs."""
+        observed = WatchedBench(self.what.bench, watch)
+        bench = MeteredBench(observed, self.energy_meter)
+        measured = account(self._measure_load(n, base_url, workload, bench, watched), bench, self._usd_per_hour())
+        measured.windows = [w.to_dict() if (w := observed.seen.get(id(r))) else None for r in measured.bench_runs]
+        return measured, observed.worst(measured.bench_runs)
 
     def _measure_load(self, n: int, base_url: str, workload: Workload, bench: MeteredBench,
                       watched: list[Target]) -> Measurement:

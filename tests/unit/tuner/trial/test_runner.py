@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Knob
-from kvtune.objectives.targets import parse_targets, with_default_error_target
+from kvtune.objectives.targets import with_default_error_target
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.trial.context import Placement, Subject
@@ -21,7 +21,7 @@ WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16,
 
 
 def runner_for(spec: StudySpec, launcher: FakeLauncher, tmp_path: Path, phases: list) -> TrialRunner:
-    targets = with_default_error_target(parse_targets(spec.targets))
+    targets = with_default_error_target(list(spec.targets))  # the spec holds parsed targets
     runner = TrialRunner(Subject(spec, launcher, targets), Placement.here(slot=3), tmp_path / "server.pid.json",
                          on_phase=lambda n, p: phases.append((n, p)))
     runner.memory_wait = MemoryWait(read=lambda: MemorySnapshot(64 * 2**30), sleep=lambda s: None)
