@@ -65,6 +65,8 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
         console.print(line, markup=False)
     _startup(s, console)
     _confirmation(s.payload.get("confirmation"), console)
+    _decision(s.payload.get("decision"), console)
+    _drift(s.payload.get("sentinel"), console)
     for fate in s.warm_start:
         held = f"held: feasible here, rank {fate.rank} of {fate.of}" if fate.held \
             else f"did not hold here: {fate.outcome.reason}"
@@ -184,3 +186,32 @@ def _confirmation(conf: dict | None, console: Console) -> None:
                   f"{' > '.join(map(str, conf['order_after']))}"
                   + (f"; no longer feasible: {dropped}" if dropped else "")
                   + ". The best is named only among configs that held when re-measured.")
+
+
+def _decision(decision: dict | None, console: Console) -> None:
+    """One line per duel of the confirmation: who faced whom, over how many pairs, the verdict."""
+    for d in (decision or {}).get("duels") or []:
+        name = {n: "the defaults (0)" if n == 0 else f"trial {n}" for n in (d["leader"], d["rival"])}
+        pairs = len(d.get("pairs") or [])
+        again = f"; measured again: {', '.join(d['remeasured_pairs'])}" if d.get("remeasured_pairs") else ""
+        console.print(f"Duel {name[d['leader']]} vs {name[d['rival']]} (A B A B, {pairs} pair"
+                      f"{'s' if pairs != 1 else ''}): {d['reason']}{again}", markup=False)
+
+
+def _drift(block: dict | None, console: Console) -> None:
+    """The baseline sentinel's series and its drift, first vs last."""
+    if not block:
+        return
+    series = " -> ".join(f"{p['objective']:.4g}" if isinstance(p.get("objective"), (int, float)) else "-"
+                         for p in block.get("series") or [])
+    counts = ", ".join(str(p["measured"]) for p in block.get("series") or [])
+    line = f"Baseline sentinel (after {counts} measured trials): {series}"
+    drift = block.get("drift")
+    if drift:
+        verdict = "beyond the noise: the machine's state changed during the study" if drift["beyond_noise"] \
+            else "within the noise"
+        line += f"; drift {(drift['ratio'] - 1) * 100:+.1f}% first to last, {verdict} ({drift['noise']})"
+    disturbed = sum(1 for p in block.get("series") or [] if p.get("disturbed"))
+    if disturbed:
+        line += f"; {disturbed} point(s) disturbed, not used"
+    console.print(line, markup=False)

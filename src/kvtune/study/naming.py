@@ -8,6 +8,11 @@ results.json, so `kvtune show` and the report name the same best as the run). On
 re-measured config held (or confirmation is off) is a config named on its single measurement,
 and the reason says so.
 
+A single-objective confirmation decides in a duel of paired re-measurements (tuner/duel.py) and
+stores its decision in the winner's confirmation record ("decision"); when there is one, it is
+the named best and its reason the decision's text (a tie is named as such), so every reader of
+results.json names what the run decided.
+
 Why re-measurements only: the best's first measurement was the maximum over every trial of the
 search, so it is biased up (the winner's curse); a re-measurement on a fresh server is not.
 `figure` and `headline` therefore show a confirmed config's re-measured figure and label the
@@ -114,6 +119,9 @@ def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str,
     ranked = rank([o for o in outcomes if not o.disturbed or _clean_confirmation(o)], Direction(direction))
     if not ranked:
         return Naming(None, "no feasible config")
+    decided = stored_decision(outcomes)
+    if decided is not None:
+        return decided
     confirmed = [o for o in ranked if _clean_confirmation(o)]
     if not confirmed:
         ran = any(o.confirmation is not None for o in outcomes)
@@ -125,6 +133,17 @@ def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str,
          for o in confirmed], direction, noise)
     best = next(o for o in confirmed if o.number == decision.number)
     return Naming(best, decision.why, decision.tied_with, remeasured=True)
+
+
+def stored_decision(outcomes: Sequence[TrialOutcome]) -> Naming | None:
+    """The confirmation's decision, when a duel named a winner that still held (its aggregate
+    re-measurement feasible); None otherwise (older studies, several objectives)."""
+    for o in outcomes:
+        decision = (o.confirmation or {}).get("decision")
+        if isinstance(decision, dict) and decision.get("winner") == o.number and o.feasible and o.held:
+            tied = [int(n) for n in decision.get("tied_with") or []]
+            return Naming(o, str(decision.get("why") or ""), tied, remeasured=True)
+    return None
 
 
 def _clean_confirmation(o: TrialOutcome) -> bool:

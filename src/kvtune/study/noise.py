@@ -1,7 +1,7 @@
 """A study's measured noise, from its trial outcomes: what every printed "+/-" rests on.
 
 A config's repeated measurements are its first measurement and its confirmation
-re-measurement (`TrialOutcome.confirmation`), each one launch of a fresh server, plus the spread
+re-measurements (`TrialOutcome.confirmation`, each valid entry of its "runs"), each one launch of a fresh server, plus the spread
 of its ``--repeats`` runs on one server (`TrialOutcome.spread`, a coefficient of variation, with
 ``metrics["repeats"]`` runs). `objectives.noise` pools them; this module only reads them out of
 the record, so the run's summary, results.json, `kvtune show` and the report compute the same
@@ -25,11 +25,13 @@ def measurements(o: TrialOutcome, key: str) -> list[float]:
     """The values of `key` (a metrics key, or `OBJECTIVE`) from every launch that measured `o`:
     the first measurement, then the confirmation's, in that order."""
     again = o.confirmation or {}
+    runs = [r for r in again.get("runs") or [again] if r.get("valid", True) and not r.get("disturbed")] \
+        if again else []
     if key == OBJECTIVE:
-        values = [o.objective, again.get("objective")]
+        first, later = o.objective, [r.get("objective") for r in runs]
     else:
-        values = [(o.metrics or {}).get(key), (again.get("metrics") or {}).get(key)]
-    values = [None if o.disturbed else values[0], None if again.get("disturbed") else values[1]]
+        first, later = (o.metrics or {}).get(key), [(r.get("metrics") or {}).get(key) for r in runs]
+    values = [None if o.disturbed else first, *later]
     return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 

@@ -58,6 +58,7 @@ class SpecOverrides:
     startup_timeout_s: float | None = None
     repeats: int | str | None = None
     confirm_top: int | None = None
+    confirm_pairs: int | None = None
     informed_start: bool | None = None
     time_budget_s: float | None = None
     early_stop: bool | None = None

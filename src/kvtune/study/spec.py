@@ -32,7 +32,7 @@ from kvtune.study.sampler_choice import SamplerKind, sampler_kind
 
 BACKENDS = ("llama-server", "vllm")
 TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
-            "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "vllm_python",
+            "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "confirm_pairs", "vllm_python",
             "informed_start", "time_budget", "sampler", "price_per_hour", "price_per_gpu_hour"}
 
 
@@ -103,6 +103,9 @@ class StudySpec:
     repeats: int | str = 1  # or "auto": repeat until the objective's 95% CI is within 3%
     # Re-measure this many top configs (and the baseline) at the end before naming the best.
     confirm_top: int = 2
+    # Confirmation's duel: at most this many (leader, rival) pairs, measured A B A B, before a tie
+    # is declared (3: the demo's worst case stays 6 re-measurements plus the baseline sentinel).
+    confirm_pairs: int = 3
     # Measure the seeds' advice (slots = users, all cores, flash attention...) right after the
     # baseline, before the sampler explores.
     informed_start: bool = True
@@ -177,6 +180,9 @@ class StudySpec:
             raise SpecError(f"repeats must be a whole number of at least 1 or 'auto', got {self.repeats!r}")
         if self.confirm_top < 0:
             raise SpecError(f"confirm_top must be 0 or more, got {self.confirm_top}")
+        if isinstance(self.confirm_pairs, bool) or not isinstance(self.confirm_pairs, int) \
+                or self.confirm_pairs < 1:
+            raise SpecError(f"confirm_pairs must be a whole number of at least 1, got {self.confirm_pairs!r}")
         if self.trials < 1:
             raise SpecError(f"trials must be at least 1 (the baseline is trial 0), got {self.trials}")
         if not (self.startup_timeout_s > 0 and math.isfinite(self.startup_timeout_s)):

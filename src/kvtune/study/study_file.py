@@ -45,6 +45,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
               "model": ((str,), "a string"), "objective": ((str, list), "a name or a list of names"),
               "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
               "repeats": ((int, str), "an integer or 'auto'"), "confirm_top": ((int,), "an integer"),
+              "confirm_pairs": ((int,), "an integer"),
               "informed_start": ((bool,), "true or false"), "sampler": ((str,), "a sampler name"),
               "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
               "startup_timeout_s": ((int, float), "a number"),

@@ -1,20 +1,26 @@
 """The confirmation phase: no config is named best on one measurement.
 
-After the search, the top `confirm_top` configs and the baseline are measured again, each on a
-fresh server and with a different prompt seed (so a config must hold under two prompt sets and
-arrival orders, not a replay of the first). If the re-measured leaders regress, the ranking now
-puts a config that was measured only once on top; the phase then walks down the ranking and
-re-measures that one too, up to `EXTRA_REMEASUREMENTS` more, so the named best is a config
-that held on a fresh server whenever the bound allows. A multi-objective study re-measures its
-Pareto set instead (bounded), and its final Pareto set is computed from the confirmed figures
-(`TrialOutcome.scores`). Results live in the study's user attrs (tuner/fleet/records.py), so an
-interrupted confirmation resumes where it stopped.
+A single-objective study ends in a duel (tuner/duel.py): the leader by first measurement against
+its nearest rival (the next config by first measurement, the baseline when no other is
+feasible), re-measured in A B A B order on fresh servers with another prompt seed, until the 95%
+interval of their paired log-ratio excludes zero or `confirm_pairs` pairs were measured (then a
+tie, and the config with fewer flags changed from the server's defaults wins). If the leader
+loses, the winner faces the next config in line, up to `EXTRA_REMEASUREMENTS` more duels. The
+decision (each duel's leader, rival, pairs, interval, verdict, reason) is stored in the study's
+user attrs (`DECISION_ATTR`) and copied into the winner's confirmation record, which is what
+study/naming.py names. The baseline's end-of-search sentinel (tuner/sentinel.py) is its
+re-measurement here: it serves as the first pair's B when the rival is the baseline, so the
+baseline is not measured twice in a row.
 
-A re-measurement runs through the same trial runner as the search (tuner/trial/runner.py). A
+A multi-objective study re-measures its Pareto set instead (bounded), and its final Pareto set
+is computed from the confirmed figures (`TrialOutcome.scores`). Results live in the study's user
+attrs (tuner/fleet/records.py), so an interrupted confirmation resumes where it stopped (a duel
+cut short is run again; its runs so far stay in the records).
+
+A re-measurement runs through the same trial runner as the search (tuner/remeasure.py). A
 launch that failed transiently (a port clash, a start-up timeout: `TrialOutcome.transient`, after
 the runner's own retry) says nothing about the config, as in the search: it is launched again, up
-to `TRANSIENT_ATTEMPTS` times in all; if it never starts, no verdict is recorded (the config stays
-"measured once", and a resumed confirmation tries it again) and the walk passes it over.
+to `TRANSIENT_ATTEMPTS` times in all; if it never starts, no verdict is recorded.
 
 `--time-budget` covers the confirmation too: a re-measurement is skipped (and the phase says so)
 when what is left of the budget is shorter than the config's first launch and measurement took
@@ -24,21 +30,28 @@ when what is left of the budget is shorter than the config's first launch and me
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
+from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective
+from kvtune.study.naming import flags_changed
+from kvtune.study.noise import noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
 from kvtune.study.spec import StudySpec
+from kvtune.tuner.duel import Duel
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.remeasure import SEED_STEP, TRANSIENT_ATTEMPTS, Remeasurer, run_record
 from kvtune.tuner.trial.runner import TrialRunner
 
-EXTRA_REMEASUREMENTS = 3  # beyond confirm_top: how far down the ranking the walk may go
-SEED_STEP = 7919  # the re-measurement's prompt seed = the study's + this (a different prompt set)
-TRANSIENT_ATTEMPTS = 2  # launches of one re-measurement while they fail transiently
+__all__ = ["Confirmation", "confirm", "expected_s", "first_choices", "SEED_STEP", "TRANSIENT_ATTEMPTS",
+           "DECISION_ATTR", "EXTRA_REMEASUREMENTS"]
+
+EXTRA_REMEASUREMENTS = 3  # how far down the ranking the walk (or the chain of duels) may go
+DECISION_ATTR = "decision"  # the study's user attr holding the duels and the named winner
 
 
 def first_choices(outcomes: list[TrialOutcome], spec: StudySpec) -> list[TrialOutcome]:
@@ -57,14 +70,6 @@ def first_choices(outcomes: list[TrialOutcome], spec: StudySpec) -> list[TrialOu
     return chosen
 
 
-def unconfirmed_leader(outcomes: list[TrialOutcome], spec: StudySpec,
-                       unsettled: frozenset[int] = frozenset()) -> TrialOutcome | None:
-    """The config the ranking would name best now, when it was measured only once (configs in
-    `unsettled`, whose re-measurement never started, are passed over)."""
-    ranked = [o for o in rank(outcomes, spec.primary.direction) if o.number not in unsettled]
-    return ranked[0] if ranked and ranked[0].confirmation is None else None
-
-
 def expected_s(o: TrialOutcome) -> float | None:
     """The wall time a re-measurement of `o` should take: its first start-up and measurement
     (None when the measurement did not record its wall time, e.g. a capacity search)."""
@@ -75,7 +80,9 @@ def expected_s(o: TrialOutcome) -> float | None:
 @dataclass
 class Confirmation:
     """One confirmation phase: the runner re-measures, the records keep what it found.
-    `time_left_s`: what is left of the time budget (None: no time budget)."""
+    `time_left_s`: what is left of the time budget (None: no time budget). `defaults`: the
+    server's default flags (what a tie's "fewer flags changed" counts against). `sentinel_run`:
+    the baseline's end-of-search sentinel run, just measured (the first pair's B against it)."""
 
     runner: TrialRunner
     records: TrialRecords
@@ -83,11 +90,14 @@ class Confirmation:
     run_dir: Path
     time_left_s: float | None = None
     clock: Callable[[], float] = time.monotonic
+    defaults: Mapping[str, Any] | None = None
+    sentinel_run: dict | None = None
     unsettled: set[int] = field(default_factory=set)  # re-measurements that never started
     skipped: list[int] = field(default_factory=list)  # not re-measured: the time budget was spent
 
     def __post_init__(self) -> None:
         self._began = self.clock()
+        self.remeasurer = Remeasurer(self.runner, self.records, self.callbacks, self.run_dir)
 
     @property
     def spec(self) -> StudySpec:
@@ -95,22 +105,61 @@ class Confirmation:
 
     def run(self) -> dict:
         """Re-measure until the named best held on a fresh server (bounded). Returns the record."""
-        for o in first_choices(self.records.outcomes(), self.spec):
-            if str(o.number) not in self.records.confirmations and self._fits(o):
-                self._settle(o)
-        extra = 0
-        while extra < EXTRA_REMEASUREMENTS and len(self.spec.objective_specs) == 1:
-            passed_over = frozenset(self.unsettled | set(self.skipped))
-            leader = unconfirmed_leader(self.records.outcomes(), self.spec, passed_over)
-            if leader is None:
-                break
-            if not self._fits(leader):
-                continue  # passed over from now on; a shorter one further down may still fit
-            self.callbacks.phase(leader.number, "the re-measured leaders regressed: confirming the next in line")
-            self._settle(leader)
-            extra += 1
+        if len(self.spec.objective_specs) > 1:
+            for o in first_choices(self.records.outcomes(), self.spec):
+                if str(o.number) not in self.records.confirmations:
+                    self._settle(o)
+        elif DECISION_ATTR not in self.records.study.user_attrs:
+            self._duels()
         return dict(self.records.confirmations)
 
+    # ---- a single objective: the duels ----------------------------------------------------------
+    def noise(self) -> Noise:
+        """The study's pooled noise on the objective, over every run measured so far."""
+        self.records.refresh()
+        return noise_of(self.records.outcomes(), objective_key=self.spec.primary.key)
+
+    def _duels(self) -> None:
+        """The leader against the next in line; a winning rival faces the one after (bounded)."""
+        ranked = rank(self.records.outcomes(), self.spec.primary.direction, confirmed=False)
+        if not ranked:
+            return
+        baseline = next((o for o in self.records.outcomes() if o.baseline and o.measured), None)
+        queue = ranked[1:] or ([baseline] if baseline is not None and baseline is not ranked[0] else [])
+        if not queue:
+            self._settle(ranked[0])  # nothing to duel: the only config still has to hold
+            return
+        leader, duels = ranked[0], list[dict]()
+        while queue and len(duels) <= EXTRA_REMEASUREMENTS:
+            rival = queue.pop(0)
+            self.callbacks.phase(leader.number, f"confirming: {_name(leader)} against {_name(rival)}, "
+                                                f"A B A B on fresh servers (at most {self.spec.confirm_pairs} pairs)")
+            fresh = self.sentinel_run if not duels else None  # the baseline's end sentinel, just measured
+            record = Duel(leader, rival, self.remeasurer, self.spec.primary.direction.value,
+                          self.spec.confirm_pairs, self.noise, lambda o: flags_changed(o, self.defaults),
+                          self._fits, rival_run=fresh if rival.baseline else None,
+                          leader_run=fresh if leader.baseline else None).run()
+            if record is None:
+                break
+            duels.append(record)
+            self.callbacks.phase(record["winner"], record["reason"])
+            if record["winner"] == leader.number:
+                break
+            leader = rival
+        if duels:
+            self._store_decision(duels)
+
+    def _store_decision(self, duels: list[dict]) -> None:
+        last = duels[-1]
+        decision = {"winner": last["winner"], "why": last["reason"], "tie": last["tie"],
+                    "tied_with": [n for n in (last["leader"], last["rival"]) if n != last["winner"]]
+                    if last["tie"] else [], "duels": duels}
+        self.records.study.set_user_attr(DECISION_ATTR, decision)
+        winner = self.records.confirmations.get(str(last["winner"]))
+        if winner is not None:
+            self.records.confirm(last["winner"], {**winner, "decision": decision})
+
+    # ---- several objectives, and a lone config ---------------------------------------------------
     def _fits(self, o: TrialOutcome) -> bool:
         """Whether re-measuring `o` fits in what is left of the time budget; says so when not."""
         need = expected_s(o)
@@ -125,37 +174,23 @@ class Confirmation:
         return False
 
     def _settle(self, o: TrialOutcome) -> None:
-        """Re-measure `o` until a launch says something about it; record the verdict."""
-        for attempt in range(TRANSIENT_ATTEMPTS):
-            record, again = self.remeasure(o)
-            if not again.transient:
-                self.records.confirm(o.number, record)
-                return
-            if attempt + 1 < TRANSIENT_ATTEMPTS:
-                self.callbacks.phase(o.number, "the re-measurement did not start (transient): launching again")
-        self.unsettled.add(o.number)
-        self.callbacks.phase(o.number, "the re-measurement never started (transient failures): "
-                                       "no verdict recorded, the config stays measured once")
+        """Re-measure `o` once (launched again while it fails transiently); record the run."""
+        if not self._fits(o):
+            return
+        again = self.remeasurer.launch(o, "confirming")
+        if again is None:
+            self.unsettled.add(o.number)
+            return
+        self.remeasurer.add(o, run_record(again, self.remeasurer.seed(), "confirm"))
 
-    def remeasure(self, o: TrialOutcome) -> tuple[dict, TrialOutcome]:
-        """One fresh launch of `o`'s config with another prompt seed; the record kept per trial
-        and the re-measurement's outcome."""
-        self.callbacks.trial_started(o.number, o.candidate, o.baseline)
-        self.callbacks.phase(o.number, "confirming: re-measuring with a fresh server and other prompts")
-        workload = replace(self.spec.workload, seed=(self.spec.workload.seed + SEED_STEP) % 2**32)
-        again, port = self.runner.new_outcome(o.number, o.candidate, o.baseline)
-        self.runner.run(again, port, self.run_dir / "trials" / f"{o.number:04d}-confirm",
-                        self.records.measured_baseline(), workload)
-        first = "-" if o.objective is None else f"{o.objective:.4g}"
-        now = "-" if again.objective is None else f"{again.objective:.4g}"
-        self.callbacks.phase(o.number, f"re-measured {self.spec.primary.name}: {now} (first {first})"
-                             + ("" if again.feasible else f"; no longer feasible: {again.reason}"))
-        record = {"metrics": again.metrics, "objective": again.objective, "objectives": again.objectives,
-                  "feasible": again.feasible, "reason": again.reason, "seed": workload.seed}
-        return record, again
+
+def _name(o: TrialOutcome) -> str:
+    return "the defaults" if o.baseline else f"trial {o.number}"
 
 
 def confirm(runner: TrialRunner, records: TrialRecords, callbacks: Callbacks, run_dir: Path,
-            time_left_s: float | None = None) -> dict:
+            time_left_s: float | None = None, defaults: Mapping[str, Any] | None = None,
+            sentinel_run: dict | None = None) -> dict:
     """Run one confirmation phase (see `Confirmation`)."""
-    return Confirmation(runner, records, callbacks, run_dir, time_left_s).run()
+    return Confirmation(runner, records, callbacks, run_dir, time_left_s, defaults=defaults,
+                        sentinel_run=sentinel_run).run()

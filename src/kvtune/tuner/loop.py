@@ -9,7 +9,8 @@ A measurement stops the moment a target can no longer hold (tuner/trial/stopping
 is then infeasible like any other miss. The budget counts launched configs, not asks
 (tuner/fleet/accounting.py). One trial's launch, measurement and score are the trial runner's
 (tuner/trial/runner.py); the finished trials are read through the record store
-(tuner/fleet/records.py).
+(tuner/fleet/records.py). The process that summarizes re-measures the baseline every
+`sentinel.SENTINEL_EVERY` measured trials (tuner/sentinel.py), so drift shows as a series.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ from kvtune.launchers.process import reap_leftovers
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
+from kvtune.study.noise import noise_of
 from kvtune.tuner import confirm as confirmation
+from kvtune.tuner import sentinel
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet import accounting, recovery, storage
 from kvtune.tuner.fleet.budget import Budget, StopReason
 from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.remeasure import Remeasurer
 from kvtune.tuner.search.space import SearchSpace
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.runner import TrialRunner
@@ -70,6 +74,7 @@ class Tuner:
         self.records = TrialRecords(ctx.study)
         self.runner = TrialRunner(ctx.what, ctx.where, self.pid_file, on_phase=lambda n, p: self.cb.phase(n, p))
         self.budget_report: dict | None = None  # why the last run() stopped asking (results.json)
+        self.sentinel_every = sentinel.SENTINEL_EVERY  # measured trials between baseline sentinels
 
     # ---- the context, by name ---------------------------------------------------------------------
     @property
@@ -200,6 +205,46 @@ class Tuner:
             if duplicates >= MAX_DUPLICATES_IN_A_ROW:
                 return accounting.EXHAUSTED  # the sampler keeps proposing measured configs
             self._recover()
+            if self._counts().measured < budget.trials:  # the end point is the confirmation's
+                self.sentinel()
+
+    # ---- the baseline sentinel (tuner/sentinel.py) ---------------------------------------------
+    def sentinel(self, end: bool = False, time_left_s: float | None = None) -> dict | None:
+        """Re-measure the baseline when a sentinel point is due (only in the process that
+        summarizes: a multi-worker study measures each point once) and fits in `time_left_s`
+        (None: no time budget). The run, or None."""
+        measured = self._counts().measured
+        if not self.wait_for_others or not sentinel.due(self.study, measured, end, self.sentinel_every):
+            return None
+        self.records.refresh()
+        baseline = self.records.measured_baseline()
+        if baseline is None or baseline.duplicate_of is not None:
+            return None
+        need = confirmation.expected_s(baseline)
+        if time_left_s is not None and need is not None and need > time_left_s:
+            self.cb.phase(baseline.number, f"not re-measured: it took {need:.0f} s and "
+                                           f"{max(time_left_s, 0.0):.0f} s of the time budget is left")
+            return None
+        return sentinel.measure(self._remeasurer(), self.study, baseline, measured, end)
+
+    def _remeasurer(self) -> Remeasurer:
+        return Remeasurer(self.runner, self.records, self.cb, self.run_dir)
+
+    def study_report(self) -> dict:
+        """results.json's "sentinel" (the baseline series and its drift) and "decision" (the
+        confirmation's duels) blocks, read from the study (so a resumed study shows them too)."""
+        self.records.refresh()
+        outcomes = self.records.outcomes()
+        noise = noise_of(outcomes, objective_key=self.spec.primary.key)
+        baseline = next((o for o in outcomes if o.baseline), None)
+        out: dict = {}
+        block = sentinel.report(self.study, baseline, noise, self.sentinel_every)
+        if block is not None:
+            out["sentinel"] = block
+        decision = self.study.user_attrs.get(confirmation.DECISION_ATTR)
+        if decision is not None:
+            out["decision"] = decision
+        return out
 
     def _wait_for_others(self) -> None:
         time.sleep(WAIT_FOR_OTHERS_S)
@@ -270,11 +315,17 @@ class Tuner:
     # ---- confirmation ---------------------------------------------------------------------------
     def confirm(self) -> dict:
         """Re-measure the leaders on fresh servers before naming the best (see tuner/confirm.py),
-        within what is left of the time budget."""
+        within what is left of the time budget; the baseline's end-of-search sentinel first (it
+        is the baseline's re-measurement there)."""
         self.records.refresh()
         budget_s = accounting.load_budget(self.study, self._spec_budget()).time_budget_s
         left = None if budget_s is None else budget_s - accounting.elapsed_s(self.study)
-        return confirmation.confirm(self.runner, self.records, self.cb, self.run_dir, left)
+        decided, began = confirmation.DECISION_ATTR in self.study.user_attrs, time.time()
+        end_run = None if decided else self.sentinel(end=True, time_left_s=left)
+        if left is not None:
+            left -= time.time() - began
+        return confirmation.confirm(self.runner, self.records, self.cb, self.run_dir, left,
+                                    self.launcher.server_defaults(), end_run)
 
 
 def _copy_of(outcome: TrialOutcome, same: TrialOutcome) -> TrialOutcome:

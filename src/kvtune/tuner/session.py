@@ -98,6 +98,7 @@ class Session:
                                 importance.to_dict(), p.launcher.server_defaults())
         if self.tuner.budget_report is not None:
             payload["budget"] = self.tuner.budget_report
+        payload.update(self.tuner.study_report())  # the baseline sentinel series, the decision
         return payload
 
     def write_results(self) -> Path:

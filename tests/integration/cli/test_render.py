@@ -50,3 +50,24 @@ def test_a_config_measured_once_says_so_once_and_its_plus_minus_is_labelled(make
     line = next(ln for ln in out.getvalue().splitlines() if ln.startswith(f"{spec.primary.name}: "))
     assert line.count("measured once") == 1
     assert "+/- " in line and "(prior 10%, not measured: no repeats yet)" in line
+
+
+def test_the_summary_shows_the_duels_and_the_baseline_sentinels_drift(make_tuner, tmp_path):
+    # issue 22 §3/§4: the decision and the sentinel series come from the study (results.json)
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
+    spec = StudySpec(study="duel", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=1,
+                     confirm_pairs=1, informed_start=False).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    tuner.run()
+    tuner.confirm()
+    outcomes = tuner.outcomes()
+    p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
+    payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report, **tuner.study_report()}
+    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    out = io.StringIO()
+    print_summary(p, s, Console(file=out, width=400))
+    lines = out.getvalue().splitlines()
+    duel = next(ln for ln in lines if ln.startswith("Duel "))
+    assert "(A B A B, 1 pair): " in duel and payload["decision"]["why"] in duel
+    drift = next(ln for ln in lines if ln.startswith("Baseline sentinel (after 0, 2 measured trials): "))
+    assert "drift " in drift and "first to last" in drift

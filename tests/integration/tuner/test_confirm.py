@@ -1,5 +1,5 @@
-"""Issue 12: the named best is a re-measured best. A confirmation whose leaders regress walks
-down the ranking instead of crowning a config measured once; ties go to the defaults.
+"""Issue 12: the named best is a re-measured best; issue 22: it is decided in duels of paired
+re-measurements (a leader that loses hands over to the rival), and the baseline is a sentinel.
 
 Here the tests that start processes; the rest are in tests/unit/tuner/test_confirm.py."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 from kvtune.bench import client as bench_client
 from kvtune.launchers.base import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.confirm import SEED_STEP
+from kvtune.tuner.confirm import DECISION_ATTR, SEED_STEP
+from kvtune.tuner.sentinel import SENTINELS_ATTR
 from kvtune.study.naming import name_best
 from kvtune.study.spec import StudySpec
 
@@ -26,35 +27,75 @@ def scripted(throughputs: list[float], seeds: list[int]):
     return bench
 
 
-def test_regressed_leaders_make_the_confirmation_walk_down(make_tuner):
+def test_a_leader_that_loses_its_duel_hands_over_to_the_rival_who_faces_the_next(make_tuner):
     # first measurements: baseline 100, trials 1..3 = 200, 180, 150 (queued in that order);
-    # re-measured: trial 1 -> 90 (a noise winner), baseline -> 100, then trial 2 -> 170.
+    # confirmation: the baseline's end sentinel 100, then trial 1 (90, a noise winner) against
+    # trial 2 (170): trial 2 wins; then trial 2 (172) against trial 3 (120): trial 2 wins again.
     seeds: list[int] = []
-    bench = scripted([100, 200, 180, 150, 90, 100, 170], seeds)
+    bench = scripted([100, 200, 180, 150, 100, 90, 170, 172, 120], seeds)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
-    spec = StudySpec(study="walk", trials=4, workload=TINY, confirm_top=1,
+    spec = StudySpec(study="walk", trials=4, workload=TINY, confirm_top=1, confirm_pairs=1,
                      informed_start=False).validate()
     tuner, _ = make_tuner(spec, launcher, bench=bench)
     for speed in (2, 4, 8):
         tuner.study.enqueue_trial({"speed": speed})
     tuner.run()
+    started: list[int] = []
+    tuner.cb.trial_started = lambda n, c, b: started.append(n)
     tuner.confirm()
-    by_number = {o.number: o for o in tuner.outcomes()}
-    assert by_number[2].confirmation is not None  # the next in line was re-measured
-    assert by_number[3].confirmation is None
-    naming = name_best(list(by_number.values()), "maximize")
-    assert naming.best.number == 2 and naming.remeasured
-    assert by_number[2].evidence == "re-measured, held" and by_number[3].evidence == "measured once"
-    # the re-measurements used other prompts than the first measurements
+    assert started == [0, 1, 2, 2, 3]  # the sentinel, then A B per duel
+    decision = tuner.study.user_attrs[DECISION_ATTR]
+    assert [(d["leader"], d["rival"], d["winner"]) for d in decision["duels"]] == [(1, 2, 2), (2, 3, 2)]
+    outcomes = tuner.outcomes()
+    naming = name_best(outcomes, "maximize")
+    assert naming.best.number == 2 and naming.remeasured and naming.why == decision["why"]
+    assert naming.why.startswith("trial 2 beat trial 3 by more than the noise (ratio 1.43")
+    assert {o.number: o.evidence for o in outcomes}[1] == "re-measured, held"
+    # every re-measurement used other prompts than the first measurements
     assert seeds[:4] == [TINY.seed] * 4 and set(seeds[4:]) == {TINY.seed + SEED_STEP}
+
+
+def test_the_baseline_sentinel_is_a_stored_series_measured_once_per_point_across_a_resume(make_tuner):
+    # issue 22 §3: every `sentinel_every` measured trials and at the end; the end point is the
+    # baseline's confirmation run, so the baseline is not re-measured twice in a row
+    seeds: list[int] = []
+    # baseline 100, trial 1 200, sentinel 95, trials 2, 3, sentinel 90, trial 4, end sentinel 88, the duel
+    bench = scripted([100, 200, 95, 180, 150, 90, 150, 88, 205, 200, 190, 200], seeds)
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
+    spec = StudySpec(study="sentinel", trials=5, workload=TINY, confirm_top=1, confirm_pairs=2,
+                     informed_start=False).validate()
+    tuner, _ = make_tuner(spec, launcher, bench=bench)
+    tuner.sentinel_every = 2
+    for speed in (2, 4, 8, 1):
+        tuner.study.enqueue_trial({"speed": speed})
+    tuner.run()
+    points = tuner.study.user_attrs[SENTINELS_ATTR]
+    assert [(p["measured"], p["objective"], p["end"]) for p in points] == [(2, 95.0, False), (4, 90.0, False)]
+    tuner.confirm()
+    points = tuner.study.user_attrs[SENTINELS_ATTR]
+    assert [(p["measured"], p["objective"], p["end"]) for p in points][-1] == (5, 88.0, True)
+    baseline = next(o for o in tuner.outcomes() if o.baseline)
+    assert [r["role"] for r in baseline.confirmation["runs"]] == ["sentinel"]
+    report = tuner.study_report()["sentinel"]
+    assert [p["measured"] for p in report["series"]] == [0, 2, 4, 5]
+    assert report["drift"]["first"] == 100.0 and report["drift"]["last"] == 88.0
+    # resumed (the same study opened again): nothing is measured again, the series is kept
+    again, _ = make_tuner(spec, launcher, bench=bench)
+    measured_before = len(seeds)
+    again.run()
+    again.confirm()
+    assert len(seeds) == measured_before and len(again.study.user_attrs[SENTINELS_ATTR]) == 3
+    again.wait_for_others = False  # an extra worker never measures the sentinel
+    assert again.sentinel(end=True) is None
 
 
 def test_multi_objective_confirmation_remeasures_the_pareto_set_and_recomputes_it(make_tuner):
     from kvtune.study.ranking import pareto
 
     seeds: list[int] = []
-    # first: baseline 100, trial 1 = 200 (slow TTFT), trial 2 = 150 (fast TTFT): both Pareto
-    bench_values = [100, 200, 150, 120, 140, 90]
+    # first: baseline 100, trial 1 = 200 (slow TTFT), trial 2 = 150 (fast TTFT): both Pareto;
+    # then the baseline's end sentinel (its re-measurement: 90), trial 1 -> 120, trial 2 -> 140
+    bench_values = [100, 200, 150, 90, 120, 140]
 
     def bench(url, workload, options):
         run = bench_client.run(url, workload, options)

@@ -187,9 +187,10 @@ def test_capacity_finds_the_load_where_the_target_breaks(make_tuner):
     # the n-th stream in flight waits 50 + 100 (n - 1) ms: 350 ms at 4 users, 450 ms at 5
     assert o.metrics["capacity"] == 4.0
     levels = [(lv["load"], lv["met"]) for lv in o.load_levels]
-    # doubling to the first break (8, measured twice: rechecked), then bisection down to 5
+    # doubling to the first break (8, measured twice: rechecked), then bisection down to 5, then
+    # the final held level re-checked (issue 22 §6)
     assert levels == [(1.0, True), (2.0, True), (4.0, True), (8.0, False), (8.0, False),
-                      (6.0, False), (5.0, False)]
+                      (6.0, False), (5.0, False), (4.0, True)]
 
 
 def test_confirmation_remeasures_top_and_baseline(make_tuner):

@@ -132,3 +132,25 @@ def test_measurements_and_repeat_spreads_feed_the_noise():
 def test_study_naming_uses_the_studys_noise():
     outs = tied_study()
     assert study_naming(outs, "maximize", DEFAULTS).best.number == 1
+
+
+def test_the_confirmations_stored_decision_is_the_named_best_and_its_reason():
+    # issue 22 §4: the duel tied trial 2 with the defaults; the defaults are named with its text,
+    # although on the averaged figures alone trial 2 would be named (131/129.5 vs 100/99)
+    outs = tied_study()
+    why = ("tied within noise with trial 2 (ratio 1.03, 95% CI 0.97-1.09 over 3 pairs, pooled noise "
+           "4.0%, 9 dof): the defaults change fewer flags (0 vs 2)")
+    outs[0].confirmation["decision"] = {"winner": 0, "why": why, "tie": True, "tied_with": [2], "duels": []}
+    named = name_best(outs, "maximize", DEFAULTS, noise_of(outs))
+    assert named.best is outs[0] and named.why == why and named.tied_with == [2] and named.remeasured
+    outs[0].confirmation["feasible"] = False  # a winner that did not hold is not named from the record
+    assert name_best(outs, "maximize", DEFAULTS, noise_of(outs)).best is not outs[0]
+
+
+def test_every_valid_run_of_a_confirmation_is_a_measurement_and_an_invalid_one_is_not():
+    o = outcome(3, [120.0, 110.0], {"threads": 2})
+    o.confirmation["runs"] = [{"objective": 110.0, "metrics": {"output_throughput": 110.0}, "valid": True},
+                              {"objective": 40.0, "metrics": {"output_throughput": 40.0}, "valid": False},
+                              {"objective": 112.0, "metrics": {"output_throughput": 112.0}, "valid": True}]
+    assert measurements(o, OBJECTIVE) == [120.0, 110.0, 112.0]
+    assert measurements(o, "output_throughput") == [120.0, 110.0, 112.0]

@@ -117,9 +117,10 @@ def measure_capacity(bench: Bench, base_url: str, workload: Workload,
 
     Doubling finds the first level that breaks; that level is measured once more before it
     counts (`plan.recheck`; a level that holds the second time was noise and the search goes on),
-    then bisection narrows the gap. A level where the client fell behind its schedule is
-    "client-limited": not held, and the search does not go above it (more load would only
-    measure the client); ``capacity_client_limited`` then says the capacity is a lower bound.
+    then bisection narrows the gap, and the final held level is measured once more (a level that
+    breaks now steps the capacity down to the next lower held level). A level where the client
+    fell behind its schedule is "client-limited": not held, and the search does not go above it
+    (more load would only measure the client); ``capacity_client_limited`` then says the capacity is a lower bound.
     Every measurement is one entry of `Measurement.runs`: load, status, met, recheck, ramp_s.
     """
     return _CapacitySearch(bench, base_url, workload, targets, options, on_level, plan).run()
@@ -165,6 +166,7 @@ class _CapacitySearch:
         good, bad, limited = self._double(lowest)
         if bad is not None and good > 0:
             good, limited = self._bisect(good, bad, limited)
+        good = self._recheck_held(good)
         chosen = self.results[good] if good > 0 else self.results[lowest]
         m = self.m
         m.capacity = good
@@ -184,6 +186,22 @@ class _CapacitySearch:
                 return good, load, status is LevelStatus.CLIENT_LIMITED
             good, load = load, load * 2
         return good, None, False
+
+    def _recheck_held(self, good: float) -> float:
+        """The final held level, measured once more before it counts (`plan.recheck`): a level
+        found by bisection held once, and a lucky burst would otherwise set the capacity. When it
+        breaks now, step down to the next lower level that held, re-checked in turn (each level
+        at most once); 0 when none holds twice."""
+        if not self.plan.recheck:
+            return good
+        checked: set[float] = set()
+        while good > 0 and good not in checked:
+            checked.add(good)
+            if self.measure(good, recheck=True) is LevelStatus.HELD:
+                return good
+            lower = [r["load"] for r in self.m.runs if r["met"] and r["load"] < good]
+            good = max(lower, default=0.0)
+        return good
 
     def _bisect(self, good: float, bad: float, limited: bool) -> tuple[float, bool]:
         """Narrow the gap between the last level that held and the first that broke."""

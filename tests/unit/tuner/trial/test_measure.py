@@ -68,8 +68,9 @@ def test_the_first_real_break_is_measured_twice_then_bisection_once_each() -> No
     bench = FakeBench()
     m = measure_capacity(bench, "http://x", CLOSED, TTFT, BenchOptions("m"))
     assert m.capacity == 8
-    assert bench.loads() == [1, 2, 4, 8, 16, 16, 12, 10, 9]
-    assert [r["recheck"] for r in m.runs].count(True) == 1
+    # the first break and the final held level (issue 22 §6) are measured twice
+    assert bench.loads() == [1, 2, 4, 8, 16, 16, 12, 10, 9, 8]
+    assert [r["recheck"] for r in m.runs].count(True) == 2
     assert all(r["met"] == (r["status"] == "held") for r in m.runs)
 
 
@@ -173,3 +174,31 @@ def test_without_a_meter_or_price_the_metrics_are_unchanged() -> None:
     bench = MeteredBench(fake, None)
     m = account(measure_repeats(bench, "http://x", CLOSED, 2, BenchOptions("m")), bench, None)
     assert not {"avg_watts", "energy_j", "cost_per_mtok", "usd_per_hour"} & set(m.metrics)
+
+
+@dataclass
+class FlakyHeldBench(FakeBench):
+    """Like `FakeBench`, but `lucky` loads hold on their first measurement only (a quiet burst):
+    without a re-check of the final held level, the bisection would keep them."""
+
+    lucky: set[float] = field(default_factory=set)
+
+    def __call__(self, base_url: str, w: Workload, options: BenchOptions) -> BenchRun:
+        run = super().__call__(base_url, w, options)
+        load = _load(w)
+        if load in self.lucky and [_load(c) for c, _ in self.calls].count(load) == 1:
+            run.metrics["p95_ttft_ms"] = 100.0  # held by luck
+        elif load in self.lucky:
+            run.metrics["p95_ttft_ms"] = 5000.0
+        return run
+
+
+def test_the_final_held_level_is_rechecked_and_steps_down_when_it_breaks_now() -> None:
+    # issue 22 §6: 16 broke twice; 12 users hold once by luck during the bisection (14, 13 break);
+    # the re-check of 12 breaks, so the capacity steps down to the next held level, 8, re-checked too
+    bench = FlakyHeldBench(lucky={12.0})
+    m = measure_capacity(bench, "http://x", CLOSED, TTFT, BenchOptions("m"))
+    assert bench.loads() == [1, 2, 4, 8, 16, 16, 12, 14, 13, 12, 8]
+    assert m.capacity == 8 and m.metrics["p95_ttft_ms"] == 800.0
+    rechecks = [(r["load"], r["status"]) for r in m.runs if r["recheck"]]
+    assert rechecks == [(16.0, "broke"), (12.0, "broke"), (8.0, "held")]

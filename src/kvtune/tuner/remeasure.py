@@ -1,0 +1,130 @@
+"""One re-measurement of a measured config on a fresh server, and the per-trial record of them.
+
+The confirmation's duel, its Pareto walk and the baseline sentinel all re-measure a config the
+same way: a fresh launch through the trial runner (tuner/trial/runner.py) with the
+confirmation's prompt seed, launched again while it fails transiently (a port clash says nothing
+about a config). Each re-measurement is one entry of the trial's confirmation record ("runs");
+the record's top-level keys (metrics, objective, objectives, feasible, reason) are the aggregate
+of its *valid* runs (not disturbed, not inconsistent with the config's other runs), so
+study/naming.py, `kvtune show` and the report read one figure per config as before.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner.events import Callbacks
+from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.trial.runner import TrialRunner
+
+SEED_STEP = 7919  # the re-measurement's prompt seed = the study's + this (a different prompt set)
+TRANSIENT_ATTEMPTS = 2  # launches of one re-measurement while they fail transiently
+
+
+def disturbed(o: TrialOutcome) -> bool:
+    """Whether the runner says `o` stayed disturbed after its own re-measurements (the
+    interference monitor's verdict; False until that field exists)."""
+    return bool(getattr(o, "disturbed", False))
+
+
+def run_record(again: TrialOutcome, seed: int, role: str) -> dict[str, Any]:
+    """One re-measurement as the confirmation record keeps it; `valid` is decided by the caller."""
+    return {"metrics": again.metrics, "objective": again.objective, "objectives": again.objectives,
+            "feasible": again.feasible, "reason": again.reason, "seed": seed, "role": role,
+            "disturbed": disturbed(again), "interference": getattr(again, "interference", None),
+            "at": time.time(), "valid": not disturbed(again)}
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The confirmation record of a trial re-measured `runs` times: the runs, and the mean of the
+    valid ones as its metrics/objective (every run's when none is valid, flagged `no_valid_run`)."""
+    valid = [r for r in runs if r.get("valid", True)] or list(runs)
+    objectives = [float(r["objective"]) for r in valid if isinstance(r.get("objective"), (int, float))]
+    metric_sets = [r.get("metrics") or {} for r in valid]
+    shared = set.intersection(*(set(m) for m in metric_sets)) if metric_sets else set()
+    metrics: dict[str, Any] | None = None
+    if any(r.get("metrics") for r in valid):
+        metrics = dict(metric_sets[-1])
+        for key in shared:
+            values = [m[key] for m in metric_sets]
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+                metrics[key] = _mean([float(v) for v in values])
+    width = min((len(r.get("objectives") or []) for r in valid), default=0)
+    per_objective = [_mean([float(r["objectives"][i]) for r in valid if r["objectives"][i] is not None] or [math.nan])
+                     for i in range(width)]
+    failed = next((r for r in valid if not r.get("feasible")), None)
+    return {"runs": list(runs), "metrics": metrics, "objective": _mean(objectives) if objectives else None,
+            "objectives": per_objective, "feasible": failed is None and bool(objectives),
+            "reason": (failed or {}).get("reason", "") if failed else "", "seed": runs[-1].get("seed"),
+            "valid_runs": sum(1 for r in runs if r.get("valid", True)),
+            # every run disturbed: the record is no evidence (study/naming.py, study/noise.py skip it)
+            **({"no_valid_run": True, "disturbed": any(r.get("disturbed") for r in runs)}
+               if not any(r.get("valid", True) for r in runs) else {})}
+
+
+def runs_of(o: TrialOutcome) -> list[dict[str, Any]]:
+    """`o`'s re-measurements so far (a record of an earlier version, without runs, is one run)."""
+    c = o.confirmation
+    if not c:
+        return []
+    return list(c.get("runs") or [{k: v for k, v in c.items() if k != "runs"}])
+
+
+@dataclass
+class Remeasurer:
+    """Fresh launches of measured configs; each run is added to the trial's confirmation record."""
+
+    runner: TrialRunner
+    records: TrialRecords
+    callbacks: Callbacks
+    run_dir: Path
+
+    def seed(self) -> int:
+        return (self.runner.what.spec.workload.seed + SEED_STEP) % 2**32
+
+    def launch(self, o: TrialOutcome, role: str) -> TrialOutcome | None:
+        """Re-measure `o` until a launch says something about it; None when it never started."""
+        for attempt in range(TRANSIENT_ATTEMPTS):
+            again = self._once(o, role)
+            if not again.transient:
+                return again
+            if attempt + 1 < TRANSIENT_ATTEMPTS:
+                self.callbacks.phase(o.number, "the re-measurement did not start (transient): launching again")
+        self.callbacks.phase(o.number, "the re-measurement never started (transient failures): "
+                                       "no verdict recorded, the config stays measured once")
+        return None
+
+    def _once(self, o: TrialOutcome, role: str) -> TrialOutcome:
+        spec = self.runner.what.spec
+        self.callbacks.trial_started(o.number, o.candidate, o.baseline)
+        self.callbacks.phase(o.number, f"{role}: re-measuring with a fresh server and other prompts")
+        workload = replace(spec.workload, seed=self.seed())
+        again, port = self.runner.new_outcome(o.number, o.candidate, o.baseline)
+        k = len(runs_of(o)) + 1
+        folder = self.run_dir / "trials" / (f"{o.number:04d}-confirm" + ("" if k == 1 else f"-{k}"))
+        self.runner.run(again, port, folder, self.records.measured_baseline(), workload)
+        first = "-" if o.objective is None else f"{o.objective:.4g}"
+        now = "-" if again.objective is None else f"{again.objective:.4g}"
+        self.callbacks.phase(o.number, f"re-measured {spec.primary.name}: {now} (first {first})"
+                             + ("" if again.feasible else f"; no longer feasible: {again.reason}")
+                             + ("; disturbed by other load" if disturbed(again) else ""))
+        return again
+
+    def add(self, o: TrialOutcome, run: dict[str, Any]) -> None:
+        """Append `run` to `o`'s confirmation record (stored in the study: it survives a resume)."""
+        self.records.confirm(o.number, aggregate([*runs_of(o), run]))
+
+    def invalidate(self, o: TrialOutcome, index: int, why: str) -> None:
+        """Mark `o`'s run `index` as no evidence (`why`: disturbed, inconsistent) and re-aggregate."""
+        runs = runs_of(o)
+        runs[index] = {**runs[index], "valid": False, "invalid": why}
+        self.records.confirm(o.number, aggregate(runs))
