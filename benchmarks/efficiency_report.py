@@ -60,8 +60,18 @@ def rows(runs: list[Run]) -> list[Row]:
     out = []
     for (s, inf, b), rs in groups.items():
         reg = [r.regret for r in rs]
-        out.append(Row(s, inf, b, statistics.median(reg), _q(reg, 0.25), _q(reg, 0.75),
-                       sum(r.named_feasible for r in rs) / len(rs), statistics.median(r.hours for r in rs)))
+        out.append(
+            Row(
+                s,
+                inf,
+                b,
+                statistics.median(reg),
+                _q(reg, 0.25),
+                _q(reg, 0.75),
+                sum(r.named_feasible for r in rs) / len(rs),
+                statistics.median(r.hours for r in rs),
+            )
+        )
     return out
 
 
@@ -111,21 +121,30 @@ def markdown(ls: Landscape, runs: list[Run], seeds: int, command: str) -> str:
         "|---|---|---:|---|---:|---:|",
     ]
     for r in sorted(rows(runs), key=lambda r: (_order(r.sampler), not r.informed, r.budget)):
-        lines.append(f"| {r.sampler} | {_inf(r.sampler, r.informed)} | {r.budget} | "
-                     f"{r.regret_median:.1%} [{r.regret_q1:.1%}, {r.regret_q3:.1%}] | "
-                     f"{r.feasible:.0%} | {r.hours:.2f} |")
-    lines += ["", "Median trials (and simulated hours) until the search has measured a truly feasible "
-              "config within 5% / 2% of the optimum, from each sampler's largest budget (\">B\": the "
-              "median run never did within its budget B):", "",
-              "| sampler | informed start | budget | trials to 5% | hours to 5% | trials to 2% | hours to 2% |",
-              "|---|---|---:|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {r.sampler} | {_inf(r.sampler, r.informed)} | {r.budget} | "
+            f"{r.regret_median:.1%} [{r.regret_q1:.1%}, {r.regret_q3:.1%}] | "
+            f"{r.feasible:.0%} | {r.hours:.2f} |"
+        )
+    lines += [
+        "",
+        "Median trials (and simulated hours) until the search has measured a truly feasible "
+        'config within 5% / 2% of the optimum, from each sampler\'s largest budget (">B": the '
+        "median run never did within its budget B):",
+        "",
+        "| sampler | informed start | budget | trials to 5% | hours to 5% | trials to 2% | hours to 2% |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for (s, inf), (top, d) in sorted(reach_table(runs).items(), key=lambda x: (_order(x[0][0]), not x[0][1])):
         cells = [f"{_n(t, top)} | {'-' if math.isinf(h) else f'{h:.2f}'}" for t, h in (d[w] for w in CLOSE)]
         lines.append(f"| {s} | {_inf(s, inf)} | {top} | {' | '.join(cells)} |")
     reused = sum(r.reused for r in runs)
     if reused:
-        lines += ["", f"{reused} draws repeated a recorded measurement: a config was measured more "
-                  f"often than the landscape recorded it."]
+        lines += [
+            "",
+            f"{reused} draws repeated a recorded measurement: a config was measured more "
+            f"often than the landscape recorded it.",
+        ]
     lines += early_stop_lines(runs)
     return "\n".join(lines) + "\n"
 
@@ -134,12 +153,16 @@ def early_stop_lines(runs: list[Run]) -> list[str]:
     """What kvtune's exact early stop saved at the largest budget every sampler ran: the same
     draws charged with the rule (as kvtune runs) and with every measurement run whole."""
     top = common_top(runs)
-    lines = ["", f"Early stop (budget {top} runs; the same draws charged with kvtune's exact early "
-             f"stop and with every measurement run whole; it changes what a trial costs, never its "
-             f"verdict):", "",
-             "| sampler | informed start | trials stopped (median) | hours with early stop | "
-             "hours without | time of infeasible trials saved |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "",
+        f"Early stop (budget {top} runs; the same draws charged with kvtune's exact early "
+        f"stop and with every measurement run whole; it changes what a trial costs, never its "
+        f"verdict):",
+        "",
+        "| sampler | informed start | trials stopped (median) | hours with early stop | "
+        "hours without | time of infeasible trials saved |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     groups: dict[tuple[str, bool], list[Run]] = {}
     for r in runs:
         if r.budget == top:
@@ -147,14 +170,17 @@ def early_stop_lines(runs: list[Run]) -> list[str]:
     for (s, inf), rs in sorted(groups.items(), key=lambda x: (_order(x[0][0]), not x[0][1])):
         whole = sum(r.infeasible_no_stop_s for r in rs)
         saved = 1 - sum(r.infeasible_s for r in rs) / whole if whole else 0.0
-        lines.append(f"| {s} | {_inf(s, inf)} | {statistics.median(r.stopped for r in rs):.0f} | "
-                     f"{statistics.median(r.hours for r in rs):.2f} | "
-                     f"{statistics.median(r.hours_no_stop for r in rs):.2f} | {saved:.0%} |")
+        lines.append(
+            f"| {s} | {_inf(s, inf)} | {statistics.median(r.stopped for r in rs):.0f} | "
+            f"{statistics.median(r.hours for r in rs):.2f} | "
+            f"{statistics.median(r.hours_no_stop for r in rs):.2f} | {saved:.0%} |"
+        )
     return lines
 
 
-def goal_met(default: float, default_budget: int, reference: float, reference_budget: int,
-             goal: float = GOAL) -> bool | None:
+def goal_met(
+    default: float, default_budget: int, reference: float, reference_budget: int, goal: float = GOAL
+) -> bool | None:
     """Does the default need at most `goal` of the reference's trials? None when the figures do
     not show it either way. A median that never got there (inf) is censored: only "more than
     its budget" is known, so it decides the question only through that bound."""
@@ -196,9 +222,11 @@ def headline(runs: list[Run], default: str, reference: str = REFERENCE) -> str:
             hint = f"; {reference} would need a budget of at least {math.ceil(d / GOAL)} (--reference-budget)"
         elif met is None:
             hint = f"; {default} did not get there within {bd}"
-        parts.append(f"informed start {'on' if inf else 'off'}: {default} {_n(d, bd)} vs {reference} "
-                     f"{_n(r, br)} median trials to within 5% ({ratio_text(d, bd, r, br)}; {verdict}: "
-                     f"the goal is <= 1/3{hint})")
+        parts.append(
+            f"informed start {'on' if inf else 'off'}: {default} {_n(d, bd)} vs {reference} "
+            f"{_n(r, br)} median trials to within 5% ({ratio_text(d, bd, r, br)}; {verdict}: "
+            f"the goal is <= 1/3{hint})"
+        )
     return "; ".join(parts)
 
 
@@ -212,9 +240,10 @@ def plot(runs: list[Run], path: Path, title: str) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, inf in zip(axes, (True, False)):
         for s in sorted({r.sampler for r in runs}, key=_order):
-            rs = sorted((r for r in rows(runs) if r.sampler == s and (r.informed == inf or s == "grid")
-                         and r.budget <= top),
-                        key=lambda r: r.budget)
+            rs = sorted(
+                (r for r in rows(runs) if r.sampler == s and (r.informed == inf or s == "grid") and r.budget <= top),
+                key=lambda r: r.budget,
+            )
             if not rs:
                 continue
             x = [r.budget for r in rs]

@@ -95,8 +95,10 @@ class Landscape:
         """The best truly feasible config (LandscapeError when none is)."""
         ok = [c for c in self.configs if c.truly_feasible and c.true_objective is not None]
         if not ok:
-            raise LandscapeError(f"{self.path}: no config is truly feasible under "
-                                 f"{', '.join(self.header['targets'])}: pick looser --target")
+            raise LandscapeError(
+                f"{self.path}: no config is truly feasible under "
+                f"{', '.join(self.header['targets'])}: pick looser --target"
+            )
         return (max if self.maximize else min)(ok, key=lambda c: c.true_objective)
 
     def regret(self, c: Config | None) -> float:
@@ -127,8 +129,7 @@ def resolve_relative(targets: list[Target], configs: list[Config]) -> list[Targe
     base = next((c for c in configs if c.baseline), None)
     ran = [m["metrics"] for m in (base.measurements if base else []) if m.get("metrics")]
     if not ran:
-        raise LandscapeError("relative targets need a measured baseline config "
-                             "(\"baseline\": true) in the landscape")
+        raise LandscapeError('relative targets need a measured baseline config ("baseline": true) in the landscape')
     means = {}
     for t in targets:
         vs = [t.value(m) for m in ran]
@@ -152,8 +153,11 @@ def truth(c: Config, targets: list[Target]) -> None:
     for t in targets:
         vs = [t.value(m["metrics"]) for m in ran]
         means[t.key] = statistics.fmean(vs) if all(_finite(v) for v in vs) else math.inf
-    c.truly_feasible = len(ran) == len(c.measurements) and c.true_objective is not None \
+    c.truly_feasible = (
+        len(ran) == len(c.measurements)
+        and c.true_objective is not None
         and all(t.met({**ran[0]["metrics"], t.key: means[t.key]}) for t in targets)
+    )
 
 
 def _finite(v: Any) -> bool:
@@ -181,7 +185,7 @@ def load(path: str | Path) -> Landscape:
             raise LandscapeError(f"{p}: line {i} is not a JSON object")
         rows.append((i, row))
     if not rows or rows[0][1].get("kind") != "header":
-        raise LandscapeError(f"{p}: the first line must be the header ({{\"kind\": \"header\", ...}})")
+        raise LandscapeError(f'{p}: the first line must be the header ({{"kind": "header", ...}})')
     header = rows[0][1]
     if header.get("format") != FORMAT:
         raise LandscapeError(f"{p}: format {header.get('format')!r} is not {FORMAT!r}")
@@ -199,15 +203,18 @@ def load(path: str | Path) -> Landscape:
             raise LandscapeError(f"{p}: line {i}: kind must be 'config', got {row.get('kind')!r}")
         params, ms = row.get("params"), row.get("measurements")
         if not isinstance(params, dict) or not isinstance(ms, list) or not ms:
-            raise LandscapeError(f"{p}: line {i}: a config needs params (an object) and measurements (a non-empty list)")
+            raise LandscapeError(
+                f"{p}: line {i}: a config needs params (an object) and measurements (a non-empty list)"
+            )
         for m in ms:
             if not isinstance(m, dict) or not _finite(m.get("cost_s")) or "metrics" not in m:
                 raise LandscapeError(f"{p}: line {i}: each measurement needs metrics (or null) and cost_s (seconds)")
             if m["metrics"] is not None and not _finite(m.get("objective")):
                 raise LandscapeError(f"{p}: line {i}: a measurement with metrics needs its objective value")
         if not row.get("baseline") and set(params) != set(header["space"]):
-            raise LandscapeError(f"{p}: line {i}: params {sorted(params)} are not the space's knobs "
-                                 f"{sorted(header['space'])}")
+            raise LandscapeError(
+                f"{p}: line {i}: params {sorted(params)} are not the space's knobs {sorted(header['space'])}"
+            )
         configs.append(Config(params, ms, bool(row.get("baseline"))))
     if not any(not c.baseline for c in configs):
         raise LandscapeError(f"{p}: no configs after the header")
@@ -221,8 +228,12 @@ def write(path: str | Path, header: dict[str, Any], configs: list[Config]) -> No
     with open(path, "w") as f:
         f.write(json.dumps({"kind": "header", "format": FORMAT, **header}, sort_keys=False) + "\n")
         for c in configs:
-            f.write(json.dumps({"kind": "config", "params": c.params, "baseline": c.baseline,
-                                "measurements": c.measurements}) + "\n")
+            f.write(
+                json.dumps(
+                    {"kind": "config", "params": c.params, "baseline": c.baseline, "measurements": c.measurements}
+                )
+                + "\n"
+            )
 
 
 if __name__ == "__main__":  # python benchmarks/landscape.py FILE: check it, print its truth
@@ -234,5 +245,7 @@ if __name__ == "__main__":  # python benchmarks/landscape.py FILE: check it, pri
     best = ls.optimum()
     n = sum(len(c.measurements) for c in ls.configs)
     feas = sum(c.truly_feasible for c in ls.configs)
-    print(f"{len(ls.configs)} configs, {n} measurements, {feas} truly feasible; optimum "
-          f"{ls.objective_key} {best.true_objective:.4g} at {best.params}")
+    print(
+        f"{len(ls.configs)} configs, {n} measurements, {feas} truly feasible; optimum "
+        f"{ls.objective_key} {best.true_objective:.4g} at {best.params}"
+    )

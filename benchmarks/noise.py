@@ -47,32 +47,42 @@ from kvtune.launchers.process import ServerProcess, free_port
 from kvtune.models import demo_model_path
 from kvtune.workload import Workload
 
-WORKLOAD = Workload(concurrency=4, prompt_tokens=64, output_tokens=16, num_requests=8,
-                    warmup_requests=2, request_timeout_s=120)
+WORKLOAD = Workload(
+    concurrency=4, prompt_tokens=64, output_tokens=16, num_requests=8, warmup_requests=2, request_timeout_s=120
+)
 FLAGS = {"parallel": 4, "ctx-per-slot": 512}
-HOG_COVERAGE = 0.5          # a hog covering at least this share of the window makes it "disturbed"
-HOG_LIMIT_S = 300           # the hog ends itself by then, whatever happens to this process
+HOG_COVERAGE = 0.5  # a hog covering at least this share of the window makes it "disturbed"
+HOG_LIMIT_S = 300  # the hog ends itself by then, whatever happens to this process
 DETECTION_GOAL, FALSE_ALARM_GOAL = 0.95, 0.05
 # A hog of one core: forks, the parent prints the child's pid and exits, so the loop is nobody's
 # child here (kvtune's own tree is this process and its descendants, as in a study).
-HOG = ("import os, sys, time\n"
-       "pid = os.fork()\n"
-       "if pid:\n    print(pid, flush=True)\n    os._exit(0)\n"
-       "os.setsid()\nnull = os.open(os.devnull, os.O_WRONLY)\nos.dup2(null, 1)\nos.dup2(null, 2)\n"
-       "end = time.monotonic() + float(sys.argv[1])\n"
-       "while time.monotonic() < end:\n    pass\n")
+HOG = (
+    "import os, sys, time\n"
+    "pid = os.fork()\n"
+    "if pid:\n    print(pid, flush=True)\n    os._exit(0)\n"
+    "os.setsid()\nnull = os.open(os.devnull, os.O_WRONLY)\nos.dup2(null, 1)\nos.dup2(null, 2)\n"
+    "end = time.monotonic() + float(sys.argv[1])\n"
+    "while time.monotonic() < end:\n    pass\n"
+)
 
 
 # ---- pure parts (tests/unit/benchmarks/test_noise.py) ---------------------------------------
+
 
 def spread(values: list[float]) -> dict[str, float]:
     """The A/A figures: mean, sample standard deviation, CV (sd / mean), min/max ratio."""
     if len(values) < 2:
         raise ValueError("a spread needs two measurements or more")
     mean, sd = statistics.fmean(values), statistics.stdev(values)
-    return {"n": len(values), "mean": mean, "sd": sd, "cv": sd / mean if mean else float("inf"),
-            "min": min(values), "max": max(values),
-            "min_max_ratio": min(values) / max(values) if max(values) else 0.0}
+    return {
+        "n": len(values),
+        "mean": mean,
+        "sd": sd,
+        "cv": sd / mean if mean else float("inf"),
+        "min": min(values),
+        "max": max(values),
+        "min_max_ratio": min(values) / max(values) if max(values) else 0.0,
+    }
 
 
 def pooled_noise(values: list[float]) -> dict[str, float] | None:
@@ -84,7 +94,7 @@ def pooled_noise(values: list[float]) -> dict[str, float] | None:
 @dataclass(frozen=True)
 class Plan:
     hog: bool
-    offset_fraction: float      # when the hog starts, as a share of the expected duration
+    offset_fraction: float  # when the hog starts, as a share of the expected duration
 
 
 def plan(measurements: int, seed: int) -> list[Plan]:
@@ -116,7 +126,7 @@ class Outcome:
 
     @property
     def truth(self) -> str:
-        """"disturbed", "quiet", or "partial" (a hog that covered under HOG_COVERAGE)."""
+        """ "disturbed", "quiet", or "partial" (a hog that covered under HOG_COVERAGE)."""
         if not self.planned_hog:
             return "quiet"
         return "disturbed" if self.coverage >= HOG_COVERAGE else "partial"
@@ -126,32 +136,49 @@ def rates(outcomes: list[Outcome]) -> dict[str, float | int | None]:
     """Detection (flagged share of disturbed) and false alarms (flagged share of quiet)."""
     disturbed = [o for o in outcomes if o.truth == "disturbed"]
     quiet = [o for o in outcomes if o.truth == "quiet"]
-    return {"disturbed": len(disturbed), "quiet": len(quiet),
-            "partial": sum(o.truth == "partial" for o in outcomes),
-            "detected": sum(o.flagged for o in disturbed), "false_alarms": sum(o.flagged for o in quiet),
-            "detection_rate": sum(o.flagged for o in disturbed) / len(disturbed) if disturbed else None,
-            "false_alarm_rate": sum(o.flagged for o in quiet) / len(quiet) if quiet else None}
+    return {
+        "disturbed": len(disturbed),
+        "quiet": len(quiet),
+        "partial": sum(o.truth == "partial" for o in outcomes),
+        "detected": sum(o.flagged for o in disturbed),
+        "false_alarms": sum(o.flagged for o in quiet),
+        "detection_rate": sum(o.flagged for o in disturbed) / len(disturbed) if disturbed else None,
+        "false_alarm_rate": sum(o.flagged for o in quiet) / len(quiet) if quiet else None,
+    }
 
 
 def verdict_lines(r: dict) -> list[str]:
     def share(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.0%}"
+
     det, fa = r["detection_rate"], r["false_alarm_rate"]
-    return [f"detected: {r['detected']}/{r['disturbed']} disturbed measurements flagged = {share(det)} "
-            f"(goal >= {DETECTION_GOAL:.0%}: {'met' if det is not None and det >= DETECTION_GOAL else 'NOT met'})",
-            f"false alarms: {r['false_alarms']}/{r['quiet']} quiet measurements flagged = {share(fa)} "
-            f"(goal <= {FALSE_ALARM_GOAL:.0%}: {'met' if fa is not None and fa <= FALSE_ALARM_GOAL else 'NOT met'})"
-            + (f"; {r['partial']} with a late hog (under {HOG_COVERAGE:.0%} of the window) in neither"
-               if r["partial"] else "")]
+    return [
+        f"detected: {r['detected']}/{r['disturbed']} disturbed measurements flagged = {share(det)} "
+        f"(goal >= {DETECTION_GOAL:.0%}: {'met' if det is not None and det >= DETECTION_GOAL else 'NOT met'})",
+        f"false alarms: {r['false_alarms']}/{r['quiet']} quiet measurements flagged = {share(fa)} "
+        f"(goal <= {FALSE_ALARM_GOAL:.0%}: {'met' if fa is not None and fa <= FALSE_ALARM_GOAL else 'NOT met'})"
+        + (
+            f"; {r['partial']} with a late hog (under {HOG_COVERAGE:.0%} of the window) in neither"
+            if r["partial"]
+            else ""
+        ),
+    ]
 
 
 # ---- the real measurements -------------------------------------------------------------------
 
+
 def start_hog() -> int:
     """A one-core busy loop outside this process's tree; its pid."""
     # the loop lets go of stdout and stderr at once, so reading the pid does not wait for it
-    out = subprocess.run([sys.executable, "-c", HOG, str(HOG_LIMIT_S)], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True, timeout=30, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", HOG, str(HOG_LIMIT_S)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     return int(out.split()[0])
 
 
@@ -169,13 +196,15 @@ def measure(url: str, options: BenchOptions) -> tuple[float | None, float]:
     return res.metrics.get("output_throughput"), time.monotonic() - t0
 
 
-def detection_round(url: str, options: BenchOptions, monitor: Callable[[], Monitor], p: Plan,
-                    expected_s: float) -> Outcome:
+def detection_round(
+    url: str, options: BenchOptions, monitor: Callable[[], Monitor], p: Plan, expected_s: float
+) -> Outcome:
     hog: dict[str, float | int] = {}
 
     def begin() -> None:
         hog["start"] = time.monotonic()
         hog["pid"] = start_hog()
+
     timer = threading.Timer(p.offset_fraction * expected_s, begin) if p.hog else None
     mon = monitor()
     mon.start()
@@ -192,17 +221,17 @@ def detection_round(url: str, options: BenchOptions, monitor: Callable[[], Monit
             timer.join()
         if "pid" in hog:
             stop_hog(int(hog["pid"]))
-    time.sleep(1.0)   # the hog's last slice and its exit stay out of the next window
-    return Outcome(p.hog, coverage(t0, t1, hog.get("start")), seen.disturbed, seen.foreign_cores, tput,
-                   seen.reason)
+    time.sleep(1.0)  # the hog's last slice and its exit stay out of the next window
+    return Outcome(p.hog, coverage(t0, t1, hog.get("start")), seen.disturbed, seen.foreign_cores, tput, seen.reason)
 
 
 def start_server(binary: str, model: Path, logs: Path) -> tuple[ServerProcess, LlamaServerLauncher]:
     launcher = LlamaServerLauncher(binary=binary, model_path=str(model))
     cand = Candidate(flags=dict(FLAGS))
     port = free_port()
-    proc = ServerProcess(argv=launcher.command(cand, port), env=launcher.environment(cand),
-                         log_path=logs / "server.log", port=port)
+    proc = ServerProcess(
+        argv=launcher.command(cand, port), env=launcher.environment(cand), log_path=logs / "server.log", port=port
+    )
     proc.start()
     proc.wait_ready(180)
     return proc, launcher
@@ -225,32 +254,42 @@ def main() -> int:
     command = " ".join([Path(sys.executable).name, *sys.argv])
     proc, launcher = start_server(binary, model, logs)
     try:
-        options = BenchOptions(model=launcher.served_model_name(), extra_body=launcher.request_extra_body(),
-                               tokenizer=model)
-        print(f"noise: llama-server {binary}, model {model.name}, flags {FLAGS}; "
-              f"{WORKLOAD.concurrency} users x {WORKLOAD.num_requests} requests, "
-              f"{WORKLOAD.prompt_tokens}/{WORKLOAD.output_tokens} tokens; {os.cpu_count()} CPUs")
-        measure(proc.base_url, options)   # warm the server once, outside both figures
+        options = BenchOptions(
+            model=launcher.served_model_name(), extra_body=launcher.request_extra_body(), tokenizer=model
+        )
+        print(
+            f"noise: llama-server {binary}, model {model.name}, flags {FLAGS}; "
+            f"{WORKLOAD.concurrency} users x {WORKLOAD.num_requests} requests, "
+            f"{WORKLOAD.prompt_tokens}/{WORKLOAD.output_tokens} tokens; {os.cpu_count()} CPUs"
+        )
+        measure(proc.base_url, options)  # warm the server once, outside both figures
         aa = [measure(proc.base_url, options) for _ in range(a.aa)]
         tputs = [t for t, _ in aa if t is not None]
         s = spread(tputs)
-        print(f"(a) A/A, {s['n']} measurements: output {s['mean']:.2f} tok/s, sd {s['sd']:.2f}, "
-              f"CV {s['cv']:.1%}, min/max {s['min_max_ratio']:.3f} ({s['min']:.2f} .. {s['max']:.2f})")
+        print(
+            f"(a) A/A, {s['n']} measurements: output {s['mean']:.2f} tok/s, sd {s['sd']:.2f}, "
+            f"CV {s['cv']:.1%}, min/max {s['min_max_ratio']:.3f} ({s['min']:.2f} .. {s['max']:.2f})"
+        )
         pooled = pooled_noise(tputs)
-        print("    pooled noise kvtune reports: " + ("not wired yet (hook: pooled_noise)" if pooled is None
-                                                       else json.dumps(pooled)))
+        print(
+            "    pooled noise kvtune reports: "
+            + ("not wired yet (hook: pooled_noise)" if pooled is None else json.dumps(pooled))
+        )
         expected = statistics.median(d for _, d in aa)
-        server_root = proc.proc.pid if proc.proc is not None else -1   # the guard: the server's group
+        server_root = proc.proc.pid if proc.proc is not None else -1  # the guard: the server's group
 
         def monitor() -> Monitor:
             return Monitor(own_pids=lambda: (os.getpid(),), server_pids=lambda: (server_root,))
+
         outcomes = []
         for i, p in enumerate(plans):
             o = detection_round(proc.base_url, options, monitor, p, expected)
             outcomes.append(o)
-            print(f"    {i + 1:>3} hog={'yes' if p.hog else 'no ':<3} covered {o.coverage:>4.0%}  "
-                  f"foreign {o.foreign_cores or 0.0:.2f} cores  {'FLAGGED' if o.flagged else 'quiet  '}  "
-                  f"{o.output_throughput or 0.0:.2f} tok/s")
+            print(
+                f"    {i + 1:>3} hog={'yes' if p.hog else 'no ':<3} covered {o.coverage:>4.0%}  "
+                f"foreign {o.foreign_cores or 0.0:.2f} cores  {'FLAGGED' if o.flagged else 'quiet  '}  "
+                f"{o.output_throughput or 0.0:.2f} tok/s"
+            )
         r = rates(outcomes)
         print(f"(b) detection over {len(outcomes)} measurements (seed {a.seed}), hog = 1 core busy loop:")
         for line in verdict_lines(r):
@@ -259,8 +298,18 @@ def main() -> int:
     finally:
         proc.stop()
     if a.json:
-        a.json.write_text(json.dumps({"command": command, "aa": s, "pooled": pooled, "detection": r,
-                                      "outcomes": [asdict(o) for o in outcomes]}, indent=1))
+        a.json.write_text(
+            json.dumps(
+                {
+                    "command": command,
+                    "aa": s,
+                    "pooled": pooled,
+                    "detection": r,
+                    "outcomes": [asdict(o) for o in outcomes],
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -31,15 +31,17 @@ from landscape import Config, Landscape, held, key, write  # noqa: E402
 from kvtune.jsonsafe import to_jsonable  # noqa: E402
 from kvtune.launchers.registry import create_launcher  # noqa: E402
 from kvtune.objectives.targets import parse_targets, with_default_error_target  # noqa: E402
-from kvtune.tuner.search import samplers  # noqa: E402
-from kvtune.tuner.build import parse_study_targets  # noqa: E402
 from kvtune.study.spec import merge_knobs  # noqa: E402
+from kvtune.tuner.build import parse_study_targets  # noqa: E402
 from kvtune.tuner.fleet.workers import spec_from_dict  # noqa: E402
+from kvtune.tuner.search import samplers  # noqa: E402
 
-NOTES = ("Two grid studies (--seed 0 and 1: two grid orders) measured every config once each, "
-         "each measurement on a fresh server. Recorded on a 2-core machine where other work ran "
-         "at nice 19 (editing, unit tests): repeats of a config differ a little more than they "
-         "would on an idle host.")
+NOTES = (
+    "Two grid studies (--seed 0 and 1: two grid orders) measured every config once each, "
+    "each measurement on a fresh server. Recorded on a 2-core machine where other work ran "
+    "at nice 19 (editing, unit tests): repeats of a config differ a little more than they "
+    "would on an idle host."
+)
 
 
 def scalar_metrics(metrics: dict[str, Any] | None) -> dict[str, float] | None:
@@ -61,8 +63,15 @@ def compact_samples(run: dict[str, Any]) -> list[dict[str, Any]]:
         end = s.get("end_time")
         if end is None:
             end = s["send_time"] + (s.get("e2el_s") or 0.0)
-        out.append({"end_s": round(end - t0, 4), "ok": bool(s.get("ok")), "ttft_s": s.get("ttft_s"),
-                    "e2el_s": s.get("e2el_s"), "output_tokens": int(s.get("output_tokens") or 0)})
+        out.append(
+            {
+                "end_s": round(end - t0, 4),
+                "ok": bool(s.get("ok")),
+                "ttft_s": s.get("ttft_s"),
+                "e2el_s": s.get("e2el_s"),
+                "output_tokens": int(s.get("output_tokens") or 0),
+            }
+        )
     return sorted(out, key=lambda x: x["end_s"])
 
 
@@ -79,23 +88,49 @@ def study_rows(runs: Path, name: str) -> tuple[dict, list[tuple[dict, bool, list
         wall = (t.datetime_complete - t.datetime_start).total_seconds()
         bench_file = runs / name / "trials" / f"{t.number:04d}" / "bench.json"
         runs_ = json.loads(bench_file.read_text())["runs"] if bench_file.exists() and o.get("metrics") else []
-        base = {"study": name, "trial": t.number, "server": f"{name}#{t.number}",
-                "startup_s": o.get("startup_s"), "trial_wall_s": round(wall, 3),
-                "failure": o.get("failure"), "reason": o.get("reason", "")}
+        base = {
+            "study": name,
+            "trial": t.number,
+            "server": f"{name}#{t.number}",
+            "startup_s": o.get("startup_s"),
+            "trial_wall_s": round(wall, 3),
+            "failure": o.get("failure"),
+            "reason": o.get("reason", ""),
+        }
         ms = []
         if not runs_:  # no measurement: a failed launch, or a pre-screen rejection
-            ms.append({**base, "repeat": 0, "metrics": None, "held": held(None, targets),
-                       "objective": None, "feasible": False, "measure_s": 0.0, "cost_s": round(wall, 3)})
+            ms.append(
+                {
+                    **base,
+                    "repeat": 0,
+                    "metrics": None,
+                    "held": held(None, targets),
+                    "objective": None,
+                    "feasible": False,
+                    "measure_s": 0.0,
+                    "cost_s": round(wall, 3),
+                }
+            )
         measured = sum(float(r["duration_s"]) for r in runs_)
         key_ = spec_objective_key(spec)
         for i, r in enumerate(runs_):
             m = scalar_metrics(r["metrics"])
             h = held(m, targets)
             dur = float(r["duration_s"])
-            ms.append({**base, "repeat": i, "metrics": m, "held": h, "objective": m.get(key_),
-                       "feasible": all(h.values()), "failure": None if all(h.values()) else
-                       (o.get("failure") or "target_missed"), "measure_s": round(dur, 3),
-                       "cost_s": round(wall - (measured - dur), 3), "samples": compact_samples(r)})
+            ms.append(
+                {
+                    **base,
+                    "repeat": i,
+                    "metrics": m,
+                    "held": h,
+                    "objective": m.get(key_),
+                    "feasible": all(h.values()),
+                    "failure": None if all(h.values()) else (o.get("failure") or "target_missed"),
+                    "measure_s": round(dur, 3),
+                    "cost_s": round(wall - (measured - dur), 3),
+                    "samples": compact_samples(r),
+                }
+            )
         out.append((dict(t.params), bool(t.user_attrs.get("baseline")), ms))
     return spec, out, study
 
@@ -108,16 +143,30 @@ def spec_objective_key(spec: dict) -> str:
 
 
 def command(spec: dict, name: str, study_file: str | None) -> str:
-    argv = ["kvtune", "run", *(["--study-file", study_file] if study_file else []),
-            "--sampler", spec.get("sampler", "auto"),
-            "--informed-start" if spec.get("informed_start") else "--no-informed-start",
-            "--confirm-top", str(spec["confirm_top"]), "--trials", str(spec["trials"]),
-            "--repeats", str(spec["repeats"]), "--seed", str(spec["seed"]), "--study", name]
+    argv = [
+        "kvtune",
+        "run",
+        *(["--study-file", study_file] if study_file else []),
+        "--sampler",
+        spec.get("sampler", "auto"),
+        "--informed-start" if spec.get("informed_start") else "--no-informed-start",
+        "--confirm-top",
+        str(spec["confirm_top"]),
+        "--trials",
+        str(spec["trials"]),
+        "--repeats",
+        str(spec["repeats"]),
+        "--seed",
+        str(spec["seed"]),
+        "--study",
+        name,
+    ]
     return shlex.join(argv)
 
 
-def export(runs: Path, out: Path, studies: list[str], study_file: str | None,
-           judge: list[str] | None = None) -> tuple[int, int]:
+def export(
+    runs: Path, out: Path, studies: list[str], study_file: str | None, judge: list[str] | None = None
+) -> tuple[int, int]:
     configs: dict[str, Config] = {}
     commands, first, last, header = [], None, None, None
     for name in studies:
@@ -141,8 +190,11 @@ def export(runs: Path, out: Path, studies: list[str], study_file: str | None,
     header["recorded"] = f"{first:%Y-%m-%d %H:%M} .. {last:%Y-%m-%d %H:%M} UTC" if first else ""
     header["exported"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     grid = header["space"]
-    inside = [c for c in configs.values()  # a study over a wider space adds only the shared configs
-              if c.baseline or all(k in grid and v in grid[k] for k, v in c.params.items())]
+    inside = [
+        c
+        for c in configs.values()  # a study over a wider space adds only the shared configs
+        if c.baseline or all(k in grid and v in grid[k] for k, v in c.params.items())
+    ]
     ordered = sorted(inside, key=lambda c: (not c.baseline, key(c.params)))
     if judge:  # recorded under a loose target (nothing stopped early), judged against these
         header["recorded_targets"] = header["targets"]
@@ -162,14 +214,27 @@ def header_for(spec_dict: dict, study: optuna.Study) -> dict:
     targets = [t.constraint_key for t in parse_study_targets(spec)]
     model = launcher.model_path
     return {
-        "backend": spec.backend, "model": Path(str(model)).name if model else None,
+        "backend": spec.backend,
+        "model": Path(str(model)).name if model else None,
         "server_version": launcher.version(),
-        "hardware": hw, "workload": spec_dict["workload"],
+        "hardware": hw,
+        "workload": spec_dict["workload"],
         "targets": targets,
         "objective": {"name": spec.primary.name, "key": spec.primary.key, "direction": spec.primary.direction.value},
         "space": grid,
-        "knobs": [{"name": k.name, "kind": k.kind.value, "low": k.low, "high": k.high, "step": k.step,
-                   "log": k.log, "choices": list(k.choices)} for k in knobs if k.name in grid],
+        "knobs": [
+            {
+                "name": k.name,
+                "kind": k.kind.value,
+                "low": k.low,
+                "high": k.high,
+                "step": k.step,
+                "log": k.log,
+                "choices": list(k.choices),
+            }
+            for k in knobs
+            if k.name in grid
+        ],
         "fixed": {k.name: k.value for k in knobs if k.kind.value == "fixed"},
         "informed_start": launcher.informed_start(knobs, spec.workload),
         "notes": NOTES,
@@ -182,9 +247,13 @@ def main() -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--study", action="append", required=True)
     ap.add_argument("--study-file", default=None, help="as the header's commands should name it")
-    ap.add_argument("--judge-target", action="append", default=None,
-                    help="judge the measurements against this target (repeatable; relative ones, "
-                         "e.g. ttft_p95<1.5x, against the baseline) instead of the recording's")
+    ap.add_argument(
+        "--judge-target",
+        action="append",
+        default=None,
+        help="judge the measurements against this target (repeatable; relative ones, "
+        "e.g. ttft_p95<1.5x, against the baseline) instead of the recording's",
+    )
     a = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study_file = a.study_file

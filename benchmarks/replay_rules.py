@@ -43,8 +43,13 @@ def stop_at(ls: Landscape, m: dict, watched: Sequence[Target]) -> float | None:
         return None
     rule = EarlyStop(list(watched), int(ls.header["workload"]["num_requests"]))
     for x in samples:
-        sample = RequestSample(send_time=0.0, ok=bool(x["ok"]), ttft_s=x.get("ttft_s"),
-                               e2el_s=x.get("e2el_s"), output_tokens=int(x.get("output_tokens") or 0))
+        sample = RequestSample(
+            send_time=0.0,
+            ok=bool(x["ok"]),
+            ttft_s=x.get("ttft_s"),
+            e2el_s=x.get("e2el_s"),
+            output_tokens=int(x.get("output_tokens") or 0),
+        )
         if rule.observe(sample) is not None:
             return float(x["end_s"])
     return None
@@ -100,17 +105,20 @@ def informed_start(ls: Landscape, seed: int) -> dict[str, Any]:
 
 def objective_of(ls: Landscape) -> Objective:
     o = ls.header["objective"]
-    return Objective(str(o.get("name") or o["key"]), str(o["key"]),
-                     Direction.MAXIMIZE if ls.maximize else Direction.MINIMIZE)
+    return Objective(
+        str(o.get("name") or o["key"]), str(o["key"]), Direction.MAXIMIZE if ls.maximize else Direction.MINIMIZE
+    )
 
 
-def outcome_of(ls: Landscape, number: int, c: Config, m: dict, baseline: bool,
-               base: TrialOutcome | None) -> TrialOutcome:
+def outcome_of(
+    ls: Landscape, number: int, c: Config, m: dict, baseline: bool, base: TrialOutcome | None
+) -> TrialOutcome:
     """The TrialOutcome the tuner would record for measurement `m` of config `c`, scored by
     kvtune's own scoring against the targets as written, relative ones resolved from `base`
     (the baseline's first measurement in this study; None while it has none)."""
-    o = TrialOutcome(number=number, candidate=Candidate(flags=dict(c.params)), argv=[], env={},
-                     baseline=baseline, launched=True)
+    o = TrialOutcome(
+        number=number, candidate=Candidate(flags=dict(c.params)), argv=[], env={}, baseline=baseline, launched=True
+    )
     if m.get("metrics") is None:
         try:
             kind = FailureKind(m.get("failure"))

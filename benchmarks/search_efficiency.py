@@ -68,8 +68,9 @@ BUDGETS = (5, 10, 20, 30, 40)
 # budget, 3..10 trials; multivariate and grouped), so that the evidence picks the settings too:
 # `--samplers tpe,tpe-s3,tpe-indep,...`.
 TPE_VARIANTS = {
-    "tpe-s3": lambda seed: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3, multivariate=True,
-                                                      group=True, constant_liar=True),
+    "tpe-s3": lambda seed: optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=3, multivariate=True, group=True, constant_liar=True
+    ),
     "tpe-indep": lambda seed: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3),
 }
 CONFIRM_TOP = 2
@@ -124,7 +125,7 @@ class Replay:
         # Common random numbers: every sampler draws measurements from the same stream per seed.
         self.rng = random.Random(f"{base_seed}:{seed}:{budget}:{informed}")
         self.knobs = knobs_of(ls)
-        self.seconds = 0.0          # simulated wall time with early stop (kvtune's default)
+        self.seconds = 0.0  # simulated wall time with early stop (kvtune's default)
         self.seconds_no_stop = 0.0  # the same draws, every measurement run whole
         self.infeasible_s = 0.0
         self.infeasible_no_stop_s = 0.0
@@ -181,8 +182,9 @@ class Replay:
         if self.sampler_name in TPE_VARIANTS:
             study.sampler = TPE_VARIANTS[self.sampler_name](samplers.worker_seed(self.seed, len(study.trials), 0))
         else:
-            study.sampler = samplers.make_sampler(kind, self.knobs, seed=self.seed, trials=self.budget,
-                                                  n_stored=len(study.trials))
+            study.sampler = samplers.make_sampler(
+                kind, self.knobs, seed=self.seed, trials=self.budget, n_stored=len(study.trials)
+            )
         return study, baseline
 
     def run(self) -> Run:
@@ -211,10 +213,21 @@ class Replay:
         self.confirm()
         best = named_best(self.outcomes, self._direction())
         named = self.configs[best.number] if best else None
-        return Run(self.sampler_name, self.seed, self.budget, self.informed,
-                   ls.regret(named), bool(named and named.truly_feasible), self.seconds / 3600,
-                   self.seconds_no_stop / 3600, self.infeasible_s, self.infeasible_no_stop_s,
-                   self.stopped, self.path, self.reused)
+        return Run(
+            self.sampler_name,
+            self.seed,
+            self.budget,
+            self.informed,
+            ls.regret(named),
+            bool(named and named.truly_feasible),
+            self.seconds / 3600,
+            self.seconds_no_stop / 3600,
+            self.infeasible_s,
+            self.infeasible_no_stop_s,
+            self.stopped,
+            self.path,
+            self.reused,
+        )
 
     def _tell(self, study: optuna.Study, trial: optuna.trial.Trial, o: TrialOutcome) -> None:
         for k, v in o.constraints.items():
@@ -233,8 +246,13 @@ class Replay:
     def _remeasure(self, o: TrialOutcome) -> None:
         """A fresh launch of `o`'s config, recorded as tuner/confirm.py records it."""
         again = self.measure(o.number, self.configs[o.number], o.baseline, search=False)
-        o.confirmation = {"metrics": again.metrics, "objective": again.objective,
-                          "objectives": again.objectives, "feasible": again.feasible, "reason": again.reason}
+        o.confirmation = {
+            "metrics": again.metrics,
+            "objective": again.objective,
+            "objectives": again.objectives,
+            "feasible": again.feasible,
+            "reason": again.reason,
+        }
 
     def confirm(self) -> None:
         """kvtune's confirmation phase (tuner/confirm.py): the top `CONFIRM_TOP` by their first
@@ -265,9 +283,16 @@ def reference_budget(ls: Landscape, budgets: Sequence[int], asked: int | None = 
     return asked if asked is not None else min(3 * max(budgets), len(ls.configs))
 
 
-def benchmark(ls: Landscape, sampler_names: list[str], budgets: list[int], seeds: int,
-              base_seed: int = 0, informed_variants: tuple[bool, ...] = (True, False),
-              progress: bool = False, reference: int | None = None) -> list[Run]:
+def benchmark(
+    ls: Landscape,
+    sampler_names: list[str],
+    budgets: list[int],
+    seeds: int,
+    base_seed: int = 0,
+    informed_variants: tuple[bool, ...] = (True, False),
+    progress: bool = False,
+    reference: int | None = None,
+) -> list[Run]:
     """Every sampler at every budget over `seeds`; random search also at `reference`."""
     runs = []
     for name in sampler_names:
@@ -301,10 +326,18 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--samplers", default=",".join(s for s in SAMPLERS if s not in TPE_VARIANTS))
-    ap.add_argument("--reference-budget", type=int, default=None,
-                    help="random search's budget for the headline (default 3 x the largest, at most the landscape's size)")
-    ap.add_argument("--target", action="append", default=None,
-                    help="judge the measurements against these targets instead of the header's")
+    ap.add_argument(
+        "--reference-budget",
+        type=int,
+        default=None,
+        help="random search's budget for the headline (default 3 x the largest, at most the landscape's size)",
+    )
+    ap.add_argument(
+        "--target",
+        action="append",
+        default=None,
+        help="judge the measurements against these targets instead of the header's",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-informed-variant", action="store_true", help="only runs with the informed start on")
     ap.add_argument("--md", type=Path, default=None)
@@ -333,9 +366,16 @@ def main(argv: list[str] | None = None) -> int:
         if a.target:
             ls = ls.with_targets(a.target)
         ls.optimum()
-        runs = benchmark(ls, names, budgets, a.seeds, a.seed,
-                         (True,) if a.no_informed_variant else (True, False), progress=True,
-                         reference=reference_budget(ls, budgets, a.reference_budget))
+        runs = benchmark(
+            ls,
+            names,
+            budgets,
+            a.seeds,
+            a.seed,
+            (True,) if a.no_informed_variant else (True, False),
+            progress=True,
+            reference=reference_budget(ls, budgets, a.reference_budget),
+        )
     except KvtuneError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -52,8 +52,22 @@ def main() -> int:
     rng = random.Random(a.seed)
     mark = uuid.uuid4().hex
     runs = Path(tempfile.mkdtemp(prefix="kvtune-soak-"))
-    cmd = [sys.executable, "-m", "kvtune.testing.driver", "--runs-dir", str(runs), "--study", "soak",
-           "--trials", str(a.trials), "--faults", "--mark", mark, "--seed", str(a.seed)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kvtune.testing.driver",
+        "--runs-dir",
+        str(runs),
+        "--study",
+        "soak",
+        "--trials",
+        str(a.trials),
+        "--faults",
+        "--mark",
+        mark,
+        "--seed",
+        str(a.seed),
+    ]
     t0 = time.monotonic()
     kills = 0
     for _ in range(a.kills):
@@ -72,8 +86,9 @@ def main() -> int:
     study = optuna.load_study(study_name="soak", storage=f"sqlite:///{db}")
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     interrupted = [t for t in study.trials if t.state != optuna.trial.TrialState.COMPLETE]
-    faulty = [t for t in complete if t.params.get("fault") in FAULTS
-              and t.user_attrs["outcome"]["duplicate_of"] is None]
+    faulty = [
+        t for t in complete if t.params.get("fault") in FAULTS and t.user_attrs["outcome"]["duplicate_of"] is None
+    ]
     launched = sum(1 for t in complete if t.user_attrs["outcome"]["launched"])
     survived = [t for t in faulty if not t.user_attrs["outcome"]["feasible"]]
     lost = a.trials - len(complete)
@@ -84,16 +99,17 @@ def main() -> int:
         except ProcessLookupError:
             pass
 
-    print(f"soak: {a.trials} trials, seed {a.seed}, {elapsed:.0f} s "
-          f"({len(complete) / elapsed * 60:.0f} trials/min), final run rc={final.returncode}")
+    print(
+        f"soak: {a.trials} trials, seed {a.seed}, {elapsed:.0f} s "
+        f"({len(complete) / elapsed * 60:.0f} trials/min), final run rc={final.returncode}"
+    )
     print(f"trials completed      {len(complete)} / {a.trials} ({launched} server launches)")
     print(f"faults injected       {len(faulty)} trials; survived (infeasible with a reason) {len(survived)}")
     print(f"kvtune SIGKILLed      {kills} times; interrupted trials re-run: {len(interrupted)}")
     print(f"lost trials           {lost}   (reference 0)")
     print(f"orphan servers        {len(orphans)}   (reference 0)")
     print(f"sqlite integrity      {integrity}")
-    ok = lost == 0 and not orphans and integrity == "ok" and final.returncode == 0 \
-        and len(survived) == len(faulty)
+    ok = lost == 0 and not orphans and integrity == "ok" and final.returncode == 0 and len(survived) == len(faulty)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

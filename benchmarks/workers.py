@@ -29,8 +29,22 @@ def run(workers: int, trials: int, storage: str | None, root: Path) -> tuple[flo
     study = f"w{workers}-{int(time.time() * 1000) % 10**8}"
     url = storage or f"sqlite:///{root / study / 'study.db'}"
     (root / study).mkdir(parents=True, exist_ok=True)
-    base = [sys.executable, "-m", "kvtune.testing.driver", "--runs-dir", str(root), "--storage", url,
-            "--study", study, "--trials", str(trials), "--requests", "24", "--continuous"]
+    base = [
+        sys.executable,
+        "-m",
+        "kvtune.testing.driver",
+        "--runs-dir",
+        str(root),
+        "--storage",
+        url,
+        "--study",
+        study,
+        "--trials",
+        str(trials),
+        "--requests",
+        "24",
+        "--continuous",
+    ]
     t0 = time.monotonic()
     first = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while True:  # wait until the first worker created the study
@@ -39,8 +53,12 @@ def run(workers: int, trials: int, storage: str | None, root: Path) -> tuple[flo
             break
         except KeyError:
             time.sleep(0.1)
-    others = [subprocess.Popen([*base, "--join", "--slot", str(i)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True) for i in range(1, workers)]
+    others = [
+        subprocess.Popen(
+            [*base, "--join", "--slot", str(i)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for i in range(1, workers)
+    ]
     for p in [first, *others]:
         _, err = p.communicate()
         if p.returncode != 0:

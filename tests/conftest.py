@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from kvtune.workload import Workload
+from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
-from kvtune.tuner.trial.disturbance import unwatched
 from kvtune.tuner.events import Callbacks
-from kvtune.study.spec import StudySpec
+from kvtune.tuner.trial.disturbance import unwatched
+from kvtune.workload import Workload
 
 pytest_plugins = ["pytester"]  # tests of the hook below run pytest on tiny suites
 
@@ -77,8 +77,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
 
 
-TINY = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1,
-                request_timeout_s=10)
+TINY = Workload(
+    concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1, request_timeout_s=10
+)
 
 
 @pytest.fixture
@@ -90,13 +91,18 @@ def tiny_workload() -> Workload:
 def make_tuner(tmp_path: Path):
     """Build a Tuner over the fake launcher; returns (tuner, events)."""
 
-    def build(spec: StudySpec | None = None, launcher: FakeLauncher | None = None,
-              callbacks: Callbacks | None = None, bench: Any = None, monitor: Any = unwatched, **spec_kw):
+    def build(
+        spec: StudySpec | None = None,
+        launcher: FakeLauncher | None = None,
+        callbacks: Callbacks | None = None,
+        bench: Any = None,
+        monitor: Any = unwatched,
+        **spec_kw,
+    ):
         """`callbacks` replace the event collector; `bench` replaces the load client; `monitor`
         the interference monitor (none by default: a fake server's figures are no evidence, and on
         a loaded machine every trial would be re-measured)."""
-        spec = spec or StudySpec(study="t", trials=4, workload=TINY, startup_timeout_s=20,
-                                 **spec_kw).validate()
+        spec = spec or StudySpec(study="t", trials=4, workload=TINY, startup_timeout_s=20, **spec_kw).validate()
         events: list = []
         cb = callbacks or Callbacks(trial_finished=events.append)
         prepared = prepare(spec, launcher=launcher or FakeLauncher(), runs_dir=str(tmp_path / "runs"))
@@ -131,13 +137,33 @@ def postgres_url(tmp_path_factory):
         as_user = ["runuser", "-u", "postgres", "--"]
         shutil.chown(base, "postgres")
     port = free_port()
-    subprocess.run([*as_user, str(pg / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
-                   check=True, capture_output=True)
-    subprocess.run([*as_user, str(pg / "pg_ctl"), "-D", str(data), "-l", str(data / "server.log"), "-w",
-                    "-o", f"-h 127.0.0.1 -p {port} -k {data}", "start"], check=True, capture_output=True)
+    subprocess.run(
+        [*as_user, str(pg / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_user,
+            str(pg / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(data / "server.log"),
+            "-w",
+            "-o",
+            f"-h 127.0.0.1 -p {port} -k {data}",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
-        subprocess.run([str(pg / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "kvtune"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [str(pg / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "kvtune"],
+            check=True,
+            capture_output=True,
+        )
         yield f"postgresql://postgres@127.0.0.1:{port}/kvtune"
     finally:
         subprocess.run([*as_user, str(pg / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
@@ -154,8 +180,9 @@ def launched_script(script: Path, port: int, timeout_s: float = 300):
 
     import httpx
 
-    proc = subprocess.Popen(["bash", str(script)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -10,9 +10,7 @@ import subprocess
 def run_capture(argv: list[str], timeout_s: float = 30.0) -> tuple[int, str]:
     """Run a short command (e.g. ``llama-server --version``); return (status, stdout+stderr)."""
     try:
-        done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, text=True
-        )
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, text=True)
     except (OSError, subprocess.TimeoutExpired) as e:
         return -1, str(e)
     return done.returncode, (done.stdout or "") + (done.stderr or "")

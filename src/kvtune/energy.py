@@ -34,18 +34,20 @@ POWER_SAMPLE_S = 0.1
 ENERGY_J = "energy_j"
 AVG_WATTS = "avg_watts"
 JOULES_PER_OUTPUT_TOKEN = "joules_per_output_token"
-ENERGY_SOURCE = "energy_source"   # an `EnergySource` value (metrics hold numbers only)
+ENERGY_SOURCE = "energy_source"  # an `EnergySource` value (metrics hold numbers only)
 
 
 class EnergySource(IntEnum):
-    NVML_COUNTER = 1   # the GPUs' own energy counters
-    NVML_POWER = 2     # GPU board power samples, integrated
-    RAPL = 3           # the CPU packages' RAPL counters
+    NVML_COUNTER = 1  # the GPUs' own energy counters
+    NVML_POWER = 2  # GPU board power samples, integrated
+    RAPL = 3  # the CPU packages' RAPL counters
 
     def describe(self) -> str:
-        return {EnergySource.NVML_COUNTER: "NVML energy counter (GPU boards)",
-                EnergySource.NVML_POWER: "NVML board power, sampled every 0.1 s",
-                EnergySource.RAPL: "Linux RAPL (CPU packages)"}[self]
+        return {
+            EnergySource.NVML_COUNTER: "NVML energy counter (GPU boards)",
+            EnergySource.NVML_POWER: "NVML board power, sampled every 0.1 s",
+            EnergySource.RAPL: "Linux RAPL (CPU packages)",
+        }[self]
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class Meter(Protocol):
     source: EnergySource
 
     def start(self) -> None: ...
-    def stop(self) -> EnergyReading | None: ...   # None: a read failed during the window
+    def stop(self) -> EnergyReading | None: ...  # None: a read failed during the window
 
 
 def combine(readings: Iterable[EnergyReading | None]) -> EnergyReading | None:
@@ -172,6 +174,7 @@ class ThreadTicker:
         def loop() -> None:
             while not self._stop.wait(interval_s):
                 fn()
+
         self._thread = threading.Thread(target=loop, name="kvtune-power", daemon=True)
         self._thread.start()
 
@@ -194,14 +197,19 @@ class NvmlMeter:
     ticker: Ticker = field(default_factory=ThreadTicker)
     _handles: list[Any] = field(default_factory=list)
     _start_mj: list[int] = field(default_factory=list)
-    _samples: list[tuple[float, float]] = field(default_factory=list)   # (time, watts)
+    _samples: list[tuple[float, float]] = field(default_factory=list)  # (time, watts)
     _failed: bool = False
     _ticking: bool = False
     _t0: float = 0.0
 
     @classmethod
-    def open(cls, nvml: nvml_mod.Nvml | None = None, gpus: Iterable[int] | None = None,
-             clock: Callable[[], float] = time.monotonic, ticker: Ticker | None = None) -> "NvmlMeter | None":
+    def open(
+        cls,
+        nvml: nvml_mod.Nvml | None = None,
+        gpus: Iterable[int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        ticker: Ticker | None = None,
+    ) -> "NvmlMeter | None":
         """A meter for `gpus` (None: every GPU NVML sees); None when NVML cannot start, there is
         no GPU, or the driver reports neither energy nor power for one of them."""
         with nvml_mod.opened(nvml) as nv:
@@ -290,8 +298,9 @@ def _quietly(call: Callable[[], Any]) -> None:
         pass
 
 
-def open_meter(gpus: Iterable[int] | None = None, nvml: nvml_mod.Nvml | None = None,
-               rapl_root: Path = RAPL_ROOT) -> Meter | None:
+def open_meter(
+    gpus: Iterable[int] | None = None, nvml: nvml_mod.Nvml | None = None, rapl_root: Path = RAPL_ROOT
+) -> Meter | None:
     """The meter for a trial: its GPUs through NVML when there are GPUs (`gpus` None: all),
     else the CPU packages through RAPL; None when neither can be read here."""
     meter: Meter | None = NvmlMeter.open(nvml, gpus)

@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-
 GGUF_MAGIC = b"GGUF"
 
 

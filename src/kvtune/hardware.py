@@ -20,8 +20,15 @@ from typing import Iterable, Mapping
 
 from kvtune import nvml as nvml_reader
 from kvtune.nvml import GpuPair, GpuProcess, Interconnect, Nvml, NvmlReport
-from kvtune.planner.gpus import (CpuRam, GpuInfo, HardwareBudget, bandwidth_for, hardware_budget,
-                                 nvlink_bandwidth_for, pcie_bandwidth)
+from kvtune.planner.gpus import (
+    CpuRam,
+    GpuInfo,
+    HardwareBudget,
+    bandwidth_for,
+    hardware_budget,
+    nvlink_bandwidth_for,
+    pcie_bandwidth,
+)
 
 CGROUP = Path("/sys/fs/cgroup")
 PROC = Path("/proc")
@@ -76,7 +83,7 @@ def _meminfo(path: str, prefix: str = "") -> dict[str, int]:
     try:
         with open(path) as f:
             for line in f:
-                parts = line[len(prefix):].split() if line.startswith(prefix) else []
+                parts = line[len(prefix) :].split() if line.startswith(prefix) else []
                 if len(parts) >= 2 and parts[1].isdigit():
                     out[parts[0].rstrip(":")] = int(parts[1]) * 1024
     except OSError:
@@ -129,8 +136,7 @@ def available_memory_bytes() -> int:
         figures.append(total["MemAvailable"])
     node = _meminfo("/sys/devices/system/node/node0/meminfo", "Node 0 ")
     if "MemFree" in node:
-        figures.append(sum(node.get(k, 0) for k in ("MemFree", "Active(file)", "Inactive(file)",
-                                                     "SReclaimable")))
+        figures.append(sum(node.get(k, 0) for k in ("MemFree", "Active(file)", "Inactive(file)", "SReclaimable")))
     headroom = cgroup_memory_headroom()
     if headroom is not None:
         figures.append(headroom)
@@ -143,6 +149,7 @@ def cpu_ram() -> CpuRam:
 
 
 # ---- GPUs ------------------------------------------------------------------------------------
+
 
 def gpu_report(nvml: Nvml | None = None) -> NvmlReport:
     """The GPUs NVML sees (`nvml` injects a reader, e.g. recorded answers); empty without NVML."""
@@ -189,8 +196,9 @@ def process_name(pid: int, proc: Path = PROC) -> str | None:
         return None
 
 
-def gpu_holders(gpu_indices: Iterable[int] | None = None, nvml: Nvml | None = None,
-                proc: Path = PROC) -> list[GpuHolder]:
+def gpu_holders(
+    gpu_indices: Iterable[int] | None = None, nvml: Nvml | None = None, proc: Path = PROC
+) -> list[GpuHolder]:
     """Compute processes holding memory on those GPUs (all when None), largest first."""
     wanted = None if gpu_indices is None else frozenset(gpu_indices)
     procs: list[GpuProcess] = nvml_reader.compute_processes(wanted, nvml)
@@ -201,8 +209,9 @@ def gpu_holders(gpu_indices: Iterable[int] | None = None, nvml: Nvml | None = No
 def gpu_infos(report: NvmlReport | None = None) -> list[GpuInfo]:
     """The GPUs as the planner sees them: memory and spec-sheet memory bandwidth."""
     report = gpu_report() if report is None else report
-    return [GpuInfo(g.index, g.name, g.memory_total_bytes, g.memory_free_bytes, bandwidth_for(g.name))
-            for g in report.gpus]
+    return [
+        GpuInfo(g.index, g.name, g.memory_total_bytes, g.memory_free_bytes, bandwidth_for(g.name)) for g in report.gpus
+    ]
 
 
 @dataclass(frozen=True)
@@ -226,6 +235,7 @@ def gpu_links(report: NvmlReport) -> list[GpuLink]:
             return nvlink_bandwidth_for(gpus[p.a].name)
         bws = [pcie_bandwidth(gpus[i].pcie_generation, gpus[i].pcie_width) for i in (p.a, p.b)]
         return min(bws) if all(bws) else None  # type: ignore[type-var]
+
     return [GpuLink(p.a, p.b, p.interconnect, p.pcie_path, bandwidth(p)) for p in report.pairs]
 
 
@@ -252,25 +262,39 @@ def _gb_s(bw: float | None) -> float | None:
 
 
 def _gpu_fingerprint(report: NvmlReport) -> dict:
-    fp: dict = {"accelerator": accelerator(report), "gpu_count": len(report.gpus),
-                "gpus": [{"name": g.name, "memory_gib": round(g.memory_total_bytes / 2**30, 1),
-                          "compute_capability": g.compute_capability,
-                          "bandwidth_gb_s": _gb_s(bandwidth_for(g.name))} for g in report.gpus],
-                "gpu_driver": report.driver_version, "cuda": report.cuda_version}
+    fp: dict = {
+        "accelerator": accelerator(report),
+        "gpu_count": len(report.gpus),
+        "gpus": [
+            {
+                "name": g.name,
+                "memory_gib": round(g.memory_total_bytes / 2**30, 1),
+                "compute_capability": g.compute_capability,
+                "bandwidth_gb_s": _gb_s(bandwidth_for(g.name)),
+            }
+            for g in report.gpus
+        ],
+        "gpu_driver": report.driver_version,
+        "cuda": report.cuda_version,
+    }
     links = gpu_links(report)
     if links:
         fp["gpu_interconnect"] = _interconnect(links)
         bws = [ln.bandwidth_bytes_s for ln in links]
         if all(bws):
             fp["gpu_link_gb_s"] = round(min(b for b in bws if b) / 1e9, 1)  # the slowest pair
-    busy = [f"GPU {g.index}: {g.memory_used_fraction:.0%} of its memory in use by other processes"
-            for g in report.gpus if g.memory_used_fraction > BUSY_GPU_FRACTION]
+    busy = [
+        f"GPU {g.index}: {g.memory_used_fraction:.0%} of its memory in use by other processes"
+        for g in report.gpus
+        if g.memory_used_fraction > BUSY_GPU_FRACTION
+    ]
     if busy:
         fp["gpu_notes"] = busy
     return fp
 
 
 # ---- the fingerprint -------------------------------------------------------------------------
+
 
 def fingerprint(nvml: Nvml | None = None, cgroup: Path = CGROUP) -> dict:
     """A small dict describing this host, for results and script headers (`nvml` injects an NVML
@@ -300,8 +324,11 @@ def describe(fp: dict) -> str:
     parts = [str(fp["cpu"]), cpus, f"{fp['memory_gib']} GiB RAM", str(fp["accelerator"])]
     if fp.get("gpu_count", 0) > 1 and fp.get("gpu_interconnect"):
         parts[-1] += f" over {fp['gpu_interconnect']}"
-    parts += [f"compute {cc}" for cc in dict.fromkeys(
-        g.get("compute_capability") for g in fp.get("gpus") or [] if isinstance(g, dict)) if cc]
+    parts += [
+        f"compute {cc}"
+        for cc in dict.fromkeys(g.get("compute_capability") for g in fp.get("gpus") or [] if isinstance(g, dict))
+        if cc
+    ]
     parts += [f"{label} {fp[k]}" for k, label in (("cuda", "CUDA"), ("gpu_driver", "driver")) if fp.get(k)]
     return ", ".join(parts) + "".join(f"; {n}" for n in fp.get("gpu_notes") or [])
 
@@ -325,8 +352,12 @@ def gpu_lines(fp: dict) -> list[str]:
     return lines
 
 
-def detect_hardware(memory_bytes: int | None = None, bandwidth_bytes_s: float | None = None,
-                    gpus: list[GpuInfo] | None = None, ram: CpuRam | None = None) -> HardwareBudget:
+def detect_hardware(
+    memory_bytes: int | None = None,
+    bandwidth_bytes_s: float | None = None,
+    gpus: list[GpuInfo] | None = None,
+    ram: CpuRam | None = None,
+) -> HardwareBudget:
     """`hardware_budget` on this machine's facts (what `kvtune plan` plans for): pure when `gpus`
     and `ram` are given; what is missing is read here, the planner's one edge."""
     if gpus is None or ram is None:

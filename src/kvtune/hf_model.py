@@ -20,16 +20,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kvtune.errors import ModelError
 from kvtune.commands import run_capture
+from kvtune.errors import ModelError
 from kvtune.models import cache_dir, demo_model_path
 
 HF_DIRNAME = "SmolLM2-135M-Instruct-hf"
 MARKER = ".kvtune-converted.json"  # written last, inside the temporary folder, before the rename
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 # What the conversion imports: module name -> pip requirement.
-CONVERT_DEPS = {"torch": "torch", "transformers": "transformers", "gguf": "gguf",
-                "accelerate": "accelerate"}
+CONVERT_DEPS = {"torch": "torch", "transformers": "transformers", "gguf": "gguf", "accelerate": "accelerate"}
 CONVERT_TIMEOUT_S = 900.0
 
 
@@ -42,8 +41,10 @@ def missing_convert_deps(python: str | None = None) -> list[str]:
     """The pip requirements the conversion lacks in `python` (default: this interpreter)."""
     if python in (None, sys.executable):
         return [req for mod, req in CONVERT_DEPS.items() if importlib.util.find_spec(mod) is None]
-    code = ("import importlib.util as u, json; "
-            f"print(json.dumps([r for m, r in {CONVERT_DEPS!r}.items() if u.find_spec(m) is None]))")
+    code = (
+        "import importlib.util as u, json; "
+        f"print(json.dumps([r for m, r in {CONVERT_DEPS!r}.items() if u.find_spec(m) is None]))"
+    )
     rc, out = run_capture([python, "-c", code])
     if rc != 0:
         raise ModelError(f"cannot run {python} to convert the demo model: {_last_line(out)}")
@@ -70,16 +71,16 @@ def convert_gguf_to_hf(gguf: Path, target: Path, python: str | None = None) -> P
     python = python or sys.executable
     missing = missing_convert_deps(python)
     if missing:
-        raise ModelError(f"converting {gguf.name} for vLLM needs {', '.join(missing)}: "
-                         f"`pip install {' '.join(missing)}` into {python}'s environment")
+        raise ModelError(
+            f"converting {gguf.name} for vLLM needs {', '.join(missing)}: "
+            f"`pip install {' '.join(missing)}` into {python}'s environment"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        rc, out = run_capture([python, "-m", "kvtune.hf_model", str(gguf), str(tmp)],
-                              timeout_s=CONVERT_TIMEOUT_S)
+        rc, out = run_capture([python, "-m", "kvtune.hf_model", str(gguf), str(tmp)], timeout_s=CONVERT_TIMEOUT_S)
         if rc != 0 or not is_complete(tmp):
-            raise ModelError(f"could not convert {gguf.name} to a Hugging Face folder: "
-                             f"{_last_line(out)}")
+            raise ModelError(f"could not convert {gguf.name} to a Hugging Face folder: {_last_line(out)}")
         if target.exists() and not is_complete(target):
             shutil.rmtree(target, ignore_errors=True)  # a stale, incomplete folder
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the model folder is not secret
@@ -105,7 +106,8 @@ def _convert(gguf: Path, out: Path) -> None:
 
     folder, name = str(gguf.parent), gguf.name
     model = AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file=name, quantization_config=GgufConfig(dequantize=True))
+        folder, gguf_file=name, quantization_config=GgufConfig(dequantize=True)
+    )
     model = model.to(torch.bfloat16)
     model.config.dtype = torch.bfloat16
     if hasattr(model.config, "quantization_config"):

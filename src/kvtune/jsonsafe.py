@@ -25,8 +25,7 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, (int, str)):
         return obj
     if isinstance(obj, dict):
-        return {str(to_jsonable(k)) if isinstance(k, enum.Enum) else str(k): to_jsonable(v)
-                for k, v in obj.items()}
+        return {str(to_jsonable(k)) if isinstance(k, enum.Enum) else str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [to_jsonable(v) for v in obj]
     if hasattr(obj, "to_dict"):

@@ -31,14 +31,14 @@ class Backend(StrEnum):
 class FailureKind(StrEnum):
     """Why a trial is infeasible. The reason text beside it is for people; code reads the kind."""
 
-    PRE_SCREEN = "pre-screen"            # arithmetic proved it cannot work: never launched
-    START_FAILED = "start failed"        # the server exited before it was ready
-    START_TIMEOUT = "start timed out"    # not ready within the start-up timeout
-    PORT_BUSY = "port busy"              # something else answered on the trial's port
-    CRASHED = "crashed"                  # the server died during the benchmark
+    PRE_SCREEN = "pre-screen"  # arithmetic proved it cannot work: never launched
+    START_FAILED = "start failed"  # the server exited before it was ready
+    START_TIMEOUT = "start timed out"  # not ready within the start-up timeout
+    PORT_BUSY = "port busy"  # something else answered on the trial's port
+    CRASHED = "crashed"  # the server died during the benchmark
     REQUESTS_FAILED = "requests failed"  # the error-rate target broke
-    TARGET_MISSED = "target missed"      # measured, but a latency/throughput target broke
-    INTERRUPTED = "interrupted"          # Ctrl-C / SIGTERM / a dead worker: re-queued
+    TARGET_MISSED = "target missed"  # measured, but a latency/throughput target broke
+    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM / a dead worker: re-queued
 
     @property
     def label(self) -> str:

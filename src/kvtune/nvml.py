@@ -40,7 +40,7 @@ class Nvml(Protocol):
     def nvmlDeviceGetCount(self) -> int: ...
     def nvmlDeviceGetHandleByIndex(self, index: int) -> Any: ...
     def nvmlDeviceGetName(self, handle: Any) -> str | bytes: ...
-    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...          # .total, .free (bytes)
+    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...  # .total, .free (bytes)
     def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]: ...
     def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int: ...
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int: ...
@@ -48,8 +48,8 @@ class Nvml(Protocol):
     def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]: ...  # .pid, .usedGpuMemory
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int: ...  # mJ (Volta and later)
-    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int: ...              # mW, board power
-    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any: ...        # .gpu, .memory (%)
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int: ...  # mW, board power
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any: ...  # .gpu, .memory (%)
     # samples newer than last_seen (us): .pid, .timeStamp, .smUtil, .memUtil (%)
     def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen: int) -> list[Any]: ...
 
@@ -65,8 +65,8 @@ class GpuDevice:
     name: str
     memory_total_bytes: int
     memory_free_bytes: int
-    compute_capability: str | None = None     # "9.0"
-    pcie_generation: int | None = None        # the most the device and this slot allow
+    compute_capability: str | None = None  # "9.0"
+    pcie_generation: int | None = None  # the most the device and this slot allow
     pcie_width: int | None = None
 
     @property
@@ -117,7 +117,7 @@ class ProcessUtilisation:
 class NvmlReport:
     gpus: tuple[GpuDevice, ...] = ()
     driver_version: str | None = None
-    cuda_version: str | None = None            # the driver's CUDA, "12.4"
+    cuda_version: str | None = None  # the driver's CUDA, "12.4"
     pairs: tuple[GpuPair, ...] = ()
 
 
@@ -181,10 +181,17 @@ def _read(nvml: Nvml) -> NvmlReport:
         except Exception:
             break  # keep what was read before the failure
         cc = _try(lambda: nvml.nvmlDeviceGetCudaComputeCapability(h), None)
-        gpus.append(GpuDevice(
-            i, name, total, free, compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
-            pcie_generation=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(h)), None),
-            pcie_width=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkWidth(h)), None)))
+        gpus.append(
+            GpuDevice(
+                i,
+                name,
+                total,
+                free,
+                compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+                pcie_generation=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(h)), None),
+                pcie_width=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkWidth(h)), None),
+            )
+        )
         handles.append(h)
     pairs = []
     for a in range(len(handles)):
@@ -192,10 +199,20 @@ def _read(nvml: Nvml) -> NvmlReport:
             ha, hb = handles[a], handles[b]
             nvlink = _try(lambda: nvml.nvmlDeviceGetP2PStatus(ha, hb, P2P_CAPS_INDEX_NVLINK), None)
             level = _try(lambda: nvml.nvmlDeviceGetTopologyCommonAncestor(ha, hb), None)
-            pairs.append(GpuPair(a, b, Interconnect.NVLINK if nvlink == P2P_STATUS_OK else Interconnect.PCIE,
-                                 TOPOLOGY_LABELS.get(level) if level is not None else None))
-    return NvmlReport(tuple(gpus), _try(lambda: _text(nvml.nvmlSystemGetDriverVersion()), None),
-                      _cuda(_try(nvml.nvmlSystemGetCudaDriverVersion, None)), tuple(pairs))
+            pairs.append(
+                GpuPair(
+                    a,
+                    b,
+                    Interconnect.NVLINK if nvlink == P2P_STATUS_OK else Interconnect.PCIE,
+                    TOPOLOGY_LABELS.get(level) if level is not None else None,
+                )
+            )
+    return NvmlReport(
+        tuple(gpus),
+        _try(lambda: _text(nvml.nvmlSystemGetDriverVersion()), None),
+        _cuda(_try(nvml.nvmlSystemGetCudaDriverVersion, None)),
+        tuple(pairs),
+    )
 
 
 def compute_processes(gpus: frozenset[int] | None = None, nvml: Nvml | None = None) -> list[GpuProcess]:
@@ -221,8 +238,9 @@ def running_processes(nv: Nvml, gpus: frozenset[int] | None = None) -> list[GpuP
     return out
 
 
-def process_utilisation(nv: Nvml, gpus: frozenset[int] | None = None,
-                        since_us: int = 0) -> list[ProcessUtilisation] | None:
+def process_utilisation(
+    nv: Nvml, gpus: frozenset[int] | None = None, since_us: int = 0
+) -> list[ProcessUtilisation] | None:
     """Per-process utilisation samples newer than `since_us` on an opened NVML; None when the
     driver gives none for some GPU (NotSupported on older boards, some containers), so a
     caller can tell "nobody used the GPU" from "the driver would not say"."""
@@ -234,8 +252,11 @@ def process_utilisation(nv: Nvml, gpus: frozenset[int] | None = None,
             if "NotFound" in type(e).__name__:  # pynvml: no sample since `since_us`
                 continue
             return None
-        out.extend(ProcessUtilisation(i, int(s.pid), int(s.timeStamp), int(s.smUtil), int(s.memUtil))
-                   for s in samples or [] if int(s.timeStamp) > since_us)
+        out.extend(
+            ProcessUtilisation(i, int(s.pid), int(s.timeStamp), int(s.smUtil), int(s.memUtil))
+            for s in samples or []
+            if int(s.timeStamp) > since_us
+        )
     return out
 
 
@@ -251,6 +272,7 @@ def device_utilisation(nv: Nvml, gpus: frozenset[int] | None = None) -> dict[int
 
 
 # ---- recordings: real answers kept as JSON, replayed by tests --------------------------------
+
 
 class NvmlUnavailable(Exception):
     """A recorded call that failed on the recorded machine (as pynvml's NVMLError)."""
@@ -296,24 +318,44 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
         devices = []
         for h in handles:
             mem = _try(lambda: nvml.nvmlDeviceGetMemoryInfo(h), None)
-            devices.append({
-                "name": _try(lambda: _text(nvml.nvmlDeviceGetName(h)), None),
-                "memory": None if mem is None else {"total": int(mem.total), "free": int(mem.free)},
-                "compute_capability": _try(lambda: list(nvml.nvmlDeviceGetCudaComputeCapability(h)), None),
-                "max_pcie_link": [_try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(h), None),
-                                  _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None)],
-                "processes": _try(lambda: [
-                    {"pid": int(p.pid), "used_gpu_memory": None if p.usedGpuMemory is None
-                     else int(p.usedGpuMemory)} for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)], None),
-                **_utilisation(nvml, h)})
-        pairs = {f"{a},{b}": {
-            "p2p_nvlink": _try(lambda: nvml.nvmlDeviceGetP2PStatus(handles[a], handles[b],
-                                                                    P2P_CAPS_INDEX_NVLINK), None),
-            "common_ancestor": _try(lambda: nvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]), None)}
-            for a in range(len(handles)) for b in range(a + 1, len(handles))}
-        return {"driver_version": _try(lambda: _text(nvml.nvmlSystemGetDriverVersion()), None),
-                "cuda_driver_version": _try(nvml.nvmlSystemGetCudaDriverVersion, None),
-                "devices": devices, "pairs": pairs}
+            devices.append(
+                {
+                    "name": _try(lambda: _text(nvml.nvmlDeviceGetName(h)), None),
+                    "memory": None if mem is None else {"total": int(mem.total), "free": int(mem.free)},
+                    "compute_capability": _try(lambda: list(nvml.nvmlDeviceGetCudaComputeCapability(h)), None),
+                    "max_pcie_link": [
+                        _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(h), None),
+                        _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(h), None),
+                    ],
+                    "processes": _try(
+                        lambda: [
+                            {
+                                "pid": int(p.pid),
+                                "used_gpu_memory": None if p.usedGpuMemory is None else int(p.usedGpuMemory),
+                            }
+                            for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)
+                        ],
+                        None,
+                    ),
+                    **_utilisation(nvml, h),
+                }
+            )
+        pairs = {
+            f"{a},{b}": {
+                "p2p_nvlink": _try(
+                    lambda: nvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], P2P_CAPS_INDEX_NVLINK), None
+                ),
+                "common_ancestor": _try(lambda: nvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]), None),
+            }
+            for a in range(len(handles))
+            for b in range(a + 1, len(handles))
+        }
+        return {
+            "driver_version": _try(lambda: _text(nvml.nvmlSystemGetDriverVersion()), None),
+            "cuda_driver_version": _try(nvml.nvmlSystemGetCudaDriverVersion, None),
+            "devices": devices,
+            "pairs": pairs,
+        }
     finally:
         _try(nvml.nvmlShutdown, None)
 
@@ -321,9 +363,12 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
 def _utilisation(nvml: Nvml, h: Any) -> dict[str, Any]:
     """The utilisation answers, only those the driver gave: recordings made before kvtune asked
     for them stay what `record` writes (a missing key replays as "not supported")."""
-    answers = {"utilisation": _try(lambda: _rates(nvml.nvmlDeviceGetUtilizationRates(h)), None),
-               "process_utilisation": _try(lambda: [_util_sample(s) for s in
-                                                    nvml.nvmlDeviceGetProcessUtilization(h, 0)], None)}
+    answers = {
+        "utilisation": _try(lambda: _rates(nvml.nvmlDeviceGetUtilizationRates(h)), None),
+        "process_utilisation": _try(
+            lambda: [_util_sample(s) for s in nvml.nvmlDeviceGetProcessUtilization(h, 0)], None
+        ),
+    }
     return {k: v for k, v in answers.items() if v is not None}
 
 
@@ -332,8 +377,7 @@ def _rates(r: Any) -> dict[str, int]:
 
 
 def _util_sample(s: Any) -> dict[str, int]:
-    return {"pid": int(s.pid), "time_stamp": int(s.timeStamp), "sm_util": int(s.smUtil),
-            "mem_util": int(s.memUtil)}
+    return {"pid": int(s.pid), "time_stamp": int(s.timeStamp), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
 
 
 class Recorded:
@@ -415,8 +459,11 @@ class Recorded:
 
     def nvmlDeviceGetProcessUtilization(self, handle: int, last_seen: int) -> list[_UtilSample]:
         samples = self._successive(handle, "process_utilisation", "process utilisation")
-        return [_UtilSample(s["pid"], s["time_stamp"], s["sm_util"], s["mem_util"])
-                for s in samples if s["time_stamp"] > last_seen]
+        return [
+            _UtilSample(s["pid"], s["time_stamp"], s["sm_util"], s["mem_util"])
+            for s in samples
+            if s["time_stamp"] > last_seen
+        ]
 
     def _pair(self, a: int, b: int) -> dict[str, Any]:
         return (self.recording.get("pairs") or {}).get(f"{min(a, b)},{max(a, b)}") or {}

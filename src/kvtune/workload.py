@@ -87,8 +87,10 @@ class Workload:
         if self.rate is not None and not _positive(self.rate):
             raise SpecError(f"workload.rate must be a positive number of requests/s, got {self.rate}")
         if self.rate is not None and self.mode != "open":
-            raise SpecError("workload.rate applies to mode 'open' only: set mode: open, "
-                            "or drop rate to keep the closed loop of `concurrency` users")
+            raise SpecError(
+                "workload.rate applies to mode 'open' only: set mode: open, "
+                "or drop rate to keep the closed loop of `concurrency` users"
+            )
         if self.arrival not in ARRIVALS:
             raise SpecError(f"workload.arrival must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
         if not _positive(self.burstiness):
@@ -107,15 +109,21 @@ class Workload:
             if self.dataset_max_tokens < 1:
                 raise SpecError(f"workload.dataset_max_tokens must be at least 1, got {self.dataset_max_tokens}")
             if self.dataset_max_tokens < self.dataset_min_tokens:
-                raise SpecError(f"workload.dataset_max_tokens ({self.dataset_max_tokens}) is below "
-                                f"dataset_min_tokens ({self.dataset_min_tokens})")
+                raise SpecError(
+                    f"workload.dataset_max_tokens ({self.dataset_max_tokens}) is below "
+                    f"dataset_min_tokens ({self.dataset_min_tokens})"
+                )
         if not (0.0 <= self.shared_prefix_fraction <= 1.0):
-            raise SpecError(f"workload.shared_prefix_fraction must be between 0 and 1, got {self.shared_prefix_fraction}")
+            raise SpecError(
+                f"workload.shared_prefix_fraction must be between 0 and 1, got {self.shared_prefix_fraction}"
+            )
         if self.shared_prefix_tokens < 0:
             raise SpecError(f"workload.shared_prefix_tokens must be >= 0, got {self.shared_prefix_tokens}")
         if self.shared_prefix_fraction > 0 and self.shared_prefix_tokens < 1:
-            raise SpecError("workload.shared_prefix_fraction > 0 needs shared_prefix_tokens >= 1 "
-                            "(the length of the shared system prompt)")
+            raise SpecError(
+                "workload.shared_prefix_fraction > 0 needs shared_prefix_tokens >= 1 "
+                "(the length of the shared system prompt)"
+            )
         return self
 
     def to_dict(self) -> dict:

@@ -4,16 +4,15 @@ refuses to see skipped (tests/conftest.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-import subprocess
-import sys
-
+from kvtune.commands import run_capture
 from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server
-from kvtune.commands import run_capture
 
 HERE = Path(__file__).parent
 
@@ -43,11 +42,24 @@ def vllm_importable() -> None:
 
 
 # A small workload: a trial measures 4 short requests after one warm-up.
-SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
-         "--num-requests", "4", "--warmup-requests", "1", "--confirm-top", "0"]
+SMALL = [
+    "--concurrency",
+    "2",
+    "--prompt-tokens",
+    "32",
+    "--output-tokens",
+    "8",
+    "--num-requests",
+    "4",
+    "--warmup-requests",
+    "1",
+    "--confirm-top",
+    "0",
+]
 
 
 def kvtune(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
     """The kvtune CLI of this interpreter, run in `cwd`."""
-    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )

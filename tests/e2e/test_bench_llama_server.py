@@ -21,12 +21,12 @@ from kvtune.bench.client import BenchOptions, detect_model, run
 from kvtune.bench.prompts import exact_prompt
 from kvtune.bench.report import metrics_table, to_vllm_json
 from kvtune.bench.tokenizer import load_tokenizer
-from kvtune.workload import Workload
 from kvtune.errors import KvtuneError
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
 from kvtune.launchers.process import ServerProcess, free_port
 from kvtune.models import demo_model_path
+from kvtune.workload import Workload
 
 pytestmark = pytest.mark.e2e
 NOISE = 0.35  # generous on purpose: a shared CPU
@@ -34,8 +34,9 @@ NOISE = 0.35  # generous on purpose: a shared CPU
 # load from other processes on this machine falls on both alike; sequential runs on a busy
 # 2-core box differed by 2-3x in both directions, which is the machine, not the client.
 ROUNDS = 3
-WL = Workload(concurrency=2, prompt_tokens=96, output_tokens=24, num_requests=8,
-              warmup_requests=2, request_timeout_s=120)
+WL = Workload(
+    concurrency=2, prompt_tokens=96, output_tokens=24, num_requests=8, warmup_requests=2, request_timeout_s=120
+)
 
 
 def _pooled(runs) -> dict[str, float]:
@@ -43,9 +44,10 @@ def _pooled(runs) -> dict[str, float]:
     samples = [s for r in runs for s in r.samples]
     ttfts = sorted(1000.0 * s.ttft_s for s in samples if s.ok)
     mid = len(ttfts) // 2
-    return {"output_throughput": sum(s.output_tokens for s in samples if s.ok)
-            / sum(r.duration_s for r in runs),
-            "median_ttft_ms": (ttfts[mid] + ttfts[~mid]) / 2}
+    return {
+        "output_throughput": sum(s.output_tokens for s in samples if s.ok) / sum(r.duration_s for r in runs),
+        "median_ttft_ms": (ttfts[mid] + ttfts[~mid]) / 2,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +83,15 @@ def test_bench_path_and_tuner_path_agree(server) -> None:
         bench_runs.append(run(url, WL, BenchOptions(name, tokenizer=str(model), scrape_metrics=True)))
 
     def tuner_path():  # as the tuner (loop.py): served name, launcher's extra body, phases
-        tuner_runs.append(run(url, WL, BenchOptions(
-            launcher.served_model_name(), extra_body=launcher.request_extra_body(), on_phase=phases.append)))
+        tuner_runs.append(
+            run(
+                url,
+                WL,
+                BenchOptions(
+                    launcher.served_model_name(), extra_body=launcher.request_extra_body(), on_phase=phases.append
+                ),
+            )
+        )
 
     load_tokenizer(str(model))  # read the vocabulary before the clocks start
     for _ in range(ROUNDS):
@@ -119,8 +128,7 @@ def test_bench_path_and_tuner_path_agree(server) -> None:
 
 def test_metrics_deltas_cover_the_measured_phase_only(server) -> None:
     proc, launcher, _ = server
-    wl = Workload(concurrency=2, prompt_tokens=48, output_tokens=12, num_requests=6,
-                  warmup_requests=3)
+    wl = Workload(concurrency=2, prompt_tokens=48, output_tokens=12, num_requests=6, warmup_requests=3)
     res = run(proc.base_url, wl, BenchOptions(launcher.served_model_name(), scrape_metrics=True))
     sm = res.server_metrics
     assert sm and sm["available"], sm
@@ -146,8 +154,9 @@ def test_exact_prompts_match_llama_server_tokenize(server) -> None:
 
 def test_completions_endpoint_usage_counts_exact_prompts(server) -> None:
     proc, launcher, model = server
-    wl = Workload(concurrency=2, prompt_tokens=100, output_tokens=8, num_requests=4,
-                  warmup_requests=1, endpoint="completions")
+    wl = Workload(
+        concurrency=2, prompt_tokens=100, output_tokens=8, num_requests=4, warmup_requests=1, endpoint="completions"
+    )
     res = run(proc.base_url, wl, BenchOptions(launcher.served_model_name(), tokenizer=str(model)))
     assert all(s.ok for s in res.samples), [s.error for s in res.samples]
     bos = {s.prompt_tokens - 100 for s in res.samples}
@@ -157,8 +166,16 @@ def test_completions_endpoint_usage_counts_exact_prompts(server) -> None:
 
 def test_open_loop_against_the_real_server(server) -> None:
     proc, launcher, _ = server
-    wl = Workload(mode="open", rate=4.0, num_requests=8, prompt_tokens=64, output_tokens=16,
-                  warmup_requests=2, concurrency=2, seed=1)
+    wl = Workload(
+        mode="open",
+        rate=4.0,
+        num_requests=8,
+        prompt_tokens=64,
+        output_tokens=16,
+        warmup_requests=2,
+        concurrency=2,
+        seed=1,
+    )
     res = run(proc.base_url, wl, BenchOptions(launcher.served_model_name()))
     assert all(s.ok for s in res.samples), [s.error for s in res.samples]
     assert not res.fell_behind and res.metrics["p99_schedule_lag_ms"] < 50
@@ -166,9 +183,19 @@ def test_open_loop_against_the_real_server(server) -> None:
 
 def test_shared_prefix_hits_the_prompt_cache(server) -> None:
     proc, launcher, model = server
-    wl = Workload(concurrency=1, prompt_tokens=32, output_tokens=4, num_requests=6,
-                  warmup_requests=1, shared_prefix_fraction=1.0, shared_prefix_tokens=256)
-    res = run(proc.base_url, wl, BenchOptions(
-        launcher.served_model_name(), tokenizer=str(model), extra_body={"cache_prompt": True}))
+    wl = Workload(
+        concurrency=1,
+        prompt_tokens=32,
+        output_tokens=4,
+        num_requests=6,
+        warmup_requests=1,
+        shared_prefix_fraction=1.0,
+        shared_prefix_tokens=256,
+    )
+    res = run(
+        proc.base_url,
+        wl,
+        BenchOptions(launcher.served_model_name(), tokenizer=str(model), extra_body={"cache_prompt": True}),
+    )
     assert all(s.ok for s in res.samples)
     assert res.metrics["mean_cached_prompt_tokens_server"] >= 200  # the shared 256 were reused

@@ -20,8 +20,24 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.e2e
-WORKLOAD = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "32", "--num-requests", "16",
-            "--warmup-requests", "1", "--confirm-top", "0", "--trials", "3", "--sampler", "grid"]
+WORKLOAD = [
+    "--concurrency",
+    "2",
+    "--prompt-tokens",
+    "32",
+    "--output-tokens",
+    "32",
+    "--num-requests",
+    "16",
+    "--warmup-requests",
+    "1",
+    "--confirm-top",
+    "0",
+    "--trials",
+    "3",
+    "--sampler",
+    "grid",
+]
 SPACE = "space:\n  parallel: [1, 4]\n  threads: 2\n"
 HOG = "while True:\n    pass\n"
 
@@ -31,8 +47,20 @@ def run_study(tmp: Path, name: str, hog: bool) -> tuple[dict, list[dict], list[i
     results, the events and the hogs' pids."""
     study = tmp / "space.yaml"
     study.write_text(SPACE)
-    argv = [sys.executable, "-m", "kvtune.cli", "run", "--study-file", str(study), "--study", name,
-            "--runs-dir", str(tmp), "--jsonl", *WORKLOAD]
+    argv = [
+        sys.executable,
+        "-m",
+        "kvtune.cli",
+        "run",
+        "--study-file",
+        str(study),
+        "--study",
+        name,
+        "--runs-dir",
+        str(tmp),
+        "--jsonl",
+        *WORKLOAD,
+    ]
     proc = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     events, hogs, pids = [], [], []
     try:

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.e2e
 MiB = 2**20
 KV_LINE = re.compile(
     r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\), "
-    r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB")
+    r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB"
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +48,29 @@ def _free_port() -> int:
 
 
 def _kv_log_line(binary, model, log_path, ctx, parallel, k, v, fa) -> str:
-    argv = [binary, "--model", str(model), "--host", "127.0.0.1", "--port", str(_free_port()),
-            "--ctx-size", str(ctx), "--parallel", str(parallel), "--cache-type-k", k, "--cache-type-v", v,
-            "--flash-attn", fa, "--threads", "1", "--log-verbosity", "4"]
+    argv = [
+        binary,
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(_free_port()),
+        "--ctx-size",
+        str(ctx),
+        "--parallel",
+        str(parallel),
+        "--cache-type-k",
+        k,
+        "--cache-type-v",
+        v,
+        "--flash-attn",
+        fa,
+        "--threads",
+        "1",
+        "--log-verbosity",
+        "4",
+    ]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -76,13 +97,16 @@ def _kv_log_line(binary, model, log_path, ctx, parallel, k, v, fa) -> str:
     return m
 
 
-@pytest.mark.parametrize("ctx,parallel,k,v,fa", [
-    (4096, 2, "f16", "f16", "auto"),
-    (4096, 2, "q8_0", "q8_0", "on"),
-    (4096, 2, "q4_0", "q4_0", "on"),
-    (4096, 1, "q8_0", "f16", "on"),
-    (5000, 3, "f16", "f16", "auto"),   # llama.cpp pads each slot to 1792 cells
-])
+@pytest.mark.parametrize(
+    "ctx,parallel,k,v,fa",
+    [
+        (4096, 2, "f16", "f16", "auto"),
+        (4096, 2, "q8_0", "q8_0", "on"),
+        (4096, 2, "q4_0", "q4_0", "on"),
+        (4096, 1, "q8_0", "f16", "on"),
+        (5000, 3, "f16", "f16", "auto"),  # llama.cpp pads each slot to 1792 cells
+    ],
+)
 def test_predicted_kv_bytes_match_llama_server(server_and_shape, tmp_path, ctx, parallel, k, v, fa):
     binary, model, shape = server_and_shape
     m = _kv_log_line(binary, model, tmp_path / "server.log", ctx, parallel, k, v, fa)

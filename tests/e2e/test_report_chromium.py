@@ -21,16 +21,39 @@ from tests.unit.artifacts.test_report import load, with_failures
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = next((p for p in (os.environ.get("KVTUNE_CHROMIUM"), shutil.which("chromium"),
-                             shutil.which("chromium-browser"), "/usr/bin/chromium") if p and os.path.exists(p)),
-                None)
+CHROMIUM = next(
+    (
+        p
+        for p in (
+            os.environ.get("KVTUNE_CHROMIUM"),
+            shutil.which("chromium"),
+            shutil.which("chromium-browser"),
+            "/usr/bin/chromium",
+        )
+        if p and os.path.exists(p)
+    ),
+    None,
+)
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--hide-scrollbars", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -58,6 +81,7 @@ def test_report_loads_in_headless_chromium(tmp_path):
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
     from PIL import Image  # matplotlib's own dependency
+
     with Image.open(png) as im:
         assert im.size == (1200, 6000)
         colors = im.convert("RGB").resize((60, 300)).getcolors(maxcolors=100_000)

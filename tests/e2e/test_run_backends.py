@@ -16,12 +16,31 @@ pytestmark = pytest.mark.usefixtures("vllm_importable")
 
 
 def test_both_backends_in_one_run(tmp_path, llama_server):
-    r = kvtune("run", "--backend", "llama-server", "--backend", "vllm", "--trials", "3",
-               "--target", "ttft<120s", "--study", "b", "--runs-dir", str(tmp_path),
-               "--llama-server", llama_server, "--progress", "plain", *SMALL, cwd=tmp_path)
+    r = kvtune(
+        "run",
+        "--backend",
+        "llama-server",
+        "--backend",
+        "vllm",
+        "--trials",
+        "3",
+        "--target",
+        "ttft<120s",
+        "--study",
+        "b",
+        "--runs-dir",
+        str(tmp_path),
+        "--llama-server",
+        llama_server,
+        "--progress",
+        "plain",
+        *SMALL,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    trials = {b: json.loads((tmp_path / f"b-{b}" / "results.json").read_text())["trials"]
-              for b in ("llama-server", "vllm")}
+    trials = {
+        b: json.loads((tmp_path / f"b-{b}" / "results.json").read_text())["trials"] for b in ("llama-server", "vllm")
+    }
     assert {b: len(t) for b, t in trials.items()} == {"llama-server": 2, "vllm": 1}
     model = {b: Path(t[0]["argv"][t[0]["argv"].index("--model") + 1]) for b, t in trials.items()}
     assert model["llama-server"].suffix == ".gguf"  # the same demo model in both forms

@@ -14,20 +14,30 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import launched_script
-
 from kvtune.artifacts.launch_script import parse_exec_argv
 from kvtune.launchers.process import free_port
 from kvtune.models import demo_model_path
+from tests.conftest import launched_script
 
 pytestmark = pytest.mark.e2e
-SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
-         "--num-requests", "4", "--warmup-requests", "1"]
+SMALL = [
+    "--concurrency",
+    "2",
+    "--prompt-tokens",
+    "32",
+    "--output-tokens",
+    "8",
+    "--num-requests",
+    "4",
+    "--warmup-requests",
+    "1",
+]
 
 
 def kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=900
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +45,21 @@ def generous(tmp_path_factory, llama_server):
     """One study with a target every config meets; shared by the tests below."""
     d = tmp_path_factory.mktemp("generous")
     port = free_port()
-    r = kvtune("run", "--trials", "3", "--target", "ttft<60s", "--study", "ok", "--runs-dir", str(d),
-               "--deploy-port", str(port), *SMALL, cwd=d)
+    r = kvtune(
+        "run",
+        "--trials",
+        "3",
+        "--target",
+        "ttft<60s",
+        "--study",
+        "ok",
+        "--runs-dir",
+        str(d),
+        "--deploy-port",
+        str(port),
+        *SMALL,
+        cwd=d,
+    )
     return r, d / "ok", port
 
 
@@ -70,24 +93,51 @@ def test_launch_script_runs_exactly_the_winning_argv(generous):
 def test_launch_script_serves_a_completion(generous):
     r, run_dir, port = generous
     with launched_script(run_dir / "launch-best.sh", port, 120):
-        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=60, json={
-            "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8})
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            timeout=60,
+            json={"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8},
+        )
         assert reply.status_code == 200
         assert reply.json()["choices"][0]["message"]["content"]
 
 
 def test_resuming_a_finished_study_runs_nothing_new(generous, tmp_path):
     r, run_dir, port = generous
-    again = kvtune("run", "--trials", "3", "--target", "ttft<60s", "--study", "ok",
-                   "--runs-dir", str(run_dir.parent), "--deploy-port", str(port), *SMALL, cwd=tmp_path)
+    again = kvtune(
+        "run",
+        "--trials",
+        "3",
+        "--target",
+        "ttft<60s",
+        "--study",
+        "ok",
+        "--runs-dir",
+        str(run_dir.parent),
+        "--deploy-port",
+        str(port),
+        *SMALL,
+        cwd=tmp_path,
+    )
     assert again.returncode == 0
     assert "resuming: 3 measured trial(s) kept" in again.stdout
     assert "starting server" not in again.stdout
 
 
 def test_impossible_target_says_no_feasible_config(tmp_path, llama_server):
-    r = kvtune("run", "--trials", "2", "--target", "ttft<1ms", "--study", "nope",
-               "--runs-dir", str(tmp_path), *SMALL, cwd=tmp_path)
+    r = kvtune(
+        "run",
+        "--trials",
+        "2",
+        "--target",
+        "ttft<1ms",
+        "--study",
+        "nope",
+        "--runs-dir",
+        str(tmp_path),
+        *SMALL,
+        cwd=tmp_path,
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "No feasible config" in r.stdout
     assert "Nearest misses" in r.stdout and "breaks ttft<1ms" in r.stdout
@@ -97,8 +147,19 @@ def test_impossible_target_says_no_feasible_config(tmp_path, llama_server):
 def test_flag_llama_server_rejects_is_an_infeasible_trial(tmp_path, llama_server):
     study = tmp_path / "bad.yaml"
     study.write_text("space:\n  bogus-flag: 3\n  parallel: [1, 2]\n")
-    r = kvtune("run", "--study-file", str(study), "--trials", "3", "--study", "bad",
-               "--runs-dir", str(tmp_path), *SMALL, cwd=tmp_path)
+    r = kvtune(
+        "run",
+        "--study-file",
+        str(study),
+        "--trials",
+        "3",
+        "--study",
+        "bad",
+        "--runs-dir",
+        str(tmp_path),
+        *SMALL,
+        cwd=tmp_path,
+    )
     results = json.loads((tmp_path / "bad" / "results.json").read_text())
     assert len(results["trials"]) == 3  # the study went on after the rejected launches
     rejected = [t for t in results["trials"] if not t["baseline"] and t["duplicate_of"] is None]
@@ -120,13 +181,29 @@ def test_impossible_candidates_are_never_launched(tmp_path, llama_server):
     """Every candidate needs > 1M KV tokens of context: the planner proves none fits in RAM."""
     study = tmp_path / "huge.yaml"
     study.write_text("space:\n  ctx-per-slot: [1048576, 2097152]\n  parallel: [4, 8]\n")
-    r = kvtune("run", "--study-file", str(study), "--trials", "3", "--study", "huge", "--confirm-top", "0",
-               "--runs-dir", str(tmp_path), *SMALL, cwd=tmp_path)
+    r = kvtune(
+        "run",
+        "--study-file",
+        str(study),
+        "--trials",
+        "3",
+        "--study",
+        "huge",
+        "--confirm-top",
+        "0",
+        "--runs-dir",
+        str(tmp_path),
+        *SMALL,
+        cwd=tmp_path,
+    )
     results = json.loads((tmp_path / "huge" / "results.json").read_text())
     others = [t for t in results["trials"] if not t["baseline"]]
     assert others and all(not t["launched"] for t in others)
-    assert all(t["reason"].startswith("pre-screen: weights") and "> memory" in t["reason"] for t in others
-               if t["duplicate_of"] is None)
+    assert all(
+        t["reason"].startswith("pre-screen: weights") and "> memory" in t["reason"]
+        for t in others
+        if t["duplicate_of"] is None
+    )
     assert not (tmp_path / "huge" / "trials" / "0001").exists()
     assert results["launches_saved_by_prescreen"] >= 1
     assert "pre-screen skipped" in r.stdout

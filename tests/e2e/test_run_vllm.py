@@ -16,10 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from kvtune.launchers.process import free_port
 from tests.conftest import launched_script
 from tests.e2e.conftest import SMALL, kvtune
-
-from kvtune.launchers.process import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("vllm_importable")]
 
@@ -28,8 +27,23 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("vllm_importable")]
 def study(tmp_path_factory):
     d = tmp_path_factory.mktemp("vllm")
     port = free_port()
-    r = kvtune("run", "--backend", "vllm", "--trials", "3", "--target", "ttft<120s", "--study", "v",
-               "--runs-dir", str(d), "--deploy-port", str(port), *SMALL, cwd=d)
+    r = kvtune(
+        "run",
+        "--backend",
+        "vllm",
+        "--trials",
+        "3",
+        "--target",
+        "ttft<120s",
+        "--study",
+        "v",
+        "--runs-dir",
+        str(d),
+        "--deploy-port",
+        str(port),
+        *SMALL,
+        cwd=d,
+    )
     return r, d / "v", port
 
 
@@ -51,8 +65,11 @@ def test_vllm_launch_script_answers_a_completion(study):
     results = json.loads((run_dir / "results.json").read_text())
     model = results["best_argv"][results["best_argv"].index("--model") + 1]
     with launched_script(run_dir / "launch-best.sh", port, 300):
-        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120, json={
-            "model": model, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8})
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            timeout=120,
+            json={"model": model, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8},
+        )
         assert reply.status_code == 200, reply.text
         assert reply.json()["choices"][0]["message"]["content"]
 
@@ -77,8 +94,19 @@ def test_planner_predicts_vllm_kv_tokens(study):
 def test_a_flag_vllm_rejects_is_an_infeasible_trial(tmp_path):
     study = tmp_path / "bad.yaml"
     study.write_text("backend: vllm\nspace:\n  bogus-flag: 3\n  max-num-seqs: [2, 4]\n")
-    r = kvtune("run", "--study-file", str(study), "--trials", "2", "--study", "bad",
-               "--runs-dir", str(tmp_path), *SMALL, cwd=tmp_path)
+    r = kvtune(
+        "run",
+        "--study-file",
+        str(study),
+        "--trials",
+        "2",
+        "--study",
+        "bad",
+        "--runs-dir",
+        str(tmp_path),
+        *SMALL,
+        cwd=tmp_path,
+    )
     results = json.loads((tmp_path / "bad" / "results.json").read_text())
     rejected = results["trials"][1]
     assert not rejected["feasible"] and rejected["launched"]
@@ -97,15 +125,35 @@ def _cmdline(pid: int) -> str:
 
 def _group_members(pgid: int) -> list[int]:
     out = subprocess.run(["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True).stdout
-    return [int(p) for p, g, st in (ln.split()[:3] for ln in out.splitlines() if ln.strip())
-            if int(g) == pgid and not st.startswith("Z")]
+    return [
+        int(p)
+        for p, g, st in (ln.split()[:3] for ln in out.splitlines() if ln.strip())
+        if int(g) == pgid and not st.startswith("Z")
+    ]
 
 
 def test_sigkill_of_kvtune_leaves_no_vllm_process(tmp_path):
     """The API server and its EngineCore child all go when kvtune is SIGKILLed mid-trial."""
-    proc = subprocess.Popen([sys.executable, "-m", "kvtune.cli", "run", "--backend", "vllm", "--trials", "2",
-                             "--study", "k", "--runs-dir", str(tmp_path), *SMALL],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kvtune.cli",
+            "run",
+            "--backend",
+            "vllm",
+            "--trials",
+            "2",
+            "--study",
+            "k",
+            "--runs-dir",
+            str(tmp_path),
+            *SMALL,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     pid_file = tmp_path / "k" / "server.pid.0.json"
     deadline = time.monotonic() + 300
     pgid = None

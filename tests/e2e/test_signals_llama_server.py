@@ -19,9 +19,22 @@ from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server
 
 pytestmark = pytest.mark.e2e
-ARGS = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
-        "--num-requests", "16", "--warmup-requests", "1", "--target", "ttft<60s",
-        "--confirm-top", "0"]  # signals are the point here, not the confirmation phase
+ARGS = [
+    "--concurrency",
+    "2",
+    "--prompt-tokens",
+    "32",
+    "--output-tokens",
+    "8",
+    "--num-requests",
+    "16",
+    "--warmup-requests",
+    "1",
+    "--target",
+    "ttft<60s",
+    "--confirm-top",
+    "0",
+]  # signals are the point here, not the confirmation phase
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,10 +53,25 @@ def _default_sigint() -> None:
 
 def start_run(runs: Path, study: str, trials: int) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "kvtune.cli", "run", "--runs-dir", str(runs), "--study", study,
-         "--trials", str(trials), *ARGS],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=_default_sigint)
+        [
+            sys.executable,
+            "-m",
+            "kvtune.cli",
+            "run",
+            "--runs-dir",
+            str(runs),
+            "--study",
+            study,
+            "--trials",
+            str(trials),
+            *ARGS,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_default_sigint,
+    )
 
 
 def wait_for_server(run_dir: Path, timeout: float = 120) -> int:
@@ -78,8 +106,7 @@ def our_servers(run_dir: Path) -> list[str]:
     """llama-server processes whose command line names this run's model and port range: read
     from ps, to prove none is left (we only look, never signal by name)."""
     out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines() if "llama-server" in ln and " Z" not in ln
-            and str(run_dir) in ln]
+    return [ln for ln in out.splitlines() if "llama-server" in ln and " Z" not in ln and str(run_dir) in ln]
 
 
 def finished_numbers(run_dir: Path, study: str) -> list[int]:

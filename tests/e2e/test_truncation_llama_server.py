@@ -20,10 +20,9 @@ from pathlib import Path
 
 import pytest
 
-
 pytestmark = pytest.mark.e2e
 
-SLOT = 256          # llama-server's smallest per-slot context (it rounds smaller ones up to 256)
+SLOT = 256  # llama-server's smallest per-slot context (it rounds smaller ones up to 256)
 PROMPT, OUTPUT = 180, 76  # prompt + output = SLOT: the pre-screen passes, + chat template does not fit
 
 
@@ -31,14 +30,42 @@ def test_too_small_slot_context_truncates_and_the_trial_is_infeasible(tmp_path: 
     study = tmp_path / "small-slot.yaml"
     # a generous per-request timeout: on a loaded 2-core box the baseline's 76-token answers
     # have taken over 90 s, and a timeout there is not what this test is about
-    study.write_text(f"space:\n  parallel: 1\n  ctx-per-slot: {SLOT}\n"
-                     "workload:\n  request_timeout_s: 600\n")
+    study.write_text(f"space:\n  parallel: 1\n  ctx-per-slot: {SLOT}\nworkload:\n  request_timeout_s: 600\n")
     r = subprocess.run(
-        [sys.executable, "-m", "kvtune.cli", "run", "--study-file", str(study), "--study", "trunc",
-         "--runs-dir", str(tmp_path), "--trials", "2", "--target", "ttft<60s", "--confirm-top", "0",
-         "--no-informed-start", "--concurrency", "1", "--prompt-tokens", str(PROMPT),
-         "--output-tokens", str(OUTPUT), "--num-requests", "2", "--warmup-requests", "1"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "kvtune.cli",
+            "run",
+            "--study-file",
+            str(study),
+            "--study",
+            "trunc",
+            "--runs-dir",
+            str(tmp_path),
+            "--trials",
+            "2",
+            "--target",
+            "ttft<60s",
+            "--confirm-top",
+            "0",
+            "--no-informed-start",
+            "--concurrency",
+            "1",
+            "--prompt-tokens",
+            str(PROMPT),
+            "--output-tokens",
+            str(OUTPUT),
+            "--num-requests",
+            "2",
+            "--warmup-requests",
+            "1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     results = json.loads((tmp_path / "trunc" / "results.json").read_text())
     baseline, small = results["trials"]
     assert baseline["baseline"] and baseline["feasible"], r.stdout + r.stderr  # default context fits

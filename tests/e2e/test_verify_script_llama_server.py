@@ -26,21 +26,52 @@ KVTUNE = [sys.executable, "-m", "kvtune.cli"]
 
 
 def _kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*KVTUNE, *args], cwd=cwd, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [*KVTUNE, *args], cwd=cwd, capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"}
+    )
 
 
 def _verify(script: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "KVTUNE": shlex.join(KVTUNE), "COLUMNS": "200"})
+    return subprocess.run(
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "KVTUNE": shlex.join(KVTUNE), "COLUMNS": "200"},
+    )
 
 
 def test_verify_script_passes_a_loose_target_and_fails_an_impossible_one(tmp_path: Path, llama_server: str) -> None:
     runs = tmp_path / "runs"
-    r = _kvtune("run", "--study", "verify", "--runs-dir", str(runs), "--llama-server", llama_server,
-                "--trials", "1", "--confirm-top", "0", "--no-informed-start", "--target", "ttft<120s",
-                "--concurrency", "2", "--prompt-tokens", "64", "--output-tokens", "16",
-                "--num-requests", "4", "--warmup-requests", "1", "--price-per-hour", "2.50", cwd=tmp_path)
+    r = _kvtune(
+        "run",
+        "--study",
+        "verify",
+        "--runs-dir",
+        str(runs),
+        "--llama-server",
+        llama_server,
+        "--trials",
+        "1",
+        "--confirm-top",
+        "0",
+        "--no-informed-start",
+        "--target",
+        "ttft<120s",
+        "--concurrency",
+        "2",
+        "--prompt-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+        "--num-requests",
+        "4",
+        "--warmup-requests",
+        "1",
+        "--price-per-hour",
+        "2.50",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     study = runs / "verify"
     results = json.loads((study / "results.json").read_text())

@@ -15,8 +15,20 @@ from kvtune.launchers.llama_server import find_llama_server
 from kvtune.tuner.fleet import accounting
 
 pytestmark = pytest.mark.e2e
-SMALL = ["--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "8",
-         "--num-requests", "4", "--warmup-requests", "1", "--confirm-top", "0"]
+SMALL = [
+    "--concurrency",
+    "2",
+    "--prompt-tokens",
+    "32",
+    "--output-tokens",
+    "8",
+    "--num-requests",
+    "4",
+    "--warmup-requests",
+    "1",
+    "--confirm-top",
+    "0",
+]
 
 
 def test_two_workers_one_core_each(tmp_path):
@@ -26,9 +38,29 @@ def test_two_workers_one_core_each(tmp_path):
         pytest.skip(str(e))
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 CPUs")
-    r = subprocess.run([sys.executable, "-m", "kvtune.cli", "run", "--workers", "2", "--trials", "5",
-                        "--target", "ttft<60s", "--study", "w2", "--runs-dir", str(tmp_path), *SMALL],
-                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvtune.cli",
+            "run",
+            "--workers",
+            "2",
+            "--trials",
+            "5",
+            "--target",
+            "ttft<60s",
+            "--study",
+            "w2",
+            "--runs-dir",
+            str(tmp_path),
+            *SMALL,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 workers" in r.stdout
     study = optuna.load_study(study_name="w2", storage=f"sqlite:///{tmp_path / 'w2' / 'study.db'}")

@@ -19,9 +19,27 @@ TRIALS = 12
 
 def driver(tmp_path, url, study, *extra, env=None, requests=6):
     return subprocess.Popen(
-        [sys.executable, "-m", "kvtune.testing.driver", "--runs-dir", str(tmp_path), "--storage", url,
-         "--study", study, "--trials", str(TRIALS), "--requests", str(requests), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+        [
+            sys.executable,
+            "-m",
+            "kvtune.testing.driver",
+            "--runs-dir",
+            str(tmp_path),
+            "--storage",
+            url,
+            "--study",
+            study,
+            "--trials",
+            str(TRIALS),
+            "--requests",
+            str(requests),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def create(tmp_path, url, study):
@@ -39,8 +57,11 @@ SPACE = 6  # the driver's fake space: speed 1/2/4 x bogus on/off
 
 def check_exactly_once(s, complete):
     assert sum(1 for t in complete if t.user_attrs["outcome"]["baseline"]) == 1
-    measured = [t for t in complete if t.user_attrs["outcome"]["duplicate_of"] is None
-                and not t.user_attrs["outcome"]["baseline"]]
+    measured = [
+        t
+        for t in complete
+        if t.user_attrs["outcome"]["duplicate_of"] is None and not t.user_attrs["outcome"]["baseline"]
+    ]
     keys = [json.dumps(t.params, sort_keys=True) for t in measured]
     assert len(keys) == len(set(keys))  # no config measured twice: repeats are flagged duplicates
     # --trials counts measured configs; this space has fewer than TRIALS, so the study ends
@@ -75,16 +96,21 @@ def test_killed_worker_trial_is_rerun_by_another(tmp_path, postgres_url):
     env = {"KVTUNE_HEARTBEAT_S": "1", "KVTUNE_GRACE_S": "4"}
     first = driver(tmp_path, postgres_url, "kill", env=env, requests=24)  # trials of 1-3 s
     time.sleep(3)
-    victim = driver(tmp_path, postgres_url, "kill", "--join", "--slot", "1",
-                    env={**env, "KVTUNE_WORKER_HOST": "other-host"})
+    victim = driver(
+        tmp_path, postgres_url, "kill", "--join", "--slot", "1", env={**env, "KVTUNE_WORKER_HOST": "other-host"}
+    )
     # wait until the victim owns a running trial, then kill it mid-trial
     deadline = time.monotonic() + 120
     victim_trial = None
     while time.monotonic() < deadline and victim_trial is None:
         s = optuna.load_study(study_name="kill", storage=postgres_url)
-        running = [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING
-                   and (t.user_attrs.get("worker") or {}).get("host") == "other-host"
-                   and t.params.get("bogus") is False]  # a rejected flag ends a trial at once
+        running = [
+            t
+            for t in s.trials
+            if t.state == optuna.trial.TrialState.RUNNING
+            and (t.user_attrs.get("worker") or {}).get("host") == "other-host"
+            and t.params.get("bogus") is False
+        ]  # a rejected flag ends a trial at once
         victim_trial = running[0] if running else None
         time.sleep(0.2)
     assert victim_trial is not None, "the victim never ran a trial"
@@ -96,6 +122,10 @@ def test_killed_worker_trial_is_rerun_by_another(tmp_path, postgres_url):
     check_exactly_once(s, complete)
     failed = s.trials[victim_trial.number]
     assert failed.state == optuna.trial.TrialState.FAIL
-    retried = [t for t in complete if t.system_attrs.get("failed_trial") == victim_trial.number
-               or t.user_attrs.get("retry_of") == victim_trial.number]
+    retried = [
+        t
+        for t in complete
+        if t.system_attrs.get("failed_trial") == victim_trial.number
+        or t.user_attrs.get("retry_of") == victim_trial.number
+    ]
     assert retried and retried[0].params == victim_trial.params

@@ -11,9 +11,21 @@ from pathlib import Path
 import pytest
 
 from kvtune import nvml
-from kvtune.energy import (AVG_WATTS, ENERGY_J, ENERGY_SOURCE, JOULES_PER_OUTPUT_TOKEN,
-                           NOT_MEASURABLE, EnergyReading, EnergySource, NvmlMeter, RaplMeter,
-                           combine, describe, energy_metrics, open_meter)
+from kvtune.energy import (
+    AVG_WATTS,
+    ENERGY_J,
+    ENERGY_SOURCE,
+    JOULES_PER_OUTPUT_TOKEN,
+    NOT_MEASURABLE,
+    EnergyReading,
+    EnergySource,
+    NvmlMeter,
+    RaplMeter,
+    combine,
+    describe,
+    energy_metrics,
+    open_meter,
+)
 from tests.paths import NVML_DATA
 
 DATA = NVML_DATA
@@ -61,8 +73,8 @@ def test_rapl_sums_the_packages_and_handles_a_wrap(tmp_path) -> None:
     meter = RaplMeter.open(tmp_path, clock=Clock(10.0, 12.0))
     assert meter is not None and [d.name for d in meter.domains] == ["intel-rapl:0", "intel-rapl:1"]
     meter.start()
-    (p0 / "energy_uj").write_text("61000000\n")        # +60 J
-    (p1 / "energy_uj").write_text("4000000\n")          # wrapped: +1 J to the top, +4 J after
+    (p0 / "energy_uj").write_text("61000000\n")  # +60 J
+    (p1 / "energy_uj").write_text("4000000\n")  # wrapped: +1 J to the top, +4 J after
     (core / "energy_uj").write_text("999999999\n")
     reading = meter.stop()
     assert reading == EnergyReading(65.0, 2.0, EnergySource.RAPL)
@@ -131,8 +143,9 @@ def test_energy_metrics_and_words() -> None:
     assert m == {ENERGY_J: 500.0, AVG_WATTS: 250.0, ENERGY_SOURCE: 2.0, JOULES_PER_OUTPUT_TOKEN: 2.0}
     assert describe(m) == "energy: 2 J/output token, 250.0 W average (NVML board power, sampled every 0.1 s)"
     assert energy_metrics(None, 100.0) == {}
-    assert combine([EnergyReading(1.0, 1.0, EnergySource.RAPL), EnergyReading(3.0, 1.0, EnergySource.RAPL)]) \
-        == EnergyReading(4.0, 2.0, EnergySource.RAPL)
+    assert combine(
+        [EnergyReading(1.0, 1.0, EnergySource.RAPL), EnergyReading(3.0, 1.0, EnergySource.RAPL)]
+    ) == EnergyReading(4.0, 2.0, EnergySource.RAPL)
     assert combine([EnergyReading(1.0, 1.0, EnergySource.RAPL), None]) is None
 
 

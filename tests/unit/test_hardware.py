@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kvtune import hardware
-from kvtune.nvml import Interconnect, NvmlReport, Recorded, read, record
 from kvtune.hardware import detect_hardware
+from kvtune.nvml import Interconnect, NvmlReport, Recorded, read, record
 from kvtune.planner.gpus import CpuRam, pcie_bandwidth
 from tests.paths import NVML_DATA
 
@@ -41,8 +41,9 @@ def budget(name: str):
 def test_one_h100_sxm():
     fp = fp_of("h100_sxm_x1")
     assert fp["accelerator"] == "1 x NVIDIA H100 80GB HBM3" and fp["gpu_count"] == 1
-    assert fp["gpus"] == [{"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6, "compute_capability": "9.0",
-                           "bandwidth_gb_s": 3350.0}]
+    assert fp["gpus"] == [
+        {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6, "compute_capability": "9.0", "bandwidth_gb_s": 3350.0}
+    ]
     assert hardware.gpu_lines(fp) == ["GPU 0: NVIDIA H100 80GB HBM3, 79.6 GiB, compute 9.0, 3350 GB/s (spec sheet)"]
     assert (fp["cuda"], fp["gpu_driver"]) == ("12.4", "550.54.15")
     assert "gpu_interconnect" not in fp and "gpu_notes" not in fp
@@ -56,8 +57,7 @@ def test_eight_h100_with_nvlink():
     fp = fp_of("h100_sxm_x8_nvlink")
     assert fp["accelerator"] == "8 x NVIDIA H100 80GB HBM3" and fp["gpu_count"] == 8 and len(fp["gpus"]) == 8
     assert fp["gpu_interconnect"] == "NVLink" and fp["gpu_link_gb_s"] == 900.0
-    assert gpu_text(fp) == ("8 x NVIDIA H100 80GB HBM3 over NVLink, compute 9.0, CUDA 12.2, "
-                            "driver 535.129.03")
+    assert gpu_text(fp) == ("8 x NVIDIA H100 80GB HBM3 over NVLink, compute 9.0, CUDA 12.2, driver 535.129.03")
     links = hardware.gpu_links(hardware.gpu_report(Recorded(recording("h100_sxm_x8_nvlink"))))
     assert len(links) == 28 and {ln.interconnect for ln in links} == {Interconnect.NVLINK}
     assert {(ln.a, ln.b): ln.pcie_path for ln in links}[(0, 7)] == "SYS"
@@ -71,12 +71,13 @@ def test_two_rtx_4090_on_pcie():
     assert fp["accelerator"] == "2 x NVIDIA GeForce RTX 4090" and fp["gpu_count"] == 2
     assert fp["gpu_interconnect"] == "PCIe (PHB)"
     assert fp["gpu_link_gb_s"] == round(pcie_bandwidth(4, 16) / 1e9, 1) == 63.0
-    assert gpu_text(fp) == ("2 x NVIDIA GeForce RTX 4090 over PCIe (PHB), compute 8.9, CUDA 12.4, "
-                            "driver 550.107.02")
+    assert gpu_text(fp) == ("2 x NVIDIA GeForce RTX 4090 over PCIe (PHB), compute 8.9, CUDA 12.4, driver 550.107.02")
     assert budget("rtx4090_x2_pcie").bandwidth_bytes_s == 2 * 1.008e12
-    assert hardware.gpu_lines(fp) == ["GPU 0: NVIDIA GeForce RTX 4090, 24.0 GiB, compute 8.9, 1008 GB/s (spec sheet)",
-                                      "GPU 1: NVIDIA GeForce RTX 4090, 24.0 GiB, compute 8.9, 1008 GB/s (spec sheet)",
-                                      "between GPUs: PCIe (PHB) (63 GB/s, slowest pair)"]
+    assert hardware.gpu_lines(fp) == [
+        "GPU 0: NVIDIA GeForce RTX 4090, 24.0 GiB, compute 8.9, 1008 GB/s (spec sheet)",
+        "GPU 1: NVIDIA GeForce RTX 4090, 24.0 GiB, compute 8.9, 1008 GB/s (spec sheet)",
+        "between GPUs: PCIe (PHB) (63 GB/s, slowest pair)",
+    ]
 
 
 def test_a_gpu_70_percent_used_by_another_process():
@@ -107,7 +108,12 @@ def test_no_nvml_at_all_is_the_cpu():
     assert not {"gpus", "gpu_count", "cuda", "gpu_driver"} & set(fp)
     assert gpu_text(fp) == "none (CPU)" and hardware.gpu_lines(fp) == []
     hw = detect_hardware(gpus=hardware.gpu_infos(hardware.gpu_report(rec)), ram=RAM)
-    assert (hw.kind, hw.description, hw.memory_bytes, hw.free_bytes) == ("cpu", "CPU RAM (Test CPU)", 64 * GiB, 48 * GiB)
+    assert (hw.kind, hw.description, hw.memory_bytes, hw.free_bytes) == (
+        "cpu",
+        "CPU RAM (Test CPU)",
+        64 * GiB,
+        48 * GiB,
+    )
 
 
 def test_reading_the_real_machine_never_raises():
@@ -120,8 +126,10 @@ def test_mixed_gpus_and_partial_nvlink():
     rec = recording("rtx4090_x2_pcie")
     other = {**rec["devices"][0], "name": "NVIDIA GeForce RTX 3090", "compute_capability": [8, 6]}
     rec["devices"].append(other)
-    rec["pairs"] = {"0,1": {"p2p_nvlink": 0, "common_ancestor": 30},
-                    "0,2": {"p2p_nvlink": 5, "common_ancestor": 40}}  # 1,2: not recorded
+    rec["pairs"] = {
+        "0,1": {"p2p_nvlink": 0, "common_ancestor": 30},
+        "0,2": {"p2p_nvlink": 5, "common_ancestor": 40},
+    }  # 1,2: not recorded
     fp = hardware.fingerprint(Recorded(rec), cgroup=NO_CGROUP)
     assert fp["accelerator"] == "2 x NVIDIA GeForce RTX 4090, 1 x NVIDIA GeForce RTX 3090"
     assert fp["gpu_interconnect"] == "NVLink 0-1; PCIe (NODE) otherwise"
@@ -147,19 +155,26 @@ def test_recordings_replay_what_record_captures(name):
 
 
 def test_describe_reads_older_fingerprints_unchanged():
-    assert hardware.describe({"cpu": "X", "cpus": 4, "memory_gib": 8.0, "accelerator": "none (CPU)"}) \
+    assert (
+        hardware.describe({"cpu": "X", "cpus": 4, "memory_gib": 8.0, "accelerator": "none (CPU)"})
         == "X, 4 CPUs, 8.0 GiB RAM, none (CPU)"
-    assert hardware.describe({"cpu": "X", "cpus": 64, "memory_gib": 512.0, "accelerator": "8 x H100"}) \
+    )
+    assert (
+        hardware.describe({"cpu": "X", "cpus": 64, "memory_gib": 512.0, "accelerator": "8 x H100"})
         == "X, 64 CPUs, 512.0 GiB RAM, 8 x H100"
+    )
 
 
-@pytest.mark.parametrize("files,quota", [
-    ({"cpu.max": "200000 100000\n"}, 2.0),
-    ({"cpu.max": "max 100000\n"}, None),
-    ({"cpu/cpu.cfs_quota_us": "150000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1.5),
-    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "files,quota",
+    [
+        ({"cpu.max": "200000 100000\n"}, 2.0),
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "150000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1.5),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({}, None),
+    ],
+)
 def test_cgroup_cpu_quota(tmp_path, files, quota):
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import tests.conftest as suite_conftest
 
 E2E_CONFTEST = Path(__file__).parents[1] / "e2e" / "conftest.py"
 
-E2E_TESTS = '''
+E2E_TESTS = """
 import pytest
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_expected_failure():
 
 def test_passes():
     pass
-'''
+"""
 
 
 @pytest.fixture
@@ -48,9 +48,11 @@ def tiny_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> py
     (pytester.path / "e2e" / "conftest.py").write_text(E2E_CONFTEST.read_text())
     (pytester.path / "e2e" / "test_servers.py").write_text(E2E_TESTS)
     (pytester.path / "e2e" / "test_postgres.py").write_text(
-        'import pytest\npytest.skip("PostgreSQL is not installed", allow_module_level=True)\n')
+        'import pytest\npytest.skip("PostgreSQL is not installed", allow_module_level=True)\n'
+    )
     (pytester.path / "unit" / "test_tools.py").write_text(
-        'import pytest\n\ndef test_unit_skip():\n    pytest.skip("systemd-analyze not installed")\n')
+        'import pytest\n\ndef test_unit_skip():\n    pytest.skip("systemd-analyze not installed")\n'
+    )
     return pytester
 
 
@@ -63,13 +65,13 @@ def test_without_the_variable_skips_are_skips_and_their_reasons_are_printed(tiny
 
 def test_with_the_variable_a_skipped_e2e_test_fails_with_its_reason(tiny_suite, monkeypatch):
     monkeypatch.setenv(suite_conftest.REQUIRE_E2E, "1")
-    result = tiny_suite.runpytest("-rs", "-p", "no:cacheprovider", "--continue-on-collection-errors",
-                                  plugins=[suite_conftest])
+    result = tiny_suite.runpytest(
+        "-rs", "-p", "no:cacheprovider", "--continue-on-collection-errors", plugins=[suite_conftest]
+    )
     # fixture and skipif skips -> errors in setup; module skip -> collection error; body -> failed
     result.assert_outcomes(passed=1, failed=1, errors=3, skipped=1, xfailed=1)
     assert result.ret != 0
-    for reason in ("no llama-server on PATH", "no chromium binary", "import vllm fails",
-                   "PostgreSQL is not installed"):
+    for reason in ("no llama-server on PATH", "no chromium binary", "import vllm fails", "PostgreSQL is not installed"):
         result.stdout.fnmatch_lines([f"*KVTUNE_REQUIRE_E2E=1 requires it to run: {reason}*"])
     result.stdout.fnmatch_lines(["*SKIPPED*systemd-analyze not installed*"])  # a unit test: still a skip
 

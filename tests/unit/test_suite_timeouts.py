@@ -14,7 +14,7 @@ import tests.conftest as suite_conftest
 
 E2E_CONFTEST = Path(__file__).parents[1] / "e2e" / "conftest.py"
 
-E2E_TESTS = '''
+E2E_TESTS = """
 import pytest
 
 def test_gets_the_e2e_ceiling(request):
@@ -23,12 +23,12 @@ def test_gets_the_e2e_ceiling(request):
 @pytest.mark.timeout(7)
 def test_keeps_its_own(request):
     assert request.node.get_closest_marker("timeout").args == (7,)
-'''
+"""
 
-UNIT_TEST = '''
+UNIT_TEST = """
 def test_has_no_mark(request):
     assert request.node.get_closest_marker("timeout") is None
-'''
+"""
 
 
 def test_e2e_tests_get_the_e2e_ceiling_and_unit_tests_the_default(pytester: pytest.Pytester):

@@ -35,8 +35,10 @@ def absolute_targets(results: dict) -> list[Target]:
             try:
                 t = t.resolve((base or {}).get("metrics") or {})
             except TargetError:
-                raise SpecError(f"target {t.text!r} is relative to the baseline, and the baseline was "
-                                f"not measured: there is no threshold to check") from None
+                raise SpecError(
+                    f"target {t.text!r} is relative to the baseline, and the baseline was "
+                    f"not measured: there is no threshold to check"
+                ) from None
             t = replace(t, factor=None)
         out.append(t)
     return out
@@ -55,9 +57,22 @@ def load_for(trial: dict, spec: StudySpec) -> Workload:
 
 def bench_args(w: Workload, targets: list[Target]) -> list[str]:
     """`kvtune bench` flags for workload `w` and `targets` (the URL goes first)."""
-    args: list[object] = ["--prompt-tokens", w.prompt_tokens, "--output-tokens", w.output_tokens,
-                          "--num-requests", w.num_requests, "--warmup-requests", w.warmup_requests,
-                          "--timeout", w.request_timeout_s, "--seed", w.seed, "--endpoint", w.endpoint]
+    args: list[object] = [
+        "--prompt-tokens",
+        w.prompt_tokens,
+        "--output-tokens",
+        w.output_tokens,
+        "--num-requests",
+        w.num_requests,
+        "--warmup-requests",
+        w.warmup_requests,
+        "--timeout",
+        w.request_timeout_s,
+        "--seed",
+        w.seed,
+        "--endpoint",
+        w.endpoint,
+    ]
     if w.mode == "open":
         args += ["--rate", w.rate, "--arrival", w.arrival, "--burstiness", w.burstiness]
     else:
@@ -67,9 +82,14 @@ def bench_args(w: Workload, targets: list[Target]) -> list[str]:
     if w.dataset:
         args += ["--dataset", w.dataset]
     if w.shared_prefix_fraction:
-        args += ["--shared-prefix-fraction", w.shared_prefix_fraction,
-                 "--shared-prefix-tokens", w.shared_prefix_tokens,
-                 "--prompt-cache", "on"]  # as the tuner measured a shared-prefix workload
+        args += [
+            "--shared-prefix-fraction",
+            w.shared_prefix_fraction,
+            "--shared-prefix-tokens",
+            w.shared_prefix_tokens,
+            "--prompt-cache",
+            "on",
+        ]  # as the tuner measured a shared-prefix workload
     for t in targets:
         args += ["--target", t.constraint_key]
     return [str(a) for a in args]
@@ -78,26 +98,37 @@ def bench_args(w: Workload, targets: list[Target]) -> list[str]:
 def vllm_args(w: Workload, targets: list[Target], model: str) -> list[str]:
     """The same load as `vllm bench serve` flags (the base URL goes in as $URL)."""
     chat = w.endpoint == "chat"
-    args: list[object] = ["vllm", "bench", "serve",
-                          "--backend", "openai-chat" if chat else "openai",
-                          "--endpoint", "/v1/chat/completions" if chat else "/v1/completions",
-                          "--model", model]
+    args: list[object] = [
+        "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "openai-chat" if chat else "openai",
+        "--endpoint",
+        "/v1/chat/completions" if chat else "/v1/completions",
+        "--model",
+        model,
+    ]
     if w.dataset:
         args += ["--dataset-name", "sharegpt", "--dataset-path", w.dataset]
     else:
-        args += ["--dataset-name", "random", "--random-input-len", w.prompt_tokens,
-                 "--random-output-len", w.output_tokens]
+        args += [
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            w.prompt_tokens,
+            "--random-output-len",
+            w.output_tokens,
+        ]
         if w.shared_prefix_fraction:
             args += ["--random-prefix-len", w.shared_prefix_tokens]
-    args += ["--ignore-eos", "--num-prompts", w.num_requests,
-             "--num-warmups", w.warmup_requests, "--seed", w.seed]
+    args += ["--ignore-eos", "--num-prompts", w.num_requests, "--num-warmups", w.warmup_requests, "--seed", w.seed]
     if w.mode == "open":
         args += ["--request-rate", w.rate, "--burstiness", w.burstiness]
     else:
         args += ["--max-concurrency", w.concurrency, "--request-rate", "inf"]
     args += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
-    goodput = [f"{t.metric}:{t.threshold:g}" for t in targets
-               if t.metric in GOODPUT_METRICS and t.upper]
+    goodput = [f"{t.metric}:{t.threshold:g}" for t in targets if t.metric in GOODPUT_METRICS and t.upper]
     if goodput:
         args += ["--goodput", *goodput]
     return [str(a) for a in args]
@@ -115,23 +146,26 @@ def render(trial: dict, results: dict, host: str, port: int, header: list[str]) 
     bench = " ".join(shlex.quote(a) for a in bench_args(w, targets))
     vllm = shlex.join(vllm_args(w, targets, model))
     local_model = spec.model if str(spec.model or "").startswith("/") else ""
-    lines = ["#!/usr/bin/env bash",
-             "# Generated by kvtune: checks a deployed server against the study's workload and targets.",
-             *[f"# {h}" for h in header],
-             "# targets checked: " + ", ".join(t.constraint_key for t in targets),
-             f"# usage: verify.sh [BASE_URL]   (default {url}); exit 0 = every target held,",
-             "#        1 = a target was missed (or every request failed), 2 = bad input.",
-             "# KVTUNE names the kvtune command (default: kvtune), e.g. KVTUNE='python -m kvtune.cli';",
-             "# KVTUNE_TOKENIZER a GGUF file or HF folder whose tokenizer makes prompt sizes exact",
-             "# (default: the study's model where it exists on this box; else sizes are approximate).",
-             "set -euo pipefail",
-             f'URL="${{1:-{url}}}"',
-             'read -r -a KVTUNE_CMD <<< "${KVTUNE:-kvtune}"',
-             f"MODEL_TOKENIZER={shlex.quote(str(local_model))}",
-             'TOKENIZER="${KVTUNE_TOKENIZER:-$MODEL_TOKENIZER}"',
-             'EXTRA=()',
-             'if [ -n "$TOKENIZER" ] && [ -e "$TOKENIZER" ]; then EXTRA=(--tokenizer "$TOKENIZER"); fi',
-             "echo 'The same load with vLLM bench serve (not run here):'",
-             f'printf \'  %s --base-url %s\\n\' {shlex.quote(vllm)} "$URL"',
-             f'exec "${{KVTUNE_CMD[@]}}" bench "$URL" {bench} ${{EXTRA[@]+"${{EXTRA[@]}}"}}', ""]
+    lines = [
+        "#!/usr/bin/env bash",
+        "# Generated by kvtune: checks a deployed server against the study's workload and targets.",
+        *[f"# {h}" for h in header],
+        "# targets checked: " + ", ".join(t.constraint_key for t in targets),
+        f"# usage: verify.sh [BASE_URL]   (default {url}); exit 0 = every target held,",
+        "#        1 = a target was missed (or every request failed), 2 = bad input.",
+        "# KVTUNE names the kvtune command (default: kvtune), e.g. KVTUNE='python -m kvtune.cli';",
+        "# KVTUNE_TOKENIZER a GGUF file or HF folder whose tokenizer makes prompt sizes exact",
+        "# (default: the study's model where it exists on this box; else sizes are approximate).",
+        "set -euo pipefail",
+        f'URL="${{1:-{url}}}"',
+        'read -r -a KVTUNE_CMD <<< "${KVTUNE:-kvtune}"',
+        f"MODEL_TOKENIZER={shlex.quote(str(local_model))}",
+        'TOKENIZER="${KVTUNE_TOKENIZER:-$MODEL_TOKENIZER}"',
+        "EXTRA=()",
+        'if [ -n "$TOKENIZER" ] && [ -e "$TOKENIZER" ]; then EXTRA=(--tokenizer "$TOKENIZER"); fi',
+        "echo 'The same load with vLLM bench serve (not run here):'",
+        f"printf '  %s --base-url %s\\n' {shlex.quote(vllm)} \"$URL\"",
+        f'exec "${{KVTUNE_CMD[@]}}" bench "$URL" {bench} ${{EXTRA[@]+"${{EXTRA[@]}}"}}',
+        "",
+    ]
     return "\n".join(lines)

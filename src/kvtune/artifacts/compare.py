@@ -49,10 +49,10 @@ class Side:
     baseline: TrialOutcome | None
     best_metrics: dict = field(default_factory=dict)
     baseline_metrics: dict = field(default_factory=dict)
-    measurements: int = 1      # per config in the figures (the re-measurement when both have one)
-    trials: int = 0            # configs measured
+    measurements: int = 1  # per config in the figures (the re-measurement when both have one)
+    trials: int = 0  # configs measured
     wall_s: float | None = None  # the search's wall time (results.json "budget")
-    label: str = ""            # the backend, or the study name when two sides share a backend
+    label: str = ""  # the backend, or the study name when two sides share a backend
     best_argv: list[str] = field(default_factory=list)  # the deployed command line (results.json)
     outcomes: list[TrialOutcome] = field(default_factory=list)
 
@@ -77,27 +77,49 @@ class Comparison:
         out = []
         for s in self.sides:
             for role, o, m in (("best", s.best, s.best_metrics), ("defaults", s.baseline, s.baseline_metrics)):
-                out.append({
-                    "study": s.study, "backend": s.backend, "label": s.label, "role": role,
-                    "trial": o.number if o else None,
-                    "is_defaults": bool(o and o.baseline),
-                    "flags": dict(o.candidate.flags) if o else {},
-                    **{k: (m or {}).get(k) if o and o.measured else None for k, _ in FIGURES},
-                    "feasible": bool(o and o.feasible),
-                    "measurements": s.measurements if o else 0,
-                    "trials": s.trials, "wall_s": s.wall_s, "winner": s is self.winner and role == "best"})
+                out.append(
+                    {
+                        "study": s.study,
+                        "backend": s.backend,
+                        "label": s.label,
+                        "role": role,
+                        "trial": o.number if o else None,
+                        "is_defaults": bool(o and o.baseline),
+                        "flags": dict(o.candidate.flags) if o else {},
+                        **{k: (m or {}).get(k) if o and o.measured else None for k, _ in FIGURES},
+                        "feasible": bool(o and o.feasible),
+                        "measurements": s.measurements if o else 0,
+                        "trials": s.trials,
+                        "wall_s": s.wall_s,
+                        "winner": s is self.winner and role == "best",
+                    }
+                )
         return out
 
     def to_dict(self) -> dict[str, Any]:
         w = self.winner
-        return {"name": self.name, "studies": [s.study for s in self.sides],
-                "backends": [s.backend for s in self.sides],
-                "versions": {s.study: s.version for s in self.sides},
-                "objective": self.objective.name, "direction": self.objective.direction.value,
-                "best": ({"study": w.study, "backend": w.backend, "trial": w.best.number,
-                          "argv": w.best_argv or w.best.argv, "why": self.why} if w and w.best else
-                         {"study": None, "why": self.why}),
-                "rows": self.rows(), "skipped": list(self.skipped), "run_wall_s": dict(self.wall_s)}
+        return {
+            "name": self.name,
+            "studies": [s.study for s in self.sides],
+            "backends": [s.backend for s in self.sides],
+            "versions": {s.study: s.version for s in self.sides},
+            "objective": self.objective.name,
+            "direction": self.objective.direction.value,
+            "best": (
+                {
+                    "study": w.study,
+                    "backend": w.backend,
+                    "trial": w.best.number,
+                    "argv": w.best_argv or w.best.argv,
+                    "why": self.why,
+                }
+                if w and w.best
+                else {"study": None, "why": self.why}
+            ),
+            "rows": self.rows(),
+            "skipped": list(self.skipped),
+            "run_wall_s": dict(self.wall_s),
+        }
 
 
 def check_comparable(studies: Sequence[tuple[str, dict]], at_least: int = 2) -> None:
@@ -105,8 +127,10 @@ def check_comparable(studies: Sequence[tuple[str, dict]], at_least: int = 2) -> 
     `at_least`, one named twice, or a different workload, target set or primary objective."""
     names = [n for n, _ in studies]
     if len(studies) < max(at_least, 1):
-        raise SpecError(f"compare needs two studies or more, got {len(studies)}: "
-                        f"kvtune compare STUDY STUDY... (kvtune show STUDY for one)")
+        raise SpecError(
+            f"compare needs two studies or more, got {len(studies)}: "
+            f"kvtune compare STUDY STUDY... (kvtune show STUDY for one)"
+        )
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise SpecError(f"study {twice[0]!r} is given twice: name each study once")
@@ -114,15 +138,19 @@ def check_comparable(studies: Sequence[tuple[str, dict]], at_least: int = 2) -> 
     for name, results in rest:
         diff = _difference(ref, results)
         if diff:
-            raise SpecError(f"studies {first!r} and {name!r} did not measure the same thing: {diff}; "
-                            f"compare studies run with the same workload, targets and objective")
+            raise SpecError(
+                f"studies {first!r} and {name!r} did not measure the same thing: {diff}; "
+                f"compare studies run with the same workload, targets and objective"
+            )
 
 
 def _difference(a: dict, b: dict) -> str | None:
     relative = [t.text for t in _spec(a).targets if t.relative]
     if relative and _backend(a) != _backend(b):
-        return (f"target {relative[0]!r} is relative to each study's own defaults ({_backend(a)} vs "
-                f"{_backend(b)}), so they were held to different thresholds")
+        return (
+            f"target {relative[0]!r} is relative to each study's own defaults ({_backend(a)} vs "
+            f"{_backend(b)}), so they were held to different thresholds"
+        )
     oa, ob = study_objectives(a)[0], study_objectives(b)[0]
     if oa.name != ob.name:
         return f"objective {oa.name} vs {ob.name}"
@@ -159,13 +187,21 @@ def side(name: str, results: dict) -> Side:
         best_m, base_m, n = comparison_metrics(best, base)
     budget = results.get("budget") or {}
     measured = budget.get("measured")
-    return Side(study=results.get("study") or name,
-                backend=_spec(results).backend,
-                version=results.get("backend_version") or "", objective=study_objectives(results)[0],
-                best=best, baseline=base, best_metrics=best_m, baseline_metrics=base_m,
-                measurements=n, trials=measured if measured is not None else sum(o.measured for o in outs),
-                wall_s=budget.get("elapsed_s"), best_argv=list(results.get("best_argv") or []),
-                outcomes=outs)
+    return Side(
+        study=results.get("study") or name,
+        backend=_spec(results).backend,
+        version=results.get("backend_version") or "",
+        objective=study_objectives(results)[0],
+        best=best,
+        baseline=base,
+        best_metrics=best_m,
+        baseline_metrics=base_m,
+        measurements=n,
+        trials=measured if measured is not None else sum(o.measured for o in outs),
+        wall_s=budget.get("elapsed_s"),
+        best_argv=list(results.get("best_argv") or []),
+        outcomes=outs,
+    )
 
 
 def name_winner(sides: Sequence[Side], objective: Objective) -> tuple[Side | None, str]:
@@ -178,8 +214,7 @@ def name_winner(sides: Sequence[Side], objective: Objective) -> tuple[Side | Non
     est = {s.study: estimate(s.values()) for s in ok}
     # one noise over every study compared: each study's configs measured more than once (numbered
     # across the studies, since trial numbers repeat between them)
-    per_config = [measurements(o, OBJECTIVE) for s in ok for o in s.outcomes
-                  if o.duplicate_of is None and o.metrics]
+    per_config = [measurements(o, OBJECTIVE) for s in ok for o in s.outcomes if o.duplicate_of is None and o.metrics]
     noise = study_noise(dict(enumerate(per_config)))
     ranked = sorted(ok, key=lambda s: sign * est[s.study].mean)
     top = ranked[0]
@@ -190,18 +225,23 @@ def name_winner(sides: Sequence[Side], objective: Objective) -> tuple[Side | Non
 
     if len(ranked) == 1:
         others = [s.label for s in sides if s is not top]
-        return top, (f"the only one with a feasible config ({', '.join(others)}: none)" if others
-                     else "the only study")
+        return top, (f"the only one with a feasible config ({', '.join(others)}: none)" if others else "the only study")
     second = ranked[1]
     if overlap(est[top.study], est[second.study], noise):
-        return top, (f"tied within noise on {objective.name} ({show(top)}; {show(second)}): "
-                     f"named the better mean, either will do")
+        return top, (
+            f"tied within noise on {objective.name} ({show(top)}; {show(second)}): "
+            f"named the better mean, either will do"
+        )
     return top, f"better by more than the noise on {objective.name} ({show(top)}; {show(second)})"
 
 
-def compare_studies(studies: Sequence[tuple[str, dict]], name: str | None = None,
-                    skipped: Sequence[dict] = (), wall_s: dict[str, float] | None = None,
-                    at_least: int = 2) -> Comparison:
+def compare_studies(
+    studies: Sequence[tuple[str, dict]],
+    name: str | None = None,
+    skipped: Sequence[dict] = (),
+    wall_s: dict[str, float] | None = None,
+    at_least: int = 2,
+) -> Comparison:
     """Check the studies measured the same thing, then put them side by side (a multi-backend
     run where only one backend could serve passes ``at_least=1``)."""
     check_comparable(studies, at_least)
@@ -211,8 +251,7 @@ def compare_studies(studies: Sequence[tuple[str, dict]], name: str | None = None
         s.label = s.backend if backends.count(s.backend) == 1 else s.study
     objective = sides[0].objective
     winner, why = name_winner(sides, objective)
-    return Comparison(sides, objective, winner, why, name=name, skipped=list(skipped),
-                      wall_s=dict(wall_s or {}))
+    return Comparison(sides, objective, winner, why, name=name, skipped=list(skipped), wall_s=dict(wall_s or {}))
 
 
 def load_comparison(path: Path) -> Comparison:
@@ -230,10 +269,14 @@ def load_comparison(path: Path) -> Comparison:
         try:
             studies.append((name, json.loads(f.read_text())))
         except (OSError, ValueError) as e:
-            raise SpecError(f"comparison {path.parent.name!r} names study {name!r}, but {f} cannot be "
-                            f"read: {e}") from e
-    return compare_studies(studies, name=data.get("name"), skipped=data.get("skipped") or [],
-                           wall_s=data.get("run_wall_s") or {}, at_least=1)
+            raise SpecError(f"comparison {path.parent.name!r} names study {name!r}, but {f} cannot be read: {e}") from e
+    return compare_studies(
+        studies,
+        name=data.get("name"),
+        skipped=data.get("skipped") or [],
+        wall_s=data.get("run_wall_s") or {},
+        at_least=1,
+    )
 
 
 def write_comparison(path: Path, comparison: Comparison) -> Path:

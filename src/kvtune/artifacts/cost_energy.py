@@ -31,35 +31,40 @@ def price_text(spec: dict) -> str | None:
 
 
 def _cost(m: dict) -> str:
-    return (f"{format_usd(m.get(COST_PER_MTOK))} per 1M output tokens "
-            f"({format_usd(m.get(COST_PER_MTOK_TOTAL))} per 1M total)")
+    return (
+        f"{format_usd(m.get(COST_PER_MTOK))} per 1M output tokens "
+        f"({format_usd(m.get(COST_PER_MTOK_TOTAL))} per 1M total)"
+    )
 
 
 def lines(best: TrialOutcome | None, baseline: TrialOutcome | None, spec: dict) -> list[str]:
     """The summary's cost and energy lines for the best trial and the baseline."""
     out: list[str] = []
-    pair = [(label, o.metrics) for label, o in (("best", best), ("baseline", baseline))
-            if o is not None and o.metrics]
+    pair = [(label, o.metrics) for label, o in (("best", best), ("baseline", baseline)) if o is not None and o.metrics]
     price = price_text(spec)
     if price and pair:
         at = next((m.get(USD_PER_HOUR) for _, m in pair if m.get(USD_PER_HOUR)), None)
         server = f", ${at:g}/hour for a trial's server" if at and "GPU" in price else ""
-        out.append(f"cost at {price}{server}: "
-                   + "; ".join(f"{label} {_cost(m)}" for label, m in pair))
+        out.append(f"cost at {price}{server}: " + "; ".join(f"{label} {_cost(m)}" for label, m in pair))
     metered = [(label, m) for label, m in pair if m.get(AVG_WATTS) is not None]
     if not metered:
         out.append(NOT_MEASURABLE)
     else:
-        out.append("energy: " + "; ".join(f"{label} {describe(m).removeprefix('energy: ')}"
-                                          for label, m in metered))
+        out.append("energy: " + "; ".join(f"{label} {describe(m).removeprefix('energy: ')}" for label, m in metered))
     return out
 
 
 def payload(best: TrialOutcome | None, baseline: TrialOutcome | None, spec: dict) -> dict:
     """results.json's "cost_energy": the price and each side's figures (None: not measured)."""
+
     def figures(o: TrialOutcome | None) -> dict | None:
         if o is None or not o.metrics:
             return None
         return {key: o.metrics.get(key) for key, _ in ROWS}
-    return {"price": price_text(spec), "best": figures(best), "baseline": figures(baseline),
-            "summary": lines(best, baseline, spec)}
+
+    return {
+        "price": price_text(spec),
+        "best": figures(best),
+        "baseline": figures(baseline),
+        "summary": lines(best, baseline, spec),
+    }

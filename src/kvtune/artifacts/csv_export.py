@@ -41,8 +41,20 @@ def render(results: dict) -> str:
     for t in trials:
         fl = (t.get("candidate") or {}).get("flags") or {}
         m = t.get("metrics") or {}
-        w.writerow([_cell(x) for x in (
-            t.get("number"), bool(t.get("baseline")), _feasible(t), t.get("failure"),
-            t.get("duplicate_of"), t.get("objective"), t.get("reason") or None,
-            *(fl.get(f) for f in flags), *(m.get(k) for k in metrics))])
+        w.writerow(
+            [
+                _cell(x)
+                for x in (
+                    t.get("number"),
+                    bool(t.get("baseline")),
+                    _feasible(t),
+                    t.get("failure"),
+                    t.get("duplicate_of"),
+                    t.get("objective"),
+                    t.get("reason") or None,
+                    *(fl.get(f) for f in flags),
+                    *(m.get(k) for k in metrics),
+                )
+            ]
+        )
     return buf.getvalue()

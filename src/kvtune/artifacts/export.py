@@ -28,9 +28,9 @@ import yaml
 from kvtune import __version__, hardware
 from kvtune.artifacts import bench_script, csv_export, launch_script
 from kvtune.errors import BackendError, SpecError
-from kvtune.study.spec import StudySpec
 from kvtune.launchers.base import MODELS_DIR, ContainerSpec
 from kvtune.launchers.registry import launcher_class
+from kvtune.study.spec import StudySpec
 
 FORMATS = ("bash", "systemd", "compose", "k8s")
 # Every format `kvtune export` writes: the deployments, the verification script (bench_script.py)
@@ -79,8 +79,7 @@ def container_spec(trial: dict, results: dict, port: int) -> ContainerSpec:
     except BackendError as e:
         raise SpecError(f"cannot containerize: {e}") from e
     argv = deploy_argv(trial["argv"], CONTAINER_HOST, port)
-    return cls.container_spec(argv, trial_gpu_count(trial, results),
-                              str(results.get("backend_version") or ""))
+    return cls.container_spec(argv, trial_gpu_count(trial, results), str(results.get("backend_version") or ""))
 
 
 # ---- facts for headers ---------------------------------------------------------------------
@@ -116,8 +115,9 @@ def deploy_env(trial: dict) -> dict[str, str]:
 def _hardware_line(hw: dict) -> str:
     if all(k in hw for k in ("cpu", "cpus", "memory_gib", "accelerator")):
         return "hardware: " + hardware.describe(hw)
-    return "hardware: " + ", ".join(f"{k}={v}" for k, v in hw.items() if k in
-                                    ("cpu", "cpus", "memory_gib", "accelerator", "gpus"))
+    return "hardware: " + ", ".join(
+        f"{k}={v}" for k, v in hw.items() if k in ("cpu", "cpus", "memory_gib", "accelerator", "gpus")
+    )
 
 
 def _clean(line: str) -> str:
@@ -140,22 +140,29 @@ def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
         "flags: " + (" ".join(f"{k}={v}" for k, v in flags.items()) or "(server defaults)"),
     ]
     if m:
+
         def ms(k: str) -> str:
             return f"{m[k]:.0f} ms" if isinstance(m.get(k), (int, float)) else "n/a"
-        lines.append(f"measured: output {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 "
-                     f"{ms('p95_ttft_ms')}, TPOT p95 {ms('p95_tpot_ms')}, E2EL p95 {ms('p95_e2el_ms')}")
+
+        lines.append(
+            f"measured: output {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 "
+            f"{ms('p95_ttft_ms')}, TPOT p95 {ms('p95_tpot_ms')}, E2EL p95 {ms('p95_e2el_ms')}"
+        )
     if trial_gpus(trial):
-        lines.append(f"GPUs: measured with CUDA_VISIBLE_DEVICES={','.join(trial_gpus(trial))} (a worker's "
-                     f"slot, in PCI bus order); bash and systemd keep it, containers reserve "
-                     f"{len(trial_gpus(trial))} GPU(s)")
+        lines.append(
+            f"GPUs: measured with CUDA_VISIBLE_DEVICES={','.join(trial_gpus(trial))} (a worker's "
+            f"slot, in PCI bus order); bash and systemd keep it, containers reserve "
+            f"{len(trial_gpus(trial))} GPU(s)"
+        )
     lines.append(f"tuned on 127.0.0.1 (a free port per trial); this serves on {host}:{port}")
     return [_clean(x) for x in lines]
 
 
 # ---- bash and systemd ------------------------------------------------------------------------
 def render_bash(trial: dict, results: dict, host: str, port: int) -> str:
-    return launch_script.render(deploy_argv(trial["argv"], host, port), deploy_env(trial),
-                                header_lines(trial, results, host, port))
+    return launch_script.render(
+        deploy_argv(trial["argv"], host, port), deploy_env(trial), header_lines(trial, results, host, port)
+    )
 
 
 def _sd_escape(s: str, dollars: bool) -> str:
@@ -180,8 +187,10 @@ def render_systemd(trial: dict, results: dict, host: str, port: int) -> str:
     if "$" in argv[0] or argv[0][:1] in "-@:+!":
         # systemd reads a leading -@:+! as a prefix, and $ in the executable cannot be escaped
         # the same way for the path it runs and the argv[0] it passes.
-        raise SpecError(f"the server binary path {argv[0]!r} cannot be written into a systemd "
-                        f"unit (a $ or a leading -@:+!); move or link it to a plain path")
+        raise SpecError(
+            f"the server binary path {argv[0]!r} cannot be written into a systemd "
+            f"unit (a $ or a leading -@:+!); move or link it to a plain path"
+        )
     groups: list[list[str]] = []
     for a in argv[1:]:
         if a.startswith("-") or not groups:
@@ -189,19 +198,34 @@ def render_systemd(trial: dict, results: dict, host: str, port: int) -> str:
         else:
             groups[-1].append(a)
     exec_start = _sd_escape(argv[0], True) + "".join(
-        " \\\n    " + " ".join(_sd_escape(a, True) for a in g) for g in groups)
+        " \\\n    " + " ".join(_sd_escape(a, True) for a in g) for g in groups
+    )
     desc = f"kvtune-tuned {posixpath.basename(argv[0])} (study {results.get('study')}, trial {trial.get('number')})"
     lines = ["# Generated by kvtune. A systemd unit that starts the tuned server."]
     lines += [f"# {h}" for h in header_lines(trial, results, host, port)]
-    lines += ["# Install: copy to /etc/systemd/system/<name>.service, then",
-              "#   systemctl daemon-reload && systemctl enable --now <name>", "",
-              "[Unit]", "Description=" + _clean(desc).replace("%", "%%"),
-              "After=network-online.target", "Wants=network-online.target", "",
-              "[Service]", "Type=simple"]
+    lines += [
+        "# Install: copy to /etc/systemd/system/<name>.service, then",
+        "#   systemctl daemon-reload && systemctl enable --now <name>",
+        "",
+        "[Unit]",
+        "Description=" + _clean(desc).replace("%", "%%"),
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+    ]
     for key, value in sorted(deploy_env(trial).items()):
         lines.append("Environment=" + _sd_escape(f"{key}={value}", False))
-    lines += ["ExecStart=" + exec_start, "Restart=on-failure", "RestartSec=5",
-              "TimeoutStartSec=600", "", "[Install]", "WantedBy=multi-user.target"]
+    lines += [
+        "ExecStart=" + exec_start,
+        "Restart=on-failure",
+        "RestartSec=5",
+        "TimeoutStartSec=600",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -222,10 +246,12 @@ def _yaml(doc: dict) -> str:
 
 
 def _comment(trial: dict, results: dict, host: str, port: int, what: str, image: str) -> str:
-    lines = [f"Generated by kvtune. {what}", *header_lines(trial, results, host, port),
-             f"image {image}: pin a tag matching the benchmarked build "
-             f"({results.get('backend_version')})",
-             f"the model's directory is mounted read-only at {MODELS_DIR}"]
+    lines = [
+        f"Generated by kvtune. {what}",
+        *header_lines(trial, results, host, port),
+        f"image {image}: pin a tag matching the benchmarked build ({results.get('backend_version')})",
+        f"the model's directory is mounted read-only at {MODELS_DIR}",
+    ]
     return "".join(f"# {_clean(x)}\n" for x in lines)
 
 
@@ -242,16 +268,17 @@ def render_compose(trial: dict, results: dict, host: str, port: int) -> str:
     if trial.get("env"):
         svc["environment"] = {k: _dollars(str(v)) for k, v in sorted(trial["env"].items())}
     if spec.model_dir:
-        svc["volumes"] = [{"type": "bind", "source": _dollars(spec.model_dir), "target": MODELS_DIR,
-                           "read_only": True}]
+        svc["volumes"] = [{"type": "bind", "source": _dollars(spec.model_dir), "target": MODELS_DIR, "read_only": True}]
     if spec.ipc_host:
         svc["ipc"] = "host"  # e.g. vLLM's workers share memory through /dev/shm
     svc["restart"] = "on-failure"
     if spec.gpus:
-        svc["deploy"] = {"resources": {"reservations": {"devices": [
-            {"driver": "nvidia", "count": spec.gpus, "capabilities": ["gpu"]}]}}}
-    head = _comment(trial, results, host, port, "A docker compose service: docker compose up -d",
-                    spec.image)
+        svc["deploy"] = {
+            "resources": {
+                "reservations": {"devices": [{"driver": "nvidia", "count": spec.gpus, "capabilities": ["gpu"]}]}
+            }
+        }
+    head = _comment(trial, results, host, port, "A docker compose service: docker compose up -d", spec.image)
     return head + _yaml({"services": {_name(results): svc}})
 
 
@@ -272,8 +299,9 @@ def render_k8s(trial: dict, results: dict, host: str, port: int) -> str:
     mounts, volumes = [], []
     if spec.model_dir:
         if not spec.model_dir.startswith("/"):
-            raise SpecError(f"the model directory {spec.model_dir!r} is relative; a Kubernetes "
-                            f"hostPath needs an absolute path")
+            raise SpecError(
+                f"the model directory {spec.model_dir!r} is relative; a Kubernetes hostPath needs an absolute path"
+            )
         mounts.append({"name": "model", "mountPath": MODELS_DIR, "readOnly": True})
         volumes.append({"name": "model", "hostPath": {"path": spec.model_dir, "type": "Directory"}})
     if spec.ipc_host:
@@ -284,15 +312,35 @@ def render_k8s(trial: dict, results: dict, host: str, port: int) -> str:
     pod: dict = {"containers": [container]}
     if volumes:
         pod["volumes"] = volumes
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
-                  "metadata": {"name": name, "labels": labels},
-                  "spec": {"replicas": 1, "selector": {"matchLabels": dict(labels)},
-                           "template": {"metadata": {"labels": dict(labels)}, "spec": pod}}}
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels},
-               "spec": {"type": "ClusterIP", "selector": dict(labels),
-                        "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}]}}
-    head = _comment(trial, results, host, port, "A Kubernetes Deployment + Service: kubectl apply -f "
-                    "this file (the model comes from a hostPath; swap in a PVC for many nodes)", spec.image)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(labels),
+            "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+    head = _comment(
+        trial,
+        results,
+        host,
+        port,
+        "A Kubernetes Deployment + Service: kubectl apply -f "
+        "this file (the model comes from a hostPath; swap in a PVC for many nodes)",
+        spec.image,
+    )
     return head + _yaml(deployment) + "---\n" + _yaml(service)
 
 
@@ -300,8 +348,14 @@ def render_bench(trial: dict, results: dict, host: str, port: int) -> str:
     return bench_script.render(trial, results, host, port, header_lines(trial, results, host, port))
 
 
-RENDERERS = {"bash": render_bash, "systemd": render_systemd, "compose": render_compose, "k8s": render_k8s,
-             "bench": render_bench, "csv": lambda trial, results, host, port: csv_export.render(results)}
+RENDERERS = {
+    "bash": render_bash,
+    "systemd": render_systemd,
+    "compose": render_compose,
+    "k8s": render_k8s,
+    "bench": render_bench,
+    "csv": lambda trial, results, host, port: csv_export.render(results),
+}
 
 
 def render(fmt: str, trial: dict, results: dict, host: str = "127.0.0.1", port: int = 8080) -> str:
@@ -312,8 +366,7 @@ def render(fmt: str, trial: dict, results: dict, host: str = "127.0.0.1", port: 
     return RENDERERS[fmt](trial, results, host, port)
 
 
-def write(path: Path, fmt: str, trial: dict, results: dict, host: str = "127.0.0.1",
-          port: int = 8080) -> Path:
+def write(path: Path, fmt: str, trial: dict, results: dict, host: str = "127.0.0.1", port: int = 8080) -> Path:
     """Render and write one artifact (the scripts are made executable)."""
     path = Path(path)
     path.write_text(render(fmt, trial, results, host, port))

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import math
 
-from kvtune.objectives import noise as noise_mod
-from kvtune.objectives.noise import Noise
-from kvtune.study.naming import comparison_basis, comparison_metrics, figure
-from kvtune.study.noise import OBJECTIVE, noise_of
-from kvtune.study.results import COMPARED, compare, study_naming
 from kvtune.errors import SpecError
 from kvtune.kinds import FailureKind
+from kvtune.objectives import noise as noise_mod
+from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective, objective
+from kvtune.study.naming import comparison_basis, comparison_metrics, figure
+from kvtune.study.noise import OBJECTIVE, noise_of
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.ranking import pareto
+from kvtune.study.results import COMPARED, compare, study_naming
 from kvtune.study.spec import parse_objectives
 
 # The view of a single-objective study's trade-off: x = TTFT p95 (lower is better), y = output
@@ -37,8 +37,7 @@ NOT_HELD = "failed its re-measurement on a fresh server"
 
 def outcomes(results: dict) -> list[TrialOutcome]:
     """The trials of results.json, as the tuner's own outcomes, by number."""
-    return sorted((TrialOutcome.from_dict(t) for t in results.get("trials") or []),
-                  key=lambda o: o.number)
+    return sorted((TrialOutcome.from_dict(t) for t in results.get("trials") or []), key=lambda o: o.number)
 
 
 def study_objectives(results: dict) -> tuple[Objective, ...]:
@@ -60,8 +59,9 @@ def best_trial(results: dict, outs: list[TrialOutcome] | None = None) -> TrialOu
     if "best_trial" in results:
         return find(outs, results["best_trial"])
     primary = study_objectives(results)[0]
-    return study_naming([o for o in outs if is_deployable(o)], primary.direction,
-                        results.get("server_defaults"), primary.key).best
+    return study_naming(
+        [o for o in outs if is_deployable(o)], primary.direction, results.get("server_defaults"), primary.key
+    ).best
 
 
 def baseline_trial(results: dict, outs: list[TrialOutcome] | None = None) -> TrialOutcome | None:
@@ -118,8 +118,9 @@ def failures(results: dict, outs: list[TrialOutcome] | None = None) -> list[dict
             g = groups.setdefault(cat, {"category": cat, "count": 0, "trials": [], "example": ""})
             g["count"] += 1
             g["trials"].append(o.number)
-            g["example"] = g["example"] or (o.reason if not o.feasible else
-                                            (o.confirmation or {}).get("reason") or NOT_HELD)
+            g["example"] = g["example"] or (
+                o.reason if not o.feasible else (o.confirmation or {}).get("reason") or NOT_HELD
+            )
     order = {k.label: i for i, k in enumerate(FailureKind)}
     return sorted(groups.values(), key=lambda g: (-g["count"], order.get(g["category"], 99), g["category"]))
 
@@ -132,8 +133,9 @@ def study_noise(results: dict, outs: list[TrialOutcome], key: str = OBJECTIVE) -
     return noise_of(outs, key, study_objectives(results)[0].key)
 
 
-def versus_baseline(results: dict, outs: list[TrialOutcome], best: TrialOutcome | None,
-                    base: TrialOutcome | None) -> tuple[list[dict], str]:
+def versus_baseline(
+    results: dict, outs: list[TrialOutcome], best: TrialOutcome | None, base: TrialOutcome | None
+) -> tuple[list[dict], str]:
     """The best-against-baseline rows and which measurements they compare (the run's own)."""
     if best is None or base is None or not best.metrics or not base.metrics:
         return [], ""
@@ -144,8 +146,9 @@ def versus_baseline(results: dict, outs: list[TrialOutcome], best: TrialOutcome 
     return compare(best_m, base_m, {k: study_noise(results, outs, k) for k, _, _ in COMPARED}), basis
 
 
-def objective_change(results: dict, outs: list[TrialOutcome], best: TrialOutcome | None,
-                     base: TrialOutcome | None) -> dict | None:
+def objective_change(
+    results: dict, outs: list[TrialOutcome], best: TrialOutcome | None, base: TrialOutcome | None
+) -> dict | None:
     """The primary objective of the best against the baseline's, on the measurements the
     best-against-baseline table compares (both re-measured when both were), with its 95% +/-."""
     if best is None or base is None or best is base or not best.metrics or not base.metrics:
@@ -158,8 +161,13 @@ def objective_change(results: dict, outs: list[TrialOutcome], best: TrialOutcome
     n = study_noise(results, outs)
     pm = n.t() * n.rel_sd * math.sqrt(2) * abs(x / b) * 100
     change = (x / b - 1) * 100
-    return {"change_pct": change, "change_pm_pct": pm, "within_noise": abs(change) <= pm,
-            "noise": n.source(), "basis": comparison_basis(best, base)}
+    return {
+        "change_pct": change,
+        "change_pm_pct": pm,
+        "within_noise": abs(change) <= pm,
+        "noise": n.source(),
+        "basis": comparison_basis(best, base),
+    }
 
 
 def overview(results: dict) -> dict:
@@ -213,8 +221,7 @@ def pick_trial(results: dict, number: int | None = None) -> TrialOutcome:
     if number is None:
         best = best_trial(results, outs)
         if best is None:
-            raise SpecError(f"study {study} has no feasible trial to export yet; "
-                            f"run more trials or loosen the targets")
+            raise SpecError(f"study {study} has no feasible trial to export yet; run more trials or loosen the targets")
         return best
     o = find(outs, number)
     if o is None:

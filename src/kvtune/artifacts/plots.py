@@ -65,11 +65,12 @@ def y_value(o: TrialOutcome) -> float | None:
 def _svg(fig: Any, pid: str, caption: str) -> str:
     """The figure as inline SVG (text kept as text; ids salted per plot so they stay unique)."""
     import matplotlib
+
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": pid}):
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     svg = buf.getvalue()
-    svg = svg[svg.index("<svg"):]
+    svg = svg[svg.index("<svg") :]
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
     # matplotlib numbers its ids per figure (figure_1, patch_1, ...): prefix them with the plot's
     # id so they stay unique in one document, and the references with them
@@ -78,8 +79,10 @@ def _svg(fig: Any, pid: str, caption: str) -> str:
     svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{pid}-{m.group(1)})", svg)
     m = re.match(r'<svg([^>]*?) width="([0-9.]+)pt" height="[^"]*"', svg)
     if m:  # drop the fixed size; keep the natural width as a maximum so text stays legible
-        svg = (f'<svg{m.group(1)} role="img" aria-label="{esc(caption)}" '
-               f'style="max-width:{float(m.group(2)) * 4 / 3:.0f}px"' + svg[m.end():])
+        svg = (
+            f'<svg{m.group(1)} role="img" aria-label="{esc(caption)}" '
+            f'style="max-width:{float(m.group(2)) * 4 / 3:.0f}px"' + svg[m.end() :]
+        )
     return f'<figure class="plot" id="{pid}">{svg}<figcaption>{esc(caption)}</figcaption></figure>'
 
 
@@ -99,6 +102,7 @@ def note(pid: str, text: str) -> str:
 
 def _cmap(x: float) -> Any:
     from matplotlib import colormaps
+
     return colormaps["viridis"](0.15 + 0.75 * x)
 
 
@@ -114,10 +118,15 @@ def plot_improvement(rows: list[dict], best: TrialOutcome, base: TrialOutcome) -
     ax.barh(list(ypos), gains, color=[GREEN if g >= 0 else RED for g in gains], height=0.6)
     ax.set_yticks(list(ypos), [r["label"] for r in rows])
     for y, g, r in zip(ypos, gains, rows):
-        ax.annotate(f"{r['change_pct']:+.1f}%  ({fmt(r['baseline'], r['metric'])} → "
-                    f"{fmt(r['best'], r['metric'])})", (g, y),
-                    xytext=(4 if g >= 0 else -4, 0), textcoords="offset points", va="center",
-                    ha="left" if g >= 0 else "right", fontsize=8)
+        ax.annotate(
+            f"{r['change_pct']:+.1f}%  ({fmt(r['baseline'], r['metric'])} → {fmt(r['best'], r['metric'])})",
+            (g, y),
+            xytext=(4 if g >= 0 else -4, 0),
+            textcoords="offset points",
+            va="center",
+            ha="left" if g >= 0 else "right",
+            fontsize=8,
+        )
     ax.axvline(0, color="#333", lw=0.8)
     lim = max(abs(g) for g in gains) or 1
     ax.set_xlim(-lim * 1.9 if min(gains) < 0 else -lim * 0.05, lim * 1.9)
@@ -161,22 +170,49 @@ def plot_pareto(info: dict, study_targets: Sequence[Target]) -> str:
     xs, ys = xy(pts)
     if front and not x.maximize and y.maximize:  # the staircase of what is attainable
         fx, fy = xy(front)
-        ax.plot([fx[0], *fx, max(xs) * 1.1], [min(ys) * 0.9, *fy, fy[-1]], drawstyle="steps-post",
-                color=BLUE, lw=1.2, ls="--", alpha=0.8, label="Pareto front", zorder=2)
+        ax.plot(
+            [fx[0], *fx, max(xs) * 1.1],
+            [min(ys) * 0.9, *fy, fy[-1]],
+            drawstyle="steps-post",
+            color=BLUE,
+            lw=1.2,
+            ls="--",
+            alpha=0.8,
+            label="Pareto front",
+            zorder=2,
+        )
     elif front:
         ax.plot(*xy(front), color=BLUE, lw=1.2, ls="--", alpha=0.8, label="Pareto front", zorder=2)
     for o in pts:
-        ax.annotate(f"#{o.number}", (val(o, x), val(o, y)), xytext=(4, 4), textcoords="offset points",
-                    fontsize=7, color="#555")
+        ax.annotate(
+            f"#{o.number}", (val(o, x), val(o, y)), xytext=(4, 4), textcoords="offset points", fontsize=7, color="#555"
+        )
     base, best = info["baseline"], info["best"]
     if base is not None and base.number in drawn:
-        ax.scatter(*xy([base]), s=140, marker="D", facecolor="none", edgecolor=ORANGE, lw=2,
-                   label=f"baseline (#{base.number})", zorder=4)
+        ax.scatter(
+            *xy([base]),
+            s=140,
+            marker="D",
+            facecolor="none",
+            edgecolor=ORANGE,
+            lw=2,
+            label=f"baseline (#{base.number})",
+            zorder=4,
+        )
     if best is not None and best.number in drawn:
-        ax.scatter(*xy([best]), s=260, marker="*", color=GREEN, edgecolor="black", lw=0.6,
-                   label=f"best (#{best.number})", zorder=5)
+        ax.scatter(
+            *xy([best]),
+            s=260,
+            marker="*",
+            color=GREEN,
+            edgecolor="black",
+            lw=0.6,
+            label=f"best (#{best.number})",
+            zorder=5,
+        )
     if min(xs) > 0 and max(xs) / min(xs) > 4:
         from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
@@ -188,29 +224,41 @@ def plot_pareto(info: dict, study_targets: Sequence[Target]) -> str:
             if tg.upper and same:
                 ax.axvspan(tg.threshold, max(max(xs) * 1.2, tg.threshold * 1.05), color=RED, alpha=0.05)
         elif _relation(tg, y):
-            ax.axhline(tg.threshold, color=RED, ls="-" if _relation(tg, y) == "same" else ":", lw=1.4,
-                       label=f"SLO {tg.describe()}")
+            ax.axhline(
+                tg.threshold,
+                color=RED,
+                ls="-" if _relation(tg, y) == "same" else ":",
+                lw=1.4,
+                label=f"SLO {tg.describe()}",
+            )
     ax.set_xlabel(f"{AXES.get(x.name, objective_label(x))}  {'→' if x.maximize else '←'} better")
     ax.set_ylabel(f"{AXES.get(y.name, objective_label(y))}  {'↑' if y.maximize else '↓'} better")
     ax.grid(alpha=0.25)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     if info["pareto_is_trade_off"]:
-        caption = ("Throughput against TTFT p95 for every measured trial: a trade-off view, not the "
-                   "study's objective. Up and to the left is better; the dashed line is the Pareto "
-                   "front of feasible trials on these two metrics.")
+        caption = (
+            "Throughput against TTFT p95 for every measured trial: a trade-off view, not the "
+            "study's objective. Up and to the left is better; the dashed line is the Pareto "
+            "front of feasible trials on these two metrics."
+        )
     else:
         names = ", ".join(o.name for o in info["pareto_axes"])
-        caption = (f"The study's objectives ({names}) for every measured trial; the dashed line joins "
-                   f"the Pareto set, the trials no feasible trial beats on every objective at once.")
+        caption = (
+            f"The study's objectives ({names}) for every measured trial; the dashed line joins "
+            f"the Pareto set, the trials no feasible trial beats on every objective at once."
+        )
     return _svg(fig, "plot-pareto", caption)
 
 
 def plot_importance(importance: dict | None, tuned: int) -> str:
     """Bars of the importance the tuner stored ({flag: value}), or why there is none."""
     if importance is None:
-        return note("plot-importance", "Parameter importance is not in this results.json (written by "
-                    "an older kvtune); it is recorded by the tuner as a study runs.")
+        return note(
+            "plot-importance",
+            "Parameter importance is not in this results.json (written by "
+            "an older kvtune); it is recorded by the tuner as a study runs.",
+        )
     if "skipped" in importance:
         return note("plot-importance", f"Parameter importance was not computed: {importance['skipped']}.")
     imp = {k: float(v) for k, v in importance.items() if num(v)}
@@ -221,14 +269,16 @@ def plot_importance(importance: dict | None, tuned: int) -> str:
     ax = fig.add_subplot()
     ax.barh(names, [imp[n] for n in names], color=BLUE, height=0.6)
     for i, n in enumerate(names):
-        ax.annotate(f"{imp[n]:.2f}", (imp[n], i), xytext=(4, 0), textcoords="offset points",
-                    va="center", fontsize=8)
+        ax.annotate(f"{imp[n]:.2f}", (imp[n], i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
     ax.set_xlabel("importance for the objective (sums to 1)")
     ax.set_xlim(0, max(imp.values()) * 1.15 or 1)
     ax.spines[["top", "right"]].set_visible(False)
     rough = " With this few trials, treat it as a rough hint." if tuned < 20 else ""
-    return _svg(fig, "plot-importance", f"Which flags moved the objective, from Optuna's parameter "
-                f"importance over {tuned} measured trials.{rough}")
+    return _svg(
+        fig,
+        "plot-importance",
+        f"Which flags moved the objective, from Optuna's parameter importance over {tuned} measured trials.{rough}",
+    )
 
 
 def plot_slice(info: dict, label: str) -> str:
@@ -256,11 +306,9 @@ def plot_slice(info: dict, label: str) -> str:
                 continue
             y = y_value(o)
             if y is None:
-                ax.scatter([pos(v)], [0.03], marker="x", color=GREY, s=28,
-                           transform=ax.get_xaxis_transform(), zorder=2)
+                ax.scatter([pos(v)], [0.03], marker="x", color=GREY, s=28, transform=ax.get_xaxis_transform(), zorder=2)
             elif o.feasible:
-                ax.scatter([pos(v)], [y], color=_cmap(o.number / nmax), s=30, edgecolor="white",
-                           lw=0.5, zorder=3)
+                ax.scatter([pos(v)], [y], color=_cmap(o.number / nmax), s=30, edgecolor="white", lw=0.5, zorder=3)
             else:
                 ax.scatter([pos(v)], [y], color=GREY, s=30, zorder=2)
             if best is not None and o.number == best.number:
@@ -281,8 +329,12 @@ def plot_slice(info: dict, label: str) -> str:
         ax.spines[["top", "right"]].set_visible(False)
     fig.supylabel(label, fontsize=9)
     fig.tight_layout()
-    return _svg(fig, "plot-slice", "The objective against each tuned flag (colour: trial order, "
-                "grey: missed a target, x: no measurement, star: best, dashed: baseline).")
+    return _svg(
+        fig,
+        "plot-slice",
+        "The objective against each tuned flag (colour: trial order, "
+        "grey: missed a target, x: no measurement, star: best, dashed: baseline).",
+    )
 
 
 def plot_history(info: dict, label: str) -> str:
@@ -314,15 +366,17 @@ def plot_history(info: dict, label: str) -> str:
     if base is not None and y_value(base) is not None:
         ax.axhline(y_value(base), color=ORANGE, ls="--", lw=1, label="baseline")
     from matplotlib.lines import Line2D
+
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], marker="o", ls="", color=BLUE, label="feasible"),
-                Line2D([], [], marker="o", ls="", color=GREY, label="missed a target"),
-                Line2D([], [], marker="x", ls="", color=RED, label="failed (no measurement)")]
+    handles += [
+        Line2D([], [], marker="o", ls="", color=BLUE, label="feasible"),
+        Line2D([], [], marker="o", ls="", color=GREY, label="missed a target"),
+        Line2D([], [], marker="x", ls="", color=RED, label="failed (no measurement)"),
+    ]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     ax.set_xlabel("trial")
     ax.set_ylabel(label)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.25)
     ax.spines[["top", "right"]].set_visible(False)
-    return _svg(fig, "plot-history", "The objective of each trial in order, and the best feasible "
-                "value found so far.")
+    return _svg(fig, "plot-history", "The objective of each trial in order, and the best feasible value found so far.")

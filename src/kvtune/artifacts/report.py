@@ -16,9 +16,21 @@ import shlex
 from pathlib import Path
 
 from kvtune import __version__, hardware
-from kvtune.artifacts import cost_energy, overview as ov
-from kvtune.artifacts.plots import (PLOTS, esc, fmt, note, num, objective_label, plot_history,
-                                    plot_importance, plot_improvement, plot_pareto, plot_slice)
+from kvtune.artifacts import cost_energy
+from kvtune.artifacts import overview as ov
+from kvtune.artifacts.plots import (
+    PLOTS,
+    esc,
+    fmt,
+    note,
+    num,
+    objective_label,
+    plot_history,
+    plot_importance,
+    plot_improvement,
+    plot_pareto,
+    plot_slice,
+)
 from kvtune.study.disturbed import disturbed_measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
@@ -50,33 +62,52 @@ def _header(info: dict) -> str:
     hw, w = info["hardware"], info["workload"]
     label = objective_label(info["objectives"][0])
     fig = info["best_figure"]
-    counted = (f"trials: {c['feasible']} feasible, {c['infeasible']} not"
-               + (f" ({c['not_held']} failed the re-measurement)" if c.get("not_held") else "")
-               + (f", {c['duplicates']} repeats" if c["duplicates"] else ""))
-    cards = [("best trial", f"#{best.number}" if best else "none yet"),
-             (f"{label}, best: {fig.label}; +/- from {fig.noise.source()}" if fig else label + ", best",
-              f"{fmt(fig.estimate.mean)} +/- {fmt(fig.estimate.spread(fig.noise))}" if fig else "–"),
-             (counted, str(c["trials"]))]
+    counted = (
+        f"trials: {c['feasible']} feasible, {c['infeasible']} not"
+        + (f" ({c['not_held']} failed the re-measurement)" if c.get("not_held") else "")
+        + (f", {c['duplicates']} repeats" if c["duplicates"] else "")
+    )
+    cards = [
+        ("best trial", f"#{best.number}" if best else "none yet"),
+        (
+            f"{label}, best: {fig.label}; +/- from {fig.noise.source()}" if fig else label + ", best",
+            f"{fmt(fig.estimate.mean)} +/- {fmt(fig.estimate.spread(fig.noise))}" if fig else "–",
+        ),
+        (counted, str(c["trials"])),
+    ]
     change = info["objective_change"]
     if change:
-        cards.append((f"{label} vs baseline ({change['basis']}; +/- from {change['noise']})",
-                      f"{change['change_pct']:+.0f}% +/- {change['change_pm_pct']:.0f}"))
+        cards.append(
+            (
+                f"{label} vs baseline ({change['basis']}; +/- from {change['noise']})",
+                f"{change['change_pct']:+.0f}% +/- {change['change_pm_pct']:.0f}",
+            )
+        )
     try:
         machine = hardware.describe(hw) + (f", {hw['os']}" if hw.get("os") else "")
     except KeyError:
         machine = ", ".join(f"{k} {v}" for k, v in hw.items() if k != "host")
-    items = [("hardware", machine), *(("GPUs", line) for line in hardware.gpu_lines(hw)),
-             ("backend", info["backend_version"]),
-             ("workload", f"{w.get('concurrency')} concurrent users, ~{w.get('prompt_tokens')} prompt "
-                          f"tokens, {w.get('output_tokens')} output tokens, {w.get('num_requests')} "
-                          f"requests (+{w.get('warmup_requests')} warm-up)"),
-             ("targets", ", ".join(info["targets"]) or "none"),
-             ("objective", ", ".join(f"{objective_label(o)} ({o.direction})" for o in info["objectives"]))]
-    return (f"<header id='summary'><h1>kvtune report: {esc(info['study'])}</h1>"
-            f"<div class='sub'>{esc(info['backend_version'])}</div><div class='cards'>"
-            + "".join(f"<div class='card'><b>{esc(v)}</b><span>{esc(k)}</span></div>" for k, v in cards)
-            + "</div><dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in items)
-            + "</dl></header>")
+    items = [
+        ("hardware", machine),
+        *(("GPUs", line) for line in hardware.gpu_lines(hw)),
+        ("backend", info["backend_version"]),
+        (
+            "workload",
+            f"{w.get('concurrency')} concurrent users, ~{w.get('prompt_tokens')} prompt "
+            f"tokens, {w.get('output_tokens')} output tokens, {w.get('num_requests')} "
+            f"requests (+{w.get('warmup_requests')} warm-up)",
+        ),
+        ("targets", ", ".join(info["targets"]) or "none"),
+        ("objective", ", ".join(f"{objective_label(o)} ({o.direction})" for o in info["objectives"])),
+    ]
+    return (
+        f"<header id='summary'><h1>kvtune report: {esc(info['study'])}</h1>"
+        f"<div class='sub'>{esc(info['backend_version'])}</div><div class='cards'>"
+        + "".join(f"<div class='card'><b>{esc(v)}</b><span>{esc(k)}</span></div>" for k, v in cards)
+        + "</div><dl>"
+        + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in items)
+        + "</dl></header>"
+    )
 
 
 def _comparison_table(info: dict) -> str:
@@ -86,12 +117,16 @@ def _comparison_table(info: dict) -> str:
     body = "".join(
         f"<tr><td>{esc(r['label'])}</td><td class='num'>{fmt(r['baseline'], r['metric'])}</td>"
         f"<td class='num'>{fmt(r['best'], r['metric'])}</td><td class='num {_change_class(r)}'>"
-        f"{esc(_change(r))}</td></tr>" for r in rows)
+        f"{esc(_change(r))}</td></tr>"
+        for r in rows
+    )
     sources = sorted({r["noise"] for r in rows if r.get("noise")})
-    return (f"<p id='comparison-basis'>{esc(info.get('best_vs_baseline_evidence') or '')}"
-            + (f"; +/- is 95% from this study's noise ({esc('; '.join(sources))})" if sources else "")
-            + ".</p><table id='best-vs-baseline'><tr><th>metric</th><th>baseline</th><th>best</th>"
-            f"<th>change</th></tr>{body}</table>")
+    return (
+        f"<p id='comparison-basis'>{esc(info.get('best_vs_baseline_evidence') or '')}"
+        + (f"; +/- is 95% from this study's noise ({esc('; '.join(sources))})" if sources else "")
+        + ".</p><table id='best-vs-baseline'><tr><th>metric</th><th>baseline</th><th>best</th>"
+        f"<th>change</th></tr>{body}</table>"
+    )
 
 
 def _change(r: dict) -> str:
@@ -108,17 +143,29 @@ def _cost_energy(results: dict, info: dict) -> str:
     best, base = info["best"], info["baseline"]
     price = cost_energy.price_text(results.get("spec") or {})
     sides = [(label, o.metrics or {}) for label, o in (("best", best), ("baseline", base)) if o]
-    rows = [(key, label) for key, label in cost_energy.ROWS
-            if any(m.get(key) is not None for _, m in sides)]
+    rows = [(key, label) for key, label in cost_energy.ROWS if any(m.get(key) is not None for _, m in sides)]
     head = "".join(f"<li>{esc(line)}</li>" for line in cost_energy.lines(best, base, results.get("spec") or {}))
-    table = "" if not rows else (
-        "<table id='cost-energy-table'><tr><th>figure</th>"
-        + "".join(f"<th>{esc(label)} (#{o.number})</th>" for label, o in (("best", best), ("baseline", base)) if o)
-        + "</tr>" + "".join(f"<tr><td>{esc(label)}</td>" + "".join(
-            f"<td class='num'>{esc(_small(m.get(key)))}</td>" for _, m in sides) + "</tr>" for key, label in rows)
-        + "</table>")
-    return ("<section id='cost-energy'><h2>Cost and energy</h2>"
-            + (f"<p>Price: {esc(price)}.</p>" if price else "") + f"<ul>{head}</ul>{table}</section>")
+    table = (
+        ""
+        if not rows
+        else (
+            "<table id='cost-energy-table'><tr><th>figure</th>"
+            + "".join(f"<th>{esc(label)} (#{o.number})</th>" for label, o in (("best", best), ("baseline", base)) if o)
+            + "</tr>"
+            + "".join(
+                f"<tr><td>{esc(label)}</td>"
+                + "".join(f"<td class='num'>{esc(_small(m.get(key)))}</td>" for _, m in sides)
+                + "</tr>"
+                for key, label in rows
+            )
+            + "</table>"
+        )
+    )
+    return (
+        "<section id='cost-energy'><h2>Cost and energy</h2>"
+        + (f"<p>Price: {esc(price)}.</p>" if price else "")
+        + f"<ul>{head}</ul>{table}</section>"
+    )
 
 
 def _small(v: object) -> str:
@@ -135,30 +182,51 @@ def _status(o: TrialOutcome) -> str:
 
 
 def _trials_table(info: dict) -> str:
-    cols = (("output_throughput", "out tok/s"), ("p95_ttft_ms", "TTFT p95"), ("p95_tpot_ms", "TPOT p95"),
-            ("p95_e2el_ms", "E2EL p95"), ("error_rate", "errors"))
+    cols = (
+        ("output_throughput", "out tok/s"),
+        ("p95_ttft_ms", "TTFT p95"),
+        ("p95_tpot_ms", "TPOT p95"),
+        ("p95_e2el_ms", "E2EL p95"),
+        ("error_rate", "errors"),
+    )
     best = info["best"].number if info["best"] else None
-    out = ["<table id='trials-table'><tr><th>#</th><th>flags</th>"
-           + "".join(f"<th>{esc(h)}</th>" for _, h in cols) + "<th>evidence</th><th>status</th></tr>"]
+    out = [
+        "<table id='trials-table'><tr><th>#</th><th>flags</th>"
+        + "".join(f"<th>{esc(h)}</th>" for _, h in cols)
+        + "<th>evidence</th><th>status</th></tr>"
+    ]
     for o in info["trials"]:
-        cls = ("best" if o.number == best else "dup" if o.duplicate_of is not None
-               else "" if o.feasible and o.held else "infeasible")
+        cls = (
+            "best"
+            if o.number == best
+            else "dup"
+            if o.duplicate_of is not None
+            else ""
+            if o.feasible and o.held
+            else "infeasible"
+        )
         flags = " ".join(f"<span class='kv'>{esc(k)}={esc(v)}</span>" for k, v in o.candidate.flags.items())
         m = o.metrics or {}
-        out.append(f"<tr class='{cls}'><td>{o.number}</td><td><code>{flags or '(server defaults)'}</code></td>"
-                   + "".join(f"<td class='num'>{fmt(m.get(k), k)}</td>" for k, _ in cols)
-                   + f"<td>{esc(o.evidence if o.measured else '')}</td><td>{esc(_status(o))}</td></tr>")
+        out.append(
+            f"<tr class='{cls}'><td>{o.number}</td><td><code>{flags or '(server defaults)'}</code></td>"
+            + "".join(f"<td class='num'>{fmt(m.get(k), k)}</td>" for k, _ in cols)
+            + f"<td>{esc(o.evidence if o.measured else '')}</td><td>{esc(_status(o))}</td></tr>"
+        )
     return "".join(out) + "</table>"
 
 
 def _failures_table(info: dict) -> str:
     if not info["failures"]:
         return "<p id='failures-none'>No failures: every trial met the targets.</p>"
-    rows = "".join(f"<tr><td>{esc(g['category'])}</td><td class='num'>{g['count']}</td>"
-                   f"<td>{esc(', '.join(f'#{n}' for n in g['trials']))}</td><td>{esc(g['example'])}</td></tr>"
-                   for g in info["failures"])
-    return ("<table id='failures-table'><tr><th>reason</th><th>trials</th><th>which</th>"
-            f"<th>example</th></tr>{rows}</table>")
+    rows = "".join(
+        f"<tr><td>{esc(g['category'])}</td><td class='num'>{g['count']}</td>"
+        f"<td>{esc(', '.join(f'#{n}' for n in g['trials']))}</td><td>{esc(g['example'])}</td></tr>"
+        for g in info["failures"]
+    )
+    return (
+        "<table id='failures-table'><tr><th>reason</th><th>trials</th><th>which</th>"
+        f"<th>example</th></tr>{rows}</table>"
+    )
 
 
 def _disturbed_table(info: dict) -> str:
@@ -166,15 +234,20 @@ def _disturbed_table(info: dict) -> str:
     listed = disturbed_measurements(info["trials"])
     if not listed:
         return ""
-    rows = "".join(f"<tr><td>#{d.trial}</td><td>{esc(d.measurement)}</td><td class='num'>"
-                   f"{'-' if d.foreign_cores is None else f'{d.foreign_cores:.2f}'}</td><td>{esc(d.why)}</td>"
-                   f"<td class='num'>{d.remeasured}</td><td>{'still disturbed: no evidence' if d.still_disturbed else 'quiet'}"
-                   "</td></tr>" for d in listed)
-    return ("<section id='disturbed'><h2>Disturbed measurements</h2><p class='note'>The machine was busy with "
-            "something else while these ran; a disturbed measurement is measured again, and one that stays "
-            "disturbed is no evidence for naming the best.</p><table id='disturbed-table'><tr><th>trial</th>"
-            "<th>measurement</th><th>foreign cores</th><th>why</th><th>re-measured</th><th>figures kept</th></tr>"
-            f"{rows}</table></section>")
+    rows = "".join(
+        f"<tr><td>#{d.trial}</td><td>{esc(d.measurement)}</td><td class='num'>"
+        f"{'-' if d.foreign_cores is None else f'{d.foreign_cores:.2f}'}</td><td>{esc(d.why)}</td>"
+        f"<td class='num'>{d.remeasured}</td><td>{'still disturbed: no evidence' if d.still_disturbed else 'quiet'}"
+        "</td></tr>"
+        for d in listed
+    )
+    return (
+        "<section id='disturbed'><h2>Disturbed measurements</h2><p class='note'>The machine was busy with "
+        "something else while these ran; a disturbed measurement is measured again, and one that stays "
+        "disturbed is no evidence for naming the best.</p><table id='disturbed-table'><tr><th>trial</th>"
+        "<th>measurement</th><th>foreign cores</th><th>why</th><th>re-measured</th><th>figures kept</th></tr>"
+        f"{rows}</table></section>"
+    )
 
 
 def _what_it_can_do(results: dict) -> str:
@@ -183,12 +256,16 @@ def _what_it_can_do(results: dict) -> str:
     misses = results.get("nearest_misses") or []
     if not misses:
         return "<p class='note'>No trial has been measured yet.</p>"
-    rows = "".join(f"<tr><td>#{m['trial']}</td><td>{esc(m.get('reason') or '')}</td>"
-                   f"<td><code>{esc(' '.join('--target ' + repr(t) for t in m.get('would_accept') or []))}</code></td></tr>"
-                   for m in misses)
-    return ("<p>No config met every target. The nearest misses, and the targets each would meet:</p>"
-            "<table id='nearest-misses'><tr><th>trial</th><th>why it missed</th>"
-            f"<th>targets it would meet</th></tr>{rows}</table>")
+    rows = "".join(
+        f"<tr><td>#{m['trial']}</td><td>{esc(m.get('reason') or '')}</td>"
+        f"<td><code>{esc(' '.join('--target ' + repr(t) for t in m.get('would_accept') or []))}</code></td></tr>"
+        for m in misses
+    )
+    return (
+        "<p>No config met every target. The nearest misses, and the targets each would meet:</p>"
+        "<table id='nearest-misses'><tr><th>trial</th><th>why it missed</th>"
+        f"<th>targets it would meet</th></tr>{rows}</table>"
+    )
 
 
 def _named(results: dict) -> str:
@@ -213,34 +290,54 @@ def render_report(results: dict) -> str:
     best, base = info["best"], info["baseline"]
     label = objective_label(info["objectives"][0])
     tuned = sum(1 for o in info["trials"] if o.measured and not o.baseline)
-    title = ("Throughput against TTFT p95 (a trade-off view)" if info["pareto_is_trade_off"]
-             else "Pareto set over the study's objectives")
+    title = (
+        "Throughput against TTFT p95 (a trade-off view)"
+        if info["pareto_is_trade_off"]
+        else "Pareto set over the study's objectives"
+    )
     if best:
         best_section = [
-            "<section id='best'><h2>Best config against the baseline</h2>", _named(results),
-            plot_improvement(info["best_vs_baseline"], best, base) if base else
-            note("plot-improvement", "No best-versus-baseline comparison yet."),
-            _comparison_table(info), "<h3>Best command line</h3>", _command(results, info), "</section>"]
+            "<section id='best'><h2>Best config against the baseline</h2>",
+            _named(results),
+            plot_improvement(info["best_vs_baseline"], best, base)
+            if base
+            else note("plot-improvement", "No best-versus-baseline comparison yet."),
+            _comparison_table(info),
+            "<h3>Best command line</h3>",
+            _command(results, info),
+            "</section>",
+        ]
     else:
-        best_section = ["<section id='best'><h2>What this hardware can do</h2>",
-                        _what_it_can_do(results), "</section>"]
+        best_section = ["<section id='best'><h2>What this hardware can do</h2>", _what_it_can_do(results), "</section>"]
     sections = [
-        _header(info), *best_section, _cost_energy(results, info),
-        f"<section id='tradeoff'><h2>{esc(title)}</h2>", plot_pareto(info, StudySpec.from_dict(results.get("spec") or {}).targets),
+        _header(info),
+        *best_section,
+        _cost_energy(results, info),
+        f"<section id='tradeoff'><h2>{esc(title)}</h2>",
+        plot_pareto(info, StudySpec.from_dict(results.get("spec") or {}).targets),
         "</section><section id='flags'><h2>How each flag relates to the objective</h2>",
-        plot_importance(results.get("importance"), tuned), plot_slice(info, label),
-        "</section><section id='history'><h2>Trial history</h2>", plot_history(info, label),
-        "</section><section id='failures'><h2>Failures by reason</h2>", _failures_table(info),
-        "</section>", _disturbed_table(info), "<section id='trials'><h2>All trials</h2>", _trials_table(info), "</section>",
+        plot_importance(results.get("importance"), tuned),
+        plot_slice(info, label),
+        "</section><section id='history'><h2>Trial history</h2>",
+        plot_history(info, label),
+        "</section><section id='failures'><h2>Failures by reason</h2>",
+        _failures_table(info),
+        "</section>",
+        _disturbed_table(info),
+        "<section id='trials'><h2>All trials</h2>",
+        _trials_table(info),
+        "</section>",
     ]
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<meta http-equiv='Content-Security-Policy' content=\"{csp}\">"
-            "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-            f"<title>kvtune report: {esc(info['study'])}</title><style>{CSS}</style></head><body><main>"
-            + "\n".join(sections)
-            + f"<footer class='sub'><p>Generated by kvtune {esc(__version__)} from results.json.</p></footer>"
-            "</main></body></html>\n")
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{csp}\">"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<title>kvtune report: {esc(info['study'])}</title><style>{CSS}</style></head><body><main>"
+        + "\n".join(sections)
+        + f"<footer class='sub'><p>Generated by kvtune {esc(__version__)} from results.json.</p></footer>"
+        "</main></body></html>\n"
+    )
 
 
 def write_report(path: Path, results: dict) -> Path:

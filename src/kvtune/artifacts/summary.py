@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Sequence
 
 from kvtune.artifacts import cost_energy, export
-from kvtune.study.results import best_outcome, write_results
 from kvtune.errors import TargetError
 from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
@@ -21,12 +20,13 @@ from kvtune.objectives.targets import Target, loosened
 from kvtune.study.disturbed import DisturbedMeasurement, disturbed_measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
+from kvtune.study.results import best_outcome, write_results
 
 # `kvtune run` exit statuses (documented in the README).
 EXIT_OK = 0
 EXIT_NO_FEASIBLE = 1
 LAUNCH_SCRIPT = "launch-best.sh"
-VERIFY_SCRIPT = "verify-best.sh"   # `kvtune export --format bench` of the best trial
+VERIFY_SCRIPT = "verify-best.sh"  # `kvtune export --format bench` of the best trial
 
 
 @dataclass
@@ -68,13 +68,12 @@ class StudySummary:
 class EarlyStops:
     """The measurements cut short because a target could no longer hold."""
 
-    trials: int       # trials stopped early
-    saved_s: float    # estimated wall time saved (planned / heard x elapsed - elapsed, summed)
-    spent_s: float    # what those measurements took
+    trials: int  # trials stopped early
+    saved_s: float  # estimated wall time saved (planned / heard x elapsed - elapsed, summed)
+    spent_s: float  # what those measurements took
 
     def to_dict(self) -> dict:
-        return {"trials": self.trials, "saved_s": round(self.saved_s, 1),
-                "measure_s": round(self.spent_s, 1)}
+        return {"trials": self.trials, "saved_s": round(self.saved_s, 1), "measure_s": round(self.spent_s, 1)}
 
 
 def early_stops(outcomes: list[TrialOutcome]) -> EarlyStops | None:
@@ -82,8 +81,11 @@ def early_stops(outcomes: list[TrialOutcome]) -> EarlyStops | None:
     stopped = [o.metrics or {} for o in outcomes if o.duplicate_of is None and _stopped_early(o)]
     if not stopped:
         return None
-    return EarlyStops(len(stopped), sum(m.get("early_stop_saved_s") or 0.0 for m in stopped),
-                      sum(m.get("measure_s") or 0.0 for m in stopped))
+    return EarlyStops(
+        len(stopped),
+        sum(m.get("early_stop_saved_s") or 0.0 for m in stopped),
+        sum(m.get("measure_s") or 0.0 for m in stopped),
+    )
 
 
 @dataclass
@@ -114,8 +116,10 @@ def nearest_misses(outcomes: list[TrialOutcome], targets: Sequence[Target], n: i
     """The infeasible trials that came closest: smallest total constraint violation, the ones
     measured in full first (an early stop's figures rest on the few requests it heard, so they
     get no "would accept" hint)."""
-    closest = sorted((o for o in outcomes if o.duplicate_of is None),
-                     key=lambda o: (_stopped_early(o), sum(max(0.0, v) for v in o.constraints.values())))[:n]
+    closest = sorted(
+        (o for o in outcomes if o.duplicate_of is None),
+        key=lambda o: (_stopped_early(o), sum(max(0.0, v) for v in o.constraints.values())),
+    )[:n]
     base = next((o.metrics for o in outcomes if o.baseline and o.measured), None) or {}
     resolved = [t for t in (_resolve(t, base) for t in targets) if t is not None]
     misses = []
@@ -147,9 +151,11 @@ def _resolve(t: Target, baseline_metrics: dict) -> Target | None:
 
 def warm_start_fates(outcomes: list[TrialOutcome], direction: str) -> list[WarmStartFate]:
     ranked = [o.number for o in rank(outcomes, Direction(direction))]
-    return [WarmStartFate(o, o.number in ranked,
-                          ranked.index(o.number) + 1 if o.number in ranked else None, len(ranked))
-            for o in outcomes if o.warm_start and o.duplicate_of is None]
+    return [
+        WarmStartFate(o, o.number in ranked, ranked.index(o.number) + 1 if o.number in ranked else None, len(ranked))
+        for o in outcomes
+        if o.warm_start and o.duplicate_of is None
+    ]
 
 
 def _list_disturbed(summary: StudySummary, outcomes: list[TrialOutcome]) -> None:
@@ -159,18 +165,29 @@ def _list_disturbed(summary: StudySummary, outcomes: list[TrialOutcome]) -> None
     summary.payload["disturbed"] = [d.to_dict() for d in summary.disturbed]
 
 
-def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
-              objectives: Sequence[Objective], targets: Sequence[Target], host: str,
-              port: int) -> StudySummary:
+def summarize(
+    run_dir: Path,
+    payload: dict,
+    outcomes: list[TrialOutcome],
+    objectives: Sequence[Objective],
+    targets: Sequence[Target],
+    host: str,
+    port: int,
+) -> StudySummary:
     """Decide and write. `payload` is results.json's content for these outcomes."""
     direction = objectives[0].direction
     results_path = run_dir / "results.json"
     best = best_outcome(outcomes, direction, payload.get("server_defaults"), objectives[0].key)
     baseline = next((o for o in outcomes if o.baseline), None)
-    summary = StudySummary(EXIT_OK if best else EXIT_NO_FEASIBLE, payload, results_path,
-                           best=best, baseline=baseline,
-                           warm_start=warm_start_fates(outcomes, direction),
-                           early_stop=early_stops(outcomes))
+    summary = StudySummary(
+        EXIT_OK if best else EXIT_NO_FEASIBLE,
+        payload,
+        results_path,
+        best=best,
+        baseline=baseline,
+        warm_start=warm_start_fates(outcomes, direction),
+        early_stop=early_stops(outcomes),
+    )
     if summary.early_stop is not None:
         payload["early_stop"] = summary.early_stop.to_dict()
     _list_disturbed(summary, outcomes)
@@ -178,8 +195,10 @@ def summarize(run_dir: Path, payload: dict, outcomes: list[TrialOutcome],
     summary.cost_energy = payload["cost_energy"]["summary"]
     if best is None:
         summary.nearest_misses = nearest_misses(outcomes, targets)
-        payload["nearest_misses"] = [{"trial": x.outcome.number, "reason": x.reason,
-                                      "would_accept": x.would_accept} for x in summary.nearest_misses]
+        payload["nearest_misses"] = [
+            {"trial": x.outcome.number, "reason": x.reason, "would_accept": x.would_accept}
+            for x in summary.nearest_misses
+        ]
         write_results(results_path, payload)
         return summary
     best_dict = best.to_dict()

@@ -22,7 +22,6 @@ from kvtune.errors import SpecError
 from kvtune.workload import ARRIVALS
 
 
-
 def _gap_sampler(rate: float, arrival: str, burstiness: float, seed: int):
     if not (rate > 0 and math.isfinite(rate)):
         raise SpecError(f"arrival rate must be a positive number of requests/s, got {rate}")
@@ -39,8 +38,9 @@ def _gap_sampler(rate: float, arrival: str, burstiness: float, seed: int):
     return lambda: rng.gammavariate(burstiness, mean / burstiness)  # (shape, scale)
 
 
-def arrival_offsets(n: int, rate: float, arrival: str = "poisson", burstiness: float = 1.0,
-                    seed: int = 0) -> list[float]:
+def arrival_offsets(
+    n: int, rate: float, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
+) -> list[float]:
     """Due times (seconds from the phase start) of `n` requests; the first is due at 0."""
     gap = _gap_sampler(rate, arrival, burstiness, seed)
     out: list[float] = []
@@ -51,9 +51,14 @@ def arrival_offsets(n: int, rate: float, arrival: str = "poisson", burstiness: f
     return out
 
 
-def arrival_offsets_for(duration_s: float, rate: float, arrival: str = "poisson",
-                        burstiness: float = 1.0, seed: int = 0,
-                        max_requests: int = 10_000_000) -> list[float]:
+def arrival_offsets_for(
+    duration_s: float,
+    rate: float,
+    arrival: str = "poisson",
+    burstiness: float = 1.0,
+    seed: int = 0,
+    max_requests: int = 10_000_000,
+) -> list[float]:
     """Due times of every request that falls in ``[0, duration_s)``, the same stream of gaps as
     `arrival_offsets` with the same seed (so a longer run extends a shorter one)."""
     gap = _gap_sampler(rate, arrival, burstiness, seed)

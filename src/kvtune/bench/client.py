@@ -41,16 +41,26 @@ from kvtune.errors import SpecError
 from kvtune.objectives.metrics import RequestSample, sample_notes, summarize_requests
 from kvtune.workload import Workload
 
-__all__ = ["BenchOptions", "BenchRun", "OPEN_LEAD_S", "detect_model", "ramp_offset",
-           "resolve_api_key", "run", "run_benchmark", "slo_goodput"]
+__all__ = [
+    "BenchOptions",
+    "BenchRun",
+    "OPEN_LEAD_S",
+    "detect_model",
+    "ramp_offset",
+    "resolve_api_key",
+    "run",
+    "run_benchmark",
+    "slo_goodput",
+]
 
 # The open loop fell behind when the p99 send lag exceeds max(50 ms, 10% of the mean gap).
 FELL_BEHIND_MIN_S = 0.050
 FELL_BEHIND_GAP_FRACTION = 0.10
 
 
-def _prompt_source(workload: Workload, salt: str, tokenizer: Tokenizer | str | Path | None,
-                   notes: list[str]) -> tuple[PromptSource, str]:
+def _prompt_source(
+    workload: Workload, salt: str, tokenizer: Tokenizer | str | Path | None, notes: list[str]
+) -> tuple[PromptSource, str]:
     tok: Tokenizer | None
     if isinstance(tokenizer, Tokenizer):
         tok, note = tokenizer, f"prompt sizes exact for {tokenizer.name}"
@@ -60,25 +70,47 @@ def _prompt_source(workload: Workload, salt: str, tokenizer: Tokenizer | str | P
         tok, note = try_load_tokenizer(tokenizer)
     if workload.dataset is not None:
         count = tok.count if tok is not None else None
-        data = load_prompts(workload.dataset, count=count,
-                            count_exact=bool(tok is not None and tok.exact_count),
-                            min_tokens=workload.dataset_min_tokens,
-                            max_tokens=workload.dataset_max_tokens)
+        data = load_prompts(
+            workload.dataset,
+            count=count,
+            count_exact=bool(tok is not None and tok.exact_count),
+            min_tokens=workload.dataset_min_tokens,
+            max_tokens=workload.dataset_max_tokens,
+        )
         exact_count = tok.count if tok is not None and tok.exact_count else None
-        src = PromptSource(workload, salt, dataset=data.prompts, count=exact_count,
-                           words=tok.single_token_words() if tok is not None else None)
+        src = PromptSource(
+            workload,
+            salt,
+            dataset=data.prompts,
+            count=exact_count,
+            words=tok.single_token_words() if tok is not None else None,
+        )
         notes.append(data.describe() + "; each prompt is prefixed by a unique nonce")
         return src, data.describe()
     words = tok.single_token_words() if tok is not None else []
     notes.append(note)
-    desc = (f"synthetic, exactly {workload.prompt_tokens} tokens of prompt text ({tok and tok.name}; "
-            f"chat template not counted)" if words else
-            f"synthetic, about {workload.prompt_tokens} tokens (approximation: ~1 token per "
-            f"common English word, nonce ~10 tokens)")
+    desc = (
+        f"synthetic, exactly {workload.prompt_tokens} tokens of prompt text ({tok and tok.name}; "
+        f"chat template not counted)"
+        if words
+        else f"synthetic, about {workload.prompt_tokens} tokens (approximation: ~1 token per "
+        f"common English word, nonce ~10 tokens)"
+    )
     if workload.shared_prefix_fraction > 0:
-        desc += (f", after a {workload.shared_prefix_tokens}-token system prompt shared by "
-                 f"{workload.shared_prefix_fraction:.0%} of requests (unique for the others)")
+        desc += (
+            f", after a {workload.shared_prefix_tokens}-token system prompt shared by "
+            f"{workload.shared_prefix_fraction:.0%} of requests (unique for the others)"
+        )
     return PromptSource(workload, salt, words=words), desc
+
+
+def _http_client(o: BenchOptions) -> httpx.AsyncClient:
+    """One client for a run: unbounded connections (the workload sets the concurrency), no read
+    timeout of its own (`request_timeout_s` bounds each request), the API key as a bearer token."""
+    headers = {"Authorization": f"Bearer {o.api_key}"} if o.api_key else None
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    timeout = httpx.Timeout(connect=10, read=None, write=30, pool=None)
+    return httpx.AsyncClient(limits=limits, timeout=timeout, transport=o.transport, headers=headers)
 
 
 async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
@@ -101,53 +133,67 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
     """
     workload.validate()
     o = options
-    path = COMPLETIONS_PATH if workload.endpoint == "completions" else CHAT_PATH
-    base = base_url.rstrip("/")
+    path, base = (COMPLETIONS_PATH if workload.endpoint == "completions" else CHAT_PATH), base_url.rstrip("/")
     notes: list[str] = []
     source, source_desc = _prompt_source(workload, os.urandom(4).hex(), o.tokenizer, notes)
 
     def body(i: int) -> dict:
         return build_body(o.model, source.prompt(i), workload, o.extra_body)
 
-    headers = {"Authorization": f"Bearer {o.api_key}"} if o.api_key else None
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    timeout = httpx.Timeout(connect=10, read=None, write=30, pool=None)
     stopper = Stopper(o.stop_when)
     server_metrics = None
-    async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=o.transport,
-                                 headers=headers) as client:
+    async with _http_client(o) as client:
         warmup = await _warm_up(client, base + path, body, workload, o)
         offsets = _schedule(workload)
         bodies = [body(workload.warmup_requests + i) for i in range(len(offsets))]  # before the clock runs
-        scraper = Scraper(client, base + METRICS_PATH, o.metrics_interval_s, o.api_key) \
-            if o.scrape_metrics else None
+        scraper = Scraper(client, base + METRICS_PATH, o.metrics_interval_s, o.api_key) if o.scrape_metrics else None
         if scraper is not None:
             await scraper.start()
         if o.on_phase:
             o.on_phase("measuring")
-        samples, duration_s, planned = await _measure(client, base + path, body, bodies, offsets,
-                                                      workload, o, stopper)
+        samples, duration_s, planned = await _measure(client, base + path, body, bodies, offsets, workload, o, stopper)
         if scraper is not None:
             server_metrics = await scraper.finish()
     metrics = _summary(samples, duration_s, o, notes)
     fell_behind = _fell_behind(workload, samples, metrics, notes)
-    return BenchRun(samples, warmup, duration_s, metrics, mode=workload.mode,
-                    fell_behind=fell_behind, prompt_tokens_exact=source.exact,
-                    prompt_source=source_desc, server_metrics=server_metrics,
-                    workload=workload.to_dict(), endpoint=path, notes=notes,
-                    stopped=stopper.reason, planned=planned, sent=stopper.sent)
+    return BenchRun(
+        samples,
+        warmup,
+        duration_s,
+        metrics,
+        mode=workload.mode,
+        fell_behind=fell_behind,
+        prompt_tokens_exact=source.exact,
+        prompt_source=source_desc,
+        server_metrics=server_metrics,
+        workload=workload.to_dict(),
+        endpoint=path,
+        notes=notes,
+        stopped=stopper.reason,
+        planned=planned,
+        sent=stopper.sent,
+    )
 
 
-async def _warm_up(client: httpx.AsyncClient, url: str, body: Callable[[int], dict],
-                   workload: Workload, o: BenchOptions) -> list[RequestSample]:
+async def _warm_up(
+    client: httpx.AsyncClient, url: str, body: Callable[[int], dict], workload: Workload, o: BenchOptions
+) -> list[RequestSample]:
     """The warm-up: a closed loop of `workload.concurrency` users, kept out of the metrics."""
     if workload.warmup_requests <= 0:
         return []
     if o.on_phase:
         o.on_phase("warmup")
-    warmup, _ = await closed_loop(client, url, body, workload.warmup_requests, workload.concurrency,
-                                  workload.request_timeout_s, secret=o.api_key, ramp_s=o.ramp_s,
-                                  clock=o.clock)
+    warmup, _ = await closed_loop(
+        client,
+        url,
+        body,
+        workload.warmup_requests,
+        workload.concurrency,
+        workload.request_timeout_s,
+        secret=o.api_key,
+        ramp_s=o.ramp_s,
+        clock=o.clock,
+    )
     return warmup
 
 
@@ -157,35 +203,59 @@ def _schedule(workload: Workload) -> list[float]:
         return []
     assert workload.rate is not None
     if workload.duration_s is not None:
-        return arrival_offsets_for(workload.duration_s, workload.rate, workload.arrival,
-                                   workload.burstiness, workload.seed)
-    return arrival_offsets(workload.num_requests, workload.rate, workload.arrival,
-                           workload.burstiness, workload.seed)
+        return arrival_offsets_for(
+            workload.duration_s, workload.rate, workload.arrival, workload.burstiness, workload.seed
+        )
+    return arrival_offsets(workload.num_requests, workload.rate, workload.arrival, workload.burstiness, workload.seed)
 
 
-async def _measure(client: httpx.AsyncClient, url: str, body: Callable[[int], dict],
-                   bodies: list[dict], offsets: list[float], workload: Workload, o: BenchOptions,
-                   stopper: Stopper) -> tuple[list[RequestSample], float, int | None]:
+async def _measure(
+    client: httpx.AsyncClient,
+    url: str,
+    body: Callable[[int], dict],
+    bodies: list[dict],
+    offsets: list[float],
+    workload: Workload,
+    o: BenchOptions,
+    stopper: Stopper,
+) -> tuple[list[RequestSample], float, int | None]:
     """The measured phase: (samples, first send to last end, requests planned or None)."""
     w0, timeout_s = workload.warmup_requests, workload.request_timeout_s
     if workload.mode == "open":
-        samples, duration_s = await open_loop(client, url, bodies, offsets, timeout_s, o.api_key,
-                                              stopper, o.clock)
+        samples, duration_s = await open_loop(client, url, bodies, offsets, timeout_s, o.api_key, stopper, o.clock)
         return samples, duration_s, len(offsets)
     if workload.duration_s is not None:
         samples, duration_s = await closed_loop(
-            client, url, lambda i: body(w0 + i), None, workload.concurrency, timeout_s,
-            workload.duration_s, o.api_key, o.ramp_s, stopper, o.clock)
+            client,
+            url,
+            lambda i: body(w0 + i),
+            None,
+            workload.concurrency,
+            timeout_s,
+            workload.duration_s,
+            o.api_key,
+            o.ramp_s,
+            stopper,
+            o.clock,
+        )
         return samples, duration_s, None
     prebuilt = [body(w0 + i) for i in range(workload.num_requests)]
     samples, duration_s = await closed_loop(
-        client, url, prebuilt.__getitem__, workload.num_requests, workload.concurrency, timeout_s,
-        secret=o.api_key, ramp_s=o.ramp_s, stopper=stopper, clock=o.clock)
+        client,
+        url,
+        prebuilt.__getitem__,
+        workload.num_requests,
+        workload.concurrency,
+        timeout_s,
+        secret=o.api_key,
+        ramp_s=o.ramp_s,
+        stopper=stopper,
+        clock=o.clock,
+    )
     return samples, duration_s, workload.num_requests
 
 
-def _summary(samples: list[RequestSample], duration_s: float, o: BenchOptions,
-             notes: list[str]) -> dict[str, float]:
+def _summary(samples: list[RequestSample], duration_s: float, o: BenchOptions, notes: list[str]) -> dict[str, float]:
     metrics = summarize_requests(samples, duration_s, o.goodput_fn)
     notes.extend(sample_notes(samples))
     metrics.update(server_timing_summary(samples))
@@ -193,8 +263,7 @@ def _summary(samples: list[RequestSample], duration_s: float, o: BenchOptions,
     return metrics
 
 
-def _fell_behind(workload: Workload, samples: list[RequestSample], metrics: dict[str, float],
-                 notes: list[str]) -> bool:
+def _fell_behind(workload: Workload, samples: list[RequestSample], metrics: dict[str, float], notes: list[str]) -> bool:
     """Whether the open loop could not keep to its schedule (metrics and notes say so too)."""
     if workload.mode != "open" or not samples:
         return False
@@ -209,7 +278,8 @@ def _fell_behind(workload: Workload, samples: list[RequestSample], metrics: dict
             f"client fell behind its schedule: p99 send lag "
             f"{metrics['p99_schedule_lag_ms']:.0f} ms > {1000 * threshold_s:.0f} ms, so the "
             f"server got less than {workload.rate:g} req/s; the client (CPU, event loop) may be "
-            f"the bottleneck, not the server")
+            f"the bottleneck, not the server"
+        )
     return fell_behind
 
 
@@ -219,8 +289,7 @@ def run(base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
     return options.clock.run(run_benchmark(base_url, workload, options))
 
 
-def detect_model(base_url: str, *, api_key: str | None = None,
-                 transport: httpx.BaseTransport | None = None) -> str:
+def detect_model(base_url: str, *, api_key: str | None = None, transport: httpx.BaseTransport | None = None) -> str:
     """The first model id the server lists at /v1/models (for `kvtune bench` without --model)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
     url = base_url.rstrip("/") + "/v1/models"

@@ -33,8 +33,10 @@ class DatasetPrompts:
     counted_by: str  # "tokens (exact)", "tokens (approximate)" or "words"
 
     def describe(self) -> str:
-        return (f"dataset {Path(self.path).name}: {len(self.prompts)} prompts kept of "
-                f"{self.records} records (length counted in {self.counted_by})")
+        return (
+            f"dataset {Path(self.path).name}: {len(self.prompts)} prompts kept of "
+            f"{self.records} records (length counted in {self.counted_by})"
+        )
 
 
 def _first_human(conv: Any) -> str | None:
@@ -93,9 +95,14 @@ def _read_records(path: Path) -> list[Any]:
     return records
 
 
-def load_prompts(path: str | Path, *, count: Callable[[str], int] | None = None,
-                 count_exact: bool = False, min_tokens: int = 0,
-                 max_tokens: int | None = None) -> DatasetPrompts:
+def load_prompts(
+    path: str | Path,
+    *,
+    count: Callable[[str], int] | None = None,
+    count_exact: bool = False,
+    min_tokens: int = 0,
+    max_tokens: int | None = None,
+) -> DatasetPrompts:
     """The dataset's prompts, in file order, whose length is within [min_tokens, max_tokens].
 
     `count` is a token counter (see tokenizer.py); without one the bounds are in words.
@@ -106,14 +113,19 @@ def load_prompts(path: str | Path, *, count: Callable[[str], int] | None = None,
         raise SpecError(f"dataset {str(p)!r} must hold a list of records, got {type(records).__name__}")
     prompts = [t for t in map(_prompt_of, records) if isinstance(t, str) and t.strip()]
     if not prompts:
-        raise SpecError(f"dataset {str(p)!r} has no prompts: expected ShareGPT records "
-                        f"(conversations with a human turn), {{\"prompt\": ...}} objects or strings")
+        raise SpecError(
+            f"dataset {str(p)!r} has no prompts: expected ShareGPT records "
+            f'(conversations with a human turn), {{"prompt": ...}} objects or strings'
+        )
     length = count if count is not None else (lambda t: len(t.split()))
     by = ("tokens (exact)" if count_exact else "tokens (approximate)") if count else "words"
-    kept = [t for t, n in ((t, length(t)) for t in prompts)
-            if n >= min_tokens and (max_tokens is None or n <= max_tokens)]
+    kept = [
+        t for t, n in ((t, length(t)) for t in prompts) if n >= min_tokens and (max_tokens is None or n <= max_tokens)
+    ]
     if not kept:
         hi = "no limit" if max_tokens is None else str(max_tokens)
-        raise SpecError(f"dataset {str(p)!r}: none of its {len(prompts)} prompts is between "
-                        f"{min_tokens} and {hi} {by.split()[0]} long")
+        raise SpecError(
+            f"dataset {str(p)!r}: none of its {len(prompts)} prompts is between "
+            f"{min_tokens} and {hi} {by.split()[0]} long"
+        )
     return DatasetPrompts(str(p), kept, len(records), len(prompts), by)

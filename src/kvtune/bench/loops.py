@@ -71,11 +71,19 @@ def ramp_offset(i: int, users: int, ramp_s: float) -> float:
     return ramp_s * i / users
 
 
-async def closed_loop(client: httpx.AsyncClient, url: str, body: Callable[[int], dict],
-                      count: int | None, concurrency: int, timeout_s: float,
-                      duration_s: float | None = None, secret: str | None = None,
-                      ramp_s: float = 0.0, stopper: Stopper | None = None,
-                      clock: Clock = REAL_CLOCK) -> tuple[list[RequestSample], float]:
+async def closed_loop(
+    client: httpx.AsyncClient,
+    url: str,
+    body: Callable[[int], dict],
+    count: int | None,
+    concurrency: int,
+    timeout_s: float,
+    duration_s: float | None = None,
+    secret: str | None = None,
+    ramp_s: float = 0.0,
+    stopper: Stopper | None = None,
+    clock: Clock = REAL_CLOCK,
+) -> tuple[list[RequestSample], float]:
     """`concurrency` workers take requests 0, 1, ... in order until `count` are taken or
     `duration_s` has passed since the start (or `stopper` stops the run); returns samples and
     first-send..last-end. With `ramp_s` the first request of each worker is due
@@ -90,8 +98,7 @@ async def closed_loop(client: httpx.AsyncClient, url: str, body: Callable[[int],
 
     async def worker() -> None:
         nonlocal next_index
-        while (count is None or next_index < count) and clock.monotonic() < deadline \
-                and stop.reason is None:
+        while (count is None or next_index < count) and clock.monotonic() < deadline and stop.reason is None:
             i = next_index
             next_index += 1
             due = start + ramp_offset(i, n_workers, ramp_s)
@@ -108,10 +115,16 @@ async def closed_loop(client: httpx.AsyncClient, url: str, body: Callable[[int],
     return done, span(done)
 
 
-async def open_loop(client: httpx.AsyncClient, url: str, bodies: list[dict],
-                    offsets: list[float], timeout_s: float, secret: str | None = None,
-                    stopper: Stopper | None = None, clock: Clock = REAL_CLOCK,
-                    ) -> tuple[list[RequestSample], float]:
+async def open_loop(
+    client: httpx.AsyncClient,
+    url: str,
+    bodies: list[dict],
+    offsets: list[float],
+    timeout_s: float,
+    secret: str | None = None,
+    stopper: Stopper | None = None,
+    clock: Clock = REAL_CLOCK,
+) -> tuple[list[RequestSample], float]:
     """Send request i at ``start + offsets[i]`` whatever the earlier ones are doing; a request
     the scheduler reaches late is sent at once (its lag is recorded, nothing is skipped until
     `stopper` stops the run: then nothing more is sent)."""

@@ -123,4 +123,5 @@ def slo_goodput(slos_ms: Mapping[str, float]) -> Callable[[RequestSample], bool]
             return False
         values = {"ttft": s.ttft_s, "e2el": s.e2el_s, "tpot": s.tpot_s or 0.0}
         return all((v := values[k]) is not None and v <= lim for k, lim in limits.items())
+
     return met

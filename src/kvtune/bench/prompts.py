@@ -73,12 +73,12 @@ def word_nonce(index: int, seed: int, words: list[str], salt: str = "") -> list[
     consecutive indices, the second changes every `len(words)` indices, the third is hashed."""
     n = len(words)
     base = _h(f"{seed}:{salt}")
-    return [words[(base + index) % n], words[(base // n + index // n) % n],
-            words[_h(f"{seed}:{index}:{salt}") % n]]
+    return [words[(base + index) % n], words[(base // n + index // n) % n], words[_h(f"{seed}:{index}:{salt}") % n]]
 
 
-def exact_prompt(index: int, prompt_tokens: int, seed: int, words: list[str], *,
-                 salt: str = "", kind: str = "prompt") -> str:
+def exact_prompt(
+    index: int, prompt_tokens: int, seed: int, words: list[str], *, salt: str = "", kind: str = "prompt"
+) -> str:
     """Exactly `prompt_tokens` single-token words: a word nonce, then filler.
 
     `words` must be single-token words of the target tokenizer (`Tokenizer.single_token_words`),
@@ -123,8 +123,15 @@ class PromptSource:
     shared system prompt. `words` (single-token words) makes synthetic prompts exact;
     `dataset` is the filtered prompt list from datasets.py; `count` an optional exact counter."""
 
-    def __init__(self, workload: Workload, salt: str, *, words: list[str] | None = None,
-                 dataset: list[str] | None = None, count=None) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        salt: str,
+        *,
+        words: list[str] | None = None,
+        dataset: list[str] | None = None,
+        count=None,
+    ) -> None:
         self.workload = workload
         self.salt = salt
         self.words = list(words or [])
@@ -160,8 +167,7 @@ class PromptSource:
         if w.shared_prefix_fraction > 0 and w.shared_prefix_tokens > 0:
             shared = shared_prefix_member(index, w.shared_prefix_fraction)
             # The shared one is the same for the whole run (index -1); the others are unique.
-            system = self._text(-1 if shared else index, w.shared_prefix_tokens,
-                                "shared" if shared else "system")
+            system = self._text(-1 if shared else index, w.shared_prefix_tokens, "shared" if shared else "system")
         tokens = None
         if self.dataset is None and self.words:
             tokens = w.prompt_tokens + (w.shared_prefix_tokens if system is not None else 0)

@@ -20,10 +20,12 @@ from kvtune.objectives.metrics import LATENCY_METRICS, PERCENTILES, RequestSampl
 if TYPE_CHECKING:
     from kvtune.bench.client import BenchRun
 
-_LABELS = {"ttft": ("Time to First Token", "TTFT"),
-           "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),
-           "itl": ("Inter-token Latency", "ITL"),
-           "e2el": ("End-to-end Latency", "E2EL")}
+_LABELS = {
+    "ttft": ("Time to First Token", "TTFT"),
+    "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),
+    "itl": ("Inter-token Latency", "ITL"),
+    "e2el": ("End-to-end Latency", "E2EL"),
+}
 
 
 def _fmt(v: Any, digits: int = 2) -> str:
@@ -80,8 +82,7 @@ def metrics_table(metrics: dict) -> list[tuple[str, str]]:
         add("P99 send lag (ms)", "p99_schedule_lag_ms")
         add("Max send lag (ms)", "max_schedule_lag_ms")
         if "fell_behind" in m:
-            rows.append(("Client fell behind", "YES: results understate the load asked"
-                         if m["fell_behind"] else "no"))
+            rows.append(("Client fell behind", "YES: results understate the load asked" if m["fell_behind"] else "no"))
     else:
         if "mean_queue_wait_ms" in m:
             rows.append(("Client", ""))
@@ -103,11 +104,13 @@ def server_metrics_table(server_metrics: dict | None) -> list[tuple[str, str]]:
     if not server_metrics.get("available"):
         return [("Server /metrics", f"unavailable: {server_metrics.get('reason', '')}")]
     rows = [("Server /metrics", "")]
-    for label, key in (("Preemptions during run", "num_preemptions_delta"),
-                       ("Max KV-cache usage", "max_kv_cache_usage_perc"),
-                       ("Max requests waiting", "max_num_requests_waiting"),
-                       ("Mean requests waiting", "mean_num_requests_waiting"),
-                       ("Max requests running", "max_num_requests_running")):
+    for label, key in (
+        ("Preemptions during run", "num_preemptions_delta"),
+        ("Max KV-cache usage", "max_kv_cache_usage_perc"),
+        ("Max requests waiting", "max_num_requests_waiting"),
+        ("Mean requests waiting", "mean_num_requests_waiting"),
+        ("Max requests running", "max_num_requests_running"),
+    ):
         if key in server_metrics:
             rows.append((label, _fmt(server_metrics[key])))
     return rows
@@ -175,29 +178,35 @@ def to_vllm_json(run: BenchRun, extra: dict | None = None) -> dict:
         "start_times": [s.send_time for s in samples],
         "errors": [s.error for s in samples],
     }
-    per_metric = {"ttft": [s.ttft_s for s in ok if s.ttft_s is not None],
-                  "tpot": [t for s in ok if (t := s.tpot_s) is not None],
-                  "itl": [g for s in ok for g in s.itl_s],
-                  "e2el": [s.e2el_s for s in ok if s.e2el_s is not None]}
+    per_metric = {
+        "ttft": [s.ttft_s for s in ok if s.ttft_s is not None],
+        "tpot": [t for s in ok if (t := s.tpot_s) is not None],
+        "itl": [g for s in ok for g in s.itl_s],
+        "e2el": [s.e2el_s for s in ok if s.e2el_s is not None],
+    }
     for metric in LATENCY_METRICS:
         out[f"mean_{metric}_ms"] = m.get(f"mean_{metric}_ms")
         out[f"median_{metric}_ms"] = m.get(f"median_{metric}_ms")
         out[f"std_{metric}_ms"] = _std_ms(per_metric[metric])
         for p in PERCENTILES:
             out[f"p{p}_{metric}_ms"] = m.get(f"p{p}_{metric}_ms")
-    kvtune = {
-        "metrics": dict(m),
+    out["kvtune"] = _kvtune_facts(run)
+    out.update(extra or {})
+    return to_jsonable(out)
+
+
+def _kvtune_facts(run: BenchRun) -> dict[str, Any]:
+    """What kvtune adds beside vLLM's keys: every metric, how the load ran, the samples."""
+    return {
+        "metrics": dict(run.metrics),
         "mode": run.mode,
         "fell_behind": run.fell_behind,
         "prompt_tokens_exact": run.prompt_tokens_exact,
         "prompt_source": run.prompt_source,
         "endpoint": run.endpoint,
-        "workload": wl,
+        "workload": run.workload or {},
         "server_metrics": run.server_metrics,
         "notes": list(run.notes),
-        "samples": [s.to_dict() for s in samples],
+        "samples": [s.to_dict() for s in run.samples],
         "warmup_requests": len(run.warmup_samples),
     }
-    out["kvtune"] = kvtune
-    out.update(extra or {})
-    return to_jsonable(out)

@@ -19,8 +19,8 @@ from kvtune.kinds import StrEnum
 
 
 class PromptCache(StrEnum):
-    OFF = "off"        # defeat the server's prompt cache (what `kvtune run` measures)
-    ON = "on"          # let the server reuse cached prompt prefixes
+    OFF = "off"  # defeat the server's prompt cache (what `kvtune run` measures)
+    ON = "on"  # let the server reuse cached prompt prefixes
     SERVER = "server"  # send nothing: whatever the server's own default is
 
 
@@ -39,15 +39,18 @@ class ServerKind:
         if self.name == "llama-server":
             if policy is PromptCache.SERVER:
                 return "prompt cache: the server's default (cache_prompt not sent)"
-            return (f"prompt cache: {policy.value} (cache_prompt={'true' if policy is PromptCache.ON else 'false'} "
-                    f"sent{', as kvtune run measures' if policy is PromptCache.OFF else ''})")
+            return (
+                f"prompt cache: {policy.value} (cache_prompt={'true' if policy is PromptCache.ON else 'false'} "
+                f"sent{', as kvtune run measures' if policy is PromptCache.OFF else ''})"
+            )
         if self.name == "vllm":
             return "prompt cache: set by the server (vLLM --enable-prefix-caching); each prompt has a unique nonce"
         return "prompt cache: unknown server; each prompt has a unique nonce"
 
 
-def detect_server(base_url: str, *, api_key: str | None = None,
-                  transport: httpx.BaseTransport | None = None) -> ServerKind:
+def detect_server(
+    base_url: str, *, api_key: str | None = None, transport: httpx.BaseTransport | None = None
+) -> ServerKind:
     """llama-server from /props, vLLM from /version; "unknown" when neither answers. Never raises."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
     base = base_url.rstrip("/")

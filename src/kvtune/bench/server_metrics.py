@@ -54,17 +54,20 @@ def gauge_names(values: dict[str, float], types: dict[str, str]) -> list[str]:
     return [n for n in values if types.get(n) == "gauge"]
 
 
-def metrics_delta(before: dict[str, float], after: dict[str, float], types: dict[str, str],
-                  gauge_samples: list[dict[str, float]]) -> dict[str, Any]:
+def metrics_delta(
+    before: dict[str, float], after: dict[str, float], types: dict[str, str], gauge_samples: list[dict[str, float]]
+) -> dict[str, Any]:
     """Counter and histogram-sum deltas, gauge max/mean over the samples, vLLM highlights."""
-    deltas = {n: after[n] - before[n] for n in after if n in before and (
-        n.endswith(("_total", "_sum", "_count")) or types.get(n) == "counter")}
+    deltas = {
+        n: after[n] - before[n]
+        for n in after
+        if n in before and (n.endswith(("_total", "_sum", "_count")) or types.get(n) == "counter")
+    }
     gauges: dict[str, dict[str, float]] = {}
     for n in gauge_names(after, types):
         series = [g[n] for g in gauge_samples if n in g] or [after[n]]
         gauges[n] = {"max": max(series), "mean": sum(series) / len(series), "last": series[-1]}
-    out: dict[str, Any] = {"available": True, "samples": len(gauge_samples),
-                           "deltas": deltas, "gauges": gauges}
+    out: dict[str, Any] = {"available": True, "samples": len(gauge_samples), "deltas": deltas, "gauges": gauges}
     means = {}
     for n, d in deltas.items():
         if n.endswith("_sum"):

@@ -16,9 +16,14 @@ def server_timing_summary(samples: list[RequestSample]) -> dict[str, float]:
     ``prompt_ms`` excludes the wait for a free slot, so client TTFT - server prompt time is the
     queueing (plus HTTP and tokenization). Empty when the server sent no timings.
     """
-    rows = [(1000.0 * s.ttft_s, s.server_timings) for s in samples
-            if s.ok and s.ttft_s is not None and isinstance(s.server_timings, dict)
-            and isinstance(s.server_timings.get("prompt_ms"), (int, float))]
+    rows = [
+        (1000.0 * s.ttft_s, s.server_timings)
+        for s in samples
+        if s.ok
+        and s.ttft_s is not None
+        and isinstance(s.server_timings, dict)
+        and isinstance(s.server_timings.get("prompt_ms"), (int, float))
+    ]
     if not rows:
         return {}
     prompt = [float(t["prompt_ms"]) for _, t in rows]
@@ -32,9 +37,13 @@ def server_timing_summary(samples: list[RequestSample]) -> dict[str, float]:
         "median_queue_ms_server": percentile(queue, 50),
         "p99_queue_ms_server": percentile(queue, 99),
     }
-    decode = [float(t["predicted_ms"]) / (t["predicted_n"] - 1) for _, t in rows
-              if isinstance(t.get("predicted_n"), (int, float)) and t["predicted_n"] > 1
-              and isinstance(t.get("predicted_ms"), (int, float))]
+    decode = [
+        float(t["predicted_ms"]) / (t["predicted_n"] - 1)
+        for _, t in rows
+        if isinstance(t.get("predicted_n"), (int, float))
+        and t["predicted_n"] > 1
+        and isinstance(t.get("predicted_ms"), (int, float))
+    ]
     if decode:
         out["mean_tpot_ms_server"] = sum(decode) / len(decode)
     cached = [float(t["cache_n"]) for _, t in rows if isinstance(t.get("cache_n"), (int, float))]
@@ -45,9 +54,11 @@ def server_timing_summary(samples: list[RequestSample]) -> dict[str, float]:
 
 def max_concurrency(samples: list[RequestSample]) -> int:
     """The most requests in flight at once (send..end intervals)."""
-    events = sorted([(s.send_time, 1) for s in samples if s.end_time is not None]
-                    + [(s.end_time, -1) for s in samples if s.end_time is not None],
-                    key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(s.send_time, 1) for s in samples if s.end_time is not None]
+        + [(s.end_time, -1) for s in samples if s.end_time is not None],
+        key=lambda e: (e[0], e[1]),
+    )
     cur = best = 0
     for _, d in events:
         cur += d

@@ -22,15 +22,14 @@ import httpx
 
 from kvtune.bench.prompts import Prompt
 from kvtune.clock import REAL_CLOCK, Clock
-from kvtune.workload import Workload
 from kvtune.objectives.metrics import RequestSample
+from kvtune.workload import Workload
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 
 
-def build_body(model: str, prompt: str | Prompt, workload: Workload,
-               extra_body: dict | None) -> dict:
+def build_body(model: str, prompt: str | Prompt, workload: Workload, extra_body: dict | None) -> dict:
     """The request JSON: fixed output length (`ignore_eos`), usage in the stream, greedy.
     Chat sends a user message (after a system message in the shared-prefix workload);
     completions sends the text as ``prompt``."""
@@ -42,13 +41,15 @@ def build_body(model: str, prompt: str | Prompt, workload: Workload,
     else:
         messages = [] if prompt.system is None else [{"role": "system", "content": prompt.system}]
         body["messages"] = messages + [{"role": "user", "content": prompt.user}]
-    body.update({
-        "max_tokens": workload.output_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "ignore_eos": True,
-        "temperature": 0,
-    })
+    body.update(
+        {
+            "max_tokens": workload.output_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+            "temperature": 0,
+        }
+    )
     body.update(extra_body or {})
     return body
 
@@ -71,8 +72,7 @@ def _error_text(obj: Any) -> str:
     return str(msg)[:200]
 
 
-async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSample,
-                  clock: Clock) -> None:
+async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSample, clock: Clock) -> None:
     """Send one request and fill `s` in place; sets `s.ok` only on a complete, valid stream.
     Each line is timed on `clock` as it arrives."""
     last: float | None = None
@@ -120,8 +120,14 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSam
     _settle(s, body, last, usage, content_chunks, finish)
 
 
-def _settle(s: RequestSample, body: dict, last: float | None, usage: dict[str, Any] | None,
-            content_chunks: int, finish: str | None) -> None:
+def _settle(
+    s: RequestSample,
+    body: dict,
+    last: float | None,
+    usage: dict[str, Any] | None,
+    content_chunks: int,
+    finish: str | None,
+) -> None:
     """The stream ended cleanly: E2EL, token counts, and the truncation verdict."""
     if last is None:
         s.error = "stream ended with no content"
@@ -176,9 +182,16 @@ def redact(text: str, secret: str | None) -> str:
     return text
 
 
-async def one_request(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float,
-                      due: float, intended: float | None = None,
-                      secret: str | None = None, clock: Clock = REAL_CLOCK) -> RequestSample:
+async def one_request(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict,
+    timeout_s: float,
+    due: float,
+    intended: float | None = None,
+    secret: str | None = None,
+    clock: Clock = REAL_CLOCK,
+) -> RequestSample:
     """Send one request due at `due` (a `clock.monotonic()` reading) and time it on `clock`;
     never raises. The timeout runs on the event loop's clock (`clock.run` starts that loop)."""
     s = RequestSample(send_time=clock.monotonic(), intended_send_time=intended)

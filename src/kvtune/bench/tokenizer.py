@@ -31,8 +31,7 @@ from kvtune.gguf_file import is_gguf
 
 MAX_WORDS = 2000
 _CANDIDATE = re.compile(r"^[a-z]{3,12}$")
-_GPT2_SPLIT = re.compile(
-    r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?[^\s\w]+|\s+(?!\S)|\s+""")
+_GPT2_SPLIT = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?[^\s\w]+|\s+(?!\S)|\s+""")
 
 
 class TokenizerUnavailable(Exception):
@@ -73,8 +72,8 @@ class HFTokenizer(Tokenizer):
             cands: dict[str, int] = {}
             for tok, tid in self._vocab.items():
                 for prefix in ("Ġ", "▁"):
-                    if tok.startswith(prefix) and _CANDIDATE.match(tok[len(prefix):]):
-                        w = tok[len(prefix):]
+                    if tok.startswith(prefix) and _CANDIDATE.match(tok[len(prefix) :]):
+                        w = tok[len(prefix) :]
                         cands[w] = min(tid, cands.get(w, tid))
             words = []
             for w in sorted(cands, key=lambda w: (cands[w], w)):
@@ -88,8 +87,7 @@ class HFTokenizer(Tokenizer):
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's byte -> printable character map used by byte-level BPE vocabularies."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -108,8 +106,7 @@ class GGUFVocab(Tokenizer):
 
     exact_count = False
 
-    def __init__(self, model: str, tokens: list[str], merges: list[str], scores: list[float],
-                 name: str):
+    def __init__(self, model: str, tokens: list[str], merges: list[str], scores: list[float], name: str):
         if model not in ("gpt2", "llama"):
             raise TokenizerUnavailable(f"GGUF tokenizer model {model!r} is not supported")
         self.model = model
@@ -160,7 +157,7 @@ class GGUFVocab(Tokenizer):
             if best is None:
                 break
             i = best[1]
-            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
         # Characters missing from the vocabulary fall back to one token per UTF-8 byte.
         return sum(1 if p in self._ids else len(p.encode()) for p in parts)
 
@@ -237,8 +234,9 @@ def _load_hf(path: Path) -> HFTokenizer:
             tk = _Tk.from_file(str(tok_json))
         except Exception as e:  # the library's own parse errors
             raise SpecError(f"cannot load tokenizer {str(tok_json)!r}: {e}") from e
-        return HFTokenizer(lambda t: tk.encode(t, add_special_tokens=False).ids,
-                           tk.get_vocab(), name=f"HF tokenizer {tok_json}")
+        return HFTokenizer(
+            lambda t: tk.encode(t, add_special_tokens=False).ids, tk.get_vocab(), name=f"HF tokenizer {tok_json}"
+        )
     if has_transformers and path.is_dir():
         from transformers import AutoTokenizer
 
@@ -246,8 +244,9 @@ def _load_hf(path: Path) -> HFTokenizer:
             auto = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         except Exception as e:
             raise SpecError(f"cannot load tokenizer from {str(path)!r}: {e}") from e
-        return HFTokenizer(lambda t: auto.encode(t, add_special_tokens=False), auto.get_vocab(),
-                           name=f"HF tokenizer {path}")
+        return HFTokenizer(
+            lambda t: auto.encode(t, add_special_tokens=False), auto.get_vocab(), name=f"HF tokenizer {path}"
+        )
     if not tok_json.is_file():
         raise SpecError(f"{str(path)!r} is neither a GGUF file nor a folder with tokenizer.json")
     raise TokenizerUnavailable("reading tokenizer.json needs the `tokenizers` (or `transformers`) package")
@@ -262,8 +261,10 @@ def load_tokenizer(source: str) -> Tokenizer:
     """
     path = Path(source).expanduser()
     if not path.exists():
-        raise SpecError(f"tokenizer source {source!r} does not exist: give a GGUF file, a Hugging "
-                        f"Face model folder or a tokenizer.json")
+        raise SpecError(
+            f"tokenizer source {source!r} does not exist: give a GGUF file, a Hugging "
+            f"Face model folder or a tokenizer.json"
+        )
     if path.is_file():
         try:
             gguf = is_gguf(path)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import sys
 
-from kvtune.cli.app import app, console, err_console  # noqa: F401  (the package's API)
-
 # The commands register themselves on `app` when imported.
-from kvtune.cli import run, bench, worker, plan, study, compare  # noqa: E402,F401,I001 (help lists them in this order)
+from kvtune.cli import bench, compare, plan, run, study, worker  # noqa: E402,F401,I001 (help lists them in this order)
+from kvtune.cli.app import app, console, err_console  # noqa: F401  (the package's API)
 
 
 def main() -> None:

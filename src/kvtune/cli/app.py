@@ -7,8 +7,12 @@ import typer
 
 from kvtune.cli.consoles import make_console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="kvtune: find the best serving flags for your model on your hardware.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="kvtune: find the best serving flags for your model on your hardware.",
+)
 console = make_console()
 err_console = make_console(stderr=True)
 

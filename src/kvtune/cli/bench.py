@@ -21,7 +21,9 @@ from kvtune.objectives.targets import Target
 def bench(
     url: str = typer.Argument(..., help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:8000"),
     concurrency: int = typer.Option(8, help="Concurrent users (closed loop)."),
-    rate: Optional[float] = typer.Option(None, help="Requests per second (open loop, arrivals precomputed from --seed)."),
+    rate: Optional[float] = typer.Option(
+        None, help="Requests per second (open loop, arrivals precomputed from --seed)."
+    ),
     arrival: str = typer.Option("poisson", help="Open-loop arrivals: poisson, gamma or constant."),
     burstiness: float = typer.Option(1.0, help="Gamma shape for --arrival gamma (1 = Poisson, <1 burstier)."),
     duration: Optional[float] = typer.Option(None, help="Send for this many seconds instead of --num-requests."),
@@ -34,54 +36,98 @@ def bench(
     shared_prefix_tokens: int = typer.Option(0, help="Length of the (shared or unique) system prompt."),
     endpoint: str = typer.Option("chat", help="chat (/v1/chat/completions) or completions (/v1/completions)."),
     model: Optional[str] = typer.Option(None, help="Model name to send (default: the first one /v1/models lists)."),
-    tokenizer: Optional[str] = typer.Option(None, help="GGUF file or HF folder whose tokenizer makes prompt sizes exact."),
-    target: list[str] = typer.Option([], "--target", "-t", help="Targets to check, e.g. 'ttft<1s' (exit 1 when one is missed); latency ones also define goodput (requests meeting all of them per second)."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", help="Bearer token (default $OPENAI_API_KEY); never printed or saved."),
+    tokenizer: Optional[str] = typer.Option(
+        None, help="GGUF file or HF folder whose tokenizer makes prompt sizes exact."
+    ),
+    target: list[str] = typer.Option(
+        [],
+        "--target",
+        "-t",
+        help="Targets to check, e.g. 'ttft<1s' (exit 1 when one is missed); latency ones also define goodput (requests meeting all of them per second).",
+    ),
+    api_key: Optional[str] = typer.Option(
+        None, "--api-key", help="Bearer token (default $OPENAI_API_KEY); never printed or saved."
+    ),
     timeout: float = typer.Option(120.0, help="Seconds one request may take before it counts as failed."),
     seed: int = typer.Option(0, help="Seed for prompts and arrivals."),
-    save: Optional[Path] = typer.Option(None, help="Write results as JSON (vLLM bench serve's key names plus per-request samples)."),
-    prompt_cache: str = typer.Option("off", "--prompt-cache", help="llama-server's prompt cache: off (cache_prompt=false, as kvtune run measures), on, or server (send nothing; the server's default)."),
+    save: Optional[Path] = typer.Option(
+        None, help="Write results as JSON (vLLM bench serve's key names plus per-request samples)."
+    ),
+    prompt_cache: str = typer.Option(
+        "off",
+        "--prompt-cache",
+        help="llama-server's prompt cache: off (cache_prompt=false, as kvtune run measures), on, or server (send nothing; the server's default).",
+    ),
 ) -> None:
     """Measure a running server (vLLM bench serve style): TTFT, TPOT, ITL, E2EL, throughput, goodput."""
     import datetime
     import json
 
-    from kvtune.bench.client import BenchOptions, detect_model, resolve_api_key, run as bench_run, slo_goodput
-    from kvtune.bench.server_kind import PromptCache, detect_server
+    from kvtune.bench.client import BenchOptions, detect_model, resolve_api_key, slo_goodput
+    from kvtune.bench.client import run as bench_run
     from kvtune.bench.report import metrics_table, server_metrics_table, to_vllm_json
-    from kvtune.workload import Workload
+    from kvtune.bench.server_kind import PromptCache, detect_server
     from kvtune.objectives.targets import parse_targets
+    from kvtune.workload import Workload
 
     targets = parse_targets(list(target))
     relative = [t.text for t in targets if t.relative]
     if relative:
-        raise SpecError(f"target {relative[0]!r} is relative to a baseline, which kvtune bench does not "
-                        f"have: give an absolute threshold, e.g. 'ttft<1s'")
+        raise SpecError(
+            f"target {relative[0]!r} is relative to a baseline, which kvtune bench does not "
+            f"have: give an absolute threshold, e.g. 'ttft<1s'"
+        )
     key = resolve_api_key(api_key)
     base = url.rstrip("/")
     if not base.startswith(("http://", "https://")):
         raise SpecError(f"URL {url!r} must start with http:// or https://")
-    workload = Workload(concurrency=concurrency, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                        num_requests=num_requests, warmup_requests=warmup_requests, request_timeout_s=timeout,
-                        seed=seed, mode="open" if rate is not None else "closed", rate=rate,
-                        arrival=arrival, burstiness=burstiness, duration_s=duration, endpoint=endpoint,
-                        dataset=dataset, shared_prefix_fraction=shared_prefix_fraction,
-                        shared_prefix_tokens=shared_prefix_tokens).validate()
+    workload = Workload(
+        concurrency=concurrency,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        num_requests=num_requests,
+        warmup_requests=warmup_requests,
+        request_timeout_s=timeout,
+        seed=seed,
+        mode="open" if rate is not None else "closed",
+        rate=rate,
+        arrival=arrival,
+        burstiness=burstiness,
+        duration_s=duration,
+        endpoint=endpoint,
+        dataset=dataset,
+        shared_prefix_fraction=shared_prefix_fraction,
+        shared_prefix_tokens=shared_prefix_tokens,
+    ).validate()
     try:
         cache_policy = PromptCache(prompt_cache)
     except ValueError:
-        raise SpecError(f"--prompt-cache must be one of {', '.join(PromptCache.values())}, got {prompt_cache!r}") from None
+        raise SpecError(
+            f"--prompt-cache must be one of {', '.join(PromptCache.values())}, got {prompt_cache!r}"
+        ) from None
     model_name = model or detect_model(base, api_key=key)
     server = detect_server(base, api_key=key)
     latency = {t.metric: t.threshold for t in targets if t.upper and t.metric in ("ttft", "tpot", "e2el")}
-    console.print(f"benchmarking {base} ({model_name}): "
-                  + (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
-                  + f", {prompt_tokens} prompt / {output_tokens} output tokens", markup=False)
+    console.print(
+        f"benchmarking {base} ({model_name}): "
+        + (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
+        + f", {prompt_tokens} prompt / {output_tokens} output tokens",
+        markup=False,
+    )
     console.print(f"server: {server.name}; {server.describe_policy(cache_policy)}", markup=False)
-    result = bench_run(base, workload, BenchOptions(
-        model_name, api_key=key, tokenizer=tokenizer, extra_body=server.cache_body(cache_policy),
-        goodput_fn=slo_goodput(latency) if latency else None, scrape_metrics=True,
-        on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]")))
+    result = bench_run(
+        base,
+        workload,
+        BenchOptions(
+            model_name,
+            api_key=key,
+            tokenizer=tokenizer,
+            extra_body=server.cache_body(cache_policy),
+            goodput_fn=slo_goodput(latency) if latency else None,
+            scrape_metrics=True,
+            on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]"),
+        ),
+    )
     table = Table(show_header=False)
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -91,15 +137,23 @@ def bench(
     for note in getattr(result, "notes", []) or []:
         console.print(f"note: {note}", markup=False)
     if save:
-        payload = to_vllm_json(result, {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-                                        "model_id": model_name, "base_url": base,
-                                        "backend": f"openai-{endpoint}"})
+        payload = to_vllm_json(
+            result,
+            {
+                "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                "model_id": model_name,
+                "base_url": base,
+                "backend": f"openai-{endpoint}",
+            },
+        )
         save.write_text(json.dumps(payload, allow_nan=False, indent=1))
         console.print(f"saved {save}")
     missed = [t for t in targets if not t.met(result.metrics)]
     for t in targets:
-        console.print(f"target {t.constraint_key}: {'missed' if t in missed else 'met'} "
-                      f"({_shown(t, result.metrics)})", markup=False)
+        console.print(
+            f"target {t.constraint_key}: {'missed' if t in missed else 'met'} ({_shown(t, result.metrics)})",
+            markup=False,
+        )
     failed = result.metrics.get("failed", 0)
     if missed or (failed and failed == result.metrics.get("num_requests")):
         if missed:

@@ -29,17 +29,26 @@ def print_comparison(c: Comparison, out: Console) -> None:
         if r["trial"] is None:
             config = "no feasible config" if r["role"] == "best" else "defaults: not measured"
         elif r["role"] == "best":
-            config = f"best: trial {r['trial']}" + (" (the defaults)" if r["is_defaults"] else "") \
+            config = (
+                f"best: trial {r['trial']}"
+                + (" (the defaults)" if r["is_defaults"] else "")
                 + ("  <- best overall" if r["winner"] else "")
+            )
         else:
             config = f"defaults: trial {r['trial']}"
         tput = r["output_throughput"]
         style = "bold green" if r["winner"] else ""
-        table.add_row(r["label"], config, f"{tput:.1f}" if tput is not None else "-",
-                      fmt_ms(r["p95_ttft_ms"]), fmt_ms(r["p95_tpot_ms"]),
-                      ("yes" if r["feasible"] else "no") if r["trial"] is not None else "-",
-                      str(r["trials"]), format_duration(r["wall_s"]) if r["wall_s"] is not None else "-",
-                      style=style)
+        table.add_row(
+            r["label"],
+            config,
+            f"{tput:.1f}" if tput is not None else "-",
+            fmt_ms(r["p95_ttft_ms"]),
+            fmt_ms(r["p95_tpot_ms"]),
+            ("yes" if r["feasible"] else "no") if r["trial"] is not None else "-",
+            str(r["trials"]),
+            format_duration(r["wall_s"]) if r["wall_s"] is not None else "-",
+            style=style,
+        )
     out.print(table)
     for s in c.skipped:
         out.print(f"{s['backend']}: not tuned: {s['reason']}", markup=False)
@@ -49,8 +58,7 @@ def print_comparison(c: Comparison, out: Console) -> None:
         return
     assert w.best is not None  # a winner has a best
     flags = " ".join(f"{k}={v}" for k, v in w.best.candidate.flags.items()) or "the server's defaults"
-    out.print(f"[bold green]Best overall: {w.label}[/bold green], trial {w.best.number} of study "
-              f"{w.study} ({flags})")
+    out.print(f"[bold green]Best overall: {w.label}[/bold green], trial {w.best.number} of study {w.study} ({flags})")
     out.print(f"why: {c.why}", markup=False)
 
 
@@ -61,17 +69,25 @@ def refuse_the_same_study_twice(where: list[tuple[str, Path]]) -> None:
     for given, directory in where:
         key = directory.resolve()
         if key in seen and seen[key] != given:  # the same word twice: check_comparable says so
-            raise SpecError(f"{seen[key]!r} and {given!r} are the same study ({key}): compare two "
-                            f"different studies")
+            raise SpecError(f"{seen[key]!r} and {given!r} are the same study ({key}): compare two different studies")
         seen[key] = given
 
 
 @app.command()
 def compare(
-    studies: list[str] = typer.Argument(..., help="Two studies or more (names or run directories), e.g. the studies of `kvtune run --backend llama-server --backend vllm`."),
+    studies: list[str] = typer.Argument(
+        ...,
+        help="Two studies or more (names or run directories), e.g. the studies of `kvtune run --backend llama-server --backend vllm`.",
+    ),
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML page: the table and a plot of throughput against TTFT p95, one colour per study."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the comparison as JSON (compare.json's shape) to this file."),
+    report: Optional[Path] = typer.Option(
+        None,
+        "--report",
+        help="Also write an HTML page: the table and a plot of throughput against TTFT p95, one colour per study.",
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write the comparison as JSON (compare.json's shape) to this file."
+    ),
 ) -> None:
     """Studies side by side: best and defaults of each, at the same workload and targets."""
     from kvtune.artifacts.compare import check_comparable, compare_studies, write_comparison
@@ -88,5 +104,6 @@ def compare(
         err_console.print(f"wrote {output}")
     if report:
         from kvtune.artifacts.compare_report import write_compare_report
+
         write_compare_report(report, c)
         console.print(f"Report: {report}")

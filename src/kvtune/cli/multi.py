@@ -14,31 +14,37 @@ from dataclasses import asdict
 
 from kvtune.artifacts.compare import COMPARE_FILE, compare_studies, write_comparison
 from kvtune.cli.app import err_console
-from kvtune.cli.consoles import make_console
 from kvtune.cli.compare import print_comparison
+from kvtune.cli.consoles import make_console
 from kvtune.cli.one_study import run_study
+from kvtune.durations import format_duration
 from kvtune.jsonsafe import dumps
 from kvtune.launchers.registry import create_launcher
-from kvtune.durations import format_duration
+from kvtune.tuner.fleet.storage import runs_root
 from kvtune.tuner.multi_backend import BackendChoice, LauncherFactory, plan_backends
 from kvtune.tuner.session import RunOptions
-from kvtune.tuner.fleet.storage import runs_root
 
 INTERRUPTED = 130
 
 
-def run_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None, mode: str,
-                 factory: LauncherFactory = create_launcher) -> int:
+def run_backends(
+    opts: RunOptions, choice: BackendChoice, hf_model: str | None, mode: str, factory: LauncherFactory = create_launcher
+) -> int:
     """Plan, run each backend's study, compare. Exit status: 0 with a best overall, 1 when no
     backend found a feasible config, 130 when interrupted (the same command resumes)."""
     began = time.monotonic()
     plan = plan_backends(opts, choice, hf_model, factory)
     out = make_console(quiet=mode in ("quiet", "jsonl"))
     for s in plan.skipped:
-        err_console.print(f"kvtune: {s.backend} cannot serve this model here, going on without it: "
-                          f"{s.reason}", markup=False, soft_wrap=True)
-    out.print(f"[bold]{len(plan.legs)} backend(s), one after the other[/bold] ({plan.split_note()}), "
-              f"each its own study: {', '.join(leg.study for leg in plan.legs)}")
+        err_console.print(
+            f"kvtune: {s.backend} cannot serve this model here, going on without it: {s.reason}",
+            markup=False,
+            soft_wrap=True,
+        )
+    out.print(
+        f"[bold]{len(plan.legs)} backend(s), one after the other[/bold] ({plan.split_note()}), "
+        f"each its own study: {', '.join(leg.study for leg in plan.legs)}"
+    )
     prepared_s = time.monotonic() - began
     walls: dict[str, float] = {}
     for i, leg in enumerate(plan.legs, 1):
@@ -54,16 +60,17 @@ def run_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None, 
             return INTERRUPTED
     root = runs_root(opts.runs_dir)
     studies = [(leg.study, json.loads((root / leg.study / "results.json").read_text())) for leg in plan.legs]
-    c = compare_studies(studies, name=plan.name, skipped=[asdict(s) for s in plan.skipped],
-                        wall_s=walls, at_least=1)
+    c = compare_studies(studies, name=plan.name, skipped=[asdict(s) for s in plan.skipped], wall_s=walls, at_least=1)
     path = write_comparison(root / plan.name / COMPARE_FILE, c)
     out.print()
     out.rule("Which backend?")
     print_comparison(c, out)
     total = time.monotonic() - began
     legs = ", ".join(f"{leg.backend} {format_duration(walls[leg.study])}" for leg in plan.legs)
-    out.print(f"Wall time {format_duration(total)}: {legs} (start-ups and confirmation included), "
-              f"{format_duration(prepared_s)} finding the backends and preparing the model.")
+    out.print(
+        f"Wall time {format_duration(total)}: {legs} (start-ups and confirmation included), "
+        f"{format_duration(prepared_s)} finding the backends and preparing the model."
+    )
     out.print(f"Comparison: {path}  (again: kvtune compare {' '.join(s for s, _ in studies)})")
     if mode == "jsonl":
         print(dumps({"event": "comparison", "time": time.time(), **c.to_dict()}), flush=True)

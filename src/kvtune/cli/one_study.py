@@ -30,13 +30,16 @@ def _check_gpu_price(spec: Any, opts: RunOptions) -> None:
     if spec.price is not None and spec.price.per_gpu and opts.gpus_per_trial == 0:
         report = nvml.read()
         if report is None or not report.gpus:
-            raise SpecError("--price-per-gpu-hour needs GPUs and this machine has none that NVML "
-                            "sees: give --price-per-hour (the whole machine) instead")
+            raise SpecError(
+                "--price-per-gpu-hour needs GPUs and this machine has none that NVML "
+                "sees: give --price-per-hour (the whole machine) instead"
+            )
 
 
 def interrupt_on_sigterm() -> None:
     """SIGTERM stops a run like Ctrl-C does (trial recorded as interrupted, server stopped), and
     Ctrl-C works even when kvtune was started with SIGINT ignored (a background job)."""
+
     def to_interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
@@ -52,8 +55,7 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
     _check_gpu_price(spec, opts)
     out = make_console(quiet=mode in ("quiet", "jsonl"))
     late = _LateReporter()
-    session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out),
-                           launcher=launcher)
+    session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out), launcher=launcher)
     if session.warm_start_labels:
         out.print(f"warm start: queued {', '.join(session.warm_start_labels)} (adapted to this search space)")
     done = session.tuner.completed()
@@ -66,22 +68,26 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
     interrupt_on_sigterm()
     session.start_workers()
     if session.workers:
-        out.print(f"{opts.workers} workers: this one and {len(session.workers)} more "
-                  f"(logs: {session.prepared.run_dir}/worker-*.log)")
+        out.print(
+            f"{opts.workers} workers: this one and {len(session.workers)} more "
+            f"(logs: {session.prepared.run_dir}/worker-*.log)"
+        )
     try:
-        outcomes = session.run(on_confirm=lambda k: out.print(
-            f"\n[bold]Confirming[/bold]: re-measuring the top {k} and the baseline"))
+        outcomes = session.run(
+            on_confirm=lambda k: out.print(f"\n[bold]Confirming[/bold]: re-measuring the top {k} and the baseline")
+        )
     except KeyboardInterrupt:
         reporter.close()
-        err_console.print(f"\ninterrupted: the running trial is recorded as interrupted and the server "
-                          f"stopped; study saved in {session.prepared.run_dir}. Run the same command to resume.")
+        err_console.print(
+            f"\ninterrupted: the running trial is recorded as interrupted and the server "
+            f"stopped; study saved in {session.prepared.run_dir}. Run the same command to resume."
+        )
         return 130
     reporter.close()
     return _finish(session, outcomes, out, reporter, mode, print_best)
 
 
-def check_machine(watch: Watch, reporter: Any, mode: str,
-                  sleep: Callable[[float], None] = time.sleep) -> str | None:
+def check_machine(watch: Watch, reporter: Any, mode: str, sleep: Callable[[float], None] = time.sleep) -> str | None:
     """Pre-flight: watch the machine for a few seconds before the baseline (every relative target
     is measured against it) and warn when something else is already using it. The warning goes
     to stderr, and with --jsonl also as a ``preflight`` event; returns it (None: quiet)."""
@@ -101,16 +107,24 @@ class _LateReporter:
     reporter: Any = None
 
     def callbacks(self) -> Callbacks:
-        return Callbacks(trial_started=lambda n, c, b: self.reporter.started(n, c, b),
-                         phase=lambda n, p: self.reporter.phase(n, p),
-                         trial_finished=lambda o: self.reporter.finished(o))
+        return Callbacks(
+            trial_started=lambda n, c, b: self.reporter.started(n, c, b),
+            phase=lambda n, p: self.reporter.phase(n, p),
+            trial_finished=lambda o: self.reporter.finished(o),
+        )
 
 
-def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode: str,
-            print_best: bool = True) -> int:
+def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode: str, print_best: bool = True) -> int:
     p = session.prepared
-    summary = summarize(p.run_dir, session.payload(outcomes), outcomes, p.spec.objective_specs,
-                        p.targets, session.options.deploy_host, session.options.deploy_port)
+    summary = summarize(
+        p.run_dir,
+        session.payload(outcomes),
+        outcomes,
+        p.spec.objective_specs,
+        p.targets,
+        session.options.deploy_host,
+        session.options.deploy_port,
+    )
     print_summary(p, summary, out)
     if mode == "jsonl":
         reporter.emit("summary", exit_status=summary.exit_code, **summary.payload)

@@ -17,8 +17,8 @@ from rich.table import Table
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import ProgressMode
 from kvtune.launchers.base import Candidate
-from kvtune.tuner.events import Callbacks
 from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner.events import Callbacks
 
 
 def fmt_flags(c: Candidate) -> str:
@@ -87,7 +87,8 @@ class PlainReporter:
         self.console.print(
             f"  #{o.number:<3} TTFT p95 {fmt_ms(m.get('p95_ttft_ms')):>8}  "
             f"TPOT p95 {fmt_ms(m.get('p95_tpot_ms')):>7}  "
-            f"out {('-' if tput is None else f'{tput:.1f}'):>7} tok/s{row_extra(o)}  {status_text(o)}")
+            f"out {('-' if tput is None else f'{tput:.1f}'):>7} tok/s{row_extra(o)}  {status_text(o)}"
+        )
 
     def close(self) -> None:
         pass
@@ -102,13 +103,25 @@ class LiveReporter(PlainReporter):
     def __init__(self, console: Console, total: int, done: int = 0):
         super().__init__(console, total)
         self.table = Table(expand=False)
-        columns: list[tuple[str, JustifyMethod]] = [("#", "right"), ("flags", "left"), ("TTFT p95", "right"),
-                                                    ("TPOT p95", "right"), ("out tok/s", "right"), ("result", "left")]
+        columns: list[tuple[str, JustifyMethod]] = [
+            ("#", "right"),
+            ("flags", "left"),
+            ("TTFT p95", "right"),
+            ("TPOT p95", "right"),
+            ("out tok/s", "right"),
+            ("result", "left"),
+        ]
         for col, just in columns:
             self.table.add_column(col, justify=just, overflow="fold")
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                            console=console)
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+        )
         self.task = self.bar.add_task("trials", total=total, completed=done)
         self.current = ""
         self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
@@ -128,9 +141,14 @@ class LiveReporter(PlainReporter):
     def finished(self, o: TrialOutcome) -> None:
         m = o.metrics or {}
         tput = m.get("output_throughput")
-        self.table.add_row(str(o.number), "baseline" if o.baseline else fmt_flags(o.candidate),
-                           fmt_ms(m.get("p95_ttft_ms")), fmt_ms(m.get("p95_tpot_ms")),
-                           "-" if tput is None else f"{tput:.1f}", status_text(o) + row_extra(o))
+        self.table.add_row(
+            str(o.number),
+            "baseline" if o.baseline else fmt_flags(o.candidate),
+            fmt_ms(m.get("p95_ttft_ms")),
+            fmt_ms(m.get("p95_tpot_ms")),
+            "-" if tput is None else f"{tput:.1f}",
+            status_text(o) + row_extra(o),
+        )
         if o.confirmation is None and o.launched:  # pre-screen rejections and duplicates are free
             self.bar.advance(self.task)
         self.current = ""

@@ -11,14 +11,14 @@ from rich.table import Table
 
 from kvtune import __version__, hardware
 from kvtune.artifacts.summary import StudySummary
-from kvtune.launchers.base import Candidate
 from kvtune.cli.progress import fmt_flags
 from kvtune.durations import format_duration
-from kvtune.tuner.build import Prepared
+from kvtune.launchers.base import Candidate
 from kvtune.objectives import noise as noise_mod
 from kvtune.study.disturbed import DisturbedMeasurement
 from kvtune.study.naming import headline
 from kvtune.study.noise import OBJECTIVE
+from kvtune.tuner.build import Prepared
 
 
 def print_header(p: Prepared, console: Console) -> None:
@@ -27,14 +27,18 @@ def print_header(p: Prepared, console: Console) -> None:
     console.print(f"backend  {p.launcher.version()}  ({p.launcher.command(Candidate(), 0)[0]})")
     console.print(f"model    {p.launcher.model_path}")
     console.print(f"hardware {hardware.describe(p.hardware)}")
-    console.print(f"workload {w.concurrency} concurrent users, ~{w.prompt_tokens} prompt tokens, "
-                  f"{w.output_tokens} output tokens, {w.num_requests} requests "
-                  f"(+{w.warmup_requests} warm-up, not measured)")
-    console.print("targets  " + ", ".join(t.describe() for t in p.targets)
-                  + "   [dim](a bare metric means p95)[/dim]")
-    console.print("objective " + ", ".join(f"{o.name} ({o.direction})" for o in spec.objective_specs)
-                  + f", {spec.trials} trials incl. baseline"
-                  + (f", time budget {format_duration(spec.time_budget_s)}" if spec.time_budget_s else ""))
+    console.print(
+        f"workload {w.concurrency} concurrent users, ~{w.prompt_tokens} prompt tokens, "
+        f"{w.output_tokens} output tokens, {w.num_requests} requests "
+        f"(+{w.warmup_requests} warm-up, not measured)"
+    )
+    console.print("targets  " + ", ".join(t.describe() for t in p.targets) + "   [dim](a bare metric means p95)[/dim]")
+    console.print(
+        "objective "
+        + ", ".join(f"{o.name} ({o.direction})" for o in spec.objective_specs)
+        + f", {spec.trials} trials incl. baseline"
+        + (f", time budget {format_duration(spec.time_budget_s)}" if spec.time_budget_s else "")
+    )
     console.print("space    " + "; ".join(p.space.describe()))
 
 
@@ -52,12 +56,17 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] ({label})")
     named = s.payload.get("named_best") or {}
     noise = noise_mod.from_dict((s.payload.get("noise") or {}).get(OBJECTIVE))
-    console.print(f"{p.spec.primary.name}: {headline(best, noise)}; evidence: {best.evidence}; "
-                  f"why this one: {named.get('why', '')}", markup=False)
+    console.print(
+        f"{p.spec.primary.name}: {headline(best, noise)}; evidence: {best.evidence}; "
+        f"why this one: {named.get('why', '')}",
+        markup=False,
+    )
     for pair in noise.inconsistent:
-        console.print(f"[yellow]Inconsistent measurements[/yellow] of trial {pair['trial']}: "
-                      f"{' and '.join(f'{v:.4g}' for v in pair['values'])} disagree beyond the noise "
-                      f"({pair['against']}); not averaged, and not used to size the noise.")
+        console.print(
+            f"[yellow]Inconsistent measurements[/yellow] of trial {pair['trial']}: "
+            f"{' and '.join(f'{v:.4g}' for v in pair['values'])} disagree beyond the noise "
+            f"({pair['against']}); not averaged, and not used to size the noise."
+        )
     if best.baseline:
         console.print("The server's defaults were best: no flag change beat them by more than the noise.")
     _versus_baseline(s, console)
@@ -68,8 +77,11 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     _decision(s.payload.get("decision"), console)
     _drift(s.payload.get("sentinel"), console)
     for fate in s.warm_start:
-        held = f"held: feasible here, rank {fate.rank} of {fate.of}" if fate.held \
+        held = (
+            f"held: feasible here, rank {fate.rank} of {fate.of}"
+            if fate.held
             else f"did not hold here: {fate.outcome.reason}"
+        )
         console.print(f"Warm start {fate.outcome.warm_start} -> trial {fate.outcome.number}: {held}")
     if s.launches_saved:
         console.print(f"The KV/context pre-screen skipped {s.launches_saved} launch(es) that could not work.")
@@ -84,8 +96,10 @@ def print_disturbed(disturbed: Sequence[DisturbedMeasurement], console: Console)
     """The measurements the machine's other load disturbed, and what became of each."""
     if not disturbed:
         return
-    console.print(f"[yellow]Disturbed measurements[/yellow] ({len(disturbed)}: the machine was busy "
-                  "with something else while they ran):")
+    console.print(
+        f"[yellow]Disturbed measurements[/yellow] ({len(disturbed)}: the machine was busy "
+        "with something else while they ran):"
+    )
     for d in disturbed:
         console.print(f"  {d.text()}", markup=False)
 
@@ -96,21 +110,33 @@ def _spending(s: StudySummary, console: Console) -> None:
     b = s.budget
     if b.get("stopped") and b["stopped"] != "trials":
         console.print(f"[yellow]Stopped asking[/yellow] ({b['stopped']}): {b.get('message', '')}")
-    free = [f"{n} {what}" for n, what in ((b.get("pre_screened"), "pre-screen rejection(s)"),
-                                            (b.get("duplicates"), "repeat(s) of a measured config")) if n]
+    free = [
+        f"{n} {what}"
+        for n, what in (
+            (b.get("pre_screened"), "pre-screen rejection(s)"),
+            (b.get("duplicates"), "repeat(s) of a measured config"),
+        )
+        if n
+    ]
     if free:
-        console.print(f"Budget: {b.get('measured', 0)} of {b.get('trials', 0)} trials measured; "
-                      f"{' and '.join(free)} cost no launch and did not count.")
+        console.print(
+            f"Budget: {b.get('measured', 0)} of {b.get('trials', 0)} trials measured; "
+            f"{' and '.join(free)} cost no launch and did not count."
+        )
     if s.early_stop is not None:
         e = s.early_stop
-        console.print(f"Early stop: {e.trials} trial(s) stopped once a target could no longer hold, "
-                      f"saving about {format_duration(e.saved_s)} of measurement "
-                      f"(they took {format_duration(e.spent_s)}).")
+        console.print(
+            f"Early stop: {e.trials} trial(s) stopped once a target could no longer hold, "
+            f"saving about {format_duration(e.saved_s)} of measurement "
+            f"(they took {format_duration(e.spent_s)})."
+        )
 
 
 def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
-    console.print(f"[bold red]No feasible config[/bold red] in {len(s.payload['trials'])} trials "
-                  f"for {', '.join(t.describe() for t in p.targets)}.")
+    console.print(
+        f"[bold red]No feasible config[/bold red] in {len(s.payload['trials'])} trials "
+        f"for {', '.join(t.describe() for t in p.targets)}."
+    )
     console.print("Nearest misses (what this hardware can do):")
     for miss in s.nearest_misses:
         o = miss.outcome
@@ -130,15 +156,20 @@ def _pareto(p: Prepared, s: StudySummary, console: Console) -> None:
     for o in s.pareto:
         table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.objectives])
     console.print(table)
-    console.print(f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "
-                  f"takes the best {p.spec.primary.name}.")
+    console.print(
+        f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "
+        f"takes the best {p.spec.primary.name}."
+    )
 
 
 def _startup(s: StudySummary, console: Console) -> None:
     """Start-up seconds of the best and the baseline: on GPUs (weights, CUDA graphs) they are most
     of what a trial, and every restart in production, costs."""
-    parts = [f"{label} {o.startup_s:.0f} s" for label, o in (("best", s.best), ("baseline", s.baseline))
-             if o is not None and o.startup_s is not None and (label == "best" or o is not s.best)]
+    parts = [
+        f"{label} {o.startup_s:.0f} s"
+        for label, o in (("best", s.best), ("baseline", s.baseline))
+        if o is not None and o.startup_s is not None and (label == "best" or o is not s.best)
+    ]
     if parts:
         console.print("start-up (launch to healthy): " + ", ".join(parts))
 
@@ -146,8 +177,9 @@ def _startup(s: StudySummary, console: Console) -> None:
 def _versus_baseline(s: StudySummary, console: Console) -> None:
     base = s.baseline
     if base is None or not base.metrics:
-        console.print(f"[yellow]No baseline measurement to compare with[/yellow] "
-                      f"({base.reason if base else 'not run'}).")
+        console.print(
+            f"[yellow]No baseline measurement to compare with[/yellow] ({base.reason if base else 'not run'})."
+        )
         return
     assert s.best is not None  # only called with a best (see print_summary)
     if s.best.number == base.number:  # the defaults won: a table of the baseline against itself says nothing
@@ -162,8 +194,12 @@ def _versus_baseline(s: StudySummary, console: Console) -> None:
     console.print(table)
     sources = sorted({row["noise"] for row in rows if row.get("noise")})
     if sources:
-        console.print("+/- of each change: 95%, from this study's noise per metric ("
-                      + "; ".join(sources) + "); dim: within the noise.", markup=False)
+        console.print(
+            "+/- of each change: 95%, from this study's noise per metric ("
+            + "; ".join(sources)
+            + "); dim: within the noise.",
+            markup=False,
+        )
 
 
 def change_text(row: dict) -> str:
@@ -177,15 +213,19 @@ def _confirmation(conf: dict | None, console: Console) -> None:
     if not conf:
         return
     if conf["held"]:
-        console.print(f"Confirmation: re-measured trials {conf['remeasured']} with fresh servers; "
-                      f"the ranking held ({' > '.join(map(str, conf['order_after']))}; 0 is the baseline).")
+        console.print(
+            f"Confirmation: re-measured trials {conf['remeasured']} with fresh servers; "
+            f"the ranking held ({' > '.join(map(str, conf['order_after']))}; 0 is the baseline)."
+        )
         return
     dropped = conf["no_longer_feasible"]
-    console.print(f"[yellow]Confirmation changed the ranking[/yellow] (0 is the baseline): before "
-                  f"{' > '.join(map(str, conf['order_before']))}, averaged with the re-measurement "
-                  f"{' > '.join(map(str, conf['order_after']))}"
-                  + (f"; no longer feasible: {dropped}" if dropped else "")
-                  + ". The best is named only among configs that held when re-measured.")
+    console.print(
+        f"[yellow]Confirmation changed the ranking[/yellow] (0 is the baseline): before "
+        f"{' > '.join(map(str, conf['order_before']))}, averaged with the re-measurement "
+        f"{' > '.join(map(str, conf['order_after']))}"
+        + (f"; no longer feasible: {dropped}" if dropped else "")
+        + ". The best is named only among configs that held when re-measured."
+    )
 
 
 def _decision(decision: dict | None, console: Console) -> None:
@@ -194,22 +234,30 @@ def _decision(decision: dict | None, console: Console) -> None:
         name = {n: "the defaults (0)" if n == 0 else f"trial {n}" for n in (d["leader"], d["rival"])}
         pairs = len(d.get("pairs") or [])
         again = f"; measured again: {', '.join(d['remeasured_pairs'])}" if d.get("remeasured_pairs") else ""
-        console.print(f"Duel {name[d['leader']]} vs {name[d['rival']]} (A B A B, {pairs} pair"
-                      f"{'s' if pairs != 1 else ''}): {d['reason']}{again}", markup=False)
+        console.print(
+            f"Duel {name[d['leader']]} vs {name[d['rival']]} (A B A B, {pairs} pair"
+            f"{'s' if pairs != 1 else ''}): {d['reason']}{again}",
+            markup=False,
+        )
 
 
 def _drift(block: dict | None, console: Console) -> None:
     """The baseline sentinel's series and its drift, first vs last."""
     if not block:
         return
-    series = " -> ".join(f"{p['objective']:.4g}" if isinstance(p.get("objective"), (int, float)) else "-"
-                         for p in block.get("series") or [])
+    series = " -> ".join(
+        f"{p['objective']:.4g}" if isinstance(p.get("objective"), (int, float)) else "-"
+        for p in block.get("series") or []
+    )
     counts = ", ".join(str(p["measured"]) for p in block.get("series") or [])
     line = f"Baseline sentinel (after {counts} measured trials): {series}"
     drift = block.get("drift")
     if drift:
-        verdict = "beyond the noise: the machine's state changed during the study" if drift["beyond_noise"] \
+        verdict = (
+            "beyond the noise: the machine's state changed during the study"
+            if drift["beyond_noise"]
             else "within the noise"
+        )
         line += f"; drift {(drift['ratio'] - 1) * 100:+.1f}% first to last, {verdict} ({drift['noise']})"
     disturbed = sum(1 for p in block.get("series") or [] if p.get("disturbed"))
     if disturbed:

@@ -22,8 +22,10 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
     d = Path(study) if Path(study).is_dir() else runs_root(runs_dir) / study
     f = d / "results.json"
     if not f.is_file():
-        raise SpecError(f"no study {study!r} in {d.parent} (no results.json): run `kvtune run --study {study}` first "
-                        f"or pass --runs-dir")
+        raise SpecError(
+            f"no study {study!r} in {d.parent} (no results.json): run `kvtune run --study {study}` first "
+            f"or pass --runs-dir"
+        )
     try:
         return json.loads(f.read_text()), d
     except ValueError as e:
@@ -52,9 +54,12 @@ def show(
     ov = overview(results)
     c = ov["counts"]
     console.print(f"[bold]{ov['study']}[/bold]  {results.get('backend_version', '')}")
-    console.print(f"{c['trials']} trials: {c['feasible']} feasible, {c['infeasible']} infeasible"
-                  + (f" ({c['not_held']} of them failed the re-measurement)" if c.get("not_held") else "") + ", "
-                  f"{c['duplicates']} repeats of a measured config, {c['launches_saved_by_prescreen']} launches saved by the pre-screen")
+    console.print(
+        f"{c['trials']} trials: {c['feasible']} feasible, {c['infeasible']} infeasible"
+        + (f" ({c['not_held']} of them failed the re-measurement)" if c.get("not_held") else "")
+        + ", "
+        f"{c['duplicates']} repeats of a measured config, {c['launches_saved_by_prescreen']} launches saved by the pre-screen"
+    )
     console.print("targets: " + ", ".join(ov["targets"]))
     console.print(_pareto_table(ov))
     primary = ov["objectives"][0].name
@@ -62,24 +67,32 @@ def show(
         if t:
             again = (t.confirmation or {}).get("metrics")
             m = again or t.metrics or {}
-            console.print(f"{label}: trial {t.number} ({fmt_flags(t.candidate)}) "
-                          f"{primary} {fig.text() if fig else '-'}; "
-                          f"out {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))} "
-                          f"({'re-measured' if again else 'first measurement'}; {t.evidence})", markup=False)
+            console.print(
+                f"{label}: trial {t.number} ({fmt_flags(t.candidate)}) "
+                f"{primary} {fig.text() if fig else '-'}; "
+                f"out {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))} "
+                f"({'re-measured' if again else 'first measurement'}; {t.evidence})",
+                markup=False,
+            )
         else:
             console.print(f"{label}: none yet")
     change = ov["objective_change"]
     if change:
-        console.print(f"best vs baseline, {primary}: {change['change_pct']:+.1f}% +/- {change['change_pm_pct']:.1f} "
-                      f"({change['basis']}; +/- from {change['noise']})"
-                      + (": within the noise" if change["within_noise"] else ""), markup=False)
+        console.print(
+            f"best vs baseline, {primary}: {change['change_pct']:+.1f}% +/- {change['change_pm_pct']:.1f} "
+            f"({change['basis']}; +/- from {change['noise']})"
+            + (": within the noise" if change["within_noise"] else ""),
+            markup=False,
+        )
     why = (results.get("named_best") or {}).get("why")
     if why:
         console.print(f"why the best: {why}", markup=False)
     if ov["failures"]:
         console.print("[bold]failures by reason[/bold]")
         for f in ov["failures"]:
-            console.print(f"  {f['count']:>3} x {f['category']}  (trials {f['trials']}) e.g. {f['example']}", markup=False)
+            console.print(
+                f"  {f['count']:>3} x {f['category']}  (trials {f['trials']}) e.g. {f['example']}", markup=False
+            )
     _show_disturbed(ov["trials"])
 
 
@@ -100,8 +113,13 @@ def _pareto_table(ov: dict) -> Table:
             table.add_column(col)
         for t in ov["pareto"]:
             m = t.metrics or {}
-            table.add_row(str(t.number), fmt_flags(t.candidate), f"{m.get('output_throughput') or 0:.1f}",
-                          fmt_ms(m.get("p95_ttft_ms")), fmt_ms(m.get("p95_tpot_ms")))
+            table.add_row(
+                str(t.number),
+                fmt_flags(t.candidate),
+                f"{m.get('output_throughput') or 0:.1f}",
+                fmt_ms(m.get("p95_ttft_ms")),
+                fmt_ms(m.get("p95_tpot_ms")),
+            )
         return table
     table = Table(title="Pareto set: no other feasible trial is better on every objective")
     table.add_column("trial")
@@ -117,7 +135,9 @@ def _pareto_table(ov: dict) -> Table:
 def report(
     study: str = typer.Argument(..., help="Study name (or its run directory)."),
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="HTML file to write (default <run dir>/report.html)."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="HTML file to write (default <run dir>/report.html)."
+    ),
 ) -> None:
     """A self-contained HTML report (plots included; no network needed to view it). For the
     comparison a multi-backend run wrote (RUNS/NAME/compare.json), the comparison page."""
@@ -127,6 +147,7 @@ def report(
     if compared is not None:
         from kvtune.artifacts.compare import load_comparison
         from kvtune.artifacts.compare_report import write_compare_report
+
         path = write_compare_report(output or compared.parent / "report.html", load_comparison(compared))
         console.print(f"Report: {path}")
         return
@@ -138,8 +159,15 @@ def report(
 @app.command()
 def export(
     study: str = typer.Argument(..., help="Study name (or its run directory)."),
-    format: str = typer.Option("bash", "--format", "-f", help="bash, systemd, compose, k8s, bench (a script that checks a deployed server against the study's workload and targets) or csv (every trial's flags and metrics)."),
-    trial: Optional[int] = typer.Option(None, help="Trial number (default: the best; any feasible trial, e.g. one from the Pareto set)."),
+    format: str = typer.Option(
+        "bash",
+        "--format",
+        "-f",
+        help="bash, systemd, compose, k8s, bench (a script that checks a deployed server against the study's workload and targets) or csv (every trial's flags and metrics).",
+    ),
+    trial: Optional[int] = typer.Option(
+        None, help="Trial number (default: the best; any feasible trial, e.g. one from the Pareto set)."
+    ),
     host: str = typer.Option("127.0.0.1", help="Address the deployed server binds."),
     port: int = typer.Option(8080, help="Port the deployed server listens on."),
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
@@ -157,7 +185,8 @@ def export(
     chosen = {} if format in exporter.STUDY_FORMATS else pick_trial(results, trial).to_dict()
     if output:
         exporter.write(output, format, chosen, results, host, port)
-        err_console.print(f"wrote {output} (trial {chosen['number']}, {format})" if chosen
-                          else f"wrote {output} ({format})")
+        err_console.print(
+            f"wrote {output} (trial {chosen['number']}, {format})" if chosen else f"wrote {output} ({format})"
+        )
     else:
         print(exporter.render(format, chosen, results, host, port), end="")

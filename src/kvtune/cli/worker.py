@@ -8,8 +8,8 @@ import typer
 
 from kvtune.cli.app import app, console, err_console
 from kvtune.cli.one_study import interrupt_on_sigterm
-from kvtune.errors import SpecError
 from kvtune.cli.progress import make_reporter
+from kvtune.errors import SpecError
 from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join
 
 
@@ -19,7 +19,11 @@ def worker(
     study: str = typer.Option(..., help="Study name (created by `kvtune run --storage ... --study NAME`)."),
     slot: int = typer.Option(0, help="This worker's device slot on this host (CPU set / GPUs)."),
     slots: int = typer.Option(1, help="How many workers share this host's devices."),
-    gpus_per_trial: int = typer.Option(0, "--gpus-per-trial", help="GPUs this worker's servers get: the slot-th G of the visible GPUs (CUDA_VISIBLE_DEVICES, PCI bus order)."),
+    gpus_per_trial: int = typer.Option(
+        0,
+        "--gpus-per-trial",
+        help="GPUs this worker's servers get: the slot-th G of the visible GPUs (CUDA_VISIBLE_DEVICES, PCI bus order).",
+    ),
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="Path to llama-server on this host."),
     vllm_python: Optional[str] = typer.Option(None, "--vllm-python", help="Python whose vLLM to run on this host."),
     runs_dir: Optional[str] = typer.Option(None, help="Where this host keeps server logs (default ./kvtune-runs)."),
@@ -32,9 +36,18 @@ def worker(
         raise SpecError(f"--gpus-per-trial must be 0 or more, got {gpus_per_trial}")
     check_gpu_slots(max(slots, 1), gpus_per_trial, gpu_pool())  # this host's slots, before the study is read
     reporter = make_reporter("plain", console, 0)
-    tuner = join(storage, study, runs_dir=runs_dir, slot=slot, slots=slots, gpus_per_trial=gpus_per_trial,
-                 llama_server=llama_server, vllm_python=vllm_python, callbacks=reporter.callbacks(),
-                 allow_mixed_hardware=allow_mixed_hardware)
+    tuner = join(
+        storage,
+        study,
+        runs_dir=runs_dir,
+        slot=slot,
+        slots=slots,
+        gpus_per_trial=gpus_per_trial,
+        llama_server=llama_server,
+        vllm_python=vllm_python,
+        callbacks=reporter.callbacks(),
+        allow_mixed_hardware=allow_mixed_hardware,
+    )
     interrupt_on_sigterm()
     try:
         outcomes = tuner.run()

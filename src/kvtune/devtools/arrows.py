@@ -51,8 +51,8 @@ ALLOWED_SIDEWAYS: dict[tuple[str, str], str] = {
 
 @dataclass(frozen=True)
 class Arrow:
-    importer: str   # dotted module, e.g. kvtune.tuner.loop
-    imported: str   # dotted module
+    importer: str  # dotted module, e.g. kvtune.tuner.loop
+    imported: str  # dotted module
     line: int
 
     def __str__(self) -> str:
@@ -96,8 +96,7 @@ def arrows(root: Path | None = None) -> tuple[list[Arrow], set[str]]:
             elif isinstance(node, ast.ImportFrom):
                 base = _resolve(node, name, is_pkg)
                 # `from kvtune.x import y`: y is a module when kvtune.x.y is one
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
-                           for a in node.names]
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
             for t in targets:
                 if t.startswith("kvtune") and t != name and _in_type_checking(tree, node) is False:
                     found.append(Arrow(name, _nearest_module(t, modules), getattr(node, "lineno", 0)))

@@ -27,9 +27,8 @@ SHOW = 8  # how many of the largest modules and functions the report lists
 # Module (path under src/kvtune) -> why it may stay over MODULE_LINES for now.
 LARGE_MODULES: dict[str, str] = {
     "nvml.py": "one ctypes boundary to libnvidia-ml (calls, structs, error codes): splitting it would "
-               "spread the raw ABI over several files",
-    "launchers/vllm/flags.py": "vLLM's flag table and its checks, read together: split when the table moves "
-                               "to data",
+    "spread the raw ABI over several files",
+    "launchers/vllm/flags.py": "vLLM's flag table and its checks, read together: split when the table moves to data",
 }
 
 
@@ -84,10 +83,16 @@ def measure(root: Path | None = None) -> tuple[list[Size], list[Size]]:
 
 def problems(root: Path | None = None) -> list[str]:
     modules, functions = measure(root)
-    bad = [f"{m.where}: {m.lines} lines, over {MODULE_LINES} (split it, or name it in LARGE_MODULES "
-           f"with the reason)" for m in modules if m.lines > MODULE_LINES and m.where not in LARGE_MODULES]
-    bad += [f"{f.where}: {f.lines} lines, over {FUNCTION_LINES} for a function in "
-            f"{'/, '.join(SHORT_FUNCTION_PACKAGES)}/" for f in functions if f.lines > FUNCTION_LINES]
+    bad = [
+        f"{m.where}: {m.lines} lines, over {MODULE_LINES} (split it, or name it in LARGE_MODULES with the reason)"
+        for m in modules
+        if m.lines > MODULE_LINES and m.where not in LARGE_MODULES
+    ]
+    bad += [
+        f"{f.where}: {f.lines} lines, over {FUNCTION_LINES} for a function in {'/, '.join(SHORT_FUNCTION_PACKAGES)}/"
+        for f in functions
+        if f.lines > FUNCTION_LINES
+    ]
     return bad
 
 

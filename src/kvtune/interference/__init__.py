@@ -7,5 +7,13 @@ from kvtune.interference.monitor import Monitor
 from kvtune.interference.preflight import preflight, warning
 from kvtune.interference.record import Consumer, GpuOther, Interference, Watch, foreign_cores_threshold
 
-__all__ = ["Monitor", "preflight", "warning", "Interference", "Consumer", "GpuOther",
-           "foreign_cores_threshold", "Watch"]
+__all__ = [
+    "Monitor",
+    "preflight",
+    "warning",
+    "Interference",
+    "Consumer",
+    "GpuOther",
+    "foreign_cores_threshold",
+    "Watch",
+]

@@ -21,7 +21,7 @@ class GpuWatch:
         self.nv, self.gpus = nv, gpus
         self._since_us = 0
         self._samples_supported = True
-        self._memory: dict[tuple[int, int], int | None] = {}     # (gpu, pid) -> most bytes held
+        self._memory: dict[tuple[int, int], int | None] = {}  # (gpu, pid) -> most bytes held
         self._names: dict[tuple[int, int], str | None] = {}
         self._sm: dict[tuple[int, int], list[int]] = {}
         self._queries = 0

@@ -63,7 +63,7 @@ class _Window:
     cpu: procfs.CpuTicks = field(default_factory=procfs.CpuTicks)
     cpu_seen: bool = False
     peak_cores: float = 0.0
-    by_process: dict[tuple[int, int], int] = field(default_factory=dict)   # (pid, start) -> ticks
+    by_process: dict[tuple[int, int], int] = field(default_factory=dict)  # (pid, start) -> ticks
     names: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
@@ -75,11 +75,19 @@ class Monitor:
     the trial's GPU indices to watch (None: none, a CPU-only trial). `cpus`: the CPUs kvtune may
     run on (default: this process's affinity)."""
 
-    def __init__(self, proc_root: Path = Path("/proc"), clock: Callable[[], float] = time.monotonic,
-                 own_pids: Pids = this_process, server_pids: Pids = no_server,
-                 gpus: Iterable[int] | None = None, nvml: nvml_mod.Nvml | None = None,
-                 cpus: Iterable[int] | None = None, ticks_per_s: int | None = None,
-                 ticker: Ticker | None = None, interval_s: float = SAMPLE_INTERVAL_S):
+    def __init__(
+        self,
+        proc_root: Path = Path("/proc"),
+        clock: Callable[[], float] = time.monotonic,
+        own_pids: Pids = this_process,
+        server_pids: Pids = no_server,
+        gpus: Iterable[int] | None = None,
+        nvml: nvml_mod.Nvml | None = None,
+        cpus: Iterable[int] | None = None,
+        ticks_per_s: int | None = None,
+        ticker: Ticker | None = None,
+        interval_s: float = SAMPLE_INTERVAL_S,
+    ):
         self.proc_root = proc_root
         self.clock = clock
         self.own_pids, self.server_pids = own_pids, server_pids
@@ -116,12 +124,19 @@ class Monitor:
             own = procfs.trees(procs, self.own_pids()) - server
             self._account(now, procs, cpu, server, own)
             if self._gpu is not None:
-                self._gpu.sample(lambda pid: pid in server or pid in own,
-                                 lambda pid: procs[pid].name if pid in procs else None)
+                self._gpu.sample(
+                    lambda pid: pid in server or pid in own, lambda pid: procs[pid].name if pid in procs else None
+                )
             self._procs, self._cpu, self._last_t = procs, cpu, now
 
-    def _account(self, now: float, procs: dict[int, procfs.ProcStat], cpu: procfs.CpuTicks | None,
-                 server: set[int], own: set[int]) -> None:
+    def _account(
+        self,
+        now: float,
+        procs: dict[int, procfs.ProcStat],
+        cpu: procfs.CpuTicks | None,
+        server: set[int],
+        own: set[int],
+    ) -> None:
         w = self._window
         ticks = {"server": 0, "own": 0, "foreign": 0}
         for pid, stat in procs.items():
@@ -167,21 +182,31 @@ class Monitor:
         psi = {}
         for resource, before in self._psi0.items():
             after = procfs.pressure_total_us(self.proc_root, resource)
-            psi[resource] = (None if before is None or after is None or seconds <= 0
-                             else max(0.0, (after - before) / 1e6 / seconds))
+            psi[resource] = (
+                None if before is None or after is None or seconds <= 0 else max(0.0, (after - before) / 1e6 / seconds)
+            )
         foreign = cores(w.foreign)
         top = sorted(((k, t) for k, t in w.by_process.items()), key=lambda kt: -kt[1])[:TOP_CONSUMERS]
         consumers = tuple(Consumer(k[0], w.names[k], 100.0 * (cores(t) or 0.0)) for k, t in top)
-        crossed = judge(len(self.cpus), foreign, steal, psi["memory"], gpu_others) \
-            if seconds >= MIN_WINDOW_S else []
+        crossed = judge(len(self.cpus), foreign, steal, psi["memory"], gpu_others) if seconds >= MIN_WINDOW_S else []
         if crossed:
             named = "; ".join(c.describe() for c in consumers[:3])
             reason = "disturbed: " + "; ".join(crossed) + (f" (top: {named})" if named else "")
         else:
             reason = quiet_reason(len(self.cpus), foreign, steal, seconds)
-        return Interference(seconds=seconds, cpus=len(self.cpus), foreign_cores=foreign,
-                            foreign_cores_peak=w.peak_cores if seconds > 0 else None,
-                            server_cores=cores(w.server), own_cores=cores(w.own), steal_share=steal,
-                            cpu_pressure=psi["cpu"], memory_pressure=psi["memory"], top=consumers,
-                            gpu_others=gpu_others, disturbed=bool(crossed), crossed=tuple(crossed),
-                            reason=reason)
+        return Interference(
+            seconds=seconds,
+            cpus=len(self.cpus),
+            foreign_cores=foreign,
+            foreign_cores_peak=w.peak_cores if seconds > 0 else None,
+            server_cores=cores(w.server),
+            own_cores=cores(w.own),
+            steal_share=steal,
+            cpu_pressure=psi["cpu"],
+            memory_pressure=psi["memory"],
+            top=consumers,
+            gpu_others=gpu_others,
+            disturbed=bool(crossed),
+            crossed=tuple(crossed),
+            reason=reason,
+        )

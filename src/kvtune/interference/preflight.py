@@ -19,8 +19,9 @@ from kvtune.interference.record import Interference, Watch
 PREFLIGHT_S = 3.0
 
 
-def preflight(monitor: Watch, seconds: float = PREFLIGHT_S,
-              sleep: Callable[[float], None] = time.sleep) -> Interference | None:
+def preflight(
+    monitor: Watch, seconds: float = PREFLIGHT_S, sleep: Callable[[float], None] = time.sleep
+) -> Interference | None:
     """Watch the machine for `seconds` with `monitor` (built with no server: nothing of kvtune's
     is running yet but kvtune itself) and return what it saw (None: it watched nothing)."""
     monitor.start()
@@ -41,11 +42,16 @@ def warning(result: Interference | None) -> str | None:
     if result.foreign_cores is not None:
         named = sum(c.cpu_pct for c in result.top) / 100.0
         if result.foreign_cores - named > 0.25:
-            unattributed = (f" About {result.foreign_cores - named:.1f} cores of it belong to no process "
-                            "visible here (short-lived jobs, or another container on the same cores).")
-    return (f"This machine is already busy ({'; '.join(result.crossed)}, over "
-            f"{result.seconds:.0f} s before the baseline). "
-            + (f"Top consumers: {', '.join(who)}. " if who else "")
-            + unattributed.lstrip() + (" " if unattributed else "")
-            + "Measurements taken while it lasts are slower than this machine can serve and are "
-              "marked disturbed; for a clean study, wait for it to finish or stop it.")
+            unattributed = (
+                f" About {result.foreign_cores - named:.1f} cores of it belong to no process "
+                "visible here (short-lived jobs, or another container on the same cores)."
+            )
+    return (
+        f"This machine is already busy ({'; '.join(result.crossed)}, over "
+        f"{result.seconds:.0f} s before the baseline). "
+        + (f"Top consumers: {', '.join(who)}. " if who else "")
+        + unattributed.lstrip()
+        + (" " if unattributed else "")
+        + "Measurements taken while it lasts are slower than this machine can serve and are "
+        "marked disturbed; for a clean study, wait for it to finish or stop it."
+    )

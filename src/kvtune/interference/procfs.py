@@ -41,8 +41,14 @@ def parse_pid_stat(text: str) -> ProcStat | None:
         fields = tail.split()
         # after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
         # utime(11) stime(12) cutime cstime priority nice threads itrealvalue starttime(19)
-        return ProcStat(pid=int(head), name=name, ppid=int(fields[1]), pgid=int(fields[2]),
-                        cpu_ticks=int(fields[11]) + int(fields[12]), start_ticks=int(fields[19]))
+        return ProcStat(
+            pid=int(head),
+            name=name,
+            ppid=int(fields[1]),
+            pgid=int(fields[2]),
+            cpu_ticks=int(fields[11]) + int(fields[12]),
+            start_ticks=int(fields[19]),
+        )
     except (ValueError, IndexError):
         return None
 
@@ -96,7 +102,7 @@ def cpu_ticks(proc_root: Path, cpus: Iterable[int]) -> CpuTicks | None:
         if not parts or parts[0] not in wanted:
             continue
         try:
-            cols = [int(v) for v in parts[1:1 + _STAT_COLUMNS]]
+            cols = [int(v) for v in parts[1 : 1 + _STAT_COLUMNS]]
         except ValueError:
             continue
         cols += [0] * (_STAT_COLUMNS - len(cols))

@@ -112,13 +112,23 @@ class Interference:
     @classmethod
     def from_dict(cls, d: dict) -> "Interference":
         """Back from `to_dict` (as `kvtune show` and the report read a stored trial)."""
-        return cls(**{**d, "top": tuple(Consumer(**c) for c in d.get("top", ())),
-                      "gpu_others": tuple(GpuOther(**g) for g in d.get("gpu_others", ())),
-                      "crossed": tuple(d.get("crossed", ()))})
+        return cls(
+            **{
+                **d,
+                "top": tuple(Consumer(**c) for c in d.get("top", ())),
+                "gpu_others": tuple(GpuOther(**g) for g in d.get("gpu_others", ())),
+                "crossed": tuple(d.get("crossed", ())),
+            }
+        )
 
 
-def judge(cpus: int, foreign_cores: float | None, steal: float | None, memory_pressure: float | None,
-          gpu_others: tuple[GpuOther, ...]) -> list[str]:
+def judge(
+    cpus: int,
+    foreign_cores: float | None,
+    steal: float | None,
+    memory_pressure: float | None,
+    gpu_others: tuple[GpuOther, ...],
+) -> list[str]:
     """Every threshold the window crossed, as text for people; empty when it was quiet."""
     crossed = []
     bar = foreign_cores_threshold(cpus)

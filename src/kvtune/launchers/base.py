@@ -17,10 +17,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Protocol
 
-from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.launchers.process import last_error_line
+from kvtune.workload import Workload
 
 # How a process killed by SIGILL exits: -4 seen directly, 128 + 4 through a shell or kvtune's guard.
 SIGILL_STATUSES = (-4, 132)
@@ -64,8 +64,9 @@ class Knob:
             try:
                 object.__setattr__(self, "kind", KnobKind(self.kind))
             except ValueError:
-                raise SpecError(f"knob {self.name}: unknown kind {self.kind!r}: use one of "
-                                f"{', '.join(KnobKind.values())}") from None
+                raise SpecError(
+                    f"knob {self.name}: unknown kind {self.kind!r}: use one of {', '.join(KnobKind.values())}"
+                ) from None
 
     @property
     def bounds(self) -> tuple[float, float]:
@@ -142,8 +143,10 @@ def when_prefixes_shared(knob: Knob, workload: Workload) -> Any:
 
 def prefer(value: Any) -> Rule:
     """This value, when it is among the knob's choices."""
+
     def rule(knob: Knob, workload: Workload) -> Any:
         return value if knob.kind == KnobKind.CHOICES and value in knob.choices else None
+
     return rule
 
 
@@ -268,8 +271,10 @@ class Launcher(ABC):
         adds the exit status). A SIGILL is named whatever the log says: the binary was built for
         instructions this CPU (or the VM around it) does not run, and no flag will fix that."""
         if returncode in SIGILL_STATUSES:
-            return ("illegal instruction (SIGILL): this server binary uses CPU instructions this "
-                    "machine cannot run (e.g. AMX inside a VM); rebuild it for this CPU")
+            return (
+                "illegal instruction (SIGILL): this server binary uses CPU instructions this "
+                "machine cannot run (e.g. AMX inside a VM); rebuild it for this CPU"
+            )
         return last_error_line(log_text)
 
     def pin_gpus(self, indices: frozenset[int] | None) -> None:  # noqa: B027 (optional hook: default no-op)
@@ -322,6 +327,6 @@ def mount_model(argv: list[str], index: int, prefix: str = "") -> tuple[list[str
     """argv with the model path at `index` moved under `MODELS_DIR`, and the host directory to
     mount there (read-only)."""
     out = list(argv)
-    model = out[index][len(prefix):].rstrip("/")
+    model = out[index][len(prefix) :].rstrip("/")
     out[index] = prefix + f"{MODELS_DIR}/{posixpath.basename(model)}"
     return out, posixpath.dirname(model) or "."

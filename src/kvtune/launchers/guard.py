@@ -22,7 +22,7 @@ PR_SET_PDEATHSIG = 1
 
 
 def main(argv: list[str]) -> int:
-    server = argv[argv.index("--") + 1:] if "--" in argv else argv
+    server = argv[argv.index("--") + 1 :] if "--" in argv else argv
     if not server:
         print("usage: python -m kvtune.launchers.guard -- ARGV...", file=sys.stderr)
         return 2

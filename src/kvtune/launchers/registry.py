@@ -26,8 +26,7 @@ def launcher_class(backend: str) -> type[Launcher]:
     try:
         return LAUNCHERS[Backend(backend)]
     except ValueError:
-        raise BackendError(f"unknown backend {backend!r}: use one of "
-                           f"{', '.join(b.value for b in LAUNCHERS)}") from None
+        raise BackendError(f"unknown backend {backend!r}: use one of {', '.join(b.value for b in LAUNCHERS)}") from None
 
 
 def create_launcher(spec: LaunchSpec) -> Launcher:

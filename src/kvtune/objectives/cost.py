@@ -19,7 +19,7 @@ SECONDS_PER_HOUR = 3600.0
 MILLION = 1e6
 # The metrics keys a priced trial carries.
 USD_PER_HOUR = "usd_per_hour"
-COST_PER_MTOK = "cost_per_mtok"              # USD per 1M output tokens (the objective)
+COST_PER_MTOK = "cost_per_mtok"  # USD per 1M output tokens (the objective)
 COST_PER_MTOK_TOTAL = "cost_per_mtok_total"  # USD per 1M prompt + output tokens
 
 
@@ -35,8 +35,10 @@ class Price:
         if not self.per_gpu:
             return self.usd
         if gpus < 1:
-            raise SpecError("--price-per-gpu-hour needs GPUs, and this trial uses none: "
-                            "give --price-per-hour (the whole machine) instead")
+            raise SpecError(
+                "--price-per-gpu-hour needs GPUs, and this trial uses none: "
+                "give --price-per-hour (the whole machine) instead"
+            )
         return self.usd * gpus
 
     def describe(self) -> str:
@@ -59,8 +61,10 @@ def parse_price(raw: object, flag: str) -> float:
 def price_of(per_hour: object = None, per_gpu_hour: object = None) -> Price | None:
     """The study's price from its two settings (at most one may be given); None: no price."""
     if per_hour is not None and per_gpu_hour is not None:
-        raise SpecError("give one price: --price-per-hour (the whole machine) or "
-                        "--price-per-gpu-hour (per GPU a trial uses), not both")
+        raise SpecError(
+            "give one price: --price-per-hour (the whole machine) or "
+            "--price-per-gpu-hour (per GPU a trial uses), not both"
+        )
     if per_hour is not None:
         return Price(parse_price(per_hour, "--price-per-hour"))
     if per_gpu_hour is not None:
@@ -78,8 +82,7 @@ def cost_per_mtok(usd_per_hour: float, tokens_per_s: float | None) -> float | No
 def cost_metrics(metrics: dict[str, float], usd_per_hour: float) -> dict[str, float]:
     """The cost keys for one trial's metrics (those with no figure are left out)."""
     out = {USD_PER_HOUR: usd_per_hour}
-    for key, throughput in ((COST_PER_MTOK, "output_throughput"),
-                            (COST_PER_MTOK_TOTAL, "total_token_throughput")):
+    for key, throughput in ((COST_PER_MTOK, "output_throughput"), (COST_PER_MTOK_TOTAL, "total_token_throughput")):
         value = cost_per_mtok(usd_per_hour, metrics.get(throughput))
         if value is not None:
             out[key] = value

@@ -50,8 +50,10 @@ def _log_ratios(pairs: Sequence[tuple[float, float]]) -> list[float]:
     out = []
     for a, b in pairs:
         if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (a, b)):
-            raise ValueError(f"paired measurements must be positive and finite, got ({a}, {b}): "
-                             f"a failed measurement is a failure, not a figure to compare")
+            raise ValueError(
+                f"paired measurements must be positive and finite, got ({a}, {b}): "
+                f"a failed measurement is a failure, not a figure to compare"
+            )
         out.append(math.log(a / b))
     return out
 
@@ -74,8 +76,9 @@ def paired_interval(pairs: Sequence[tuple[float, float]], noise: Noise = PRIOR) 
     return PairedInterval(mean, mean - half, mean + half, n, dof, source)
 
 
-def decide(pairs: Sequence[tuple[float, float]], direction: Direction | str, cap: int,
-           noise: Noise = PRIOR) -> tuple[Verdict, PairedInterval]:
+def decide(
+    pairs: Sequence[tuple[float, float]], direction: Direction | str, cap: int, noise: Noise = PRIOR
+) -> tuple[Verdict, PairedInterval]:
     """The verdict on (leader, rival) pairs of the objective: the side the interval favours when
     it excludes zero; a tie once `cap` pairs were measured without that; else undecided."""
     if cap < 1:

@@ -47,8 +47,7 @@ def provable(target: Target) -> bool:
         return False
     if target.metric == "error_rate":
         return True
-    return target.metric in _PER_REQUEST and (target.stat == "mean"
-                                              or target.stat in _PERCENTILE_OF)
+    return target.metric in _PER_REQUEST and (target.stat == "mean" or target.stat in _PERCENTILE_OF)
 
 
 def _value_s(sample: RequestSample, metric: str) -> float | None:
@@ -130,9 +129,11 @@ class _Watch:
         failed = f" ({self.failed} failed{first})" if self.failed else ""
         if t.stat == "mean":
             left = self.planned - observed
-            return (f"{head}{t.metric.upper()} adds up to {_duration(sum(self.values_ms))} over "
-                    f"{len(self.values_ms)} requests{failed}; even at 0 for the {left} left, "
-                    f"{goal} can no longer hold")
+            return (
+                f"{head}{t.metric.upper()} adds up to {_duration(sum(self.values_ms))} over "
+                f"{len(self.values_ms)} requests{failed}; even at 0 for the {left} left, "
+                f"{goal} can no longer hold"
+            )
         return f"{head}{self.broke} over {label}{failed}, {goal} can no longer hold"
 
 

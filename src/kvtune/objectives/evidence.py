@@ -21,8 +21,21 @@ from typing import Any, Mapping, Sequence
 from kvtune.kinds import Direction
 from kvtune.objectives.noise import PRIOR, T95, Z95, Noise, t95
 
-__all__ = ["T95", "Z95", "t95", "Estimate", "estimate", "overlap", "converged", "convergence_key",
-           "simplicity", "changed_from_defaults", "Candidate", "Decision", "choose_named_best"]
+__all__ = [
+    "T95",
+    "Z95",
+    "t95",
+    "Estimate",
+    "estimate",
+    "overlap",
+    "converged",
+    "convergence_key",
+    "simplicity",
+    "changed_from_defaults",
+    "Candidate",
+    "Decision",
+    "choose_named_best",
+]
 
 # The cost objectives are arithmetic on a throughput (USD/hour over tokens/s): a bench run does
 # not carry them (they are added after the repeats), so `--repeats auto` converges on the
@@ -116,8 +129,7 @@ def simplicity(flags: Mapping[str, Any], defaults: Mapping[str, Any] | None = No
     return changed
 
 
-def changed_from_defaults(flags: Mapping[str, Any], env: Mapping[str, str],
-                          defaults: Mapping[str, Any] | None) -> int:
+def changed_from_defaults(flags: Mapping[str, Any], env: Mapping[str, str], defaults: Mapping[str, Any] | None) -> int:
     """Flags and environment variables a config changes from the server's own defaults: the
     flags by `simplicity`, each environment variable unless `defaults` holds it (as
     ``env:NAME``) with the same value. `defaults` None: nothing is known, every given one counts."""
@@ -154,8 +166,7 @@ def _flags(n: int) -> str:
     return f"{n} flag{'' if n == 1 else 's'} changed"
 
 
-def choose_named_best(candidates: Sequence[Candidate], direction: Direction | str,
-                      noise: Noise = PRIOR) -> Decision:
+def choose_named_best(candidates: Sequence[Candidate], direction: Direction | str, noise: Noise = PRIOR) -> Decision:
     """Name the best of the confirmed `candidates` on evidence.
 
     Rank by mean. Ties are judged with `noise` (the study's pooled noise, see `overlap`). If
@@ -172,8 +183,7 @@ def choose_named_best(candidates: Sequence[Candidate], direction: Direction | st
         raise ValueError("at most one candidate can be the baseline")
     sign = -1.0 if Direction(direction) is Direction.MAXIMIZE else 1.0
     est = {c.number: estimate(c.values) for c in candidates}
-    ranked = sorted(candidates, key=lambda c: (sign * est[c.number].mean, c.flags_changed,
-                                               c.number))
+    ranked = sorted(candidates, key=lambda c: (sign * est[c.number].mean, c.flags_changed, c.number))
     best = ranked[0]
     tied = [c for c in ranked[1:] if overlap(est[best.number], est[c.number], noise)]
 
@@ -185,25 +195,33 @@ def choose_named_best(candidates: Sequence[Candidate], direction: Direction | st
         return [c.number for c in [best, *tied] if c is not chosen]
 
     if best.baseline:
-        return Decision(best.number, "no change beat the defaults: the defaults measured best",
-                        others(best))
+        return Decision(best.number, "no change beat the defaults: the defaults measured best", others(best))
     base = next((c for c in tied if c.baseline), None)
     if base is not None:
-        return Decision(base.number, f"no change beat the defaults by more than the noise: "
-                        f"the best, {show(best)}, is tied within noise with {show(base)}",
-                        others(base))
+        return Decision(
+            base.number,
+            f"no change beat the defaults by more than the noise: "
+            f"the best, {show(best)}, is tied within noise with {show(base)}",
+            others(base),
+        )
     simpler = [c for c in tied if c.flags_changed < best.flags_changed]
     if simpler:
         chosen = min(simpler, key=lambda c: c.flags_changed)  # stable: better mean first
-        return Decision(chosen.number, f"tied within noise: {show(best)}, "
-                        f"{_flags(best.flags_changed)}, and {show(chosen)}, "
-                        f"{_flags(chosen.flags_changed)}; named the one with fewer flags changed",
-                        others(chosen))
+        return Decision(
+            chosen.number,
+            f"tied within noise: {show(best)}, "
+            f"{_flags(best.flags_changed)}, and {show(chosen)}, "
+            f"{_flags(chosen.flags_changed)}; named the one with fewer flags changed",
+            others(chosen),
+        )
     if tied:
         names = ", ".join(f"trial {c.number}" for c in tied)
-        return Decision(best.number, f"best by mean; tied within noise with {names}, none of "
-                        f"which changes fewer flags from the server's defaults", others(best))
+        return Decision(
+            best.number,
+            f"best by mean; tied within noise with {names}, none of "
+            f"which changes fewer flags from the server's defaults",
+            others(best),
+        )
     if len(ranked) == 1:
         return Decision(best.number, "the only confirmed config")
-    return Decision(best.number, f"best by more than the noise: {show(best)} against "
-                    f"{show(ranked[1])}")
+    return Decision(best.number, f"best by more than the noise: {show(best)} against {show(ranked[1])}")

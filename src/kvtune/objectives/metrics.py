@@ -92,8 +92,9 @@ def _stats(name: str, values_s: list[float], failed: int) -> dict[str, float]:
     return out
 
 
-def summarize_requests(samples: list[RequestSample], duration_s: float,
-                       goodput_fn: Callable[[RequestSample], bool] | None = None) -> dict[str, float]:
+def summarize_requests(
+    samples: list[RequestSample], duration_s: float, goodput_fn: Callable[[RequestSample], bool] | None = None
+) -> dict[str, float]:
     """Summarize one benchmark run into vLLM-style keys.
 
     `duration_s` is the wall time of the measured phase (warm-up excluded). Throughputs count
@@ -119,9 +120,7 @@ def summarize_requests(samples: list[RequestSample], duration_s: float,
         "request_throughput": len(ok) / duration_s,
         "output_throughput": sum(s.output_tokens for s in ok) / duration_s,
         "total_token_throughput": sum(s.prompt_tokens + s.output_tokens for s in ok) / duration_s,
-        "mean_queue_wait_ms": (
-            1000.0 * sum(s.queue_wait_s for s in samples) / len(samples) if samples else 0.0
-        ),
+        "mean_queue_wait_ms": (1000.0 * sum(s.queue_wait_s for s in samples) / len(samples) if samples else 0.0),
         "truncated_requests": float(sum(1 for s in samples if s.truncated)),
         "tokens_counted_from_stream": float(sum(1 for s in samples if s.tokens_from_stream)),
     }
@@ -150,12 +149,14 @@ def sample_notes(samples: list[RequestSample]) -> list[str]:
             f"{len(truncated)} of {len(samples)} requests truncated (fewer output tokens than "
             f"max_tokens with ignore_eos, e.g. {truncated[0].error}): they count as failed. The "
             f"per-slot context may be too small for prompt + chat template + output, or the "
-            f"server ignores ignore_eos")
+            f"server ignores ignore_eos"
+        )
     counted = sum(1 for s in samples if s.tokens_from_stream)
     if counted:
         notes.append(
             f"{counted} of {len(samples)} answers carried no usage.completion_tokens: their output "
-            f"tokens were counted from the stream (server timings, else one per content chunk)")
+            f"tokens were counted from the stream (server timings, else one per content chunk)"
+        )
     return notes
 
 

@@ -26,14 +26,72 @@ from typing import Any, Mapping, Sequence
 
 # Two-sided 95% Student t quantiles, df = 1..30 (index df - 1); above 30 the normal 1.96, which
 # understates the half-width by under 4% (t at df 31 is 2.040).
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-       2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-       2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+T95 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 Z95 = 1.96
 # Two-sided 99% (one-sided 0.995) Student t quantiles, df = 1..30 (index df - 1); 2.576 above.
-T995 = (63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169,
-        3.106, 3.055, 3.012, 2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845,
-        2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750)
+T995 = (
+    63.657,
+    9.925,
+    5.841,
+    4.604,
+    4.032,
+    3.707,
+    3.499,
+    3.355,
+    3.250,
+    3.169,
+    3.106,
+    3.055,
+    3.012,
+    2.977,
+    2.947,
+    2.921,
+    2.898,
+    2.878,
+    2.861,
+    2.845,
+    2.831,
+    2.819,
+    2.807,
+    2.797,
+    2.787,
+    2.779,
+    2.771,
+    2.763,
+    2.756,
+    2.750,
+)
 Z995 = 2.576
 PRIOR_REL_SD = 0.10
 
@@ -85,9 +143,14 @@ class Noise:
         return any(p["trial"] == number for p in self.inconsistent)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rel_sd": self.rel_sd, "dof": self.dof, "measured": self.measured,
-                "source": self.source(), "configs": list(self.configs),
-                "inconsistent": list(self.inconsistent)}
+        return {
+            "rel_sd": self.rel_sd,
+            "dof": self.dof,
+            "measured": self.measured,
+            "source": self.source(),
+            "configs": list(self.configs),
+            "inconsistent": list(self.inconsistent),
+        }
 
 
 PRIOR = Noise(PRIOR_REL_SD, 0)
@@ -97,8 +160,7 @@ def from_dict(d: Mapping[str, Any] | None) -> Noise:
     """A `Noise.to_dict()` read back (results.json's "noise" entries); the prior when absent."""
     if not d or not isinstance(d.get("rel_sd"), (int, float)) or not d.get("dof"):
         return PRIOR
-    return Noise(float(d["rel_sd"]), int(d["dof"]), tuple(d.get("configs") or ()),
-                 tuple(d.get("inconsistent") or ()))
+    return Noise(float(d["rel_sd"]), int(d["dof"]), tuple(d.get("configs") or ()), tuple(d.get("inconsistent") or ()))
 
 
 def _logs(values: Sequence[float]) -> list[float]:
@@ -106,8 +168,9 @@ def _logs(values: Sequence[float]) -> list[float]:
     return [math.log(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
 
 
-def pool(samples: Mapping[int, Sequence[float]],
-         repeat_spreads: Mapping[int, tuple[float, int]] | None = None) -> Noise:
+def pool(
+    samples: Mapping[int, Sequence[float]], repeat_spreads: Mapping[int, tuple[float, int]] | None = None
+) -> Noise:
     """The pooled noise: ``sum of squared log deviations / sum of (n_i - 1)`` over every config
     `i` with two or more usable values in `samples` (config -> values of its measurements), plus
     ``(n - 1) * cv^2`` for each config's ``--repeats`` runs in `repeat_spreads` (config -> (CV,
@@ -124,7 +187,7 @@ def pool(samples: Mapping[int, Sequence[float]],
         used.add(number)
     for number, (cv, runs) in (repeat_spreads or {}).items():
         if runs >= 2 and isinstance(cv, (int, float)) and math.isfinite(cv) and cv >= 0:
-            ss += (runs - 1) * cv ** 2
+            ss += (runs - 1) * cv**2
             dof += runs - 1
             used.add(number)
     if dof == 0:
@@ -143,8 +206,9 @@ def inconsistent(a: float, b: float, noise: Noise) -> bool:
     return abs(math.log(a / b)) > q * noise.rel_sd * math.sqrt(2)
 
 
-def inconsistent_pairs(samples: Mapping[int, Sequence[float]],
-                       repeat_spreads: Mapping[int, tuple[float, int]] | None = None) -> list[dict[str, Any]]:
+def inconsistent_pairs(
+    samples: Mapping[int, Sequence[float]], repeat_spreads: Mapping[int, tuple[float, int]] | None = None
+) -> list[dict[str, Any]]:
     """Each config whose first and latest measurements are inconsistent, judged against the
     noise pooled from the *other* configs (leave one out: an outlier pair would otherwise widen
     the very noise it is judged by, and a study with one repeated config could never flag it)."""
@@ -158,19 +222,23 @@ def inconsistent_pairs(samples: Mapping[int, Sequence[float]],
         noise = pool(others, rest)
         a, b = usable[0], usable[-1]
         if inconsistent(a, b, noise):
-            found.append({"trial": number, "values": [a, b], "log_ratio": round(math.log(b / a), 4),
-                          "against": noise.source()})
+            found.append(
+                {"trial": number, "values": [a, b], "log_ratio": round(math.log(b / a), 4), "against": noise.source()}
+            )
     return found
 
 
-def study_noise(samples: Mapping[int, Sequence[float]],
-                repeat_spreads: Mapping[int, tuple[float, int]] | None = None) -> Noise:
+def study_noise(
+    samples: Mapping[int, Sequence[float]], repeat_spreads: Mapping[int, tuple[float, int]] | None = None
+) -> Noise:
     """`pool` over the consistent configs, with the inconsistent pairs recorded beside it. An
     inconsistent pair is not evidence (one side was disturbed: re-measure it, do not average it),
     so it does not set the noise either: one busy minute would otherwise widen every +/- of the
     study until nothing could be told apart. Its own figure is shown as inconsistent."""
     bad = tuple(inconsistent_pairs(samples, repeat_spreads))
     flagged = {p["trial"] for p in bad}
-    noise = pool({k: v for k, v in samples.items() if k not in flagged},
-                 {k: v for k, v in (repeat_spreads or {}).items() if k not in flagged})
+    noise = pool(
+        {k: v for k, v in samples.items() if k not in flagged},
+        {k: v for k, v in (repeat_spreads or {}).items() if k not in flagged},
+    )
     return Noise(noise.rel_sd, noise.dof, noise.configs, bad)

@@ -25,15 +25,13 @@ class Objective(NamedTuple):
 
 
 def _catalogue() -> dict[str, Objective]:
-    out = {n: Objective(n, n, Direction.MAXIMIZE)
-           for n in ("output_throughput", "capacity", "request_throughput")}
+    out = {n: Objective(n, n, Direction.MAXIMIZE) for n in ("output_throughput", "capacity", "request_throughput")}
     # USD per 1M output tokens at the study's price (objectives/cost.py): less is better.
     out[COST_PER_MTOK] = Objective(COST_PER_MTOK, COST_PER_MTOK, Direction.MINIMIZE)
     for metric in LATENCY_METRICS:
         for stat in STATS:
             name = f"{metric}_{stat}"
-            out[name] = Objective(name, f"{'median' if stat == 'p50' else stat}_{metric}_ms",
-                                  Direction.MINIMIZE)
+            out[name] = Objective(name, f"{'median' if stat == 'p50' else stat}_{metric}_ms", Direction.MINIMIZE)
     return out
 
 

@@ -101,8 +101,11 @@ class Target:
     def describe(self) -> str:
         """Human-readable form, e.g. ``TTFT p95 < 1000 ms``, ``TTFT p95 < 0.8x the baseline``."""
         if self.factor is not None:
-            label = f"{self.metric.upper()} {self.stat}" if self.metric in LATENCY_METRICS \
+            label = (
+                f"{self.metric.upper()} {self.stat}"
+                if self.metric in LATENCY_METRICS
                 else self.metric.replace("_", " ")
+            )
             resolved = "" if math.isnan(self.threshold) else f" (= {_fmt(round(self.threshold, 1))})"
             return f"{label} {self.op} {_fmt(self.factor)}x the baseline{resolved}"
         if self.metric in LATENCY_METRICS:
@@ -141,8 +144,7 @@ def parse_target(text: str) -> Target:
     m = _TARGET_RE.match(text or "")
     if not m:
         raise TargetError(
-            f"cannot parse target {text!r}: expected METRIC OP VALUE, e.g. 'ttft<1s', "
-            f"'tpot_p99<=50ms', 'error_rate<1%'"
+            f"cannot parse target {text!r}: expected METRIC OP VALUE, e.g. 'ttft<1s', 'tpot_p99<=50ms', 'error_rate<1%'"
         )
     name, op, num, unit = m["name"].lower(), m["op"], float(m["num"]), m["unit"].lower()
     metric, stat = name, ""
@@ -165,9 +167,7 @@ def parse_target(text: str) -> Target:
         return Target(metric=metric, stat=stat, op=op, threshold=math.nan, text=text.strip(), factor=num)
     if metric in LATENCY_METRICS:
         if unit not in _UNIT_TO_MS:
-            raise TargetError(
-                f"target {text!r} needs a time unit: write e.g. '{metric}<1s' or '{metric}<800ms'"
-            )
+            raise TargetError(f"target {text!r} needs a time unit: write e.g. '{metric}<1s' or '{metric}<800ms'")
         threshold = num * _UNIT_TO_MS[unit]
     elif metric == "error_rate":
         if unit == "%":
@@ -181,9 +181,7 @@ def parse_target(text: str) -> Target:
     else:
         allowed = ("", THROUGHPUT_METRICS[metric])
         if unit not in allowed:
-            raise TargetError(
-                f"target {text!r}: {metric} is in {THROUGHPUT_METRICS[metric]}, not {unit!r}"
-            )
+            raise TargetError(f"target {text!r}: {metric} is in {THROUGHPUT_METRICS[metric]}, not {unit!r}")
         threshold = num
     return Target(metric=metric, stat=stat, op=op, threshold=threshold, text=text.strip())
 
@@ -210,8 +208,7 @@ def parse_targets(texts: list[str]) -> list[Target]:
                 strict = u.op == "<" or lo.op == ">"
                 if u.threshold < lo.threshold or (strict and u.threshold == lo.threshold):
                     raise TargetError(
-                        f"targets {lo.text!r} and {u.text!r} contradict each other: "
-                        f"no value of {u.name} can meet both"
+                        f"targets {lo.text!r} and {u.text!r} contradict each other: no value of {u.name} can meet both"
                     )
     return targets
 
@@ -231,7 +228,7 @@ def loosened(target: Target, value: float) -> str | None:
     if target.metric == "error_rate" or not math.isfinite(value) or value <= 0:
         return None
     exponent = math.floor(math.log10(value)) - 1
-    step = 10.0 ** exponent
+    step = 10.0**exponent
     bound = (math.floor(value / step) + 1) * step if target.upper else math.floor(value / step) * step
     if target.factor is not None:  # relative
         base = target.threshold / target.factor

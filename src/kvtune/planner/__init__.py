@@ -27,8 +27,22 @@ from kvtune.planner.kv import (
 from kvtune.planner.units import parse_bandwidth, parse_size
 
 __all__ = [
-    "CACHE_TYPES", "DEFAULT_CACHE_TYPES", "CachePlan", "ModelShape", "Plan", "SlotPlan", "TableRow",
-    "decode_ceiling_tok_s", "kv_bytes_per_sequence", "kv_bytes_per_token", "llama_server_kv_tokens",
-    "make_plan", "parse_bandwidth", "parse_size", "prescreen_kv_fits", "sequences_that_fit",
-    "slot_context", "table",
+    "CACHE_TYPES",
+    "DEFAULT_CACHE_TYPES",
+    "CachePlan",
+    "ModelShape",
+    "Plan",
+    "SlotPlan",
+    "TableRow",
+    "decode_ceiling_tok_s",
+    "kv_bytes_per_sequence",
+    "kv_bytes_per_token",
+    "llama_server_kv_tokens",
+    "make_plan",
+    "parse_bandwidth",
+    "parse_size",
+    "prescreen_kv_fits",
+    "sequences_that_fit",
+    "slot_context",
+    "table",
 ]

@@ -25,7 +25,7 @@ BANDWIDTH_TABLE: tuple[tuple[str, str, float], ...] = (
     ("H200", r"\bH200\b", 4.8e12),
     ("H100 NVL", r"\bH100\b.*\bNVL\b", 3.9e12),
     ("H100 PCIe", r"\bH100\b.*\bPCIE\b", 2.0e12),
-    ("H100 SXM", r"\bH100\b", 3.35e12),               # NVML: "NVIDIA H100 80GB HBM3"
+    ("H100 SXM", r"\bH100\b", 3.35e12),  # NVML: "NVIDIA H100 80GB HBM3"
     ("A100 80GB PCIe", r"\bA100\b(?=.*\b80GB\b)(?=.*\bPCIE\b)", 1.935e12),
     ("A100 80GB SXM", r"\bA100\b.*\b80GB\b", 2.039e12),  # NVML: "NVIDIA A100-SXM4-80GB"
     ("A100 40GB", r"\bA100\b", 1.555e12),
@@ -58,9 +58,24 @@ NVLINK_TABLE: tuple[tuple[str, str, float], ...] = (
 # marketed "80GB" taken as 80 GiB; NVML reports a little less, e.g. 79.6 GiB on an H100 SXM).
 # Only used to plan for a GPU that is not in this machine.
 MEMORY_GIB: dict[str, float] = {
-    "B200": 180, "H200": 141, "H100 NVL": 94, "H100 PCIe": 80, "H100 SXM": 80,
-    "A100 80GB PCIe": 80, "A100 80GB SXM": 80, "A100 40GB": 40, "L40S": 48, "L40": 48, "L4": 24,
-    "A10": 24, "RTX 4090": 24, "RTX 3090 Ti": 24, "RTX 3090": 24, "V100S": 32, "V100": 16, "T4": 16,
+    "B200": 180,
+    "H200": 141,
+    "H100 NVL": 94,
+    "H100 PCIe": 80,
+    "H100 SXM": 80,
+    "A100 80GB PCIe": 80,
+    "A100 80GB SXM": 80,
+    "A100 40GB": 40,
+    "L40S": 48,
+    "L40": 48,
+    "L4": 24,
+    "A10": 24,
+    "RTX 4090": 24,
+    "RTX 3090 Ti": 24,
+    "RTX 3090": 24,
+    "V100S": 32,
+    "V100": 16,
+    "T4": 16,
 }
 # PCIe bytes/s per lane and direction after line coding, by generation (PCI-SIG).
 PCIE_LANE_BYTES_S = {1: 2.5e8, 2: 5.0e8, 3: 9.85e8, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
@@ -149,7 +164,7 @@ class CpuRam:
 class HardwareBudget:
     """Memory and bandwidth the plan uses, and where they came from."""
 
-    kind: str                       # "gpu", "cpu", "given" or "named" (a spec-sheet GPU)
+    kind: str  # "gpu", "cpu", "given" or "named" (a spec-sheet GPU)
     description: str
     memory_bytes: int
     free_bytes: int | None
@@ -157,8 +172,9 @@ class HardwareBudget:
     gpus: tuple[GpuInfo, ...] = ()
 
 
-def hardware_budget(gpus: list[GpuInfo], ram: CpuRam, memory_bytes: int | None = None,
-                    bandwidth_bytes_s: float | None = None) -> HardwareBudget:
+def hardware_budget(
+    gpus: list[GpuInfo], ram: CpuRam, memory_bytes: int | None = None, bandwidth_bytes_s: float | None = None
+) -> HardwareBudget:
     """All GPUs together (as with tensor parallelism: memory and bandwidth add up), else CPU RAM.
 
     --memory and --bandwidth (already parsed to bytes) override the facts."""
@@ -171,8 +187,13 @@ def hardware_budget(gpus: list[GpuInfo], ram: CpuRam, memory_bytes: int | None =
         bw = sum(b for b in bws if b is not None) if all(bws) else None
         kind, total, free = "gpu", sum(g.total_bytes for g in gpus), sum(g.free_bytes for g in gpus)
     else:
-        kind, desc, total, free, bw = "cpu", f"CPU RAM ({ram.cpu_model})", ram.total_bytes, \
-            ram.available_bytes or None, None
+        kind, desc, total, free, bw = (
+            "cpu",
+            f"CPU RAM ({ram.cpu_model})",
+            ram.total_bytes,
+            ram.available_bytes or None,
+            None,
+        )
     if memory_bytes is not None:
         kind, desc, total, free = "given", f"--memory (probed: {desc})", memory_bytes, None
     if bandwidth_bytes_s is not None:
@@ -180,20 +201,28 @@ def hardware_budget(gpus: list[GpuInfo], ram: CpuRam, memory_bytes: int | None =
     return HardwareBudget(kind, desc, total, free, bw, tuple(gpus))
 
 
-def named_budget(name: str, count: int = 1, memory_bytes: int | None = None,
-                 bandwidth_bytes_s: float | None = None) -> HardwareBudget:
+def named_budget(
+    name: str, count: int = 1, memory_bytes: int | None = None, bandwidth_bytes_s: float | None = None
+) -> HardwareBudget:
     """`count` GPUs of the model called `name`, from the spec-sheet tables (hardware the user
     may not have: nothing is read from this machine). --memory and --bandwidth still override."""
     if count < 1:
         raise SpecError(f"--gpus must be at least 1, got {count}")
     model = named_gpu(name)
-    gpus = [GpuInfo(i, model.label, model.memory_bytes, model.memory_bytes, model.bandwidth_bytes_s)
-            for i in range(count)]
+    gpus = [
+        GpuInfo(i, model.label, model.memory_bytes, model.memory_bytes, model.bandwidth_bytes_s) for i in range(count)
+    ]
     budget = hardware_budget(gpus, CpuRam("", 0, 0), memory_bytes, bandwidth_bytes_s)
     if budget.kind == "gpu":
-        budget = HardwareBudget("named", f"{count} x {model.label} (spec sheet: "
-                                f"{MEMORY_GIB[model.label]:g} GiB, {model.bandwidth_bytes_s / 1e12:.2f} TB/s each)",
-                                budget.memory_bytes, None, budget.bandwidth_bytes_s, budget.gpus)
+        budget = HardwareBudget(
+            "named",
+            f"{count} x {model.label} (spec sheet: "
+            f"{MEMORY_GIB[model.label]:g} GiB, {model.bandwidth_bytes_s / 1e12:.2f} TB/s each)",
+            budget.memory_bytes,
+            None,
+            budget.bandwidth_bytes_s,
+            budget.gpus,
+        )
     return budget
 
 
@@ -204,6 +233,7 @@ def first_gpus(gpus: list[GpuInfo], count: int | None) -> list[GpuInfo]:
     if count < 1:
         raise SpecError(f"--gpus must be at least 1, got {count}")
     if count > len(gpus):
-        raise SpecError(f"--gpus {count}: this machine has {len(gpus)} GPU(s); "
-                        f"add --gpu NAME to plan for GPUs it does not have")
+        raise SpecError(
+            f"--gpus {count}: this machine has {len(gpus)} GPU(s); add --gpu NAME to plan for GPUs it does not have"
+        )
     return gpus[:count]

@@ -20,11 +20,25 @@ from typing import Iterable, Union
 from kvtune.errors import SpecError
 
 CACHE_TYPES: dict[str, float] = {
-    "f32": 4, "fp32": 4, "float32": 4,
-    "f16": 2, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2, "auto": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
+    "f32": 4,
+    "fp32": 4,
+    "float32": 4,
+    "f16": 2,
+    "fp16": 2,
+    "float16": 2,
+    "bf16": 2,
+    "bfloat16": 2,
+    "auto": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
     # llama.cpp block formats: 32 elements per block + fp16 scale (and fp16 min for the _1 kinds).
-    "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32, "q4_1": 20 / 32, "q4_0": 18 / 32,
+    "q8_0": 34 / 32,
+    "q5_1": 24 / 32,
+    "q5_0": 22 / 32,
+    "q4_1": 20 / 32,
+    "q4_0": 18 / 32,
     "iq4_nl": 18 / 32,
 }
 # One type for K and V ("q8_0"), "K/V" ("q8_0/f16"), or a (K, V) pair.
@@ -33,6 +47,7 @@ DEFAULT_CACHE_TYPES = ("f16", "fp8", "q8_0", "q4_0")
 TABLE_TOKENS = (4096, 32768, 131072)
 TABLE_USERS = (1, 4)
 LLAMA_CTX_PAD = 256  # llama.cpp pads n_ctx and the per-slot context to multiples of 256
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -157,11 +172,18 @@ class TableRow:
     bytes: tuple[int, ...]  # one per cache type, in the order asked
 
 
-def table(shape: ModelShape, tokens_list: Iterable[int] = TABLE_TOKENS, users_list: Iterable[int] = TABLE_USERS,
-          cache_types: Iterable[CacheType] = ("f16",)) -> list[TableRow]:
+def table(
+    shape: ModelShape,
+    tokens_list: Iterable[int] = TABLE_TOKENS,
+    users_list: Iterable[int] = TABLE_USERS,
+    cache_types: Iterable[CacheType] = ("f16",),
+) -> list[TableRow]:
     """The seeds' table: every (tokens, users) pair -> KV bytes, for each cache type."""
-    return [TableRow(t, u, tuple(u * kv_bytes_per_sequence(shape, t, c) for c in cache_types))
-            for t in tokens_list for u in users_list]
+    return [
+        TableRow(t, u, tuple(u * kv_bytes_per_sequence(shape, t, c) for c in cache_types))
+        for t in tokens_list
+        for u in users_list
+    ]
 
 
 def _pad(n: int, to: int = LLAMA_CTX_PAD) -> int:
@@ -203,8 +225,15 @@ def kv_cache_bytes(shape: ModelShape, total_kv_tokens: int, cache_type: CacheTyp
     return per_layer * (full * total_kv_tokens + shape.sliding_window_layers * swa)
 
 
-def prescreen_kv_fits(shape: ModelShape, weights_bytes: int | None, memory_bytes: int, reserve_bytes: int,
-                      total_kv_tokens: int, cache_type: CacheType = "f16", sequences: int = 1) -> str | None:
+def prescreen_kv_fits(
+    shape: ModelShape,
+    weights_bytes: int | None,
+    memory_bytes: int,
+    reserve_bytes: int,
+    total_kv_tokens: int,
+    cache_type: CacheType = "f16",
+    sequences: int = 1,
+) -> str | None:
     """A one-line reason when weights + reserve + KV for `total_kv_tokens` cannot fit, else None.
 
     Errs towards None: sliding-window layers are charged at most window x `sequences` tokens,
@@ -219,8 +248,10 @@ def prescreen_kv_fits(shape: ModelShape, weights_bytes: int | None, memory_bytes
     def g(n: float) -> str:
         return f"{n / 2**30:.2f} GiB"
 
-    return (f"weights {g(weights)} + reserve {g(reserve_bytes)} + KV {g(kv)} ({total_kv_tokens} tokens, "
-            f"{cache_label(cache_type)}) = {g(need)} > memory {g(memory_bytes)}")
+    return (
+        f"weights {g(weights)} + reserve {g(reserve_bytes)} + KV {g(kv)} ({total_kv_tokens} tokens, "
+        f"{cache_label(cache_type)}) = {g(need)} > memory {g(memory_bytes)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -230,9 +261,9 @@ class CachePlan:
     cache_type: str
     bytes_per_element: float
     bytes_per_token: int
-    bytes_per_sequence: int       # at the plan's context
-    bytes_for_users: int          # bytes_per_sequence x users
-    sequences_fit: int | None     # full-context sequences that fit (None: memory unknown)
+    bytes_per_sequence: int  # at the plan's context
+    bytes_for_users: int  # bytes_per_sequence x users
+    sequences_fit: int | None  # full-context sequences that fit (None: memory unknown)
     decode_ceiling_tok_s: float | None  # one stream at full context (None: bandwidth or weights unknown)
 
 
@@ -242,8 +273,8 @@ class SlotPlan:
 
     ctx_size: int
     parallel: int
-    per_slot: int                 # --ctx-size / --parallel, as the seeds state it
-    per_slot_llama: int           # after llama.cpp's rounding to 256
+    per_slot: int  # --ctx-size / --parallel, as the seeds state it
+    per_slot_llama: int  # after llama.cpp's rounding to 256
     ctx_size_for_full_context: int  # --ctx-size that gives every slot the full context
 
 
@@ -268,11 +299,20 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def make_plan(shape: ModelShape, memory_bytes: int | None = None, reserve_bytes: int = 0,
-              context: int | None = None, users: int = 1, cache_types: Iterable[str] = DEFAULT_CACHE_TYPES,
-              bandwidth: float | None = None, parallel: int | None = None, *,
-              weights_bytes: int | None = None, table_tokens: Iterable[int] | None = None,
-              table_users: Iterable[int] | None = None) -> Plan:
+def make_plan(
+    shape: ModelShape,
+    memory_bytes: int | None = None,
+    reserve_bytes: int = 0,
+    context: int | None = None,
+    users: int = 1,
+    cache_types: Iterable[str] = DEFAULT_CACHE_TYPES,
+    bandwidth: float | None = None,
+    parallel: int | None = None,
+    *,
+    weights_bytes: int | None = None,
+    table_tokens: Iterable[int] | None = None,
+    table_users: Iterable[int] | None = None,
+) -> Plan:
     """Everything `kvtune plan` prints. `weights_bytes` overrides the shape's (--weights)."""
     if weights_bytes is not None:
         shape = replace(shape, weights_bytes=weights_bytes)
@@ -298,8 +338,7 @@ def make_plan(shape: ModelShape, memory_bytes: int | None = None, reserve_bytes:
     for ct in cache_types:
         per_tok = kv_bytes_per_token(shape, ct)
         per_seq = kv_bytes_per_sequence(shape, context, ct)
-        fit = (None if memory_bytes is None else
-               sequences_that_fit(memory_bytes, weights or 0, reserve_bytes, per_seq))
+        fit = None if memory_bytes is None else sequences_that_fit(memory_bytes, weights or 0, reserve_bytes, per_seq)
         ceiling = decode_ceiling_tok_s(bandwidth, active, per_seq) if bandwidth and active else None
         k, _ = _kv_types(ct)
         caches.append(CachePlan(ct, bytes_per_element(k, shape), per_tok, per_seq, per_seq * users, fit, ceiling))
@@ -313,11 +352,29 @@ def make_plan(shape: ModelShape, memory_bytes: int | None = None, reserve_bytes:
     users_t = tuple(table_users) if table_users else tuple(sorted(set(TABLE_USERS) | {users}))
     slots = None
     if parallel:
-        slots = SlotPlan(context, parallel, slot_context(context, parallel),
-                         slot_context(context, parallel, pad=True), context * parallel)
-    return Plan(shape=shape, context=context, users=users, cache_types=cache_types, caches=tuple(caches),
-                table_tokens=tokens, table_users=users_t,
-                table=tuple(table(shape, tokens, users_t, cache_types)),
-                memory_bytes=memory_bytes, reserve_bytes=reserve_bytes, weights_bytes=weights,
-                weights_active_bytes=active, free_for_kv_bytes=free, bandwidth_bytes_s=bandwidth,
-                decode_ceiling_weights_only=ceiling0, slots=slots, notes=tuple(notes))
+        slots = SlotPlan(
+            context,
+            parallel,
+            slot_context(context, parallel),
+            slot_context(context, parallel, pad=True),
+            context * parallel,
+        )
+    return Plan(
+        shape=shape,
+        context=context,
+        users=users,
+        cache_types=cache_types,
+        caches=tuple(caches),
+        table_tokens=tokens,
+        table_users=users_t,
+        table=tuple(table(shape, tokens, users_t, cache_types)),
+        memory_bytes=memory_bytes,
+        reserve_bytes=reserve_bytes,
+        weights_bytes=weights,
+        weights_active_bytes=active,
+        free_for_kv_bytes=free,
+        bandwidth_bytes_s=bandwidth,
+        decode_ceiling_weights_only=ceiling0,
+        slots=slots,
+        notes=tuple(notes),
+    )

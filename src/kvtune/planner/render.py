@@ -54,39 +54,55 @@ def fmt_count(n: int | None) -> str:
 
 def _columns(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-            for r in rows]
+    return [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        for r in rows
+    ]
 
 
 def render(plan: Plan) -> str:
     s = plan.shape
-    out = [f"model: {s.name or '(from flags)'}: {s.layers} KV layers, {s.attention_heads} heads, "
-           f"{s.kv_heads} KV heads, head dim {s.head_dim}"]
+    out = [
+        f"model: {s.name or '(from flags)'}: {s.layers} KV layers, {s.attention_heads} heads, "
+        f"{s.kv_heads} KV heads, head dim {s.head_dim}"
+    ]
     if s.is_mla:
         out.append(f"  MLA: one latent of {s.kv_lora_rank} + {s.qk_rope_head_dim} (rope) per layer, no V")
     if s.sliding_window_layers:
         out.append(f"  sliding window: {s.sliding_window} tokens on {s.sliding_window_layers} of {s.layers} layers")
     if s.moe_experts_total:
-        out.append(f"  MoE: {s.moe_experts_total} experts, {s.moe_experts_active or '?'} active per token; "
-                   f"params {fmt_count(s.params_total)} total, {fmt_count(s.params_active)} active")
+        out.append(
+            f"  MoE: {s.moe_experts_total} experts, {s.moe_experts_active or '?'} active per token; "
+            f"params {fmt_count(s.params_total)} total, {fmt_count(s.params_active)} active"
+        )
     w = f"weights {fmt_bytes(plan.weights_bytes)}"
     if plan.weights_active_bytes is not None and plan.weights_active_bytes != plan.weights_bytes:
         w += f" ({fmt_bytes(plan.weights_active_bytes)} read per token)"
     out.append(w)
     if plan.memory_bytes is not None:
-        out.append(f"memory {fmt_bytes(plan.memory_bytes)} - weights {fmt_bytes(plan.weights_bytes or 0)} - "
-                   f"reserve {fmt_bytes(plan.reserve_bytes)} = {fmt_bytes(plan.free_for_kv_bytes)} for the KV cache")
+        out.append(
+            f"memory {fmt_bytes(plan.memory_bytes)} - weights {fmt_bytes(plan.weights_bytes or 0)} - "
+            f"reserve {fmt_bytes(plan.reserve_bytes)} = {fmt_bytes(plan.free_for_kv_bytes)} for the KV cache"
+        )
     out.append(f"context {plan.context} tokens, {plan.users} user(s)")
     out.append("")
-    rows = [["cache", "bytes/elem", "per token", "per sequence", f"x {plan.users} users", "seqs fit",
-             "decode tok/s"]]
-    u_tok, u_seq, u_all = (_unit([getattr(c, k) for c in plan.caches])
-                           for k in ("bytes_per_token", "bytes_per_sequence", "bytes_for_users"))
+    rows = [["cache", "bytes/elem", "per token", "per sequence", f"x {plan.users} users", "seqs fit", "decode tok/s"]]
+    u_tok, u_seq, u_all = (
+        _unit([getattr(c, k) for c in plan.caches])
+        for k in ("bytes_per_token", "bytes_per_sequence", "bytes_for_users")
+    )
     for c in plan.caches:
-        rows.append([c.cache_type, f"{c.bytes_per_element:g}", _in(c.bytes_per_token, u_tok),
-                     _in(c.bytes_per_sequence, u_seq), _in(c.bytes_for_users, u_all),
-                     "?" if c.sequences_fit is None else str(c.sequences_fit),
-                     "?" if c.decode_ceiling_tok_s is None else f"{c.decode_ceiling_tok_s:.1f}"])
+        rows.append(
+            [
+                c.cache_type,
+                f"{c.bytes_per_element:g}",
+                _in(c.bytes_per_token, u_tok),
+                _in(c.bytes_per_sequence, u_seq),
+                _in(c.bytes_for_users, u_all),
+                "?" if c.sequences_fit is None else str(c.sequences_fit),
+                "?" if c.decode_ceiling_tok_s is None else f"{c.decode_ceiling_tok_s:.1f}",
+            ]
+        )
     out += _columns(rows)
     out += ["", "KV cache by tokens x users:"]
     rows = [["tokens", "users", *plan.cache_types]]
@@ -97,13 +113,17 @@ def render(plan: Plan) -> str:
     if plan.slots:
         sl = plan.slots
         pad = "" if sl.per_slot_llama == sl.per_slot else f" (llama.cpp pads it to {sl.per_slot_llama})"
-        out.append(f"llama-server --ctx-size {sl.ctx_size} --parallel {sl.parallel}: {sl.per_slot} tokens per "
-                   f"slot{pad}; --ctx-size {sl.ctx_size_for_full_context} gives each slot {sl.ctx_size}")
+        out.append(
+            f"llama-server --ctx-size {sl.ctx_size} --parallel {sl.parallel}: {sl.per_slot} tokens per "
+            f"slot{pad}; --ctx-size {sl.ctx_size_for_full_context} gives each slot {sl.ctx_size}"
+        )
     if plan.bandwidth_bytes_s:
         bw = fmt_rate(plan.bandwidth_bytes_s)
         if plan.decode_ceiling_weights_only is not None:
-            out.append(f"decode ceiling, one stream at {bw}: {plan.decode_ceiling_weights_only:.1f} tok/s "
-                       f"(weights only); the decode tok/s column also reads one full-context sequence of KV")
+            out.append(
+                f"decode ceiling, one stream at {bw}: {plan.decode_ceiling_weights_only:.1f} tok/s "
+                f"(weights only); the decode tok/s column also reads one full-context sequence of KV"
+            )
         else:
             out.append(f"decode ceiling at {bw}: weights size unknown (pass --weights)")
     else:
@@ -122,19 +142,36 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "model": asdict(plan.shape),
         "context": plan.context,
         "users": plan.users,
-        "memory_bytes": plan.memory_bytes, "memory_gib": _gib(plan.memory_bytes),
-        "reserve_bytes": plan.reserve_bytes, "reserve_gib": _gib(plan.reserve_bytes),
-        "weights_bytes": plan.weights_bytes, "weights_gib": _gib(plan.weights_bytes),
-        "weights_active_bytes": plan.weights_active_bytes, "weights_active_gib": _gib(plan.weights_active_bytes),
-        "free_for_kv_bytes": plan.free_for_kv_bytes, "free_for_kv_gib": _gib(plan.free_for_kv_bytes),
+        "memory_bytes": plan.memory_bytes,
+        "memory_gib": _gib(plan.memory_bytes),
+        "reserve_bytes": plan.reserve_bytes,
+        "reserve_gib": _gib(plan.reserve_bytes),
+        "weights_bytes": plan.weights_bytes,
+        "weights_gib": _gib(plan.weights_bytes),
+        "weights_active_bytes": plan.weights_active_bytes,
+        "weights_active_gib": _gib(plan.weights_active_bytes),
+        "free_for_kv_bytes": plan.free_for_kv_bytes,
+        "free_for_kv_gib": _gib(plan.free_for_kv_bytes),
         "bandwidth_bytes_s": plan.bandwidth_bytes_s,
         "decode_ceiling_weights_only_tok_s": plan.decode_ceiling_weights_only,
-        "caches": [{**asdict(c), "kib_per_token": c.bytes_per_token / 1024,
-                    "gib_per_sequence": _gib(c.bytes_per_sequence), "gib_for_users": _gib(c.bytes_for_users)}
-                   for c in plan.caches],
-        "table": [{"tokens": r.tokens, "users": r.users,
-                   "bytes": dict(zip(plan.cache_types, r.bytes)),
-                   "gib": {ct: _gib(b) for ct, b in zip(plan.cache_types, r.bytes)}} for r in plan.table],
+        "caches": [
+            {
+                **asdict(c),
+                "kib_per_token": c.bytes_per_token / 1024,
+                "gib_per_sequence": _gib(c.bytes_per_sequence),
+                "gib_for_users": _gib(c.bytes_for_users),
+            }
+            for c in plan.caches
+        ],
+        "table": [
+            {
+                "tokens": r.tokens,
+                "users": r.users,
+                "bytes": dict(zip(plan.cache_types, r.bytes)),
+                "gib": {ct: _gib(b) for ct, b in zip(plan.cache_types, r.bytes)},
+            }
+            for r in plan.table
+        ],
         "slots": None if plan.slots is None else asdict(plan.slots),
         "notes": list(plan.notes),
     }
@@ -152,5 +189,7 @@ def render_suggestions(suggestions: tuple[Suggestion, ...] | list[Suggestion]) -
 
 
 def suggestions_to_dict(suggestions: tuple[Suggestion, ...] | list[Suggestion]) -> list[dict[str, Any]]:
-    return [{"backend": sg.backend, "flags": dict(sg.flags), "argv": sg.argv(), "fits": sg.fits,
-             "notes": list(sg.notes)} for sg in suggestions]
+    return [
+        {"backend": sg.backend, "flags": dict(sg.flags), "argv": sg.argv(), "fits": sg.fits, "notes": list(sg.notes)}
+        for sg in suggestions
+    ]

@@ -59,8 +59,9 @@ def _hf_sliding(cfg: dict[str, Any], layers: int) -> tuple[int | None, int]:
     return window, layers  # Mistral-7B-v0.1 style: every layer uses the window
 
 
-def _hf_params(cfg: dict[str, Any], heads: int, kv_heads: int, head_dim: int, layers: int,
-               experts: int | None, active: int | None) -> tuple[int | None, int | None]:
+def _hf_params(
+    cfg: dict[str, Any], heads: int, kv_heads: int, head_dim: int, layers: int, experts: int | None, active: int | None
+) -> tuple[int | None, int | None]:
     """Parameter estimate (total, active) from the config; None when the config lacks the sizes."""
     hidden, vocab = cfg.get("hidden_size"), cfg.get("vocab_size")
     inter = _first(cfg, "intermediate_size", "ffn_dim")
@@ -70,8 +71,12 @@ def _hf_params(cfg: dict[str, Any], heads: int, kv_heads: int, head_dim: int, la
         rope, nope = cfg["qk_rope_head_dim"], cfg.get("qk_nope_head_dim", head_dim)
         v_dim, q_lora = cfg.get("v_head_dim", nope), cfg.get("q_lora_rank")
         q = hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope)
-        attn = (q + hidden * (cfg["kv_lora_rank"] + rope)
-                + cfg["kv_lora_rank"] * heads * (nope + v_dim) + heads * v_dim * hidden)
+        attn = (
+            q
+            + hidden * (cfg["kv_lora_rank"] + rope)
+            + cfg["kv_lora_rank"] * heads * (nope + v_dim)
+            + heads * v_dim * hidden
+        )
     else:
         attn = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
     dense_mlp = 3 * hidden * inter
@@ -143,14 +148,21 @@ def shape_from_hf_config(path: str | Path) -> ModelShape:
     if weights is None and total:
         weights = total * dtype_bytes  # no weight files: estimate from the parameter count
     return ModelShape(
-        layers=layers, attention_heads=heads, kv_heads=int(kv_heads), head_dim=int(head_dim),
+        layers=layers,
+        attention_heads=heads,
+        kv_heads=int(kv_heads),
+        head_dim=int(head_dim),
         dtype_bytes=dtype_bytes,
         max_positions=_first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
-        sliding_window=int(window) if window else None, sliding_window_layers=swa_layers,
+        sliding_window=int(window) if window else None,
+        sliding_window_layers=swa_layers,
         kv_lora_rank=int(mla) if mla else None,
         qk_rope_head_dim=int(cfg["qk_rope_head_dim"]) if mla else None,
-        moe_experts_total=experts, moe_experts_active=int(active) if active else None,
-        params_total=total, params_active=act, weights_bytes=weights,
+        moe_experts_total=experts,
+        moe_experts_active=int(active) if active else None,
+        params_total=total,
+        params_active=act,
+        weights_bytes=weights,
         name=str(_first(cfg, "_name_or_path", default="") or cfg_path.parent.name),
     )
 
@@ -241,13 +253,20 @@ def shape_from_gguf(path: str | Path) -> ModelShape:
     in_experts = sum(int(t.n_elements) for t in tensors if "_exps" in t.name)  # ffn_{gate,up,down}_exps
     active = total - in_experts + in_experts * int(used) // int(experts) if experts and used else total
     return ModelShape(
-        layers=layers, attention_heads=heads, kv_heads=int(kv), head_dim=int(head_dim), dtype_bytes=2,
+        layers=layers,
+        attention_heads=heads,
+        kv_heads=int(kv),
+        head_dim=int(head_dim),
+        dtype_bytes=2,
         max_positions=get(f"{arch}.context_length"),
-        sliding_window=int(window) if window and swa_layers else None, sliding_window_layers=swa_layers,
-        kv_lora_rank=int(mla) if mla else None, qk_rope_head_dim=int(rope) if rope is not None else None,
+        sliding_window=int(window) if window and swa_layers else None,
+        sliding_window_layers=swa_layers,
+        kv_lora_rank=int(mla) if mla else None,
+        qk_rope_head_dim=int(rope) if rope is not None else None,
         moe_experts_total=int(experts) if experts else None,
         moe_experts_active=int(used) if experts and used else None,
-        params_total=total or None, params_active=active or None,
+        params_total=total or None,
+        params_active=active or None,
         weights_bytes=sum(f.stat().st_size for f in files),
         layer_weights_bytes=sum(int(t.n_bytes) for t in tensors if t.name.startswith("blk.")) or None,
         name=str(get("general.name") or path.stem),

@@ -26,7 +26,7 @@ CPU_RESERVE_BYTES = 1 * GIB  # the server process, tokenizer and buffers beside 
 VLLM_UTILIZATION = 0.90  # vLLM's own default share of a GPU's memory
 UTILIZATION_MARGIN = 0.02  # below what is free: vLLM refuses to start when free < the share
 ALL_LAYERS = 999  # llama.cpp clamps --n-gpu-layers to the model's layer count: "all of them"
-DTYPES = (("auto", "f16"), ("fp8", "fp8"))          # vLLM --kv-cache-dtype -> planner cache type
+DTYPES = (("auto", "f16"), ("fp8", "fp8"))  # vLLM --kv-cache-dtype -> planner cache type
 LLAMA_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 
 
@@ -54,8 +54,10 @@ def _gpu_share(hw: HardwareBudget) -> tuple[float, list[str]]:
     if free >= VLLM_UTILIZATION + UTILIZATION_MARGIN:
         return VLLM_UTILIZATION, []
     share = max(0.0, math.floor((free - UTILIZATION_MARGIN) * 100) / 100)
-    return share, [f"GPU {tightest.index} has {free:.0%} of its memory free (another process holds "
-                   f"the rest): --gpu-memory-utilization {share:g}"]
+    return share, [
+        f"GPU {tightest.index} has {free:.0%} of its memory free (another process holds "
+        f"the rest): --gpu-memory-utilization {share:g}"
+    ]
 
 
 def _vllm(shape: ModelShape, hw: HardwareBudget, users: int, context: int, reserve: int) -> Suggestion:
@@ -76,10 +78,10 @@ def _vllm(shape: ModelShape, hw: HardwareBudget, users: int, context: int, reser
             flags["tensor-parallel-size"] = tp
     else:
         room = int((hw.free_bytes or hw.memory_bytes) - weights - reserve)
-        notes.append("CPU: vLLM's KV cache is --kv-cache-memory-bytes / VLLM_CPU_KVCACHE_SPACE, "
-                     "not a GPU share")
-    dtype, ct = next(((d, c) for d, c in DTYPES if users * kv_bytes_per_sequence(shape, context, c) <= room),
-                     DTYPES[-1])
+        notes.append("CPU: vLLM's KV cache is --kv-cache-memory-bytes / VLLM_CPU_KVCACHE_SPACE, not a GPU share")
+    dtype, ct = next(
+        ((d, c) for d, c in DTYPES if users * kv_bytes_per_sequence(shape, context, c) <= room), DTYPES[-1]
+    )
     per_seq = kv_bytes_per_sequence(shape, context, ct)
     fit = max(0, room) // per_seq if per_seq else users
     max_len = context
@@ -87,11 +89,15 @@ def _vllm(shape: ModelShape, hw: HardwareBudget, users: int, context: int, reser
         per_token = max(1, kv_bytes_per_sequence(shape, 1, ct))
         max_len = max(0, room) // per_token // 16 * 16
         left = f"the {max(0, room) / GIB:.1f} GiB left for the KV cache"
-        notes.append(f"one {context}-token sequence does not fit in {left}: --max-model-len {max_len}"
-                     if max_len else f"the weights leave no room for a KV cache ({left}): more or larger GPUs")
+        notes.append(
+            f"one {context}-token sequence does not fit in {left}: --max-model-len {max_len}"
+            if max_len
+            else f"the weights leave no room for a KV cache ({left}): more or larger GPUs"
+        )
     elif fit < users:
-        notes.append(f"{users} users x {context} tokens do not fit even with an fp8 cache: "
-                     f"--max-num-seqs {fit} (the rest queue)")
+        notes.append(
+            f"{users} users x {context} tokens do not fit even with an fp8 cache: --max-num-seqs {fit} (the rest queue)"
+        )
     flags["max-num-seqs"] = max(1, min(users, fit))
     if max_len:
         flags["max-model-len"] = max_len
@@ -99,8 +105,7 @@ def _vllm(shape: ModelShape, hw: HardwareBudget, users: int, context: int, reser
     return Suggestion("vllm", flags, tuple(notes), fits=max_len > 0)
 
 
-def _llama_server(shape: ModelShape, hw: HardwareBudget, users: int, context: int,
-                  reserve: int) -> Suggestion:
+def _llama_server(shape: ModelShape, hw: HardwareBudget, users: int, context: int, reserve: int) -> Suggestion:
     weights = shape.weights_bytes or 0
     ctx = users * context  # llama-server splits --ctx-size across its --parallel slots
     flags: dict[str, Any] = {"parallel": users, "ctx-size": ctx}
@@ -108,8 +113,9 @@ def _llama_server(shape: ModelShape, hw: HardwareBudget, users: int, context: in
     n_gpus = len(hw.gpus) if hw.kind != "cpu" else 0
     # what a new server may take: free GPU memory / available RAM when read, else the total
     memory = (hw.free_bytes or hw.memory_bytes) - reserve
-    ct = next((c for c in LLAMA_CACHE_TYPES if weights + kv_bytes_per_sequence(shape, ctx, c) <= memory),
-              LLAMA_CACHE_TYPES[1])
+    ct = next(
+        (c for c in LLAMA_CACHE_TYPES if weights + kv_bytes_per_sequence(shape, ctx, c) <= memory), LLAMA_CACHE_TYPES[1]
+    )
     if ct != "f16":
         flags.update({"cache-type-k": ct, "cache-type-v": ct})
     kv = kv_bytes_per_sequence(shape, ctx, ct)
@@ -122,18 +128,23 @@ def _llama_server(shape: ModelShape, hw: HardwareBudget, users: int, context: in
             flags["n-gpu-layers"] = k
             if k == 0:
                 notes.append("not one layer fits on the GPU: the server runs on the CPU")
-            notes.append(f"the model and a {ctx}-token {ct} cache need {(weights + kv) / GIB:.1f} GiB, the "
-                         f"GPUs have {max(0, memory) / GIB:.1f} GiB: {k} of {shape.layers} layers on the GPU, "
-                         f"the rest in RAM")
+            notes.append(
+                f"the model and a {ctx}-token {ct} cache need {(weights + kv) / GIB:.1f} GiB, the "
+                f"GPUs have {max(0, memory) / GIB:.1f} GiB: {k} of {shape.layers} layers on the GPU, "
+                f"the rest in RAM"
+            )
     fits = n_gpus > 0 or weights + kv <= memory  # with GPUs, RAM takes what VRAM cannot
     if not fits:
-        notes.append(f"the model and a {ctx}-token {ct} cache need {(weights + kv) / GIB:.1f} GiB, more "
-                     f"than the {max(0, memory) / GIB:.1f} GiB of RAM free: fewer --parallel or a shorter context")
+        notes.append(
+            f"the model and a {ctx}-token {ct} cache need {(weights + kv) / GIB:.1f} GiB, more "
+            f"than the {max(0, memory) / GIB:.1f} GiB of RAM free: fewer --parallel or a shorter context"
+        )
     return Suggestion("llama-server", flags, tuple(notes), fits=fits)
 
 
-def suggest(shape: ModelShape, hw: HardwareBudget, users: int, context: int,
-            reserve_bytes: int | None = None) -> tuple[Suggestion, ...]:
+def suggest(
+    shape: ModelShape, hw: HardwareBudget, users: int, context: int, reserve_bytes: int | None = None
+) -> tuple[Suggestion, ...]:
     """Starting flags for vLLM and llama-server serving `users` concurrent sequences of `context`
     tokens (prompt + output) with the model `shape` on `hw`. `reserve_bytes` (per GPU, or for the
     CPU server) defaults to `GPU_RESERVE_BYTES` / `CPU_RESERVE_BYTES`."""
@@ -143,5 +154,4 @@ def suggest(shape: ModelShape, hw: HardwareBudget, users: int, context: int,
     on_gpu = hw.kind != "cpu" and bool(hw.gpus)
     per = reserve_bytes if reserve_bytes else GPU_RESERVE_BYTES if on_gpu else CPU_RESERVE_BYTES
     total_reserve = per * (len(hw.gpus) if on_gpu else 1)
-    return (_vllm(shape, hw, users, context, per),
-            _llama_server(shape, hw, users, context, total_reserve))
+    return (_vllm(shape, hw, users, context, per), _llama_server(shape, hw, users, context, total_reserve))

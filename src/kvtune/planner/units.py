@@ -24,13 +24,13 @@ BANDWIDTH_HINT = "a bandwidth like 1TB/s, 3.35TB/s, 900GB/s or bytes per second"
 def _scale(unit: str) -> int | None:
     """Multiplier of a unit suffix (case-insensitive), or None when it is not a byte unit."""
     u = unit.upper()
-    if u.endswith("IB") and len(u) == 3 and u[0] in _PREFIX:      # KiB, MiB, GiB, TiB, PiB
+    if u.endswith("IB") and len(u) == 3 and u[0] in _PREFIX:  # KiB, MiB, GiB, TiB, PiB
         return int(1024 ** _PREFIX[u[0]])
-    if u.endswith("B") and len(u) <= 2 and u[:-1] in _PREFIX:     # B, KB, MB, GB, TB, PB
+    if u.endswith("B") and len(u) <= 2 and u[:-1] in _PREFIX:  # B, KB, MB, GB, TB, PB
         return int(1000 ** _PREFIX[u[:-1]])
-    if u in _PREFIX:                                              # "", K, M, G, T, P (binary)
+    if u in _PREFIX:  # "", K, M, G, T, P (binary)
         return int(1024 ** _PREFIX[u])
-    if len(u) == 2 and u[1] == "I" and u[0] in _PREFIX:           # Ki, Mi, Gi, Ti
+    if len(u) == 2 and u[1] == "I" and u[0] in _PREFIX:  # Ki, Mi, Gi, Ti
         return int(1024 ** _PREFIX[u[0]])
     return None
 

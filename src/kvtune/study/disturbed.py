@@ -19,16 +19,19 @@ from kvtune.study.outcome import TrialOutcome
 @dataclass(frozen=True)
 class DisturbedMeasurement:
     trial: int
-    measurement: str           # "first measurement" or "confirmation"
+    measurement: str  # "first measurement" or "confirmation"
     foreign_cores: float | None
-    why: str                   # the monitor's reason: each threshold crossed, the top consumers
-    remeasured: int            # times it was dropped and measured again
-    still_disturbed: bool      # the figures kept are disturbed too: no evidence
+    why: str  # the monitor's reason: each threshold crossed, the top consumers
+    remeasured: int  # times it was dropped and measured again
+    still_disturbed: bool  # the figures kept are disturbed too: no evidence
 
     def text(self) -> str:
         if self.still_disturbed:
-            fate = (f"still disturbed after {self.remeasured} re-measurement(s): kept, but no evidence"
-                    if self.remeasured else "not re-measured: kept, but no evidence")
+            fate = (
+                f"still disturbed after {self.remeasured} re-measurement(s): kept, but no evidence"
+                if self.remeasured
+                else "not re-measured: kept, but no evidence"
+            )
         else:
             fate = f"re-measured {self.remeasured}x, then quiet: the quiet figures are used"
         return f"trial {self.trial} ({self.measurement}): {self.why}; {fate}"
@@ -43,8 +46,9 @@ def _listed(trial: int, measurement: str, kept: dict | None, dropped: list[dict]
     if not windows:
         return None
     worst = max(windows, key=lambda w: w.get("foreign_cores") or 0.0)
-    return DisturbedMeasurement(trial, measurement, worst.get("foreign_cores"), worst.get("reason") or "disturbed",
-                                len(dropped), still)
+    return DisturbedMeasurement(
+        trial, measurement, worst.get("foreign_cores"), worst.get("reason") or "disturbed", len(dropped), still
+    )
 
 
 def disturbed_measurements(outcomes: Sequence[TrialOutcome]) -> list[DisturbedMeasurement]:
@@ -53,9 +57,10 @@ def disturbed_measurements(outcomes: Sequence[TrialOutcome]) -> list[DisturbedMe
     out = []
     for o in sorted(outcomes, key=lambda o: o.number):
         again = o.confirmation or {}
-        for item in (_listed(o.number, "first measurement", o.interference, list(o.disturbed_attempts)),
-                     _listed(o.number, "confirmation", again.get("interference"),
-                             list(again.get("disturbed_attempts") or []))):
+        for item in (
+            _listed(o.number, "first measurement", o.interference, list(o.disturbed_attempts)),
+            _listed(o.number, "confirmation", again.get("interference"), list(again.get("disturbed_attempts") or [])),
+        ):
             if item is not None:
                 out.append(item)
     return out

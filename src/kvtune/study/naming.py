@@ -45,8 +45,12 @@ class Naming:
     remeasured: bool = False  # the named best held on a fresh server
 
     def to_dict(self) -> dict:
-        return {"trial": self.best.number if self.best else None, "why": self.why,
-                "tied_with": self.tied_with, "remeasured": self.remeasured}
+        return {
+            "trial": self.best.number if self.best else None,
+            "why": self.why,
+            "tied_with": self.tied_with,
+            "remeasured": self.remeasured,
+        }
 
 
 def objective_values(o: TrialOutcome) -> list[float]:
@@ -110,8 +114,12 @@ def flags_changed(o: TrialOutcome, defaults: Mapping[str, Any] | None) -> int:
     return changed_from_defaults(o.candidate.flags, o.candidate.env, defaults)
 
 
-def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str,
-              defaults: Mapping[str, Any] | None = None, noise: Noise = PRIOR) -> Naming:
+def name_best(
+    outcomes: Sequence[TrialOutcome],
+    direction: Direction | str,
+    defaults: Mapping[str, Any] | None = None,
+    noise: Noise = PRIOR,
+) -> Naming:
     """The named best. `defaults`: the server's default flag values (``env:NAME`` for
     environment variables; None: unknown, every given flag counts as a change); `noise`: the
     study's pooled noise on the objective (`study.noise.noise_of`)."""
@@ -125,12 +133,17 @@ def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str,
     confirmed = [o for o in ranked if _clean_confirmation(o)]
     if not confirmed:
         ran = any(o.confirmation is not None for o in outcomes)
-        why = ("no re-measured config held on a fresh server: named on its one measurement" if ran
-               else "no confirmation phase: named on its one measurement")
+        why = (
+            "no re-measured config held on a fresh server: named on its one measurement"
+            if ran
+            else "no confirmation phase: named on its one measurement"
+        )
         return Naming(ranked[0], why)
     decision = choose_named_best(
-        [Evidence(o.number, unbiased_values(o), flags_changed(o, defaults), o.baseline)
-         for o in confirmed], direction, noise)
+        [Evidence(o.number, unbiased_values(o), flags_changed(o, defaults), o.baseline) for o in confirmed],
+        direction,
+        noise,
+    )
     best = next(o for o in confirmed if o.number == decision.number)
     return Naming(best, decision.why, decision.tied_with, remeasured=True)
 

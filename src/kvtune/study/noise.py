@@ -25,8 +25,7 @@ def measurements(o: TrialOutcome, key: str) -> list[float]:
     """The values of `key` (a metrics key, or `OBJECTIVE`) from every launch that measured `o`:
     the first measurement, then the confirmation's, in that order."""
     again = o.confirmation or {}
-    runs = [r for r in again.get("runs") or [again] if r.get("valid", True) and not r.get("disturbed")] \
-        if again else []
+    runs = [r for r in again.get("runs") or [again] if r.get("valid", True) and not r.get("disturbed")] if again else []
     if key == OBJECTIVE:
         first, later = o.objective, [r.get("objective") for r in runs]
     else:
@@ -44,8 +43,7 @@ def _repeat_spread(o: TrialOutcome, key: str, objective_key: str | None) -> tupl
     return (float(cv), runs) if runs >= 2 and isinstance(cv, (int, float)) else None
 
 
-def noise_of(outcomes: Sequence[TrialOutcome], key: str = OBJECTIVE,
-             objective_key: str | None = None) -> Noise:
+def noise_of(outcomes: Sequence[TrialOutcome], key: str = OBJECTIVE, objective_key: str | None = None) -> Noise:
     """The study's pooled noise on `key`, over every config measured more than once.
     `objective_key` (the primary objective's metrics key) finds its ``--repeats`` spread."""
     own = [o for o in outcomes if o.duplicate_of is None and o.metrics]

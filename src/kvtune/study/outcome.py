@@ -41,7 +41,7 @@ class TrialOutcome:
     objectives: list[Any] = field(default_factory=list)  # every objective's value (multi-objective)
     # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
     confirmation: dict[str, Any] | None = None
-    load_levels: list[dict[str, Any]] = field(default_factory=list)   # capacity search: load -> met
+    load_levels: list[dict[str, Any]] = field(default_factory=list)  # capacity search: load -> met
     # The launch failure said nothing about the config (port clash, start-up timeout, memory still
     # held), even after one retry: a later proposal of the config is measured again, not copied.
     transient: bool = False
@@ -115,8 +115,7 @@ class TrialOutcome:
         values["candidate"] = Candidate(**(d.get("candidate") or {}))
         values.setdefault("argv", [])
         values.setdefault("env", {})
-        values["constraints"] = {k: (float("inf") if v is None else v)
-                                 for k, v in (d.get("constraints") or {}).items()}
+        values["constraints"] = {k: (float("inf") if v is None else v) for k, v in (d.get("constraints") or {}).items()}
         if "failure" in d:
             values["failure"] = FailureKind(d["failure"]) if d["failure"] else None
         else:
@@ -126,11 +125,13 @@ class TrialOutcome:
 
 # Reading results.json files written before the kind was recorded (kvtune <= 0.1.0): their
 # reasons began with these words. Only `from_dict` uses this, only for such files.
-_LEGACY_PREFIXES = (("pre-screen", FailureKind.PRE_SCREEN),
-                    ("server failed to start", FailureKind.START_FAILED),
-                    ("server start timed out", FailureKind.START_TIMEOUT),
-                    ("port busy", FailureKind.PORT_BUSY),
-                    ("server crashed during the benchmark", FailureKind.CRASHED))
+_LEGACY_PREFIXES = (
+    ("pre-screen", FailureKind.PRE_SCREEN),
+    ("server failed to start", FailureKind.START_FAILED),
+    ("server start timed out", FailureKind.START_TIMEOUT),
+    ("port busy", FailureKind.PORT_BUSY),
+    ("server crashed during the benchmark", FailureKind.CRASHED),
+)
 
 
 def _legacy_failure(reason: str, constraints: dict[str, float]) -> FailureKind | None:
@@ -142,6 +143,9 @@ def _legacy_failure(reason: str, constraints: dict[str, float]) -> FailureKind |
             return kind
     broken = [k for k, v in constraints.items() if k != RUNS_KEY and v > 0]
     if constraints.get(RUNS_KEY, 1.0) <= 0 and broken:
-        return (FailureKind.REQUESTS_FAILED if any(k.startswith("error_rate") for k in broken)
-                else FailureKind.TARGET_MISSED)
+        return (
+            FailureKind.REQUESTS_FAILED
+            if any(k.startswith("error_rate") for k in broken)
+            else FailureKind.TARGET_MISSED
+        )
     return None  # a reason this version does not know

@@ -68,8 +68,11 @@ class SpecOverrides:
 
     def given(self) -> dict[str, Any]:
         """The spec fields set here, the workload apart (`workload.given()`)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name != "workload" and getattr(self, f.name) is not None}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "workload" and getattr(self, f.name) is not None
+        }
 
     def with_workload(self, **values: Any) -> "SpecOverrides":
         return replace(self, workload=replace(self.workload, **values))

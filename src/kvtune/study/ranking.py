@@ -18,14 +18,18 @@ Values = Callable[[TrialOutcome], Sequence[float | None]]
 def rank(outcomes: Sequence[TrialOutcome], direction: Direction, confirmed: bool = True) -> list[TrialOutcome]:
     """Feasible, measured (not duplicate) trials, best first. With `confirmed`, by the averaged
     score and only those whose re-measurement held."""
-    ok = [o for o in outcomes if o.feasible and o.objective is not None and o.duplicate_of is None
-          and (o.held or not confirmed)]
+    ok = [
+        o
+        for o in outcomes
+        if o.feasible and o.objective is not None and o.duplicate_of is None and (o.held or not confirmed)
+    ]
     key = (lambda o: o.score) if confirmed else (lambda o: o.objective)
     return sorted(ok, key=key, reverse=Direction(direction) is Direction.MAXIMIZE)
 
 
-def pareto(outcomes: Sequence[TrialOutcome], directions: Sequence[Direction],
-           values: Values | None = None) -> list[TrialOutcome]:
+def pareto(
+    outcomes: Sequence[TrialOutcome], directions: Sequence[Direction], values: Values | None = None
+) -> list[TrialOutcome]:
     """Feasible measured trials that no other feasible trial beats on every objective at once
     (ordered by the first objective, best first; ties keep the order given). `values` reads the
     points (default: each outcome's objective values, averaged with its re-measurement when it
@@ -42,6 +46,5 @@ def pareto(outcomes: Sequence[TrialOutcome], directions: Sequence[Direction],
     def dominates(a: list[float], b: list[float]) -> bool:
         return all(x >= y for x, y in zip(a, b)) and any(x > y for x, y in zip(a, b))
 
-    front = [o for n, (o, p) in points.items()
-             if not any(dominates(q, p) for m, (_, q) in points.items() if m != n)]
+    front = [o for n, (o, p) in points.items() if not any(dominates(q, p) for m, (_, q) in points.items() if m != n)]
     return sorted(front, key=lambda o: -points[o.number][1][0])

@@ -19,9 +19,9 @@ from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction, FailureKind
 from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective
-from kvtune.study.outcome import TrialOutcome
 from kvtune.study.naming import Naming, comparison_basis, comparison_metrics, name_best
 from kvtune.study.noise import OBJECTIVE, noise_of
+from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
 
 # (metrics key, label, higher is better)
@@ -35,8 +35,7 @@ COMPARED = (
 )
 
 
-def compare(best: dict[str, float], baseline: dict[str, float],
-            noise: Mapping[str, Noise] | None = None) -> list[dict]:
+def compare(best: dict[str, float], baseline: dict[str, float], noise: Mapping[str, Noise] | None = None) -> list[dict]:
     """Rows of metric, baseline, best, change % and whether the change is an improvement. With
     the study's `noise` per metric, each row also has ``change_pm_pct``, the 95% half-width of the
     change from one measurement per side (``t * s * sqrt(2)`` on the log-ratio, times the ratio:
@@ -47,8 +46,14 @@ def compare(best: dict[str, float], baseline: dict[str, float],
         if b is None or x is None or not (math.isfinite(b) and math.isfinite(x)):
             continue
         change = (x - b) / b * 100 if b else math.nan
-        row = {"metric": key, "label": label, "baseline": b, "best": x,
-               "change_pct": change, "better": (x > b) if higher else (x < b)}
+        row = {
+            "metric": key,
+            "label": label,
+            "baseline": b,
+            "best": x,
+            "change_pct": change,
+            "better": (x > b) if higher else (x < b),
+        }
         if noise is not None and key in noise and b:
             n = noise[key]
             pm = n.t() * n.rel_sd * math.sqrt(2) * abs(x / b) * 100
@@ -57,15 +62,23 @@ def compare(best: dict[str, float], baseline: dict[str, float],
     return rows
 
 
-def best_outcome(outcomes: Sequence[TrialOutcome], direction: Direction,
-                 defaults: dict | None = None, objective_key: str | None = None) -> TrialOutcome | None:
+def best_outcome(
+    outcomes: Sequence[TrialOutcome],
+    direction: Direction,
+    defaults: dict | None = None,
+    objective_key: str | None = None,
+) -> TrialOutcome | None:
     """The named best (see `study.naming`): re-measured and held when a confirmation ran, ties
     within the study's noise resolved toward the defaults and fewer flags changed."""
     return study_naming(outcomes, direction, defaults, objective_key).best
 
 
-def study_naming(outcomes: Sequence[TrialOutcome], direction: Direction | str,
-                 defaults: dict | None = None, objective_key: str | None = None) -> Naming:
+def study_naming(
+    outcomes: Sequence[TrialOutcome],
+    direction: Direction | str,
+    defaults: dict | None = None,
+    objective_key: str | None = None,
+) -> Naming:
     """`name_best` with the study's own noise on its objective: the one call every writer and
     reader of a study makes, so they name the same best."""
     return name_best(outcomes, direction, defaults, noise_of(outcomes, OBJECTIVE, objective_key))
@@ -79,14 +92,26 @@ def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction)
     before = [o.number for o in rank(confirmed, direction, confirmed=False)]
     after = [o.number for o in rank(confirmed, direction)]
     dropped = [o.number for o in confirmed if not o.held]
-    return {"remeasured": sorted(o.number for o in outcomes if o.confirmation is not None),
-            "order_before": before, "order_after": after, "held": before == after and not dropped,
-            "no_longer_feasible": dropped}
+    return {
+        "remeasured": sorted(o.number for o in outcomes if o.confirmation is not None),
+        "order_before": before,
+        "order_after": after,
+        "held": before == after and not dropped,
+        "no_longer_feasible": dropped,
+    }
 
 
-def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, targets: list[str],
-                  objectives: Sequence[Objective], outcomes: Sequence[TrialOutcome],
-                  importance: dict | None = None, server_defaults: dict | None = None) -> dict:
+def build_payload(
+    study: str,
+    spec: dict,
+    hardware: dict,
+    backend_version: str,
+    targets: list[str],
+    objectives: Sequence[Objective],
+    outcomes: Sequence[TrialOutcome],
+    importance: dict | None = None,
+    server_defaults: dict | None = None,
+) -> dict:
     """results.json's content; written after every trial, so it is current while a study runs.
     `importance` is `tuner.importance.param_importance(...).to_dict()` when it was computed;
     `server_defaults` the launcher's `server_defaults()` (None: not known)."""
@@ -96,8 +121,12 @@ def build_payload(study: str, spec: dict, hardware: dict, backend_version: str, 
     noises = {k: noise_of(outcomes, k, objectives[0].key) for k in (OBJECTIVE, *(m for m, _, _ in COMPARED))}
     best = naming.best
     payload: dict[str, Any] = {
-        "study": study, "spec": spec, "hardware": hardware, "backend_version": backend_version,
-        "targets": targets, "direction": direction.value,
+        "study": study,
+        "spec": spec,
+        "hardware": hardware,
+        "backend_version": backend_version,
+        "targets": targets,
+        "direction": direction.value,
         "baseline_trial": baseline.number if baseline else None,
         "best_trial": best.number if best else None,
         "named_best": naming.to_dict(),

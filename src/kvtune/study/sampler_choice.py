@@ -31,8 +31,7 @@ def sampler_kind(name: str | SamplerKind) -> SamplerKind:
     try:
         return SamplerKind(str(name).strip().lower())
     except ValueError:
-        raise SpecError(f"unknown sampler {name!r}: use one of "
-                        f"{', '.join(k.value for k in SamplerKind)}") from None
+        raise SpecError(f"unknown sampler {name!r}: use one of {', '.join(k.value for k in SamplerKind)}") from None
 
 
 def parse_sampler(name: str | SamplerKind) -> SamplerKind:
@@ -41,10 +40,11 @@ def parse_sampler(name: str | SamplerKind) -> SamplerKind:
     return DEFAULT if kind is SamplerKind.AUTO else kind
 
 
-def check_sampler_installed(kind: SamplerKind,
-                            find_module: Callable[[str], object] = importlib.util.find_spec) -> None:
+def check_sampler_installed(kind: SamplerKind, find_module: Callable[[str], object] = importlib.util.find_spec) -> None:
     """Optuna's GPSampler imports PyTorch, which kvtune does not depend on: without it a gp study
     would fail at its first sampled trial, after the baseline was measured. Refuse up front."""
     if parse_sampler(kind) is SamplerKind.GP and find_module("torch") is None:
-        raise SpecError("--sampler gp needs PyTorch (Optuna's GPSampler imports it): "
-                        "pip install torch, or use another sampler (tpe, random, qmc, grid)")
+        raise SpecError(
+            "--sampler gp needs PyTorch (Optuna's GPSampler imports it): "
+            "pip install torch, or use another sampler (tpe, random, qmc, grid)"
+        )

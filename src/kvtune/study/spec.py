@@ -20,20 +20,39 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from kvtune.workload import Workload
+from kvtune.durations import parse_duration
 from kvtune.errors import SpecError, TargetError
-from kvtune.objectives.targets import Target, parse_target, parse_targets
 from kvtune.launchers.base import Knob
 from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
-from kvtune.durations import parse_duration
+from kvtune.objectives.targets import Target, parse_target, parse_targets
 from kvtune.study.overrides import SpecOverrides
 from kvtune.study.sampler_choice import SamplerKind, sampler_kind
+from kvtune.workload import Workload
 
 BACKENDS = ("llama-server", "vllm")
-TOP_KEYS = {"study", "backend", "model", "targets", "objective", "trials", "seed", "workload",
-            "space", "llama_server", "startup_timeout_s", "repeats", "confirm_top", "confirm_pairs", "vllm_python",
-            "informed_start", "time_budget", "sampler", "price_per_hour", "price_per_gpu_hour"}
+TOP_KEYS = {
+    "study",
+    "backend",
+    "model",
+    "targets",
+    "objective",
+    "trials",
+    "seed",
+    "workload",
+    "space",
+    "llama_server",
+    "startup_timeout_s",
+    "repeats",
+    "confirm_top",
+    "confirm_pairs",
+    "vllm_python",
+    "informed_start",
+    "time_budget",
+    "sampler",
+    "price_per_hour",
+    "price_per_gpu_hour",
+}
 
 
 def objective_names(raw: str | Iterable[str]) -> list[str]:
@@ -56,8 +75,10 @@ def parse_objectives(raw: str | Iterable[str | Objective] | Objective) -> tuple[
         elif isinstance(o, str) and o in OBJECTIVES:
             out.append(objective(o))
         else:
-            raise SpecError(f"unknown objective {o!r}: use output_throughput, "
-                            f"request_throughput, capacity, cost_per_mtok or a latency such as ttft_p95")
+            raise SpecError(
+                f"unknown objective {o!r}: use output_throughput, "
+                f"request_throughput, capacity, cost_per_mtok or a latency such as ttft_p95"
+            )
     names = [o.name for o in out]
     if len(set(names)) != len(names):
         raise SpecError(f"objective lists {names} twice: name each once")
@@ -170,18 +191,21 @@ class StudySpec:
         if "capacity" in names and not self.targets:
             raise SpecError("the capacity objective needs a target to hold, e.g. --target 'ttft_p95<1s'")
         if "capacity" in names and any(t.relative for t in self.targets):
-            raise SpecError("the capacity objective needs absolute targets (e.g. 'ttft_p95<1s'), not "
-                            "ones relative to the baseline")
+            raise SpecError(
+                "the capacity objective needs absolute targets (e.g. 'ttft_p95<1s'), not ones relative to the baseline"
+            )
         if "cost_per_mtok" in names and price is None:
-            raise SpecError("the cost_per_mtok objective needs a price: --price-per-hour USD (the "
-                            "whole machine) or --price-per-gpu-hour USD (per GPU a trial uses)")
-        if self.repeats != AUTO and (isinstance(self.repeats, bool) or not isinstance(self.repeats, int)
-                                     or self.repeats < 1):
+            raise SpecError(
+                "the cost_per_mtok objective needs a price: --price-per-hour USD (the "
+                "whole machine) or --price-per-gpu-hour USD (per GPU a trial uses)"
+            )
+        if self.repeats != AUTO and (
+            isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1
+        ):
             raise SpecError(f"repeats must be a whole number of at least 1 or 'auto', got {self.repeats!r}")
         if self.confirm_top < 0:
             raise SpecError(f"confirm_top must be 0 or more, got {self.confirm_top}")
-        if isinstance(self.confirm_pairs, bool) or not isinstance(self.confirm_pairs, int) \
-                or self.confirm_pairs < 1:
+        if isinstance(self.confirm_pairs, bool) or not isinstance(self.confirm_pairs, int) or self.confirm_pairs < 1:
             raise SpecError(f"confirm_pairs must be a whole number of at least 1, got {self.confirm_pairs!r}")
         if self.trials < 1:
             raise SpecError(f"trials must be at least 1 (the baseline is trial 0), got {self.trials}")
@@ -200,8 +224,14 @@ class StudySpec:
         Computed from the words given, before any launcher exists; `identity` is what a resumed
         study is checked against. Kept byte-for-byte as earlier versions computed it, so the same
         flags find the same study."""
-        key = {"backend": self.backend, "model": self.model, "targets": sorted(self.target_texts),
-               "objective": self.objective_field, "workload": asdict(self.workload), "space": self.space}
+        key = {
+            "backend": self.backend,
+            "model": self.model,
+            "targets": sorted(self.target_texts),
+            "objective": self.objective_field,
+            "workload": asdict(self.workload),
+            "space": self.space,
+        }
         if self.price is not None:  # costs are stored per trial: another price, another study
             key["price"] = [self.price.usd, self.price.per_gpu]
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
@@ -212,12 +242,14 @@ class StudySpec:
         values as earlier versions stored (absolute targets by their threshold), so their studies
         resume; what that form cannot tell apart (relative factors, the price) `resume_conflict`
         checks against the stored spec."""
-        return {"backend": self.backend,
-                "model": Path(model).name if model and Path(str(model)).exists() else model,
-                "targets": sorted(t.name + t.op + repr(t.threshold) for t in self.targets),
-                "objective": self.objective_field,
-                "workload": self.workload.to_dict(),
-                "space": [k.describe() for k in knobs]}
+        return {
+            "backend": self.backend,
+            "model": Path(model).name if model and Path(str(model)).exists() else model,
+            "targets": sorted(t.name + t.op + repr(t.threshold) for t in self.targets),
+            "objective": self.objective_field,
+            "workload": self.workload.to_dict(),
+            "space": [k.describe() for k in knobs],
+        }
 
     def resume_conflict(self, stored: dict[str, Any]) -> str | None:
         """The setting this spec changes from a stored study's spec (its `to_dict`) that would mix
@@ -229,15 +261,19 @@ class StudySpec:
         was_rel = _relative_keys(stored.get("targets") or [])
         now_rel = sorted(t.constraint_key for t in self.targets if t.relative)
         if was_rel != now_rel:
-            return (f"relative target (stored: {', '.join(was_rel) or 'none'}, "
-                    f"now: {', '.join(now_rel) or 'none'})")
+            return f"relative target (stored: {', '.join(was_rel) or 'none'}, now: {', '.join(now_rel) or 'none'})"
         return None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON/YAML hold it (the Optuna study's "spec", results.json's "spec")."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d.update(objective=self.objective_field, targets=self.target_texts, sampler=self.sampler.value,
-                 workload=self.workload.to_dict(), space=dict(self.space))
+        d.update(
+            objective=self.objective_field,
+            targets=self.target_texts,
+            sampler=self.sampler.value,
+            workload=self.workload.to_dict(),
+            space=dict(self.space),
+        )
         return d
 
     @classmethod

@@ -14,7 +14,8 @@ import yaml
 
 from kvtune.durations import parse_duration
 from kvtune.errors import SpecError
-from kvtune.study.spec import TOP_KEYS, check_type as _check_type, parse_space
+from kvtune.study.spec import TOP_KEYS, parse_space
+from kvtune.study.spec import check_type as _check_type
 from kvtune.workload import Workload
 
 
@@ -38,19 +39,29 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"study file {str(path)!r} must be a mapping of keys, not {type(data).__name__}")
     unknown = set(data) - TOP_KEYS
     if unknown:
-        raise SpecError(f"study file {str(path)!r} has unknown key(s) {sorted(map(str, unknown))}; "
-                        f"allowed: {', '.join(sorted(TOP_KEYS))}")
+        raise SpecError(
+            f"study file {str(path)!r} has unknown key(s) {sorted(map(str, unknown))}; "
+            f"allowed: {', '.join(sorted(TOP_KEYS))}"
+        )
     data = {k: v for k, v in data.items() if v is not None}  # `key:` with no value = not set
-    checks = {"study": ((str,), "a string"), "backend": ((str,), "a string"),
-              "model": ((str,), "a string"), "objective": ((str, list), "a name or a list of names"),
-              "trials": ((int,), "an integer"), "seed": ((int,), "an integer"),
-              "repeats": ((int, str), "an integer or 'auto'"), "confirm_top": ((int,), "an integer"),
-              "confirm_pairs": ((int,), "an integer"),
-              "informed_start": ((bool,), "true or false"), "sampler": ((str,), "a sampler name"),
-              "llama_server": ((str,), "a string"), "vllm_python": ((str,), "a string"),
-              "startup_timeout_s": ((int, float), "a number"),
-              "price_per_hour": ((int, float), "a price in USD per hour, e.g. 2.5"),
-              "price_per_gpu_hour": ((int, float), "a price in USD per GPU-hour, e.g. 2.5")}
+    checks = {
+        "study": ((str,), "a string"),
+        "backend": ((str,), "a string"),
+        "model": ((str,), "a string"),
+        "objective": ((str, list), "a name or a list of names"),
+        "trials": ((int,), "an integer"),
+        "seed": ((int,), "an integer"),
+        "repeats": ((int, str), "an integer or 'auto'"),
+        "confirm_top": ((int,), "an integer"),
+        "confirm_pairs": ((int,), "an integer"),
+        "informed_start": ((bool,), "true or false"),
+        "sampler": ((str,), "a sampler name"),
+        "llama_server": ((str,), "a string"),
+        "vllm_python": ((str,), "a string"),
+        "startup_timeout_s": ((int, float), "a number"),
+        "price_per_hour": ((int, float), "a price in USD per hour, e.g. 2.5"),
+        "price_per_gpu_hour": ((int, float), "a price in USD per GPU-hour, e.g. 2.5"),
+    }
     for key, (types, what) in checks.items():
         if key in data and data[key] is not None:
             _check_type(key, data[key], types, what)
@@ -81,8 +92,7 @@ def parse_workload(raw: Any) -> Workload:
     known = {f.name: f for f in fields(Workload)}
     unknown = set(raw) - set(known)
     if unknown:
-        raise SpecError(f"workload has unknown key(s) {sorted(map(str, unknown))}; "
-                        f"allowed: {', '.join(known)}")
+        raise SpecError(f"workload has unknown key(s) {sorted(map(str, unknown))}; allowed: {', '.join(known)}")
     numbers = {"request_timeout_s", "burstiness", "shared_prefix_fraction"}
     optional_numbers = {"rate", "duration_s"}
     strings = {"mode", "arrival", "endpoint"}

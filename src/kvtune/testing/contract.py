@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvtune.artifacts import launch_script
-from kvtune.workload import Workload
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import MODELS_DIR, Candidate, ContainerSpec, Knob, Launcher
+from kvtune.workload import Workload
 
 ENV_PREFIX = "env:"  # as tuner.space spells environment knobs
 PORT, HOST = 8000, "127.0.0.1"
@@ -96,8 +96,7 @@ def _exports(script: str) -> dict[str, str]:
     return dict(w.split("=", 1) for w in words[1::2])
 
 
-def check_round_trip(launcher: Launcher, candidate: Candidate, port: int = PORT,
-                     host: str = HOST) -> list[str]:
+def check_round_trip(launcher: Launcher, candidate: Candidate, port: int = PORT, host: str = HOST) -> list[str]:
     """command() is pure, names the port and host, and the launch script carries argv and
     environment byte-identical (parsed back with shlex). Returns the argv."""
     who = _who(launcher)
@@ -131,7 +130,7 @@ def check_rejected(case: ContractCase) -> None:
 
 def _alone(knob: Knob, value: object) -> Candidate:
     if knob.name.startswith(ENV_PREFIX):
-        return Candidate(env={knob.name[len(ENV_PREFIX):]: str(value)})
+        return Candidate(env={knob.name[len(ENV_PREFIX) :]: str(value)})
     return Candidate(flags={knob.name: value})
 
 
@@ -197,7 +196,7 @@ def check_container(case: ContractCase) -> None:
         assert spec.gpus == 1 and spec.health_path == lau.health_path, _who(lau)
         tail = list(spec.args)
         assert 0 < len(tail) <= len(argv), (argv, tail)
-        diff = [(a, b) for a, b in zip(argv[-len(tail):], tail) if a != b]
+        diff = [(a, b) for a, b in zip(argv[-len(tail) :], tail) if a != b]
         if spec.model_dir is None:
             assert not diff, f"{_who(lau)}: container args differ from argv: {diff}"
         else:
@@ -205,6 +204,14 @@ def check_container(case: ContractCase) -> None:
             assert diff[0][0].startswith(spec.model_dir), (diff, spec.model_dir)
 
 
-CHECKS = (check_interface, check_baseline, check_accepted, check_rejected, check_default_space,
-          check_server_defaults, check_informed_start, check_logs, check_container)
-
+CHECKS = (
+    check_interface,
+    check_baseline,
+    check_accepted,
+    check_rejected,
+    check_default_space,
+    check_server_defaults,
+    check_informed_start,
+    check_logs,
+    check_container,
+)

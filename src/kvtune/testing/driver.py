@@ -12,20 +12,23 @@ import argparse
 import json
 import sys
 
-from kvtune.workload import Workload
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob
+from kvtune.study.spec import StudySpec, parse_objectives
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.trial.disturbance import unwatched
-from kvtune.study.spec import StudySpec, parse_objectives
+from kvtune.workload import Workload
 
 # A continuous speed makes every candidate distinct (each trial launches); about half the
 # trials draw a fault.
 FAULT_KNOBS = (
     Knob("speed", KnobKind.FLOAT, low=1.0, high=8.0),
-    Knob("fault", KnobKind.CHOICES, choices=("none", "no-fault", "healthy", "ok", "bogus", "http500",
-                                      "crash", "hang", "slow-start")),
+    Knob(
+        "fault",
+        KnobKind.CHOICES,
+        choices=("none", "no-fault", "healthy", "ok", "bogus", "http500", "crash", "hang", "slow-start"),
+    ),
 )
 
 
@@ -41,35 +44,58 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--join", action="store_true", help="join the study as an extra worker")
     p.add_argument("--slot", type=int, default=0)
     p.add_argument("--requests", type=int, default=2, help="measured requests per trial")
-    p.add_argument("--continuous", action="store_true",
-                   help="a continuous speed knob: every trial a new config (no duplicates)")
-    p.add_argument("--base-ttft-ms", type=float, default=200.0,
-                   help="TTFT of speed 1 without faults (speed s: this / s); a test on a loaded "
-                        "machine widens the gaps so scheduling delay cannot reorder the configs")
+    p.add_argument(
+        "--continuous", action="store_true", help="a continuous speed knob: every trial a new config (no duplicates)"
+    )
+    p.add_argument(
+        "--base-ttft-ms",
+        type=float,
+        default=200.0,
+        help="TTFT of speed 1 without faults (speed s: this / s); a test on a loaded "
+        "machine widens the gaps so scheduling delay cannot reorder the configs",
+    )
     a = p.parse_args(argv)
     # a request may take its TTFT plus a loaded machine's delay, never a timeout by design
     timeout_s = max(1.0, 3 * a.base_ttft_ms / 1000)
-    workload = Workload(concurrency=2, prompt_tokens=8, output_tokens=3, num_requests=a.requests,
-                        warmup_requests=0, request_timeout_s=timeout_s)
-    spec = StudySpec(study=a.study, trials=a.trials, workload=workload, seed=a.seed,
-                     startup_timeout_s=2, confirm_top=0,
-                     objective=parse_objectives("output_throughput" if a.faults else "ttft_p95")).validate()
+    workload = Workload(
+        concurrency=2,
+        prompt_tokens=8,
+        output_tokens=3,
+        num_requests=a.requests,
+        warmup_requests=0,
+        request_timeout_s=timeout_s,
+    )
+    spec = StudySpec(
+        study=a.study,
+        trials=a.trials,
+        workload=workload,
+        seed=a.seed,
+        startup_timeout_s=2,
+        confirm_top=0,
+        objective=parse_objectives("output_throughput" if a.faults else "ttft_p95"),
+    ).validate()
     # Without faults, TTFT 200/100/50 ms for speed 1/2/4 (--base-ttft-ms scales them): the best
     # config is known (speed 4).
-    launcher = FakeLauncher(base_ttft_ms=10 if a.faults else a.base_ttft_ms, base_itl_ms=1,
-                            extra_env={"KVTUNE_TEST_MARK": a.mark} if a.mark else {})
+    launcher = FakeLauncher(
+        base_ttft_ms=10 if a.faults else a.base_ttft_ms,
+        base_itl_ms=1,
+        extra_env={"KVTUNE_TEST_MARK": a.mark} if a.mark else {},
+    )
     if a.faults:
         launcher.knobs = FAULT_KNOBS
     elif a.continuous:
         launcher.knobs = (Knob("speed", KnobKind.FLOAT, low=1.0, high=4.0),)
     if a.join:
         from kvtune.tuner.fleet.workers import join
+
         tuner = join(a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot, monitor=unwatched)
     else:  # a fake server's figures are no evidence: nothing to watch (tuner/trial/disturbance.py)
-        tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=a.runs_dir), storage_url=a.storage,
-                           monitor=unwatched)
+        tuner = open_tuner(
+            prepare(spec, launcher=launcher, runs_dir=a.runs_dir), storage_url=a.storage, monitor=unwatched
+        )
     if a.faults:  # draw faults at random: TPE would learn to avoid them, which is not the test
         import optuna
+
         tuner.study.sampler = optuna.samplers.RandomSampler(seed=a.seed + len(tuner.study.trials))
     outcomes = tuner.run()
     print(json.dumps({"trials": len(outcomes), "feasible": sum(o.feasible for o in outcomes)}))

@@ -25,25 +25,36 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from kvtune.workload import Workload
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import (Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
-                                   at_least_users)
+from kvtune.launchers.base import Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule, at_least_users
+from kvtune.workload import Workload
 
 SERVER_MODULE = "kvtune.testing.fake_server"
 IMAGE = "python:3-slim"
 
 
 # Fault knobs passed straight to the fake server.
-FAULT_FLAGS = ("fail-status", "startup-delay-s", "crash-after-requests", "hang-after-tokens",
-               "ttft-per-active-ms", "port-clash", "start-count-file", "faulty-starts",
-               "truncate-at")
+FAULT_FLAGS = (
+    "fail-status",
+    "startup-delay-s",
+    "crash-after-requests",
+    "hang-after-tokens",
+    "ttft-per-active-ms",
+    "port-clash",
+    "start-count-file",
+    "faulty-starts",
+    "truncate-at",
+)
 
 
 # A single `fault` knob picks one fault by name (soak tests draw it at random).
-FAULTS_BY_NAME: dict[str, dict[str, Any]] = {"bogus": {"bogus": True}, "http500": {"fail-status": 500},
-                  "crash": {"crash-after-requests": 1}, "hang": {"hang-after-tokens": 1},
-                  "slow-start": {"startup-delay-s": 30}}
+FAULTS_BY_NAME: dict[str, dict[str, Any]] = {
+    "bogus": {"bogus": True},
+    "http500": {"fail-status": 500},
+    "crash": {"crash-after-requests": 1},
+    "hang": {"hang-after-tokens": 1},
+    "slow-start": {"startup-delay-s": 30},
+}
 
 
 @dataclass
@@ -73,9 +84,19 @@ class FakeLauncher(Launcher):
         f = {**self.always, **candidate.flags}
         f.update(FAULTS_BY_NAME.get(str(f.get("fault", "")), {}))
         speed = float(f.get("speed", 1))  # may be a float knob
-        argv = [sys.executable, "-m", SERVER_MODULE, "--host", host,
-                "--port", str(port), "--ttft-ms", f"{self.base_ttft_ms / speed:g}",
-                "--itl-ms", f"{self.base_itl_ms / speed:g}"]
+        argv = [
+            sys.executable,
+            "-m",
+            SERVER_MODULE,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--ttft-ms",
+            f"{self.base_ttft_ms / speed:g}",
+            "--itl-ms",
+            f"{self.base_itl_ms / speed:g}",
+        ]
         if f.get("bogus"):
             argv.append("--bogus-flag")
         for fault in FAULT_FLAGS:
@@ -104,6 +125,10 @@ class FakeLauncher(Launcher):
     @classmethod
     def container_spec(cls, argv: list[str], gpus: int, version: str = "") -> ContainerSpec:
         """A Python image running the fake server module (kvtune must be installed in it)."""
-        return ContainerSpec(image=IMAGE, args=tuple(argv[3:]),
-                             entrypoint=("python3", "-m", SERVER_MODULE), gpus=gpus,
-                             health_path=cls.health_path)
+        return ContainerSpec(
+            image=IMAGE,
+            args=tuple(argv[3:]),
+            entrypoint=("python3", "-m", SERVER_MODULE),
+            gpus=gpus,
+            health_path=cls.health_path,
+        )

@@ -147,8 +147,7 @@ class FakeOpenAI:
         return self.now() - self._started_at < self.startup_delay_s
 
     def _loading_reply(self) -> JsonReply:
-        return JsonReply(503, {"error": {"code": 503, "message": "Loading model",
-                                         "type": "unavailable_error"}})
+        return JsonReply(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
 
     # -- requests ------------------------------------------------------------------------------
     def get(self, path: str) -> Reply:
@@ -159,8 +158,7 @@ class FakeOpenAI:
             return self._loading_reply() if self.loading else JsonReply(200, {"status": "ok"})
         if path == "/props" and self.llama_props:
             # what llama-server's /props carries that `bench.server_kind` reads
-            return JsonReply(200, {"total_slots": 4, "build_info": "fake",
-                                   "default_generation_settings": {}})
+            return JsonReply(200, {"total_slots": 4, "build_info": "fake", "default_generation_settings": {}})
         if path == "/v1/models":
             model = {"id": self.model, "object": "model", "owned_by": "kvtune-fake"}
             return JsonReply(200, {"object": "list", "data": [model]})
@@ -197,18 +195,31 @@ class FakeOpenAI:
         max_tokens = _max_tokens(body)
         prompt_n = prompt_words(body)
         msg = {"role": "assistant", "content": " tok" * max_tokens}
-        return JsonReply(200, {
-            "id": "chatcmpl-fake", "object": "chat.completion", "model": self.model,
-            "choices": [{"index": 0, "message": msg, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": prompt_n, "completion_tokens": max_tokens,
-                      "total_tokens": prompt_n + max_tokens},
-        }, delay_s=self.ttft_s + self.itl_s * (max_tokens - 1))
+        return JsonReply(
+            200,
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "model": self.model,
+                "choices": [{"index": 0, "message": msg, "finish_reason": "length"}],
+                "usage": {
+                    "prompt_tokens": prompt_n,
+                    "completion_tokens": max_tokens,
+                    "total_tokens": prompt_n + max_tokens,
+                },
+            },
+            delay_s=self.ttft_s + self.itl_s * (max_tokens - 1),
+        )
 
     # -- the stream ----------------------------------------------------------------------------
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": self.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     def _stream_steps(self, body: dict[str, Any]) -> Generator[float | bytes | _Hang, None, None]:
         """The stream as steps; it counts as in flight from its role chunk to its last token (or
@@ -225,8 +236,7 @@ class FakeOpenAI:
                 self.active -= 1
         yield from tail  # the last token is out: the stream no longer delays the others
 
-    def _token_steps(self, body: dict[str, Any], ttft: float
-                     ) -> Generator[float | bytes | _Hang, None, list[bytes]]:
+    def _token_steps(self, body: dict[str, Any], ttft: float) -> Generator[float | bytes | _Hang, None, list[bytes]]:
         """Waits and token chunks; returns the final usage event and ``[DONE]``."""
         max_tokens = _max_tokens(body)
         if self.truncate_at is not None:
@@ -245,9 +255,11 @@ class FakeOpenAI:
         final = self._chunk({}, self.truncate_finish if self.truncate_at is not None else "length")
         if not self.omit_usage:
             prompt_n = prompt_words(body)
-            final["usage"] = {"prompt_tokens": prompt_n, "completion_tokens": sent,
-                              "total_tokens": prompt_n + sent}
-            final["timings"] = {"prompt_n": prompt_n, "prompt_ms": self.ttft_s * 1000.0,
-                                "predicted_n": sent,
-                                "predicted_ms": (self.now() - t_first) * 1000.0}
+            final["usage"] = {"prompt_tokens": prompt_n, "completion_tokens": sent, "total_tokens": prompt_n + sent}
+            final["timings"] = {
+                "prompt_n": prompt_n,
+                "prompt_ms": self.ttft_s * 1000.0,
+                "predicted_n": sent,
+                "predicted_ms": (self.now() - t_first) * 1000.0,
+            }
         return [_sse(final), DONE_EVENT]

@@ -34,8 +34,9 @@ class FakeOpenAIServer(FakeOpenAI):
     connection is dropped without a reply, as is every later request. `stop()` wakes every stream
     that is waiting or hanging."""
 
-    def __init__(self, *args: Any, host: str = "127.0.0.1", port: int = 0,
-                 exit_on_crash: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, host: str = "127.0.0.1", port: int = 0, exit_on_crash: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.host = host
         self.exit_on_crash = exit_on_crash
@@ -186,8 +187,7 @@ def _count_start(path: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}",
-                                description="Fake OpenAI-compatible streaming server.")
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="Fake OpenAI-compatible streaming server.")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--model", default="fake-model")
@@ -203,32 +203,48 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--truncate-at", type=int, help="end every answer after this many tokens")
     p.add_argument("--truncate-finish", choices=("length", "stop"), default="length")
     p.add_argument("--omit-usage", action="store_true", help="send no usage or timings")
-    p.add_argument("--bad-flag-exit", action="store_true",
-                   help="act like a server rejecting one of its flags: exit 2 at once")
-    p.add_argument("--port-clash", type=int, default=0,
-                   help="nonzero: act as if another process had taken the port (exit 1, bind error)")
+    p.add_argument(
+        "--bad-flag-exit", action="store_true", help="act like a server rejecting one of its flags: exit 2 at once"
+    )
+    p.add_argument(
+        "--port-clash",
+        type=int,
+        default=0,
+        help="nonzero: act as if another process had taken the port (exit 1, bind error)",
+    )
     p.add_argument("--start-count-file", help="count this server's starts in this file")
-    p.add_argument("--faulty-starts", type=int,
-                   help="with --start-count-file: the start-up faults (--port-clash, "
-                        "--startup-delay-s) apply to the first N starts only")
+    p.add_argument(
+        "--faulty-starts",
+        type=int,
+        help="with --start-count-file: the start-up faults (--port-clash, "
+        "--startup-delay-s) apply to the first N starts only",
+    )
     return p
 
 
 def fake_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The `FakeOpenAI` keyword arguments that the server's command line asks for."""
     return dict(
-        ttft_s=args.ttft_ms / 1000.0, itl_s=args.itl_ms / 1000.0, fail_status=args.fail_status,
-        hang_after_tokens=args.hang_after_tokens, role_chunk_first=not args.no_role_chunk,
-        tokens_per_chunk=args.tokens_per_chunk, startup_delay_s=args.startup_delay_s,
-        crash_after_requests=args.crash_after_requests, model=args.model,
-        ttft_per_active_s=args.ttft_per_active_ms / 1000.0, truncate_at=args.truncate_at,
-        truncate_finish=args.truncate_finish, omit_usage=args.omit_usage)
+        ttft_s=args.ttft_ms / 1000.0,
+        itl_s=args.itl_ms / 1000.0,
+        fail_status=args.fail_status,
+        hang_after_tokens=args.hang_after_tokens,
+        role_chunk_first=not args.no_role_chunk,
+        tokens_per_chunk=args.tokens_per_chunk,
+        startup_delay_s=args.startup_delay_s,
+        crash_after_requests=args.crash_after_requests,
+        model=args.model,
+        ttft_per_active_s=args.ttft_per_active_ms / 1000.0,
+        truncate_at=args.truncate_at,
+        truncate_finish=args.truncate_finish,
+        omit_usage=args.omit_usage,
+    )
 
 
 def settings_from_argv(argv: list[str]) -> dict[str, Any]:
     """`fake_settings` of a fake server's command line (``python -m kvtune.testing.fake_server
     ...``, or its flags alone), without starting anything."""
-    flags = argv[argv.index(MODULE) + 1:] if MODULE in argv else argv
+    flags = argv[argv.index(MODULE) + 1 :] if MODULE in argv else argv
     return fake_settings(_parser().parse_args(flags))
 
 
@@ -238,12 +254,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.bad_flag_exit:
         p.error("invalid argument: --bad-flag-exit (simulated flag rejection)")
-    if args.start_count_file and args.faulty_starts is not None \
-            and _count_start(args.start_count_file) > args.faulty_starts:
+    if (
+        args.start_count_file
+        and args.faulty_starts is not None
+        and _count_start(args.start_count_file) > args.faulty_starts
+    ):
         args.port_clash, args.startup_delay_s = 0, 0.0  # a later start: healthy
     if args.port_clash:
-        print(f"error: cannot listen on {args.host}:{args.port}: [Errno 98] Address already in use",
-              file=sys.stderr)
+        print(f"error: cannot listen on {args.host}:{args.port}: [Errno 98] Address already in use", file=sys.stderr)
         return 1
     server = FakeOpenAIServer(host=args.host, port=args.port, exit_on_crash=True, **fake_settings(args))
     try:

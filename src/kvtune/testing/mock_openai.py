@@ -45,15 +45,14 @@ class MockOpenAI(FakeOpenAI):
 
     async def _respond(self, reply: Reply, request: httpx.Request) -> httpx.Response:
         if isinstance(reply, StreamReply):
-            return httpx.Response(200, content=self._play(reply),
-                                  headers={"content-type": "text/event-stream"})
+            return httpx.Response(200, content=self._play(reply), headers={"content-type": "text/event-stream"})
         if isinstance(reply, JsonReply):
             if reply.delay_s:
                 await self.clock.asleep(reply.delay_s)
-            return httpx.Response(reply.status, content=json.dumps(reply.body).encode(),
-                                  headers={"content-type": "application/json"})
-        raise httpx.RemoteProtocolError("Server disconnected without sending a response.",
-                                        request=request)
+            return httpx.Response(
+                reply.status, content=json.dumps(reply.body).encode(), headers={"content-type": "application/json"}
+            )
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
 
     async def _play(self, reply: StreamReply) -> AsyncIterator[bytes]:
         with closing(reply.steps) as steps:  # a cancelled request ends the stream's in-flight count

@@ -62,5 +62,4 @@ class VirtualBench:
 
     def __call__(self, base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
         mock = self.mock_for(base_url)
-        return bench_client.run(base_url, workload,
-                                replace(options, transport=mock.transport(), clock=mock.clock))
+        return bench_client.run(base_url, workload, replace(options, transport=mock.transport(), clock=mock.clock))

@@ -97,8 +97,7 @@ class _JumpingSelector(selectors.DefaultSelector):
         if timeout is None:  # nothing scheduled: only real I/O or another thread can go on
             ready = super().select(self._clock.idle_limit_s)
             if not ready:
-                raise VirtualTimeStall(
-                    f"every task waits and no timer is due (virtual time {self._clock.now:.6f} s)")
+                raise VirtualTimeStall(f"every task waits and no timer is due (virtual time {self._clock.now:.6f} s)")
             return ready
         self._clock.advance(timeout)
         return []

@@ -6,7 +6,6 @@ a Tuner from fakes and the CLI stays thin.
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,15 +16,15 @@ from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, with_default_error_target
-from kvtune.tuner.search import samplers
+from kvtune.study.sampler_choice import check_sampler_installed
+from kvtune.study.spec import StudySpec, merge_knobs
 from kvtune.tuner.fleet import storage
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
+from kvtune.tuner.search import samplers
+from kvtune.tuner.search.space import SearchSpace
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import MonitorFactory
 from kvtune.tuner.trial.measure import Bench
-from kvtune.tuner.search.space import SearchSpace
-from kvtune.study.sampler_choice import check_sampler_installed
-from kvtune.study.spec import StudySpec, merge_knobs
 
 
 @dataclass
@@ -48,18 +47,22 @@ def default_study_name(spec: StudySpec, launcher: Launcher) -> str:
     return f"{launcher.served_model_name()}-{spec.backend}-{spec.fingerprint()}"
 
 
-def make_sampler(spec: StudySpec, knobs: list[Knob], n_existing: int,
-                 slot: int = 0) -> optuna.samplers.BaseSampler:
+def make_sampler(spec: StudySpec, knobs: list[Knob], n_existing: int, slot: int = 0) -> optuna.samplers.BaseSampler:
     """The study's search (`spec.sampler`, default TPE with constraints set per trial by
     `trial.set_constraint`) for the worker on `slot`. The seed moves with the number of stored
     trials so a resumed study does not re-propose its first random points, and with the slot so
     workers started together do not propose the same ones (see tuner/samplers.py)."""
-    return samplers.make_sampler(spec.sampler, knobs, seed=spec.seed, trials=spec.trials,
-                                 n_stored=n_existing, slot=slot)
+    return samplers.make_sampler(
+        spec.sampler, knobs, seed=spec.seed, trials=spec.trials, n_stored=n_existing, slot=slot
+    )
 
 
-def prepare(spec: StudySpec, launcher: Launcher | None = None, runs_dir: str | None = None,
-            device_env: dict[str, str] | None = None) -> Prepared:
+def prepare(
+    spec: StudySpec,
+    launcher: Launcher | None = None,
+    runs_dir: str | None = None,
+    device_env: dict[str, str] | None = None,
+) -> Prepared:
     """The parts of a study. `device_env` is this worker's GPU slot (CUDA_VISIBLE_DEVICES): the
     launcher keeps only those GPUs before it offers knobs, so its pre-screen and its choices
     (gpu-memory-utilization, n-gpu-layers) are about the memory this worker's trials get."""
@@ -74,9 +77,15 @@ def prepare(spec: StudySpec, launcher: Launcher | None = None, runs_dir: str | N
         samplers.grid_space(knobs)  # a continuous range fails here, before the study exists
     name = spec.study or default_study_name(spec, launcher)
     directory = storage.run_dir(storage.runs_root(runs_dir), name)
-    return Prepared(spec=spec, targets=targets, launcher=launcher,
-                    space=SearchSpace(knobs, launcher), study_name=name, run_dir=directory,
-                    hardware=hw)
+    return Prepared(
+        spec=spec,
+        targets=targets,
+        launcher=launcher,
+        space=SearchSpace(knobs, launcher),
+        study_name=name,
+        run_dir=directory,
+        hardware=hw,
+    )
 
 
 HARDWARE_KEYS = ("cpu", "cpus", "memory_gib", "accelerator")
@@ -88,14 +97,25 @@ def refuse_changed_settings(p: Prepared, stored_spec: dict) -> None:
     apart, and earlier versions kept no price in it: the stored spec holds both.)"""
     changed = p.spec.resume_conflict(stored_spec)
     if changed:
-        raise SpecError(f"study {p.study_name!r} was run with another {changed}: resume it with the "
-                        f"same settings, or use a new --study")
+        raise SpecError(
+            f"study {p.study_name!r} was run with another {changed}: resume it with the "
+            f"same settings, or use a new --study"
+        )
 
 
-def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str | None = None,
-               allow_mixed_hardware: bool = False, slot: int = 0, *, cpus: set[int] | None = None,
-               device_env: dict[str, str] | None = None, wait_for_others: bool = True,
-               bench: Bench | None = None, monitor: MonitorFactory | None = None) -> Tuner:
+def open_tuner(
+    p: Prepared,
+    callbacks: Callbacks | None = None,
+    storage_url: str | None = None,
+    allow_mixed_hardware: bool = False,
+    slot: int = 0,
+    *,
+    cpus: set[int] | None = None,
+    device_env: dict[str, str] | None = None,
+    wait_for_others: bool = True,
+    bench: Bench | None = None,
+    monitor: MonitorFactory | None = None,
+) -> Tuner:
     """Create or join the study. The creator stores the spec (so `kvtune worker` needs only the
     storage URL and study name) and queues the baseline as the first trial. `slot` is this
     worker's place (0 = the process that created the study): its sampler seed and CPU set;
@@ -114,9 +134,11 @@ def open_tuner(p: Prepared, callbacks: Callbacks | None = None, storage_url: str
     if stored_hw is None:
         study.set_user_attr("hardware", p.hardware)
     elif {k: stored_hw.get(k) for k in HARDWARE_KEYS} != here and not allow_mixed_hardware:
-        raise SpecError(f"study {p.study_name!r} was measured on other hardware "
-                        f"({hardware.describe(stored_hw)}; this is {hardware.describe(p.hardware)}): "
-                        f"use a new --study (and --warm-start {p.study_name}), or --allow-mixed-hardware")
+        raise SpecError(
+            f"study {p.study_name!r} was measured on other hardware "
+            f"({hardware.describe(stored_hw)}; this is {hardware.describe(p.hardware)}): "
+            f"use a new --study (and --warm-start {p.study_name}), or --allow-mixed-hardware"
+        )
     if not study.trials:
         study.enqueue_trial({}, user_attrs={"baseline": True})
         # A grid measures every config anyway (and Optuna's grid refuses a partial config).

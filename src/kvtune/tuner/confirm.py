@@ -47,8 +47,16 @@ from kvtune.tuner.fleet.records import TrialRecords
 from kvtune.tuner.remeasure import SEED_STEP, TRANSIENT_ATTEMPTS, Remeasurer, run_record
 from kvtune.tuner.trial.runner import TrialRunner
 
-__all__ = ["Confirmation", "confirm", "expected_s", "first_choices", "SEED_STEP", "TRANSIENT_ATTEMPTS",
-           "DECISION_ATTR", "EXTRA_REMEASUREMENTS"]
+__all__ = [
+    "Confirmation",
+    "confirm",
+    "expected_s",
+    "first_choices",
+    "SEED_STEP",
+    "TRANSIENT_ATTEMPTS",
+    "DECISION_ATTR",
+    "EXTRA_REMEASUREMENTS",
+]
 
 EXTRA_REMEASUREMENTS = 3  # how far down the ranking the walk (or the chain of duels) may go
 DECISION_ATTR = "decision"  # the study's user attr holding the duels and the named winner
@@ -132,13 +140,24 @@ class Confirmation:
         leader, duels = ranked[0], list[dict]()
         while queue and len(duels) <= EXTRA_REMEASUREMENTS:
             rival = queue.pop(0)
-            self.callbacks.phase(leader.number, f"confirming: {_name(leader)} against {_name(rival)}, "
-                                                f"A B A B on fresh servers (at most {self.spec.confirm_pairs} pairs)")
+            self.callbacks.phase(
+                leader.number,
+                f"confirming: {_name(leader)} against {_name(rival)}, "
+                f"A B A B on fresh servers (at most {self.spec.confirm_pairs} pairs)",
+            )
             fresh = self.sentinel_run if not duels else None  # the baseline's end sentinel, just measured
-            record = Duel(leader, rival, self.remeasurer, self.spec.primary.direction.value,
-                          self.spec.confirm_pairs, self.noise, lambda o: flags_changed(o, self.defaults),
-                          self._fits, rival_run=fresh if rival.baseline else None,
-                          leader_run=fresh if leader.baseline else None).run()
+            record = Duel(
+                leader,
+                rival,
+                self.remeasurer,
+                self.spec.primary.direction.value,
+                self.spec.confirm_pairs,
+                self.noise,
+                lambda o: flags_changed(o, self.defaults),
+                self._fits,
+                rival_run=fresh if rival.baseline else None,
+                leader_run=fresh if leader.baseline else None,
+            ).run()
             if record is None:
                 break
             duels.append(record)
@@ -151,9 +170,13 @@ class Confirmation:
 
     def _store_decision(self, duels: list[dict]) -> None:
         last = duels[-1]
-        decision = {"winner": last["winner"], "why": last["reason"], "tie": last["tie"],
-                    "tied_with": [n for n in (last["leader"], last["rival"]) if n != last["winner"]]
-                    if last["tie"] else [], "duels": duels}
+        decision = {
+            "winner": last["winner"],
+            "why": last["reason"],
+            "tie": last["tie"],
+            "tied_with": [n for n in (last["leader"], last["rival"]) if n != last["winner"]] if last["tie"] else [],
+            "duels": duels,
+        }
         self.records.study.set_user_attr(DECISION_ATTR, decision)
         winner = self.records.confirmations.get(str(last["winner"]))
         if winner is not None:
@@ -169,8 +192,9 @@ class Confirmation:
         if need <= left:
             return True
         self.skipped.append(o.number)
-        self.callbacks.phase(o.number, f"not re-measured: it took {need:.0f} s and {max(left, 0.0):.0f} s "
-                                       f"of the time budget is left")
+        self.callbacks.phase(
+            o.number, f"not re-measured: it took {need:.0f} s and {max(left, 0.0):.0f} s of the time budget is left"
+        )
         return False
 
     def _settle(self, o: TrialOutcome) -> None:
@@ -188,9 +212,16 @@ def _name(o: TrialOutcome) -> str:
     return "the defaults" if o.baseline else f"trial {o.number}"
 
 
-def confirm(runner: TrialRunner, records: TrialRecords, callbacks: Callbacks, run_dir: Path,
-            time_left_s: float | None = None, defaults: Mapping[str, Any] | None = None,
-            sentinel_run: dict | None = None) -> dict:
+def confirm(
+    runner: TrialRunner,
+    records: TrialRecords,
+    callbacks: Callbacks,
+    run_dir: Path,
+    time_left_s: float | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    sentinel_run: dict | None = None,
+) -> dict:
     """Run one confirmation phase (see `Confirmation`)."""
-    return Confirmation(runner, records, callbacks, run_dir, time_left_s, defaults=defaults,
-                        sentinel_run=sentinel_run).run()
+    return Confirmation(
+        runner, records, callbacks, run_dir, time_left_s, defaults=defaults, sentinel_run=sentinel_run
+    ).run()

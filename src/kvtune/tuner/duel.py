@@ -108,8 +108,11 @@ class Duel:
             if not run["valid"]:
                 self.bad.append(f"{name_of(side)} disturbed")
                 return False
-        failed = [side for side, run in ((self.leader, a), (self.rival, b))
-                  if not run["feasible"] or not _usable(run["objective"])]
+        failed = [
+            side
+            for side, run in ((self.leader, a), (self.rival, b))
+            if not run["feasible"] or not _usable(run["objective"])
+        ]
         if failed:
             return self._failed(failed, a, b)
         for side, run in ((self.leader, a), (self.rival, b)):
@@ -134,21 +137,38 @@ class Duel:
         loser = failed[0]
         winner = self.rival if loser is self.leader else self.leader
         run = a if loser is self.leader else b
-        reason = (f"{name_of(winner)} named: {name_of(loser)} failed its re-measurement "
-                  f"({run.get('reason') or 'no figure'})")
+        reason = (
+            f"{name_of(winner)} named: {name_of(loser)} failed its re-measurement ({run.get('reason') or 'no figure'})"
+        )
         verdict = Verdict.RIVAL if loser is self.leader else Verdict.LEADER
         return self._record(verdict, None, winner, reason)
 
-    def _record(self, verdict: Verdict, iv: PairedInterval | None, winner: TrialOutcome | None = None,
-                reason: str | None = None) -> dict[str, Any]:
+    def _record(
+        self, verdict: Verdict, iv: PairedInterval | None, winner: TrialOutcome | None = None, reason: str | None = None
+    ) -> dict[str, Any]:
         if winner is None and iv is not None:
             winner, reason = self._winner(verdict, iv)
         assert winner is not None and reason is not None
-        return {"leader": self.leader.number, "rival": self.rival.number, "pairs": self.pairs,
-                "interval": None if iv is None else {"mean": iv.mean, "low": iv.low, "high": iv.high,
-                                                    "pairs": iv.pairs, "dof": iv.dof, "source": iv.source},
-                "verdict": verdict.value, "winner": winner.number, "tie": verdict is Verdict.TIE,
-                "reason": reason, "remeasured_pairs": self.bad}
+        return {
+            "leader": self.leader.number,
+            "rival": self.rival.number,
+            "pairs": self.pairs,
+            "interval": None
+            if iv is None
+            else {
+                "mean": iv.mean,
+                "low": iv.low,
+                "high": iv.high,
+                "pairs": iv.pairs,
+                "dof": iv.dof,
+                "source": iv.source,
+            },
+            "verdict": verdict.value,
+            "winner": winner.number,
+            "tie": verdict is Verdict.TIE,
+            "reason": reason,
+            "remeasured_pairs": self.bad,
+        }
 
     def _winner(self, verdict: Verdict, iv: PairedInterval) -> tuple[TrialOutcome, str]:
         what = f"{interval_text(iv)}, {iv.source}"

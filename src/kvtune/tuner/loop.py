@@ -27,9 +27,9 @@ from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Candidate, Launcher
 from kvtune.launchers.process import reap_leftovers
 from kvtune.objectives.targets import Target
+from kvtune.study.noise import noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
-from kvtune.study.noise import noise_of
 from kvtune.tuner import confirm as confirmation
 from kvtune.tuner import sentinel
 from kvtune.tuner.events import Callbacks
@@ -65,8 +65,9 @@ class Tuner:
     run() waits for trials running elsewhere (the process that summarizes does; an extra worker
     leaves when nothing is left to ask)."""
 
-    def __init__(self, ctx: TunerContext, space: SearchSpace, callbacks: Callbacks | None = None,
-                 wait_for_others: bool = True):
+    def __init__(
+        self, ctx: TunerContext, space: SearchSpace, callbacks: Callbacks | None = None, wait_for_others: bool = True
+    ):
         self.ctx = ctx
         self.space = space
         self.cb = callbacks or Callbacks()
@@ -124,7 +125,7 @@ class Tuner:
         # the budget counts measured configs only (see tuner/fleet/accounting.py), as run() does
         free = accounting.load_budget(self.study, self._spec_budget()).trials - self._counts().measured
         running = sorted(t.number for t in trials)
-        return trial.number not in running[:max(free, 0)]
+        return trial.number not in running[: max(free, 0)]
 
     def _counts(self) -> accounting.Spent:
         return accounting.spent(self.study)
@@ -171,8 +172,7 @@ class Tuner:
         stop = self._ask_until_spent(budget)
         outcomes = self.outcomes()
         used, elapsed = self._counts(), accounting.elapsed_s(self.study)
-        culprits = accounting.blame(outcomes, self.launcher, self.spec.workload) \
-            if stop is StopReason.ASKS else []
+        culprits = accounting.blame(outcomes, self.launcher, self.spec.workload) if stop is StopReason.ASKS else []
         message = accounting.stop_message(stop, budget, used, elapsed, culprits) if stop else ""
         self.budget_report = accounting.report(stop, budget, used, elapsed, message)
         return outcomes
@@ -222,8 +222,10 @@ class Tuner:
             return None
         need = confirmation.expected_s(baseline)
         if time_left_s is not None and need is not None and need > time_left_s:
-            self.cb.phase(baseline.number, f"not re-measured: it took {need:.0f} s and "
-                                           f"{max(time_left_s, 0.0):.0f} s of the time budget is left")
+            self.cb.phase(
+                baseline.number,
+                f"not re-measured: it took {need:.0f} s and {max(time_left_s, 0.0):.0f} s of the time budget is left",
+            )
             return None
         return sentinel.measure(self._remeasurer(), self.study, baseline, measured, end)
 
@@ -294,8 +296,7 @@ class Tuner:
         reason = self.launcher.precheck(candidate, self.spec.workload)
         if reason:
             return self.runner.infeasible(outcome, FailureKind.PRE_SCREEN, f"pre-screen: {reason}")
-        return self.runner.run(outcome, port, self.run_dir / "trials" / f"{n:04d}",
-                               self.records.measured_baseline())
+        return self.runner.run(outcome, port, self.run_dir / "trials" / f"{n:04d}", self.records.measured_baseline())
 
     def _tell(self, trial: optuna.trial.Trial, outcome: TrialOutcome) -> None:
         for key, value in outcome.constraints.items():
@@ -324,8 +325,9 @@ class Tuner:
         end_run = None if decided else self.sentinel(end=True, time_left_s=left)
         if left is not None:
             left -= time.time() - began
-        return confirmation.confirm(self.runner, self.records, self.cb, self.run_dir, left,
-                                    self.launcher.server_defaults(), end_run)
+        return confirmation.confirm(
+            self.runner, self.records, self.cb, self.run_dir, left, self.launcher.server_defaults(), end_run
+        )
 
 
 def _copy_of(outcome: TrialOutcome, same: TrialOutcome) -> TrialOutcome:

@@ -24,9 +24,9 @@ from typing import Callable, Sequence
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError, SpecError
 from kvtune.launchers.base import Launcher
 from kvtune.launchers.registry import create_launcher
+from kvtune.study.spec import BACKENDS, StudySpec
 from kvtune.tuner.build import parse_study_targets
 from kvtune.tuner.session import RunOptions, study_spec
-from kvtune.study.spec import BACKENDS, StudySpec
 
 AUTO = "auto"
 DEMO = "demo"  # resolve_model's name for the demo model (a GGUF for llama-server, an HF folder for vLLM)
@@ -77,8 +77,10 @@ def split_budget(total: int, n: int) -> list[int]:
     if n < 1:
         raise ValueError("split_budget needs at least one backend")
     if total < n:
-        raise SpecError(f"--trials {total} cannot be split among {n} backends: each needs at least "
-                        f"its baseline; use --trials {n} or more")
+        raise SpecError(
+            f"--trials {total} cannot be split among {n} backends: each needs at least "
+            f"its baseline; use --trials {n} or more"
+        )
     share, rest = divmod(total, n)
     return [share + (1 if i < rest else 0) for i in range(n)]
 
@@ -98,8 +100,10 @@ def model_for(backend: str, model: str | None, hf_model: str | None) -> str:
             return DEMO
         assert model is not None  # not the demo
         if Path(model).expanduser().is_dir():
-            raise ModelError(f"llama-server needs a GGUF file and --model {model!r} is a folder: "
-                             f"pass the GGUF with --model and the folder with --hf-model")
+            raise ModelError(
+                f"llama-server needs a GGUF file and --model {model!r} is a folder: "
+                f"pass the GGUF with --model and the folder with --hf-model"
+            )
         return model
     if backend == VLLM:
         if hf_model:
@@ -108,8 +112,10 @@ def model_for(backend: str, model: str | None, hf_model: str | None) -> str:
             return DEMO
         assert model is not None  # not the demo
         if model.endswith(".gguf") or Path(model).expanduser().is_file():
-            raise ModelError(f"vLLM serves an HF model folder or hub id, not the GGUF file {model!r}: "
-                             f"pass the same model's HF folder with --hf-model")
+            raise ModelError(
+                f"vLLM serves an HF model folder or hub id, not the GGUF file {model!r}: "
+                f"pass the same model's HF folder with --hf-model"
+            )
         return _hf_folder(model, "--model")
     raise SpecError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
 
@@ -118,8 +124,7 @@ def _hf_folder(model: str, flag: str) -> str:
     """A local HF folder must hold config.json; anything that is not a local path is a hub id."""
     path = Path(model).expanduser()
     if path.is_file():
-        raise ModelError(f"{flag} {model!r} is a file: vLLM serves an HF model folder (with "
-                         f"config.json) or a hub id")
+        raise ModelError(f"{flag} {model!r} is a file: vLLM serves an HF model folder (with config.json) or a hub id")
     if path.is_dir() and not (path / "config.json").is_file():
         raise ModelError(f"{flag} {model!r} has no config.json: vLLM serves an HF model folder")
     return model
@@ -178,14 +183,21 @@ def comparison_name(spec: StudySpec, backends: Sequence[str], hf_model: str | No
     """--study, else ``backends-HASH`` of what defines the comparison (not the trial budget)."""
     if spec.study:
         return spec.study
-    key = {"backends": list(backends), "model": spec.model, "hf_model": hf_model,
-           "targets": sorted(spec.target_texts), "objective": spec.objective_field,
-           "workload": asdict(spec.workload), "space": spec.space}
+    key = {
+        "backends": list(backends),
+        "model": spec.model,
+        "hf_model": hf_model,
+        "targets": sorted(spec.target_texts),
+        "objective": spec.objective_field,
+        "workload": asdict(spec.workload),
+        "space": spec.space,
+    }
     return "backends-" + hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
-def plan_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None = None,
-                  factory: LauncherFactory = create_launcher) -> BackendPlan:
+def plan_backends(
+    opts: RunOptions, choice: BackendChoice, hf_model: str | None = None, factory: LauncherFactory = create_launcher
+) -> BackendPlan:
     """Check the flags once, route the model to each backend, build each launcher (a backend
     that cannot serve is skipped with its reason), split the budget among those left. Nothing
     is launched or written; bad input and "no backend can serve it" raise (exit 2)."""
@@ -194,9 +206,11 @@ def plan_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None 
     base = study_spec(opts)  # the study file and the flags, validated before any backend is asked
     relative = [t.text for t in parse_study_targets(base) if t.relative]
     if relative and (choice.auto or len(choice.backends) > 1):
-        raise SpecError(f"target {relative[0]!r} is relative to each backend's own defaults, so the "
-                        f"backends would be held to different thresholds: give absolute targets "
-                        f"(e.g. ttft_p95<2s) to compare backends")
+        raise SpecError(
+            f"target {relative[0]!r} is relative to each backend's own defaults, so the "
+            f"backends would be held to different thresholds: give absolute targets "
+            f"(e.g. ttft_p95<2s) to compare backends"
+        )
     name = comparison_name(base, choice.backends, hf_model)
     if not choice.auto:
         split_budget(base.trials, len(choice.backends))  # too few trials: before any backend is asked
@@ -204,8 +218,12 @@ def plan_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None 
     skipped: list[Skipped] = []
     for backend in choice.backends:
         try:
-            overrides = replace(opts.spec_overrides, backend=backend,
-                                model=model_for(backend, base.model, hf_model), study=f"{name}-{backend}")
+            overrides = replace(
+                opts.spec_overrides,
+                backend=backend,
+                model=model_for(backend, base.model, hf_model),
+                study=f"{name}-{backend}",
+            )
             leg_opts = replace(opts, spec_overrides=overrides)
             launcher = factory(study_spec(leg_opts))
         except CANNOT_SERVE as e:
@@ -217,8 +235,12 @@ def plan_backends(opts: RunOptions, choice: BackendChoice, hf_model: str | None 
         raise BackendError(f"no backend can serve this model here ({why})")
     shares = split_budget(base.trials, len(ready))
     time_share = base.time_budget_s / len(ready) if base.time_budget_s else None
-    legs = [Leg(backend, replace(o, spec_overrides=replace(o.spec_overrides, trials=trials,
-                                                          time_budget_s=time_share)), launcher)
-            for (backend, o, launcher), trials in zip(ready, shares)]
+    legs = [
+        Leg(
+            backend,
+            replace(o, spec_overrides=replace(o.spec_overrides, trials=trials, time_budget_s=time_share)),
+            launcher,
+        )
+        for (backend, o, launcher), trials in zip(ready, shares)
+    ]
     return BackendPlan(name, legs, skipped, choice.auto)
-

@@ -34,10 +34,19 @@ def disturbed(o: TrialOutcome) -> bool:
 
 def run_record(again: TrialOutcome, seed: int, role: str) -> dict[str, Any]:
     """One re-measurement as the confirmation record keeps it; `valid` is decided by the caller."""
-    return {"metrics": again.metrics, "objective": again.objective, "objectives": again.objectives,
-            "feasible": again.feasible, "reason": again.reason, "seed": seed, "role": role,
-            "disturbed": disturbed(again), "interference": getattr(again, "interference", None),
-            "at": time.time(), "valid": not disturbed(again)}
+    return {
+        "metrics": again.metrics,
+        "objective": again.objective,
+        "objectives": again.objectives,
+        "feasible": again.feasible,
+        "reason": again.reason,
+        "seed": seed,
+        "role": role,
+        "disturbed": disturbed(again),
+        "interference": getattr(again, "interference", None),
+        "at": time.time(),
+        "valid": not disturbed(again),
+    }
 
 
 def _mean(values: list[float]) -> float:
@@ -59,16 +68,27 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
                 metrics[key] = _mean([float(v) for v in values])
     width = min((len(r.get("objectives") or []) for r in valid), default=0)
-    per_objective = [_mean([float(r["objectives"][i]) for r in valid if r["objectives"][i] is not None] or [math.nan])
-                     for i in range(width)]
+    per_objective = [
+        _mean([float(r["objectives"][i]) for r in valid if r["objectives"][i] is not None] or [math.nan])
+        for i in range(width)
+    ]
     failed = next((r for r in valid if not r.get("feasible")), None)
-    return {"runs": list(runs), "metrics": metrics, "objective": _mean(objectives) if objectives else None,
-            "objectives": per_objective, "feasible": failed is None and bool(objectives),
-            "reason": (failed or {}).get("reason", "") if failed else "", "seed": runs[-1].get("seed"),
-            "valid_runs": sum(1 for r in runs if r.get("valid", True)),
-            # every run disturbed: the record is no evidence (study/naming.py, study/noise.py skip it)
-            **({"no_valid_run": True, "disturbed": any(r.get("disturbed") for r in runs)}
-               if not any(r.get("valid", True) for r in runs) else {})}
+    return {
+        "runs": list(runs),
+        "metrics": metrics,
+        "objective": _mean(objectives) if objectives else None,
+        "objectives": per_objective,
+        "feasible": failed is None and bool(objectives),
+        "reason": (failed or {}).get("reason", "") if failed else "",
+        "seed": runs[-1].get("seed"),
+        "valid_runs": sum(1 for r in runs if r.get("valid", True)),
+        # every run disturbed: the record is no evidence (study/naming.py, study/noise.py skip it)
+        **(
+            {"no_valid_run": True, "disturbed": any(r.get("disturbed") for r in runs)}
+            if not any(r.get("valid", True) for r in runs)
+            else {}
+        ),
+    }
 
 
 def runs_of(o: TrialOutcome) -> list[dict[str, Any]]:
@@ -99,8 +119,11 @@ class Remeasurer:
                 return again
             if attempt + 1 < TRANSIENT_ATTEMPTS:
                 self.callbacks.phase(o.number, "the re-measurement did not start (transient): launching again")
-        self.callbacks.phase(o.number, "the re-measurement never started (transient failures): "
-                                       "no verdict recorded, the config stays measured once")
+        self.callbacks.phase(
+            o.number,
+            "the re-measurement never started (transient failures): "
+            "no verdict recorded, the config stays measured once",
+        )
         return None
 
     def _once(self, o: TrialOutcome, role: str) -> TrialOutcome:
@@ -114,9 +137,12 @@ class Remeasurer:
         self.runner.run(again, port, folder, self.records.measured_baseline(), workload)
         first = "-" if o.objective is None else f"{o.objective:.4g}"
         now = "-" if again.objective is None else f"{again.objective:.4g}"
-        self.callbacks.phase(o.number, f"re-measured {spec.primary.name}: {now} (first {first})"
-                             + ("" if again.feasible else f"; no longer feasible: {again.reason}")
-                             + ("; disturbed by other load" if disturbed(again) else ""))
+        self.callbacks.phase(
+            o.number,
+            f"re-measured {spec.primary.name}: {now} (first {first})"
+            + ("" if again.feasible else f"; no longer feasible: {again.reason}")
+            + ("; disturbed by other load" if disturbed(again) else ""),
+        )
         return again
 
     def add(self, o: TrialOutcome, run: dict[str, Any]) -> None:

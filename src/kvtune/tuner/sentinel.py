@@ -43,20 +43,28 @@ def due(study: optuna.Study, measured: int, end: bool = False, every: int = SENT
     return end or measured % every == 0
 
 
-def measure(remeasurer: Remeasurer, study: optuna.Study, baseline: TrialOutcome, measured: int,
-            end: bool = False) -> dict[str, Any] | None:
+def measure(
+    remeasurer: Remeasurer, study: optuna.Study, baseline: TrialOutcome, measured: int, end: bool = False
+) -> dict[str, Any] | None:
     """Re-measure the baseline now and store the point; the end point is also the baseline's
     confirmation run. Returns that run (None when the server never started)."""
-    remeasurer.callbacks.phase(baseline.number, f"baseline sentinel after {measured} measured trials"
-                                                + (" (end of the search)" if end else ""))
+    remeasurer.callbacks.phase(
+        baseline.number, f"baseline sentinel after {measured} measured trials" + (" (end of the search)" if end else "")
+    )
     again = remeasurer.launch(baseline, "baseline sentinel")
     if again is None:
         return None
     run = run_record(again, remeasurer.seed(), "sentinel")
     metrics = again.metrics or {}
-    point = {"measured": measured, "at": run["at"], "end": end, "objective": again.objective,
-             "feasible": again.feasible, "disturbed": run["disturbed"],
-             "metrics": {k: metrics[k] for k in HEADLINE_METRICS if k in metrics}}
+    point = {
+        "measured": measured,
+        "at": run["at"],
+        "end": end,
+        "objective": again.objective,
+        "feasible": again.feasible,
+        "disturbed": run["disturbed"],
+        "metrics": {k: metrics[k] for k in HEADLINE_METRICS if k in metrics},
+    }
     study.set_user_attr(SENTINELS_ATTR, [*stored(study), point])
     if end:
         remeasurer.add(baseline, run)
@@ -65,27 +73,53 @@ def measure(remeasurer: Remeasurer, study: optuna.Study, baseline: TrialOutcome,
 
 def series(points: list[dict[str, Any]], baseline: TrialOutcome | None) -> list[dict[str, Any]]:
     """The sentinel series as shown: the baseline's first measurement (measured 0), then each point."""
-    first = [] if baseline is None or baseline.objective is None else [
-        {"measured": 0, "at": None, "end": False, "objective": baseline.objective,
-         "feasible": baseline.feasible, "disturbed": bool(getattr(baseline, "disturbed", False)), "first": True}]
+    first = (
+        []
+        if baseline is None or baseline.objective is None
+        else [
+            {
+                "measured": 0,
+                "at": None,
+                "end": False,
+                "objective": baseline.objective,
+                "feasible": baseline.feasible,
+                "disturbed": bool(getattr(baseline, "disturbed", False)),
+                "first": True,
+            }
+        ]
+    )
     return first + sorted(points, key=lambda p: p["measured"])
 
 
 def drift(points: list[dict[str, Any]], noise: Noise) -> dict[str, Any] | None:
     """First vs last undisturbed point of the series: their ratio and whether it exceeds what the
     pooled noise allows for two measurements of one config (`objectives.noise.inconsistent`)."""
-    usable = [p for p in points if not p.get("disturbed") and isinstance(p.get("objective"), (int, float))
-              and math.isfinite(p["objective"]) and p["objective"] > 0]
+    usable = [
+        p
+        for p in points
+        if not p.get("disturbed")
+        and isinstance(p.get("objective"), (int, float))
+        and math.isfinite(p["objective"])
+        and p["objective"] > 0
+    ]
     if len(usable) < 2:
         return None
     a, b = usable[0], usable[-1]
-    return {"first": a["objective"], "last": b["objective"], "ratio": b["objective"] / a["objective"],
-            "from_measured": a["measured"], "to_measured": b["measured"], "points": len(points),
-            "beyond_noise": inconsistent(a["objective"], b["objective"], noise), "noise": noise.source()}
+    return {
+        "first": a["objective"],
+        "last": b["objective"],
+        "ratio": b["objective"] / a["objective"],
+        "from_measured": a["measured"],
+        "to_measured": b["measured"],
+        "points": len(points),
+        "beyond_noise": inconsistent(a["objective"], b["objective"], noise),
+        "noise": noise.source(),
+    }
 
 
-def report(study: optuna.Study, baseline: TrialOutcome | None, noise: Noise,
-           every: int = SENTINEL_EVERY) -> dict[str, Any] | None:
+def report(
+    study: optuna.Study, baseline: TrialOutcome | None, noise: Noise, every: int = SENTINEL_EVERY
+) -> dict[str, Any] | None:
     """results.json's "sentinel" block: the series and its drift (None when no point was measured)."""
     points = stored(study)
     if not points:

@@ -14,22 +14,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from kvtune.study.results import build_payload, write_results
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Launcher
-from kvtune.tuner.fleet import accounting
-from kvtune.tuner.fleet.budget import Budget
-from kvtune.tuner.build import Prepared, open_tuner, prepare
-from kvtune.tuner.search.importance import ImportanceSchedule
-from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.overrides import SpecOverrides
+from kvtune.study.results import build_payload, write_results
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
-from kvtune.tuner.fleet.storage import load_study, runs_root, sqlite_url
-from kvtune.tuner.search.warmstart import enqueue_warm_start
-from kvtune.tuner.search import samplers
+from kvtune.tuner.build import Prepared, open_tuner, prepare
+from kvtune.tuner.fleet import accounting
 from kvtune.tuner.fleet import workers as worker_pool
+from kvtune.tuner.fleet.budget import Budget
+from kvtune.tuner.fleet.storage import load_study, runs_root, sqlite_url
+from kvtune.tuner.loop import Callbacks, Tuner
+from kvtune.tuner.search import samplers
+from kvtune.tuner.search.importance import ImportanceSchedule
+from kvtune.tuner.search.warmstart import enqueue_warm_start
 
 
 @dataclass
@@ -93,9 +93,17 @@ class Session:
         last fit's, refitted every few trials (see `ImportanceSchedule`)."""
         p = self.prepared
         importance = self.importance.current(self.tuner.study, outcomes, final=final)
-        payload = build_payload(p.study_name, p.spec.to_dict(), p.hardware, p.launcher.version(),
-                                [t.describe() for t in p.targets], p.spec.objective_specs, outcomes,
-                                importance.to_dict(), p.launcher.server_defaults())
+        payload = build_payload(
+            p.study_name,
+            p.spec.to_dict(),
+            p.hardware,
+            p.launcher.version(),
+            [t.describe() for t in p.targets],
+            p.spec.objective_specs,
+            outcomes,
+            importance.to_dict(),
+            p.launcher.server_defaults(),
+        )
         if self.tuner.budget_report is not None:
             payload["budget"] = self.tuner.budget_report
         payload.update(self.tuner.study_report())  # the baseline sentinel series, the decision
@@ -110,12 +118,18 @@ class Session:
         o = self.options
         if o.workers > 1:
             self.workers = worker_pool.spawn(
-                o.workers, self.storage_url, self.prepared.study_name, self.prepared.run_dir,
+                o.workers,
+                self.storage_url,
+                self.prepared.study_name,
+                self.prepared.run_dir,
                 worker_pool.WorkerOptions(
-                    gpus_per_trial=o.gpus_per_trial, runs_dir=o.runs_dir,
+                    gpus_per_trial=o.gpus_per_trial,
+                    runs_dir=o.runs_dir,
                     llama_server=self.prepared.spec.llama_server,
                     vllm_python=self.prepared.spec.vllm_python,
-                    allow_mixed_hardware=o.allow_mixed_hardware))
+                    allow_mixed_hardware=o.allow_mixed_hardware,
+                ),
+            )
 
     def run(self, on_confirm: Callable[[int], None] = lambda k: None) -> list[TrialOutcome]:
         """Measure until the budget is spent, wait for the other workers, confirm the top
@@ -137,9 +151,13 @@ class Session:
             raise
 
 
-def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
-                 on_prepared: Callable[[Prepared], None] = lambda p: None,
-                 launcher: Launcher | None = None) -> Session:
+def open_session(
+    opts: RunOptions,
+    spec: StudySpec,
+    callbacks: Callbacks,
+    on_prepared: Callable[[Prepared], None] = lambda p: None,
+    launcher: Launcher | None = None,
+) -> Session:
     """Prepare the parts, open (or resume) the study, queue a warm start. `on_prepared` runs
     before the study is opened (the CLI prints its header there, before any slow step).
     `launcher`: one already built (a multi-backend run builds each backend's first; tests pass
@@ -148,13 +166,18 @@ def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
     if opts.workers > 1 and spec.sampler is samplers.SamplerKind.GRID:
         # Two workers asking at once can overshoot the budget; the one that steps back tells its
         # trial FAIL, and Optuna's grid counts a failed grid point as visited: it would be lost.
-        raise SpecError("--sampler grid measures one config at a time: use --workers 1 (a grid "
-                        "point raced by two workers would be skipped), or another sampler")
-    prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir,
-                       device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial))
+        raise SpecError(
+            "--sampler grid measures one config at a time: use --workers 1 (a grid "
+            "point raced by two workers would be skipped), or another sampler"
+        )
+    prepared = prepare(
+        spec, launcher=launcher, runs_dir=opts.runs_dir, device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial)
+    )
     if opts.workers > 1 and any(t.relative for t in prepared.targets):
-        raise SpecError("targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "
-                        "measured first: use --workers 1, or absolute targets")
+        raise SpecError(
+            "targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "
+            "measured first: use --workers 1, or absolute targets"
+        )
     on_prepared(prepared)
     url = opts.storage or sqlite_url(prepared.run_dir)
     session_ref: list[Session] = []
@@ -163,18 +186,23 @@ def open_session(opts: RunOptions, spec: StudySpec, callbacks: Callbacks,
         callbacks.trial_finished(outcome)
         session_ref[0].write_results()
 
-    tuner = open_tuner(prepared, replace(callbacks, trial_finished=finished), storage_url=url,
-                       allow_mixed_hardware=opts.allow_mixed_hardware, slot=0,
-                       cpus=worker_pool.cpu_slot(0, opts.workers),
-                       device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial))
+    tuner = open_tuner(
+        prepared,
+        replace(callbacks, trial_finished=finished),
+        storage_url=url,
+        allow_mixed_hardware=opts.allow_mixed_hardware,
+        slot=0,
+        cpus=worker_pool.cpu_slot(0, opts.workers),
+        device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial),
+    )
     # The budget and the clock go into the study before any worker starts: they read them there.
     accounting.store_budget(tuner.study, Budget(spec.trials, spec.time_budget_s))
     accounting.begin_clock(tuner.study)
     session = Session(opts, prepared, tuner, url)
     session_ref.append(session)
     if opts.warm_start:
-        source_url = opts.warm_start_storage or opts.storage \
-            or sqlite_url(runs_root(opts.runs_dir) / opts.warm_start)
+        source_url = opts.warm_start_storage or opts.storage or sqlite_url(runs_root(opts.runs_dir) / opts.warm_start)
         session.warm_start_labels = enqueue_warm_start(
-            tuner.study, load_study(opts.warm_start, source_url), prepared.space.knobs)
+            tuner.study, load_study(opts.warm_start, source_url), prepared.space.knobs
+        )
     return session

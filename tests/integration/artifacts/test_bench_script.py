@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from kvtune.artifacts import export
 from kvtune.artifacts import overview as ov
 from kvtune.testing.fake_server import FakeOpenAIServer
@@ -35,8 +34,13 @@ def script(r: dict, port: int = 8080) -> str:
 
 
 def _run(path: Path, url: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(path), url], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "KVTUNE": KVTUNE, "COLUMNS": "200"})
+    return subprocess.run(
+        ["bash", str(path), url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KVTUNE": KVTUNE, "COLUMNS": "200"},
+    )
 
 
 def test_the_script_runs_and_exits_on_the_targets(tmp_path) -> None:
@@ -60,7 +64,12 @@ def test_the_studys_model_is_the_tokenizer_when_it_is_on_this_box(tmp_path) -> N
     assert f"MODEL_TOKENIZER={shlex.quote(str(model))}" in text
     assert "Hugging Face id" in text  # vllm bench serve cannot tokenize with a GGUF path
     # bash sees the path byte-identical (the echo stands in for kvtune)
-    p = subprocess.run(["bash", "-c", text.replace('exec "${KVTUNE_CMD[@]}"', 'printf "%s\\n"')],
-                       capture_output=True, text=True, timeout=30, env={**os.environ, "KVTUNE": "x"})
+    p = subprocess.run(
+        ["bash", "-c", text.replace('exec "${KVTUNE_CMD[@]}"', 'printf "%s\\n"')],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "KVTUNE": "x"},
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[-1] == str(model)  # the last argument: --tokenizer PATH

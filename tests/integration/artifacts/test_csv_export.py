@@ -26,7 +26,11 @@ def test_export_cli_writes_the_csv_without_picking_a_trial(tmp_path) -> None:
         t["constraints"]["server_ran"] = 1.0
     (run_dir / "results.json").write_text(json.dumps(r))
     out = tmp_path / "trials.csv"
-    p = subprocess.run([sys.executable, "-m", "kvtune.cli", "export", str(run_dir), "--format", "csv",
-                        "-o", str(out)], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", "export", str(run_dir), "--format", "csv", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert out.read_text() == export.render("csv", {}, r) and "(csv)" in p.stderr

@@ -22,7 +22,7 @@ from kvtune.artifacts import overview as ov
 from tests.paths import UNIT_DATA
 
 DATA = UNIT_DATA
-NASTY = "/tmp/my models/it's \"$(touch /tmp/pwned)\"; rm -rf ~ `id` 100%h \\x $HOME ${PATH}.gguf"
+NASTY = '/tmp/my models/it\'s "$(touch /tmp/pwned)"; rm -rf ~ `id` 100%h \\x $HOME ${PATH}.gguf'
 NASTY_ENV = {"WEIRD": "a b;$(x) \"q\" 's' %h \\ $HOME\tnext\nline", "LLAMA_ARG_N": "1"}
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -47,8 +47,10 @@ def nasty_trial(binary: str = "/opt/llama server/bin/llama-server") -> dict:
 # ---- bash ------------------------------------------------------------------------------------
 def test_bash_carries_the_exact_argv_and_runs(tmp_path):
     printer = tmp_path / "print args"
-    printer.write_text("#!/usr/bin/env python3\nimport json, os, sys\n"
-                       "print(json.dumps({'argv': sys.argv[1:], 'weird': os.environ.get('WEIRD')}))\n")
+    printer.write_text(
+        "#!/usr/bin/env python3\nimport json, os, sys\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'weird': os.environ.get('WEIRD')}))\n"
+    )
     printer.chmod(0o755)
     t = nasty_trial(str(printer))
     path = export.write(tmp_path / "launch.sh", "bash", t, results(), "0.0.0.0", 9000)
@@ -62,8 +64,19 @@ def test_bash_carries_the_exact_argv_and_runs(tmp_path):
 
 
 # ---- systemd ---------------------------------------------------------------------------------
-_C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-              "\\": "\\", '"': '"', "'": "'", "s": " "}
+_C_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "s": " ",
+}
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
@@ -81,8 +94,7 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path):
 
 
 # ---- docker compose --------------------------------------------------------------------------
-SERVICE_KEYS = {"image", "entrypoint", "command", "ports", "environment", "volumes", "restart", "ipc",
-                "deploy"}
+SERVICE_KEYS = {"image", "entrypoint", "command", "ports", "environment", "volumes", "restart", "ipc", "deploy"}
 
 
 # ---- GPUs: the trial's slot, from recorded NVML answers ------------------------------------------

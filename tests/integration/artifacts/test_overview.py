@@ -10,17 +10,16 @@ Here the tests that start processes; the rest are in tests/unit/artifacts/test_o
 
 import json
 
-
 from kvtune import hardware
 from kvtune.artifacts import overview as ov
-from kvtune.study.results import build_payload
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction
 from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.ranking import pareto
+from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
 from tests.conftest import TINY
 from tests.paths import UNIT_DATA
 
@@ -31,13 +30,24 @@ LAUNCH = {"ttft_p95": 1e6, "error_rate": 1e6, RUNS_KEY: 1.0}
 def test_show_names_the_pareto_set_of_a_multi_objective_run(make_tuner):
     """`kvtune show` reads results.json; `kvtune run` ranks the tuner's outcomes: same set."""
     launcher = FakeLauncher(knobs=(Knob("speed", "float", low=1.0, high=4.0),))
-    spec = StudySpec(study="mo-show", trials=3, workload=TINY, confirm_top=0,
-                     objective=["ttft_p95", "output_throughput"]).validate()
+    spec = StudySpec(
+        study="mo-show", trials=3, workload=TINY, confirm_top=0, objective=["ttft_p95", "output_throughput"]
+    ).validate()
     tuner, _ = make_tuner(spec, launcher)
     outcomes = tuner.run()
-    payload = json.loads(dumps(build_payload(
-        "mo-show", spec.to_dict(), hardware.fingerprint(), "fake 1.0", [t.describe() for t in tuner.targets],
-        spec.objective_specs, outcomes)))
+    payload = json.loads(
+        dumps(
+            build_payload(
+                "mo-show",
+                spec.to_dict(),
+                hardware.fingerprint(),
+                "fake 1.0",
+                [t.describe() for t in tuner.targets],
+                spec.objective_specs,
+                outcomes,
+            )
+        )
+    )
     shown = ov.overview(payload)
     tuner_front = [o.number for o in pareto(outcomes, [o.direction for o in spec.objective_specs])]
     assert tuner_front and not shown["pareto_is_trade_off"]

@@ -14,17 +14,28 @@ import pytest
 
 from kvtune import hardware
 from kvtune.artifacts import report
-from kvtune.study.results import build_payload
 from kvtune.jsonsafe import dumps
 from kvtune.launchers.base import Knob
+from kvtune.study.results import build_payload
+from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.search.importance import MIN_TRIALS, param_importance
-from kvtune.study.spec import StudySpec
 from tests.paths import UNIT_DATA
 
 DATA = UNIT_DATA
-SECTIONS = ("summary", "best", "best-vs-baseline", "best-command", "tradeoff", "flags", "history",
-            "failures", "failures-table", "trials", "trials-table")
+SECTIONS = (
+    "summary",
+    "best",
+    "best-vs-baseline",
+    "best-command",
+    "tradeoff",
+    "flags",
+    "history",
+    "failures",
+    "failures-table",
+    "trials",
+    "trials-table",
+)
 
 
 def plots_in(html: str) -> dict[str, str]:
@@ -43,17 +54,28 @@ def assert_self_contained(html: str) -> None:
 def test_report_from_a_real_optuna_study(make_tuner, tiny_workload):
     """Importance computed by the tuner from the study itself (its own distributions) and stored
     in results.json; the report draws what is stored. `unused` is a flag the fake server ignores."""
-    launcher = FakeLauncher(knobs=(Knob("speed", "float", low=1.0, high=8.0),
-                                   Knob("unused", "int", low=1, high=1000)))
-    spec = StudySpec(study="real", trials=MIN_TRIALS + 1, workload=tiny_workload, targets=["ttft<1s"],
-                     informed_start=False).validate()
+    launcher = FakeLauncher(knobs=(Knob("speed", "float", low=1.0, high=8.0), Knob("unused", "int", low=1, high=1000)))
+    spec = StudySpec(
+        study="real", trials=MIN_TRIALS + 1, workload=tiny_workload, targets=["ttft<1s"], informed_start=False
+    ).validate()
     tuner, _ = make_tuner(spec, launcher)
     outcomes = tuner.run()
     importance = param_importance(tuner.study)
     assert importance.values is not None, importance.skipped
-    payload = json.loads(dumps(build_payload(
-        "real", spec.to_dict(), hardware.fingerprint(), "fake 1.0", [t.describe() for t in tuner.targets],
-        spec.objective_specs, outcomes, importance.to_dict())))
+    payload = json.loads(
+        dumps(
+            build_payload(
+                "real",
+                spec.to_dict(),
+                hardware.fingerprint(),
+                "fake 1.0",
+                [t.describe() for t in tuner.targets],
+                spec.objective_specs,
+                outcomes,
+                importance.to_dict(),
+            )
+        )
+    )
     assert payload["importance"] == pytest.approx(importance.values)
     assert all(t["failure"] is None for t in payload["trials"])
     html = report.render_report(payload)

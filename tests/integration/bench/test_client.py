@@ -27,8 +27,9 @@ EXACT = 1e-9  # virtual time: only float rounding separates a measured delay fro
 
 
 def _wl(**kw: object) -> Workload:
-    base = dict(concurrency=2, prompt_tokens=30, output_tokens=16, num_requests=2,
-                warmup_requests=0, request_timeout_s=10.0)
+    base = dict(
+        concurrency=2, prompt_tokens=30, output_tokens=16, num_requests=2, warmup_requests=0, request_timeout_s=10.0
+    )
     base.update(kw)
     return Workload(**base)  # type: ignore[arg-type]
 
@@ -41,6 +42,7 @@ def _free_port() -> int:
 
 # -- request body and stream parsing via MockTransport ----------------------------------------
 
+
 def _sse(*events: object) -> bytes:
     out = [f"data: {json.dumps(e) if not isinstance(e, str) else e}\n\n" for e in events]
     return "".join(out).encode()
@@ -51,11 +53,17 @@ def _chunk(content: str | None = None, **extra: object) -> dict:
     return {"choices": [{"index": 0, "delta": delta}], **extra}
 
 
-_GOOD = _sse({"choices": [{"delta": {"role": "assistant"}}]}, _chunk("a"), _chunk("b"),
-             _chunk(None, usage={"prompt_tokens": 7, "completion_tokens": 2}), "[DONE]")
+_GOOD = _sse(
+    {"choices": [{"delta": {"role": "assistant"}}]},
+    _chunk("a"),
+    _chunk("b"),
+    _chunk(None, usage={"prompt_tokens": 7, "completion_tokens": 2}),
+    "[DONE]",
+)
 
 
 # -- the fake server itself (its health, models and process mode) -----------------------------
+
 
 def _module(*args: str) -> list[str]:
     return [sys.executable, "-m", "kvtune.testing.fake_server", *args]
@@ -69,9 +77,11 @@ def test_fake_process_rejects_flags_with_status_2(flag: str) -> None:
 
 def test_fake_process_serves_then_crashes() -> None:
     port = _free_port()
-    with subprocess.Popen(_module("--port", str(port), "--ttft-ms", "5", "--itl-ms", "1",
-                                  "--crash-after-requests", "1"),
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:  # closes the pipe
+    with subprocess.Popen(
+        _module("--port", str(port), "--ttft-ms", "5", "--itl-ms", "1", "--crash-after-requests", "1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    ) as proc:  # closes the pipe
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 10

@@ -7,15 +7,32 @@ import os
 import subprocess
 import sys
 
-
 from kvtune.testing.fake_server import FakeOpenAIServer
 
 
 def _bench(server, *extra):
     return subprocess.run(
-        [sys.executable, "-m", "kvtune.cli", "bench", server.base_url, "--concurrency", "2",
-         "--num-requests", "4", "--warmup-requests", "0", "--output-tokens", "4", *extra],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+        [
+            sys.executable,
+            "-m",
+            "kvtune.cli",
+            "bench",
+            server.base_url,
+            "--concurrency",
+            "2",
+            "--num-requests",
+            "4",
+            "--warmup-requests",
+            "0",
+            "--output-tokens",
+            "4",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def test_bench_defaults_to_the_tuners_policy_and_says_so():

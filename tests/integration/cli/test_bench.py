@@ -13,16 +13,41 @@ def test_bench_prints_metrics_and_saves_vllm_keys_without_the_key(tmp_path):
     with FakeOpenAIServer(ttft_s=0.05, itl_s=0.005) as server:
         out = tmp_path / "r.json"
         r = subprocess.run(
-            [sys.executable, "-m", "kvtune.cli", "bench", server.base_url, "--concurrency", "4",
-             "--num-requests", "8", "--output-tokens", "8", "--target", "ttft<1s", "--save", str(out)],
-            capture_output=True, text=True, timeout=120,
-            env={**os.environ, "OPENAI_API_KEY": "sk-do-not-leak-42", "COLUMNS": "200"})
+            [
+                sys.executable,
+                "-m",
+                "kvtune.cli",
+                "bench",
+                server.base_url,
+                "--concurrency",
+                "4",
+                "--num-requests",
+                "8",
+                "--output-tokens",
+                "8",
+                "--target",
+                "ttft<1s",
+                "--save",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "OPENAI_API_KEY": "sk-do-not-leak-42", "COLUMNS": "200"},
+        )
         assert r.returncode == 0, r.stderr
         assert "Mean TTFT (ms)" in r.stdout and "Request goodput" in r.stdout
         assert "sk-do-not-leak-42" not in r.stdout + r.stderr + out.read_text()
         data = json.loads(out.read_text())
-        for key in ("completed", "request_throughput", "output_throughput", "request_goodput",
-                    "mean_ttft_ms", "p99_tpot_ms", "median_itl_ms"):
+        for key in (
+            "completed",
+            "request_throughput",
+            "output_throughput",
+            "request_goodput",
+            "mean_ttft_ms",
+            "p99_tpot_ms",
+            "median_itl_ms",
+        ):
             assert key in data
         assert data["completed"] == 8
         # the server saw the key on every request (8 measured + 8 warm-up): sent, never written
@@ -31,15 +56,35 @@ def test_bench_prints_metrics_and_saves_vllm_keys_without_the_key(tmp_path):
 
 
 def test_bench_bad_url_is_a_one_line_error(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "kvtune.cli", "bench", "127.0.0.1:1"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", "bench", "127.0.0.1:1"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "http://" in r.stderr
 
 
 def _bench(url, *args):
-    return subprocess.run([sys.executable, "-m", "kvtune.cli", "bench", url, "--concurrency", "2",
-                           "--num-requests", "4", "--warmup-requests", "1", "--output-tokens", "4", *args],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvtune.cli",
+            "bench",
+            url,
+            "--concurrency",
+            "2",
+            "--num-requests",
+            "4",
+            "--warmup-requests",
+            "1",
+            "--output-tokens",
+            "4",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def test_bench_checks_targets_and_exits_1_when_one_is_missed():

@@ -17,16 +17,23 @@ SRC = str(Path(kvtune.__file__).parents[1])  # the child runs this checkout's kv
 
 
 def kvtune(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200",
-                                                       "KVTUNE_CACHE": str(cwd / "cache"),
-                                                       "PYTHONPATH": SRC})
+    return subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "KVTUNE_CACHE": str(cwd / "cache"), "PYTHONPATH": SRC},
+    )
 
 
 @pytest.fixture
 def runs(tmp_path):
-    for name, r in (("S-llama-server", LLAMA), ("S-vllm", VLLM),
-                    ("other", results("other", "vllm", [outcome(0, 1, 1)], concurrency=2))):
+    for name, r in (
+        ("S-llama-server", LLAMA),
+        ("S-vllm", VLLM),
+        ("other", results("other", "vllm", [outcome(0, 1, 1)], concurrency=2)),
+    ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps(r))
     return tmp_path
@@ -43,7 +50,9 @@ def test_side_by_side(runs):
 
 
 def test_report_page(runs):
-    r = kvtune("compare", "S-llama-server", "S-vllm", "--runs-dir", str(runs), "--report", str(runs / "c.html"), cwd=runs)
+    r = kvtune(
+        "compare", "S-llama-server", "S-vllm", "--runs-dir", str(runs), "--report", str(runs / "c.html"), cwd=runs
+    )
     assert r.returncode == 0, r.stderr
     assert 'id="plot-backends"' in (runs / "c.html").read_text()
 
@@ -56,13 +65,16 @@ def test_kvtune_report_of_a_comparison(runs):
     assert "kvtune comparison: S" in (runs / "S" / "report.html").read_text()
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["S-vllm"], "compare needs two studies or more, got 1"),
-    (["S-vllm", "nope"], "no study 'nope'"),
-    (["S-vllm", "S-vllm"], "'S-vllm' is given twice"),
-    (["S-vllm", "./S-vllm"], "'S-vllm' and './S-vllm' are the same study"),
-    (["S-llama-server", "other"], "did not measure the same thing: workload concurrency 8 vs 2"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["S-vllm"], "compare needs two studies or more, got 1"),
+        (["S-vllm", "nope"], "no study 'nope'"),
+        (["S-vllm", "S-vllm"], "'S-vllm' is given twice"),
+        (["S-vllm", "./S-vllm"], "'S-vllm' and './S-vllm' are the same study"),
+        (["S-llama-server", "other"], "did not measure the same thing: workload concurrency 8 vs 2"),
+    ],
+)
 def test_refusals_are_one_line_exit_2(runs, args, fragment):
     r = kvtune("compare", *args, "--runs-dir", str(runs), cwd=runs)
     assert r.returncode == 2, r.stdout + r.stderr

@@ -7,28 +7,36 @@ import pytest
 
 
 def kvtune(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "KVTUNE_CACHE": str(cwd / "cache"), "COLUMNS": "400"})
+    return subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "KVTUNE_CACHE": str(cwd / "cache"), "COLUMNS": "400"},
+    )
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["--target", "ttft<1"], "needs a time unit"),
-    (["--target", "latency<1s"], "unknown metric 'latency'"),
-    (["--target", "ttft<1s", "--target", "ttft>2s"], "contradict"),
-    (["--model", "/nonexistent/model.gguf"], "does not exist"),
-    (["--backend", "tgi"], "unknown backend 'tgi'"),
-    (["--llama-server", "/nonexistent/llama-server"], "not an executable file"),
-    (["--study-file", "/nonexistent.yaml"], "does not exist"),
-    (["--trials", "0"], "trials must be at least 1"),
-    (["--objective", "speed"], "unknown objective"),
-    (["--concurrency", "0"], "concurrency must be at least 1"),
-    (["--price-per-hour", "-1"], "--price-per-hour must be a positive price"),
-    (["--price-per-hour", "abc"], "--price-per-hour must be a price in USD per hour"),
-    (["--price-per-hour", "2.5", "--price-per-gpu-hour", "1"], "give one price"),
-    (["--objective", "cost_per_mtok"], "the cost_per_mtok objective needs a price"),
-    (["--progress", "nosuch"], "--progress must be one of auto, plain, quiet, jsonl"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--target", "ttft<1"], "needs a time unit"),
+        (["--target", "latency<1s"], "unknown metric 'latency'"),
+        (["--target", "ttft<1s", "--target", "ttft>2s"], "contradict"),
+        (["--model", "/nonexistent/model.gguf"], "does not exist"),
+        (["--backend", "tgi"], "unknown backend 'tgi'"),
+        (["--llama-server", "/nonexistent/llama-server"], "not an executable file"),
+        (["--study-file", "/nonexistent.yaml"], "does not exist"),
+        (["--trials", "0"], "trials must be at least 1"),
+        (["--objective", "speed"], "unknown objective"),
+        (["--concurrency", "0"], "concurrency must be at least 1"),
+        (["--price-per-hour", "-1"], "--price-per-hour must be a positive price"),
+        (["--price-per-hour", "abc"], "--price-per-hour must be a price in USD per hour"),
+        (["--price-per-hour", "2.5", "--price-per-gpu-hour", "1"], "give one price"),
+        (["--objective", "cost_per_mtok"], "the cost_per_mtok objective needs a price"),
+        (["--progress", "nosuch"], "--progress must be one of auto, plain, quiet, jsonl"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(tmp_path, args, fragment):
     r = kvtune("run", "--runs-dir", str(tmp_path / "runs"), *args, cwd=tmp_path)
     assert r.returncode == 2, r.stderr

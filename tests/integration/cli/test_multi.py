@@ -11,9 +11,9 @@ import pytest
 
 from kvtune.cli.multi import run_backends
 from kvtune.errors import ServerNotFoundError
+from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.multi_backend import parse_backends
-from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.tuner.session import RunOptions
 
 TINY = {"concurrency": 2, "prompt_tokens": 16, "output_tokens": 4, "num_requests": 4, "warmup_requests": 1}
@@ -30,18 +30,28 @@ def keep_signal_handlers():
 
 def factory(refuse: set[str] = frozenset()):
     """vLLM's fake is 20 times as fast: it must win whatever speed llama-server's study finds."""
+
     def make(spec):
         if spec.backend in refuse:
             raise ServerNotFoundError(f"{spec.backend} is not installed")
         fast = spec.backend == "vllm"
-        return FakeLauncher(base_ttft_ms=5 if fast else 100, base_itl_ms=1 if fast else 20,
-                            model_path=f"fake-{spec.backend}")
+        return FakeLauncher(
+            base_ttft_ms=5 if fast else 100, base_itl_ms=1 if fast else 20, model_path=f"fake-{spec.backend}"
+        )
+
     return make
 
 
 def options(tmp_path, trials: int) -> RunOptions:
-    given = SpecOverrides(study="S", trials=trials, confirm_top=0, startup_timeout_s=20, informed_start=False,
-                          space={"bogus": False}, workload=WorkloadOverrides(**TINY))
+    given = SpecOverrides(
+        study="S",
+        trials=trials,
+        confirm_top=0,
+        startup_timeout_s=20,
+        informed_start=False,
+        space={"bogus": False},
+        workload=WorkloadOverrides(**TINY),
+    )
     return RunOptions(spec_overrides=given, runs_dir=str(tmp_path))
 
 
@@ -49,14 +59,20 @@ def test_two_backends_split_the_budget_and_are_compared(tmp_path, capsys):
     code = run_backends(options(tmp_path, 5), parse_backends(["llama-server", "vllm"]), None, "plain", factory())
     out = capsys.readouterr().out
     assert code == 0, out
-    trials = {b: len(json.loads((tmp_path / f"S-{b}" / "results.json").read_text())["trials"])
-              for b in ("llama-server", "vllm")}
+    trials = {
+        b: len(json.loads((tmp_path / f"S-{b}" / "results.json").read_text())["trials"])
+        for b in ("llama-server", "vllm")
+    }
     assert trials == {"llama-server": 3, "vllm": 2}  # 5 split: 3 + 2, the remainder to the first
     compared = json.loads((tmp_path / "S" / "compare.json").read_text())
     assert compared["studies"] == ["S-llama-server", "S-vllm"]
     assert compared["best"]["backend"] == "vllm"
     assert [(r["backend"], r["role"]) for r in compared["rows"]] == [
-        ("llama-server", "best"), ("llama-server", "defaults"), ("vllm", "best"), ("vllm", "defaults")]
+        ("llama-server", "best"),
+        ("llama-server", "defaults"),
+        ("vllm", "best"),
+        ("vllm", "defaults"),
+    ]
     assert set(compared["run_wall_s"]) == {"S-llama-server", "S-vllm"}
     assert "Which backend?" in out and "Best overall: vllm" in out
     assert out.index("study S-llama-server") < out.index("study S-vllm") < out.index("Which backend?")
@@ -70,16 +86,26 @@ def test_a_backend_that_cannot_serve_is_named_and_the_other_runs(tmp_path, capsy
     assert len(json.loads((tmp_path / "S-llama-server" / "results.json").read_text())["trials"]) == 2
     assert not (tmp_path / "S-vllm").exists()
     assert json.loads((tmp_path / "S" / "compare.json").read_text())["skipped"] == [
-        {"backend": "vllm", "reason": "vllm is not installed"}]
+        {"backend": "vllm", "reason": "vllm is not installed"}
+    ]
     assert captured.out.strip().splitlines()[-1].startswith("/")  # --quiet: the best command line only
     assert len(captured.out.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["--backend", "vllm", "--backend", "vllm"], "--backend vllm is given twice: name each backend once"),
-    (["--backend", "auto", "--backend", "vllm"], "--backend auto means every backend installed here: give it alone"),
-    (["--backend", "llama-server", "--backend", "vllm", "--trials", "1"], "--trials 1 cannot be split among 2 backends"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--backend", "vllm", "--backend", "vllm"], "--backend vllm is given twice: name each backend once"),
+        (
+            ["--backend", "auto", "--backend", "vllm"],
+            "--backend auto means every backend installed here: give it alone",
+        ),
+        (
+            ["--backend", "llama-server", "--backend", "vllm", "--trials", "1"],
+            "--trials 1 cannot be split among 2 backends",
+        ),
+    ],
+)
 def test_bad_backend_flags_are_one_line_exit_2(tmp_path, args, fragment):
     from tests.integration.cli.test_compare import kvtune
 

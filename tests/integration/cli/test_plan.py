@@ -11,14 +11,32 @@ import kvtune
 
 SRC = str(Path(kvtune.__file__).parents[1])  # this checkout's sources, not an installed copy
 
-SEED = ["--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--weights", "15GiB",
-        "--reserve", "2GiB", "--memory", "24GiB", "--context", "8192"]
+SEED = [
+    "--layers",
+    "32",
+    "--kv-heads",
+    "8",
+    "--head-dim",
+    "128",
+    "--weights",
+    "15GiB",
+    "--reserve",
+    "2GiB",
+    "--memory",
+    "24GiB",
+    "--context",
+    "8192",
+]
 
 
 def plan(*args):
-    return subprocess.run([sys.executable, "-m", "kvtune.cli", "plan", *args], capture_output=True,
-                          text=True, timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin",
-                                                       "PYTHONPATH": SRC})
+    return subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", "plan", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+    )
 
 
 def test_seed_figures_as_json():
@@ -32,17 +50,32 @@ def test_seed_figures_as_json():
 
 
 def test_text_output_and_slots():
-    r = plan("--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--context", "32768",
-             "--parallel", "4", "--memory", "24GiB")
+    r = plan(
+        "--layers",
+        "32",
+        "--kv-heads",
+        "8",
+        "--head-dim",
+        "128",
+        "--context",
+        "32768",
+        "--parallel",
+        "4",
+        "--memory",
+        "24GiB",
+    )
     assert r.returncode == 0, r.stderr
     assert "128.00 KiB" in r.stdout and "8192 tokens per slot" in r.stdout
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["--layers", "32"], "missing --kv-heads, --head-dim"),
-    ([*SEED[:6], "--memory", "lots"], "memory"),
-    (["--model", "/nonexistent"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--layers", "32"], "missing --kv-heads, --head-dim"),
+        ([*SEED[:6], "--memory", "lots"], "memory"),
+        (["--model", "/nonexistent"], "does not exist"),
+    ],
+)
 def test_bad_input(args, fragment):
     r = plan(*args)
     assert r.returncode == 2 and fragment in r.stderr and r.stderr.count("\n") == 1
@@ -55,8 +88,13 @@ def test_plan_for_two_named_gpus_with_starting_flags():
     assert d["hardware"] == "2 x H100 SXM (spec sheet: 80 GiB, 3.35 TB/s each)"
     assert d["memory_bytes"] == 160 * 2**30 and d["bandwidth_bytes_s"] == pytest.approx(6.7e12)
     s = {x["backend"]: x for x in d["suggestions"]}
-    assert s["vllm"]["flags"] == {"gpu-memory-utilization": 0.9, "tensor-parallel-size": 1, "max-num-seqs": 8,
-                                  "max-model-len": 4096, "kv-cache-dtype": "auto"}
+    assert s["vllm"]["flags"] == {
+        "gpu-memory-utilization": 0.9,
+        "tensor-parallel-size": 1,
+        "max-num-seqs": 8,
+        "max-model-len": 4096,
+        "kv-cache-dtype": "auto",
+    }
     assert s["llama-server"]["argv"] == ["--parallel", "8", "--ctx-size", "32768", "--n-gpu-layers", "999"]
     text = plan(*SEED[:6], "--context", "4096", "--users", "8", "--gpu", "H100 SXM", "--gpus", "2")
     assert "memory: 2 x H100 SXM" in text.stdout
@@ -70,12 +108,15 @@ def test_plan_on_this_gpu_less_machine_suggests_cpu_flags():
     assert "n-gpu-layers" not in s["llama-server"]["flags"] and "gpu-memory-utilization" not in s["vllm"]["flags"]
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["--gpu", "nosuch"], "unknown GPU 'nosuch': use one of B200, H200,"),
-    (["--gpu", "L4", "--gpus", "0"], "--gpus must be at least 1"),
-    (["--gpus", "2"], "this machine has 0 GPU(s)"),
-    (["--gpu", ""], "--gpu needs a GPU model"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--gpu", "nosuch"], "unknown GPU 'nosuch': use one of B200, H200,"),
+        (["--gpu", "L4", "--gpus", "0"], "--gpus must be at least 1"),
+        (["--gpus", "2"], "this machine has 0 GPU(s)"),
+        (["--gpu", ""], "--gpu needs a GPU model"),
+    ],
+)
 def test_bad_gpu_input(args, fragment):
     r = plan(*SEED[:6], *args)
     assert r.returncode == 2 and fragment in r.stderr and r.stderr.count("\n") == 1, r.stderr

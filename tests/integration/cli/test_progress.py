@@ -7,10 +7,10 @@ import json
 
 from rich.console import Console
 
-from kvtune.launchers.base import Knob
 from kvtune.cli.progress import make_reporter
-from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
 from tests.conftest import TINY
 
 LAUNCHER = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2)),))
@@ -20,8 +20,9 @@ def run_with(make_tuner, mode, terminal=False):
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=terminal, width=200, highlight=False)
     reporter = make_reporter(mode, console, 2)
-    tuner, _ = make_tuner(StudySpec(study=f"p-{mode}", trials=2, workload=TINY).validate(), LAUNCHER,
-                          callbacks=reporter.callbacks())
+    tuner, _ = make_tuner(
+        StudySpec(study=f"p-{mode}", trials=2, workload=TINY).validate(), LAUNCHER, callbacks=reporter.callbacks()
+    )
     tuner.run()
     reporter.close()
     return buf.getvalue()

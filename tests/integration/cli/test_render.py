@@ -7,20 +7,21 @@ import io
 from rich.console import Console
 
 from kvtune.artifacts.summary import summarize
-from kvtune.workload import Workload
 from kvtune.cli.render import print_summary
 from kvtune.launchers.base import Knob
+from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import prepare
-from kvtune.study.spec import StudySpec
+from kvtune.workload import Workload
 
 WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1)
 
 
 def test_the_summary_gives_the_start_up_seconds_of_the_best_and_the_baseline(make_tuner, tmp_path):
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
-    spec = StudySpec(study="up", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=0,
-                     informed_start=False).validate()
+    spec = StudySpec(
+        study="up", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=0, informed_start=False
+    ).validate()
     tuner, _ = make_tuner(spec, launcher)
     outcomes = tuner.run()
     assert all(o.startup_s is not None for o in outcomes)
@@ -38,8 +39,9 @@ def test_the_summary_gives_the_start_up_seconds_of_the_best_and_the_baseline(mak
 def test_a_config_measured_once_says_so_once_and_its_plus_minus_is_labelled(make_tuner, tmp_path):
     # issue 22 §6: "(measured once) (measured once)"; §1: the +/- says it is a prior, not measured
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
-    spec = StudySpec(study="once", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=0,
-                     informed_start=False).validate()
+    spec = StudySpec(
+        study="once", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=0, informed_start=False
+    ).validate()
     tuner, _ = make_tuner(spec, launcher)
     outcomes = tuner.run()
     p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
@@ -55,8 +57,9 @@ def test_a_config_measured_once_says_so_once_and_its_plus_minus_is_labelled(make
 def test_the_summary_shows_the_duels_and_the_baseline_sentinels_drift(make_tuner, tmp_path):
     # issue 22 §3/§4: the decision and the sentinel series come from the study (results.json)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
-    spec = StudySpec(study="duel", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=1,
-                     confirm_pairs=1, informed_start=False).validate()
+    spec = StudySpec(
+        study="duel", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=1, confirm_pairs=1, informed_start=False
+    ).validate()
     tuner, _ = make_tuner(spec, launcher)
     tuner.run()
     tuner.confirm()

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.process import (HEALTH_POLL_S, ServerProcess, ServerStartError, free_port)
+from kvtune.launchers.process import HEALTH_POLL_S, ServerProcess, ServerStartError, free_port
 from kvtune.testing.fake_server import FakeOpenAIServer
 from kvtune.testing.virtual_time import VirtualClock
 
@@ -19,8 +19,7 @@ FAKE = [sys.executable, "-m", "kvtune.testing.fake_server"]
 
 def server(tmp_path, *extra, port=None):
     port = port or free_port()
-    return ServerProcess(argv=[*FAKE, "--port", str(port), *extra], env={},
-                         log_path=tmp_path / "server.log", port=port)
+    return ServerProcess(argv=[*FAKE, "--port", str(port), *extra], env={}, log_path=tmp_path / "server.log", port=port)
 
 
 def test_ready_then_stopped(tmp_path):
@@ -48,15 +47,23 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]  # alive, never 
 
 def _health(answers: list[int]) -> httpx.MockTransport:
     """/health answering these statuses in turn, then the last one forever."""
+
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(answers.pop(0) if len(answers) > 1 else answers[0])
+
     return httpx.MockTransport(handler)
 
 
 def _virtual(tmp_path, answers: list[int]) -> ServerProcess:
     """A live process whose health answers come from `answers`, waited for on virtual time."""
-    return ServerProcess(argv=SLEEPER, env={}, log_path=tmp_path / "server.log", port=free_port(),
-                         clock=VirtualClock(), health_transport=_health(answers))
+    return ServerProcess(
+        argv=SLEEPER,
+        env={},
+        log_path=tmp_path / "server.log",
+        port=free_port(),
+        clock=VirtualClock(),
+        health_transport=_health(answers),
+    )
 
 
 def test_timeout_when_never_healthy(tmp_path):
@@ -104,8 +111,9 @@ def test_a_server_that_could_not_bind_its_port_is_a_transient_port_clash(tmp_pat
 def test_another_process_answering_on_the_port_is_not_our_server(tmp_path):
     port = free_port()
     # our process lives but never binds; another (this test's own thread) answers on its port
-    s = ServerProcess(argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={},
-                      log_path=tmp_path / "server.log", port=port).start()
+    s = ServerProcess(
+        argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={}, log_path=tmp_path / "server.log", port=port
+    ).start()
     try:
         with FakeOpenAIServer(port=port):
             with pytest.raises(ServerStartError) as e:

@@ -17,13 +17,12 @@ from rich.console import Console
 
 from kvtune.artifacts.summary import summarize
 from kvtune.cli.render import print_summary
-from kvtune.tuner.build import prepare
-
 from kvtune.launchers.base import Knob
+from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.build import prepare
 from kvtune.tuner.fleet import accounting
 from kvtune.tuner.fleet.budget import Budget
-from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
 from tests.paths import SRC
 
@@ -37,8 +36,12 @@ def _spec(**kw) -> StudySpec:
 
 def test_pre_screen_rejections_and_duplicates_spend_nothing(make_tuner):
     # min-slot below the request length (20 tokens) is rejected before launch: 9 of 10 values
-    launcher = FakeLauncher(knobs=(Knob("min-slot", "choices", choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 64)),
-                                   Knob("speed", "choices", choices=(1, 2))))
+    launcher = FakeLauncher(
+        knobs=(
+            Knob("min-slot", "choices", choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 64)),
+            Knob("speed", "choices", choices=(1, 2)),
+        )
+    )
     tuner, _ = make_tuner(_spec(trials=3), launcher)
     outcomes = tuner.run()
     launched = [o for o in outcomes if o.launched]
@@ -55,8 +58,7 @@ def test_pre_screen_rejections_and_duplicates_spend_nothing(make_tuner):
 
 def test_the_asks_cap_ends_an_impossible_space_naming_the_knob_to_widen(make_tuner, tmp_path):
     # every min-slot is below the request length; speed is a float range, so the space is endless
-    launcher = FakeLauncher(knobs=(Knob("min-slot", "int", low=1, high=19),
-                                   Knob("speed", "float", low=1.0, high=4.0)))
+    launcher = FakeLauncher(knobs=(Knob("min-slot", "int", low=1, high=19), Knob("speed", "float", low=1.0, high=4.0)))
     tuner, _ = make_tuner(_spec(trials=5), launcher)
     outcomes = tuner.run()
     r = tuner.budget_report
@@ -104,8 +106,9 @@ def test_time_budget_counts_earlier_runs_of_a_resumed_study(make_tuner):
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage")
 def test_surplus_guard_counts_measured_configs_like_the_loop(make_tuner):
     """A worker's surplus check must not treat a free pre-screen rejection as a spent trial."""
-    launcher = FakeLauncher(knobs=(Knob("min-slot", "choices", choices=(1, 64)),
-                                   Knob("speed", "choices", choices=(1, 2))))
+    launcher = FakeLauncher(
+        knobs=(Knob("min-slot", "choices", choices=(1, 64)), Knob("speed", "choices", choices=(1, 2)))
+    )
     tuner, _ = make_tuner(_spec(trials=2, study="sur"), launcher)
     tuner.run_one()  # the baseline: 1 of 2 measured
     tuner.study.enqueue_trial({"min-slot": 1, "speed": 1})
@@ -118,14 +121,17 @@ def test_surplus_guard_counts_measured_configs_like_the_loop(make_tuner):
 def kvtune(*args, cwd):
     """The CLI of this checkout (its sources first), as a user runs it."""
     src = str(SRC)
-    return subprocess.run([sys.executable, "-m", "kvtune.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "KVTUNE_CACHE": str(cwd / "cache"), "COLUMNS": "400",
-                               "PYTHONPATH": src})
+    return subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "KVTUNE_CACHE": str(cwd / "cache"), "COLUMNS": "400", "PYTHONPATH": src},
+    )
 
 
-@pytest.mark.parametrize("value,fragment", [("abc", "not a duration"), ("0", "more than zero"),
-                                            ("-2h", "negative")])
+@pytest.mark.parametrize("value,fragment", [("abc", "not a duration"), ("0", "more than zero"), ("-2h", "negative")])
 def test_bad_time_budget_is_one_line_exit_2_and_creates_nothing(tmp_path, value, fragment):
     r = kvtune("run", "--runs-dir", str(tmp_path / "runs"), "--time-budget", value, cwd=tmp_path)
     assert r.returncode == 2, r.stderr

@@ -7,23 +7,24 @@ from __future__ import annotations
 
 from kvtune.bench import client as bench_client
 from kvtune.launchers.base import Knob
+from kvtune.study.naming import name_best
+from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.confirm import DECISION_ATTR, SEED_STEP
 from kvtune.tuner.sentinel import SENTINELS_ATTR
-from kvtune.study.naming import name_best
-from kvtune.study.spec import StudySpec
-
 from tests.conftest import TINY
 
 
 def scripted(throughputs: list[float], seeds: list[int]):
     """A real measurement whose output throughput is replaced by the next scripted value (the
     call order is: trials in order, then the confirmation's re-measurements)."""
+
     def bench(url, workload, options):
         run = bench_client.run(url, workload, options)
         run.metrics["output_throughput"] = throughputs[len(seeds)]
         seeds.append(workload.seed)
         return run
+
     return bench
 
 
@@ -34,8 +35,9 @@ def test_a_leader_that_loses_its_duel_hands_over_to_the_rival_who_faces_the_next
     seeds: list[int] = []
     bench = scripted([100, 200, 180, 150, 100, 90, 170, 172, 120], seeds)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
-    spec = StudySpec(study="walk", trials=4, workload=TINY, confirm_top=1, confirm_pairs=1,
-                     informed_start=False).validate()
+    spec = StudySpec(
+        study="walk", trials=4, workload=TINY, confirm_top=1, confirm_pairs=1, informed_start=False
+    ).validate()
     tuner, _ = make_tuner(spec, launcher, bench=bench)
     for speed in (2, 4, 8):
         tuner.study.enqueue_trial({"speed": speed})
@@ -62,8 +64,9 @@ def test_the_baseline_sentinel_is_a_stored_series_measured_once_per_point_across
     # baseline 100, trial 1 200, sentinel 95, trials 2, 3, sentinel 90, trial 4, end sentinel 88, the duel
     bench = scripted([100, 200, 95, 180, 150, 90, 150, 88, 205, 200, 190, 200], seeds)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
-    spec = StudySpec(study="sentinel", trials=5, workload=TINY, confirm_top=1, confirm_pairs=2,
-                     informed_start=False).validate()
+    spec = StudySpec(
+        study="sentinel", trials=5, workload=TINY, confirm_top=1, confirm_pairs=2, informed_start=False
+    ).validate()
     tuner, _ = make_tuner(spec, launcher, bench=bench)
     tuner.sentinel_every = 2
     for speed in (2, 4, 8, 1):
@@ -106,14 +109,19 @@ def test_multi_objective_confirmation_remeasures_the_pareto_set_and_recomputes_i
         return run
 
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),))
-    spec = StudySpec(study="mo-conf", trials=3, workload=TINY, confirm_top=1, informed_start=False,
-                     objective=["output_throughput", "ttft_p95"]).validate()
+    spec = StudySpec(
+        study="mo-conf",
+        trials=3,
+        workload=TINY,
+        confirm_top=1,
+        informed_start=False,
+        objective=["output_throughput", "ttft_p95"],
+    ).validate()
     tuner, _ = make_tuner(spec, launcher, bench=bench)
     tuner.study.enqueue_trial({"speed": 2})
     tuner.study.enqueue_trial({"speed": 4})
     tuner.run()
-    first_front = {o.number for o in pareto(tuner.outcomes(), ["maximize", "minimize"],
-                                            values=lambda o: o.objectives)}
+    first_front = {o.number for o in pareto(tuner.outcomes(), ["maximize", "minimize"], values=lambda o: o.objectives)}
     assert first_front == {1, 2}
     tuner.confirm()
     outcomes = {o.number: o for o in tuner.outcomes()}
@@ -159,8 +167,9 @@ def test_the_confirmation_fits_in_what_is_left_of_the_time_budget(make_tuner):
     from kvtune.tuner.fleet import accounting
 
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
-    spec = StudySpec(study="conf-time", trials=2, workload=TINY, confirm_top=1, informed_start=False,
-                     time_budget_s=3600).validate()
+    spec = StudySpec(
+        study="conf-time", trials=2, workload=TINY, confirm_top=1, informed_start=False, time_budget_s=3600
+    ).validate()
     tuner, _ = make_tuner(spec, launcher)
     phases: list[str] = []
     tuner.cb.phase = lambda n, p: phases.append(p)

@@ -8,9 +8,9 @@ import pytest
 from kvtune.energy import EnergyReading, EnergySource
 from kvtune.kinds import Direction
 from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.study.ranking import rank
 from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
 from tests.conftest import TINY
 
 
@@ -28,8 +28,7 @@ class SteadyMeter:
 
 def test_cost_objective_ranks_by_usd_per_million_tokens_with_energy(make_tuner):
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 4)),))
-    spec = StudySpec(study="c", trials=3, workload=TINY, objective="cost_per_mtok",
-                     price_per_hour=3.6).validate()
+    spec = StudySpec(study="c", trials=3, workload=TINY, objective="cost_per_mtok", price_per_hour=3.6).validate()
     tuner, _ = make_tuner(spec, launcher)
     tuner.runner.energy_meter = SteadyMeter()
     tuner.study.enqueue_trial({"speed": 4})

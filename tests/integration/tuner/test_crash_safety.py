@@ -13,9 +13,22 @@ import optuna
 
 def driver(runs, trials):
     """The study driver as a child; use it as a context manager, which closes its pipes."""
-    return subprocess.Popen([sys.executable, "-m", "kvtune.testing.driver", "--runs-dir", str(runs),
-                             "--study", "crash", "--trials", str(trials)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kvtune.testing.driver",
+            "--runs-dir",
+            str(runs),
+            "--study",
+            "crash",
+            "--trials",
+            str(trials),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_kill_at_random_points_then_resume(tmp_path):

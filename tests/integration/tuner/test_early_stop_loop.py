@@ -14,17 +14,18 @@ import optuna
 from rich.console import Console
 
 from kvtune.artifacts.summary import summarize
-from kvtune.workload import Workload
 from kvtune.cli.render import print_summary
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Knob
-from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench
-from kvtune.tuner.build import prepare
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.spec import StudySpec
+from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench
+from kvtune.tuner.build import prepare
+from kvtune.workload import Workload
 
-WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16, warmup_requests=1,
-              request_timeout_s=10)
+WL = Workload(
+    concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16, warmup_requests=1, request_timeout_s=10
+)
 
 
 def slow() -> RecordingFakeLauncher:
@@ -40,8 +41,15 @@ def virtual_tuner(make_tuner, spec: StudySpec, launcher: RecordingFakeLauncher):
 
 # ---- in the loop -----------------------------------------------------------------------------
 def test_a_slow_config_against_a_tight_target_stops_early_infeasible_and_complete(make_tuner):
-    spec = StudySpec(study="es", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
-                     startup_timeout_s=20, informed_start=False).validate()
+    spec = StudySpec(
+        study="es",
+        trials=2,
+        workload=WL,
+        targets=["ttft_p95<100ms"],
+        confirm_top=0,
+        startup_timeout_s=20,
+        informed_start=False,
+    ).validate()
     tuner = virtual_tuner(make_tuner, spec, slow())
     base, o = tuner.run()
     # the baseline is as slow, but measured in full: its figures anchor the comparisons
@@ -61,8 +69,16 @@ def test_a_slow_config_against_a_tight_target_stops_early_infeasible_and_complet
 
 
 def test_no_early_stop_measures_every_request(make_tuner):
-    spec = StudySpec(study="full", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
-                     startup_timeout_s=20, early_stop=False, informed_start=False).validate()
+    spec = StudySpec(
+        study="full",
+        trials=2,
+        workload=WL,
+        targets=["ttft_p95<100ms"],
+        confirm_top=0,
+        startup_timeout_s=20,
+        early_stop=False,
+        informed_start=False,
+    ).validate()
     tuner = virtual_tuner(make_tuner, spec, slow())
     _, o = tuner.run()
     assert o.metrics["num_requests"] == 16 and not o.metrics.get("early_stopped")
@@ -72,8 +88,15 @@ def test_no_early_stop_measures_every_request(make_tuner):
 def test_the_baseline_defines_relative_targets_and_is_never_stopped(make_tuner):
     # baseline TTFT 200 ms; ttft<1.5x = 300 ms; the speed-0.25 config answers in 800 ms
     launcher = RecordingFakeLauncher(base_ttft_ms=200, knobs=(Knob("speed", "choices", choices=(0.25,)),))
-    spec = StudySpec(study="rel", trials=2, workload=WL, targets=["ttft_p95<1.5x"], confirm_top=0,
-                     startup_timeout_s=20, informed_start=False).validate()
+    spec = StudySpec(
+        study="rel",
+        trials=2,
+        workload=WL,
+        targets=["ttft_p95<1.5x"],
+        confirm_top=0,
+        startup_timeout_s=20,
+        informed_start=False,
+    ).validate()
     tuner = virtual_tuner(make_tuner, spec, launcher)
     base, slow = tuner.run()
     assert base.baseline and base.feasible and base.metrics["num_requests"] == 16
@@ -83,8 +106,16 @@ def test_the_baseline_defines_relative_targets_and_is_never_stopped(make_tuner):
 
 
 def test_repeats_stop_together(make_tuner):
-    spec = StudySpec(study="rep", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
-                     startup_timeout_s=20, repeats=3, informed_start=False).validate()
+    spec = StudySpec(
+        study="rep",
+        trials=2,
+        workload=WL,
+        targets=["ttft_p95<100ms"],
+        confirm_top=0,
+        startup_timeout_s=20,
+        repeats=3,
+        informed_start=False,
+    ).validate()
     tuner = virtual_tuner(make_tuner, spec, slow())
     _, o = tuner.run()
     assert o.reason.startswith("stopped after 3 of 48 requests: 3 over TTFT 100 ms")
@@ -93,8 +124,15 @@ def test_repeats_stop_together(make_tuner):
 
 
 def test_the_summary_says_how_much_time_early_stops_saved(make_tuner, tmp_path):
-    spec = StudySpec(study="sum", trials=2, workload=WL, targets=["ttft_p95<100ms"], confirm_top=0,
-                     startup_timeout_s=20, informed_start=False).validate()
+    spec = StudySpec(
+        study="sum",
+        trials=2,
+        workload=WL,
+        targets=["ttft_p95<100ms"],
+        confirm_top=0,
+        startup_timeout_s=20,
+        informed_start=False,
+    ).validate()
     launcher = slow()
     tuner = virtual_tuner(make_tuner, spec, launcher)
     outcomes = tuner.run()

@@ -7,24 +7,26 @@ import json
 import statistics
 
 import optuna
-
-from kvtune.bench import client as bench_client
 import pytest
 
+from kvtune.bench import client as bench_client
 from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench
 from tests.conftest import TINY
 
 
 def test_study_runs_baseline_first_and_finds_the_fastest(make_tuner):
     # the load on virtual time: a busy machine once measured the 50 ms config slower than 200/2
     launcher = RecordingFakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 4)),))
-    tuner, events = make_tuner(StudySpec(study="s", trials=4, workload=TINY, targets=["ttft<1s"],
-                                         objective="ttft_p95").validate(), launcher, bench=VirtualBench(launcher))
+    tuner, events = make_tuner(
+        StudySpec(study="s", trials=4, workload=TINY, targets=["ttft<1s"], objective="ttft_p95").validate(),
+        launcher,
+        bench=VirtualBench(launcher),
+    )
     tuner.study.enqueue_trial({"speed": 4})  # after the baseline: the fast config is measured
     outcomes = tuner.run()
     # the space holds 2 configs + the baseline: once all are measured the study stops (a
@@ -35,6 +37,7 @@ def test_study_runs_baseline_first_and_finds_the_fastest(make_tuner):
     assert outcomes[0].baseline and outcomes[0].number == 0 and outcomes[0].candidate.flags == {}
     assert all(o.feasible for o in outcomes)
     from kvtune.study.ranking import rank
+
     best = rank(outcomes, Direction.MINIMIZE)[0]
     assert best.candidate.flags == {"speed": 4}  # TTFT 50 ms vs the baseline's 200 ms
     assert best.metrics["p95_ttft_ms"] == pytest.approx(outcomes[0].metrics["p95_ttft_ms"] / 4)
@@ -80,12 +83,16 @@ def test_prescreen_skips_the_launch(make_tuner):
 def test_two_targets_on_one_metric_are_two_constraints(make_tuner):
     """A floor and a ceiling on output throughput: both are kept (keyed by the whole target),
     and the broken one is the one reported."""
-    spec = StudySpec(study="two", trials=1, workload=TINY, confirm_top=0,
-                     targets=["output_throughput>0.001", "output_throughput<0.002"]).validate()
+    spec = StudySpec(
+        study="two",
+        trials=1,
+        workload=TINY,
+        confirm_top=0,
+        targets=["output_throughput>0.001", "output_throughput<0.002"],
+    ).validate()
     tuner, _ = make_tuner(spec)
     o = tuner.run()[0]
-    assert set(o.constraints) == {"output_throughput>0.001", "output_throughput<0.002", "error_rate<1%",
-                                  RUNS_KEY}
+    assert set(o.constraints) == {"output_throughput>0.001", "output_throughput<0.002", "error_rate<1%", RUNS_KEY}
     assert o.constraints["output_throughput>0.001"] <= 0 < o.constraints["output_throughput<0.002"]
     assert not o.feasible and o.failure is FailureKind.TARGET_MISSED
     assert o.reason.startswith("output_throughput ") and "breaks output_throughput<0.002" in o.reason
@@ -106,6 +113,7 @@ def test_resume_never_repeats_a_finished_trial(make_tuner):
 
 def test_resume_with_different_targets_is_refused(make_tuner):
     from kvtune.errors import SpecError
+
     make_tuner(StudySpec(study="x", trials=1, workload=TINY).validate())[0].run()
     with pytest.raises(SpecError, match="different targets"):
         make_tuner(StudySpec(study="x", trials=1, workload=TINY, targets=["ttft<1s"]).validate())
@@ -135,19 +143,24 @@ def test_interrupted_trial_is_rerun_on_resume(make_tuner):
     assert outcomes[1].candidate.flags == {k: v for k, v in interrupted.params.items()}
 
 
-@pytest.mark.parametrize("fault,value,fragment,kind", [
-    ("crash-after-requests", 2, "server crashed during the benchmark", FailureKind.CRASHED),
-    ("hang-after-tokens", 2, "error_rate", FailureKind.REQUESTS_FAILED),
-    ("fail-status", 503, "error_rate", FailureKind.REQUESTS_FAILED),
-])
+@pytest.mark.parametrize(
+    "fault,value,fragment,kind",
+    [
+        ("crash-after-requests", 2, "server crashed during the benchmark", FailureKind.CRASHED),
+        ("hang-after-tokens", 2, "error_rate", FailureKind.REQUESTS_FAILED),
+        ("fail-status", 503, "error_rate", FailureKind.REQUESTS_FAILED),
+    ],
+)
 def test_server_faults_mid_benchmark_give_an_infeasible_trial(make_tuner, fault, value, fragment, kind):
     # Request faults are measured on virtual time (a loaded machine made the 2 s timeout hit the
     # baseline too); a crash is the process's exit, so it keeps the real client.
-    launcher = RecordingFakeLauncher(knobs=(Knob(fault, "fixed", value=value),
-                                            Knob("speed", "choices", choices=(1, 2))))
+    launcher = RecordingFakeLauncher(
+        knobs=(Knob(fault, "fixed", value=value), Knob("speed", "choices", choices=(1, 2)))
+    )
     bench = None if fault == "crash-after-requests" else VirtualBench(launcher)
-    spec = StudySpec(study="fault", trials=3, workload=TINY.__class__(
-        **{**TINY.to_dict(), "request_timeout_s": 2.0})).validate()
+    spec = StudySpec(
+        study="fault", trials=3, workload=TINY.__class__(**{**TINY.to_dict(), "request_timeout_s": 2.0})
+    ).validate()
     tuner, _ = make_tuner(spec, launcher, bench=bench)
     outcomes = tuner.run()
     assert len([o for o in outcomes if o.duplicate_of is None]) == 3  # the study went on
@@ -176,11 +189,20 @@ def test_repeats_pool_samples_and_report_spread(make_tuner):
 
 def test_capacity_finds_the_load_where_the_target_breaks(make_tuner):
     # TTFT = 50 ms + 100 ms per other stream in flight, measured on virtual time: exactly
-    launcher = RecordingFakeLauncher(base_ttft_ms=50, base_itl_ms=1, always={"ttft-per-active-ms": 100},
-                                     knobs=(Knob("speed", "choices", choices=(1,)),))
-    spec = StudySpec(study="cap", trials=1, workload=TINY.__class__(**{**TINY.to_dict(), "num_requests": 4,
-                     "output_tokens": 2}), objective="capacity", targets=["ttft_p95<400ms"],
-                     confirm_top=0).validate()
+    launcher = RecordingFakeLauncher(
+        base_ttft_ms=50,
+        base_itl_ms=1,
+        always={"ttft-per-active-ms": 100},
+        knobs=(Knob("speed", "choices", choices=(1,)),),
+    )
+    spec = StudySpec(
+        study="cap",
+        trials=1,
+        workload=TINY.__class__(**{**TINY.to_dict(), "num_requests": 4, "output_tokens": 2}),
+        objective="capacity",
+        targets=["ttft_p95<400ms"],
+        confirm_top=0,
+    ).validate()
     tuner, _ = make_tuner(spec, launcher, bench=VirtualBench(launcher))
     o = tuner.run()[0]
     assert o.feasible
@@ -189,8 +211,16 @@ def test_capacity_finds_the_load_where_the_target_breaks(make_tuner):
     levels = [(lv["load"], lv["met"]) for lv in o.load_levels]
     # doubling to the first break (8, measured twice: rechecked), then bisection down to 5, then
     # the final held level re-checked (issue 22 §6)
-    assert levels == [(1.0, True), (2.0, True), (4.0, True), (8.0, False), (8.0, False),
-                      (6.0, False), (5.0, False), (4.0, True)]
+    assert levels == [
+        (1.0, True),
+        (2.0, True),
+        (4.0, True),
+        (8.0, False),
+        (8.0, False),
+        (6.0, False),
+        (5.0, False),
+        (4.0, True),
+    ]
 
 
 def test_confirmation_remeasures_top_and_baseline(make_tuner):
@@ -210,9 +240,11 @@ def test_confirmation_remeasures_top_and_baseline(make_tuner):
 
 def test_multi_objective_study_reports_the_pareto_set(make_tuner):
     from kvtune.study.ranking import pareto
+
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),))
-    spec = StudySpec(study="mo", trials=4, workload=TINY, confirm_top=0,
-                     objective=["output_throughput", "ttft_p95"]).validate()
+    spec = StudySpec(
+        study="mo", trials=4, workload=TINY, confirm_top=0, objective=["output_throughput", "ttft_p95"]
+    ).validate()
     tuner, _ = make_tuner(spec, launcher)
     outcomes = tuner.run()
     assert len(tuner.study.directions) == 2

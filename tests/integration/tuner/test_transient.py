@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.trial.memory_wait import (MemorySnapshot, MemoryWait)
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.trial.memory_wait import MemorySnapshot, MemoryWait
 from tests.conftest import TINY
 
 GiB = 2**30
@@ -26,18 +25,22 @@ GiB = 2**30
 
 # ---- the Starter on fake servers ------------------------------------------------------------------
 
+
 def _no_sleep(s: float) -> None:
     raise AssertionError("the memory wait slept although memory was back")
 
 
 # ---- the loop, on real fake-server processes ------------------------------------------------------
 
+
 def faulty(count_file: Path, faulty_starts: int, **faults) -> FakeLauncher:
     """Every trial but the baseline runs one config whose first `faulty_starts` starts fail."""
     knobs = [Knob("speed", "choices", choices=(2,))]  # one choice: every proposal is the same
     knobs += [Knob(k, "fixed", value=v) for k, v in faults.items()]
-    knobs += [Knob("start-count-file", "fixed", value=str(count_file)),
-              Knob("faulty-starts", "fixed", value=faulty_starts)]
+    knobs += [
+        Knob("start-count-file", "fixed", value=str(count_file)),
+        Knob("faulty-starts", "fixed", value=faulty_starts),
+    ]
     return FakeLauncher(knobs=tuple(knobs))
 
 
@@ -48,8 +51,9 @@ def quiet_memory(tuner) -> None:
 
 def test_a_port_clash_on_the_first_start_is_retried_and_measured(make_tuner, tmp_path):
     count = tmp_path / "starts"
-    tuner, _ = make_tuner(StudySpec(study="clash", trials=2, workload=TINY).validate(),
-                          faulty(count, 1, **{"port-clash": 1}))
+    tuner, _ = make_tuner(
+        StudySpec(study="clash", trials=2, workload=TINY).validate(), faulty(count, 1, **{"port-clash": 1})
+    )
     quiet_memory(tuner)
     trial = tuner.run()[1]
     assert count.read_text() == "2"  # the clash, then the retry
@@ -60,8 +64,10 @@ def test_a_port_clash_on_the_first_start_is_retried_and_measured(make_tuner, tmp
 
 def test_a_slow_first_start_is_retried_and_measured(make_tuner, tmp_path):
     count = tmp_path / "starts"
-    tuner, _ = make_tuner(StudySpec(study="slow", trials=2, workload=TINY, startup_timeout_s=1).validate(),
-                          faulty(count, 1, **{"startup-delay-s": 60}))
+    tuner, _ = make_tuner(
+        StudySpec(study="slow", trials=2, workload=TINY, startup_timeout_s=1).validate(),
+        faulty(count, 1, **{"startup-delay-s": 60}),
+    )
     quiet_memory(tuner)
     trial = tuner.run()[1]
     assert count.read_text() == "2" and trial.feasible and not trial.transient
@@ -69,8 +75,9 @@ def test_a_slow_first_start_is_retried_and_measured(make_tuner, tmp_path):
 
 def test_a_duplicate_of_a_transient_failure_is_measured_again(make_tuner, tmp_path):
     count = tmp_path / "starts"
-    tuner, _ = make_tuner(StudySpec(study="dup", trials=3, workload=TINY, confirm_top=0).validate(),
-                          faulty(count, 2, **{"port-clash": 1}))
+    tuner, _ = make_tuner(
+        StudySpec(study="dup", trials=3, workload=TINY, confirm_top=0).validate(), faulty(count, 2, **{"port-clash": 1})
+    )
     quiet_memory(tuner)
     _, first, second = tuner.run()
     assert first.candidate == second.candidate

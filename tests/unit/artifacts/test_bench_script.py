@@ -37,8 +37,14 @@ def test_the_script_carries_the_workload_targets_and_the_vllm_line() -> None:
     assert text.startswith("#!/usr/bin/env bash\n") and 'URL="${1:-http://127.0.0.1:8080}"' in text
     run = next(line for line in text.splitlines() if line.startswith("exec "))
     args = shlex.split(run)
-    for flag, value in (("--concurrency", "2"), ("--prompt-tokens", "32"), ("--output-tokens", "8"),
-                        ("--num-requests", "4"), ("--warmup-requests", "1"), ("--seed", "0")):
+    for flag, value in (
+        ("--concurrency", "2"),
+        ("--prompt-tokens", "32"),
+        ("--output-tokens", "8"),
+        ("--num-requests", "4"),
+        ("--warmup-requests", "1"),
+        ("--seed", "0"),
+    ):
         assert args[args.index(flag) + 1] == value
     assert [args[i + 1] for i, a in enumerate(args) if a == "--target"] == ["ttft_p95<60000ms", "error_rate<1%"]
     vllm = shlex.split(next(line for line in text.splitlines() if line.startswith("printf")))[2]
@@ -57,8 +63,10 @@ def test_relative_targets_are_fixed_at_the_baselines_threshold() -> None:
 
 
 def test_open_loop_and_capacity_studies() -> None:
-    r = results(workload={"mode": "open", "rate": 2.0, "arrival": "gamma", "burstiness": 0.5,
-                          "num_requests": 10}, objective="capacity")
+    r = results(
+        workload={"mode": "open", "rate": 2.0, "arrival": "gamma", "burstiness": 0.5, "num_requests": 10},
+        objective="capacity",
+    )
     trial = ov.pick_trial(r).to_dict()
     trial["metrics"]["capacity"] = 3.5
     text = export.render("bench", trial, r)

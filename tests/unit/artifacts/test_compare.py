@@ -7,35 +7,49 @@ import json
 
 import pytest
 
-from kvtune.artifacts.compare import (check_comparable, compare_studies, load_comparison,
-                                      write_comparison)
+from kvtune.artifacts.compare import check_comparable, compare_studies, load_comparison, write_comparison
 from kvtune.artifacts.compare_report import render_compare_report
-from kvtune.study.results import build_payload
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec, parse_objectives
 
 TARGETS = ["ttft p95 < 2 s", "error rate < 1%"]
 
 
-def outcome(n: int, tput: float, ttft: float, feasible: bool = True, flags: dict | None = None,
-            again: float | None = None) -> TrialOutcome:
+def outcome(
+    n: int, tput: float, ttft: float, feasible: bool = True, flags: dict | None = None, again: float | None = None
+) -> TrialOutcome:
     metrics = {"output_throughput": tput, "p95_ttft_ms": ttft, "p95_tpot_ms": 10.0 + n}
     return TrialOutcome(
-        number=n, candidate=Candidate(flags or {}), argv=["server", f"--trial={n}"], env={},
-        baseline=n == 0, launched=True, metrics=metrics,
+        number=n,
+        candidate=Candidate(flags or {}),
+        argv=["server", f"--trial={n}"],
+        env={},
+        baseline=n == 0,
+        launched=True,
+        metrics=metrics,
         constraints={"server_ran": 0.0, "ttft_p95<2s": -1.0 if feasible else 1.0},
         failure=None if feasible else FailureKind.TARGET_MISSED,
-        reason="" if feasible else "missed ttft", objective=tput,
-        confirmation=None if again is None else {"metrics": {**metrics, "output_throughput": again},
-                                                 "objective": again, "feasible": True})
+        reason="" if feasible else "missed ttft",
+        objective=tput,
+        confirmation=None
+        if again is None
+        else {"metrics": {**metrics, "output_throughput": again}, "objective": again, "feasible": True},
+    )
 
 
-def results(study: str, backend: str, outs: list[TrialOutcome], objective: str = "output_throughput",
-            targets: list[str] = TARGETS, **workload) -> dict:
+def results(
+    study: str,
+    backend: str,
+    outs: list[TrialOutcome],
+    objective: str = "output_throughput",
+    targets: list[str] = TARGETS,
+    **workload,
+) -> dict:
     spec = StudySpec(study=study, backend=backend, objective=objective).to_dict()
     spec["workload"].update(workload)
     payload = build_payload(study, spec, {}, f"{backend} 1.0", targets, parse_objectives(objective), outs)
@@ -44,17 +58,25 @@ def results(study: str, backend: str, outs: list[TrialOutcome], objective: str =
     return json.loads(dumps(payload))
 
 
-LLAMA = results("S-llama-server", "llama-server",
-                [outcome(0, 80, 300), outcome(1, 120, 400, flags={"parallel": 4}), outcome(2, 200, 3000, feasible=False)])
+LLAMA = results(
+    "S-llama-server",
+    "llama-server",
+    [outcome(0, 80, 300), outcome(1, 120, 400, flags={"parallel": 4}), outcome(2, 200, 3000, feasible=False)],
+)
 VLLM = results("S-vllm", "vllm", [outcome(0, 150, 200), outcome(1, 170, 250, flags={"max-num-seqs": 8})])
 
 
 def test_two_rows_per_study_best_then_defaults():
     c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", VLLM)])
-    rows = [(r["label"], r["role"], r["trial"], r["output_throughput"], r["p95_ttft_ms"], r["feasible"])
-            for r in c.rows()]
-    assert rows == [("llama-server", "best", 1, 120, 400, True), ("llama-server", "defaults", 0, 80, 300, True),
-                    ("vllm", "best", 1, 170, 250, True), ("vllm", "defaults", 0, 150, 200, True)]
+    rows = [
+        (r["label"], r["role"], r["trial"], r["output_throughput"], r["p95_ttft_ms"], r["feasible"]) for r in c.rows()
+    ]
+    assert rows == [
+        ("llama-server", "best", 1, 120, 400, True),
+        ("llama-server", "defaults", 0, 80, 300, True),
+        ("vllm", "best", 1, 170, 250, True),
+        ("vllm", "defaults", 0, 150, 200, True),
+    ]
     assert {r["trials"] for r in c.rows()} == {3, 2}
     assert {r["wall_s"] for r in c.rows()} == {90.0}
 
@@ -65,8 +87,13 @@ def test_best_overall_on_the_primary_objective_feasible_first():
     assert "better by more than the noise on output_throughput" in c.why  # 170 vs 120
     assert [r["winner"] for r in c.rows()] == [False, False, True, False]
     # llama-server's infeasible 200 tok/s trial does not count
-    assert c.to_dict()["best"] == {"study": "S-vllm", "backend": "vllm", "trial": 1,
-                                   "argv": ["server", "--deployed"], "why": c.why}
+    assert c.to_dict()["best"] == {
+        "study": "S-vllm",
+        "backend": "vllm",
+        "trial": 1,
+        "argv": ["server", "--deployed"],
+        "why": c.why,
+    }
 
 
 def test_bests_within_noise_are_a_tie_named_by_the_better_mean():
@@ -98,11 +125,14 @@ def test_same_backend_twice_is_labelled_by_study():
     assert [s.label for s in c.sides] == ["S-llama-server", "other"]
 
 
-@pytest.mark.parametrize("other,fragment", [
-    (results("x", "vllm", [outcome(0, 1, 1)], concurrency=4), "workload concurrency 8 vs 4"),
-    (results("x", "vllm", [outcome(0, 1, 1)], targets=["ttft p95 < 1 s", "error rate < 1%"]), "targets"),
-    (results("x", "vllm", [outcome(0, 1, 1)], objective="ttft_p95"), "objective output_throughput vs ttft_p95"),
-])
+@pytest.mark.parametrize(
+    "other,fragment",
+    [
+        (results("x", "vllm", [outcome(0, 1, 1)], concurrency=4), "workload concurrency 8 vs 4"),
+        (results("x", "vllm", [outcome(0, 1, 1)], targets=["ttft p95 < 1 s", "error rate < 1%"]), "targets"),
+        (results("x", "vllm", [outcome(0, 1, 1)], objective="ttft_p95"), "objective output_throughput vs ttft_p95"),
+    ],
+)
 def test_studies_that_measured_different_things_are_refused(other, fragment):
     with pytest.raises(SpecError, match=fragment) as e:
         compare_studies([("S-llama-server", LLAMA), ("x", other)])
@@ -122,8 +152,12 @@ def test_compare_json_round_trips_through_the_run_directories(tmp_path):
     for name, r in (("S-llama-server", LLAMA), ("S-vllm", VLLM)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps(r))
-    c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", VLLM)], name="S",
-                        skipped=[{"backend": "x", "reason": "why"}], wall_s={"S-vllm": 12.0})
+    c = compare_studies(
+        [("S-llama-server", LLAMA), ("S-vllm", VLLM)],
+        name="S",
+        skipped=[{"backend": "x", "reason": "why"}],
+        wall_s={"S-vllm": 12.0},
+    )
     path = write_comparison(tmp_path / "S" / "compare.json", c)
     again = load_comparison(path)
     assert again.to_dict() == c.to_dict()
@@ -136,8 +170,7 @@ def test_the_page_plots_one_colour_per_study():
     page = render_compare_report(compare_studies([("S-llama-server", LLAMA), ("S-vllm", VLLM)]))
     assert "default-src 'none'" in page and "<script" not in page
     assert page.count("id='side-by-side'") == 1 and 'id="plot-backends"' in page
-    for label in ("llama-server: feasible", "llama-server: missed a target", "vllm: best (#1)",
-                  "vllm: defaults (#0)"):
+    for label in ("llama-server: feasible", "llama-server: missed a target", "vllm: best (#1)", "vllm: defaults (#0)"):
         assert label in page
     assert "Best overall: vllm" in page
 

@@ -22,11 +22,15 @@ def results(priced: bool = True, metered: bool = True) -> dict:
     for t in r["trials"]:
         m = t["metrics"]
         if priced:  # $3.60/h: USD per 1M tokens = 1000 / tokens per second
-            m.update(usd_per_hour=3.6, cost_per_mtok=1000 / m["output_throughput"],
-                     cost_per_mtok_total=1000 / m["total_token_throughput"])
+            m.update(
+                usd_per_hour=3.6,
+                cost_per_mtok=1000 / m["output_throughput"],
+                cost_per_mtok_total=1000 / m["total_token_throughput"],
+            )
         if metered:
-            m.update(avg_watts=40.0, energy_j=80.0, energy_source=3.0,
-                     joules_per_output_token=40.0 / m["output_throughput"])
+            m.update(
+                avg_watts=40.0, energy_j=80.0, energy_source=3.0, joules_per_output_token=40.0 / m["output_throughput"]
+            )
     return r
 
 
@@ -46,15 +50,15 @@ def test_summary_lines_for_best_and_baseline() -> None:
 
 def test_no_price_no_cost_line_and_unmetered_energy_is_said_so() -> None:
     r = results(priced=False, metered=False)
-    assert cost_energy.lines(pick_trial(r), outcomes(r)[0], r["spec"]) == \
-        ["energy: not measurable on this machine"]
+    assert cost_energy.lines(pick_trial(r), outcomes(r)[0], r["spec"]) == ["energy: not measurable on this machine"]
 
 
 def test_results_json_and_the_run_summary_carry_them(tmp_path) -> None:
     r = results()
     payload = {k: v for k, v in r.items() if k not in ("best_argv", "launch_script")}
-    s = summarize(tmp_path, payload, outcomes(r), [objective("output_throughput")],
-                  parse_targets(["ttft<60s"]), "127.0.0.1", 8080)
+    s = summarize(
+        tmp_path, payload, outcomes(r), [objective("output_throughput")], parse_targets(["ttft<60s"]), "127.0.0.1", 8080
+    )
     assert s.cost_energy == payload["cost_energy"]["summary"] and len(s.cost_energy) == 2
     assert payload["cost_energy"]["price"] == "$3.6/hour"
     assert payload["cost_energy"]["best"]["cost_per_mtok"] == s.best.metrics["cost_per_mtok"]

@@ -30,7 +30,7 @@ def test_every_trial_is_a_row_with_its_flags_and_metrics() -> None:
     head = next(csv.reader(io.StringIO(csv_export.render(r))))
     flags = [h for h in head if h.startswith("flag:")]
     metrics = [h for h in head if h.startswith("metric:")]
-    assert head[:len(csv_export.FIXED)] == list(csv_export.FIXED)
+    assert head[: len(csv_export.FIXED)] == list(csv_export.FIXED)
     assert flags == sorted(flags) and metrics == sorted(metrics)
     assert len(set(head)) == len(head)
 

@@ -24,7 +24,7 @@ from kvtune.launchers import llama_server
 from tests.paths import UNIT_DATA
 
 DATA = UNIT_DATA
-NASTY = "/tmp/my models/it's \"$(touch /tmp/pwned)\"; rm -rf ~ `id` 100%h \\x $HOME ${PATH}.gguf"
+NASTY = '/tmp/my models/it\'s "$(touch /tmp/pwned)"; rm -rf ~ `id` 100%h \\x $HOME ${PATH}.gguf'
 NASTY_ENV = {"WEIRD": "a b;$(x) \"q\" 's' %h \\ $HOME\tnext\nline", "LLAMA_ARG_N": "1"}
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -82,15 +82,29 @@ def test_deploy_argv_changes_only_host_and_port():
 
 
 def test_deploy_argv_equals_form_and_missing_flags():
-    assert export.deploy_argv(["srv", "--host=127.0.0.1", "--port=1", "-x"], "h", 2) == \
-        ["srv", "--host=h", "--port=2", "-x"]
-    assert export.deploy_argv(["srv", "--model", "m"], "h", 2) == ["srv", "--model", "m", "--host", "h",
-                                                                  "--port", "2"]
+    assert export.deploy_argv(["srv", "--host=127.0.0.1", "--port=1", "-x"], "h", 2) == [
+        "srv",
+        "--host=h",
+        "--port=2",
+        "-x",
+    ]
+    assert export.deploy_argv(["srv", "--model", "m"], "h", 2) == ["srv", "--model", "m", "--host", "h", "--port", "2"]
 
 
 # ---- systemd ---------------------------------------------------------------------------------
-_C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-              "\\": "\\", '"': '"', "'": "'", "s": " "}
+_C_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "s": " ",
+}
 
 
 def sd_words(value: str) -> list[str]:
@@ -107,7 +121,7 @@ def sd_words(value: str) -> list[str]:
             if c == "\\":
                 e = value[i + 1]
                 if e == "x":
-                    word.append(chr(int(value[i + 2:i + 4], 16)))
+                    word.append(chr(int(value[i + 2 : i + 4], 16)))
                     i += 4
                     continue
                 assert e in _C_ESCAPES, f"systemd ignores the unknown escape \\{e}"
@@ -169,13 +183,12 @@ def test_systemd_refuses_a_binary_path_it_cannot_express():
 
 
 # ---- docker compose --------------------------------------------------------------------------
-SERVICE_KEYS = {"image", "entrypoint", "command", "ports", "environment", "volumes", "restart", "ipc",
-                "deploy"}
+SERVICE_KEYS = {"image", "entrypoint", "command", "ports", "environment", "volumes", "restart", "ipc", "deploy"}
 
 
 def check_compose(doc: dict) -> dict:
     assert set(doc) == {"services"} and len(doc["services"]) == 1
-    (name, svc), = doc["services"].items()
+    ((name, svc),) = doc["services"].items()
     assert DNS1123.match(name)
     assert set(svc) <= SERVICE_KEYS and {"image", "command", "ports", "restart"} <= set(svc)
     assert isinstance(svc["image"], str) and all(isinstance(a, str) for a in svc["command"])
@@ -202,17 +215,23 @@ def test_compose_llama_server_on_cpu():
 def test_compose_reserves_the_gpu_when_the_study_had_one():
     svc = check_compose(yaml.safe_load(export.render("compose", best(), gpu_results(), "0.0.0.0", 8080)))
     assert svc["image"] == llama_server.IMAGE_GPU
-    dev, = svc["deploy"]["resources"]["reservations"]["devices"]
+    (dev,) = svc["deploy"]["resources"]["reservations"]["devices"]
     assert dev["driver"] == "nvidia" and dev["count"] == 1 and dev["capabilities"] == ["gpu"]
     assert "host_ip" not in svc["ports"][0]
 
 
-@pytest.mark.parametrize("head, skip, entrypoint", [
-    (["/venv/bin/vllm", "serve", "/data/llama 3/"], 2, None),
-    (["/venv/bin/python3", "-m", "vllm.entrypoints.cli.main", "serve", "/data/llama 3/"], 4, None),
-    (["/venv/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/data/llama 3/"], 3,
-     ["python3", "-m", "vllm.entrypoints.openai.api_server"]),
-])
+@pytest.mark.parametrize(
+    "head, skip, entrypoint",
+    [
+        (["/venv/bin/vllm", "serve", "/data/llama 3/"], 2, None),
+        (["/venv/bin/python3", "-m", "vllm.entrypoints.cli.main", "serve", "/data/llama 3/"], 4, None),
+        (
+            ["/venv/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/data/llama 3/"],
+            3,
+            ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        ),
+    ],
+)
 def test_compose_and_k8s_for_vllm(head, skip, entrypoint):
     t = copy.deepcopy(best())
     t["argv"] = [*head, "--host", "127.0.0.1", "--port", "41234", "--max-num-seqs", "64", "--enforce-eager"]
@@ -280,11 +299,11 @@ def check_k8s(docs: list, port: int) -> tuple[dict, dict]:
     assert spec["selector"]["matchLabels"].items() <= labels.items()
     assert svc["spec"]["selector"].items() <= labels.items()
     pod = spec["template"]["spec"]
-    c, = pod["containers"]
+    (c,) = pod["containers"]
     assert DNS1123.match(c["name"]) and isinstance(c["image"], str)
     assert all(isinstance(a, str) for a in c["args"])
-    cport, = c["ports"]
-    sport, = svc["spec"]["ports"]
+    (cport,) = c["ports"]
+    (sport,) = svc["spec"]["ports"]
     assert cport["containerPort"] == sport["targetPort"] == port and sport["port"] == port
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     for m in c.get("volumeMounts", []):
@@ -306,8 +325,7 @@ def test_k8s_llama_server():
     assert c["image"] == llama_server.IMAGE and "command" not in c and "resources" not in c
     assert [unescape_dollars(a) for a in c["args"]] == containerized(t["argv"], 9000)[1:]
     assert {e["name"]: unescape_dollars(e["value"]) for e in c["env"]} == NASTY_ENV
-    assert pod["volumes"] == [{"name": "model", "hostPath": {"path": posixpath.dirname(NASTY),
-                                                             "type": "Directory"}}]
+    assert pod["volumes"] == [{"name": "model", "hostPath": {"path": posixpath.dirname(NASTY), "type": "Directory"}}]
     assert svc["spec"]["type"] == "ClusterIP"
 
 
@@ -323,7 +341,7 @@ def test_every_format_names_the_study_and_changes_nothing_else(fmt):
     t = best()
     text = export.render(fmt, t, results(), "0.0.0.0", 9000)
     assert "study: s2, trial 3" in text
-    for a in t["argv"][t["argv"].index("--parallel"):]:  # every tuned flag and value, verbatim
+    for a in t["argv"][t["argv"].index("--parallel") :]:  # every tuned flag and value, verbatim
         assert a in text
 
 
@@ -345,8 +363,9 @@ def recorded_results(name: str, backend: str = "llama-server") -> dict:
     from kvtune.nvml import Recorded
 
     r = results()
-    r["hardware"] = hardware.fingerprint(Recorded(json.loads((NVML / f"{name}.json").read_text())),
-                                         cgroup=Path("/nonexistent-cgroup"))
+    r["hardware"] = hardware.fingerprint(
+        Recorded(json.loads((NVML / f"{name}.json").read_text())), cgroup=Path("/nonexistent-cgroup")
+    )
     r["hardware"]["cpu"] = INJECTED_CPU  # the fingerprint read this host's CPU: never assert on that
     r["spec"]["backend"] = backend
     return r
@@ -361,7 +380,7 @@ def slot_trial(gpus: str) -> dict:
 def test_a_trial_on_two_of_eight_h100s_reserves_two_and_the_script_pins_them():
     r, t = recorded_results("h100_sxm_x8_nvlink"), slot_trial("2,3")
     svc = check_compose(yaml.safe_load(export.render("compose", t, r, "0.0.0.0", 8080)))
-    dev, = svc["deploy"]["resources"]["reservations"]["devices"]
+    (dev,) = svc["deploy"]["resources"]["reservations"]["devices"]
     assert dev["count"] == 2 and "CUDA_VISIBLE_DEVICES" not in (svc.get("environment") or {})
     dep, _ = check_k8s(list(yaml.safe_load_all(export.render("k8s", t, r, "0.0.0.0", 8080))), 8080)
     c = dep["spec"]["template"]["spec"]["containers"][0]
@@ -377,8 +396,9 @@ def test_a_trial_on_two_of_eight_h100s_reserves_two_and_the_script_pins_them():
     assert env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "2,3"}
 
 
-@pytest.mark.parametrize("name, count", [("h100_sxm_x1", 1), ("h100_sxm_x8_nvlink", 8),
-                                         ("rtx4090_x2_pcie", 2), ("a100_70pct_used", 1)])
+@pytest.mark.parametrize(
+    "name, count", [("h100_sxm_x1", 1), ("h100_sxm_x8_nvlink", 8), ("rtx4090_x2_pcie", 2), ("a100_70pct_used", 1)]
+)
 def test_a_trial_without_a_slot_reserves_every_gpu_of_the_study(name, count):
     r = recorded_results(name, "vllm")
     r["backend_version"] = "vllm 0.11.0"

@@ -14,12 +14,12 @@ import json
 import pytest
 
 from kvtune.artifacts import overview as ov
-from kvtune.study.results import build_payload
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import FailureKind
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.ranking import pareto
+from kvtune.study.results import build_payload
 from tests.paths import UNIT_DATA
 
 DATA = UNIT_DATA
@@ -30,11 +30,16 @@ def load(name: str) -> dict:
     return json.loads((DATA / f"results_{name}.json").read_text())
 
 
-def failing(results: dict, number: int, reason: str, constraints: dict, metrics: bool = False,
-            failure: FailureKind | None = None) -> dict:
+def failing(
+    results: dict,
+    number: int,
+    reason: str,
+    constraints: dict,
+    metrics: bool = False,
+    failure: FailureKind | None = None,
+) -> dict:
     t = copy.deepcopy(results["trials"][1])
-    t.update(number=number, reason=reason, feasible=False, duplicate_of=None, baseline=False,
-             constraints=constraints)
+    t.update(number=number, reason=reason, feasible=False, duplicate_of=None, baseline=False, constraints=constraints)
     if failure is not None:
         t["failure"] = failure.value
     if not metrics:
@@ -48,8 +53,15 @@ def test_small_study_overview():
     assert o["best"].number == 3 and o["baseline"].number == 0
     assert [t.number for t in o["pareto"]] == [3] and o["pareto_is_trade_off"]
     assert o["failures"] == []
-    assert o["counts"] == {"trials": 4, "measured": 4, "feasible": 4, "not_held": 0, "duplicates": 0,
-                           "infeasible": 0, "launches_saved_by_prescreen": 0}
+    assert o["counts"] == {
+        "trials": 4,
+        "measured": 4,
+        "feasible": 4,
+        "not_held": 0,
+        "duplicates": 0,
+        "infeasible": 0,
+        "launches_saved_by_prescreen": 0,
+    }
     assert [row["metric"] for row in o["best_vs_baseline"]][0] == "output_throughput"
 
 
@@ -57,9 +69,14 @@ def test_target_misses_group_by_target_and_duplicates_are_skipped():
     r = load("misses")
     o = ov.overview(r)
     assert o["best"].number == 5
-    assert o["failures"] == [{"category": "missed target ttft_p95", "count": 8,
-                              "trials": [0, 1, 2, 4, 7, 8, 9, 10],
-                              "example": r["trials"][0]["reason"]}]
+    assert o["failures"] == [
+        {
+            "category": "missed target ttft_p95",
+            "count": 8,
+            "trials": [0, 1, 2, 4, 7, 8, 9, 10],
+            "example": r["trials"][0]["reason"],
+        }
+    ]
     assert o["counts"]["duplicates"] == 1 and o["counts"]["feasible"] == 3
     assert 11 not in [t.number for t in o["pareto"]]  # trial 11 replays trial 6
 
@@ -90,8 +107,17 @@ def test_trade_off_view_on_a_constructed_set():
         t["metrics"] = {"p95_ttft_ms": ttft, "output_throughput": thr}
         return t
 
-    r = {"trials": [trial(0, 100, 10), trial(1, 200, 20), trial(2, 150, 5), trial(3, 200, 20),
-                    trial(4, 50, 50, feasible=False), trial(5, 10, 99, dup=1), trial(6, 300, 30)]}
+    r = {
+        "trials": [
+            trial(0, 100, 10),
+            trial(1, 200, 20),
+            trial(2, 150, 5),
+            trial(3, 200, 20),
+            trial(4, 50, 50, feasible=False),
+            trial(5, 10, 99, dup=1),
+            trial(6, 300, 30),
+        ]
+    }
     assert [t.number for t in ov.study_front(r)] == [0, 1, 3, 6]
 
 
@@ -103,17 +129,27 @@ def test_legacy_failure_reasons_are_read_into_kinds():
         failing(r, 6, "server failed to start: exited with status 1", LAUNCH),
         failing(r, 7, "server start timed out: no /health after 180 s", LAUNCH),
         failing(r, 8, "server crashed during the benchmark (status -9): killed", LAUNCH, metrics=True),
-        failing(r, 9, "ttft_p95 900 ms breaks ttft<700ms; error_rate 5.0% breaks error_rate<1%",
-                {"ttft_p95": 0.3, "error_rate": 4.0, RUNS_KEY: -1.0}, metrics=True),
+        failing(
+            r,
+            9,
+            "ttft_p95 900 ms breaks ttft<700ms; error_rate 5.0% breaks error_rate<1%",
+            {"ttft_p95": 0.3, "error_rate": 4.0, RUNS_KEY: -1.0},
+            metrics=True,
+        ),
         failing(r, 10, "something new: details", {RUNS_KEY: 1.0}),
     ]
     dup = failing(r, 11, "server failed to start: exited with status 1", LAUNCH)
     dup["duplicate_of"] = 6
     r["trials"].append(dup)
     groups = {g["category"]: g["trials"] for g in ov.failures(r)}
-    assert groups == {"server failed to start": [5, 6], "pre-screen": [4], "server start timed out": [7],
-                      "server crashed during the benchmark": [8], "requests failed": [9],
-                      ov.NO_KIND: [10]}
+    assert groups == {
+        "server failed to start": [5, 6],
+        "pre-screen": [4],
+        "server start timed out": [7],
+        "server crashed during the benchmark": [8],
+        "requests failed": [9],
+        ov.NO_KIND: [10],
+    }
     assert ov.failures(r)[0]["category"] == "server failed to start"  # largest group first
 
 
@@ -123,15 +159,31 @@ def test_failures_group_by_the_recorded_kind_not_the_reason_text():
     r["trials"] += [
         failing(r, 4, "anything at all", LAUNCH, failure=FailureKind.PORT_BUSY),
         failing(r, 5, "pre-screen: but it crashed", LAUNCH, metrics=True, failure=FailureKind.CRASHED),
-        failing(r, 6, "output_throughput 40.0 breaks output_throughput>50", miss, metrics=True,
-                failure=FailureKind.TARGET_MISSED),
-        failing(r, 7, "error_rate 100.0% breaks error_rate<1%", {**miss, "error_rate<1%": 99.0},
-                metrics=True, failure=FailureKind.REQUESTS_FAILED),
+        failing(
+            r,
+            6,
+            "output_throughput 40.0 breaks output_throughput>50",
+            miss,
+            metrics=True,
+            failure=FailureKind.TARGET_MISSED,
+        ),
+        failing(
+            r,
+            7,
+            "error_rate 100.0% breaks error_rate<1%",
+            {**miss, "error_rate<1%": 99.0},
+            metrics=True,
+            failure=FailureKind.REQUESTS_FAILED,
+        ),
     ]
     r["launches_saved_by_prescreen"] = 0
     groups = {g["category"]: g["trials"] for g in ov.failures(r)}
-    assert groups == {"port busy": [4], "server crashed during the benchmark": [5],
-                      "missed target output_throughput>50": [6], "requests failed": [7]}
+    assert groups == {
+        "port busy": [4],
+        "server crashed during the benchmark": [5],
+        "missed target output_throughput>50": [6],
+        "requests failed": [7],
+    }
 
 
 def test_best_is_ranked_as_the_tuner_ranks_when_results_do_not_name_it():
@@ -157,8 +209,9 @@ def test_pick_trial():
 def test_pick_trial_without_any_feasible_trial():
     r = load("small")
     for t in r["trials"]:
-        t.update(feasible=False, metrics=None, objective=None, reason="server failed to start: x",
-                 constraints=dict(LAUNCH))
+        t.update(
+            feasible=False, metrics=None, objective=None, reason="server failed to start: x", constraints=dict(LAUNCH)
+        )
     r["best_trial"] = None
     with pytest.raises(SpecError, match="no feasible trial to export yet"):
         ov.pick_trial(r)
@@ -175,10 +228,19 @@ def test_show_pareto_is_over_the_study_objectives_not_throughput_against_ttft():
 
     objs = (objective("output_throughput"), objective("ttft_p99"))
     rows = {0: (10.0, 100.0, 1000.0), 1: (20.0, 200.0, 150.0), 2: (5.0, 50.0, 100.0)}
-    outcomes = [TrialOutcome(number=n, candidate=Candidate(flags={"p": n}), argv=["srv"], env={},
-                             metrics={"output_throughput": thr, "p95_ttft_ms": p95, "p99_ttft_ms": p99},
-                             constraints={RUNS_KEY: -1.0}, objective=thr, objectives=[thr, p99])
-                for n, (thr, p95, p99) in rows.items()]
+    outcomes = [
+        TrialOutcome(
+            number=n,
+            candidate=Candidate(flags={"p": n}),
+            argv=["srv"],
+            env={},
+            metrics={"output_throughput": thr, "p95_ttft_ms": p95, "p99_ttft_ms": p99},
+            constraints={RUNS_KEY: -1.0},
+            objective=thr,
+            objectives=[thr, p99],
+        )
+        for n, (thr, p95, p99) in rows.items()
+    ]
     spec = {"objective": [o.name for o in objs], "targets": []}
     payload = json.loads(dumps(build_payload("mo", spec, {}, "fake", [], objs, outcomes)))
     shown = ov.overview(payload)

@@ -19,8 +19,19 @@ from kvtune.artifacts import report
 from tests.paths import NVML_DATA, UNIT_DATA
 
 DATA = UNIT_DATA
-SECTIONS = ("summary", "best", "best-vs-baseline", "best-command", "tradeoff", "flags", "history",
-            "failures", "failures-table", "trials", "trials-table")
+SECTIONS = (
+    "summary",
+    "best",
+    "best-vs-baseline",
+    "best-command",
+    "tradeoff",
+    "flags",
+    "history",
+    "failures",
+    "failures-table",
+    "trials",
+    "trials-table",
+)
 
 
 def load(name: str) -> dict:
@@ -35,10 +46,11 @@ def with_failures(results: dict) -> dict:
     proto, n = r["trials"][1], len(r["trials"])
     launch = {"ttft_p95": 1e6, "error_rate": 1e6, "server_ran": 1.0}
     for reason, flags, keep in (
-            ("pre-screen: per-slot context 256 < request length 300", {"parallel": 8}, False),
-            ("server failed to start: error: unknown value for --cache-type-k", {"threads": 1}, False),
-            ("server start timed out: no /health after 180 s", {"parallel": 16}, False),
-            ("server crashed during the benchmark (status -9): out of memory", {"parallel": 4}, True)):
+        ("pre-screen: per-slot context 256 < request length 300", {"parallel": 8}, False),
+        ("server failed to start: error: unknown value for --cache-type-k", {"threads": 1}, False),
+        ("server start timed out: no /health after 180 s", {"parallel": 16}, False),
+        ("server crashed during the benchmark (status -9): out of memory", {"parallel": 4}, True),
+    ):
         t = copy.deepcopy(proto)
         t.update(number=n, reason=reason, feasible=False, duplicate_of=None, constraints=dict(launch))
         t["candidate"]["flags"].update(flags)
@@ -74,9 +86,18 @@ def test_report_of_a_study_with_failures_has_every_section_and_plot():
     for sid in SECTIONS:
         assert re.search(rf"""id=['"]{sid}['"]""", html), sid
     assert_self_contained(html)
-    for text in ("demo12", "AMD EPYC", "llama-server 0.6.0-dev", "TTFT p95 &lt; 700 ms",
-                 "2 concurrent users", "missed target ttft_p95", "server start timed out",
-                 "server crashed during the benchmark", "pre-screen", "same config as #"):
+    for text in (
+        "demo12",
+        "AMD EPYC",
+        "llama-server 0.6.0-dev",
+        "TTFT p95 &lt; 700 ms",
+        "2 concurrent users",
+        "missed target ttft_p95",
+        "server start timed out",
+        "server crashed during the benchmark",
+        "pre-screen",
+        "same config as #",
+    ):
         assert text in html, text
     # best vs baseline: every metric improved in this study, so every change is green
     table = re.search(r"<table id='best-vs-baseline'>.*?</table>", html, flags=re.S).group(0)
@@ -110,7 +131,7 @@ def test_importance_the_tuner_skipped_is_a_note_with_its_reason():
     r["importance"] = {"skipped": "needs at least 8 measured feasible trials with tuned flags; this study has 3"}
     html = report.render_report(r)
     assert "plot-importance" not in plots_in(html)
-    assert "id=\"plot-importance-note\"" in html and "this study has 3" in html
+    assert 'id="plot-importance-note"' in html and "this study has 3" in html
 
 
 def test_report_of_a_multi_objective_study():
@@ -129,8 +150,14 @@ def test_report_of_a_multi_objective_study():
 def test_study_with_nothing_measured_still_renders():
     r = load("small")
     for t in r["trials"]:
-        t.update(feasible=False, metrics=None, objective=None, reason="server failed to start: boom",
-                 constraints={"ttft_p95": 1e6, "server_ran": 1.0}, failure="start failed")
+        t.update(
+            feasible=False,
+            metrics=None,
+            objective=None,
+            reason="server failed to start: boom",
+            constraints={"ttft_p95": 1e6, "server_ran": 1.0},
+            failure="start failed",
+        )
     r.update(best_trial=None)
     del r["best_vs_baseline"], r["best_argv"]
     html = report.render_report(r)
@@ -141,8 +168,12 @@ def test_study_with_nothing_measured_still_renders():
 
 def test_nothing_feasible_says_what_the_hardware_can_do_instead_of_empty_boxes():
     r = load("misses")
-    r.update(best_trial=None, nearest_misses=[
-        {"trial": 1, "reason": "ttft_p95 11800 ms breaks TTFT p95 < 10000 ms", "would_accept": ["ttft_p95<12s"]}])
+    r.update(
+        best_trial=None,
+        nearest_misses=[
+            {"trial": 1, "reason": "ttft_p95 11800 ms breaks TTFT p95 < 10000 ms", "would_accept": ["ttft_p95<12s"]}
+        ],
+    )
     r.pop("best_vs_baseline", None)
     html = report.render_report(r)
     assert "What this hardware can do" in html and "nearest-misses" in html

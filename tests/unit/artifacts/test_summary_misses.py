@@ -17,13 +17,24 @@ from kvtune.study.results import build_payload
 
 
 def failed_remeasurement(number: int, baseline: bool = False) -> TrialOutcome:
-    o = TrialOutcome(number=number, candidate=Candidate(flags={} if baseline else {"threads": number}),
-                     argv=["srv"], env={}, baseline=baseline,
-                     metrics={"output_throughput": 50.0, "p95_ttft_ms": 800.0, "error_rate": 0.0},
-                     constraints={"ttft_p95": -0.2, "server_ran": -1.0}, objective=50.0, objectives=[50.0])
-    o.confirmation = {"metrics": {"output_throughput": 30.0, "p95_ttft_ms": 1500.0, "error_rate": 0.0},
-                      "objective": 30.0, "objectives": [30.0], "feasible": False,
-                      "reason": "missed target ttft<1s: p95 TTFT 1500 ms"}
+    o = TrialOutcome(
+        number=number,
+        candidate=Candidate(flags={} if baseline else {"threads": number}),
+        argv=["srv"],
+        env={},
+        baseline=baseline,
+        metrics={"output_throughput": 50.0, "p95_ttft_ms": 800.0, "error_rate": 0.0},
+        constraints={"ttft_p95": -0.2, "server_ran": -1.0},
+        objective=50.0,
+        objectives=[50.0],
+    )
+    o.confirmation = {
+        "metrics": {"output_throughput": 30.0, "p95_ttft_ms": 1500.0, "error_rate": 0.0},
+        "objective": 30.0,
+        "objectives": [30.0],
+        "feasible": False,
+        "reason": "missed target ttft<1s: p95 TTFT 1500 ms",
+    }
     return o
 
 
@@ -39,8 +50,19 @@ def test_nearest_misses_give_the_re_measurements_reason_and_hint():
 
 def test_the_report_and_show_do_not_count_them_feasible():
     outs = [failed_remeasurement(0, baseline=True), failed_remeasurement(1)]
-    payload = json.loads(dumps(build_payload("gone", {"objective": "output_throughput"}, {}, "v", ["ttft<1s"],
-                                             (objective("output_throughput"),), outs)))
+    payload = json.loads(
+        dumps(
+            build_payload(
+                "gone",
+                {"objective": "output_throughput"},
+                {},
+                "v",
+                ["ttft<1s"],
+                (objective("output_throughput"),),
+                outs,
+            )
+        )
+    )
     assert payload["best_trial"] is None
     info = ov.overview(payload)
     assert info["counts"]["feasible"] == 0 and info["counts"]["not_held"] == 2

@@ -59,14 +59,15 @@ def test_constant_gaps() -> None:
 def test_duration_schedule_is_a_prefix_of_the_same_stream() -> None:
     long = arrival_offsets(1000, 10.0, seed=5)
     within = arrival_offsets_for(20.0, 10.0, seed=5)
-    assert within == long[:len(within)]
+    assert within == long[: len(within)]
     assert all(t < 20.0 for t in within) and long[len(within)] >= 20.0
     assert 150 < len(within) < 250  # about rate x duration = 200
 
 
-@pytest.mark.parametrize(("rate", "arrival", "b"), [(0, "poisson", 1.0), (-1, "poisson", 1.0),
-                                                    (math.inf, "poisson", 1.0),
-                                                    (1, "uniform", 1.0), (1, "gamma", 0.0)])
+@pytest.mark.parametrize(
+    ("rate", "arrival", "b"),
+    [(0, "poisson", 1.0), (-1, "poisson", 1.0), (math.inf, "poisson", 1.0), (1, "uniform", 1.0), (1, "gamma", 0.0)],
+)
 def test_bad_parameters_are_spec_errors(rate: float, arrival: str, b: float) -> None:
     with pytest.raises(SpecError):
         arrival_offsets(10, rate, arrival, b)

@@ -20,25 +20,25 @@ import httpx
 import pytest
 
 from kvtune.bench.client import BenchOptions, BenchRun, run
-from kvtune.workload import Workload
 from kvtune.testing.fake_server import FakeOpenAIServer
 from kvtune.testing.mock_openai import MockOpenAI
 from kvtune.testing.virtual_time import VirtualClock
+from kvtune.workload import Workload
 
 EXACT = 1e-9  # virtual time: only float rounding separates a measured delay from the fake's
 
 
 def _wl(**kw: object) -> Workload:
-    base = dict(concurrency=2, prompt_tokens=30, output_tokens=16, num_requests=2,
-                warmup_requests=0, request_timeout_s=10.0)
+    base = dict(
+        concurrency=2, prompt_tokens=30, output_tokens=16, num_requests=2, warmup_requests=0, request_timeout_s=10.0
+    )
     base.update(kw)
     return Workload(**base)  # type: ignore[arg-type]
 
 
 def _on(fake: MockOpenAI, wl: Workload, **options: object) -> BenchRun:
     """Benchmark the virtual fake (its transport, its clock)."""
-    return run(fake.base_url, wl, BenchOptions("m", transport=fake.transport(), clock=fake.clock,
-                                               **options))  # type: ignore[arg-type]
+    return run(fake.base_url, wl, BenchOptions("m", transport=fake.transport(), clock=fake.clock, **options))  # type: ignore[arg-type]
 
 
 def _free_port() -> int:
@@ -49,10 +49,10 @@ def _free_port() -> int:
 
 # -- against the fake server ------------------------------------------------------------------
 
+
 def test_timings_match_known_delays_and_warmup_is_excluded() -> None:
     phases: list[str] = []
-    res = _on(MockOpenAI(ttft_s=0.2, itl_s=0.02, role_chunk_first=True), _wl(warmup_requests=1),
-              on_phase=phases.append)
+    res = _on(MockOpenAI(ttft_s=0.2, itl_s=0.02, role_chunk_first=True), _wl(warmup_requests=1), on_phase=phases.append)
     assert isinstance(res, BenchRun)
     assert phases == ["warmup", "measuring"]
     assert len(res.samples) == 2 and len(res.warmup_samples) == 1
@@ -107,8 +107,7 @@ def test_connection_refused_is_a_failed_request() -> None:
 
 
 def test_server_crash_mid_run_fails_later_requests_without_raising() -> None:
-    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001, crash_after_requests=1),
-              _wl(num_requests=3, concurrency=1))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001, crash_after_requests=1), _wl(num_requests=3, concurrency=1))
     assert [s.ok for s in res.samples] == [True, False, False]
     assert all(s.error.startswith("RemoteProtocolError") for s in res.samples[1:])
     assert res.metrics["error_rate"] == pytest.approx(2 / 3)
@@ -122,6 +121,7 @@ def test_closed_loop_queue_wait_grows_when_slots_are_busy() -> None:
 
 # -- request body and stream parsing via MockTransport ----------------------------------------
 
+
 def _sse(*events: object) -> bytes:
     out = [f"data: {json.dumps(e) if not isinstance(e, str) else e}\n\n" for e in events]
     return "".join(out).encode()
@@ -132,23 +132,31 @@ def _chunk(content: str | None = None, **extra: object) -> dict:
     return {"choices": [{"index": 0, "delta": delta}], **extra}
 
 
-_GOOD = _sse({"choices": [{"delta": {"role": "assistant"}}]}, _chunk("a"), _chunk("b"),
-             _chunk(None, usage={"prompt_tokens": 7, "completion_tokens": 2}), "[DONE]")
+_GOOD = _sse(
+    {"choices": [{"delta": {"role": "assistant"}}]},
+    _chunk("a"),
+    _chunk("b"),
+    _chunk(None, usage={"prompt_tokens": 7, "completion_tokens": 2}),
+    "[DONE]",
+)
 
 
 def _mock(body: bytes, status: int = 200, seen: list[dict] | None = None) -> httpx.MockTransport:
     def handler(request: httpx.Request) -> httpx.Response:
         if seen is not None:
             seen.append({"url": str(request.url), **json.loads(request.content)})
-        return httpx.Response(status, content=body,
-                              headers={"content-type": "text/event-stream"})
+        return httpx.Response(status, content=body, headers={"content-type": "text/event-stream"})
+
     return httpx.MockTransport(handler)
 
 
 def test_request_body_and_nonce() -> None:
     seen: list[dict] = []
-    res = run("http://fake:1/", _wl(num_requests=4, warmup_requests=2, output_tokens=2), BenchOptions(
-        "mdl", extra_body={"cache_prompt": False, "temperature": 0.5}, transport=_mock(_GOOD, seen=seen)))
+    res = run(
+        "http://fake:1/",
+        _wl(num_requests=4, warmup_requests=2, output_tokens=2),
+        BenchOptions("mdl", extra_body={"cache_prompt": False, "temperature": 0.5}, transport=_mock(_GOOD, seen=seen)),
+    )
     assert len(seen) == 6 and all(s.ok for s in res.samples)
     for b in seen:
         assert b["url"] == "http://fake:1/v1/chat/completions"
@@ -167,8 +175,7 @@ def test_request_body_and_nonce() -> None:
     ("body", "status", "expect"),
     [
         (b'{"error": "bad model"}', 404, "HTTP 404: "),
-        (_sse({"choices": [{"delta": {"role": "assistant", "content": ""}}]}, "[DONE]"), 200,
-         "no content"),
+        (_sse({"choices": [{"delta": {"role": "assistant", "content": ""}}]}, "[DONE]"), 200, "no content"),
         (_sse(_chunk("a"), {"error": {"message": "kv cache full"}}), 200, "kv cache full"),
         (b'error: {"code": 500, "message": "slot died"}\n\n', 200, "slot died"),
     ],
@@ -198,6 +205,7 @@ def test_reasoning_content_counts_as_first_token() -> None:
 
 # -- the fake server itself (its health, models and process mode) -----------------------------
 
+
 def test_fake_health_is_503_until_startup_delay_passes() -> None:
     clock = VirtualClock()
     with FakeOpenAIServer(startup_delay_s=0.3, now=clock.monotonic) as srv:
@@ -212,8 +220,10 @@ def test_fake_health_is_503_until_startup_delay_passes() -> None:
 
 # -- metric definitions with controlled timing (async MockTransport streams) ------------------
 
-def _timed(events: list[tuple[float, object]], status: int = 200,
-           seen: list[httpx.Request] | None = None) -> httpx.MockTransport:
+
+def _timed(
+    events: list[tuple[float, object]], status: int = 200, seen: list[httpx.Request] | None = None
+) -> httpx.MockTransport:
     """A stream that sleeps `delay` before each event: (delay_s, event-or-"[DONE]")."""
 
     async def handler(request: httpx.Request) -> httpx.Response:
@@ -224,27 +234,41 @@ def _timed(events: list[tuple[float, object]], status: int = 200,
             for delay, ev in events:
                 await asyncio.sleep(delay)
                 yield _sse(ev)
+
         return httpx.Response(status, content=body(), headers={"content-type": "text/event-stream"})
+
     return httpx.MockTransport(handler)
 
 
 def test_ttft_waits_for_content_not_the_role_chunk() -> None:
-    events = [(0.0, {"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
-              (0.2, _chunk("a")), (0.05, _chunk("b")),
-              (0.0, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
-              (0.0, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=1, output_tokens=2), BenchOptions(
-        "m", transport=_timed(events), clock=VirtualClock()))
+    events = [
+        (0.0, {"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+        (0.2, _chunk("a")),
+        (0.05, _chunk("b")),
+        (0.0, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
+        (0.0, "[DONE]"),
+    ]
+    res = run(
+        "http://fake",
+        _wl(num_requests=1, output_tokens=2),
+        BenchOptions("m", transport=_timed(events), clock=VirtualClock()),
+    )
     (s,) = res.samples
     assert s.ok and s.ttft_s == pytest.approx(0.2, abs=EXACT)
 
 
 def test_e2el_is_not_moved_by_the_usage_chunk_or_done() -> None:
-    events = [(0.05, _chunk("a")), (0.05, _chunk("b")),
-              (0.4, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
-              (0.2, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=1, output_tokens=2), BenchOptions(
-        "m", transport=_timed(events), clock=VirtualClock()))
+    events = [
+        (0.05, _chunk("a")),
+        (0.05, _chunk("b")),
+        (0.4, _chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 2})),
+        (0.2, "[DONE]"),
+    ]
+    res = run(
+        "http://fake",
+        _wl(num_requests=1, output_tokens=2),
+        BenchOptions("m", transport=_timed(events), clock=VirtualClock()),
+    )
     (s,) = res.samples
     assert s.ok and s.e2el_s == pytest.approx(0.1, abs=EXACT)  # the last content chunk
     assert s.end_time - s.send_time == pytest.approx(0.7, abs=EXACT)  # the stream's end
@@ -262,8 +286,11 @@ def test_failures_count_and_break_percentile_targets() -> None:
             return httpx.Response(500, content=b'{"error": "boom"}')
         return httpx.Response(200, content=_GOOD, headers={"content-type": "text/event-stream"})
 
-    res = run("http://fake", _wl(num_requests=10, concurrency=1, output_tokens=2), BenchOptions(
-        "m", transport=httpx.MockTransport(handler)))
+    res = run(
+        "http://fake",
+        _wl(num_requests=10, concurrency=1, output_tokens=2),
+        BenchOptions("m", transport=httpx.MockTransport(handler)),
+    )
     m = res.metrics
     assert m["failed"] == 1 and m["completed"] == 9 and m["error_rate"] == pytest.approx(0.1)
     assert math.isfinite(m["mean_ttft_ms"]) and m["mean_ttft_ms"] < 1000  # successes are fast
@@ -275,12 +302,18 @@ def test_failures_count_and_break_percentile_targets() -> None:
 
 def test_completions_endpoint_body_and_stream() -> None:
     seen: list[dict] = []
-    text = _sse({"choices": [{"index": 0, "text": ""}]},  # empty first chunk: not content
-                {"choices": [{"index": 0, "text": "hi"}]},
-                {"choices": [{"index": 0, "text": " there"}]},
-                {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}, "[DONE]")
-    res = run("http://fake", _wl(num_requests=2, endpoint="completions", output_tokens=2), BenchOptions(
-        "mdl", transport=_mock(text, seen=seen)))
+    text = _sse(
+        {"choices": [{"index": 0, "text": ""}]},  # empty first chunk: not content
+        {"choices": [{"index": 0, "text": "hi"}]},
+        {"choices": [{"index": 0, "text": " there"}]},
+        {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}},
+        "[DONE]",
+    )
+    res = run(
+        "http://fake",
+        _wl(num_requests=2, endpoint="completions", output_tokens=2),
+        BenchOptions("mdl", transport=_mock(text, seen=seen)),
+    )
     assert res.endpoint == "/v1/completions"
     for b in seen:
         assert b["url"] == "http://fake/v1/completions"
@@ -301,17 +334,22 @@ def test_api_key_is_sent_but_never_saved_or_echoed() -> None:
             return httpx.Response(401, content=f'{{"error": "bad key {key}"}}'.encode())
         return httpx.Response(200, content=_GOOD, headers={"content-type": "text/event-stream"})
 
-    res = run("http://fake", _wl(num_requests=3, concurrency=1, output_tokens=2), BenchOptions(
-        "m", transport=httpx.MockTransport(handler), api_key=key))
+    res = run(
+        "http://fake",
+        _wl(num_requests=3, concurrency=1, output_tokens=2),
+        BenchOptions("m", transport=httpx.MockTransport(handler), api_key=key),
+    )
     assert all(r.headers["authorization"] == f"Bearer {key}" for r in seen)
     assert [s.ok for s in res.samples] == [True, False, True]
     from kvtune.bench.report import to_vllm_json
+
     saved = json.dumps(res.to_dict()) + json.dumps(to_vllm_json(res, {"model_id": "m"}))
     assert key not in saved and key[:8] not in saved and "HTTP 401" in saved
 
 
 def test_resolve_api_key_prefers_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     from kvtune.bench.client import resolve_api_key
+
     monkeypatch.setenv("OPENAI_API_KEY", "from-env")
     assert resolve_api_key("flag") == "flag" and resolve_api_key(None) == "from-env"
     monkeypatch.delenv("OPENAI_API_KEY")
@@ -320,6 +358,7 @@ def test_resolve_api_key_prefers_the_flag(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_goodput_counts_requests_meeting_every_slo() -> None:
     from kvtune.bench.client import slo_goodput
+
     fake = MockOpenAI(ttft_s=0.1, itl_s=0.01)
     res = _on(fake, _wl(num_requests=4), goodput_fn=slo_goodput({"ttft": 99.9}))  # TTFT is 100 ms
     assert res.metrics["request_goodput"] == 0.0
@@ -331,13 +370,17 @@ def test_goodput_counts_requests_meeting_every_slo() -> None:
 
 
 def test_server_timings_split_ttft_into_queueing_and_prompt() -> None:
-    final = _chunk(None, usage={"prompt_tokens": 30, "completion_tokens": 3},
-                   timings={"prompt_n": 30, "prompt_ms": 50.0, "predicted_n": 3,
-                            "predicted_ms": 40.0, "cache_n": 12})
-    events = [(0.15, _chunk("a")), (0.01, _chunk("b")), (0.01, _chunk("c")), (0.0, final),
-              (0.0, "[DONE]")]
-    res = run("http://fake", _wl(num_requests=2, output_tokens=3), BenchOptions(
-        "m", transport=_timed(events), clock=VirtualClock()))
+    final = _chunk(
+        None,
+        usage={"prompt_tokens": 30, "completion_tokens": 3},
+        timings={"prompt_n": 30, "prompt_ms": 50.0, "predicted_n": 3, "predicted_ms": 40.0, "cache_n": 12},
+    )
+    events = [(0.15, _chunk("a")), (0.01, _chunk("b")), (0.01, _chunk("c")), (0.0, final), (0.0, "[DONE]")]
+    res = run(
+        "http://fake",
+        _wl(num_requests=2, output_tokens=3),
+        BenchOptions("m", transport=_timed(events), clock=VirtualClock()),
+    )
     m = res.metrics
     assert m["mean_prompt_ms_server"] == pytest.approx(50.0)
     assert m["mean_queue_ms_server"] == pytest.approx(100.0, abs=1e-6)  # 150 ms TTFT - 50 ms prompt
@@ -378,22 +421,29 @@ def _metrics_transport(calls: list[str]) -> httpx.MockTransport:
                 "# TYPE vllm:e2e_request_latency_seconds histogram\n"
                 f'vllm:e2e_request_latency_seconds_bucket{{le="1.0"}} {k}\n'
                 f"vllm:e2e_request_latency_seconds_sum {0.5 * k}\n"
-                f"vllm:e2e_request_latency_seconds_count {k}\n")
+                f"vllm:e2e_request_latency_seconds_count {k}\n"
+            )
             return httpx.Response(200, content=text.encode())
         calls.append("chat")
 
         async def body():
             await asyncio.sleep(0.6)
             yield _GOOD
+
         return httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
+
     return httpx.MockTransport(handler)
 
 
 def test_scrape_metrics_keeps_vllm_deltas_and_gauges() -> None:
     calls: list[str] = []
-    res = run("http://fake", _wl(num_requests=2, warmup_requests=1), BenchOptions(
-        "m", transport=_metrics_transport(calls), scrape_metrics=True, metrics_interval_s=0.25,
-        clock=VirtualClock()))
+    res = run(
+        "http://fake",
+        _wl(num_requests=2, warmup_requests=1),
+        BenchOptions(
+            "m", transport=_metrics_transport(calls), scrape_metrics=True, metrics_interval_s=0.25, clock=VirtualClock()
+        ),
+    )
     sm = res.server_metrics
     assert sm is not None and sm["available"]
     # warm-up first; then scrapes before the phase, at 0.25 and 0.5 s of the 0.6 s phase, after
@@ -410,19 +460,19 @@ def test_scrape_metrics_keeps_vllm_deltas_and_gauges() -> None:
 def test_scrape_metrics_without_metrics_endpoint_says_why() -> None:
     res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001), _wl(num_requests=1), scrape_metrics=True)
     assert res.samples[0].ok
-    assert res.server_metrics == {"available": False,
-                                  "reason": "GET /metrics answered HTTP 404 (llama-server needs --metrics)"}
+    assert res.server_metrics == {
+        "available": False,
+        "reason": "GET /metrics answered HTTP 404 (llama-server needs --metrics)",
+    }
 
 
 def test_shared_prefix_workload_sends_one_system_prompt_to_the_fraction() -> None:
     seen: list[dict] = []
-    wl = _wl(num_requests=8, warmup_requests=0, shared_prefix_fraction=0.25,
-             shared_prefix_tokens=50, output_tokens=2)
+    wl = _wl(num_requests=8, warmup_requests=0, shared_prefix_fraction=0.25, shared_prefix_tokens=50, output_tokens=2)
     res = run("http://fake", wl, BenchOptions("m", transport=_mock(_GOOD, seen=seen)))
     assert all(s.ok for s in res.samples)
     systems = [b["messages"][0]["content"] for b in seen]
-    assert all(b["messages"][0]["role"] == "system" and b["messages"][1]["role"] == "user"
-               for b in seen)
+    assert all(b["messages"][0]["role"] == "system" and b["messages"][1]["role"] == "user" for b in seen)
     counts = {s: systems.count(s) for s in systems}
     assert sorted(counts.values()) == [1] * 6 + [2]  # 2 of 8 share one prompt, 6 are unique
     lengths = {len(s.split()) for s in systems}
@@ -445,10 +495,14 @@ def test_dataset_prompts_with_nonce(tmp_path) -> None:
 
 def test_dataset_errors_before_any_request(tmp_path) -> None:
     from kvtune.errors import SpecError
+
     seen: list[dict] = []
     with pytest.raises(SpecError, match="does not exist"):
-        run("http://fake", _wl(dataset=str(tmp_path / "none.json")), BenchOptions(
-            "m", transport=_mock(_GOOD, seen=seen)))
+        run(
+            "http://fake",
+            _wl(dataset=str(tmp_path / "none.json")),
+            BenchOptions("m", transport=_mock(_GOOD, seen=seen)),
+        )
     assert seen == []
 
 
@@ -469,19 +523,24 @@ def test_exact_prompts_with_the_demo_vocabulary() -> None:
     pytest.importorskip("gguf")
     from kvtune.errors import KvtuneError
     from kvtune.models import demo_model_path
+
     try:
         path = demo_model_path(fetch=False)
     except KvtuneError as e:
         pytest.skip(str(e))
     seen: list[dict] = []
-    res = run("http://fake", _wl(num_requests=2, prompt_tokens=37), BenchOptions(
-        "m", transport=_mock(_GOOD, seen=seen), tokenizer=path))
+    res = run(
+        "http://fake",
+        _wl(num_requests=2, prompt_tokens=37),
+        BenchOptions("m", transport=_mock(_GOOD, seen=seen), tokenizer=path),
+    )
     assert res.prompt_tokens_exact and "exactly 37 tokens" in res.prompt_source
     assert all(len(b["messages"][0]["content"].split()) == 37 for b in seen)
 
 
 def test_report_rows_and_vllm_json() -> None:
     from kvtune.bench.report import metrics_table, to_vllm_json
+
     res = _on(MockOpenAI(ttft_s=0.05, itl_s=0.005), _wl(num_requests=3))
     rows = metrics_table(res.metrics)
     labels = [r[0] for r in rows]
@@ -489,12 +548,33 @@ def test_report_rows_and_vllm_json() -> None:
     assert "P99 TPOT (ms)" in labels and "Output token throughput (tok/s)" in labels
     assert "Mean queueing = TTFT - prompt (ms)" in labels
     j = to_vllm_json(res, {"model_id": "m", "backend": "openai-chat"})
-    for key in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-                "request_throughput", "request_goodput", "output_throughput",
-                "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms",
-                "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_e2el_ms",
-                "input_lens", "output_lens", "ttfts", "itls", "errors",
-                "max_concurrent_requests", "max_output_tokens_per_s", "model_id"):
+    for key in (
+        "duration",
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "request_goodput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "std_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "p99_tpot_ms",
+        "mean_itl_ms",
+        "p99_e2el_ms",
+        "input_lens",
+        "output_lens",
+        "ttfts",
+        "itls",
+        "errors",
+        "max_concurrent_requests",
+        "max_output_tokens_per_s",
+        "model_id",
+    ):
         assert key in j, key
     assert j["completed"] == 3 and j["output_lens"] == [16, 16, 16]
     assert j["request_rate"] == "inf" and j["max_concurrency"] == 2
@@ -505,6 +585,7 @@ def test_report_rows_and_vllm_json() -> None:
 
 def test_vllm_json_writes_inf_percentiles_as_null() -> None:
     from kvtune.bench.report import metrics_table, to_vllm_json
+
     res = _on(MockOpenAI(fail_status=500), _wl(num_requests=2))
     j = to_vllm_json(res)
     assert j["failed"] == 2 and j["p99_ttft_ms"] is None and j["mean_ttft_ms"] is None

@@ -13,11 +13,15 @@ from kvtune.errors import SpecError
 
 def _sharegpt(tmp_path: Path) -> Path:
     data = [
-        {"id": "a", "conversations": [{"from": "human", "value": "one two three"},
-                                      {"from": "gpt", "value": "reply"}]},
-        {"id": "b", "conversations": [{"from": "system", "value": "be nice"},
-                                      {"from": "human", "value": "first human turn here"},
-                                      {"from": "human", "value": "second human turn"}]},
+        {"id": "a", "conversations": [{"from": "human", "value": "one two three"}, {"from": "gpt", "value": "reply"}]},
+        {
+            "id": "b",
+            "conversations": [
+                {"from": "system", "value": "be nice"},
+                {"from": "human", "value": "first human turn here"},
+                {"from": "human", "value": "second human turn"},
+            ],
+        },
         {"id": "c", "conversations": [{"from": "gpt", "value": "no human at all"}]},
         {"id": "d", "conversations": []},
         {"id": "e", "conversations": [{"role": "user", "content": "openai spelling works too"}]},
@@ -47,9 +51,11 @@ def test_length_filter_by_tokens_with_a_counter(tmp_path: Path) -> None:
 
 def test_jsonl_of_prompt_objects_and_strings(tmp_path: Path) -> None:
     p = tmp_path / "p.jsonl"
-    p.write_text('{"prompt": "alpha beta"}\n\n"just a string"\n'
-                 '{"conversations": [{"from": "human", "value": "sharegpt line"}]}\n'
-                 '{"other": 1}\n')
+    p.write_text(
+        '{"prompt": "alpha beta"}\n\n"just a string"\n'
+        '{"conversations": [{"from": "human", "value": "sharegpt line"}]}\n'
+        '{"other": 1}\n'
+    )
     d = load_prompts(p)
     assert d.prompts == ["alpha beta", "just a string", "sharegpt line"]
     assert d.records == 4
@@ -61,14 +67,17 @@ def test_json_list_of_strings(tmp_path: Path) -> None:
     assert load_prompts(p).prompts == ["x y", "z"]
 
 
-@pytest.mark.parametrize(("content", "expect"), [
-    (None, "does not exist"),
-    ("", "is empty"),
-    ("[1, 2", "not valid JSON"),
-    ('{"prompt": "a"}\n{bad\n', "line 2 is not valid JSON"),
-    ("[1, 2, 3]", "has no prompts"),
-    ('{"a": 1}', "has no prompts"),
-])
+@pytest.mark.parametrize(
+    ("content", "expect"),
+    [
+        (None, "does not exist"),
+        ("", "is empty"),
+        ("[1, 2", "not valid JSON"),
+        ('{"prompt": "a"}\n{bad\n', "line 2 is not valid JSON"),
+        ("[1, 2, 3]", "has no prompts"),
+        ('{"a": 1}', "has no prompts"),
+    ],
+)
 def test_errors_are_one_line_spec_errors(tmp_path: Path, content: str | None, expect: str) -> None:
     p = tmp_path / "d.json"
     if content is not None:

@@ -13,24 +13,31 @@ import pytest
 from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
 from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.report import metrics_table, to_vllm_json
-from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.testing.mock_openai import MockOpenAI
 from kvtune.testing.virtual_time import VirtualClock
+from kvtune.workload import Workload
 
 EXACT = 1e-9
 
 
 def _open(**kw: object) -> Workload:
-    base = dict(mode="open", rate=20.0, concurrency=2, prompt_tokens=20, output_tokens=4,
-                num_requests=20, warmup_requests=0, request_timeout_s=10.0)
+    base = dict(
+        mode="open",
+        rate=20.0,
+        concurrency=2,
+        prompt_tokens=20,
+        output_tokens=4,
+        num_requests=20,
+        warmup_requests=0,
+        request_timeout_s=10.0,
+    )
     base.update(kw)
     return Workload(**base)  # type: ignore[arg-type]
 
 
 def _on(fake: MockOpenAI, wl: Workload, **options: object):
-    return run(fake.base_url, wl, BenchOptions("m", transport=fake.transport(), clock=fake.clock,
-                                               **options))  # type: ignore[arg-type]
+    return run(fake.base_url, wl, BenchOptions("m", transport=fake.transport(), clock=fake.clock, **options))  # type: ignore[arg-type]
 
 
 def _sends(res) -> list[float]:
@@ -73,9 +80,11 @@ def test_slow_server_does_not_slow_the_sending() -> None:
 def test_overloaded_client_flags_fell_behind() -> None:
     """A transport that blocks the event loop 20 ms per request cannot send 200 req/s (the
     virtual clock's `sleep` is that blocking work: 20 ms pass with no task running)."""
-    body = (b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
-            b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'
-            b"data: [DONE]\n\n")
+    body = (
+        b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'
+        b"data: [DONE]\n\n"
+    )
 
     clock = VirtualClock()
 
@@ -120,36 +129,52 @@ def test_open_loop_needs_a_rate() -> None:
 
 # -- the workload's new fields, as study files and flags describe them -------------------------
 
+
 def test_study_file_workload_accepts_the_new_fields() -> None:
     from kvtune.study.study_file import parse_workload
-    wl = parse_workload({"mode": "open", "rate": 4, "arrival": "gamma", "burstiness": 0.5,
-                         "duration_s": 60, "endpoint": "completions", "dataset": "sharegpt.json",
-                         "dataset_min_tokens": 4, "dataset_max_tokens": 1024,
-                         "shared_prefix_fraction": 0.5, "shared_prefix_tokens": 512,
-                         })
+
+    wl = parse_workload(
+        {
+            "mode": "open",
+            "rate": 4,
+            "arrival": "gamma",
+            "burstiness": 0.5,
+            "duration_s": 60,
+            "endpoint": "completions",
+            "dataset": "sharegpt.json",
+            "dataset_min_tokens": 4,
+            "dataset_max_tokens": 1024,
+            "shared_prefix_fraction": 0.5,
+            "shared_prefix_tokens": 512,
+        }
+    )
     assert wl.mode == "open" and wl.rate == 4.0 and wl.burstiness == 0.5
     assert wl.request_tokens == 1024 + 512 + wl.output_tokens
     assert parse_workload({"rate": None, "dataset": None, "dataset_max_tokens": None}) == Workload()
 
 
-@pytest.mark.parametrize(("raw", "expect"), [
-    ({"mode": 1}, "workload.mode must be a string"),
-    ({"rate": "fast", "mode": "open"}, "workload.rate must be a number"),
-    ({"dataset": 3}, "workload.dataset must be a file path"),
-    ({"shared_prefix_tokens": 1.5}, "must be an integer"),
-    ({"burstiness": True}, "must be a number"),
-    ({"mode": "poisson"}, "workload.mode must be one of closed, open"),
-    ({"mode": "open", "rate": 0}, "workload.rate must be a positive number"),
-    ({"mode": "open", "rate": 1, "arrival": "burst"}, "workload.arrival must be one of"),
-    ({"mode": "open", "rate": 1, "burstiness": 2}, "needs arrival: gamma"),
-    ({"endpoint": "responses"}, "workload.endpoint must be one of chat, completions"),
-    ({"duration_s": -1}, "duration_s must be a positive number"),
-    ({"dataset_min_tokens": 10, "dataset_max_tokens": 5}, "is below dataset_min_tokens"),
-    ({"shared_prefix_fraction": 1.5}, "between 0 and 1"),
-    ({"shared_prefix_fraction": 0.5}, "needs shared_prefix_tokens >= 1"),
-])
+@pytest.mark.parametrize(
+    ("raw", "expect"),
+    [
+        ({"mode": 1}, "workload.mode must be a string"),
+        ({"rate": "fast", "mode": "open"}, "workload.rate must be a number"),
+        ({"dataset": 3}, "workload.dataset must be a file path"),
+        ({"shared_prefix_tokens": 1.5}, "must be an integer"),
+        ({"burstiness": True}, "must be a number"),
+        ({"mode": "poisson"}, "workload.mode must be one of closed, open"),
+        ({"mode": "open", "rate": 0}, "workload.rate must be a positive number"),
+        ({"mode": "open", "rate": 1, "arrival": "burst"}, "workload.arrival must be one of"),
+        ({"mode": "open", "rate": 1, "burstiness": 2}, "needs arrival: gamma"),
+        ({"endpoint": "responses"}, "workload.endpoint must be one of chat, completions"),
+        ({"duration_s": -1}, "duration_s must be a positive number"),
+        ({"dataset_min_tokens": 10, "dataset_max_tokens": 5}, "is below dataset_min_tokens"),
+        ({"shared_prefix_fraction": 1.5}, "between 0 and 1"),
+        ({"shared_prefix_fraction": 0.5}, "needs shared_prefix_tokens >= 1"),
+    ],
+)
 def test_bad_workload_fields_are_one_line_spec_errors(raw: dict, expect: str) -> None:
     from kvtune.study.study_file import parse_workload
+
     with pytest.raises(SpecError) as e:
         parse_workload(raw)
     assert expect in str(e.value) and "\n" not in str(e.value)

@@ -3,7 +3,6 @@
 
 The tests here start no process; those that do are in tests/integration/bench/test_server_kind.py."""
 
-
 import pytest
 
 from kvtune.bench.server_kind import PromptCache, ServerKind, detect_server
@@ -21,9 +20,10 @@ def test_nothing_listening_is_unknown_not_an_error():
     assert detect_server("http://127.0.0.1:1").name == "unknown"
 
 
-@pytest.mark.parametrize("policy, body", [(PromptCache.OFF, {"cache_prompt": False}),
-                                          (PromptCache.ON, {"cache_prompt": True}),
-                                          (PromptCache.SERVER, {})])
+@pytest.mark.parametrize(
+    "policy, body",
+    [(PromptCache.OFF, {"cache_prompt": False}), (PromptCache.ON, {"cache_prompt": True}), (PromptCache.SERVER, {})],
+)
 def test_cache_policy_becomes_the_request_field_on_llama_server_only(policy, body):
     assert ServerKind("llama-server").cache_body(policy) == body
     assert ServerKind("vllm").cache_body(policy) == {}

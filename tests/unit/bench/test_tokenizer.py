@@ -13,14 +13,15 @@ import pytest
 
 from kvtune.bench.prompts import PromptSource, exact_prompt, word_nonce
 from kvtune.bench.tokenizer import GGUFVocab, load_tokenizer, try_load_tokenizer
-from kvtune.workload import Workload
 from kvtune.errors import KvtuneError, SpecError
+from kvtune.workload import Workload
 
 
 @pytest.fixture(scope="module")
 def gguf_path() -> Path:
     pytest.importorskip("gguf")
     from kvtune.models import demo_model_path
+
     try:
         return demo_model_path(fetch=False)
     except KvtuneError as e:
@@ -75,8 +76,10 @@ def test_hf_tokenizer_counts_exactly_and_has_words(hf) -> None:
 
 
 def test_gguf_count_of_free_text_is_close(vocab, hf) -> None:
-    text = ("The quick brown fox jumps over the lazy dog. It's 2024; tokenizers aren't "
-            "all alike, are they?\n\nA second paragraph with more words in it.") * 5
+    text = (
+        "The quick brown fox jumps over the lazy dog. It's 2024; tokenizers aren't "
+        "all alike, are they?\n\nA second paragraph with more words in it."
+    ) * 5
     assert abs(vocab.count(text) - hf.count(text)) <= 0.05 * hf.count(text)
 
 
@@ -121,6 +124,7 @@ def test_missing_tokenizer_path_is_an_error_and_none_is_approximate(tmp_path: Pa
 
 def test_unsupported_sources_fall_back_or_say_what_is_wrong(tmp_path: Path) -> None:
     from kvtune.bench.tokenizer import TokenizerUnavailable
+
     with pytest.raises(TokenizerUnavailable):
         GGUFVocab("bert", ["a"], [], [], name="x")
     with pytest.raises(SpecError, match="tokenizer"):

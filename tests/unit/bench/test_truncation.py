@@ -18,22 +18,24 @@ import pytest
 
 from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.stream import expected_tokens
-from kvtune.workload import Workload
 from kvtune.objectives.targets import parse_target
 from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.workload import Workload
 
 
 def _wl(**kw: object) -> Workload:
-    base = dict(concurrency=2, prompt_tokens=20, output_tokens=64, num_requests=3,
-                warmup_requests=0, request_timeout_s=10.0)
+    base = dict(
+        concurrency=2, prompt_tokens=20, output_tokens=64, num_requests=3, warmup_requests=0, request_timeout_s=10.0
+    )
     base.update(kw)
     return Workload(**base)  # type: ignore[arg-type]
 
 
 def _mock(*events: object) -> httpx.MockTransport:
     body = "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events).encode()
-    return httpx.MockTransport(lambda request: httpx.Response(
-        200, content=body, headers={"content-type": "text/event-stream"}))
+    return httpx.MockTransport(
+        lambda request: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+    )
 
 
 def _chunk(text: str | None, finish: str | None = None, **extra: object) -> dict:
@@ -90,8 +92,9 @@ def test_without_usage_a_truncation_is_still_seen() -> None:
 
 def test_usage_without_completion_tokens_is_never_zero() -> None:
     """Usage with only prompt_tokens: the count comes from the stream, the prompt from usage."""
-    t = _mock(_chunk("a"), _chunk("b"), _chunk(None, "length"),
-              {"choices": [], "usage": {"prompt_tokens": 9}}, "[DONE]")
+    t = _mock(
+        _chunk("a"), _chunk("b"), _chunk(None, "length"), {"choices": [], "usage": {"prompt_tokens": 9}}, "[DONE]"
+    )
     res = run("http://fake", _wl(output_tokens=2, num_requests=1), BenchOptions("m", transport=t))
     (s,) = res.samples
     assert s.ok and s.output_tokens == 2 and s.prompt_tokens == 9 and s.tokens_from_stream
@@ -99,29 +102,30 @@ def test_usage_without_completion_tokens_is_never_zero() -> None:
 
 def test_server_timings_count_tokens_when_chunks_carry_several() -> None:
     """llama-server's timings.predicted_n says how many tokens the chunks held."""
-    t = _mock(_chunk("a b"), _chunk("c d"), _chunk(None, "length", timings={"predicted_n": 4}),
-              "[DONE]")
+    t = _mock(_chunk("a b"), _chunk("c d"), _chunk(None, "length", timings={"predicted_n": 4}), "[DONE]")
     res = run("http://fake", _wl(output_tokens=4, num_requests=1), BenchOptions("m", transport=t))
     (s,) = res.samples
     assert s.ok and s.output_tokens == 4 and s.tokens_from_stream
 
 
 def test_usage_is_trusted_over_the_chunk_count() -> None:
-    t = _mock(_chunk("a b c"), _chunk(None, "length", usage={"prompt_tokens": 3, "completion_tokens": 2}),
-              "[DONE]")
+    t = _mock(_chunk("a b c"), _chunk(None, "length", usage={"prompt_tokens": 3, "completion_tokens": 2}), "[DONE]")
     res = run("http://fake", _wl(output_tokens=3, num_requests=1), BenchOptions("m", transport=t))
     (s,) = res.samples
     assert s.truncated and s.error.startswith("truncated: 2 of 3 tokens")
     assert not s.tokens_from_stream
 
 
-@pytest.mark.parametrize(("body", "expected"), [
-    ({"ignore_eos": True, "max_tokens": 64}, 64),
-    ({"ignore_eos": True, "max_completion_tokens": 8}, 8),
-    ({"ignore_eos": False, "max_tokens": 64}, None),
-    ({"max_tokens": 64}, None),
-    ({"ignore_eos": True}, None),
-    ({"ignore_eos": True, "max_tokens": True}, None),
-])
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"ignore_eos": True, "max_tokens": 64}, 64),
+        ({"ignore_eos": True, "max_completion_tokens": 8}, 8),
+        ({"ignore_eos": False, "max_tokens": 64}, None),
+        ({"max_tokens": 64}, None),
+        ({"ignore_eos": True}, None),
+        ({"ignore_eos": True, "max_tokens": True}, None),
+    ],
+)
 def test_expected_tokens(body: dict, expected: int | None) -> None:
     assert expected_tokens(body) == expected

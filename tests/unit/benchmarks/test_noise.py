@@ -36,8 +36,9 @@ def test_the_plan_is_seeded_half_hogged_and_starts_hogs_in_the_first_half() -> N
         noise.plan(1, seed=1)
 
 
-@pytest.mark.parametrize("hog_start, share", [(None, 0.0), (10.0, 1.0), (5.0, 1.0), (12.0, 0.8),
-                                              (15.0, 0.5), (20.0, 0.0), (25.0, 0.0)])
+@pytest.mark.parametrize(
+    "hog_start, share", [(None, 0.0), (10.0, 1.0), (5.0, 1.0), (12.0, 0.8), (15.0, 0.5), (20.0, 0.0), (25.0, 0.0)]
+)
 def test_coverage_is_the_share_of_the_window_the_hog_ran_in(hog_start, share) -> None:
     assert noise.coverage(10.0, 20.0, hog_start) == pytest.approx(share)
 
@@ -47,8 +48,13 @@ def _o(hog: bool, cov: float, flagged: bool) -> noise.Outcome:
 
 
 def test_rates_count_disturbed_and_quiet_apart_and_leave_late_hogs_out() -> None:
-    outcomes = ([_o(True, 0.9, True)] * 19 + [_o(True, 0.6, False)]
-                + [_o(False, 0.0, False)] * 19 + [_o(False, 0.0, True)] + [_o(True, 0.1, True)])
+    outcomes = (
+        [_o(True, 0.9, True)] * 19
+        + [_o(True, 0.6, False)]
+        + [_o(False, 0.0, False)] * 19
+        + [_o(False, 0.0, True)]
+        + [_o(True, 0.1, True)]
+    )
     r = noise.rates(outcomes)
     assert (r["disturbed"], r["quiet"], r["partial"]) == (20, 20, 1)
     assert r["detection_rate"] == pytest.approx(0.95)
@@ -65,4 +71,3 @@ def test_goals_missed_say_so_and_an_empty_class_is_not_a_rate() -> None:
     lines = noise.verdict_lines(r)
     assert "= 50% (goal >= 95%: NOT met)" in lines[0]
     assert "= n/a" in lines[1]
-

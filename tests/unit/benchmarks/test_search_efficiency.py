@@ -28,8 +28,11 @@ SPACE = {"a": [1, 2, 4, 8], "b": ["x", "y"]}
 
 
 def measurement(tp: float, ttft_ms: float, cost: float = 20.0) -> dict:
-    return {"metrics": {"output_throughput": tp, "p95_ttft_ms": ttft_ms, "error_rate": 0.0},
-            "objective": tp, "cost_s": cost}
+    return {
+        "metrics": {"output_throughput": tp, "p95_ttft_ms": ttft_ms, "error_rate": 0.0},
+        "objective": tp,
+        "cost_s": cost,
+    }
 
 
 def write_landscape(path: Path, seed: int = 1) -> Path:
@@ -39,14 +42,29 @@ def write_landscape(path: Path, seed: int = 1) -> Path:
     configs = [landscape.Config({}, [measurement(1.0, 500.0, 30.0), measurement(1.1, 520.0, 30.0)], baseline=True)]
     for a in SPACE["a"]:
         for b in SPACE["b"]:
-            ms = [measurement(a * (1.5 if b == "y" else 1.0) * rng.uniform(0.97, 1.03),
-                              200.0 * a * rng.uniform(0.95, 1.05), 10.0 + a) for _ in range(2)]
+            ms = [
+                measurement(
+                    a * (1.5 if b == "y" else 1.0) * rng.uniform(0.97, 1.03),
+                    200.0 * a * rng.uniform(0.95, 1.05),
+                    10.0 + a,
+                )
+                for _ in range(2)
+            ]
             configs.append(landscape.Config({"a": a, "b": b}, ms))
-    landscape.write(path, {"command": ["synthetic"], "hardware": {}, "workload": {},
-                           "targets": ["ttft_p95<1000ms", "error_rate<1%"],
-                           "objective": {"name": "output_throughput", "key": "output_throughput",
-                                         "direction": "maximize"},
-                           "space": SPACE, "informed_start": {"a": 2}, "recorded": "synthetic"}, configs)
+    landscape.write(
+        path,
+        {
+            "command": ["synthetic"],
+            "hardware": {},
+            "workload": {},
+            "targets": ["ttft_p95<1000ms", "error_rate<1%"],
+            "objective": {"name": "output_throughput", "key": "output_throughput", "direction": "maximize"},
+            "space": SPACE,
+            "informed_start": {"a": 2},
+            "recorded": "synthetic",
+        },
+        configs,
+    )
     return path
 
 
@@ -72,8 +90,9 @@ def test_truth_mean_objective_and_feasibility_on_the_mean(ls, tmp_path):
 def test_replay_is_deterministic_for_a_seed(ls):
     one = se.benchmark(ls, ["tpe", "random"], [5, 8], seeds=3, base_seed=4)
     two = se.benchmark(ls, ["tpe", "random"], [5, 8], seeds=3, base_seed=4)
-    assert [(r.sampler, r.budget, r.regret, r.hours, r.path) for r in one] == \
-           [(r.sampler, r.budget, r.regret, r.hours, r.path) for r in two]
+    assert [(r.sampler, r.budget, r.regret, r.hours, r.path) for r in one] == [
+        (r.sampler, r.budget, r.regret, r.hours, r.path) for r in two
+    ]
     assert se.markdown(ls, one, 3, "cmd") == se.markdown(ls, two, 3, "cmd")
 
 
@@ -101,24 +120,40 @@ def test_the_table_has_a_row_per_sampler_and_budget_and_a_headline(ls):
 
 def test_main_writes_the_table_and_the_plot(ls, tmp_path, capsys):
     md, png = tmp_path / "t.md", tmp_path / "p.png"
-    rc = se.main([ls.path, "--seeds", "2", "--budgets", "4,6", "--samplers", "tpe,random",
-                  "--md", str(md), "--png", str(png)])
+    rc = se.main(
+        [ls.path, "--seeds", "2", "--budgets", "4,6", "--samplers", "tpe,random", "--md", str(md), "--png", str(png)]
+    )
     assert rc == 0 and "| tpe |" in md.read_text() and png.stat().st_size > 1000
 
 
-@pytest.mark.parametrize("content,fragment", [
-    (None, "does not exist"),
-    ("not json\n", "line 1 is not JSON"),
-    ('{"kind": "config"}\n', "first line must be the header"),
-    ("HEADER\n" + '{"kind": "config", "params": {"a": 1}, "measurements": []}\n', "needs params"),
-    ("HEADER\n" + '{"kind": "config", "params": {"a": 1}, "measurements": [{"metrics": null, "cost_s": 1}]}\n',
-     "are not the space's knobs"),
-    ("HEADER\n", "no configs"),
-])
+@pytest.mark.parametrize(
+    "content,fragment",
+    [
+        (None, "does not exist"),
+        ("not json\n", "line 1 is not JSON"),
+        ('{"kind": "config"}\n', "first line must be the header"),
+        ("HEADER\n" + '{"kind": "config", "params": {"a": 1}, "measurements": []}\n', "needs params"),
+        (
+            "HEADER\n" + '{"kind": "config", "params": {"a": 1}, "measurements": [{"metrics": null, "cost_s": 1}]}\n',
+            "are not the space's knobs",
+        ),
+        ("HEADER\n", "no configs"),
+    ],
+)
 def test_a_bad_landscape_file_is_one_line_exit_2(tmp_path, capsys, content, fragment):
-    header = json.dumps({"kind": "header", "format": landscape.FORMAT, "command": [], "hardware": {},
-                         "workload": {}, "targets": ["ttft<1s"], "recorded": "",
-                         "objective": {"key": "output_throughput", "direction": "maximize"}, "space": SPACE})
+    header = json.dumps(
+        {
+            "kind": "header",
+            "format": landscape.FORMAT,
+            "command": [],
+            "hardware": {},
+            "workload": {},
+            "targets": ["ttft<1s"],
+            "recorded": "",
+            "objective": {"key": "output_throughput", "direction": "maximize"},
+            "space": SPACE,
+        }
+    )
     path = tmp_path / "bad.jsonl"
     if content is not None:
         path.write_text(content.replace("HEADER", header))
@@ -134,25 +169,46 @@ def test_an_unknown_sampler_exits_2(ls, capsys):
 
 def samples(ttfts: list[float], step: float = 1.0) -> list[dict]:
     """Requests that end one every `step` seconds, with these TTFTs."""
-    return [{"end_s": step * (i + 1), "ok": True, "ttft_s": t, "e2el_s": t + 0.5, "output_tokens": 8}
-            for i, t in enumerate(ttfts)]
+    return [
+        {"end_s": step * (i + 1), "ok": True, "ttft_s": t, "e2el_s": t + 0.5, "output_tokens": 8}
+        for i, t in enumerate(ttfts)
+    ]
 
 
 def write_stoppable(path: Path) -> Path:
     """Four requests planned, ttft_p95<1000ms: a=2 breaks it with its first two requests (the
     p95 of four can then no longer hold), a=1 never does."""
-    fast = {**measurement(1.0, 300.0, 20.0), "measure_s": 4.0, "feasible": True,
-            "samples": samples([0.3, 0.3, 0.3, 0.3])}
-    slow = {**measurement(2.0, 2000.0, 20.0), "measure_s": 4.0, "feasible": False,
-            "samples": samples([2.0, 2.0, 2.0, 2.0])}
-    configs = [landscape.Config({}, [dict(fast)], baseline=True),
-               landscape.Config({"a": 1}, [dict(fast), dict(fast)]),
-               landscape.Config({"a": 2}, [dict(slow), dict(slow)])]
-    landscape.write(path, {"command": ["synthetic"], "hardware": {}, "workload": {"num_requests": 4},
-                           "targets": ["ttft_p95<1000ms", "error_rate<1%"],
-                           "objective": {"name": "output_throughput", "key": "output_throughput",
-                                         "direction": "maximize"},
-                           "space": {"a": [1, 2]}, "informed_start": {}, "recorded": "synthetic"}, configs)
+    fast = {
+        **measurement(1.0, 300.0, 20.0),
+        "measure_s": 4.0,
+        "feasible": True,
+        "samples": samples([0.3, 0.3, 0.3, 0.3]),
+    }
+    slow = {
+        **measurement(2.0, 2000.0, 20.0),
+        "measure_s": 4.0,
+        "feasible": False,
+        "samples": samples([2.0, 2.0, 2.0, 2.0]),
+    }
+    configs = [
+        landscape.Config({}, [dict(fast)], baseline=True),
+        landscape.Config({"a": 1}, [dict(fast), dict(fast)]),
+        landscape.Config({"a": 2}, [dict(slow), dict(slow)]),
+    ]
+    landscape.write(
+        path,
+        {
+            "command": ["synthetic"],
+            "hardware": {},
+            "workload": {"num_requests": 4},
+            "targets": ["ttft_p95<1000ms", "error_rate<1%"],
+            "objective": {"name": "output_throughput", "key": "output_throughput", "direction": "maximize"},
+            "space": {"a": [1, 2]},
+            "informed_start": {},
+            "recorded": "synthetic",
+        },
+        configs,
+    )
     return path
 
 
@@ -187,6 +243,7 @@ def test_the_truth_resolves_relative_targets_against_the_baseline_mean(tmp_path)
 
 # ---- kvtune's rules in the replay ---------------------------------------------------------------
 
+
 def test_a_re_measurement_is_never_the_recorded_measurement_drawn_first(ls):
     """Every config has two distinct recorded measurements: a confirmed config's re-measurement
     must be the other one (a fresh launch), for every seed and sampler."""
@@ -210,14 +267,25 @@ def write_relative(path: Path) -> Path:
     """The baseline measured at 500 ms and at 1000 ms TTFT; config a=1 at 900 ms. Under
     ttft_p95<1.5x it holds against the second baseline measurement (1500 ms) and the mean
     (1125 ms), not against the first (750 ms)."""
-    configs = [landscape.Config({}, [measurement(1.0, 500.0), measurement(1.0, 1000.0)], baseline=True),
-               landscape.Config({"a": 1}, [measurement(2.0, 900.0), measurement(2.0, 900.0)]),
-               landscape.Config({"a": 2}, [measurement(1.5, 300.0), measurement(1.5, 300.0)])]
-    landscape.write(path, {"command": ["synthetic"], "hardware": {}, "workload": {},
-                           "targets": ["ttft_p95<1.5x"],
-                           "objective": {"name": "output_throughput", "key": "output_throughput",
-                                         "direction": "maximize"},
-                           "space": {"a": [1, 2]}, "informed_start": {}, "recorded": "synthetic"}, configs)
+    configs = [
+        landscape.Config({}, [measurement(1.0, 500.0), measurement(1.0, 1000.0)], baseline=True),
+        landscape.Config({"a": 1}, [measurement(2.0, 900.0), measurement(2.0, 900.0)]),
+        landscape.Config({"a": 2}, [measurement(1.5, 300.0), measurement(1.5, 300.0)]),
+    ]
+    landscape.write(
+        path,
+        {
+            "command": ["synthetic"],
+            "hardware": {},
+            "workload": {},
+            "targets": ["ttft_p95<1.5x"],
+            "objective": {"name": "output_throughput", "key": "output_throughput", "direction": "maximize"},
+            "space": {"a": [1, 2]},
+            "informed_start": {},
+            "recorded": "synthetic",
+        },
+        configs,
+    )
     return path
 
 
@@ -246,13 +314,21 @@ def write_partial_guess(path: Path, backend: str | None) -> Path:
     configs = [landscape.Config({}, [measurement(1.0, 500.0)], baseline=True)]
     for t in (1, 2):
         for p in (1, 2, 4):
-            configs.append(landscape.Config({"threads": t, "parallel": p},
-                                            [measurement(t * p, 300.0), measurement(t * p * 1.1, 310.0)]))
-    header = {"command": ["synthetic"], "hardware": {}, "workload": {"concurrency": 4},
-              "targets": ["error_rate<1%"],
-              "objective": {"name": "output_throughput", "key": "output_throughput", "direction": "maximize"},
-              "space": {"threads": [1, 2], "parallel": [1, 2, 4]}, "informed_start": {"parallel": 4},
-              "recorded": "synthetic"}
+            configs.append(
+                landscape.Config(
+                    {"threads": t, "parallel": p}, [measurement(t * p, 300.0), measurement(t * p * 1.1, 310.0)]
+                )
+            )
+    header = {
+        "command": ["synthetic"],
+        "hardware": {},
+        "workload": {"concurrency": 4},
+        "targets": ["error_rate<1%"],
+        "objective": {"name": "output_throughput", "key": "output_throughput", "direction": "maximize"},
+        "space": {"threads": [1, 2], "parallel": [1, 2, 4]},
+        "informed_start": {"parallel": 4},
+        "recorded": "synthetic",
+    }
     if backend:
         header["backend"] = backend
     landscape.write(path, header, configs)
@@ -295,21 +371,25 @@ def test_the_name_is_kvtunes_naming_of_the_replayed_outcomes(ls):
 
 # ---- the headline: a censored figure decides only through its bound ----------------------------
 
+
 def fake_run(sampler: str, budget: int, reach_at: int | None, informed: bool = True) -> se.Run:
     """A run whose search first measures a config within 5% at trial `reach_at` (None: never)."""
     path = [(n, n / 100, 0.0 if reach_at is not None and n >= reach_at else 0.5) for n in range(1, budget + 1)]
     return se.Run(sampler, 0, budget, informed, 0.0, True, budget / 100, path=path)
 
 
-@pytest.mark.parametrize("d,bd,r,br,met", [
-    (10, 40, 30, 40, True),                  # both measured: 10 <= 30/3
-    (11, 40, 30, 40, False),                 # both measured: 11 > 10
-    (24, 40, math.inf, 40, None),            # random censored at 40: ratio < 0.6 only
-    (24, 40, math.inf, 72, True),            # random censored at 72: ratio < 1/3
-    (math.inf, 40, 150, 160, None),          # default censored at 40, random 150: ratio > 0.27 only
-    (math.inf, 40, 90, 120, False),          # default censored at 40, random 90: ratio > 0.44
-    (math.inf, 40, math.inf, 120, None),     # both censored
-])
+@pytest.mark.parametrize(
+    "d,bd,r,br,met",
+    [
+        (10, 40, 30, 40, True),  # both measured: 10 <= 30/3
+        (11, 40, 30, 40, False),  # both measured: 11 > 10
+        (24, 40, math.inf, 40, None),  # random censored at 40: ratio < 0.6 only
+        (24, 40, math.inf, 72, True),  # random censored at 72: ratio < 1/3
+        (math.inf, 40, 150, 160, None),  # default censored at 40, random 150: ratio > 0.27 only
+        (math.inf, 40, 90, 120, False),  # default censored at 40, random 90: ratio > 0.44
+        (math.inf, 40, math.inf, 120, None),  # both censored
+    ],
+)
 def test_goal_met_decides_only_what_the_bounds_show(d, bd, r, br, met):
     assert report.goal_met(d, bd, r, br) is met
 
@@ -360,8 +440,21 @@ def test_on_the_tiny_landscape_random_runs_at_the_reference_budget(ls):
 
 def test_main_runs_random_at_the_reference_budget_and_refuses_a_bad_one(ls, tmp_path, capsys):
     md = tmp_path / "t.md"
-    rc = se.main([ls.path, "--seeds", "2", "--budgets", "3", "--samplers", "tpe,random",
-                  "--reference-budget", "8", "--md", str(md)])
+    rc = se.main(
+        [
+            ls.path,
+            "--seeds",
+            "2",
+            "--budgets",
+            "3",
+            "--samplers",
+            "tpe,random",
+            "--reference-budget",
+            "8",
+            "--md",
+            str(md),
+        ]
+    )
     assert rc == 0 and "| random | on | 8 |" in md.read_text() and "| tpe | on | 8 |" not in md.read_text()
     assert "Headline: informed start on: tpe" in md.read_text()
     capsys.readouterr()

@@ -18,10 +18,20 @@ class Seen:
 
     def stop(self) -> Interference:
         top = (Consumer(4242, "pip", 180.0),) if self.disturbed else ()
-        return Interference(seconds=PREFLIGHT_S, cpus=2, foreign_cores=1.8 if self.disturbed else 0.0,
-                            foreign_cores_peak=1.9, server_cores=0.0, own_cores=0.05, steal_share=0.0,
-                            cpu_pressure=None, memory_pressure=None, top=top, disturbed=self.disturbed,
-                            crossed=("foreign CPU 1.80 cores on average",) if self.disturbed else ())
+        return Interference(
+            seconds=PREFLIGHT_S,
+            cpus=2,
+            foreign_cores=1.8 if self.disturbed else 0.0,
+            foreign_cores_peak=1.9,
+            server_cores=0.0,
+            own_cores=0.05,
+            steal_share=0.0,
+            cpu_pressure=None,
+            memory_pressure=None,
+            top=top,
+            disturbed=self.disturbed,
+            crossed=("foreign CPU 1.80 cores on average",) if self.disturbed else (),
+        )
 
 
 class Events:
@@ -38,7 +48,7 @@ def test_a_busy_machine_is_named_before_the_baseline_and_emitted_as_an_event():
     text = check_machine(Seen(True), reporter, "jsonl", sleep=slept.append)
     assert text is not None and "pid 4242 (pip) 180% CPU" in text and "already busy" in text
     assert slept == [PREFLIGHT_S]
-    (event, fields), = reporter.events
+    ((event, fields),) = reporter.events
     assert event == "preflight" and fields["disturbed"] is True and fields["warning"] == text
     assert fields["interference"]["top"][0]["name"] == "pip"
 

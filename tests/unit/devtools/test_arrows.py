@@ -21,27 +21,49 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_an_upward_arrow_is_reported_with_its_line(tmp_path):
-    root = _tree(tmp_path, {"__init__.py": "", "kinds.py": "", "study/__init__.py": "",
-                            "study/outcome.py": "", "tuner/__init__.py": "",
-                            "tuner/loop.py": "",
-                            "bench/__init__.py": "", "bench/client.py": "\n\nfrom kvtune.tuner import loop\n"})
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "kinds.py": "",
+            "study/__init__.py": "",
+            "study/outcome.py": "",
+            "tuner/__init__.py": "",
+            "tuner/loop.py": "",
+            "bench/__init__.py": "",
+            "bench/client.py": "\n\nfrom kvtune.tuner import loop\n",
+        },
+    )
     lines = arrows.problems(root)
-    assert lines == ["kvtune.bench.client:3 -> kvtune.tuner.loop: bench may not import tuner "
-                     "(docs/architecture.md, layers)"]
+    assert lines == [
+        "kvtune.bench.client:3 -> kvtune.tuner.loop: bench may not import tuner (docs/architecture.md, layers)"
+    ]
 
 
 def test_a_lazy_import_circle_is_a_circle(tmp_path):
-    root = _tree(tmp_path, {"__init__.py": "", "tuner/__init__.py": "",
-                            "tuner/loop.py": "from kvtune.tuner import confirm\n",
-                            "tuner/confirm.py": "def f():\n    from kvtune.tuner.loop import x\n"})
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "tuner/__init__.py": "",
+            "tuner/loop.py": "from kvtune.tuner import confirm\n",
+            "tuner/confirm.py": "def f():\n    from kvtune.tuner.loop import x\n",
+        },
+    )
     assert arrows.problems(root) == ["import circle: kvtune.tuner.confirm <-> kvtune.tuner.loop"]
 
 
 def test_type_checking_imports_are_not_arrows(tmp_path):
-    root = _tree(tmp_path, {"__init__.py": "", "tuner/__init__.py": "",
-                            "tuner/loop.py": "from kvtune.tuner import confirm\n",
-                            "tuner/confirm.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                                "    from kvtune.tuner.loop import x\n"})
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "tuner/__init__.py": "",
+            "tuner/loop.py": "from kvtune.tuner import confirm\n",
+            "tuner/confirm.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from kvtune.tuner.loop import x\n",
+        },
+    )
     assert arrows.problems(root) == []
 
 

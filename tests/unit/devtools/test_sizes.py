@@ -26,18 +26,27 @@ def test_the_package_is_within_its_limits():
 
 
 def test_a_long_function_in_tuner_is_reported_with_its_line_and_length(tmp_path):
-    text = "import os\n\n\n" + _function("fine", sizes.FUNCTION_LINES - 1) + "\n\n" + \
-        _function("too_long", sizes.FUNCTION_LINES)
+    text = (
+        "import os\n\n\n"
+        + _function("fine", sizes.FUNCTION_LINES - 1)
+        + "\n\n"
+        + _function("too_long", sizes.FUNCTION_LINES)
+    )
     root = _tree(tmp_path, {"tuner/loop.py": text})
     too_long_at = 3 + sizes.FUNCTION_LINES + 2 + 1  # after the import, `fine` and two blank lines
     assert sizes.problems(root) == [
         f"tuner/loop.py:{too_long_at} too_long: {sizes.FUNCTION_LINES + 1} lines, over "
-        f"{sizes.FUNCTION_LINES} for a function in tuner/, bench/"]
+        f"{sizes.FUNCTION_LINES} for a function in tuner/, bench/"
+    ]
 
 
 def test_methods_and_nested_functions_are_named_by_their_owner(tmp_path):
-    text = "class Loop:\n" + _function("run", 2, indent="    ") + "        " + \
-        _function("inner", sizes.FUNCTION_LINES + 5, indent="        ").lstrip()
+    text = (
+        "class Loop:\n"
+        + _function("run", 2, indent="    ")
+        + "        "
+        + _function("inner", sizes.FUNCTION_LINES + 5, indent="        ").lstrip()
+    )
     root = _tree(tmp_path, {"bench/client.py": text})
     _, functions = sizes.measure(root)
     names = {f.where.split(" ", 1)[1]: f.lines for f in functions}
@@ -52,11 +61,13 @@ def test_long_functions_outside_tuner_and_bench_are_not_limited(tmp_path):
 
 def test_a_large_module_is_reported_unless_named_with_its_reason(tmp_path):
     big = "x = 1\n" * (sizes.MODULE_LINES + 1)
-    root = _tree(tmp_path, {"artifacts/big.py": big, "nvml.py": big,
-                            "artifacts/small.py": "x = 1\n" * sizes.MODULE_LINES})
+    root = _tree(
+        tmp_path, {"artifacts/big.py": big, "nvml.py": big, "artifacts/small.py": "x = 1\n" * sizes.MODULE_LINES}
+    )
     assert "nvml.py" in sizes.LARGE_MODULES
     assert sizes.problems(root) == [
         f"artifacts/big.py: {sizes.MODULE_LINES + 1} lines, over {sizes.MODULE_LINES} "
-        "(split it, or name it in LARGE_MODULES with the reason)"]
+        "(split it, or name it in LARGE_MODULES with the reason)"
+    ]
     modules, _ = sizes.measure(root)
     assert [m.where for m in modules][-1] == "artifacts/small.py"  # largest first

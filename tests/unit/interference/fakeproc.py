@@ -14,15 +14,37 @@ class FakeProc:
         self.cpu = {i: {"user": 0, "system": 0, "idle": 0, "steal": 0} for i in range(cpus)}
         self.write_cpus()
 
-    def process(self, pid: int, name: str, ticks: int, ppid: int = 1, pgid: int | None = None,
-                start: int = 100) -> None:
+    def process(
+        self, pid: int, name: str, ticks: int, ppid: int = 1, pgid: int | None = None, start: int = 100
+    ) -> None:
         d = self.root / str(pid)
         d.mkdir(exist_ok=True)
         # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
         # utime stime cutime cstime priority nice threads itrealvalue starttime vsize
         utime, stime = ticks - ticks // 4, ticks // 4
-        fields = ["S", ppid, pgid if pgid is not None else pid, 1, 0, -1, 0, 0, 0, 0, 0,
-                  utime, stime, 999, 999, 20, 0, 1, 0, start, 1000]
+        fields = [
+            "S",
+            ppid,
+            pgid if pgid is not None else pid,
+            1,
+            0,
+            -1,
+            0,
+            0,
+            0,
+            0,
+            0,
+            utime,
+            stime,
+            999,
+            999,
+            20,
+            0,
+            1,
+            0,
+            start,
+            1000,
+        ]
         (d / "stat").write_text(f"{pid} ({name}) " + " ".join(str(f) for f in fields) + "\n")
         (d / "comm").write_text(name + "\n")
 
@@ -55,7 +77,8 @@ class FakeProc:
         (self.root / "pressure").mkdir(exist_ok=True)
         (self.root / "pressure" / resource).write_text(
             f"some avg10=1.00 avg60=0.50 avg300=0.10 total={some_total_us}\n"
-            "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+            "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+        )
 
 
 class Clock:

@@ -15,12 +15,26 @@ GIB = 2**30
 
 
 def _recording(samples, processes=None) -> dict:
-    procs = processes if processes is not None else [
-        {"pid": SERVER, "used_gpu_memory": 20 * GIB}, {"pid": TRAINER, "used_gpu_memory": 30 * GIB},
-        {"pid": HIDDEN, "used_gpu_memory": GIB}]
-    return {"devices": [{"name": "H200", "memory": {"total": 141 * GIB, "free": 90 * GIB},
-                         "processes": procs, "process_utilisation": samples,
-                         "utilisation": {"gpu": 80, "memory": 40}}]}
+    procs = (
+        processes
+        if processes is not None
+        else [
+            {"pid": SERVER, "used_gpu_memory": 20 * GIB},
+            {"pid": TRAINER, "used_gpu_memory": 30 * GIB},
+            {"pid": HIDDEN, "used_gpu_memory": GIB},
+        ]
+    )
+    return {
+        "devices": [
+            {
+                "name": "H200",
+                "memory": {"total": 141 * GIB, "free": 90 * GIB},
+                "processes": procs,
+                "process_utilisation": samples,
+                "utilisation": {"gpu": 80, "memory": 40},
+            }
+        ]
+    }
 
 
 def _window(tmp_path, recording: dict, samples: int = 2):
@@ -28,9 +42,17 @@ def _window(tmp_path, recording: dict, samples: int = 2):
     proc.process(KVTUNE, "kvtune", 0)
     proc.process(SERVER, "llama-server", 0, ppid=KVTUNE)
     proc.process(TRAINER, "train.py", 0)
-    mon = Monitor(proc_root=proc.root, clock=clock, own_pids=lambda: (KVTUNE,),
-                  server_pids=lambda: (SERVER,), gpus=[0], nvml=nvml.Recorded(recording), cpus=(0, 1),
-                  ticks_per_s=100, ticker=ticker)
+    mon = Monitor(
+        proc_root=proc.root,
+        clock=clock,
+        own_pids=lambda: (KVTUNE,),
+        server_pids=lambda: (SERVER,),
+        gpus=[0],
+        nvml=nvml.Recorded(recording),
+        cpus=(0, 1),
+        ticks_per_s=100,
+        ticker=ticker,
+    )
     mon.start()
     for _ in range(samples):
         proc.run_cpus(0)
@@ -44,14 +66,18 @@ def _util(pid: int, t: int, sm: int) -> dict:
 
 
 def test_a_busy_foreign_process_on_the_trials_gpu_is_disturbed(tmp_path) -> None:
-    answers = {"successive": [[_util(SERVER, 10, 70), _util(TRAINER, 11, 60)],
-                              [_util(SERVER, 10, 70), _util(TRAINER, 11, 60), _util(TRAINER, 20, 40)],
-                              [_util(TRAINER, 30, 50)]]}
+    answers = {
+        "successive": [
+            [_util(SERVER, 10, 70), _util(TRAINER, 11, 60)],
+            [_util(SERVER, 10, 70), _util(TRAINER, 11, 60), _util(TRAINER, 20, 40)],
+            [_util(TRAINER, 30, 50)],
+        ]
+    }
     r = _window(tmp_path, _recording(answers))
     assert r.disturbed
     trainer = next(g for g in r.gpu_others if g.pid == TRAINER)
     assert trainer.name == "train.py" and trainer.used_bytes == 30 * GIB
-    assert trainer.sm_pct == pytest.approx(50.0)      # 60, 40, 50: each sample once
+    assert trainer.sm_pct == pytest.approx(50.0)  # 60, 40, 50: each sample once
     assert "pid 900 (train.py) on GPU 0, 30.0 GiB, 50% SM" in r.reason
     assert all(g.pid != SERVER for g in r.gpu_others)
 
@@ -61,11 +87,11 @@ def test_a_process_this_namespace_cannot_see_is_listed_and_never_disturbs(tmp_pa
     r = _window(tmp_path, _recording(answers, [{"pid": HIDDEN, "used_gpu_memory": GIB}]))
     assert not r.disturbed
     assert [(g.pid, g.name) for g in r.gpu_others] == [(HIDDEN, None)]
-    assert r.gpu_others[0].sm_pct == pytest.approx(95 / 3)   # one sample over three queries
+    assert r.gpu_others[0].sm_pct == pytest.approx(95 / 3)  # one sample over three queries
 
 
 def test_memory_alone_does_not_disturb_and_missing_samples_mean_unknown(tmp_path) -> None:
-    r = _window(tmp_path, _recording(None))    # the driver answers NotSupported
+    r = _window(tmp_path, _recording(None))  # the driver answers NotSupported
     assert not r.disturbed
     trainer = next(g for g in r.gpu_others if g.pid == TRAINER)
     assert trainer.sm_pct is None and trainer.used_bytes == 30 * GIB

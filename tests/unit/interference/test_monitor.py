@@ -9,7 +9,7 @@ import json
 import pytest
 
 from kvtune.interference import Interference, Monitor, foreign_cores_threshold
-from kvtune.interference.procfs import parse_pid_stat, trees, processes
+from kvtune.interference.procfs import parse_pid_stat, processes, trees
 from tests.unit.interference.fakeproc import Clock, FakeProc, ManualTicker
 
 KVTUNE, GUARD, SERVER, SSHD, HOG = 500, 600, 601, 300, 700
@@ -24,7 +24,7 @@ class Machine:
         self.ticker = ManualTicker()
         self.ticks = {KVTUNE: 1000, GUARD: 10, SERVER: 5000, SSHD: 40}
         self.server_roots: tuple[int, ...] = (GUARD,)
-        self.used_cpus: tuple[int, ...] | None = None   # where kvtune's processes run (None: all)
+        self.used_cpus: tuple[int, ...] | None = None  # where kvtune's processes run (None: all)
         self._write()
 
     def _write(self) -> None:
@@ -36,11 +36,17 @@ class Machine:
 
     def monitor(self, **kw) -> Monitor:
         kw.setdefault("cpus", tuple(self.proc.cpu))
-        return Monitor(proc_root=self.proc.root, clock=self.clock, own_pids=lambda: (KVTUNE,),
-                       server_pids=lambda: self.server_roots, ticks_per_s=100, ticker=self.ticker, **kw)
+        return Monitor(
+            proc_root=self.proc.root,
+            clock=self.clock,
+            own_pids=lambda: (KVTUNE,),
+            server_pids=lambda: self.server_roots,
+            ticks_per_s=100,
+            ticker=self.ticker,
+            **kw,
+        )
 
-    def second(self, server: int = 150, own: int = 30, sshd: int = 2, extra_busy: int = 0,
-               steal: int = 0) -> None:
+    def second(self, server: int = 150, own: int = 30, sshd: int = 2, extra_busy: int = 0, steal: int = 0) -> None:
         """One second passes: each tree uses that many ticks (100 = one core); the CPUs' busy
         ticks are what the processes used plus `extra_busy` nobody visible explains."""
         self.ticks[SERVER] += server
@@ -77,7 +83,7 @@ def test_a_one_core_hog_is_disturbed_and_named_first(tmp_path) -> None:
     for _ in range(3):
         hog += 90
         m.proc.process(HOG, "python3", hog, ppid=1, start=5000)
-        m.second(server=100, extra_busy=90)   # the hog's 90 ticks, as the CPUs saw them
+        m.second(server=100, extra_busy=90)  # the hog's 90 ticks, as the CPUs saw them
         mon.sample()
     r = mon.stop()
     assert r.disturbed
@@ -124,7 +130,7 @@ def test_a_server_started_after_the_window_opened_is_the_servers(tmp_path) -> No
     mon.start()
     m.server_roots = (GUARD,)
     m.ticks[GUARD], m.ticks[SERVER] = 0, 0
-    m.second(server=150)      # the server's whole life so far is inside the window
+    m.second(server=150)  # the server's whole life so far is inside the window
     mon.sample()
     r = mon.stop()
     assert r.server_cores == pytest.approx(1.5)
@@ -137,7 +143,7 @@ def test_a_reused_pid_is_a_new_process_not_a_negative_delta(tmp_path) -> None:
     mon = m.monitor()
     mon.start()
     m.proc.exit(HOG)
-    m.proc.process(HOG, "cc1", 40, ppid=1, start=9000)   # same pid, later start, 40 ticks so far
+    m.proc.process(HOG, "cc1", 40, ppid=1, start=9000)  # same pid, later start, 40 ticks so far
     m.second(extra_busy=40)
     mon.sample()
     r = mon.stop()
@@ -164,7 +170,7 @@ def test_memory_pressure_is_a_criterion_cpu_pressure_is_only_recorded(tmp_path) 
     mon.start()
     m.second()
     m.second()
-    m.proc.pressure("cpu", 2_000_000)        # 1 s of 2 s: half the window contended
+    m.proc.pressure("cpu", 2_000_000)  # 1 s of 2 s: half the window contended
     mon.sample()
     r = mon.stop()
     assert r.cpu_pressure == pytest.approx(0.5)
@@ -173,7 +179,7 @@ def test_memory_pressure_is_a_criterion_cpu_pressure_is_only_recorded(tmp_path) 
 
     mon.start()
     m.second()
-    m.proc.pressure("memory", 150_000)       # 15% of a second stalled on memory
+    m.proc.pressure("memory", 150_000)  # 15% of a second stalled on memory
     r = mon.stop()
     assert r.disturbed and "memory pressure 15.0%" in r.reason
 
@@ -209,7 +215,7 @@ def test_only_the_cpus_kvtune_may_run_on_are_counted(tmp_path) -> None:
     mon = m.monitor(cpus=(0, 1))
     mon.start()
     m.second()
-    m.proc.cpu[3]["user"] += 100             # a neighbour's whole core, outside our cpuset
+    m.proc.cpu[3]["user"] += 100  # a neighbour's whole core, outside our cpuset
     m.proc.write_cpus()
     mon.sample()
     r = mon.stop()
@@ -247,7 +253,7 @@ def test_a_tree_holds_descendants_and_the_roots_process_group(tmp_path) -> None:
     p.process(10, "guard", 0, ppid=1, pgid=10)
     p.process(11, "server", 0, ppid=10, pgid=10)
     p.process(12, "worker", 0, ppid=11, pgid=10)
-    p.process(13, "orphan", 0, ppid=1, pgid=10)     # its parent exited; the group remains
+    p.process(13, "orphan", 0, ppid=1, pgid=10)  # its parent exited; the group remains
     p.process(14, "other", 0, ppid=1, pgid=14)
     assert trees(processes(p.root), [10]) == {10, 11, 12, 13}
     assert trees(processes(p.root), [99]) == set()

@@ -15,12 +15,19 @@ def _machine(tmp_path, during):
     proc, clock = FakeProc(tmp_path / "proc"), Clock()
     proc.process(KVTUNE, "kvtune", 100)
     proc.process(PIP, "pip", 1000, start=300)
-    monitor = Monitor(proc_root=proc.root, clock=clock, own_pids=lambda: (KVTUNE,), cpus=(0, 1),
-                      ticks_per_s=100, ticker=ManualTicker())
+    monitor = Monitor(
+        proc_root=proc.root,
+        clock=clock,
+        own_pids=lambda: (KVTUNE,),
+        cpus=(0, 1),
+        ticks_per_s=100,
+        ticker=ManualTicker(),
+    )
 
     def sleep(seconds: float) -> None:
         during(proc, seconds)
         clock.advance(seconds)
+
     return monitor, sleep
 
 
@@ -29,7 +36,8 @@ def test_a_busy_machine_is_named_with_its_top_consumers(tmp_path) -> None:
         proc.process(PIP, "pip", 1000 + int(120 * seconds), start=300)
         proc.process(CC1, "cc1", int(30 * seconds), start=900)
         for _ in range(int(seconds)):
-            proc.run_cpus(150 + 60)      # pip, cc1, and 0.6 core of jobs that already exited
+            proc.run_cpus(150 + 60)  # pip, cc1, and 0.6 core of jobs that already exited
+
     monitor, sleep = _machine(tmp_path, install)
     result = preflight(monitor, seconds=3, sleep=sleep)
     assert result.disturbed
@@ -46,6 +54,7 @@ def test_a_quiet_machine_gives_no_warning(tmp_path) -> None:
     def idle(proc: FakeProc, seconds: float) -> None:
         for _ in range(int(seconds)):
             proc.run_cpus(1)
+
     monitor, sleep = _machine(tmp_path, idle)
     result = preflight(monitor, seconds=3, sleep=sleep)
     assert not result.disturbed

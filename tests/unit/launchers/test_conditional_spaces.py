@@ -11,24 +11,22 @@ import warnings
 import optuna
 import pytest
 
-from kvtune.workload import Workload
 from kvtune.launchers.base import Candidate, Knob
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.planner.kv import ModelShape
-from kvtune.tuner.search.space import SearchSpace
 from kvtune.study.spec import merge_knobs
+from kvtune.tuner.search.space import SearchSpace
+from kvtune.workload import Workload
 
 W = Workload(prompt_tokens=200, output_tokens=64)
 LLAMA = LlamaServerLauncher(binary="/usr/bin/llama-server", model_path="/m/model.gguf")
-SMOL = ModelShape(layers=30, attention_heads=9, kv_heads=3, head_dim=64, dtype_bytes=2,
-                  max_positions=8192)
+SMOL = ModelShape(layers=30, attention_heads=9, kv_heads=3, head_dim=64, dtype_bytes=2, max_positions=8192)
 
 
 def vllm(kind: str = CPU, gpus: int = 0) -> VllmLauncher:
     build = VllmBuild(kind, "vllm 0.32.0", python="/venv/bin/python", gpu_count=gpus)
-    return VllmLauncher(model="/m/hf", build=build, shape=SMOL, memory_bytes=8 * GiB,
-                        cpu_ids=(0, 1), fp8_capable=True)
+    return VllmLauncher(model="/m/hf", build=build, shape=SMOL, memory_bytes=8 * GiB, cpu_ids=(0, 1), fp8_capable=True)
 
 
 SAMPLERS = ("tpe", "random")
@@ -84,13 +82,10 @@ def test_the_narrowed_ubatch_is_its_own_parameter_and_the_full_set_keeps_the_nam
 def test_a_fixed_batch_narrows_a_study_files_ubatch_choices():
     knobs = merge_knobs(LLAMA.default_knobs(W, 4), {"batch-size": 128, "ubatch-size": [32, 64, 128, 512]})
     space = SearchSpace(knobs, LLAMA)
-    assert {c.flags["ubatch-size"] for c in sample(space, optuna.samplers.RandomSampler(seed=2), 40)} \
-        == {32, 64, 128}
+    assert {c.flags["ubatch-size"] for c in sample(space, optuna.samplers.RandomSampler(seed=2), 40)} == {32, 64, 128}
     # all of a study's choices invalid: offered anyway, and the pre-screen keeps its say
-    only_big = SearchSpace(merge_knobs(LLAMA.default_knobs(W, 4), {"batch-size": 64, "ubatch-size": [128, 256]}),
-                           LLAMA)
-    assert {c.flags["ubatch-size"] for c in sample(only_big, optuna.samplers.RandomSampler(seed=2), 20)} \
-        == {128, 256}
+    only_big = SearchSpace(merge_knobs(LLAMA.default_knobs(W, 4), {"batch-size": 64, "ubatch-size": [128, 256]}), LLAMA)
+    assert {c.flags["ubatch-size"] for c in sample(only_big, optuna.samplers.RandomSampler(seed=2), 20)} == {128, 256}
 
 
 def test_one_valid_choice_is_taken_without_asking():

@@ -11,23 +11,46 @@ from pathlib import Path
 
 import optuna
 
-from kvtune.workload import Workload
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Candidate
-from kvtune.launchers.llama_devices import (VRAM_RESERVE_BYTES, Device, GiB, MiB, layers_that_fit,
-                                            list_devices, parse_list_devices, pinned, tensor_split_choices)
+from kvtune.launchers.llama_devices import (
+    VRAM_RESERVE_BYTES,
+    Device,
+    GiB,
+    MiB,
+    layers_that_fit,
+    list_devices,
+    parse_list_devices,
+    pinned,
+    tensor_split_choices,
+)
 from kvtune.launchers.llama_server import LlamaServerLauncher, render_flags
 from kvtune.planner.kv import ModelShape
 from kvtune.tuner.search.space import SearchSpace
+from kvtune.workload import Workload
 from tests.paths import UNIT_DATA
 
 DATA = UNIT_DATA
 W = Workload(prompt_tokens=200, output_tokens=64)
 # Llama-3.1-8B Q8_0-like: 8.5 GB file, 7.4 GB in the 32 blocks; 70B Q4_K_M-like: 42.5 GB, 80 blocks.
-L8B = ModelShape(layers=32, attention_heads=32, kv_heads=8, head_dim=128, max_positions=131072,
-                 weights_bytes=8_540_000_000, layer_weights_bytes=7_400_000_000)
-L70B = ModelShape(layers=80, attention_heads=64, kv_heads=8, head_dim=128, max_positions=131072,
-                  weights_bytes=42_500_000_000, layer_weights_bytes=40_800_000_000)
+L8B = ModelShape(
+    layers=32,
+    attention_heads=32,
+    kv_heads=8,
+    head_dim=128,
+    max_positions=131072,
+    weights_bytes=8_540_000_000,
+    layer_weights_bytes=7_400_000_000,
+)
+L70B = ModelShape(
+    layers=80,
+    attention_heads=64,
+    kv_heads=8,
+    head_dim=128,
+    max_positions=131072,
+    weights_bytes=42_500_000_000,
+    layer_weights_bytes=40_800_000_000,
+)
 
 
 def devices(name: str) -> tuple[Device, ...]:
@@ -35,8 +58,14 @@ def devices(name: str) -> tuple[Device, ...]:
 
 
 def launcher(name: str, shape: ModelShape = L8B, memory: int = 64 * GiB) -> LlamaServerLauncher:
-    return LlamaServerLauncher(binary="/x/llama-server", model_path="/absent.gguf", shape=shape,
-                               memory_bytes=memory, reserve_bytes=memory // 10, devices=devices(name))
+    return LlamaServerLauncher(
+        binary="/x/llama-server",
+        model_path="/absent.gguf",
+        shape=shape,
+        memory_bytes=memory,
+        reserve_bytes=memory // 10,
+        devices=devices(name),
+    )
 
 
 def knobs(lau: LlamaServerLauncher) -> dict:
@@ -82,13 +111,15 @@ def test_a_model_too_big_for_the_gpus_gets_partial_offload_choices() -> None:
     most = layers_that_fit(L70B, L70B.weights_bytes, lau.devices, 512)
     assert 0 < most < 80 and k["n-gpu-layers"].choices == (most, most * 3 // 4, most // 2)
     assert k["split-mode"].choices == ("layer", "row", "none")
-    assert k["tensor-split"].choices == ("1,1", "23,12")   # free memory differs by half
-    assert k["main-gpu"].choices == (0, 1)                   # a 4090 and a 3090
+    assert k["tensor-split"].choices == ("1,1", "23,12")  # free memory differs by half
+    assert k["main-gpu"].choices == (0, 1)  # a 4090 and a 3090
     ok = Candidate(flags={"parallel": 1, "ctx-per-slot": 512, "n-gpu-layers": most})
     assert lau.precheck(ok, W) is None
     over = Candidate(flags={"parallel": 1, "ctx-per-slot": 512, "n-gpu-layers": 81})
     reason = lau.precheck(over, W)
-    assert reason.startswith("-ngl 81 puts weights 38.00 GiB + KV 0.16 GiB (80/80 layers, 512 tokens, f16) = 38.15 GiB in VRAM")
+    assert reason.startswith(
+        "-ngl 81 puts weights 38.00 GiB + KV 0.16 GiB (80/80 layers, 512 tokens, f16) = 38.15 GiB in VRAM"
+    )
     assert "free on 2 GPU(s) after 0.50 GiB reserve each" in reason
 
 
@@ -147,6 +178,7 @@ def test_the_informed_start_on_gpus_takes_the_planners_cache_type_when_memory_is
     """A 70B model on a 4090 + 3090: the preferred rules alone would start from f16 KV; kvtune
     plan's suggestion (planner/suggest.py) fits q8_0, and the informed start takes it."""
     from kvtune.launchers.base import informed_guess
+
     two = launcher("cuda2", L70B)
     wl = Workload(concurrency=4, prompt_tokens=200, output_tokens=64)
     knobs = two.default_knobs(wl, 8)
@@ -160,4 +192,5 @@ def test_the_informed_start_without_a_gpu_is_unchanged() -> None:
     cpu = launcher("cpu")
     knobs = cpu.default_knobs(W, 2)
     from kvtune.launchers.base import informed_guess
+
     assert cpu.informed_start(knobs, W) == informed_guess(knobs, W, cpu.preferred)

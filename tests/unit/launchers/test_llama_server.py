@@ -3,7 +3,6 @@ dependency on flash attention, precheck, the informed start and the container it
 
 import pytest
 
-from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.launchers import llama_server
@@ -11,6 +10,7 @@ from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, render_flags, slot_context_choices
 from kvtune.planner.kv import ModelShape
 from kvtune.testing.sampling import suggest_many
+from kvtune.workload import Workload
 
 W = Workload(prompt_tokens=200, output_tokens=64)
 LAUNCHER = LlamaServerLauncher(binary="/usr/bin/llama-server", model_path="/m/model.gguf")
@@ -52,8 +52,9 @@ def test_precheck_rejects_small_fixed_ctx_size():
 
 def test_precheck_rejects_a_kv_cache_that_cannot_fit_in_memory():
     shape = ModelShape(layers=30, attention_heads=9, kv_heads=3, head_dim=64, weights_bytes=100 << 20)
-    small = LlamaServerLauncher(binary="/x", model_path="/absent.gguf", shape=shape,
-                                memory_bytes=512 << 20, reserve_bytes=0)
+    small = LlamaServerLauncher(
+        binary="/x", model_path="/absent.gguf", shape=shape, memory_bytes=512 << 20, reserve_bytes=0
+    )
     assert small.precheck(Candidate(flags={"parallel": 1, "ctx-per-slot": 512}), W) is None
     reason = small.precheck(Candidate(flags={"parallel": 16, "ctx-per-slot": 2048}), W)
     assert reason and "> memory 0.50 GiB" in reason
@@ -67,12 +68,36 @@ def test_switches_render_positive_and_negative_forms():
 
 
 def test_full_argv_is_binary_model_host_port_then_flags_in_order():
-    c = Candidate(flags={"cache-type-k": "q8_0", "threads": 2, "parallel": 2, "ctx-per-slot": 512,
-                         "flash-attn": "on", "cont-batching": False})
+    c = Candidate(
+        flags={
+            "cache-type-k": "q8_0",
+            "threads": 2,
+            "parallel": 2,
+            "ctx-per-slot": 512,
+            "flash-attn": "on",
+            "cont-batching": False,
+        }
+    )
     assert LAUNCHER.command(c, 8080, "0.0.0.0") == [
-        "/usr/bin/llama-server", "--model", "/m/model.gguf", "--host", "0.0.0.0", "--port", "8080",
-        "--parallel", "2", "--ctx-size", "1024", "--threads", "2", "--flash-attn", "on",
-        "--cache-type-k", "q8_0", "--no-cont-batching"]
+        "/usr/bin/llama-server",
+        "--model",
+        "/m/model.gguf",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8080",
+        "--parallel",
+        "2",
+        "--ctx-size",
+        "1024",
+        "--threads",
+        "2",
+        "--flash-attn",
+        "on",
+        "--cache-type-k",
+        "q8_0",
+        "--no-cont-batching",
+    ]
     assert LAUNCHER.served_model_name() == "model"
     assert LAUNCHER.request_extra_body() == {"cache_prompt": False}
 
@@ -81,6 +106,7 @@ def test_knob_kinds_are_enums_and_study_file_words_still_work():
     kinds = {k.name: k.kind for k in LAUNCHER.default_knobs(W, 4)}
     assert kinds["threads"] is KnobKind.INT and kinds["parallel"] is KnobKind.CHOICES
     from kvtune.launchers.base import Knob
+
     assert Knob("x", "fixed", value=1).kind is KnobKind.FIXED
     with pytest.raises(SpecError, match="unknown kind 'range'"):
         Knob("x", "range")
@@ -89,9 +115,17 @@ def test_knob_kinds_are_enums_and_study_file_words_still_work():
 def test_informed_start_follows_the_seeds():
     knobs = LAUNCHER.default_knobs(Workload(concurrency=8, prompt_tokens=200, output_tokens=64), 4)
     guess = LAUNCHER.informed_start(knobs, Workload(concurrency=8, prompt_tokens=200, output_tokens=64))
-    assert guess == {"parallel": 8, "ctx-per-slot": 512, "threads": 4, "batch-size": 2048,
-                     "ubatch-size": 512, "flash-attn": "on", "cache-type-k": "f16",
-                     "cache-type-v": "f16", "cont-batching": True}
+    assert guess == {
+        "parallel": 8,
+        "ctx-per-slot": 512,
+        "threads": 4,
+        "batch-size": 2048,
+        "ubatch-size": 512,
+        "flash-attn": "on",
+        "cache-type-k": "f16",
+        "cache-type-v": "f16",
+        "cont-batching": True,
+    }
     for k in knobs:  # every value is one the space allows
         if k.kind == KnobKind.CHOICES:
             assert guess[k.name] in k.choices
@@ -99,8 +133,13 @@ def test_informed_start_follows_the_seeds():
 
 def test_informed_start_skips_fixed_knobs_and_values_the_space_lacks():
     from kvtune.launchers.base import Knob
-    knobs = [Knob("parallel", "choices", choices=(1, 2)), Knob("flash-attn", "choices", choices=("off",)),
-             Knob("threads", "fixed", value=3), Knob("mlock", "choices", choices=(True, False))]
+
+    knobs = [
+        Knob("parallel", "choices", choices=(1, 2)),
+        Knob("flash-attn", "choices", choices=("off",)),
+        Knob("threads", "fixed", value=3),
+        Knob("mlock", "choices", choices=(True, False)),
+    ]
     assert LAUNCHER.informed_start(knobs, Workload(concurrency=8)) == {"parallel": 2}
 
 
@@ -108,8 +147,7 @@ def test_container_spec_mounts_the_model_and_picks_the_image_by_gpus():
     argv = LAUNCHER.command(Candidate(flags={"parallel": 2}), 9000, "0.0.0.0")
     spec = LlamaServerLauncher.container_spec(argv, gpus=0)
     assert spec.image == llama_server.IMAGE and spec.entrypoint is None and not spec.ipc_host
-    assert spec.args == ("--model", "/models/model.gguf", "--host", "0.0.0.0", "--port", "9000",
-                         "--parallel", "2")
+    assert spec.args == ("--model", "/models/model.gguf", "--host", "0.0.0.0", "--port", "9000", "--parallel", "2")
     assert spec.model_dir == "/m" and spec.gpus == 0
     gpu = LlamaServerLauncher.container_spec(["/x/llama-server", "-m", "/a/b.gguf"], gpus=2)
     assert gpu.image == llama_server.IMAGE_GPU and gpu.gpus == 2

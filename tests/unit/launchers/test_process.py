@@ -7,8 +7,7 @@ import sys
 import pytest
 
 from kvtune.launchers.listeners import other_listener
-from kvtune.launchers.process import (address_in_use,
-                                      last_error_line)
+from kvtune.launchers.process import address_in_use, last_error_line
 
 FAKE = [sys.executable, "-m", "kvtune.testing.fake_server"]
 
@@ -41,12 +40,17 @@ def test_other_listener_reads_proc(tmp_path):
     assert other_listener(8080, pgid=10, proc=tmp_path) is None
 
 
-@pytest.mark.parametrize("line, clash", [
-    ("srv    start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080", True),  # llama-server
-    ("ERROR: [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already "
-     "in use", True),  # vLLM (uvicorn)
-    ("OMP: Warning: could not bind thread to core 3", False),
-    ("error: unknown argument: --foo", False),
-])
+@pytest.mark.parametrize(
+    "line, clash",
+    [
+        ("srv    start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080", True),  # llama-server
+        (
+            "ERROR: [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use",
+            True,
+        ),  # vLLM (uvicorn)
+        ("OMP: Warning: could not bind thread to core 3", False),
+        ("error: unknown argument: --foo", False),
+    ],
+)
 def test_address_in_use_reads_real_server_logs(line, clash):
     assert (address_in_use(f"loading\n{line}\nexiting\n") is not None) is clash

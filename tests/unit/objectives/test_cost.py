@@ -8,8 +8,17 @@ import pytest
 
 from kvtune.errors import SpecError
 from kvtune.kinds import Direction
-from kvtune.objectives.cost import (COST_PER_MTOK, COST_PER_MTOK_TOTAL, USD_PER_HOUR, Price,
-                                    cost_metrics, cost_per_mtok, format_usd, parse_price, price_of)
+from kvtune.objectives.cost import (
+    COST_PER_MTOK,
+    COST_PER_MTOK_TOTAL,
+    USD_PER_HOUR,
+    Price,
+    cost_metrics,
+    cost_per_mtok,
+    format_usd,
+    parse_price,
+    price_of,
+)
 from kvtune.objectives.objective import objective
 from kvtune.study.spec import StudySpec
 
@@ -27,8 +36,7 @@ def test_cost_metrics_output_and_total_tokens() -> None:
     m = {"output_throughput": 50.0, "total_token_throughput": 200.0}
     out = cost_metrics(m, 1.8)
     # 1.8 / (50 * 3600) * 1e6 = 10.0 ; 1.8 / (200 * 3600) * 1e6 = 2.5
-    assert out == {USD_PER_HOUR: 1.8, COST_PER_MTOK: pytest.approx(10.0),
-                   COST_PER_MTOK_TOTAL: pytest.approx(2.5)}
+    assert out == {USD_PER_HOUR: 1.8, COST_PER_MTOK: pytest.approx(10.0), COST_PER_MTOK_TOTAL: pytest.approx(2.5)}
     assert cost_metrics({"output_throughput": 0.0}, 1.8) == {USD_PER_HOUR: 1.8}
 
 

@@ -14,8 +14,14 @@ from kvtune.objectives.targets import Target, parse_target
 
 def ok(ttft: float = 0.0, e2el: float | None = None, tokens: int = 2) -> RequestSample:
     e2el = ttft if e2el is None else e2el
-    return RequestSample(send_time=0.0, ok=True, ttft_s=ttft, e2el_s=e2el, output_tokens=tokens,
-                         itl_s=[(e2el - ttft) / (tokens - 1)] * (tokens - 1) if tokens > 1 else [])
+    return RequestSample(
+        send_time=0.0,
+        ok=True,
+        ttft_s=ttft,
+        e2el_s=e2el,
+        output_tokens=tokens,
+        itl_s=[(e2el - ttft) / (tokens - 1)] * (tokens - 1) if tokens > 1 else [],
+    )
 
 
 def failed() -> RequestSample:
@@ -34,8 +40,9 @@ def stops_after(target: str, samples: list[RequestSample], planned: int) -> int 
 # Over 32 planned requests, bad requests arriving first (the rest would be 0-latency successes).
 # Just over the threshold, interpolation towards a 0 keeps the percentile under it one request
 # longer than failures (+inf) do.
-@pytest.mark.parametrize("stat,near,inf", [("p50", 17, 16), ("p90", 5, 4), ("p95", 3, 2),
-                                           ("p99", 2, 1), ("median", 17, 16)])
+@pytest.mark.parametrize(
+    "stat,near,inf", [("p50", 17, 16), ("p90", 5, 4), ("p95", 3, 2), ("p99", 2, 1), ("median", 17, 16)]
+)
 def test_percentile_boundary(stat, near, inf):
     target = f"ttft_{stat}<10s"
     assert stops_after(target, [ok(10.5)] * (near - 1), 32) is None
@@ -55,8 +62,7 @@ def test_reason_reads_like_the_issue():
         assert es.observe(s) is None
     stop = es.observe(ok(18.0))
     assert stop is not None and stop.observed == 9 and stop.target.key == "p95_ttft_ms"
-    assert es.verdict() == ("stopped after 9 of 32 requests: 3 over TTFT 10 s, "
-                            "p95<10s can no longer hold")
+    assert es.verdict() == ("stopped after 9 of 32 requests: 3 over TTFT 10 s, p95<10s can no longer hold")
     assert es.observe(ok(0.0)) is stop  # once stopped, it stays stopped
 
 
@@ -81,10 +87,15 @@ def test_failed_requests_leave_the_mean_but_shrink_what_can_dilute_it():
     assert stops_after("ttft_mean<=10s", [failed()] * 4, 4) == 4
 
 
-@pytest.mark.parametrize("target,planned,allowed", [
-    ("error_rate<=1%", 100, 1), ("error_rate<1%", 100, 0), ("error_rate<5%", 32, 1),
-    ("error_rate<=0.5", 4, 2),
-])
+@pytest.mark.parametrize(
+    "target,planned,allowed",
+    [
+        ("error_rate<=1%", 100, 1),
+        ("error_rate<1%", 100, 0),
+        ("error_rate<5%", 32, 1),
+        ("error_rate<=0.5", 4, 2),
+    ],
+)
 def test_error_rate_boundary(target, planned, allowed):
     assert stops_after(target, [failed()] * allowed, planned) is None
     assert stops_after(target, [failed()] * (allowed + 1), planned) == allowed + 1
@@ -100,8 +111,10 @@ def test_one_token_answers_add_no_tpot():
     assert stops_after("tpot_p50<10ms", [ok(0.1, 0.1, tokens=1), ok(0.0, 0.02, 2)], 2) == 2
 
 
-@pytest.mark.parametrize("target", ["ttft>1s", "output_throughput>10", "request_throughput<5",
-                                    "itl_p95<1ms", "itl_mean<1ms", "tpot_mean>=1s"])
+@pytest.mark.parametrize(
+    "target",
+    ["ttft>1s", "output_throughput>10", "request_throughput<5", "itl_p95<1ms", "itl_mean<1ms", "tpot_mean>=1s"],
+)
 def test_what_cannot_be_proven_never_stops(target):
     t = parse_target(target)
     assert not provable(t)
@@ -113,8 +126,7 @@ def test_what_cannot_be_proven_never_stops(target):
 
 
 def test_the_lost_target_is_named_not_the_first_listed():
-    es = EarlyStop([parse_target("error_rate<50%"), parse_target("ttft<1s"),
-                    parse_target("output_throughput>1")], 4)
+    es = EarlyStop([parse_target("error_rate<50%"), parse_target("ttft<1s"), parse_target("output_throughput>1")], 4)
     assert [t.key for t in es.watched] == ["error_rate", "p95_ttft_ms"]
     # one failure of 4: error rate 25% can still hold, but a +inf TTFT breaks p95 over 4
     stop = es.observe(failed())

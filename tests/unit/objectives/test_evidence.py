@@ -7,8 +7,18 @@ import math
 import pytest
 
 from kvtune.kinds import Direction
-from kvtune.objectives.evidence import (Candidate, Estimate, changed_from_defaults, choose_named_best,
-                                        convergence_key, converged, estimate, overlap, simplicity, t95)
+from kvtune.objectives.evidence import (
+    Candidate,
+    Estimate,
+    changed_from_defaults,
+    choose_named_best,
+    converged,
+    convergence_key,
+    estimate,
+    overlap,
+    simplicity,
+    t95,
+)
 from kvtune.objectives.noise import Noise
 
 # A measured study noise: 2% relative SD with 10 degrees of freedom (t95 = 2.228).
@@ -124,15 +134,16 @@ def name(cands, direction="maximize", noise=QUIET):
 
 
 def test_clear_best_is_named():
-    d = name([C(0, [100, 101, 99], 0, True), C(3, [130, 131, 129], 4),
-         C(5, [115, 116, 114], 1)], Direction.MAXIMIZE)
+    d = name([C(0, [100, 101, 99], 0, True), C(3, [130, 131, 129], 4), C(5, [115, 116, 114], 1)], Direction.MAXIMIZE)
     assert d.number == 3 and d.tied_with == []
     assert d.why.startswith("best by more than the noise")
 
 
 def test_tie_goes_to_the_config_with_fewer_flags():
-    d = name([C(0, [100, 101, 99], 0, True), C(3, [130, 132, 128], 4),
-         C(5, [128, 130, 126], 1), C(7, [129, 131, 127], 2)], "maximize")
+    d = name(
+        [C(0, [100, 101, 99], 0, True), C(3, [130, 132, 128], 4), C(5, [128, 130, 126], 1), C(7, [129, 131, 127], 2)],
+        "maximize",
+    )
     assert d.number == 5
     assert "tied within noise" in d.why and "trial 3" in d.why and "1 flag changed" in d.why
     assert d.tied_with == [3, 7]
@@ -151,8 +162,7 @@ def test_defaults_measured_best():
 
 
 def test_minimize_ranks_low_first_and_tie_with_more_flags_keeps_the_best():
-    d = name([C(1, [200, 202, 198], 1), C(2, [203, 205, 201], 3),
-         C(0, [400, 400, 400], 0, True)], Direction.MINIMIZE)
+    d = name([C(1, [200, 202, 198], 1), C(2, [203, 205, 201], 3), C(0, [400, 400, 400], 0, True)], Direction.MINIMIZE)
     assert d.number == 1 and d.tied_with == [2]
     assert "none of which changes fewer flags from the server's defaults" in d.why
 
@@ -167,8 +177,7 @@ def test_single_measurements_tie_through_the_prior_until_noise_is_measured():
 
 def test_ties_are_with_the_best_not_chained():
     # trial 2 ties trial 1 but not the best (trial 3): it is not named although it is simplest
-    d = name([C(3, [130, 131, 129], 5), C(1, [127, 128, 126], 4),
-         C(2, [124, 125, 123], 0)], "maximize")
+    d = name([C(3, [130, 131, 129], 5), C(1, [127, 128, 126], 4), C(2, [124, 125, 123], 0)], "maximize")
     assert d.number == 1 and d.tied_with == [3]
 
 

@@ -5,13 +5,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvtune.errors import SpecError, TargetError
+from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.objectives.targets import parse_target, parse_targets
 from kvtune.study.spec import build_spec, merge_knobs
 from kvtune.study.study_file import load_study_file
-from kvtune.launchers.llama_server import LlamaServerLauncher
 
-TARGET_ALPHABET = st.sampled_from(list("tfpoeilrw_<>=%.0123456789 smu-+eE/k") + ["ttft", "tpot",
-                                  "itl", "e2el", "error_rate", "_p95", "_p99", "_mean", "ms", "s"])
+TARGET_ALPHABET = st.sampled_from(
+    list("tfpoeilrw_<>=%.0123456789 smu-+eE/k")
+    + ["ttft", "tpot", "itl", "e2el", "error_rate", "_p95", "_p99", "_mean", "ms", "s"]
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -38,14 +40,44 @@ def test_target_lists_raise_only_target_error(texts):
     assert len(set(keys)) == len(keys)  # no constraint can overwrite another
 
 
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
-                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))
-KEYS = st.sampled_from(["study", "backend", "model", "targets", "objective", "trials", "seed",
-                        "workload", "space", "llama_server", "startup_timeout_s", "bogus",
-                        "concurrency", "prompt_tokens", "parallel", "threads", "low", "high",
-                        "step", "log", "num_requests", "request_timeout_s"])
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=5)), max_leaves=15)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+)
+KEYS = st.sampled_from(
+    [
+        "study",
+        "backend",
+        "model",
+        "targets",
+        "objective",
+        "trials",
+        "seed",
+        "workload",
+        "space",
+        "llama_server",
+        "startup_timeout_s",
+        "bogus",
+        "concurrency",
+        "prompt_tokens",
+        "parallel",
+        "threads",
+        "low",
+        "high",
+        "step",
+        "log",
+        "num_requests",
+        "request_timeout_s",
+    ]
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=5)),
+    max_leaves=15,
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -73,8 +105,13 @@ def test_study_file_loader_on_arbitrary_text(tmp_path_factory, text):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.sampled_from(["trials", "seed", "startup_timeout_s", "workload"]),
-                       st.one_of(SCALARS, st.dictionaries(KEYS, SCALARS, max_size=4)), min_size=1))
+@given(
+    st.dictionaries(
+        st.sampled_from(["trials", "seed", "startup_timeout_s", "workload"]),
+        st.one_of(SCALARS, st.dictionaries(KEYS, SCALARS, max_size=4)),
+        min_size=1,
+    )
+)
 def test_numeric_fields_raise_only_spec_error(tmp_path_factory, data):
     f = tmp_path_factory.mktemp("fuzz") / "study.yaml"
     f.write_text(yaml.safe_dump(data))

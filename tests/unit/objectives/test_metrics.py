@@ -10,8 +10,9 @@ from kvtune.objectives.metrics import RequestSample, percentile, summarize_reque
 
 
 def _ok(ttft: float, e2el: float, out: int, itl: list[float], prompt: int = 10) -> RequestSample:
-    return RequestSample(send_time=0.0, ok=True, ttft_s=ttft, e2el_s=e2el, itl_s=itl,
-                         prompt_tokens=prompt, output_tokens=out)
+    return RequestSample(
+        send_time=0.0, ok=True, ttft_s=ttft, e2el_s=e2el, itl_s=itl, prompt_tokens=prompt, output_tokens=out
+    )
 
 
 def test_percentile_linear_interpolation() -> None:
@@ -34,8 +35,7 @@ def test_tpot_formula() -> None:
 def test_summarize_hand_computed() -> None:
     a = _ok(0.1, 0.5, 5, [0.1] * 4, prompt=10)  # tpot 0.1
     b = _ok(0.3, 1.1, 5, [0.2] * 4, prompt=20)  # tpot 0.2
-    c = RequestSample(send_time=0.0, ok=False, error="HTTP 500: boom",
-                      prompt_tokens=99, output_tokens=99)
+    c = RequestSample(send_time=0.0, ok=False, error="HTTP 500: boom", prompt_tokens=99, output_tokens=99)
     m = summarize_requests([a, b, c], duration_s=2.0)
 
     assert m["num_requests"] == 3 and m["completed"] == 2 and m["failed"] == 1
@@ -87,12 +87,18 @@ def test_two_failures_give_inf_not_nan() -> None:
 
 def test_truncated_answers_and_stream_counts_are_counted_and_said() -> None:
     from kvtune.objectives.metrics import sample_notes, truncation_note
+
     samples = [
         RequestSample(send_time=0.0, ok=True, ttft_s=0.1, e2el_s=1.0, output_tokens=64),
-        RequestSample(send_time=0.0, ok=True, ttft_s=0.1, e2el_s=1.0, output_tokens=64,
-                      tokens_from_stream=True),
-        RequestSample(send_time=0.0, ttft_s=0.1, e2el_s=0.2, output_tokens=12, truncated=True,
-                      error="truncated: 12 of 64 tokens (finish_reason length)"),
+        RequestSample(send_time=0.0, ok=True, ttft_s=0.1, e2el_s=1.0, output_tokens=64, tokens_from_stream=True),
+        RequestSample(
+            send_time=0.0,
+            ttft_s=0.1,
+            e2el_s=0.2,
+            output_tokens=12,
+            truncated=True,
+            error="truncated: 12 of 64 tokens (finish_reason length)",
+        ),
     ]
     m = summarize_requests(samples, 2.0)
     assert m["truncated_requests"] == 1 and m["tokens_counted_from_stream"] == 1

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from kvtune.objectives.noise import (PRIOR, Noise, from_dict, inconsistent, inconsistent_pairs, pool,
-                                     study_noise, t995)
+from kvtune.objectives.noise import PRIOR, Noise, from_dict, inconsistent, inconsistent_pairs, pool, study_noise, t995
 
 
 def test_pooled_variance_of_log_values_over_configs_measured_twice():
@@ -27,7 +26,7 @@ def test_repeat_runs_add_their_coefficient_of_variation():
     noise = pool({0: [100.0]}, {0: (0.05, 3)})  # 3 runs on one server, CV 5%: 2 dof
     assert noise.dof == 2 and noise.rel_sd == pytest.approx(0.05)
     both = pool({1: [100.0, 100.0]}, {0: (0.05, 3)})
-    assert both.dof == 3 and both.rel_sd == pytest.approx(math.sqrt(2 * 0.05 ** 2 / 3))
+    assert both.dof == 3 and both.rel_sd == pytest.approx(math.sqrt(2 * 0.05**2 / 3))
 
 
 def test_nothing_repeated_is_the_prior_and_labelled_so():

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvtune.errors import SpecError
-from kvtune.planner.gpus import (BANDWIDTH_TABLE, MEMORY_GIB, GpuInfo, first_gpus, known_gpus, named_budget,
-                                 named_gpu)
+from kvtune.planner.gpus import BANDWIDTH_TABLE, MEMORY_GIB, GpuInfo, first_gpus, known_gpus, named_budget, named_gpu
 
 GiB = 2**30
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from kvtune.errors import SpecError
+from kvtune.hardware import detect_hardware
 from kvtune.planner import (
     CACHE_TYPES,
     ModelShape,
@@ -22,24 +23,33 @@ from kvtune.planner import (
     slot_context,
     table,
 )
-from kvtune.hardware import detect_hardware
-from kvtune.planner.gpus import (CpuRam, GpuInfo, bandwidth_for, hardware_budget,
-                                 nvlink_bandwidth_for, pcie_bandwidth)
+from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget, nvlink_bandwidth_for, pcie_bandwidth
 from kvtune.planner.render import plan_to_dict, render
 
 GiB = 2**30
 # Llama-3-8B as the seeds state it: 32 layers, 32 heads, 8 KV heads, head dim 4096 / 32 = 128.
-LLAMA3_8B = ModelShape(layers=32, attention_heads=32, kv_heads=8, head_dim=4096 // 32,
-                       max_positions=8192, name="Llama-3-8B")
+LLAMA3_8B = ModelShape(
+    layers=32, attention_heads=32, kv_heads=8, head_dim=4096 // 32, max_positions=8192, name="Llama-3-8B"
+)
 # DeepSeek-V2: 60 layers, MLA latent kv_lora_rank 512 + qk_rope_head_dim 64.
-DEEPSEEK_V2 = ModelShape(layers=60, attention_heads=128, kv_heads=128, head_dim=192,
-                         kv_lora_rank=512, qk_rope_head_dim=64, moe_experts_total=160, moe_experts_active=6)
+DEEPSEEK_V2 = ModelShape(
+    layers=60,
+    attention_heads=128,
+    kv_heads=128,
+    head_dim=192,
+    kv_lora_rank=512,
+    qk_rope_head_dim=64,
+    moe_experts_total=160,
+    moe_experts_active=6,
+)
 # Gemma-2-9B: 42 layers, 8 KV heads of 256, every other layer windowed at 4096 tokens.
-GEMMA2_9B = ModelShape(layers=42, attention_heads=16, kv_heads=8, head_dim=256,
-                       sliding_window=4096, sliding_window_layers=21)
+GEMMA2_9B = ModelShape(
+    layers=42, attention_heads=16, kv_heads=8, head_dim=256, sliding_window=4096, sliding_window_layers=21
+)
 
 
 # --- the seeds' figures ---------------------------------------------------------------------
+
 
 def test_llama3_8b_fp16_is_128_kib_per_token():
     assert kv_bytes_per_token(LLAMA3_8B, "f16") == 131072
@@ -63,16 +73,26 @@ def test_24_gib_card_fits_7_sequences():
 
 def test_double_context_halves_and_8bit_cache_doubles_back():
     # "Double the context and you halve the concurrency. Quantise the cache to 8 bits and you double it back."
-    fit = lambda ctx, ct: sequences_that_fit(24 * GiB, 15 * GiB, 2 * GiB,  # noqa: E731
-                                             kv_bytes_per_sequence(LLAMA3_8B, ctx, ct))
+    fit = lambda ctx, ct: sequences_that_fit(
+        24 * GiB,
+        15 * GiB,
+        2 * GiB,  # noqa: E731
+        kv_bytes_per_sequence(LLAMA3_8B, ctx, ct),
+    )
     assert fit(16384, "f16") == 3  # 7 GiB / 2 GiB, floored
     assert fit(16384, "fp8") == 7
 
 
 def test_tokens_by_users_table():
     rows = table(LLAMA3_8B, (4096, 32768, 131072), (1, 4), ("f16",))
-    assert [(r.tokens, r.users) for r in rows] == [(4096, 1), (4096, 4), (32768, 1), (32768, 4),
-                                                    (131072, 1), (131072, 4)]
+    assert [(r.tokens, r.users) for r in rows] == [
+        (4096, 1),
+        (4096, 4),
+        (32768, 1),
+        (32768, 4),
+        (131072, 1),
+        (131072, 4),
+    ]
     assert [r.bytes[0] / GiB for r in rows] == [0.5, 2.0, 4.0, 16.0, 16.0, 64.0]
 
 
@@ -85,8 +105,8 @@ def test_decode_ceiling_16_gb_on_1_tb_s_is_about_60():
 
 
 def test_slot_context_is_ctx_size_over_parallel():
-    assert slot_context(16384, 4) == 4096      # the seeds' gotcha
-    assert slot_context(32768, 4) == 8192      # the seeds' llama-server example
+    assert slot_context(16384, 4) == 4096  # the seeds' gotcha
+    assert slot_context(32768, 4) == 8192  # the seeds' llama-server example
     assert slot_context(16384, 4, unified=True) == 16384
 
 
@@ -102,6 +122,7 @@ def test_slot_context_mirrors_llama_cpp_padding():
 
 
 # --- cache types ------------------------------------------------------------------------------
+
 
 def test_cache_type_sizes():
     assert CACHE_TYPES["q8_0"] == 34 / 32 and CACHE_TYPES["q4_0"] == 18 / 32
@@ -130,6 +151,7 @@ def test_unknown_cache_type_is_a_spec_error():
 
 # --- MLA, sliding window, MoE -------------------------------------------------------------------
 
+
 def test_mla_caches_one_latent_per_layer():
     assert kv_bytes_per_token(DEEPSEEK_V2, "bf16") == (512 + 64) * 60 * 2 == 69120
     assert kv_bytes_per_token(DEEPSEEK_V2, "fp8") == 34560
@@ -147,9 +169,17 @@ def test_sliding_window_layers_are_capped_at_the_window():
 
 def test_moe_reads_only_active_weights():
     # Mixtral-8x7B: 46.7B parameters held, 12.9B read per token; KV like a dense 32-layer GQA model.
-    mixtral = ModelShape(layers=32, attention_heads=32, kv_heads=8, head_dim=128, moe_experts_total=8,
-                         moe_experts_active=2, params_total=46_700_000_000, params_active=12_900_000_000,
-                         weights_bytes=93_400_000_000)
+    mixtral = ModelShape(
+        layers=32,
+        attention_heads=32,
+        kv_heads=8,
+        head_dim=128,
+        moe_experts_total=8,
+        moe_experts_active=2,
+        params_total=46_700_000_000,
+        params_active=12_900_000_000,
+        weights_bytes=93_400_000_000,
+    )
     assert kv_bytes_per_token(mixtral) == 131072
     assert mixtral.weights_active_bytes == 25_800_000_000
     plan = make_plan(mixtral, 2 * 80 * GiB, 4 * GiB, 32768, bandwidth=2e12, cache_types=["f16"])
@@ -167,6 +197,7 @@ def test_shape_validation():
 
 
 # --- pre-screen ---------------------------------------------------------------------------------
+
 
 def test_prescreen_passes_what_fits_and_explains_what_does_not():
     assert prescreen_kv_fits(LLAMA3_8B, 15 * GiB, 24 * GiB, 2 * GiB, 7 * 8192, "f16") is None
@@ -192,11 +223,24 @@ def test_prescreen_charges_sliding_layers_no_more_than_the_window():
 
 # --- units --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,expected", [
-    ("24GiB", 24 * GiB), ("24GB", 24_000_000_000), ("1.5TiB", 3 * 2**39), ("512MiB", 512 * 2**20),
-    ("15G", 15 * GiB), ("15g", 15 * GiB), ("24 GiB", 24 * GiB), ("4096", 4096), ("2KB", 2000),
-    ("0", 0), ("1e3MB", 10**9), (1234, 1234),
-])
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("24GiB", 24 * GiB),
+        ("24GB", 24_000_000_000),
+        ("1.5TiB", 3 * 2**39),
+        ("512MiB", 512 * 2**20),
+        ("15G", 15 * GiB),
+        ("15g", 15 * GiB),
+        ("24 GiB", 24 * GiB),
+        ("4096", 4096),
+        ("2KB", 2000),
+        ("0", 0),
+        ("1e3MB", 10**9),
+        (1234, 1234),
+    ],
+)
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
@@ -208,10 +252,19 @@ def test_parse_size_rejects_bad_input(text):
     assert "--memory" in str(e.value) and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("1TB/s", 1e12), ("3.35TB/s", 3.35e12), ("900GB/s", 9e11), ("900 GB/s", 9e11), ("900GB", 9e11),
-    ("1e12", 1e12), ("2TiB/s", 2 * 2**40), (4.8e12, 4.8e12),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("1TB/s", 1e12),
+        ("3.35TB/s", 3.35e12),
+        ("900GB/s", 9e11),
+        ("900 GB/s", 9e11),
+        ("900GB", 9e11),
+        ("1e12", 1e12),
+        ("2TiB/s", 2 * 2**40),
+        (4.8e12, 4.8e12),
+    ],
+)
 def test_parse_bandwidth(text, expected):
     assert parse_bandwidth(text) == pytest.approx(expected)
 
@@ -224,9 +277,20 @@ def test_parse_bandwidth_rejects_bad_input(text):
 
 # --- the plan, rendered ---------------------------------------------------------------------------
 
+
 def test_plan_holds_everything_the_command_prints():
-    plan = make_plan(LLAMA3_8B, 24 * GiB, 2 * GiB, 8192, users=4, bandwidth=1e12, parallel=4,
-                     weights_bytes=15 * GiB, table_tokens=(4096, 32768, 131072), table_users=(1, 4))
+    plan = make_plan(
+        LLAMA3_8B,
+        24 * GiB,
+        2 * GiB,
+        8192,
+        users=4,
+        bandwidth=1e12,
+        parallel=4,
+        weights_bytes=15 * GiB,
+        table_tokens=(4096, 32768, 131072),
+        table_users=(1, 4),
+    )
     assert plan.cache_types == ("f16", "fp8", "q8_0", "q4_0")
     by = {c.cache_type: c for c in plan.caches}
     assert by["f16"].bytes_per_token == 131072 and by["f16"].bytes_per_sequence == GiB
@@ -254,8 +318,7 @@ def test_default_table_rows_stop_at_the_models_maximum():
 
 
 def test_render_and_json():
-    plan = make_plan(LLAMA3_8B, 24 * GiB, 2 * GiB, 8192, users=4, bandwidth=1e12, parallel=4,
-                     weights_bytes=15 * GiB)
+    plan = make_plan(LLAMA3_8B, 24 * GiB, 2 * GiB, 8192, users=4, bandwidth=1e12, parallel=4, weights_bytes=15 * GiB)
     text = render(plan)
     assert "128.00 KiB" in text and "1.00 GiB" in text
     assert "--ctx-size 8192 --parallel 4: 2048 tokens per slot" in text
@@ -263,9 +326,12 @@ def test_render_and_json():
     d = json.loads(json.dumps(plan_to_dict(plan)))
     f16 = d["caches"][0]
     assert f16["bytes_per_token"] == 131072 and f16["kib_per_token"] == 128.0 and f16["sequences_fit"] == 7
-    assert d["table"][0] == {"tokens": 4096, "users": 1,
-                             "bytes": {"f16": GiB // 2, "fp8": GiB // 4, "q8_0": 285212672, "q4_0": 150994944},
-                             "gib": {"f16": 0.5, "fp8": 0.25, "q8_0": 0.2656, "q4_0": 0.1406}}
+    assert d["table"][0] == {
+        "tokens": 4096,
+        "users": 1,
+        "bytes": {"f16": GiB // 2, "fp8": GiB // 4, "q8_0": 285212672, "q4_0": 150994944},
+        "gib": {"f16": 0.5, "fp8": 0.25, "q8_0": 0.2656, "q4_0": 0.1406},
+    }
     assert d["memory_gib"] == 24.0 and d["slots"]["per_slot"] == 2048
 
 
@@ -276,22 +342,43 @@ def test_render_without_memory_or_bandwidth():
 
 # --- GPUs -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,bw", [
-    ("NVIDIA H200", 4.8e12), ("NVIDIA H100 80GB HBM3", 3.35e12), ("NVIDIA H100 PCIe", 2.0e12),
-    ("NVIDIA H100 NVL", 3.9e12), ("NVIDIA A100-SXM4-80GB", 2.039e12), ("NVIDIA A100 80GB PCIe", 1.935e12),
-    ("NVIDIA A100-SXM4-40GB", 1.555e12), ("NVIDIA A100-PCIE-40GB", 1.555e12), ("NVIDIA L40S", 8.64e11),
-    ("NVIDIA L4", 3.0e11), ("NVIDIA A10", 6.0e11), ("NVIDIA A10G", 6.0e11),
-    ("NVIDIA GeForce RTX 4090", 1.008e12), ("NVIDIA GeForce RTX 3090", 9.36e11),
-    ("Tesla V100-SXM2-16GB", 9.0e11), ("Tesla T4", 3.2e11), ("Some Future GPU", None),
-])
+
+@pytest.mark.parametrize(
+    "name,bw",
+    [
+        ("NVIDIA H200", 4.8e12),
+        ("NVIDIA H100 80GB HBM3", 3.35e12),
+        ("NVIDIA H100 PCIe", 2.0e12),
+        ("NVIDIA H100 NVL", 3.9e12),
+        ("NVIDIA A100-SXM4-80GB", 2.039e12),
+        ("NVIDIA A100 80GB PCIe", 1.935e12),
+        ("NVIDIA A100-SXM4-40GB", 1.555e12),
+        ("NVIDIA A100-PCIE-40GB", 1.555e12),
+        ("NVIDIA L40S", 8.64e11),
+        ("NVIDIA L4", 3.0e11),
+        ("NVIDIA A10", 6.0e11),
+        ("NVIDIA A10G", 6.0e11),
+        ("NVIDIA GeForce RTX 4090", 1.008e12),
+        ("NVIDIA GeForce RTX 3090", 9.36e11),
+        ("Tesla V100-SXM2-16GB", 9.0e11),
+        ("Tesla T4", 3.2e11),
+        ("Some Future GPU", None),
+    ],
+)
 def test_bandwidth_by_gpu_name(name, bw):
     assert bandwidth_for(name) == bw
 
 
-@pytest.mark.parametrize("name,bw", [
-    ("NVIDIA H100 80GB HBM3", 9.0e11), ("NVIDIA H100 NVL", 6.0e11), ("NVIDIA H200", 9.0e11),
-    ("NVIDIA A100-SXM4-80GB", 6.0e11), ("NVIDIA GeForce RTX 4090", None),
-])
+@pytest.mark.parametrize(
+    "name,bw",
+    [
+        ("NVIDIA H100 80GB HBM3", 9.0e11),
+        ("NVIDIA H100 NVL", 6.0e11),
+        ("NVIDIA H200", 9.0e11),
+        ("NVIDIA A100-SXM4-80GB", 6.0e11),
+        ("NVIDIA GeForce RTX 4090", None),
+    ],
+)
 def test_nvlink_bandwidth_by_gpu_name(name, bw):
     assert nvlink_bandwidth_for(name) == bw
 
@@ -311,8 +398,13 @@ def test_hardware_budget_from_gpus_and_overrides():
     hw = hardware_budget(gpus, ram, memory_bytes=24 * GiB, bandwidth_bytes_s=1e12)
     assert hw.memory_bytes == 24 * GiB and hw.bandwidth_bytes_s == 1e12
     cpu = hardware_budget([], ram)
-    assert (cpu.kind, cpu.description, cpu.memory_bytes, cpu.free_bytes, cpu.bandwidth_bytes_s) \
-        == ("cpu", "CPU RAM (Test CPU)", 64 * GiB, 48 * GiB, None)
+    assert (cpu.kind, cpu.description, cpu.memory_bytes, cpu.free_bytes, cpu.bandwidth_bytes_s) == (
+        "cpu",
+        "CPU RAM (Test CPU)",
+        64 * GiB,
+        48 * GiB,
+        None,
+    )
 
 
 def test_detect_hardware_reads_what_it_is_not_given():

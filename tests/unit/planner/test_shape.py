@@ -61,12 +61,22 @@ def _write_gguf(path, arch, kv: dict, tensors: dict | None = None):
 
 def test_gguf_mla_and_moe(tmp_path):
     # DeepSeek-V2-Lite-like: 27 layers, MLA latent 512 + rope 64, 64 experts, 6 used.
-    path = _write_gguf(tmp_path / "ds.gguf", "deepseek2", {
-        "deepseek2.block_count": 27, "deepseek2.attention.head_count": 16, "deepseek2.attention.head_count_kv": 16,
-        "deepseek2.embedding_length": 2048, "deepseek2.context_length": 163840,
-        "deepseek2.attention.kv_lora_rank": 512, "deepseek2.rope.dimension_count": 64,
-        "deepseek2.expert_count": 64, "deepseek2.expert_used_count": 6,
-    }, {"blk.0.ffn_up_exps.weight": (64, 4, 4), "blk.0.attn_q.weight": (4, 4)})
+    path = _write_gguf(
+        tmp_path / "ds.gguf",
+        "deepseek2",
+        {
+            "deepseek2.block_count": 27,
+            "deepseek2.attention.head_count": 16,
+            "deepseek2.attention.head_count_kv": 16,
+            "deepseek2.embedding_length": 2048,
+            "deepseek2.context_length": 163840,
+            "deepseek2.attention.kv_lora_rank": 512,
+            "deepseek2.rope.dimension_count": 64,
+            "deepseek2.expert_count": 64,
+            "deepseek2.expert_used_count": 6,
+        },
+        {"blk.0.ffn_up_exps.weight": (64, 4, 4), "blk.0.attn_q.weight": (4, 4)},
+    )
     shape = shape_from_path(path)
     assert (shape.kv_lora_rank, shape.qk_rope_head_dim) == (512, 64)
     assert kv_bytes_per_token(shape, "f16") == (512 + 64) * 27 * 2
@@ -75,20 +85,34 @@ def test_gguf_mla_and_moe(tmp_path):
 
 
 def test_gguf_sliding_window_pattern(tmp_path):
-    path = _write_gguf(tmp_path / "g.gguf", "gemma2", {
-        "gemma2.block_count": 42, "gemma2.attention.head_count": 16, "gemma2.attention.head_count_kv": 8,
-        "gemma2.embedding_length": 3584, "gemma2.attention.key_length": 256, "gemma2.context_length": 8192,
-        "gemma2.attention.sliding_window": 4096,
-    })
+    path = _write_gguf(
+        tmp_path / "g.gguf",
+        "gemma2",
+        {
+            "gemma2.block_count": 42,
+            "gemma2.attention.head_count": 16,
+            "gemma2.attention.head_count_kv": 8,
+            "gemma2.embedding_length": 3584,
+            "gemma2.attention.key_length": 256,
+            "gemma2.context_length": 8192,
+            "gemma2.attention.sliding_window": 4096,
+        },
+    )
     shape = shape_from_gguf(path)
     assert shape.head_dim == 256 and shape.sliding_window == 4096 and shape.sliding_window_layers == 21
 
 
 def test_gguf_per_layer_kv_heads_count_only_attention_layers(tmp_path):
-    path = _write_gguf(tmp_path / "h.gguf", "hybrid", {
-        "hybrid.block_count": 4, "hybrid.attention.head_count": 8, "hybrid.embedding_length": 512,
-        "hybrid.attention.head_count_kv": [0, 2, 0, 2],
-    })
+    path = _write_gguf(
+        tmp_path / "h.gguf",
+        "hybrid",
+        {
+            "hybrid.block_count": 4,
+            "hybrid.attention.head_count": 8,
+            "hybrid.embedding_length": 512,
+            "hybrid.attention.head_count_kv": [0, 2, 0, 2],
+        },
+    )
     shape = shape_from_gguf(path)
     assert (shape.layers, shape.kv_heads, shape.head_dim) == (2, 2, 64)
 
@@ -109,36 +133,84 @@ def test_not_a_gguf(tmp_path):
 # --- HF config.json (published values) -------------------------------------------------------------
 
 LLAMA3_8B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-    "intermediate_size": 14336, "max_position_embeddings": 8192, "num_attention_heads": 32,
-    "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 128256,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 128256,
 }
 DEEPSEEK_V2 = {
-    "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "hidden_size": 5120,
-    "intermediate_size": 12288, "moe_intermediate_size": 1536, "num_hidden_layers": 60,
-    "num_attention_heads": 128, "num_key_value_heads": 128, "kv_lora_rank": 512, "q_lora_rank": 1536,
-    "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 160,
-    "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
-    "max_position_embeddings": 163840, "vocab_size": 102400, "tie_word_embeddings": False,
+    "architectures": ["DeepseekV2ForCausalLM"],
+    "model_type": "deepseek_v2",
+    "hidden_size": 5120,
+    "intermediate_size": 12288,
+    "moe_intermediate_size": 1536,
+    "num_hidden_layers": 60,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "v_head_dim": 128,
+    "n_routed_experts": 160,
+    "n_shared_experts": 2,
+    "num_experts_per_tok": 6,
+    "first_k_dense_replace": 1,
+    "max_position_embeddings": 163840,
+    "vocab_size": 102400,
+    "tie_word_embeddings": False,
     "torch_dtype": "bfloat16",
 }
 MIXTRAL_8X7B = {
-    "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096,
-    "intermediate_size": 14336, "max_position_embeddings": 32768, "num_attention_heads": 32,
-    "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
-    "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 32000,
+    "architectures": ["MixtralForCausalLM"],
+    "model_type": "mixtral",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 32000,
 }
 GEMMA2_9B = {
-    "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 3584, "head_dim": 256,
-    "intermediate_size": 14336, "max_position_embeddings": 8192, "num_attention_heads": 16,
-    "num_hidden_layers": 42, "num_key_value_heads": 8, "sliding_window": 4096, "torch_dtype": "float32",
+    "architectures": ["Gemma2ForCausalLM"],
+    "model_type": "gemma2",
+    "hidden_size": 3584,
+    "head_dim": 256,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "num_attention_heads": 16,
+    "num_hidden_layers": 42,
+    "num_key_value_heads": 8,
+    "sliding_window": 4096,
+    "torch_dtype": "float32",
     "vocab_size": 256000,
 }
 MISTRAL_7B_V01 = {
-    "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
-    "num_hidden_layers": 32, "num_key_value_heads": 8, "max_position_embeddings": 32768,
-    "sliding_window": 4096, "torch_dtype": "bfloat16", "vocab_size": 32000,
+    "model_type": "mistral",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 32768,
+    "sliding_window": 4096,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 32000,
 }
 
 
@@ -166,8 +238,9 @@ def test_weights_size_from_files(tmp_path):
     (d / "model-00001-of-00002.safetensors").write_bytes(b"x" * 1000)
     (d / "model-00002-of-00002.safetensors").write_bytes(b"x" * 500)
     (d / "consolidated.safetensors").write_bytes(b"x" * 1500)  # Mistral-style duplicate, not in the index
-    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
-        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    (d / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})
+    )
     assert shape_from_hf_config(d).weights_bytes == 1500
     (d / "model.safetensors.index.json").unlink()
     assert shape_from_hf_config(d / "config.json").weights_bytes == 1500  # model*.safetensors only
@@ -178,8 +251,8 @@ def test_deepseek_v2_mla_config(tmp_path):
     assert (shape.kv_lora_rank, shape.qk_rope_head_dim, shape.layers) == (512, 64, 60)
     assert kv_bytes_per_token(shape, "bf16") == (512 + 64) * 60 * 2 == 69120
     assert (shape.moe_experts_total, shape.moe_experts_active) == (160, 6)
-    assert shape.params_total == pytest.approx(236e9, rel=0.02)   # published: 236B total
-    assert shape.params_active == pytest.approx(21e9, rel=0.03)   # published: 21B active
+    assert shape.params_total == pytest.approx(236e9, rel=0.02)  # published: 236B total
+    assert shape.params_active == pytest.approx(21e9, rel=0.03)  # published: 21B active
 
 
 def test_mixtral_moe_config(tmp_path):
@@ -188,7 +261,7 @@ def test_mixtral_moe_config(tmp_path):
     shape = shape_from_path(d)
     assert (shape.moe_experts_total, shape.moe_experts_active) == (8, 2)
     assert shape.sliding_window is None and shape.sliding_window_layers == 0
-    assert shape.params_total == pytest.approx(46.7e9, rel=0.01)   # published: 46.7B
+    assert shape.params_total == pytest.approx(46.7e9, rel=0.01)  # published: 46.7B
     assert shape.params_active == pytest.approx(12.9e9, rel=0.01)  # published: 12.9B
     assert shape.weights_bytes == 4670
     assert shape.weights_active_bytes == pytest.approx(1290, rel=0.01)
@@ -206,16 +279,20 @@ def test_gemma2_sliding_window_config(tmp_path):
 def test_other_sliding_window_conventions(tmp_path):
     mistral = shape_from_path(_folder(tmp_path, MISTRAL_7B_V01, "mistral"))
     assert (mistral.sliding_window, mistral.sliding_window_layers) == (4096, 32)
-    gemma3 = {**LLAMA3_8B, "model_type": "gemma3_text", "num_hidden_layers": 6, "sliding_window": 1024,
-              "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+    gemma3 = {
+        **LLAMA3_8B,
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 6,
+        "sliding_window": 1024,
+        "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+    }
     assert shape_from_path(_folder(tmp_path, gemma3, "g3")).sliding_window_layers == 5
     qwen2 = {**LLAMA3_8B, "model_type": "qwen2", "sliding_window": 32768, "use_sliding_window": False}
     assert shape_from_path(_folder(tmp_path, qwen2, "q2")).sliding_window_layers == 0
 
 
 def test_multimodal_text_config_and_mha_default(tmp_path):
-    cfg = {"model_type": "llava", "text_config": {k: v for k, v in LLAMA3_8B.items()
-                                                  if k != "num_key_value_heads"}}
+    cfg = {"model_type": "llava", "text_config": {k: v for k, v in LLAMA3_8B.items() if k != "num_key_value_heads"}}
     shape = shape_from_path(_folder(tmp_path, cfg))
     assert shape.layers == 32 and shape.kv_heads == 32  # no num_key_value_heads: multi-head attention
 

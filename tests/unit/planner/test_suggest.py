@@ -9,8 +9,8 @@ import json
 import pytest
 
 from kvtune import hardware
-from kvtune.nvml import Recorded
 from kvtune.hardware import detect_hardware
+from kvtune.nvml import Recorded
 from kvtune.planner.gpus import CpuRam, named_budget
 from kvtune.planner.kv import ModelShape
 from kvtune.planner.suggest import ALL_LAYERS, suggest
@@ -18,10 +18,12 @@ from tests.paths import NVML_DATA
 
 GiB = 2**30
 DATA = NVML_DATA
-LLAMA_8B = ModelShape(layers=32, attention_heads=32, kv_heads=8, head_dim=128, weights_bytes=16 * GiB,
-                      max_positions=8192)   # 128 KiB of f16 KV per token
-LLAMA_70B = ModelShape(layers=80, attention_heads=64, kv_heads=8, head_dim=128, weights_bytes=140 * GiB,
-                       max_positions=8192)
+LLAMA_8B = ModelShape(
+    layers=32, attention_heads=32, kv_heads=8, head_dim=128, weights_bytes=16 * GiB, max_positions=8192
+)  # 128 KiB of f16 KV per token
+LLAMA_70B = ModelShape(
+    layers=80, attention_heads=64, kv_heads=8, head_dim=128, weights_bytes=140 * GiB, max_positions=8192
+)
 RAM = CpuRam("Test CPU", 64 * GiB, 48 * GiB)
 
 
@@ -36,8 +38,12 @@ def by_backend(shape, hw, users, context, reserve=None) -> dict:
 
 def test_one_h100_holds_an_8b_model_and_eight_users_at_full_precision():
     s = by_backend(LLAMA_8B, recorded("h100_sxm_x1"), 8, 4096)
-    assert s["vllm"].flags == {"gpu-memory-utilization": 0.9, "max-num-seqs": 8, "max-model-len": 4096,
-                               "kv-cache-dtype": "auto"}
+    assert s["vllm"].flags == {
+        "gpu-memory-utilization": 0.9,
+        "max-num-seqs": 8,
+        "max-model-len": 4096,
+        "kv-cache-dtype": "auto",
+    }
     assert s["llama-server"].flags == {"parallel": 8, "ctx-size": 32768, "n-gpu-layers": ALL_LAYERS}
     assert all(x.fits and not x.notes for x in s.values())
 

@@ -10,14 +10,30 @@ from kvtune.study.outcome import TrialOutcome
 BUSY = {"disturbed": True, "foreign_cores": 1.6, "reason": "disturbed: foreign CPU 1.60 cores"}
 
 
-def outcome(n: int, objective: float, again: float | None = None, busy: bool = False,
-            again_busy: bool = False) -> TrialOutcome:
-    o = TrialOutcome(number=n, candidate=Candidate(flags={"p": n}), argv=[], env={}, launched=True,
-                     metrics={"output_throughput": objective}, constraints={"server_ran": 0.0},
-                     objective=objective, objectives=[objective], interference=BUSY if busy else None)
+def outcome(
+    n: int, objective: float, again: float | None = None, busy: bool = False, again_busy: bool = False
+) -> TrialOutcome:
+    o = TrialOutcome(
+        number=n,
+        candidate=Candidate(flags={"p": n}),
+        argv=[],
+        env={},
+        launched=True,
+        metrics={"output_throughput": objective},
+        constraints={"server_ran": 0.0},
+        objective=objective,
+        objectives=[objective],
+        interference=BUSY if busy else None,
+    )
     if again is not None:
-        o.confirmation = {"metrics": {"output_throughput": again}, "objective": again, "objectives": [again],
-                          "feasible": True, "reason": "", "disturbed": again_busy}
+        o.confirmation = {
+            "metrics": {"output_throughput": again},
+            "objective": again,
+            "objectives": [again],
+            "feasible": True,
+            "reason": "",
+            "disturbed": again_busy,
+        }
     return o
 
 
@@ -50,6 +66,8 @@ def test_the_disturbed_measurements_are_listed_with_their_fate():
     stayed.disturbed_attempts = [dict(BUSY, foreign_cores=1.1), dict(BUSY, foreign_cores=1.2)]
     listed = disturbed_measurements([stayed, outcome(2, 60.0), remeasured])
     assert [(d.trial, d.measurement, d.remeasured, d.still_disturbed) for d in listed] == [
-        (0, "first measurement", 1, False), (4, "first measurement", 2, True)]
+        (0, "first measurement", 1, False),
+        (4, "first measurement", 2, True),
+    ]
     assert listed[1].foreign_cores == 1.6 and "foreign CPU 1.60 cores" in listed[1].text()
     assert "re-measured 1x, then quiet" in listed[0].text() and "no evidence" in listed[1].text()

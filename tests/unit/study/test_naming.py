@@ -10,8 +10,17 @@ import pytest
 from kvtune.jsonsafe import dumps
 from kvtune.launchers.base import Candidate
 from kvtune.objectives.objective import objective
-from kvtune.study.naming import (FIRST, FIRST_SELECTED, REMEASURED, comparison_basis, comparison_metrics,
-                                 figure, flags_changed, headline, name_best)
+from kvtune.study.naming import (
+    FIRST,
+    FIRST_SELECTED,
+    REMEASURED,
+    comparison_basis,
+    comparison_metrics,
+    figure,
+    flags_changed,
+    headline,
+    name_best,
+)
 from kvtune.study.noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.results import build_payload, study_naming
@@ -19,24 +28,39 @@ from kvtune.study.results import build_payload, study_naming
 DEFAULTS = {"batch-size": 2048, "ubatch-size": 512}
 
 
-def outcome(number: int, values: list[float], flags: dict | None = None, baseline: bool = False,
-            held: bool = True) -> TrialOutcome:
-    o = TrialOutcome(number=number, candidate=Candidate(flags=flags or {}), argv=["srv"], env={},
-                     baseline=baseline, metrics={"output_throughput": values[0]},
-                     constraints={"server_ran": -1.0}, objective=values[0], objectives=[values[0]])
+def outcome(
+    number: int, values: list[float], flags: dict | None = None, baseline: bool = False, held: bool = True
+) -> TrialOutcome:
+    o = TrialOutcome(
+        number=number,
+        candidate=Candidate(flags=flags or {}),
+        argv=["srv"],
+        env={},
+        baseline=baseline,
+        metrics={"output_throughput": values[0]},
+        constraints={"server_ran": -1.0},
+        objective=values[0],
+        objectives=[values[0]],
+    )
     if len(values) > 1:
-        o.confirmation = {"metrics": {"output_throughput": values[1]}, "objective": values[1],
-                          "objectives": [values[1]], "feasible": held,
-                          "reason": "" if held else "missed target ttft<1s"}
+        o.confirmation = {
+            "metrics": {"output_throughput": values[1]},
+            "objective": values[1],
+            "objectives": [values[1]],
+            "feasible": held,
+            "reason": "" if held else "missed target ttft<1s",
+        }
     return o
 
 
 def tied_study() -> list[TrialOutcome]:
     """Trials 1 and 2 tie within the measured noise; trial 1 gives 3 flags but changes only 1
     from the defaults, trial 2 gives 2 and changes both."""
-    return [outcome(0, [100.0, 99.0], baseline=True),
-            outcome(1, [130.0, 128.0], {"batch-size": 2048, "ubatch-size": 512, "threads": 2}),
-            outcome(2, [131.0, 129.5], {"threads": 2, "parallel": 4})]
+    return [
+        outcome(0, [100.0, 99.0], baseline=True),
+        outcome(1, [130.0, 128.0], {"batch-size": 2048, "ubatch-size": 512, "threads": 2}),
+        outcome(2, [131.0, 129.5], {"threads": 2, "parallel": 4}),
+    ]
 
 
 def test_a_tie_goes_to_fewer_flags_changed_from_the_servers_defaults():
@@ -56,9 +80,20 @@ def test_results_json_carries_what_readers_need_to_name_the_same_best():
     from kvtune.artifacts.overview import best_trial
 
     outs = tied_study()
-    payload = json.loads(dumps(build_payload("s", {"objective": "output_throughput"}, {}, "v", [],
-                                             (objective("output_throughput"),), outs,
-                                             server_defaults=DEFAULTS)))
+    payload = json.loads(
+        dumps(
+            build_payload(
+                "s",
+                {"objective": "output_throughput"},
+                {},
+                "v",
+                [],
+                (objective("output_throughput"),),
+                outs,
+                server_defaults=DEFAULTS,
+            )
+        )
+    )
     assert payload["best_trial"] == 1 and payload["server_defaults"] == DEFAULTS
     block = payload["noise"][OBJECTIVE]
     assert block["dof"] == 3 and block["measured"] and block["configs"] == [0, 1, 2]
@@ -69,8 +104,11 @@ def test_results_json_carries_what_readers_need_to_name_the_same_best():
 
 
 def test_the_demo_baseline_pair_is_reported_inconsistent_and_not_pooled():
-    outs = [outcome(0, [14.94, 48.1], baseline=True), outcome(4, [49.0, 47.3], {"threads": 2}),
-            outcome(5, [48.0, 46.9], {"threads": 1})]
+    outs = [
+        outcome(0, [14.94, 48.1], baseline=True),
+        outcome(4, [49.0, 47.3], {"threads": 2}),
+        outcome(5, [48.0, 46.9], {"threads": 1}),
+    ]
     payload = build_payload("busy", {}, {}, "v", [], (objective("output_throughput"),), outs)
     block = payload["noise"][OBJECTIVE]
     assert [p["trial"] for p in block["inconsistent"]] == [0] and block["configs"] == [4, 5]
@@ -138,8 +176,10 @@ def test_the_confirmations_stored_decision_is_the_named_best_and_its_reason():
     # issue 22 §4: the duel tied trial 2 with the defaults; the defaults are named with its text,
     # although on the averaged figures alone trial 2 would be named (131/129.5 vs 100/99)
     outs = tied_study()
-    why = ("tied within noise with trial 2 (ratio 1.03, 95% CI 0.97-1.09 over 3 pairs, pooled noise "
-           "4.0%, 9 dof): the defaults change fewer flags (0 vs 2)")
+    why = (
+        "tied within noise with trial 2 (ratio 1.03, 95% CI 0.97-1.09 over 3 pairs, pooled noise "
+        "4.0%, 9 dof): the defaults change fewer flags (0 vs 2)"
+    )
     outs[0].confirmation["decision"] = {"winner": 0, "why": why, "tie": True, "tied_with": [2], "duels": []}
     named = name_best(outs, "maximize", DEFAULTS, noise_of(outs))
     assert named.best is outs[0] and named.why == why and named.tied_with == [2] and named.remeasured
@@ -149,8 +189,10 @@ def test_the_confirmations_stored_decision_is_the_named_best_and_its_reason():
 
 def test_every_valid_run_of_a_confirmation_is_a_measurement_and_an_invalid_one_is_not():
     o = outcome(3, [120.0, 110.0], {"threads": 2})
-    o.confirmation["runs"] = [{"objective": 110.0, "metrics": {"output_throughput": 110.0}, "valid": True},
-                              {"objective": 40.0, "metrics": {"output_throughput": 40.0}, "valid": False},
-                              {"objective": 112.0, "metrics": {"output_throughput": 112.0}, "valid": True}]
+    o.confirmation["runs"] = [
+        {"objective": 110.0, "metrics": {"output_throughput": 110.0}, "valid": True},
+        {"objective": 40.0, "metrics": {"output_throughput": 40.0}, "valid": False},
+        {"objective": 112.0, "metrics": {"output_throughput": 112.0}, "valid": True},
+    ]
     assert measurements(o, OBJECTIVE) == [120.0, 110.0, 112.0]
     assert measurements(o, "output_throughput") == [120.0, 110.0, 112.0]

@@ -12,10 +12,19 @@ from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 
 
 def outcome(**kw) -> TrialOutcome:
-    base = dict(number=3, candidate=Candidate(flags={"parallel": 4}), argv=["srv", "--parallel", "4"],
-                env={"A": "1"}, launched=True, metrics={"output_throughput": 12.5, "p99_ttft_ms": float("inf")},
-                constraints={"ttft_p95<1000ms": 0.5, RUNS_KEY: -1.0}, failure=FailureKind.TARGET_MISSED,
-                reason="ttft_p95 1500 ms breaks ttft<1s", objective=12.5, objectives=[12.5])
+    base = dict(
+        number=3,
+        candidate=Candidate(flags={"parallel": 4}),
+        argv=["srv", "--parallel", "4"],
+        env={"A": "1"},
+        launched=True,
+        metrics={"output_throughput": 12.5, "p99_ttft_ms": float("inf")},
+        constraints={"ttft_p95<1000ms": 0.5, RUNS_KEY: -1.0},
+        failure=FailureKind.TARGET_MISSED,
+        reason="ttft_p95 1500 ms breaks ttft<1s",
+        objective=12.5,
+        objectives=[12.5],
+    )
     return TrialOutcome(**{**base, **kw})
 
 
@@ -39,19 +48,28 @@ def test_a_feasible_outcome_has_no_kind():
 LAUNCH = {"ttft_p95": 1e6, "error_rate": 1e6, RUNS_KEY: 1.0}
 
 
-@pytest.mark.parametrize("reason,constraints,kind", [
-    ("pre-screen: per-slot context 256 < request length 300", LAUNCH, FailureKind.PRE_SCREEN),
-    ("server failed to start: exited with status 1", LAUNCH, FailureKind.START_FAILED),
-    ("server start timed out: no /health after 180 s", LAUNCH, FailureKind.START_TIMEOUT),
-    ("port busy: port 8080 is already in use", LAUNCH, FailureKind.PORT_BUSY),
-    ("server crashed during the benchmark (status -9): killed", LAUNCH, FailureKind.CRASHED),
-    ("ttft_p95 900 ms breaks ttft<700ms", {"ttft_p95": 0.3, "error_rate": -1.0, RUNS_KEY: -1.0},
-     FailureKind.TARGET_MISSED),
-    ("ttft_p95 900 ms breaks ttft<700ms; error_rate 5.0% breaks error_rate<1%",
-     {"ttft_p95": 0.3, "error_rate": 4.0, RUNS_KEY: -1.0}, FailureKind.REQUESTS_FAILED),
-    ("", {"ttft_p95": -0.3, "error_rate": -1.0, RUNS_KEY: -1.0}, None),
-    ("something new: details", {RUNS_KEY: 1.0}, None),
-])
+@pytest.mark.parametrize(
+    "reason,constraints,kind",
+    [
+        ("pre-screen: per-slot context 256 < request length 300", LAUNCH, FailureKind.PRE_SCREEN),
+        ("server failed to start: exited with status 1", LAUNCH, FailureKind.START_FAILED),
+        ("server start timed out: no /health after 180 s", LAUNCH, FailureKind.START_TIMEOUT),
+        ("port busy: port 8080 is already in use", LAUNCH, FailureKind.PORT_BUSY),
+        ("server crashed during the benchmark (status -9): killed", LAUNCH, FailureKind.CRASHED),
+        (
+            "ttft_p95 900 ms breaks ttft<700ms",
+            {"ttft_p95": 0.3, "error_rate": -1.0, RUNS_KEY: -1.0},
+            FailureKind.TARGET_MISSED,
+        ),
+        (
+            "ttft_p95 900 ms breaks ttft<700ms; error_rate 5.0% breaks error_rate<1%",
+            {"ttft_p95": 0.3, "error_rate": 4.0, RUNS_KEY: -1.0},
+            FailureKind.REQUESTS_FAILED,
+        ),
+        ("", {"ttft_p95": -0.3, "error_rate": -1.0, RUNS_KEY: -1.0}, None),
+        ("something new: details", {RUNS_KEY: 1.0}, None),
+    ],
+)
 def test_legacy_records_without_a_kind_get_one_from_their_reason(reason, constraints, kind):
     d = json.loads(dumps(outcome(constraints=constraints, reason=reason)))
     del d["failure"]  # written before the kind was recorded
@@ -59,6 +77,5 @@ def test_legacy_records_without_a_kind_get_one_from_their_reason(reason, constra
 
 
 def test_a_recorded_kind_is_never_second_guessed_from_the_reason():
-    d = json.loads(dumps(outcome(failure=FailureKind.CRASHED, reason="pre-screen: looks like one",
-                                 constraints=LAUNCH)))
+    d = json.loads(dumps(outcome(failure=FailureKind.CRASHED, reason="pre-screen: looks like one", constraints=LAUNCH)))
     assert TrialOutcome.from_dict(d).failure is FailureKind.CRASHED

@@ -11,16 +11,29 @@ from kvtune.study.spec import StudySpec
 
 
 def o(n, values, feasible=True, dup=None, confirmation=None) -> TrialOutcome:
-    return TrialOutcome(number=n, candidate=Candidate(flags={"x": n}), argv=["srv"], env={},
-                        metrics={"v": 1.0}, constraints={RUNS_KEY: -1.0 if feasible else 1.0},
-                        objective=values[0], objectives=list(values), duplicate_of=dup,
-                        confirmation=confirmation)
+    return TrialOutcome(
+        number=n,
+        candidate=Candidate(flags={"x": n}),
+        argv=["srv"],
+        env={},
+        metrics={"v": 1.0},
+        constraints={RUNS_KEY: -1.0 if feasible else 1.0},
+        objective=values[0],
+        objectives=list(values),
+        duplicate_of=dup,
+        confirmation=confirmation,
+    )
 
 
 def test_rank_by_direction_and_confirmation():
-    outs = [o(0, [5.0]), o(1, [9.0]), o(2, [7.0], feasible=False), o(3, [8.0], dup=1),
-            o(4, [6.0], confirmation={"objective": 20.0, "feasible": True}),
-            o(5, [10.0], confirmation={"objective": 10.0, "feasible": False})]
+    outs = [
+        o(0, [5.0]),
+        o(1, [9.0]),
+        o(2, [7.0], feasible=False),
+        o(3, [8.0], dup=1),
+        o(4, [6.0], confirmation={"objective": 20.0, "feasible": True}),
+        o(5, [10.0], confirmation={"objective": 10.0, "feasible": False}),
+    ]
     assert [x.number for x in rank(outs, Direction.MAXIMIZE, confirmed=False)] == [5, 1, 4, 0]
     assert [x.number for x in rank(outs, Direction.MAXIMIZE)] == [4, 1, 0]  # 4 averages 13; 5 fell
     assert [x.number for x in rank(outs, Direction.MINIMIZE)] == [0, 1, 4]
@@ -46,8 +59,12 @@ def test_pareto_over_three_objectives_with_mixed_directions_matches_brute_force(
 
 
 def test_pareto_leaves_out_duplicates_missing_values_and_trials_that_did_not_hold():
-    outs = [o(0, [1.0, 1.0]), o(1, [9.0, 9.0], dup=0), o(2, [9.0, None]),
-            o(3, [9.0, 0.5], confirmation={"objective": 9.0, "feasible": False})]
+    outs = [
+        o(0, [1.0, 1.0]),
+        o(1, [9.0, 9.0], dup=0),
+        o(2, [9.0, None]),
+        o(3, [9.0, 0.5], confirmation={"objective": 9.0, "feasible": False}),
+    ]
     assert [x.number for x in pareto(outs, [Direction.MAXIMIZE, Direction.MINIMIZE])] == [0]
 
 

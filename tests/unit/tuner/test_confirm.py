@@ -6,18 +6,30 @@ The tests here start no process; those that do are in tests/integration/tuner/te
 from __future__ import annotations
 
 from kvtune.launchers.base import Candidate
-from kvtune.tuner.confirm import expected_s
 from kvtune.study.naming import comparison_metrics, name_best
 from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner.confirm import expected_s
 
 
 def _outcome(number: int, values: list[float], flags: dict, baseline: bool = False) -> TrialOutcome:
-    o = TrialOutcome(number=number, candidate=Candidate(flags=flags), argv=["x"], env={},
-                     baseline=baseline, metrics={"output_throughput": values[0]},
-                     constraints={"server_ran": -1.0}, objective=values[0], objectives=[values[0]])
+    o = TrialOutcome(
+        number=number,
+        candidate=Candidate(flags=flags),
+        argv=["x"],
+        env={},
+        baseline=baseline,
+        metrics={"output_throughput": values[0]},
+        constraints={"server_ran": -1.0},
+        objective=values[0],
+        objectives=[values[0]],
+    )
     if len(values) > 1:
-        o.confirmation = {"metrics": {"output_throughput": values[1]}, "objective": values[1],
-                          "feasible": True, "reason": ""}
+        o.confirmation = {
+            "metrics": {"output_throughput": values[1]},
+            "objective": values[1],
+            "feasible": True,
+            "reason": "",
+        }
     return o
 
 

@@ -15,9 +15,17 @@ QUIET = Noise(0.05, 20)  # 5% pooled noise with 20 dof: the study measured it
 
 
 def _outcome(number: int, first: float, flags: dict, baseline: bool = False) -> TrialOutcome:
-    return TrialOutcome(number=number, candidate=Candidate(flags=flags), argv=["x"], env={},
-                        baseline=baseline, metrics={"output_throughput": first},
-                        constraints={"server_ran": -1.0}, objective=first, objectives=[first])
+    return TrialOutcome(
+        number=number,
+        candidate=Candidate(flags=flags),
+        argv=["x"],
+        env={},
+        baseline=baseline,
+        metrics={"output_throughput": first},
+        constraints={"server_ran": -1.0},
+        objective=first,
+        objectives=[first],
+    )
 
 
 class Disturbed(TrialOutcome):
@@ -42,11 +50,17 @@ class FakeRemeasurer:
         step = self.script[o.number].pop(0)
         kind, value = step if isinstance(step, tuple) else ("ok", step)
         cls = Disturbed if kind == "disturbed" else TrialOutcome
-        again = cls(number=o.number, candidate=o.candidate, argv=["x"], env={}, baseline=o.baseline,
-                    metrics={"output_throughput": value if kind != "failed" else 1.0},
-                    constraints={"server_ran": -1.0 if kind != "failed" else 1.0},
-                    objective=None if kind == "failed" else value,
-                    objectives=[] if kind == "failed" else [value])
+        again = cls(
+            number=o.number,
+            candidate=o.candidate,
+            argv=["x"],
+            env={},
+            baseline=o.baseline,
+            metrics={"output_throughput": value if kind != "failed" else 1.0},
+            constraints={"server_ran": -1.0 if kind != "failed" else 1.0},
+            objective=None if kind == "failed" else value,
+            objectives=[] if kind == "failed" else [value],
+        )
         if kind == "failed":
             again.reason = value
         return again
@@ -61,8 +75,7 @@ class FakeRemeasurer:
 
 
 def _duel(leader, rival, fake, cap=3, noise=QUIET, **kw) -> Duel:
-    return Duel(leader, rival, fake, "maximize", cap, lambda: noise,
-                lambda o: len(o.candidate.flags), **kw)
+    return Duel(leader, rival, fake, "maximize", cap, lambda: noise, lambda o: len(o.candidate.flags), **kw)
 
 
 def test_the_duel_measures_leader_and_rival_in_turn_and_stops_once_the_interval_excludes_zero():
@@ -84,8 +97,9 @@ def test_a_close_duel_measures_a_b_a_b_until_the_cap_then_the_simpler_config_win
     assert record["verdict"] == "tie at the cap" and record["tie"] and len(record["pairs"]) == 3
     assert record["winner"] == 0
     assert record["reason"].startswith("tied within noise with trial 2 (ratio 1.01, 95% CI ")
-    assert record["reason"].endswith("over 3 pairs, pooled noise 5.0%, 20 dof): "
-                                     "the defaults change fewer flags (0 vs 2)")
+    assert record["reason"].endswith(
+        "over 3 pairs, pooled noise 5.0%, 20 dof): the defaults change fewer flags (0 vs 2)"
+    )
 
 
 def test_a_tie_between_equally_simple_configs_keeps_the_leader():

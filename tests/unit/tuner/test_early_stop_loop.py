@@ -7,9 +7,7 @@ The tests here start no process; those that do are in tests/integration/tuner/te
 
 from __future__ import annotations
 
-
 from kvtune.bench.client import BenchOptions, BenchRun, run
-from kvtune.workload import Workload
 from kvtune.launchers.base import Knob
 from kvtune.objectives.early_stop import EarlyStop
 from kvtune.objectives.metrics import RequestSample
@@ -18,9 +16,11 @@ from kvtune.testing.fake_server import FakeOpenAIServer
 from kvtune.testing.virtual_bench import RecordingFakeLauncher
 from kvtune.tuner.trial.measure import measure_repeats
 from kvtune.tuner.trial.stopping import planned_requests, saved_seconds, watched_targets
+from kvtune.workload import Workload
 
-WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16, warmup_requests=1,
-              request_timeout_s=10)
+WL = Workload(
+    concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16, warmup_requests=1, request_timeout_s=10
+)
 
 
 def slow() -> RecordingFakeLauncher:
@@ -35,6 +35,7 @@ def after(n: int):
     def stop_when(sample: RequestSample) -> str | None:
         heard.append(sample)
         return f"stop at {n}" if len(heard) >= n else None
+
     return stop_when, heard
 
 
@@ -56,8 +57,16 @@ def test_closed_loop_stop_cancels_in_flight_requests_and_keeps_what_it_heard():
 
 def test_open_loop_stop_sends_nothing_after():
     stop_when, heard = after(2)
-    w = Workload(concurrency=2, prompt_tokens=8, output_tokens=4, num_requests=40, warmup_requests=0,
-                 mode="open", rate=20.0, arrival="constant")
+    w = Workload(
+        concurrency=2,
+        prompt_tokens=8,
+        output_tokens=4,
+        num_requests=40,
+        warmup_requests=0,
+        mode="open",
+        rate=20.0,
+        arrival="constant",
+    )
     with FakeOpenAIServer(ttft_s=0.05, itl_s=0.01) as srv:
         res = run(srv.base_url, w, BenchOptions("m", stop_when=stop_when))
         sent = srv.chat_requests
@@ -100,8 +109,9 @@ def test_an_unresolved_relative_target_is_never_watched():
 
 
 def _sample(ttft_s: float) -> RequestSample:
-    return RequestSample(send_time=0.0, ok=True, ttft_s=ttft_s, end_time=ttft_s + 0.1,
-                         output_tokens=4, e2el_s=ttft_s + 0.1)
+    return RequestSample(
+        send_time=0.0, ok=True, ttft_s=ttft_s, end_time=ttft_s + 0.1, output_tokens=4, e2el_s=ttft_s + 0.1
+    )
 
 
 def test_one_watch_spans_the_repeats_and_a_stop_skips_the_rest():
@@ -119,8 +129,15 @@ def test_one_watch_spans_the_repeats_and_a_stop_skips_the_rest():
             if stopped:
                 break
         calls.append(w)
-        return BenchRun(samples, [], 1.0, {"num_requests": float(len(samples))}, stopped=stopped,
-                        planned=w.num_requests, sent=len(samples))
+        return BenchRun(
+            samples,
+            [],
+            1.0,
+            {"num_requests": float(len(samples))},
+            stopped=stopped,
+            planned=w.num_requests,
+            sent=len(samples),
+        )
 
     w = Workload(num_requests=8, warmup_requests=1)
     m = measure_repeats(bench, "http://x", w, 3, BenchOptions("m"), parse_targets(["ttft_p95<100ms"]))

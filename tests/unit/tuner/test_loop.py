@@ -3,7 +3,6 @@ real SQLite storage).
 
 The tests here start no process; those that do are in tests/integration/tuner/test_loop.py."""
 
-
 from kvtune.kinds import Direction
 from tests.paths import SRC
 
@@ -16,13 +15,21 @@ def test_no_shell_true_anywhere():
 
 def test_confirmation_summary_counts_the_baseline():
     """The demo's case: trial 5 beat the baseline by noise; re-measured, the baseline wins."""
-    from kvtune.study.results import best_outcome, confirmation_summary
     from kvtune.launchers.base import Candidate
     from kvtune.study.outcome import TrialOutcome
+    from kvtune.study.results import best_outcome, confirmation_summary
 
     def o(n, value, again, baseline=False):
-        t = TrialOutcome(number=n, candidate=Candidate(), argv=[], env={}, baseline=baseline,
-                         metrics={"output_throughput": value}, constraints={"x": -1.0}, objective=value)
+        t = TrialOutcome(
+            number=n,
+            candidate=Candidate(),
+            argv=[],
+            env={},
+            baseline=baseline,
+            metrics={"output_throughput": value},
+            constraints={"x": -1.0},
+            objective=value,
+        )
         t.confirmation = {"objective": again, "feasible": True}
         return t
 

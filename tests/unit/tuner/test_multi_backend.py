@@ -6,10 +6,16 @@ from __future__ import annotations
 import pytest
 
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError, SpecError
-from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.multi_backend import (BackendChoice, model_for, parse_backends, plan_backends,
-                                        single_backend_model, split_budget)
 from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.multi_backend import (
+    BackendChoice,
+    model_for,
+    parse_backends,
+    plan_backends,
+    single_backend_model,
+    split_budget,
+)
 from kvtune.tuner.session import RunOptions, study_spec
 
 
@@ -25,18 +31,22 @@ def test_several_and_auto():
     assert auto.several and auto.auto and auto.backends == ("llama-server", "vllm")
 
 
-@pytest.mark.parametrize("values,fragment", [
-    (["vllm", "vllm"], "--backend vllm is given twice"),
-    (["auto", "vllm"], "give it alone"),
-    (["llama-server", "tgi"], "unknown backend 'tgi'"),
-])
+@pytest.mark.parametrize(
+    "values,fragment",
+    [
+        (["vllm", "vllm"], "--backend vllm is given twice"),
+        (["auto", "vllm"], "give it alone"),
+        (["llama-server", "tgi"], "unknown backend 'tgi'"),
+    ],
+)
 def test_bad_backend_lists(values, fragment):
     with pytest.raises(SpecError, match=fragment):
         parse_backends(values)
 
 
-@pytest.mark.parametrize("total,n,shares", [(12, 2, [6, 6]), (5, 2, [3, 2]), (3, 2, [2, 1]),
-                                            (2, 2, [1, 1]), (7, 1, [7]), (8, 3, [3, 3, 2])])
+@pytest.mark.parametrize(
+    "total,n,shares", [(12, 2, [6, 6]), (5, 2, [3, 2]), (3, 2, [2, 1]), (2, 2, [1, 1]), (7, 1, [7]), (8, 3, [3, 3, 2])]
+)
 def test_split_budget_half_each_remainder_to_the_first(total, n, shares):
     assert split_budget(total, n) == shares
     assert sum(shares) == total
@@ -70,11 +80,14 @@ def test_gguf_for_llama_server_hf_folder_for_vllm(tmp_path, hf_dir):
     assert model_for("vllm", "org/model", None) == "org/model"  # a hub id
 
 
-@pytest.mark.parametrize("backend,which,fragment", [
-    ("vllm", "gguf", "not the GGUF file"),
-    ("llama-server", "hf", "needs a GGUF file"),
-    ("vllm", "bare", "has no config.json"),
-])
+@pytest.mark.parametrize(
+    "backend,which,fragment",
+    [
+        ("vllm", "gguf", "not the GGUF file"),
+        ("llama-server", "hf", "needs a GGUF file"),
+        ("vllm", "bare", "has no config.json"),
+    ],
+)
 def test_a_backend_that_cannot_serve_says_why(tmp_path, hf_dir, backend, which, fragment):
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
@@ -111,13 +124,13 @@ def fakes(refuse: dict[str, Exception] | None = None):
             raise refuse[spec.backend]
         built.append(spec)
         return FakeLauncher(model_path=f"fake-{spec.backend}")
+
     return factory, built
 
 
 def test_each_backend_its_own_study_same_spec_split_budget(tmp_path):
     factory, built = fakes()
-    plan = plan_backends(opts(tmp_path, targets=["ttft<2s"]), parse_backends(["llama-server", "vllm"]),
-                         factory=factory)
+    plan = plan_backends(opts(tmp_path, targets=["ttft<2s"]), parse_backends(["llama-server", "vllm"]), factory=factory)
     assert [leg.backend for leg in plan.legs] == ["llama-server", "vllm"]
     assert [leg.study for leg in plan.legs] == ["S-llama-server", "S-vllm"]
     specs = [study_spec(leg.options) for leg in plan.legs]
@@ -138,8 +151,7 @@ def test_a_backend_that_cannot_serve_is_skipped_and_the_other_gets_the_whole_bud
 
 
 def test_no_backend_can_serve_is_one_error_naming_each(tmp_path):
-    factory, _ = fakes({"vllm": ServerNotFoundError("no vLLM found"),
-                        "llama-server": ModelError("not a GGUF file")})
+    factory, _ = fakes({"vllm": ServerNotFoundError("no vLLM found"), "llama-server": ModelError("not a GGUF file")})
     with pytest.raises(BackendError, match=r"no backend can serve.*llama-server: not a GGUF file; vllm: no vLLM found"):
         plan_backends(opts(tmp_path), parse_backends(["llama-server", "vllm"]), factory=factory)
 
@@ -165,8 +177,11 @@ def test_default_name_is_stable_and_differs_with_the_workload(tmp_path):
     factory, _ = fakes()
     a = plan_backends(opts(tmp_path, study=None), parse_backends(["auto"]), factory=factory)
     b = plan_backends(opts(tmp_path, study=None), parse_backends(["auto"]), factory=factory)
-    c = plan_backends(RunOptions(spec_overrides=SpecOverrides(trials=4, workload=WorkloadOverrides(concurrency=5))),
-                      parse_backends(["auto"]), factory=factory)
+    c = plan_backends(
+        RunOptions(spec_overrides=SpecOverrides(trials=4, workload=WorkloadOverrides(concurrency=5))),
+        parse_backends(["auto"]),
+        factory=factory,
+    )
     assert a.name == b.name != c.name and a.name.startswith("backends-")
     assert a.legs[1].study == f"{a.name}-vllm"
 
@@ -175,8 +190,9 @@ def test_relative_targets_are_refused_when_backends_are_compared(tmp_path):
     """ttft<1.5x means each backend's own defaults: the backends would meet different bars."""
     factory, built = fakes()
     with pytest.raises(SpecError, match="relative to each backend's own defaults.*absolute targets"):
-        plan_backends(opts(tmp_path, targets=["ttft_p95<1.5x"]), parse_backends(["llama-server", "vllm"]),
-                      factory=factory)
+        plan_backends(
+            opts(tmp_path, targets=["ttft_p95<1.5x"]), parse_backends(["llama-server", "vllm"]), factory=factory
+        )
     assert built == []
     one = plan_backends(opts(tmp_path, targets=["ttft_p95<1.5x"]), parse_backends(["vllm"]), factory=factory)
     assert [leg.backend for leg in one.legs] == ["vllm"]  # one backend: its own baseline is the bar

@@ -16,16 +16,16 @@ import pytest
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.process import ServerStartError
+from kvtune.study.outcome import TrialOutcome
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
-from kvtune.tuner.trial.memory_wait import (MEMORY_WAIT_S, POLL_S, SETTLE_S, MemorySnapshot, MemoryWait,
-                                      visible_gpus)
-from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner.trial.memory_wait import MEMORY_WAIT_S, POLL_S, SETTLE_S, MemorySnapshot, MemoryWait, visible_gpus
 
 GiB = 2**30
 
 
 # ---- the memory wait ----------------------------------------------------------------------------
+
 
 class FakeTime:
     """A clock that only moves when the code under test sleeps."""
@@ -50,6 +50,7 @@ def reader(*snapshots: MemorySnapshot):
     def read() -> MemorySnapshot:
         calls.append(1)
         return seq.pop(0) if len(seq) > 1 else seq[0]
+
     read.calls = calls  # type: ignore[attr-defined]
     return read
 
@@ -70,10 +71,12 @@ def test_memory_wait_returns_at_once_when_memory_is_back():
 
 def test_memory_wait_waits_until_the_previous_servers_memory_is_back():
     t = FakeTime()
-    read = reader(MemorySnapshot(16 * GiB, {0: 70 * GiB}),   # before the previous server
-                  MemorySnapshot(16 * GiB, {0: 10 * GiB}),   # the GPU driver still holds it
-                  MemorySnapshot(16 * GiB, {0: 40 * GiB}),
-                  MemorySnapshot(16 * GiB, {0: 70 * GiB}))
+    read = reader(
+        MemorySnapshot(16 * GiB, {0: 70 * GiB}),  # before the previous server
+        MemorySnapshot(16 * GiB, {0: 10 * GiB}),  # the GPU driver still holds it
+        MemorySnapshot(16 * GiB, {0: 40 * GiB}),
+        MemorySnapshot(16 * GiB, {0: 70 * GiB}),
+    )
     w = waiter(read, t)
     w.before_launch()
     result = w.before_launch()
@@ -98,8 +101,9 @@ def test_memory_wait_gives_up_after_the_bound_and_names_what_is_held():
 
 def test_memory_wait_stops_early_when_nothing_more_comes_back():
     t = FakeTime()
-    read = reader(MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 70 * GiB}),
-                  MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 30 * GiB}))  # another process took GPU 1
+    read = reader(
+        MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 70 * GiB}), MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 30 * GiB})
+    )  # another process took GPU 1
     w = waiter(read, t)
     w.before_launch()
     result = w.before_launch()
@@ -110,7 +114,9 @@ def test_memory_wait_stops_early_when_nothing_more_comes_back():
 
 def test_small_changes_are_within_tolerance():
     t = FakeTime()
-    read = reader(MemorySnapshot(16 * GiB, {0: 70 * GiB}), MemorySnapshot(16 * GiB - 300 * 2**20, {0: 70 * GiB - 2**27}))
+    read = reader(
+        MemorySnapshot(16 * GiB, {0: 70 * GiB}), MemorySnapshot(16 * GiB - 300 * 2**20, {0: 70 * GiB - 2**27})
+    )
     w = waiter(read, t)
     w.before_launch()
     assert not w.before_launch().held and t.sleeps == []
@@ -123,6 +129,7 @@ def test_visible_gpus():
 
 
 # ---- the Starter on fake servers ------------------------------------------------------------------
+
 
 class ScriptedServer:
     """A server whose start fails with the scripted error (None: ready)."""
@@ -155,11 +162,19 @@ def starter(tmp_path, errors, memory: MemoryWait | None = None, log_text: str = 
     def new_server(o: TrialOutcome, port: int, log: Path) -> ScriptedServer:
         made.append(ScriptedServer(port, log, errors[len(made)], log_text))
         return made[-1]
-    s = Starter(FakeLauncher(), "127.0.0.1", 5.0,
-                memory or MemoryWait(read=lambda: MemorySnapshot(8 * GiB), sleep=_no_sleep),
-                new_server, on_phase=phases.append, fresh_port=lambda host: next(ports))
-    outcome = TrialOutcome(number=3, candidate=Candidate({"speed": 2}),
-                           argv=FakeLauncher().command(Candidate({"speed": 2}), 8000), env={})
+
+    s = Starter(
+        FakeLauncher(),
+        "127.0.0.1",
+        5.0,
+        memory or MemoryWait(read=lambda: MemorySnapshot(8 * GiB), sleep=_no_sleep),
+        new_server,
+        on_phase=phases.append,
+        fresh_port=lambda host: next(ports),
+    )
+    outcome = TrialOutcome(
+        number=3, candidate=Candidate({"speed": 2}), argv=FakeLauncher().command(Candidate({"speed": 2}), 8000), env={}
+    )
     return s, outcome, made, phases
 
 

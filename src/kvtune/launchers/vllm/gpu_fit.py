@@ -35,7 +35,7 @@ GiB = 1 << 30
 ACTIVATION_RESERVE_BYTES = 1 * GiB
 CUDA_GRAPH_RESERVE_BYTES = GiB // 2
 DEFAULT_UTILIZATION = 0.9  # vLLM's --gpu-memory-utilization default
-DEFAULT_GPU_BLOCK = 16     # vLLM's CUDA --block-size default
+DEFAULT_GPU_BLOCK = 16  # vLLM's CUDA --block-size default
 
 
 def _g(n: float) -> str:
@@ -63,8 +63,16 @@ def kv_bytes_per_token_per_gpu(shape: ModelShape, kv_dtype: str, tp: int) -> int
         return None
 
 
-def prescreen_gpu_fit(shape: ModelShape, gpus: Sequence[GpuInfo], *, utilization: float, tp: int,
-                      max_model_len: int, kv_dtype: str, enforce_eager: bool) -> str | None:
+def prescreen_gpu_fit(
+    shape: ModelShape,
+    gpus: Sequence[GpuInfo],
+    *,
+    utilization: float,
+    tp: int,
+    max_model_len: int,
+    kv_dtype: str,
+    enforce_eager: bool,
+) -> str | None:
     """A one-line reason, with the arithmetic, when a vLLM server with these flags cannot start
     on `gpus` (the trial's GPUs, in the order it uses them); None when it may fit or the facts
     are missing. Checks each of the first `tp` GPUs: free memory >= vLLM's request, and weights
@@ -75,8 +83,10 @@ def prescreen_gpu_fit(shape: ModelShape, gpus: Sequence[GpuInfo], *, utilization
     for g in used:
         request = math.ceil(utilization * g.total_bytes)
         if g.free_bytes < request:
-            return (f"GPU {g.index} has {_g(g.free_bytes)} free < --gpu-memory-utilization "
-                    f"{utilization:g} x {_g(g.total_bytes)} = {_g(request)}, which vLLM requests at start")
+            return (
+                f"GPU {g.index} has {_g(g.free_bytes)} free < --gpu-memory-utilization "
+                f"{utilization:g} x {_g(g.total_bytes)} = {_g(request)}, which vLLM requests at start"
+            )
     try:
         kv = kv_bytes_per_sequence(rank_shape(shape, tp), max_model_len, kv_dtype)
     except SpecError:
@@ -90,14 +100,17 @@ def prescreen_gpu_fit(shape: ModelShape, gpus: Sequence[GpuInfo], *, utilization
         return None
     split = f" / TP {tp}" if tp > 1 else ""
     graphs = "no CUDA graphs (--enforce-eager)" if enforce_eager else f"CUDA graphs {_g(CUDA_GRAPH_RESERVE_BYTES)}"
-    return (f"weights {_g(shape.weights_bytes or 0)}{split} + reserve {_g(reserve)} (activations "
-            f"{_g(ACTIVATION_RESERVE_BYTES)}, {graphs}) + KV {_g(kv)} (one --max-model-len "
-            f"{max_model_len} sequence, {kv_dtype}{split}) = {_g(need)} > --gpu-memory-utilization "
-            f"{utilization:g} x {_g(g.total_bytes)} = {_g(budget)} on GPU {g.index}")
+    return (
+        f"weights {_g(shape.weights_bytes or 0)}{split} + reserve {_g(reserve)} (activations "
+        f"{_g(ACTIVATION_RESERVE_BYTES)}, {graphs}) + KV {_g(kv)} (one --max-model-len "
+        f"{max_model_len} sequence, {kv_dtype}{split}) = {_g(need)} > --gpu-memory-utilization "
+        f"{utilization:g} x {_g(g.total_bytes)} = {_g(budget)} on GPU {g.index}"
+    )
 
 
-def predicted_kv_tokens(kv_bytes_per_gpu: int, shape: ModelShape, kv_dtype: str, tp: int,
-                        block_size: int | None) -> int | None:
+def predicted_kv_tokens(
+    kv_bytes_per_gpu: int, shape: ModelShape, kv_dtype: str, tp: int, block_size: int | None
+) -> int | None:
     """Tokens a KV cache of `kv_bytes_per_gpu` on each GPU holds, in whole blocks as vLLM
     allocates them (None: the dtype cannot be sized)."""
     per_token = kv_bytes_per_token_per_gpu(shape, kv_dtype, tp)
@@ -107,8 +120,16 @@ def predicted_kv_tokens(kv_bytes_per_gpu: int, shape: ModelShape, kv_dtype: str,
     return kv_bytes_per_gpu // (per_token * block) * block
 
 
-def planned_kv_tokens(shape: ModelShape, gpus: Sequence[GpuInfo], *, utilization: float, tp: int,
-                      kv_dtype: str, enforce_eager: bool, block_size: int | None) -> int | None:
+def planned_kv_tokens(
+    shape: ModelShape,
+    gpus: Sequence[GpuInfo],
+    *,
+    utilization: float,
+    tp: int,
+    kv_dtype: str,
+    enforce_eager: bool,
+    block_size: int | None,
+) -> int | None:
     """The pre-launch estimate of vLLM's KV tokens: (request - weights / tp - reserve) on the
     smallest of the trial's GPUs, over the bytes per token per GPU. None without facts."""
     used = list(gpus)[:tp]
@@ -119,8 +140,7 @@ def planned_kv_tokens(shape: ModelShape, gpus: Sequence[GpuInfo], *, utilization
     return predicted_kv_tokens(left, shape, kv_dtype, tp, block_size) if left > 0 else 0
 
 
-def kv_prediction(facts: dict, args: dict, shape: ModelShape | None,
-                  gpus: Sequence[GpuInfo] = ()) -> dict:
+def kv_prediction(facts: dict, args: dict, shape: ModelShape | None, gpus: Sequence[GpuInfo] = ()) -> dict:
     """What a trial records beside vLLM's logged ``kv_cache_tokens``: ``kv_cache_tokens_predicted``
     (the KV memory vLLM reports, over the planner's bytes per token), its relative error
     ``kv_cache_tokens_error``, and on GPUs ``kv_cache_tokens_planned`` (the pre-launch estimate).
@@ -150,9 +170,14 @@ def kv_prediction(facts: dict, args: dict, shape: ModelShape | None,
             out["kv_cache_tokens_error"] = round((predicted - logged) / logged, 4)
     if facts.get("kv_cache_device") == "GPU" and not explicit and gpus:
         planned = planned_kv_tokens(
-            shape, gpus, utilization=float(args.get("gpu_memory_utilization") or DEFAULT_UTILIZATION),
-            tp=tp, kv_dtype=dtype, enforce_eager=bool(args.get("enforce_eager")),
-            block_size=int(block) if block else DEFAULT_GPU_BLOCK)
+            shape,
+            gpus,
+            utilization=float(args.get("gpu_memory_utilization") or DEFAULT_UTILIZATION),
+            tp=tp,
+            kv_dtype=dtype,
+            enforce_eager=bool(args.get("enforce_eager")),
+            block_size=int(block) if block else DEFAULT_GPU_BLOCK,
+        )
         if planned is not None:
             out["kv_cache_tokens_planned"] = planned
     return out

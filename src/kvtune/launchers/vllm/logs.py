@@ -20,12 +20,22 @@ _ARGPARSE = re.compile(r"^\S+: error: (.+)$", re.M)
 _VALIDATION = re.compile(r"ValidationError: \d+ validation errors? for (\w+)")
 _EXC = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
 _LOG_PREFIX = re.compile(r"^\((\w+) pid=\d+\) ERROR \S+ \S+ \[[^\]]*\] ?")
-_WRAPPERS = ("Worker failed with error", "Engine core initialization failed",
-             "EngineCore failed to start", "See root cause above")
-_OOM = re.compile(r"out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|"
-                  r"Available memory on node .* less than requested", re.I)
-_KV_SMALL = re.compile(r"No available memory for the cache blocks|"
-                       r"larger than the available KV cache memory|KV cache is needed", re.I)
+_WRAPPERS = (
+    "Worker failed with error",
+    "Engine core initialization failed",
+    "EngineCore failed to start",
+    "See root cause above",
+)
+_OOM = re.compile(
+    r"out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|"
+    r"Available memory on node .* less than requested",
+    re.I,
+)
+_KV_SMALL = re.compile(
+    r"No available memory for the cache blocks|"
+    r"larger than the available KV cache memory|KV cache is needed",
+    re.I,
+)
 
 
 def _clip(text: str, n: int = 300) -> str:
@@ -35,7 +45,7 @@ def _clip(text: str, n: int = 300) -> str:
 
 def _validation_message(log_text: str, m: re.Match) -> str:
     """The field and message of the first error after pydantic's 'N validation error for X'."""
-    lines = log_text[m.end():].splitlines()[1:]
+    lines = log_text[m.end() :].splitlines()[1:]
     fld, msg = "", ""
     for ln in lines:
         if not ln.strip() or ln.strip().startswith("For further information"):
@@ -61,7 +71,7 @@ def _root_exception(log_text: str) -> str | None:
         pm = _LOG_PREFIX.match(ln)
         if not pm:
             continue
-        em = _EXC.match(ln[pm.end():].strip())
+        em = _EXC.match(ln[pm.end() :].strip())
         if em:
             found.append(f"{em.group(1)}: {em.group(2)}")
     for text in found:
@@ -104,8 +114,10 @@ _KV_GIB = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/([\d.]+)\) GiB for KV 
 _KV_AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 _MODEL_LOAD = re.compile(r"Model loading took ([\d.]+) GiB memory and ([\d.]+) seconds")
 _GRAPHS = re.compile(r"Graph capturing finished in ([\d.]+) secs, took ([\d.]+) GiB")
-_ENGINE_INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"
-                          r"(?: \(compilation: ([\d.]+) s)?")
+_ENGINE_INIT = re.compile(
+    r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"
+    r"(?: \(compilation: ([\d.]+) s)?"
+)
 _ARGS = re.compile(r"non-default args: (\{.*\})\s*$", re.M)
 _ARG_ITEM = re.compile(r"'(\w+)': ('[^']*'|[\w.+-]+)(?=[,}])")
 

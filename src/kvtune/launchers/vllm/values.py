@@ -9,8 +9,8 @@ import math
 import re
 from typing import Any
 
-from kvtune.workload import Workload
 from kvtune.planner.gpus import GpuInfo
+from kvtune.workload import Workload
 
 
 def id_list(ids: tuple[int, ...] | list[int]) -> str:
@@ -27,7 +27,7 @@ def id_list(ids: tuple[int, ...] | list[int]) -> str:
 
 
 def parse_id_list(text: str) -> list[int] | None:
-    """"0-2,5" -> [0, 1, 2, 5]; None when malformed."""
+    """ "0-2,5" -> [0, 1, 2, 5]; None when malformed."""
     out: list[int] = []
     for part in text.split(","):
         m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
@@ -78,8 +78,13 @@ def visible_gpus(gpus: list[GpuInfo], cuda_visible: str | None) -> tuple[GpuInfo
 # vLLM V1's own values (vllm/engine/arg_utils.py, 0.10 and later) where they do not depend on the
 # card or the model: a tie between configs goes to the one that changes fewer of them.
 V1_DEFAULTS: dict[str, Any] = {"enable-prefix-caching": True, "enable-chunked-prefill": True}
-GPU_DEFAULTS: dict[str, Any] = {"block-size": 16, "kv-cache-dtype": "auto", "gpu-memory-utilization": 0.9,
-                                "enforce-eager": False, "tensor-parallel-size": 1}
+GPU_DEFAULTS: dict[str, Any] = {
+    "block-size": 16,
+    "kv-cache-dtype": "auto",
+    "gpu-memory-utilization": 0.9,
+    "enforce-eager": False,
+    "tensor-parallel-size": 1,
+}
 
 
 def server_defaults(on_cpu: bool, knob_names: set[str], cpu_defaults: dict[str, Any]) -> dict[str, Any]:

@@ -27,11 +27,11 @@ from typing import Any, Iterable, Sequence
 
 import optuna
 
-from kvtune.workload import Workload
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Launcher
-from kvtune.tuner.fleet.budget import Budget, StopReason, format_duration
 from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner.fleet.budget import Budget, StopReason, format_duration
+from kvtune.workload import Workload
 
 BUDGET_ATTR = "budget"
 CLOCK_ATTR = "budget_clock"
@@ -45,11 +45,11 @@ S = optuna.trial.TrialState
 class Spent:
     """The study's trials by what they cost. `asked` counts every ask told or running."""
 
-    measured: int = 0       # launched configs: what --trials counts
-    pre_screened: int = 0   # rejected before launch: free
-    duplicates: int = 0     # a config measured before: free
+    measured: int = 0  # launched configs: what --trials counts
+    pre_screened: int = 0  # rejected before launch: free
+    duplicates: int = 0  # a config measured before: free
     running: int = 0
-    waiting: int = 0        # queued (baseline, informed or warm start, re-queued trials)
+    waiting: int = 0  # queued (baseline, informed or warm start, re-queued trials)
 
     @property
     def asked(self) -> int:
@@ -57,7 +57,7 @@ class Spent:
 
 
 def kind_of(trial: optuna.trial.FrozenTrial) -> str:
-    """"measured", "pre-screen" or "duplicate" for a told trial (one without kvtune's outcome,
+    """ "measured", "pre-screen" or "duplicate" for a told trial (one without kvtune's outcome,
     e.g. told by hand, counts as measured: it may have cost anything)."""
     d = trial.user_attrs.get("outcome")
     if d is None:
@@ -70,16 +70,20 @@ def kind_of(trial: optuna.trial.FrozenTrial) -> str:
 def spent(study: optuna.Study) -> Spent:
     trials = study.get_trials(deepcopy=False, states=(S.COMPLETE, S.RUNNING, S.WAITING))
     kinds = Counter(kind_of(t) for t in trials if t.state == S.COMPLETE)
-    return Spent(measured=kinds["measured"], pre_screened=kinds["pre-screen"],
-                 duplicates=kinds["duplicate"],
-                 running=sum(1 for t in trials if t.state == S.RUNNING),
-                 waiting=sum(1 for t in trials if t.state == S.WAITING))
+    return Spent(
+        measured=kinds["measured"],
+        pre_screened=kinds["pre-screen"],
+        duplicates=kinds["duplicate"],
+        running=sum(1 for t in trials if t.state == S.RUNNING),
+        waiting=sum(1 for t in trials if t.state == S.WAITING),
+    )
 
 
 # ---- the budget and the clock, stored in the study -----------------------------------------------
 def store_budget(study: optuna.Study, budget: Budget) -> None:
-    study.set_user_attr(BUDGET_ATTR, {"trials": budget.trials, "time_budget_s": budget.time_budget_s,
-                                      "asks_cap": budget.asks_cap})
+    study.set_user_attr(
+        BUDGET_ATTR, {"trials": budget.trials, "time_budget_s": budget.time_budget_s, "asks_cap": budget.asks_cap}
+    )
 
 
 def load_budget(study: optuna.Study, default: Budget) -> Budget:
@@ -137,12 +141,15 @@ def blame(outcomes: Iterable[TrialOutcome], launcher: Launcher, workload: Worklo
     return counts.most_common()
 
 
-def stop_message(reason: StopReason | str, budget: Budget, used: Spent, elapsed: float,
-                 culprits: Sequence[tuple[str, int]] = ()) -> str:
+def stop_message(
+    reason: StopReason | str, budget: Budget, used: Spent, elapsed: float, culprits: Sequence[tuple[str, int]] = ()
+) -> str:
     """One line for the summary: why the study stopped asking for trials."""
     if reason == EXHAUSTED:
-        return (f"the search space is exhausted (every config tried, or the sampler kept "
-                f"proposing measured ones): measured {used.measured} of {budget.trials} trials")
+        return (
+            f"the search space is exhausted (every config tried, or the sampler kept "
+            f"proposing measured ones): measured {used.measured} of {budget.trials} trials"
+        )
     reason = StopReason(reason)
     text = budget.explain(reason, used.measured, used.asked, elapsed)
     if reason is StopReason.ASKS:
@@ -154,11 +161,20 @@ def stop_message(reason: StopReason | str, budget: Budget, used: Spent, elapsed:
     return text
 
 
-def report(reason: StopReason | str | None, budget: Budget, used: Spent, elapsed: float,
-           message: str = "") -> dict[str, Any]:
+def report(
+    reason: StopReason | str | None, budget: Budget, used: Spent, elapsed: float, message: str = ""
+) -> dict[str, Any]:
     """results.json's "budget": what was spent, and why the study stopped asking."""
-    return {"trials": budget.trials, "measured": used.measured, "pre_screened": used.pre_screened,
-            "duplicates": used.duplicates, "asked": used.asked, "asks_cap": budget.cap,
-            "time_budget_s": budget.time_budget_s, "elapsed_s": round(elapsed, 1),
-            "elapsed": format_duration(elapsed),
-            "stopped": None if reason is None else str(reason), "message": message}
+    return {
+        "trials": budget.trials,
+        "measured": used.measured,
+        "pre_screened": used.pre_screened,
+        "duplicates": used.duplicates,
+        "asked": used.asked,
+        "asks_cap": budget.cap,
+        "time_budget_s": budget.time_budget_s,
+        "elapsed_s": round(elapsed, 1),
+        "elapsed": format_duration(elapsed),
+        "stopped": None if reason is None else str(reason),
+        "message": message,
+    }

@@ -23,12 +23,13 @@ from kvtune.kinds import StrEnum
 MIN_ASKS_CAP = 50
 ASKS_PER_TRIAL = 10
 
+
 class StopReason(StrEnum):
     """Why the study stops asking for trials. `text` on `Budget.explain` is for people."""
 
-    TRIALS = "trials"            # --trials configs measured (or launched and still running)
-    TIME = "time budget"         # --time-budget of wall time spent
-    ASKS = "asks cap"            # the asks cap reached: the space is almost all impossible
+    TRIALS = "trials"  # --trials configs measured (or launched and still running)
+    TIME = "time budget"  # --time-budget of wall time spent
+    ASKS = "asks cap"  # the asks cap reached: the space is almost all impossible
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,12 @@ class Budget:
     def __post_init__(self) -> None:
         if self.trials < 1:
             raise SpecError(f"--trials {self.trials}: measure at least 1 config (the baseline)")
-        if self.time_budget_s is not None and not (
-                math.isfinite(self.time_budget_s) and self.time_budget_s > 0):
+        if self.time_budget_s is not None and not (math.isfinite(self.time_budget_s) and self.time_budget_s > 0):
             raise SpecError(f"--time-budget {self.time_budget_s!r}: must be a positive duration")
         if self.asks_cap is not None and self.asks_cap < self.trials:
-            raise SpecError(f"asks cap {self.asks_cap} is below --trials {self.trials}: "
-                            f"every measured trial is one ask")
+            raise SpecError(
+                f"asks cap {self.asks_cap} is below --trials {self.trials}: every measured trial is one ask"
+            )
 
     @property
     def cap(self) -> int:
@@ -60,8 +61,7 @@ class Budget:
         """Configs still to launch: trials minus those measured and those running now."""
         return max(0, self.trials - measured - in_flight)
 
-    def stop_reason(self, measured: int, asked: int, elapsed_s: float,
-                    in_flight: int = 0) -> StopReason | None:
+    def stop_reason(self, measured: int, asked: int, elapsed_s: float, in_flight: int = 0) -> StopReason | None:
         """Why no further trial should be asked, or None to ask another.
 
         `measured`: configs launched and finished (baseline included; not pre-screen rejections
@@ -83,10 +83,13 @@ class Budget:
         if reason is StopReason.TRIALS:
             return f"measured {measured} of {self.trials} trials"
         if reason is StopReason.TIME:
-            return (f"time budget of {format_duration(self.time_budget_s or 0.0)} spent after "
-                    f"{format_duration(elapsed_s)}: measured {measured} of {self.trials} trials")
-        cap_rule = ("" if self.asks_cap is not None
-                    else f" (the cap is max({MIN_ASKS_CAP}, {ASKS_PER_TRIAL} x trials))")
-        return (f"asked {asked} configs{cap_rule} but only {measured} of {self.trials} could be "
-                f"measured: the rest were rejected before launch or repeated a config; the space "
-                f"is almost all impossible")
+            return (
+                f"time budget of {format_duration(self.time_budget_s or 0.0)} spent after "
+                f"{format_duration(elapsed_s)}: measured {measured} of {self.trials} trials"
+            )
+        cap_rule = "" if self.asks_cap is not None else f" (the cap is max({MIN_ASKS_CAP}, {ASKS_PER_TRIAL} x trials))"
+        return (
+            f"asked {asked} configs{cap_rule} but only {measured} of {self.trials} could be "
+            f"measured: the rest were rejected before launch or repeated a config; the space "
+            f"is almost all impossible"
+        )

@@ -37,8 +37,7 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             owner = t.user_attrs.get("worker") or {}
             # killed between ask and recording its worker: no owner, no heartbeat
-            orphaned = not owner and t.datetime_start is not None \
-                and now - t.datetime_start.timestamp() > GRACE_S
+            orphaned = not owner and t.datetime_start is not None and now - t.datetime_start.timestamp() > GRACE_S
             if orphaned or (owner.get("host") == host and not alive(owner)):
                 try:
                     study.tell(t.number, state=optuna.trial.TrialState.FAIL)
@@ -70,8 +69,7 @@ def alive(owner: dict) -> bool:
     pid = owner.get("pid")
     if not pid:
         return False
-    return process_start_ticks(int(pid)) is not None \
-        and process_start_ticks(int(pid)) == owner.get("start_ticks")
+    return process_start_ticks(int(pid)) is not None and process_start_ticks(int(pid)) == owner.get("start_ticks")
 
 
 @contextmanager

@@ -61,12 +61,17 @@ def make_storage(url: str) -> optuna.storages.RDBStorage:
     try:
         with quiet_experimental():
             return optuna.storages.RDBStorage(
-                url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                url,
+                engine_kwargs=engine,
+                heartbeat_interval=HEARTBEAT_S,
+                grace_period=GRACE_S,
                 heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY),
             )
     except ImportError as e:
-        raise SpecError(f"storage {url.split(':', 1)[0]!r} needs a database driver: {e.name or e} "
-                        f"(for PostgreSQL: pip install 'kvtune[postgres]', i.e. psycopg)") from e
+        raise SpecError(
+            f"storage {url.split(':', 1)[0]!r} needs a database driver: {e.name or e} "
+            f"(for PostgreSQL: pip install 'kvtune[postgres]', i.e. psycopg)"
+        ) from e
     except Exception as e:  # sqlalchemy's connection and URL errors
         raise SpecError(f"cannot open storage {redact(url)}: {str(e).splitlines()[0][:200]}") from e
 
@@ -84,22 +89,29 @@ def load_study(name: str, url: str) -> optuna.Study:
     try:
         return optuna.load_study(study_name=name, storage=make_storage(url))
     except KeyError:
-        raise SpecError(f"no study {name!r} in {redact(url)}: start it with `kvtune run --storage ... "
-                        f"--study {name}`") from None
+        raise SpecError(
+            f"no study {name!r} in {redact(url)}: start it with `kvtune run --storage ... --study {name}`"
+        ) from None
 
 
 def open_study(name: str, url: str, directions: list[str], identity: dict) -> optuna.Study:
     """Create or resume the study. A resumed study must have the same identity (backend, model,
     workload, targets, objective, space): otherwise its trials would be compared unfairly."""
-    study = optuna.create_study(study_name=name, storage=make_storage(url), directions=directions,  # type: ignore[arg-type]
-                                load_if_exists=True)
+    study = optuna.create_study(
+        study_name=name,
+        storage=make_storage(url),
+        directions=directions,  # type: ignore[arg-type]
+        load_if_exists=True,
+    )
     stored = study.user_attrs.get("identity")
     if stored is None:
         study.set_user_attr("identity", identity)
     elif json.dumps(stored, sort_keys=True) != json.dumps(identity, sort_keys=True):
         changed = sorted(k for k in identity if stored.get(k) != identity.get(k))
-        raise SpecError(f"study {name!r} already exists with a different {', '.join(changed)}: "
-                        f"use another --study name or the same settings to resume it")
+        raise SpecError(
+            f"study {name!r} already exists with a different {', '.join(changed)}: "
+            f"use another --study name or the same settings to resume it"
+        )
     return study
 
 
@@ -109,6 +121,7 @@ def open_study(name: str, url: str, directions: list[str], identity: dict) -> op
 # copy of a trial by its handle. These helpers wrap the private names in one place;
 # tests/unit/tuner/test_storage.py fails loudly if an Optuna upgrade moves them, and pyproject
 # pins the Optuna major version they were checked against.
+
 
 def heartbeat(study: optuna.Study, trial: optuna.trial.Trial):
     """A context manager that keeps `trial`'s heartbeat alive while it runs (a no-op for storages

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from kvtune import hardware
-from kvtune.interference.monitor import FAMILY_ENV
-from kvtune.tuner.trial.disturbance import MonitorFactory
 from kvtune.errors import SpecError
+from kvtune.interference.monitor import FAMILY_ENV
 from kvtune.launchers.process import die_with_parent
-from kvtune.tuner.fleet import storage
-from kvtune.tuner.build import open_tuner, prepare
-from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.study.spec import StudySpec
+from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.fleet import storage
+from kvtune.tuner.loop import Callbacks, Tuner
+from kvtune.tuner.trial.disturbance import MonitorFactory
 
 if TYPE_CHECKING:
     from kvtune.launchers.base import Launcher
@@ -43,7 +43,7 @@ def cpu_slot(slot: int, slots: int) -> set[int] | None:
     if slots >= len(cpus):
         return {cpus[slot % len(cpus)]}
     size = len(cpus) // slots
-    return set(cpus[slot * size:(slot + 1) * size])
+    return set(cpus[slot * size : (slot + 1) * size])
 
 
 def gpu_pool(env: Mapping[str, str] | None = None, gpu_count: int | None = None) -> list[str]:
@@ -62,8 +62,10 @@ def check_gpu_slots(workers: int, gpus_per_trial: int, pool: Sequence[str]) -> N
     need = workers * gpus_per_trial
     if gpus_per_trial > 0 and need > len(pool):
         have = f"{len(pool)} GPU(s) visible ({', '.join(pool)})" if pool else "no GPU visible (NVML sees none)"
-        raise SpecError(f"--gpus-per-trial {gpus_per_trial} x --workers {workers} needs {need} GPUs, "
-                        f"but this host has {have}: lower --gpus-per-trial or --workers")
+        raise SpecError(
+            f"--gpus-per-trial {gpus_per_trial} x --workers {workers} needs {need} GPUs, "
+            f"but this host has {have}: lower --gpus-per-trial or --workers"
+        )
 
 
 def gpu_slot(slot: int, gpus_per_trial: int, pool: Sequence[str] | None = None) -> dict[str, str]:
@@ -75,15 +77,26 @@ def gpu_slot(slot: int, gpus_per_trial: int, pool: Sequence[str] | None = None) 
         return {}
     pool = gpu_pool() if pool is None else pool
     check_gpu_slots(slot + 1, gpus_per_trial, pool)
-    ids = pool[slot * gpus_per_trial:(slot + 1) * gpus_per_trial]
+    ids = pool[slot * gpus_per_trial : (slot + 1) * gpus_per_trial]
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(ids)}
 
 
-def join(storage_url: str, study_name: str, *, launcher: Launcher | None = None, runs_dir: str | None = None,
-         slot: int = 0, slots: int = 1, gpus_per_trial: int = 0, llama_server: str | None = None,
-         vllm_python: str | None = None,
-         callbacks: Callbacks | None = None, allow_mixed_hardware: bool = False,
-         wait_for_others: bool = False, monitor: MonitorFactory | None = None) -> Tuner:
+def join(
+    storage_url: str,
+    study_name: str,
+    *,
+    launcher: Launcher | None = None,
+    runs_dir: str | None = None,
+    slot: int = 0,
+    slots: int = 1,
+    gpus_per_trial: int = 0,
+    llama_server: str | None = None,
+    vllm_python: str | None = None,
+    callbacks: Callbacks | None = None,
+    allow_mixed_hardware: bool = False,
+    wait_for_others: bool = False,
+    monitor: MonitorFactory | None = None,
+) -> Tuner:
     """A Tuner for an existing study, built from the spec stored in it (`monitor`: the
     interference monitor, see tuner/trial/disturbance.py)."""
     study = storage.load_study(study_name, storage_url)
@@ -93,12 +106,18 @@ def join(storage_url: str, study_name: str, *, launcher: Launcher | None = None,
     # Binaries and environments are this host's: the creator's paths may not exist here.
     spec.llama_server = llama_server
     spec.vllm_python = vllm_python
-    prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir,
-                       device_env=gpu_slot(slot, gpus_per_trial))
-    tuner = open_tuner(prepared, callbacks, storage_url=storage_url,
-                       allow_mixed_hardware=allow_mixed_hardware, slot=slot,
-                       cpus=cpu_slot(slot, slots), wait_for_others=wait_for_others,
-                       device_env=gpu_slot(slot, gpus_per_trial), monitor=monitor)
+    prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir, device_env=gpu_slot(slot, gpus_per_trial))
+    tuner = open_tuner(
+        prepared,
+        callbacks,
+        storage_url=storage_url,
+        allow_mixed_hardware=allow_mixed_hardware,
+        slot=slot,
+        cpus=cpu_slot(slot, slots),
+        wait_for_others=wait_for_others,
+        device_env=gpu_slot(slot, gpus_per_trial),
+        monitor=monitor,
+    )
     return tuner
 
 
@@ -114,27 +133,45 @@ class WorkerOptions:
     allow_mixed_hardware: bool = False
 
 
-def worker_argv(storage_url: str, study_name: str, slot: int, slots: int,
-                options: WorkerOptions) -> list[str]:
+def worker_argv(storage_url: str, study_name: str, slot: int, slots: int, options: WorkerOptions) -> list[str]:
     """The `kvtune worker` command line for one slot (what `spawn` starts)."""
     o = options
-    return [sys.executable, "-m", "kvtune.cli", "worker", "--storage", storage_url, "--study", study_name,
-            "--slot", str(slot), "--slots", str(slots), "--gpus-per-trial", str(o.gpus_per_trial),
-            *(["--runs-dir", o.runs_dir] if o.runs_dir else []),
-            *(["--llama-server", o.llama_server] if o.llama_server else []),
-            *(["--vllm-python", o.vllm_python] if o.vllm_python else []),
-            *(["--allow-mixed-hardware"] if o.allow_mixed_hardware else [])]
+    return [
+        sys.executable,
+        "-m",
+        "kvtune.cli",
+        "worker",
+        "--storage",
+        storage_url,
+        "--study",
+        study_name,
+        "--slot",
+        str(slot),
+        "--slots",
+        str(slots),
+        "--gpus-per-trial",
+        str(o.gpus_per_trial),
+        *(["--runs-dir", o.runs_dir] if o.runs_dir else []),
+        *(["--llama-server", o.llama_server] if o.llama_server else []),
+        *(["--vllm-python", o.vllm_python] if o.vllm_python else []),
+        *(["--allow-mixed-hardware"] if o.allow_mixed_hardware else []),
+    ]
 
 
-def spawn(n: int, storage_url: str, study_name: str, run_dir: Path,
-          options: WorkerOptions) -> list[subprocess.Popen]:
+def spawn(n: int, storage_url: str, study_name: str, run_dir: Path, options: WorkerOptions) -> list[subprocess.Popen]:
     """Start workers for slots 1..n-1 (slot 0 is the calling process); their output goes to
     run_dir/worker-<slot>.log. They get the kernel's parent-death signal like servers do."""
     procs = []
     for slot in range(1, n):
         with open(run_dir / f"worker-{slot}.log", "ab") as log:
-            procs.append(subprocess.Popen(
-                worker_argv(storage_url, study_name, slot, n, options),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
-                env={**os.environ, FAMILY_ENV: str(os.getpid())}))  # its siblings are not interference
+            procs.append(
+                subprocess.Popen(
+                    worker_argv(storage_url, study_name, slot, n, options),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=die_with_parent,
+                    env={**os.environ, FAMILY_ENV: str(os.getpid())},
+                )
+            )  # its siblings are not interference
     return procs

@@ -24,15 +24,16 @@ REFIT_EVERY = 5  # newly measured trials between two fits while the study runs
 
 class Importance(NamedTuple):
     values: dict[str, float] | None  # flag -> importance (sums to 1), None when skipped
-    skipped: str = ""                # why it was not computed
+    skipped: str = ""  # why it was not computed
 
     def to_dict(self) -> dict:
         """results.json's "importance": {flag: value}, or {"skipped": reason}."""
         return dict(self.values) if self.values is not None else {"skipped": self.skipped}
 
 
-def param_importance(study: optuna.Study, min_trials: int = MIN_TRIALS,
-                     outcomes: Mapping[int, TrialOutcome] | None = None) -> Importance:
+def param_importance(
+    study: optuna.Study, min_trials: int = MIN_TRIALS, outcomes: Mapping[int, TrialOutcome] | None = None
+) -> Importance:
     """Importance of each tuned flag for the (first) objective, over the trials measured in their
     own right (duplicates and launch failures carry no measurement of their parameters).
     `outcomes`: the trials' outcomes by number, already read (tuner/fleet/records.py); without
@@ -40,10 +41,10 @@ def param_importance(study: optuna.Study, min_trials: int = MIN_TRIALS,
     measured = _measured_trials(study, outcomes)
     feasible = sum(1 for _, o in measured if o.feasible)
     if feasible < min_trials:
-        return Importance(None, f"needs at least {min_trials} measured feasible trials with tuned "
-                                f"flags; this study has {feasible}")
-    varying = {k for t, _ in measured for k in t.params
-               if len({repr(u.params.get(k)) for u, _ in measured}) > 1}
+        return Importance(
+            None, f"needs at least {min_trials} measured feasible trials with tuned flags; this study has {feasible}"
+        )
+    varying = {k for t, _ in measured for k in t.params if len({repr(u.params.get(k)) for u, _ in measured}) > 1}
     if not varying:
         return Importance(None, "no flag took more than one value in the measured trials")
     if len({o.objective for _, o in measured}) < 2:
@@ -52,8 +53,12 @@ def param_importance(study: optuna.Study, min_trials: int = MIN_TRIALS,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         copy = optuna.create_study(direction=study.directions[0])
-        copy.add_trials([optuna.trial.create_trial(params=t.params, distributions=t.distributions,
-                                                   value=o.objective) for t, o in measured])
+        copy.add_trials(
+            [
+                optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=o.objective)
+                for t, o in measured
+            ]
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             values = optuna.importance.get_param_importances(copy)
@@ -64,8 +69,10 @@ def param_importance(study: optuna.Study, min_trials: int = MIN_TRIALS,
     return Importance({k: float(v) for k, v in values.items()})
 
 
-def _measured_trials(study: optuna.Study, outcomes: Mapping[int, TrialOutcome] | None,
-                     ) -> list[tuple[optuna.trial.FrozenTrial, TrialOutcome]]:
+def _measured_trials(
+    study: optuna.Study,
+    outcomes: Mapping[int, TrialOutcome] | None,
+) -> list[tuple[optuna.trial.FrozenTrial, TrialOutcome]]:
     measured = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         if not t.params or "outcome" not in t.user_attrs:
@@ -90,8 +97,7 @@ class ImportanceSchedule:
 
     def current(self, study: optuna.Study, outcomes: list[TrialOutcome], final: bool = False) -> Importance:
         measured = sum(1 for o in outcomes if o.measured and o.objective is not None)
-        fresh = self._last is not None and self._last.values is not None \
-            and measured - self._fitted_at < self.every
+        fresh = self._last is not None and self._last.values is not None and measured - self._fitted_at < self.every
         if fresh and not final:
             return self._last  # type: ignore[return-value]
         self._last = param_importance(study, self.min_trials, {o.number: o for o in outcomes})

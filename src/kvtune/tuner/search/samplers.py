@@ -33,7 +33,6 @@ a QMC sample's index) and means the same config only under the same seed.
 from __future__ import annotations
 
 import warnings
-
 from typing import Any
 
 import optuna
@@ -76,35 +75,44 @@ def grid_space(knobs: list[Knob]) -> dict[str, list[Any]]:
             if len(values) <= GRID_MAX_RANGE:
                 grid[k.name] = values
                 continue
-            raise SpecError(f"--sampler grid needs a finite space: {k.name} is a range of {len(values)} "
-                            f"values ({k.low}..{k.high}); give it as choices (space: {{{k.name}: "
-                            f"[...]}}) or use another sampler")
-        raise SpecError(f"--sampler grid needs a finite space: {k.name} is a continuous range "
-                        f"({k.low}..{k.high}); give it as choices or use another sampler")
+            raise SpecError(
+                f"--sampler grid needs a finite space: {k.name} is a range of {len(values)} "
+                f"values ({k.low}..{k.high}); give it as choices (space: {{{k.name}: "
+                f"[...]}}) or use another sampler"
+            )
+        raise SpecError(
+            f"--sampler grid needs a finite space: {k.name} is a continuous range "
+            f"({k.low}..{k.high}); give it as choices or use another sampler"
+        )
     return grid
 
 
-def make_sampler(kind: SamplerKind | str, knobs: list[Knob], *, seed: int, trials: int,
-                 n_stored: int = 0, slot: int = 0) -> optuna.samplers.BaseSampler:
+def make_sampler(
+    kind: SamplerKind | str, knobs: list[Knob], *, seed: int, trials: int, n_stored: int = 0, slot: int = 0
+) -> optuna.samplers.BaseSampler:
     """The sampler for one worker of a study (see the module docstring for seeds)."""
     kind = parse_sampler(kind)
     own = worker_seed(seed, n_stored, slot)
     with warnings.catch_warnings():  # multivariate/group/GP are "experimental" but long stable
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if kind is SamplerKind.TPE:
-            return optuna.samplers.TPESampler(seed=own, n_startup_trials=startup_trials(trials),
-                                              multivariate=True, group=True, constant_liar=True)
+            return optuna.samplers.TPESampler(
+                seed=own, n_startup_trials=startup_trials(trials), multivariate=True, group=True, constant_liar=True
+            )
         if kind is SamplerKind.RANDOM:
             return optuna.samplers.RandomSampler(seed=own)
         if kind is SamplerKind.GRID:
             return AskTellGrid(grid_space(knobs), seed=seed)
         _require_scipy(kind)
         if kind is SamplerKind.GP:
-            return BaselineAwareGP(seed=own, n_startup_trials=startup_trials(trials),
-                                   warn_independent_sampling=False)
-        return BaselineAwareQMC(qmc_type="sobol", scramble=True, seed=seed,
-                                independent_sampler=optuna.samplers.RandomSampler(seed=own),
-                                warn_independent_sampling=False)
+            return BaselineAwareGP(seed=own, n_startup_trials=startup_trials(trials), warn_independent_sampling=False)
+        return BaselineAwareQMC(
+            qmc_type="sobol",
+            scramble=True,
+            seed=seed,
+            independent_sampler=optuna.samplers.RandomSampler(seed=own),
+            warn_independent_sampling=False,
+        )
 
 
 class AskTellGrid(optuna.samplers.GridSampler):
@@ -112,8 +120,7 @@ class AskTellGrid(optuna.samplers.GridSampler):
     done, which raises outside `study.optimize` (on the last grid point's tell); kvtune's loop
     ends at its budget instead (a grid proposes measured configs again once it is exhausted)."""
 
-    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
-                    values: Any) -> None:
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
         return None
 
 
@@ -123,6 +130,7 @@ class AskTellGrid(optuna.samplers.GridSampler):
 # sampler takes its space from the *first* trial: both would see an empty space and propose at
 # random for the whole study. These two look past trials without parameters. (TPE with
 # group=True decomposes the space by the parameter sets trials have, and needs no help.)
+
 
 def _with_params(trials: list[FrozenTrial], names: Any = ()) -> list[FrozenTrial]:
     return [t for t in trials if t.params and set(names) <= set(t.params)]
@@ -138,8 +146,7 @@ class BaselineAwareGP(optuna.samplers.GPSampler):
         space = optuna.search_space.intersection_search_space(done)
         return {name: d for name, d in space.items() if not d.single()}
 
-    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
-                        search_space: dict[str, Any]) -> dict[str, Any]:
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
         stand_in = storage.TrialsWithParams(study, search_space)  # reads like a Study where GP looks
         return super().sample_relative(stand_in, trial, search_space)  # type: ignore[arg-type]
 
@@ -158,5 +165,4 @@ def _require_scipy(kind: SamplerKind) -> None:
     try:
         import scipy  # noqa: F401  (Optuna's GP and QMC samplers import it when they sample)
     except ImportError:
-        raise SpecError(f"--sampler {kind.value} needs scipy: pip install scipy "
-                        f"(or use --sampler tpe)") from None
+        raise SpecError(f"--sampler {kind.value} needs scipy: pip install scipy (or use --sampler tpe)") from None

@@ -36,12 +36,13 @@ class SearchSpace:
             elif knob.kind == KnobKind.CHOICES:
                 value = _suggest_choice(trial, knob, self.launcher.offered_choices(knob, flags))
             elif knob.kind == KnobKind.INT:
-                value = trial.suggest_int(knob.name, int(knob.bounds[0]), int(knob.bounds[1]),
-                                          step=knob.step or 1, log=knob.log)
+                value = trial.suggest_int(
+                    knob.name, int(knob.bounds[0]), int(knob.bounds[1]), step=knob.step or 1, log=knob.log
+                )
             else:
                 value = trial.suggest_float(knob.name, float(knob.bounds[0]), float(knob.bounds[1]), log=knob.log)
             if knob.name.startswith(ENV_PREFIX):
-                env[knob.name[len(ENV_PREFIX):]] = str(value)
+                env[knob.name[len(ENV_PREFIX) :]] = str(value)
             else:
                 flags[knob.name] = value
         return Candidate(flags=flags, env=env)

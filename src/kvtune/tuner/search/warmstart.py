@@ -37,8 +37,11 @@ def enqueue_warm_start(study: optuna.Study, source: optuna.Study, knobs: list[Kn
     """Queue the source's best `top` feasible configs (once per study). Returns their labels."""
     if study.user_attrs.get("warm_started_from"):
         return []
-    outcomes = [TrialOutcome.from_dict(t.user_attrs["outcome"]) for t in source.trials
-                if t.state == optuna.trial.TrialState.COMPLETE and "outcome" in t.user_attrs]
+    outcomes = [
+        TrialOutcome.from_dict(t.user_attrs["outcome"])
+        for t in source.trials
+        if t.state == optuna.trial.TrialState.COMPLETE and "outcome" in t.user_attrs
+    ]
     by_number = {t.number: t for t in source.trials}
     # `source.direction` raises for a multi-objective study: rank by its first objective
     first = source.directions[0]

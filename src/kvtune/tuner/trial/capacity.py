@@ -41,11 +41,11 @@ class LevelStatus(Enum):
 class CapacityPlan:
     """How each level is measured. The defaults are kvtune's; tests shrink the open-loop floor."""
 
-    waves: int = 4                      # closed loop: measured requests >= waves x users
-    warmup_waves: int = 1               # warm-up requests >= warmup_waves x users, at every level
-    min_open_duration_s: float = 20.0   # open loop: each level sends at least this long
-    ramp: bool = True                   # users ramp in over one typical request duration
-    recheck: bool = True                # the first breaking level is measured once more
+    waves: int = 4  # closed loop: measured requests >= waves x users
+    warmup_waves: int = 1  # warm-up requests >= warmup_waves x users, at every level
+    min_open_duration_s: float = 20.0  # open loop: each level sends at least this long
+    ramp: bool = True  # users ramp in over one typical request duration
+    recheck: bool = True  # the first breaking level is measured once more
 
 
 def is_open(w: Workload) -> bool:
@@ -58,8 +58,7 @@ def typical_duration_s(metrics: dict[str, float] | None) -> float:
     return v / 1000.0 if v is not None and math.isfinite(v) and v > 0 else 0.0
 
 
-def level_workload(w: Workload, load: float, plan: CapacityPlan, first: bool,
-                   typical_s: float) -> Workload:
+def level_workload(w: Workload, load: float, plan: CapacityPlan, first: bool, typical_s: float) -> Workload:
     """The study's workload at `load` (users in closed loop, req/s in open loop), measured after
     a warm-up at that level. The first level also keeps the workload's own warm-up size."""
     own_warmup = w.warmup_requests if first else 0
@@ -68,14 +67,16 @@ def level_workload(w: Workload, load: float, plan: CapacityPlan, first: bool,
         users = w.concurrency
         if typical_s > 0:  # Little's law: requests in flight at this rate
             users = min(MAX_CONCURRENCY, max(1, math.ceil(load * typical_s)))
-        changes.update(rate=load, concurrency=users,
-                       warmup_requests=max(own_warmup, plan.warmup_waves * users))
+        changes.update(rate=load, concurrency=users, warmup_requests=max(own_warmup, plan.warmup_waves * users))
         if w.duration_s is None:
             changes["duration_s"] = max(plan.min_open_duration_s, w.num_requests / load)
     else:
         users = int(load)
-        changes.update(concurrency=users, warmup_requests=max(own_warmup, plan.warmup_waves * users),
-                       num_requests=max(w.num_requests, plan.waves * users))
+        changes.update(
+            concurrency=users,
+            warmup_requests=max(own_warmup, plan.warmup_waves * users),
+            num_requests=max(w.num_requests, plan.waves * users),
+        )
     return replace(w, **changes)
 
 

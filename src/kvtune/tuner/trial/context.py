@@ -49,16 +49,33 @@ class Placement:
     worker: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def here(cls, slot: int = 0, cpus: set[int] | None = None, device_env: dict[str, str] | None = None,
-             hardware: dict[str, Any] | None = None, host: str = "127.0.0.1") -> "Placement":
+    def here(
+        cls,
+        slot: int = 0,
+        cpus: set[int] | None = None,
+        device_env: dict[str, str] | None = None,
+        hardware: dict[str, Any] | None = None,
+        host: str = "127.0.0.1",
+    ) -> "Placement":
         """This process as the worker on `slot`."""
-        return cls(host=host, slot=slot, cpus=cpus, device_env=dict(device_env or {}),
-                   hardware=hardware or {}, worker=worker_identity(slot, cpus))
+        return cls(
+            host=host,
+            slot=slot,
+            cpus=cpus,
+            device_env=dict(device_env or {}),
+            hardware=hardware or {},
+            worker=worker_identity(slot, cpus),
+        )
 
 
 def worker_identity(slot: int, cpus: set[int] | None) -> dict[str, Any]:
     """Who runs trials here: host, pid and the process's start time (a pid reused by another
     process is not mistaken for this worker), slot and CPU set."""
     pid = os.getpid()
-    return {"host": os.environ.get("KVTUNE_WORKER_HOST") or socket.gethostname(), "pid": pid,
-            "start_ticks": process_start_ticks(pid), "slot": slot, "cpus": sorted(cpus) if cpus else None}
+    return {
+        "host": os.environ.get("KVTUNE_WORKER_HOST") or socket.gethostname(),
+        "pid": pid,
+        "start_ticks": process_start_ticks(pid),
+        "slot": slot,
+        "cpus": sorted(cpus) if cpus else None,
+    }

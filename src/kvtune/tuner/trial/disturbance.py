@@ -18,9 +18,9 @@ from typing import Callable, Iterable
 
 from kvtune.interference import Interference, Monitor, Watch, preflight
 
-ATTEMPTS = 3            # measurements of one launch in all: the first and up to 2 re-measurements
-QUIET_WINDOW_S = 2.0    # one look at the machine between attempts
-QUIET_LOOKS = 5         # at most this many looks (10 s) before measuring again anyway
+ATTEMPTS = 3  # measurements of one launch in all: the first and up to 2 re-measurements
+QUIET_WINDOW_S = 2.0  # one look at the machine between attempts
+QUIET_LOOKS = 5  # at most this many looks (10 s) before measuring again anyway
 
 Pids = Callable[[], Iterable[int]]
 # (the server's root pids, the trial's GPU indices or None) -> a monitor for one trial's windows
@@ -54,8 +54,13 @@ class Attempts:
     """One launch's measurements, judged by their windows. `measure()` -> (figures, window) is
     called again while the window is disturbed and attempts are left (`again()`)."""
 
-    def __init__(self, watch: Watch, say: Callable[[str], None], sleep: Callable[[float], None] = time.sleep,
-                 attempts: int = ATTEMPTS):
+    def __init__(
+        self,
+        watch: Watch,
+        say: Callable[[str], None],
+        sleep: Callable[[float], None] = time.sleep,
+        attempts: int = ATTEMPTS,
+    ):
         self.watch, self.say, self.sleep, self.attempts = watch, say, sleep, attempts
         self.replaced: list[Interference] = []
 
@@ -65,12 +70,16 @@ class Attempts:
         if window is None or not window.disturbed:
             return False
         if attempt >= self.attempts or not server_alive:
-            self.say(f"measurement {attempt} of {self.attempts} {window.reason}: still disturbed, "
-                     "its figures are kept but are no evidence for a verdict")
+            self.say(
+                f"measurement {attempt} of {self.attempts} {window.reason}: still disturbed, "
+                "its figures are kept but are no evidence for a verdict"
+            )
             return False
         self.replaced.append(window)
-        self.say(f"measurement {attempt} {window.reason}: dropped; waiting for the machine to quieten, "
-                 f"then re-measuring on the same server (attempt {attempt + 1} of {self.attempts})")
+        self.say(
+            f"measurement {attempt} {window.reason}: dropped; waiting for the machine to quieten, "
+            f"then re-measuring on the same server (attempt {attempt + 1} of {self.attempts})"
+        )
         self.wait_for_quiet()
         return True
 
@@ -83,5 +92,6 @@ class Attempts:
             if window is None or not window.disturbed:
                 return
             reason = window.reason
-        self.say(f"the machine is still busy after {QUIET_LOOKS * QUIET_WINDOW_S:.0f} s "
-                 f"({reason}): re-measuring anyway")
+        self.say(
+            f"the machine is still busy after {QUIET_LOOKS * QUIET_WINDOW_S:.0f} s ({reason}): re-measuring anyway"
+        )

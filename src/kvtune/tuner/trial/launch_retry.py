@@ -20,8 +20,8 @@ from kvtune import hardware
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import ServerProcess, ServerStartError, free_port
-from kvtune.tuner.trial.memory_wait import MemoryWait, MemoryWaitResult
 from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner.trial.memory_wait import MemoryWait, MemoryWaitResult
 
 MAX_ATTEMPTS = 2  # the first start and one retry
 NOTE_WAIT_S = 1.0  # a memory wait at least this long is reported as a phase
@@ -101,7 +101,9 @@ class Starter:
         stopped by then); the host's load for a timeout and the held memory for an exit."""
         why = e.reason
         if e.kind is FailureKind.START_FAILED and e.returncode is not None:
-            why = f"exited with status {e.returncode}: {self.launcher.classify_failure(e.returncode, server.log_text())}"
+            why = (
+                f"exited with status {e.returncode}: {self.launcher.classify_failure(e.returncode, server.log_text())}"
+            )
         if e.kind is FailureKind.START_TIMEOUT:
             load = hardware.load_average()
             if load is not None:

@@ -20,17 +20,25 @@ from typing import Any, Callable, Sequence
 
 from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.bench.server_timing import server_timing_summary
-from kvtune.workload import Workload
-from kvtune.study.spec import AUTO_REL_HALF_WIDTH
-from kvtune.tuner.trial.capacity import (MAX_CONCURRENCY, MAX_RATE, CapacityPlan, LevelStatus, is_open,
-                                   level_workload, ramp_for, typical_duration_s)
-from kvtune.objectives.evidence import convergence_key, converged
-from kvtune.objectives.metrics import summarize_requests
-from kvtune.objectives.targets import Target
-from kvtune.tuner.trial.stopping import RunWatch, saved_seconds
 from kvtune.energy import EnergyReading, Meter, combine, energy_metrics
 from kvtune.interference.record import Interference, Watch
 from kvtune.objectives.cost import cost_metrics
+from kvtune.objectives.evidence import converged, convergence_key
+from kvtune.objectives.metrics import summarize_requests
+from kvtune.objectives.targets import Target
+from kvtune.study.spec import AUTO_REL_HALF_WIDTH
+from kvtune.tuner.trial.capacity import (
+    MAX_CONCURRENCY,
+    MAX_RATE,
+    CapacityPlan,
+    LevelStatus,
+    is_open,
+    level_workload,
+    ramp_for,
+    typical_duration_s,
+)
+from kvtune.tuner.trial.stopping import RunWatch, saved_seconds
+from kvtune.workload import Workload
 
 # What the tuner measures with: `kvtune.bench.client.run` or a test's stand-in.
 Bench = Callable[[str, Workload, BenchOptions], BenchRun]
@@ -42,7 +50,7 @@ SPREAD_KEYS = ("output_throughput", "request_throughput", "p95_ttft_ms", "p95_tp
 class Measurement:
     metrics: dict[str, float]
     runs: list[dict[str, Any]] = field(default_factory=list)  # per repeat / per load level
-    spread: dict[str, float] = field(default_factory=dict)    # CV (stdev / mean) per metric
+    spread: dict[str, float] = field(default_factory=dict)  # CV (stdev / mean) per metric
     capacity: float | None = None
     bench_runs: list[BenchRun] = field(default_factory=list)
     stopped: str | None = None  # the early stop's reason, when a target could no longer hold
@@ -57,9 +65,38 @@ def coefficient_of_variation(values: list[float | None]) -> float:
     return statistics.stdev(vals) / abs(statistics.fmean(vals))
 
 
-def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: int,
-                    options: BenchOptions, targets: Sequence[Target] = (),
-                    converge_on: str | None = None) -> Measurement:
+def _converged(runs: list[BenchRun], converge_on: str | None, repeats: int) -> bool:
+    """`--repeats auto`: the runs so far pin `converge_on` down (see objectives.evidence.converged)."""
+    if converge_on is None or len(runs) < 2:
+        return False
+    return converged(
+        [r.metrics.get(convergence_key(converge_on), math.nan) for r in runs], AUTO_REL_HALF_WIDTH, repeats
+    )
+
+
+def _stop_record(watch: RunWatch | None, runs: list[BenchRun]) -> dict[str, float]:
+    """The early stop's figures: planned requests, whether it stopped, the time it saved."""
+    if watch is None:
+        return {}
+    stopped = runs[-1].stopped
+    sent = sum(r.sent for r in runs)
+    elapsed = sum(r.duration_s for r in runs)
+    return {
+        "planned_requests": float(watch.planned),
+        "early_stopped": 1.0 if stopped else 0.0,
+        "early_stop_saved_s": saved_seconds(watch.planned, sent, elapsed) if stopped else 0.0,
+    }
+
+
+def measure_repeats(
+    bench: Bench,
+    base_url: str,
+    workload: Workload,
+    repeats: int,
+    options: BenchOptions,
+    targets: Sequence[Target] = (),
+    converge_on: str | None = None,
+) -> Measurement:
     """`repeats` runs on one server, their requests pooled. With `targets`, the exact early stop
     watches the pooled requests as they finish (one watch over every repeat, as the verdict pools
     them, see tuner/trial/stopping.py): once a target can no longer hold, the run in progress is cut
@@ -76,26 +113,17 @@ def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: in
     for i in range(repeats):
         w = workload if i == 0 else replace(workload, warmup_requests=0)
         runs.append(bench(base_url, w, opts))
-        if runs[-1].stopped:
-            break
-        if converge_on is not None and len(runs) >= 2 and converged(
-                [r.metrics.get(convergence_key(converge_on), math.nan) for r in runs],
-                AUTO_REL_HALF_WIDTH, repeats):
+        if runs[-1].stopped or _converged(runs, converge_on, repeats):
             break
     stopped = runs[-1].stopped
-    record: dict[str, float] = {"measure_s": time.monotonic() - began}
-    if watch is not None:
-        sent = sum(r.sent for r in runs)
-        elapsed = sum(r.duration_s for r in runs)
-        record["planned_requests"] = float(watch.planned)
-        record["early_stopped"] = 1.0 if stopped else 0.0
-        record["early_stop_saved_s"] = saved_seconds(watch.planned, sent, elapsed) if stopped else 0.0
+    record = {"measure_s": time.monotonic() - began, **_stop_record(watch, runs)}
     if converge_on is not None:
         record["repeats"] = float(len(runs))
     if len(runs) == 1:
         metrics = {**runs[0].metrics, **record}
-        return Measurement(metrics=metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}],
-                           bench_runs=runs, stopped=stopped)
+        return Measurement(
+            metrics=metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}], bench_runs=runs, stopped=stopped
+        )
     samples = [s for r in runs for s in r.samples]
     # the same keys a single run has: goodput under the targets and llama-server's timing split
     pooled = summarize_requests(samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn)
@@ -103,14 +131,24 @@ def measure_repeats(bench: Bench, base_url: str, workload: Workload, repeats: in
     spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
     pooled["repeats"] = float(len(runs))
     pooled.update(record)
-    return Measurement(metrics=pooled, spread=spread, bench_runs=runs, stopped=stopped,
-                       runs=[{"repeat": i, "metrics": r.metrics} for i, r in enumerate(runs)])
+    return Measurement(
+        metrics=pooled,
+        spread=spread,
+        bench_runs=runs,
+        stopped=stopped,
+        runs=[{"repeat": i, "metrics": r.metrics} for i, r in enumerate(runs)],
+    )
 
 
-def measure_capacity(bench: Bench, base_url: str, workload: Workload,
-                     targets: list[Target], options: BenchOptions,
-                     on_level: Callable[[float, bool], None] = lambda load, ok: None,
-                     plan: CapacityPlan = CapacityPlan()) -> Measurement:
+def measure_capacity(
+    bench: Bench,
+    base_url: str,
+    workload: Workload,
+    targets: list[Target],
+    options: BenchOptions,
+    on_level: Callable[[float, bool], None] = lambda load, ok: None,
+    plan: CapacityPlan = CapacityPlan(),
+) -> Measurement:
     """Highest load at which every target holds, each level measured in steady state
     (capacity.py). metrics = those at that load (or at the lowest load tried when none held),
     plus ``capacity`` (0 when even the lowest load breaks a target).
@@ -130,8 +168,16 @@ class _CapacitySearch:
     """`measure_capacity`'s state: the levels measured so far and one typical request's duration
     (from the last level with answers: it sizes the next level's ramp and steady state)."""
 
-    def __init__(self, bench: Bench, base_url: str, workload: Workload, targets: list[Target],
-                 options: BenchOptions, on_level: Callable[[float, bool], None], plan: CapacityPlan):
+    def __init__(
+        self,
+        bench: Bench,
+        base_url: str,
+        workload: Workload,
+        targets: list[Target],
+        options: BenchOptions,
+        on_level: Callable[[float, bool], None],
+        plan: CapacityPlan,
+    ):
         self.bench, self.base_url, self.workload, self.targets = bench, base_url, workload, targets
         self.options, self.on_level, self.plan = options, on_level, plan
         self.open_loop = is_open(workload)
@@ -149,8 +195,16 @@ class _CapacitySearch:
             status = LevelStatus.HELD if all(t.met(run.metrics) for t in self.targets) else LevelStatus.BROKE
         self.results[load] = run
         self.typical_s = typical_duration_s(run.metrics) or self.typical_s
-        self.m.runs.append({"load": load, "met": status is LevelStatus.HELD, "status": status.value,
-                            "recheck": recheck, "ramp_s": ramp, "metrics": run.metrics})
+        self.m.runs.append(
+            {
+                "load": load,
+                "met": status is LevelStatus.HELD,
+                "status": status.value,
+                "recheck": recheck,
+                "ramp_s": ramp,
+                "metrics": run.metrics,
+            }
+        )
         self.m.bench_runs.append(run)
         self.on_level(load, status is LevelStatus.HELD)
         return status
@@ -224,7 +278,7 @@ class MeteredBench:
 
     def __init__(self, bench: Bench, meter: Meter | None):
         self.bench, self.meter = bench, meter
-        self.readings: dict[int, EnergyReading | None] = {}   # id(BenchRun) -> its window
+        self.readings: dict[int, EnergyReading | None] = {}  # id(BenchRun) -> its window
 
     def __call__(self, base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
         if self.meter is None:
@@ -258,7 +312,7 @@ class WatchedBench:
 
     def __init__(self, bench: Bench, watch: Watch):
         self.bench, self.watch = bench, watch
-        self.seen: dict[int, Interference] = {}   # id(BenchRun) -> its window
+        self.seen: dict[int, Interference] = {}  # id(BenchRun) -> its window
 
     def __call__(self, base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
         opened = False
@@ -271,6 +325,7 @@ class WatchedBench:
                 opened = True
             if heard is not None:
                 heard(phase)
+
         try:
             run = self.bench(base_url, workload, replace(options, on_phase=on_phase))
         finally:

@@ -60,8 +60,9 @@ def read_memory(gpus: frozenset[int] | None = None, nvml: hardware.Nvml | None =
     """The host's memory now; `gpus` keeps only those GPU indices (a worker's slot); `nvml`
     injects an NVML reader (recorded answers in tests)."""
     free = hardware.gpu_free_bytes(nvml)
-    return MemorySnapshot(hardware.available_memory_bytes(),
-                          {i: b for i, b in free.items() if gpus is None or i in gpus})
+    return MemorySnapshot(
+        hardware.available_memory_bytes(), {i: b for i, b in free.items() if gpus is None or i in gpus}
+    )
 
 
 def _gib(n: float) -> str:
@@ -106,8 +107,7 @@ class MemoryWaitResult:
         what = ", ".join(f"{place} {_gib(n)}" for place, n in self.held.items())
         why = "not being released" if self.settled else "not released yet"
         who = f"; held by {', '.join(h.describe() for h in self.holders)}" if self.holders else ""
-        return (f"memory still held after {self.waited_s:.1f} s ({why}): {what} short of before "
-                f"the previous server{who}")
+        return f"memory still held after {self.waited_s:.1f} s ({why}): {what} short of before the previous server{who}"
 
 
 @dataclass
@@ -135,8 +135,12 @@ class MemoryWait:
                 t = self.clock()
                 if t - t0 >= self.bound_s or t - progress_t >= self.settle_s:
                     short_gpus = sorted(gpu_shortfall(self.before, now))
-                    result = MemoryWaitResult(t - t0, held, settled=t - t0 < self.bound_s,
-                                              holders=tuple(self.holders(short_gpus)) if short_gpus else ())
+                    result = MemoryWaitResult(
+                        t - t0,
+                        held,
+                        settled=t - t0 < self.bound_s,
+                        holders=tuple(self.holders(short_gpus)) if short_gpus else (),
+                    )
                     break
                 self.sleep(POLL_S)
                 now = self.read()

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from kvtune.bench.client import BenchOptions, slo_goodput
 from kvtune.bench.tokenizer import try_load_tokenizer
 from kvtune.energy import Meter, open_meter
+from kvtune.interference import Interference, Watch
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Launcher
@@ -26,12 +27,17 @@ from kvtune.launchers.process import ServerProcess, free_port, last_error_line
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial import scoring
-from kvtune.interference import Interference, Watch
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import Attempts, MonitorFactory
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
-from kvtune.tuner.trial.measure import (Measurement, MeteredBench, WatchedBench, account, measure_capacity,
-                                       measure_repeats)
+from kvtune.tuner.trial.measure import (
+    Measurement,
+    MeteredBench,
+    WatchedBench,
+    account,
+    measure_capacity,
+    measure_repeats,
+)
 from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.trial.stopping import watched_targets
 from kvtune.workload import Workload
@@ -45,8 +51,15 @@ class TrialRunner:
     monitor of one launch (tuner/trial/disturbance.py; a test passes a fake), `sleep` is what the
     wait for a quiet machine sleeps with."""
 
-    def __init__(self, what: Subject, where: Placement, pid_file: Path, on_phase: Phase = lambda n, p: None,
-                 monitor: MonitorFactory | None = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        what: Subject,
+        where: Placement,
+        pid_file: Path,
+        on_phase: Phase = lambda n, p: None,
+        monitor: MonitorFactory | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.what, self.where = what, where
         self.pid_file = pid_file
         self.on_phase = on_phase
@@ -54,8 +67,11 @@ class TrialRunner:
         # The model's own tokenizer (GGUF vocab or HF) makes synthetic prompts exact; loaded
         # once per study, None when unavailable (prompts are then a stated approximation).
         self.tokenizer = _study_tokenizer(what.launcher)
-        latency = {t.metric: t.threshold for t in what.targets
-                   if t.upper and not t.relative and t.metric in ("ttft", "tpot", "e2el")}
+        latency = {
+            t.metric: t.threshold
+            for t in what.targets
+            if t.upper and not t.relative and t.metric in ("ttft", "tpot", "e2el")
+        }
         self._goodput = slo_goodput(latency) if latency else None
 
     @property
@@ -66,19 +82,32 @@ class TrialRunner:
     def targets(self) -> list[Target]:
         return self.what.targets
 
-    def new_outcome(self, number: int, candidate: Candidate, baseline: bool,
-                    warm_start: str | None = None) -> tuple[TrialOutcome, int]:
+    def new_outcome(
+        self, number: int, candidate: Candidate, baseline: bool, warm_start: str | None = None
+    ) -> tuple[TrialOutcome, int]:
         """The outcome to fill for `candidate` (its argv for a fresh port, its environment) and
         that port."""
         host = self.where.host
         port = free_port(host)
-        outcome = TrialOutcome(number=number, candidate=candidate, argv=self.launcher.command(candidate, port, host),
-                               env=self.launcher.environment(candidate), baseline=baseline,
-                               warm_start=warm_start, device_env=dict(self.where.device_env))
+        outcome = TrialOutcome(
+            number=number,
+            candidate=candidate,
+            argv=self.launcher.command(candidate, port, host),
+            env=self.launcher.environment(candidate),
+            baseline=baseline,
+            warm_start=warm_start,
+            device_env=dict(self.where.device_env),
+        )
         return outcome, port
 
-    def run(self, outcome: TrialOutcome, port: int, trial_dir: Path, baseline: TrialOutcome | None,
-            workload: Workload | None = None) -> TrialOutcome:
+    def run(
+        self,
+        outcome: TrialOutcome,
+        port: int,
+        trial_dir: Path,
+        baseline: TrialOutcome | None,
+        workload: Workload | None = None,
+    ) -> TrialOutcome:
         """Start the server of `outcome.argv`, measure it under `workload` (the study's unless
         given: the confirmation re-measures with other prompts), stop it; fill in and score.
         `baseline`: the study's measured baseline, None while it has none."""
@@ -107,22 +136,29 @@ class TrialRunner:
             self._stopped_early(outcome, measured.stopped)
         return outcome
 
-    def _record(self, outcome: TrialOutcome, measured: Measurement, server: ServerProcess,
-                trial_dir: Path) -> None:
+    def _record(self, outcome: TrialOutcome, measured: Measurement, server: ServerProcess, trial_dir: Path) -> None:
         """The measurement into the outcome, the bench runs into the trial's folder."""
         # e.g. vLLM's "KV cache size: N tokens", max concurrency
         outcome.server_facts = self.launcher.startup_facts(server.log_text())
         windows = measured.windows or [None] * len(measured.bench_runs)
-        (trial_dir / "bench.json").write_text(json.dumps(to_jsonable(
-            {"runs": [{**r.to_dict(), "interference": w} for r, w in zip(measured.bench_runs, windows)],
-             "interference": outcome.interference, "disturbed_attempts": outcome.disturbed_attempts}),
-            indent=1))
+        (trial_dir / "bench.json").write_text(
+            json.dumps(
+                to_jsonable(
+                    {
+                        "runs": [{**r.to_dict(), "interference": w} for r, w in zip(measured.bench_runs, windows)],
+                        "interference": outcome.interference,
+                        "disturbed_attempts": outcome.disturbed_attempts,
+                    }
+                ),
+                indent=1,
+            )
+        )
         outcome.metrics = measured.metrics
         outcome.spread = measured.spread
-        outcome.server_metrics = getattr(measured.bench_runs[-1], "server_metrics", None) or {} \
-            if measured.bench_runs else {}
-        outcome.load_levels = [{k: v for k, v in r.items() if k != "metrics"} for r in measured.runs
-                               if "load" in r]
+        outcome.server_metrics = (
+            getattr(measured.bench_runs[-1], "server_metrics", None) or {} if measured.bench_runs else {}
+        )
+        outcome.load_levels = [{k: v for k, v in r.items() if k != "metrics"} for r in measured.runs if "load" in r]
 
     def _stopped_early(self, outcome: TrialOutcome, reason: str) -> None:
         """The measurement was cut because a target could no longer hold: the trial is
@@ -138,8 +174,9 @@ class TrialRunner:
         resolved = scoring.resolved_targets(self.targets, baseline, outcome)
         scoring.judge(outcome, resolved, self.targets, self.what.spec.objective_specs)
 
-    def infeasible(self, outcome: TrialOutcome, kind: FailureKind, reason: str,
-                   keep_metrics: bool = False) -> TrialOutcome:
+    def infeasible(
+        self, outcome: TrialOutcome, kind: FailureKind, reason: str, keep_metrics: bool = False
+    ) -> TrialOutcome:
         return scoring.infeasible(outcome, self.targets, kind, reason, keep_metrics)
 
     def _early_stop_targets(self, outcome: TrialOutcome, baseline: TrialOutcome | None) -> list[Target]:
@@ -165,11 +202,25 @@ class TrialRunner:
         where = self.where
 
         def new_server(o: TrialOutcome, port: int, log: Path) -> ServerProcess:
-            return ServerProcess(argv=o.argv, env={**o.env, **where.device_env}, log_path=log, port=port,
-                                 host=where.host, health_path=self.launcher.health_path,
-                                 pid_file=self.pid_file, cpus=where.cpus)
-        return Starter(self.launcher, where.host, self.what.spec.startup_timeout_s, self.memory_wait,
-                       new_server, on_phase=lambda p: self.on_phase(n, p))
+            return ServerProcess(
+                argv=o.argv,
+                env={**o.env, **where.device_env},
+                log_path=log,
+                port=port,
+                host=where.host,
+                health_path=self.launcher.health_path,
+                pid_file=self.pid_file,
+                cpus=where.cpus,
+            )
+
+        return Starter(
+            self.launcher,
+            where.host,
+            self.what.spec.startup_timeout_s,
+            self.memory_wait,
+            new_server,
+            on_phase=lambda p: self.on_phase(n, p),
+        )
 
     def _usd_per_hour(self) -> float | None:
         """What this worker's server costs per hour (a per-GPU price times the GPUs it uses)."""
@@ -179,8 +230,9 @@ class TrialRunner:
         gpus = visible_gpus(self.where.device_env)
         return price.hourly(len(gpus) if gpus is not None else int(self.where.hardware.get("gpu_count") or 0))
 
-    def _measure_until_quiet(self, n: int, server: ServerProcess, workload: Workload, watched: list[Target],
-                             outcome: TrialOutcome) -> Measurement:
+    def _measure_until_quiet(
+        self, n: int, server: ServerProcess, workload: Workload, watched: list[Target], outcome: TrialOutcome
+    ) -> Measurement:
         """Measure on `server`; a measurement the interference monitor judged disturbed is dropped
         and taken again once the machine is quiet (bounded, see tuner/trial/disturbance.py). The
         kept measurement's window goes into `outcome.interference`, the dropped ones' into
@@ -197,8 +249,9 @@ class TrialRunner:
         outcome.disturbed_attempts = [w.to_dict() for w in attempts.replaced]
         return measured
 
-    def _measure(self, n: int, base_url: str, workload: Workload, watched: list[Target],
-                 watch: Watch) -> tuple[Measurement, Interference | None]:
+    def _measure(
+        self, n: int, base_url: str, workload: Workload, watched: list[Target], watch: Watch
+    ) -> tuple[Measurement, Interference | None]:
         """Measure under load, with the energy of the measured runs, the cost per 1M tokens and
         the worst interference window of the runs."""
         observed = WatchedBench(self.what.bench, watch)
@@ -207,23 +260,31 @@ class TrialRunner:
         measured.windows = [w.to_dict() if (w := observed.seen.get(id(r))) else None for r in measured.bench_runs]
         return measured, observed.worst(measured.bench_runs)
 
-    def _measure_load(self, n: int, base_url: str, workload: Workload, bench: MeteredBench,
-                      watched: list[Target]) -> Measurement:
+    def _measure_load(
+        self, n: int, base_url: str, workload: Workload, bench: MeteredBench, watched: list[Target]
+    ) -> Measurement:
         spec = self.what.spec
         extra_body = dict(self.launcher.request_extra_body())
         if workload.shared_prefix_fraction > 0 and "cache_prompt" in extra_body:
             extra_body["cache_prompt"] = True  # the workload tests prefix caching: let it work
         options = BenchOptions(
-            model=self.launcher.served_model_name(), extra_body=extra_body,
-            on_phase=lambda p: self.on_phase(n, p), goodput_fn=self._goodput, tokenizer=self.tokenizer,
-            scrape_metrics=self.launcher.scrapes_metrics)  # vLLM: /metrics before, during, after
+            model=self.launcher.served_model_name(),
+            extra_body=extra_body,
+            on_phase=lambda p: self.on_phase(n, p),
+            goodput_fn=self._goodput,
+            tokenizer=self.tokenizer,
+            scrape_metrics=self.launcher.scrapes_metrics,
+        )  # vLLM: /metrics before, during, after
         if spec.primary.name == "capacity":
+
             def on_level(load: float, ok: bool) -> None:
                 self.on_phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}")
+
             return measure_capacity(bench, base_url, workload, self.targets, options, on_level=on_level)
         runs, auto = spec.repeat_plan
-        measured = measure_repeats(bench, base_url, workload, runs, options, watched,
-                                   converge_on=spec.primary.key if auto else None)
+        measured = measure_repeats(
+            bench, base_url, workload, runs, options, watched, converge_on=spec.primary.key if auto else None
+        )
         if measured.stopped:
             self.on_phase(n, measured.stopped)
         return measured

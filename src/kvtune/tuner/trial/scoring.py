@@ -22,8 +22,9 @@ from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 NO_BASELINE = "relative targets need the baseline's measurement, and the baseline has none"
 
 
-def resolved_targets(targets: Sequence[Target], baseline: TrialOutcome | None,
-                     outcome: TrialOutcome) -> list[Target] | None:
+def resolved_targets(
+    targets: Sequence[Target], baseline: TrialOutcome | None, outcome: TrialOutcome
+) -> list[Target] | None:
     """The targets with relative ones set from `baseline`'s metrics (or `outcome`'s own, when it
     is the baseline measured first); None when a relative target has nothing to refer to."""
     if not any(t.relative for t in targets):
@@ -35,8 +36,9 @@ def resolved_targets(targets: Sequence[Target], baseline: TrialOutcome | None,
         return None
 
 
-def judge(outcome: TrialOutcome, resolved: Sequence[Target] | None, targets: Sequence[Target],
-          objectives: Sequence[Objective]) -> None:
+def judge(
+    outcome: TrialOutcome, resolved: Sequence[Target] | None, targets: Sequence[Target], objectives: Sequence[Objective]
+) -> None:
     """Judge a measured outcome against the targets: fill in constraints, objective values and,
     when a target broke, the failure and reason. (Named apart from `TrialOutcome.score`, the
     objective averaged over a config's measurements.)"""
@@ -58,8 +60,9 @@ def judge(outcome: TrialOutcome, resolved: Sequence[Target] | None, targets: Seq
         outcome.reason = "; ".join(describe_miss(t, m) for t in broken)
 
 
-def infeasible(outcome: TrialOutcome, targets: Sequence[Target], kind: FailureKind, reason: str,
-               keep_metrics: bool = False) -> TrialOutcome:
+def infeasible(
+    outcome: TrialOutcome, targets: Sequence[Target], kind: FailureKind, reason: str, keep_metrics: bool = False
+) -> TrialOutcome:
     """Mark the trial infeasible for `kind`: every constraint violated, the reason kept for
     people (with `keep_metrics`, what was measured before it failed stays)."""
     if not keep_metrics:

@@ -16,15 +16,16 @@ from __future__ import annotations
 from typing import Sequence
 
 from kvtune.bench.arrivals import arrival_offsets_for
-from kvtune.workload import Workload
 from kvtune.errors import TargetError
 from kvtune.objectives.early_stop import EarlyStop, provable
 from kvtune.objectives.metrics import RequestSample
 from kvtune.objectives.targets import Target
+from kvtune.workload import Workload
 
 
-def watched_targets(targets: Sequence[Target], baseline: bool,
-                    baseline_metrics: dict[str, float] | None) -> list[Target]:
+def watched_targets(
+    targets: Sequence[Target], baseline: bool, baseline_metrics: dict[str, float] | None
+) -> list[Target]:
     """The targets an early stop may watch on a trial. None on the baseline: it is measured in
     full, because its figures anchor what the others are judged by (relative targets such as
     "ttft<1.5x", the best-vs-baseline comparison, the near-miss hints). Relative targets are
@@ -48,8 +49,11 @@ def planned_requests(workload: Workload) -> int | None:
     if workload.mode == "open":
         if workload.duration_s is not None:
             assert workload.rate is not None
-            return len(arrival_offsets_for(workload.duration_s, workload.rate, workload.arrival,
-                                           workload.burstiness, workload.seed))
+            return len(
+                arrival_offsets_for(
+                    workload.duration_s, workload.rate, workload.arrival, workload.burstiness, workload.seed
+                )
+            )
         return workload.num_requests
     return None if workload.duration_s is not None else workload.num_requests
 

@@ -17,12 +17,12 @@ import sys
 
 import pytest
 
-from kvtune.workload import Workload
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.launchers.vllm.flags import API_MODULE, CLI_MODULE
 from kvtune.planner.kv import ModelShape
+from kvtune.workload import Workload
 
 PYTHON = os.environ.get("KVTUNE_VLLM_PYTHON") or sys.executable
 SHAPE = ModelShape(layers=30, attention_heads=8, kv_heads=8, head_dim=64, max_positions=8192)
@@ -30,7 +30,7 @@ WL = Workload()
 
 # Runs in vLLM's interpreter: reads [[argv, [dest, ...]], ...] as JSON on stdin, answers one JSON
 # list of {"values": {dest: value}} or {"error": text}.
-CHILD = r'''
+CHILD = r"""
 import argparse, contextlib, io, json, sys
 from vllm.engine.arg_utils import EngineArgs
 from vllm.entrypoints.cli.serve import ServeSubcommand
@@ -58,14 +58,18 @@ for argv, dests in json.load(sys.stdin):
     except Exception as e:
         out.append({"error": f"{type(e).__name__}: {e}"})
 print(json.dumps(out, default=str))
-'''
+"""
 
 
 def _has_vllm() -> bool:
     if sys.executable == PYTHON:
         return importlib.util.find_spec("vllm") is not None
-    return subprocess.run([PYTHON, "-c", "import importlib.util as u, sys; "
-                           "sys.exit(u.find_spec('vllm') is None)"]).returncode == 0
+    return (
+        subprocess.run(
+            [PYTHON, "-c", "import importlib.util as u, sys; sys.exit(u.find_spec('vllm') is None)"]
+        ).returncode
+        == 0
+    )
 
 
 pytestmark = pytest.mark.skipif(not _has_vllm(), reason=f"{PYTHON} has no vLLM")
@@ -79,9 +83,17 @@ BUILDS = {
 
 
 def launchers() -> dict[str, VllmLauncher]:
-    return {k: VllmLauncher(model="/models/m", build=b, shape=SHAPE, memory_bytes=16 * GiB,
-                            cpu_ids=(0, 1, 2, 3), served_name="m" if k == "gpu2" else None)
-            for k, b in BUILDS.items()}
+    return {
+        k: VllmLauncher(
+            model="/models/m",
+            build=b,
+            shape=SHAPE,
+            memory_bytes=16 * GiB,
+            cpu_ids=(0, 1, 2, 3),
+            served_name="m" if k == "gpu2" else None,
+        )
+        for k, b in BUILDS.items()
+    }
 
 
 def candidates(lau: VllmLauncher) -> list[Candidate]:
@@ -120,10 +132,17 @@ def parsed() -> list[tuple[str, Candidate, list[str], dict]]:
                 flags.setdefault("enforce-eager", True)
                 flags.setdefault("kv-cache-memory-bytes", lau.default_kv_bytes())
             cases.append((name, c, argv, flags))
-    requests = [[parser_argv(argv), sorted({k.replace("-", "_") for k in flags} | {"model", "host", "port"})]
-                for _, _, argv, flags in cases]
-    proc = subprocess.run(["nice", "-n", "19", PYTHON, "-c", CHILD], input=json.dumps(requests),
-                          capture_output=True, text=True, timeout=600)
+    requests = [
+        [parser_argv(argv), sorted({k.replace("-", "_") for k in flags} | {"model", "host", "port"})]
+        for _, _, argv, flags in cases
+    ]
+    proc = subprocess.run(
+        ["nice", "-n", "19", PYTHON, "-c", CHILD],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     answers = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(answers) == len(cases)

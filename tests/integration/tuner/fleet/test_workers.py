@@ -8,17 +8,33 @@ import pytest
 import typer.main
 
 from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.fleet.workers import WorkerOptions, worker_argv
 from kvtune.tuner.search.warmstart import enqueue_warm_start
-from kvtune.tuner.fleet.workers import (WorkerOptions, worker_argv)
 from tests.conftest import TINY
 
 
-@pytest.mark.parametrize("command", [["run", "--gpus-per-trial", "3", "--trials", "1"],
-                                     ["run", "--workers", "3", "--gpus-per-trial", "1", "--trials", "1"],
-                                     ["worker", "--storage", "sqlite:///nowhere.db", "--study", "x",
-                                      "--slots", "2", "--slot", "1", "--gpus-per-trial", "2"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--gpus-per-trial", "3", "--trials", "1"],
+        ["run", "--workers", "3", "--gpus-per-trial", "1", "--trials", "1"],
+        [
+            "worker",
+            "--storage",
+            "sqlite:///nowhere.db",
+            "--study",
+            "x",
+            "--slots",
+            "2",
+            "--slot",
+            "1",
+            "--gpus-per-trial",
+            "2",
+        ],
+    ],
+)
 def test_the_cli_refuses_more_gpus_than_visible_before_anything_is_created(command, tmp_path):
     """Two GPUs visible: CUDA_VISIBLE_DEVICES=0,1 (the user's own setting) on this GPU-less host."""
     import subprocess
@@ -27,10 +43,26 @@ def test_the_cli_refuses_more_gpus_than_visible_before_anything_is_created(comma
     import kvtune
 
     src = str(Path(kvtune.__file__).parents[1])
-    r = subprocess.run([sys.executable, "-m", "kvtune.cli", *command, *(["--runs-dir", str(tmp_path / "runs")]
-                        if command[0] == "run" else [])], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": src, "CUDA_VISIBLE_DEVICES": "0,1",
-                                         "KVTUNE_CACHE": str(tmp_path / "cache"), "COLUMNS": "400"})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvtune.cli",
+            *command,
+            *(["--runs-dir", str(tmp_path / "runs")] if command[0] == "run" else []),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": src,
+            "CUDA_VISIBLE_DEVICES": "0,1",
+            "KVTUNE_CACHE": str(tmp_path / "cache"),
+            "COLUMNS": "400",
+        },
+    )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kvtune: error: --gpus-per-trial") and "Traceback" not in r.stderr
@@ -48,12 +80,24 @@ def _worker_params(argv: list[str]) -> dict:
 
 
 def test_worker_argv_is_what_the_worker_command_parses():
-    options = WorkerOptions(gpus_per_trial=2, runs_dir="/runs", llama_server="/bin/llama-server",
-                            vllm_python="/venv/bin/python", allow_mixed_hardware=True)
+    options = WorkerOptions(
+        gpus_per_trial=2,
+        runs_dir="/runs",
+        llama_server="/bin/llama-server",
+        vllm_python="/venv/bin/python",
+        allow_mixed_hardware=True,
+    )
     assert _worker_params(worker_argv("sqlite:///s.db", "st", 1, 3, options)) == {
-        "storage": "sqlite:///s.db", "study": "st", "slot": 1, "slots": 3, "gpus_per_trial": 2,
-        "runs_dir": "/runs", "llama_server": "/bin/llama-server", "vllm_python": "/venv/bin/python",
-        "allow_mixed_hardware": True}
+        "storage": "sqlite:///s.db",
+        "study": "st",
+        "slot": 1,
+        "slots": 3,
+        "gpus_per_trial": 2,
+        "runs_dir": "/runs",
+        "llama_server": "/bin/llama-server",
+        "vllm_python": "/venv/bin/python",
+        "allow_mixed_hardware": True,
+    }
     defaults = _worker_params(worker_argv("sqlite:///s.db", "st", 2, 3, WorkerOptions()))
     assert defaults["slot"] == 2 and defaults["gpus_per_trial"] == 0 and defaults["allow_mixed_hardware"] is False
     assert defaults["runs_dir"] is defaults["llama_server"] is defaults["vllm_python"] is None
@@ -61,11 +105,13 @@ def test_worker_argv_is_what_the_worker_command_parses():
 
 def test_warm_start_queues_the_source_best_first(make_tuner):
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),))
-    src, _ = make_tuner(StudySpec(study="src", trials=4, workload=TINY, objective="ttft_p95",
-                                  confirm_top=0).validate(), launcher)
+    src, _ = make_tuner(
+        StudySpec(study="src", trials=4, workload=TINY, objective="ttft_p95", confirm_top=0).validate(), launcher
+    )
     src.run()
-    dst, _ = make_tuner(StudySpec(study="dst", trials=3, workload=TINY, objective="ttft_p95",
-                                  confirm_top=0).validate(), launcher)
+    dst, _ = make_tuner(
+        StudySpec(study="dst", trials=3, workload=TINY, objective="ttft_p95", confirm_top=0).validate(), launcher
+    )
     labels = enqueue_warm_start(dst.study, src.study, dst.space.knobs, top=2)
     assert labels and labels[0].startswith("src#")
     outcomes = dst.run()

@@ -16,14 +16,19 @@ from kvtune.tuner.trial.memory_wait import MemorySnapshot, MemoryWait
 from kvtune.tuner.trial.runner import TrialRunner
 from kvtune.workload import Workload
 
-WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16, warmup_requests=1,
-              request_timeout_s=10)
+WL = Workload(
+    concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=16, warmup_requests=1, request_timeout_s=10
+)
 
 
 def runner_for(spec: StudySpec, launcher: FakeLauncher, tmp_path: Path, phases: list) -> TrialRunner:
     targets = with_default_error_target(list(spec.targets))  # the spec holds parsed targets
-    runner = TrialRunner(Subject(spec, launcher, targets), Placement.here(slot=3), tmp_path / "server.pid.json",
-                         on_phase=lambda n, p: phases.append((n, p)))
+    runner = TrialRunner(
+        Subject(spec, launcher, targets),
+        Placement.here(slot=3),
+        tmp_path / "server.pid.json",
+        on_phase=lambda n, p: phases.append((n, p)),
+    )
     runner.memory_wait = MemoryWait(read=lambda: MemorySnapshot(64 * 2**30), sleep=lambda s: None)
     return runner
 

@@ -13,22 +13,35 @@ from pathlib import Path
 import pytest
 
 from kvtune import hardware
-from kvtune.workload import Workload
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.launchers.vllm.flags import visible_gpus
-from kvtune.launchers.vllm.gpu_fit import (ACTIVATION_RESERVE_BYTES, CUDA_GRAPH_RESERVE_BYTES,
-                                           kv_prediction, planned_kv_tokens, predicted_kv_tokens,
-                                           prescreen_gpu_fit, rank_shape)
+from kvtune.launchers.vllm.gpu_fit import (
+    ACTIVATION_RESERVE_BYTES,
+    CUDA_GRAPH_RESERVE_BYTES,
+    kv_prediction,
+    planned_kv_tokens,
+    predicted_kv_tokens,
+    prescreen_gpu_fit,
+    rank_shape,
+)
 from kvtune.launchers.vllm.logs import non_default_args, parse_startup_log
 from kvtune.nvml import Recorded
 from kvtune.planner.kv import ModelShape
+from kvtune.workload import Workload
 from tests.paths import UNIT_DATA
 
 DATA = UNIT_DATA
 # Llama-3.1-8B: 128 KiB of bf16 KV per token, 1 GiB per 8192-token sequence.
-LLAMA8B = ModelShape(layers=32, attention_heads=32, kv_heads=8, head_dim=128, dtype_bytes=2,
-                     max_positions=131072, weights_bytes=16_060_522_496)
+LLAMA8B = ModelShape(
+    layers=32,
+    attention_heads=32,
+    kv_heads=8,
+    head_dim=128,
+    dtype_bytes=2,
+    max_positions=131072,
+    weights_bytes=16_060_522_496,
+)
 WL = Workload()
 
 
@@ -39,21 +52,27 @@ def gpus(name: str):
 
 def launcher(name: str, shape: ModelShape = LLAMA8B) -> VllmLauncher:
     found = gpus(name)
-    build = VllmBuild(GPU, "vllm 0.32.0", python="/venv/bin/python", gpu_count=len(found),
-                      script="/venv/bin/vllm")
+    build = VllmBuild(GPU, "vllm 0.32.0", python="/venv/bin/python", gpu_count=len(found), script="/venv/bin/vllm")
     return VllmLauncher(model="/models/llama", build=build, shape=shape, gpus=found)
 
 
 def test_an_8b_model_fits_one_h100_and_its_reason_names_the_arithmetic() -> None:
     h100 = gpus("h100_sxm_x1")
-    assert prescreen_gpu_fit(LLAMA8B, h100, utilization=0.9, tp=1, max_model_len=8192,
-                             kv_dtype="auto", enforce_eager=False) is None
+    assert (
+        prescreen_gpu_fit(
+            LLAMA8B, h100, utilization=0.9, tp=1, max_model_len=8192, kv_dtype="auto", enforce_eager=False
+        )
+        is None
+    )
     huge = replace(LLAMA8B, weights_bytes=80 * GiB)
-    reason = prescreen_gpu_fit(huge, h100, utilization=0.9, tp=1, max_model_len=8192,
-                               kv_dtype="auto", enforce_eager=False)
-    assert reason == ("weights 80.00 GiB + reserve 1.50 GiB (activations 1.00 GiB, CUDA graphs "
-                      "0.50 GiB) + KV 1.00 GiB (one --max-model-len 8192 sequence, auto) = 82.50 GiB "
-                      "> --gpu-memory-utilization 0.9 x 79.65 GiB = 71.68 GiB on GPU 0")
+    reason = prescreen_gpu_fit(
+        huge, h100, utilization=0.9, tp=1, max_model_len=8192, kv_dtype="auto", enforce_eager=False
+    )
+    assert reason == (
+        "weights 80.00 GiB + reserve 1.50 GiB (activations 1.00 GiB, CUDA graphs "
+        "0.50 GiB) + KV 1.00 GiB (one --max-model-len 8192 sequence, auto) = 82.50 GiB "
+        "> --gpu-memory-utilization 0.9 x 79.65 GiB = 71.68 GiB on GPU 0"
+    )
 
 
 def test_tensor_parallel_splits_weights_and_kv_on_two_4090s() -> None:
@@ -80,8 +99,9 @@ def test_enforce_eager_keeps_back_less() -> None:
 def test_a_gpu_taken_by_another_process_refuses_what_vllm_would_request() -> None:
     lau = launcher("a100_70pct_used")  # 24 of 80 GiB free
     reason = lau.precheck(Candidate(flags={"gpu-memory-utilization": 0.8}), WL)
-    assert reason == ("GPU 0 has 24.00 GiB free < --gpu-memory-utilization 0.8 x 80.00 GiB = "
-                      "64.00 GiB, which vLLM requests at start")
+    assert reason == (
+        "GPU 0 has 24.00 GiB free < --gpu-memory-utilization 0.8 x 80.00 GiB = 64.00 GiB, which vLLM requests at start"
+    )
     util = next(k for k in lau.default_knobs(WL, 8) if k.name == "gpu-memory-utilization")
     assert lau.offered_choices(util, {}) == util.choices  # none fits: precheck explains
 
@@ -112,8 +132,10 @@ def test_pinned_gpus_are_the_ones_sized() -> None:
 def test_without_gpu_facts_or_shape_nothing_is_refused() -> None:
     lau = replace(launcher("h100_sxm_x1"), gpus=())
     assert lau.precheck(Candidate(flags={"max-model-len": 131072}), WL) is None
-    assert prescreen_gpu_fit(LLAMA8B, (), utilization=0.9, tp=1, max_model_len=8192,
-                             kv_dtype="auto", enforce_eager=False) is None
+    assert (
+        prescreen_gpu_fit(LLAMA8B, (), utilization=0.9, tp=1, max_model_len=8192, kv_dtype="auto", enforce_eager=False)
+        is None
+    )
 
 
 def test_the_gpu_log_gives_kv_tokens_predicted_and_planned() -> None:
@@ -147,13 +169,24 @@ def test_predicted_tokens_grow_with_tensor_parallel_heads_split(tp: int, expecte
 
 
 def test_planned_tokens_need_weights() -> None:
-    assert planned_kv_tokens(replace(LLAMA8B, weights_bytes=None), gpus("h100_sxm_x1"), utilization=0.9,
-                             tp=1, kv_dtype="auto", enforce_eager=True, block_size=16) is None
+    assert (
+        planned_kv_tokens(
+            replace(LLAMA8B, weights_bytes=None),
+            gpus("h100_sxm_x1"),
+            utilization=0.9,
+            tp=1,
+            kv_dtype="auto",
+            enforce_eager=True,
+            block_size=16,
+        )
+        is None
+    )
 
 
 def test_a_model_folder_without_config_json_is_refused_before_any_launch(tmp_path: Path) -> None:
     from kvtune.errors import ModelError
     from kvtune.launchers.vllm import resolve_model
+
     build = VllmBuild(GPU, "vllm 0.32.0", python="/venv/bin/python", gpu_count=1)
     with pytest.raises(ModelError, match="has no config.json"):
         resolve_model(str(tmp_path), build)
@@ -180,4 +213,5 @@ def test_the_informed_start_on_cpu_is_the_preferred_rules_alone() -> None:
     cpu = VllmLauncher(model="/models/llama", build=build, shape=LLAMA8B, memory_bytes=64 * GiB)
     knobs = cpu.default_knobs(WL, 2)
     from kvtune.launchers.base import informed_guess
+
     assert cpu.informed_start(knobs, WL) == informed_guess(knobs, WL, cpu.preferred)

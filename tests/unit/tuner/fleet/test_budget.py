@@ -8,21 +8,45 @@ from kvtune.errors import SpecError
 from kvtune.tuner.fleet.budget import Budget, StopReason, format_duration, parse_duration
 
 
-@pytest.mark.parametrize("text,seconds", [
-    ("2h", 7200.0), ("90m", 5400.0), ("45s", 45.0), ("1h30m", 5400.0), ("1h30m15s", 5415.0),
-    ("1.5h", 5400.0), ("1d", 86400.0), ("3600", 3600.0), (" 2H ", 7200.0), ("1h 30m", 5400.0),
-    (7200, 7200.0), (0.5, 0.5),
-])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        ("2h", 7200.0),
+        ("90m", 5400.0),
+        ("45s", 45.0),
+        ("1h30m", 5400.0),
+        ("1h30m15s", 5415.0),
+        ("1.5h", 5400.0),
+        ("1d", 86400.0),
+        ("3600", 3600.0),
+        (" 2H ", 7200.0),
+        ("1h 30m", 5400.0),
+        (7200, 7200.0),
+        (0.5, 0.5),
+    ],
+)
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text,fragment", [
-    ("abc", "not a duration"), ("0", "more than zero"), ("0h", "more than zero"),
-    ("-1h", "negative"), ("-5", "negative"), ("", "not a duration"), ("1x", "not a duration"),
-    ("30m1h", "not a duration"), ("h", "not a duration"), (0, "more than zero"),
-    (-3, "more than zero"), (True, "not a duration"), (float("inf"), "more than zero"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("abc", "not a duration"),
+        ("0", "more than zero"),
+        ("0h", "more than zero"),
+        ("-1h", "negative"),
+        ("-5", "negative"),
+        ("", "not a duration"),
+        ("1x", "not a duration"),
+        ("30m1h", "not a duration"),
+        ("h", "not a duration"),
+        (0, "more than zero"),
+        (-3, "more than zero"),
+        (True, "not a duration"),
+        (float("inf"), "more than zero"),
+    ],
+)
 def test_bad_durations_give_one_line_naming_the_fix(text, fragment):
     with pytest.raises(SpecError) as e:
         parse_duration(text)
@@ -35,8 +59,7 @@ def test_parse_duration_names_the_setting():
         parse_duration("x", what="time_budget")
 
 
-@pytest.mark.parametrize("seconds,text", [(5400, "1h30m"), (45, "45s"), (7200, "2h"),
-                                          (0, "0s"), (3661.4, "1h1m1s")])
+@pytest.mark.parametrize("seconds,text", [(5400, "1h30m"), (45, "45s"), (7200, "2h"), (0, "0s"), (3661.4, "1h1m1s")])
 def test_format_duration_round_trips(seconds, text):
     assert format_duration(seconds) == text
     if seconds:
@@ -76,8 +99,7 @@ def test_time_budget_stops_asking_and_trials_win_a_tie():
     assert b.stop_reason(measured=3, asked=3, elapsed_s=7199.9) is None
     assert b.stop_reason(measured=3, asked=3, elapsed_s=7200) is StopReason.TIME
     assert b.stop_reason(measured=10, asked=10, elapsed_s=9000) is StopReason.TRIALS
-    assert b.explain(StopReason.TIME, 3, 3, 7260) == (
-        "time budget of 2h spent after 2h1m: measured 3 of 10 trials")
+    assert b.explain(StopReason.TIME, 3, 3, 7260) == ("time budget of 2h spent after 2h1m: measured 3 of 10 trials")
     assert b.explain(StopReason.TRIALS, 10, 12, 100) == "measured 10 of 10 trials"
 
 
@@ -86,10 +108,15 @@ def test_time_budget_ends_a_study_with_many_trials_left():
     assert b.stop_reason(measured=5, asked=5, elapsed_s=61) is StopReason.TIME
 
 
-@pytest.mark.parametrize("kwargs,fragment", [
-    (dict(trials=0), "--trials 0"), (dict(trials=2, time_budget_s=0), "--time-budget"),
-    (dict(trials=2, time_budget_s=-1.0), "--time-budget"), (dict(trials=5, asks_cap=4), "asks cap"),
-])
+@pytest.mark.parametrize(
+    "kwargs,fragment",
+    [
+        (dict(trials=0), "--trials 0"),
+        (dict(trials=2, time_budget_s=0), "--time-budget"),
+        (dict(trials=2, time_budget_s=-1.0), "--time-budget"),
+        (dict(trials=5, asks_cap=4), "asks cap"),
+    ],
+)
 def test_invalid_budget(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment.replace("-", r"\-")):
         Budget(**kwargs)

@@ -11,9 +11,17 @@ from kvtune.tuner.fleet.records import TrialRecords
 
 def outcome(number: int, speed: int | None, **kw) -> TrialOutcome:
     flags = {} if speed is None else {"speed": speed}
-    return TrialOutcome(number=number, candidate=Candidate(flags=flags), argv=["srv"], env={},
-                        baseline=speed is None, metrics={"output_throughput": 10.0 * (speed or 1)},
-                        constraints={RUNS_KEY: -1.0}, objective=10.0 * (speed or 1), **kw)
+    return TrialOutcome(
+        number=number,
+        candidate=Candidate(flags=flags),
+        argv=["srv"],
+        env={},
+        baseline=speed is None,
+        metrics={"output_throughput": 10.0 * (speed or 1)},
+        constraints={RUNS_KEY: -1.0},
+        objective=10.0 * (speed or 1),
+        **kw,
+    )
 
 
 def tell(study: optuna.Study, o: TrialOutcome) -> dict:

@@ -8,10 +8,10 @@ import pytest
 
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.fleet.workers import check_gpu_slots, cpu_slot, gpu_pool, gpu_slot
 from kvtune.tuner.search.warmstart import adapt
-from kvtune.tuner.fleet.workers import (check_gpu_slots, cpu_slot, gpu_pool, gpu_slot)
 from tests.conftest import TINY
 from tests.paths import NVML_DATA
 
@@ -44,8 +44,10 @@ def test_gpus_per_trial_that_do_not_fit_are_one_line():
     check_gpu_slots(3, 0, [])  # no GPUs asked for: nothing to check
     with pytest.raises(SpecError) as e:
         check_gpu_slots(1, 3, ["0", "1"])
-    assert str(e.value) == ("--gpus-per-trial 3 x --workers 1 needs 3 GPUs, but this host has 2 GPU(s) "
-                            "visible (0, 1): lower --gpus-per-trial or --workers")
+    assert str(e.value) == (
+        "--gpus-per-trial 3 x --workers 1 needs 3 GPUs, but this host has 2 GPU(s) "
+        "visible (0, 1): lower --gpus-per-trial or --workers"
+    )
     with pytest.raises(SpecError, match="no GPU visible"):
         check_gpu_slots(1, 1, [])
 
@@ -57,15 +59,19 @@ def test_spec_round_trips_through_the_study():
 
 def test_study_refuses_other_hardware(make_tuner):
     tuner, _ = make_tuner()
-    tuner.study.set_user_attr("hardware", {"cpu": "Other CPU", "cpus": 64, "memory_gib": 512.0,
-                                           "accelerator": "8 x H100"})
+    tuner.study.set_user_attr(
+        "hardware", {"cpu": "Other CPU", "cpus": 64, "memory_gib": 512.0, "accelerator": "8 x H100"}
+    )
     with pytest.raises(SpecError, match="measured on other hardware"):
         make_tuner()
 
 
 def test_adapt_clamps_ranges_and_drops_unknown_choices():
-    knobs = [Knob("threads", "int", low=1, high=4), Knob("parallel", "choices", choices=(1, 2)),
-             Knob("fa", "fixed", value="on")]
+    knobs = [
+        Knob("threads", "int", low=1, high=4),
+        Knob("parallel", "choices", choices=(1, 2)),
+        Knob("fa", "fixed", value="on"),
+    ]
     assert adapt({"threads": 16, "parallel": 8, "fa": "off", "gone": 1}, knobs) == {"threads": 4}
     assert adapt({"threads": 2, "parallel": 2}, knobs) == {"threads": 2, "parallel": 2}
 
@@ -93,8 +99,9 @@ def test_the_guard_tells_an_a100_study_from_an_h100_one(tmp_path):
     base = prepare(spec, launcher=FakeLauncher(), runs_dir=str(tmp_path / "runs"))
     a100 = _recorded_fingerprint("a100_70pct_used")
     open_tuner(replace(base, hardware=a100))
-    with pytest.raises(SpecError, match="measured on other hardware .*1 x NVIDIA A100-SXM4-80GB.*"
-                                        "this is .*1 x NVIDIA H100 80GB HBM3"):
+    with pytest.raises(
+        SpecError, match="measured on other hardware .*1 x NVIDIA A100-SXM4-80GB.*this is .*1 x NVIDIA H100 80GB HBM3"
+    ):
         open_tuner(replace(base, hardware=_recorded_fingerprint("h100_sxm_x1")))
     # the same A100, idle now: the same hardware (how busy a GPU is does not change what it is)
     open_tuner(replace(base, hardware=_recorded_fingerprint("a100_70pct_used", busy_free=80 * 2**30)))

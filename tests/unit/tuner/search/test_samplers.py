@@ -7,18 +7,21 @@ import itertools
 import optuna
 import pytest
 
-
-from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
-from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.search import samplers
-from kvtune.tuner.build import make_sampler, open_tuner, prepare
-from kvtune.tuner.search.samplers import SamplerKind, grid_space, parse_sampler, worker_seed
 from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.build import make_sampler, open_tuner, prepare
+from kvtune.tuner.search import samplers
+from kvtune.tuner.search.samplers import SamplerKind, grid_space, parse_sampler, worker_seed
+from kvtune.workload import Workload
 
-KNOBS = [Knob("parallel", "choices", choices=(1, 2, 4, 8)), Knob("threads", "int", low=1, high=4),
-         Knob("flash-attn", "choices", choices=("on", "off")), Knob("ctx", "fixed", value=512)]
+KNOBS = [
+    Knob("parallel", "choices", choices=(1, 2, 4, 8)),
+    Knob("threads", "int", low=1, high=4),
+    Knob("flash-attn", "choices", choices=("on", "off")),
+    Knob("ctx", "fixed", value=512),
+]
 
 
 def has_scipy() -> bool:
@@ -29,9 +32,17 @@ def has_scipy() -> bool:
     return True
 
 
-@pytest.mark.parametrize("name,kind", [("tpe", SamplerKind.TPE), ("GP", SamplerKind.GP),
-                                       ("random", SamplerKind.RANDOM), ("grid", SamplerKind.GRID),
-                                       ("qmc", SamplerKind.QMC), ("auto", samplers.DEFAULT)])
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("tpe", SamplerKind.TPE),
+        ("GP", SamplerKind.GP),
+        ("random", SamplerKind.RANDOM),
+        ("grid", SamplerKind.GRID),
+        ("qmc", SamplerKind.QMC),
+        ("auto", samplers.DEFAULT),
+    ],
+)
 def test_sampler_names(name, kind):
     assert parse_sampler(name) is kind
 
@@ -67,10 +78,13 @@ def test_grid_expands_a_small_int_range_and_skips_fixed_knobs():
     assert grid_space([Knob("b", "int", low=64, high=512, step=64)]) == {"b": [64, 128, 192, 256, 320, 384, 448, 512]}
 
 
-@pytest.mark.parametrize("knob,fragment", [
-    (Knob("gpu-memory-utilization", "float", low=0.8, high=0.95), "gpu-memory-utilization is a continuous range"),
-    (Knob("threads", "int", low=1, high=64), "threads is a range of 64 values"),
-])
+@pytest.mark.parametrize(
+    "knob,fragment",
+    [
+        (Knob("gpu-memory-utilization", "float", low=0.8, high=0.95), "gpu-memory-utilization is a continuous range"),
+        (Knob("threads", "int", low=1, high=64), "threads is a range of 64 values"),
+    ],
+)
 def test_grid_refuses_a_continuous_or_wide_range_naming_the_knob(knob, fragment):
     with pytest.raises(SpecError) as e:
         grid_space([KNOBS[0], knob])
@@ -89,8 +103,12 @@ def first_proposals(sampler: optuna.samplers.BaseSampler, n: int = 4) -> list[di
     out = []
     for _ in range(n):
         t = study.ask()
-        out.append({"parallel": t.suggest_categorical("parallel", [1, 2, 4, 8, 16]),
-                    "threads": t.suggest_int("threads", 1, 64)})
+        out.append(
+            {
+                "parallel": t.suggest_categorical("parallel", [1, 2, 4, 8, 16]),
+                "threads": t.suggest_int("threads", 1, 64),
+            }
+        )
         study.tell(t, 1.0)
     return out
 
@@ -111,10 +129,10 @@ def test_grid_and_qmc_keep_the_study_seed_in_every_worker():
 
 
 def test_a_grid_study_measures_every_config_once_after_the_baseline(tmp_path):
-    launcher = FakeLauncher(knobs=(Knob("parallel", "choices", choices=(1, 2, 4)),
-                                   Knob("speed", "int", low=1, high=2)))
-    spec = StudySpec(study="g", trials=7, sampler="grid", workload=Workload(concurrency=2),
-                     startup_timeout_s=10).validate()
+    launcher = FakeLauncher(knobs=(Knob("parallel", "choices", choices=(1, 2, 4)), Knob("speed", "int", low=1, high=2)))
+    spec = StudySpec(
+        study="g", trials=7, sampler="grid", workload=Workload(concurrency=2), startup_timeout_s=10
+    ).validate()
     tuner = open_tuner(prepare(spec, launcher=launcher, runs_dir=str(tmp_path)))
     assert [t.user_attrs for t in tuner.study.trials] == [{"baseline": True}]  # no informed start
     seen = []
@@ -170,8 +188,8 @@ def test_gp_proposes_from_its_model_after_a_baseline():
 
 
 def test_a_study_file_names_its_sampler(tmp_path):
-    from kvtune.study.spec import build_spec
     from kvtune.study.overrides import SpecOverrides
+    from kvtune.study.spec import build_spec
     from kvtune.study.study_file import load_study_file
 
     f = tmp_path / "s.yaml"

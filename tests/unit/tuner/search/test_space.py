@@ -4,14 +4,14 @@ The llama-server launcher's own rules are tested in tests/unit/launchers/test_ll
 import optuna
 import pytest
 
-from kvtune.workload import Workload
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
 from kvtune.launchers.llama_server import LlamaServerLauncher
-from kvtune.testing.sampling import suggest_many
-from kvtune.tuner.search.space import SearchSpace
 from kvtune.study.spec import build_spec, merge_knobs
 from kvtune.study.study_file import load_study_file
+from kvtune.testing.sampling import suggest_many
+from kvtune.tuner.search.space import SearchSpace
+from kvtune.workload import Workload
 from tests.paths import STUDIES
 
 W = Workload(prompt_tokens=200, output_tokens=64)
@@ -23,9 +23,12 @@ def _suggest_many(knobs, n=60):
 
 
 def test_conditional_forces_a_value_and_fixed_knobs_are_not_suggested():
-    knobs = [Knob("flash-attn", "choices", choices=("on", "off")),
-             Knob("cache-type-v", "choices", choices=("q8_0", "q4_0")),
-             Knob("threads", "fixed", value=3), Knob("env:OMP_PROC_BIND", "choices", choices=("true",))]
+    knobs = [
+        Knob("flash-attn", "choices", choices=("on", "off")),
+        Knob("cache-type-v", "choices", choices=("q8_0", "q4_0")),
+        Knob("threads", "fixed", value=3),
+        Knob("env:OMP_PROC_BIND", "choices", choices=("true",)),
+    ]
     trial = optuna.trial.FixedTrial({"flash-attn": "off", "env:OMP_PROC_BIND": "true"})
     c = SearchSpace(knobs, LAUNCHER).suggest(trial)  # cache-type-v is forced, never asked
     assert c.flags == {"flash-attn": "off", "cache-type-v": "f16", "threads": 3}
@@ -56,21 +59,24 @@ space:
         assert c.flags["flash-attn"] == "on" and c.flags["parallel"] in (2, 4)
 
 
-@pytest.mark.parametrize("body,fragment", [
-    ("trials: many", "trials must be an integer"),
-    ("bogus: 1", "unknown key"),
-    ("space: {parallel: []}", "empty list"),
-    ("space: {threads: {low: 4, high: 2}}", "greater than high"),
-    ("space: {threads: {low: 1}}", "needs both low and high"),
-    ("space: {threads: {low: 1, high: 2, sep: 1}}", "unknown key"),
-    ("workload: {concurrency: 0}", "at least 1"),
-    ("workload: {users: 4}", "unknown key"),
-    ("workload: {concurrency: two}", "must be an integer"),
-    ("targets: [1]", "list of strings"),
-    ("- a\n- b", "must be a mapping"),
-    ("space: [1, 2]", "space must be a mapping"),
-    ("a: [", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "body,fragment",
+    [
+        ("trials: many", "trials must be an integer"),
+        ("bogus: 1", "unknown key"),
+        ("space: {parallel: []}", "empty list"),
+        ("space: {threads: {low: 4, high: 2}}", "greater than high"),
+        ("space: {threads: {low: 1}}", "needs both low and high"),
+        ("space: {threads: {low: 1, high: 2, sep: 1}}", "unknown key"),
+        ("workload: {concurrency: 0}", "at least 1"),
+        ("workload: {users: 4}", "unknown key"),
+        ("workload: {concurrency: two}", "must be an integer"),
+        ("targets: [1]", "list of strings"),
+        ("- a\n- b", "must be a mapping"),
+        ("space: [1, 2]", "space must be a mapping"),
+        ("a: [", "not valid YAML"),
+    ],
+)
 def test_bad_study_files_are_one_line_errors(tmp_path, body, fragment):
     f = tmp_path / "bad.yaml"
     f.write_text(body)

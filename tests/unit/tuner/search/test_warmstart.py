@@ -15,12 +15,24 @@ def source_study(directions: list[str], rows: list[tuple[int, list[float]]]) -> 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name="src", directions=directions)
     for n, (parallel, values) in enumerate(rows):
-        o = TrialOutcome(number=n, candidate=Candidate(flags={"parallel": parallel}), argv=["srv"], env={},
-                         metrics={"output_throughput": values[0]}, constraints={RUNS_KEY: -1.0},
-                         objective=values[0], objectives=values)
-        study.add_trial(optuna.trial.create_trial(
-            params={"parallel": parallel}, distributions={"parallel": CategoricalDistribution((1, 2, 4, 8))},
-            values=values, user_attrs={"outcome": to_jsonable(o)}))
+        o = TrialOutcome(
+            number=n,
+            candidate=Candidate(flags={"parallel": parallel}),
+            argv=["srv"],
+            env={},
+            metrics={"output_throughput": values[0]},
+            constraints={RUNS_KEY: -1.0},
+            objective=values[0],
+            objectives=values,
+        )
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"parallel": parallel},
+                distributions={"parallel": CategoricalDistribution((1, 2, 4, 8))},
+                values=values,
+                user_attrs={"outcome": to_jsonable(o)},
+            )
+        )
     return study
 
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from kvtune.interference import Interference
-from kvtune.objectives.targets import with_default_error_target
 from kvtune.launchers.base import Candidate
+from kvtune.objectives.targets import with_default_error_target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
@@ -18,16 +18,24 @@ from kvtune.tuner.trial.memory_wait import MemorySnapshot, MemoryWait
 from kvtune.tuner.trial.runner import TrialRunner
 from kvtune.workload import Workload
 
-WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=8, warmup_requests=1,
-              request_timeout_s=10)
+WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=8, warmup_requests=1, request_timeout_s=10)
 
 
 def window(disturbed: bool, foreign: float) -> Interference:
-    return Interference(seconds=2.0, cpus=2, foreign_cores=foreign, foreign_cores_peak=foreign,
-                        server_cores=1.0, own_cores=0.2, steal_share=0.0, cpu_pressure=None,
-                        memory_pressure=None, disturbed=disturbed,
-                        crossed=(f"foreign CPU {foreign:.2f} cores",) if disturbed else (),
-                        reason=f"disturbed: foreign CPU {foreign:.2f} cores" if disturbed else "quiet")
+    return Interference(
+        seconds=2.0,
+        cpus=2,
+        foreign_cores=foreign,
+        foreign_cores_peak=foreign,
+        server_cores=1.0,
+        own_cores=0.2,
+        steal_share=0.0,
+        cpu_pressure=None,
+        memory_pressure=None,
+        disturbed=disturbed,
+        crossed=(f"foreign CPU {foreign:.2f} cores",) if disturbed else (),
+        reason=f"disturbed: foreign CPU {foreign:.2f} cores" if disturbed else "quiet",
+    )
 
 
 class FakeMonitor:
@@ -52,12 +60,17 @@ class FakeMonitor:
 
 
 def runner_for(tmp_path: Path, monitor: FakeMonitor, phases: list, repeats: int = 1) -> TrialRunner:
-    spec = StudySpec(study="d", workload=WL, targets=["ttft_p95<5s"], startup_timeout_s=20,
-                     repeats=repeats).validate()
+    spec = StudySpec(study="d", workload=WL, targets=["ttft_p95<5s"], startup_timeout_s=20, repeats=repeats).validate()
     targets = with_default_error_target(list(spec.targets))
     slept: list[float] = []
-    runner = TrialRunner(Subject(spec, FakeLauncher(), targets), Placement.here(), tmp_path / "pid.json",
-                         on_phase=lambda n, p: phases.append(p), monitor=monitor.factory, sleep=slept.append)
+    runner = TrialRunner(
+        Subject(spec, FakeLauncher(), targets),
+        Placement.here(),
+        tmp_path / "pid.json",
+        on_phase=lambda n, p: phases.append(p),
+        monitor=monitor.factory,
+        sleep=slept.append,
+    )
     runner.memory_wait = MemoryWait(read=lambda: MemorySnapshot(64 * 2**30), sleep=lambda s: None)
     runner.slept = slept  # type: ignore[attr-defined]
     return runner
@@ -74,7 +87,7 @@ def test_a_quiet_measurement_is_kept_and_its_window_recorded(tmp_path):
     assert outcome.feasible and not outcome.disturbed and outcome.disturbed_attempts == []
     assert outcome.interference["foreign_cores"] == 0.01 and monitor.started == 1
     server_pids, gpus = monitor.built_with[0]
-    assert len(server_pids) == 1 and server_pids[0] > 0 and gpus is None   # the server's pid, no GPU pinned
+    assert len(server_pids) == 1 and server_pids[0] > 0 and gpus is None  # the server's pid, no GPU pinned
     bench = json.loads((tmp_path / "trial" / "bench.json").read_text())
     assert bench["interference"]["disturbed"] is False and bench["runs"][0]["interference"]["reason"] == "quiet"
     assert not any("disturbed" in p for p in phases)
@@ -89,11 +102,15 @@ def test_a_disturbed_measurement_is_dropped_and_measured_again_once_quiet(tmp_pa
     assert [a["foreign_cores"] for a in outcome.disturbed_attempts] == [1.5]
     assert outcome.interference["foreign_cores"] == 0.01
     assert runner.slept == [disturbance.QUIET_WINDOW_S]
-    assert any(p.startswith("measurement 1 disturbed: foreign CPU 1.50 cores: dropped") and "attempt 2 of 3" in p
-               for p in phases)
-    assert phases.count("measuring") == 2            # the bench's own phases still reach the caller
+    assert any(
+        p.startswith("measurement 1 disturbed: foreign CPU 1.50 cores: dropped") and "attempt 2 of 3" in p
+        for p in phases
+    )
+    assert phases.count("measuring") == 2  # the bench's own phases still reach the caller
     d = TrialOutcome.from_dict(json.loads(json.dumps(outcome.to_dict())))
-    assert d.disturbed_attempts == json.loads(json.dumps(outcome.disturbed_attempts)) and d.to_dict()["disturbed"] is False
+    assert (
+        d.disturbed_attempts == json.loads(json.dumps(outcome.disturbed_attempts)) and d.to_dict()["disturbed"] is False
+    )
 
 
 def test_a_measurement_that_stays_disturbed_says_so_after_the_bounded_retries(tmp_path):

@@ -13,15 +13,16 @@ from dataclasses import dataclass, field
 import pytest
 
 from kvtune.bench.client import BenchOptions, BenchRun
-from kvtune.workload import Workload
+from kvtune.energy import EnergyReading, EnergySource
 from kvtune.objectives.targets import parse_target
 from kvtune.tuner.trial.capacity import CapacityPlan, level_workload, typical_duration_s
-from kvtune.energy import EnergyReading, EnergySource
 from kvtune.tuner.trial.measure import MeteredBench, account, measure_capacity, measure_repeats
+from kvtune.workload import Workload
 
 CLOSED = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=8, warmup_requests=3)
-OPEN = Workload(mode="open", rate=1.0, concurrency=2, prompt_tokens=16, output_tokens=4,
-                num_requests=32, warmup_requests=2)
+OPEN = Workload(
+    mode="open", rate=1.0, concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=32, warmup_requests=2
+)
 TTFT = [parse_target("ttft_p95<850ms")]
 
 
@@ -41,8 +42,12 @@ class FakeBench:
         if load in self.noisy and not any(_load(c) == load for c, _ in self.calls[:-1]):
             ttft = 5000.0  # the first burst at this level
         behind = self.client_limit is not None and load >= self.client_limit
-        metrics = {"p95_ttft_ms": ttft, "mean_e2el_ms": 200.0 + 10 * load, "error_rate": 0.0,
-                   "output_throughput": 10.0 * load}
+        metrics = {
+            "p95_ttft_ms": ttft,
+            "mean_e2el_ms": 200.0 + 10 * load,
+            "error_rate": 0.0,
+            "output_throughput": 10.0 * load,
+        }
         return BenchRun([], [], 1.0, metrics, mode=w.mode, fell_behind=behind)
 
     def loads(self) -> list[float]:
@@ -58,8 +63,7 @@ def test_a_noisy_level_is_rechecked_and_no_longer_caps_capacity() -> None:
     m = measure_capacity(bench, "http://x", CLOSED, TTFT, BenchOptions("m"))
     assert m.capacity == 8  # before: 4 broke once, so capacity was 3 forever
     levels = [(r["load"], r["status"], r["recheck"]) for r in m.runs]
-    assert levels[:4] == [(1.0, "held", False), (2.0, "held", False), (4.0, "broke", False),
-                          (4.0, "held", True)]
+    assert levels[:4] == [(1.0, "held", False), (2.0, "held", False), (4.0, "broke", False), (4.0, "held", True)]
     assert m.metrics["capacity"] == 8 and m.metrics["p95_ttft_ms"] == 800.0
     assert "capacity_client_limited" not in m.metrics
 
@@ -76,8 +80,7 @@ def test_the_first_real_break_is_measured_twice_then_bisection_once_each() -> No
 
 def test_without_recheck_one_break_ends_the_doubling() -> None:
     bench = FakeBench(noisy={4.0})
-    m = measure_capacity(bench, "http://x", CLOSED, TTFT, BenchOptions("m"),
-                         plan=CapacityPlan(recheck=False))
+    m = measure_capacity(bench, "http://x", CLOSED, TTFT, BenchOptions("m"), plan=CapacityPlan(recheck=False))
     assert m.capacity == 3
 
 
@@ -129,14 +132,19 @@ def test_open_levels_run_for_a_duration_so_higher_rates_are_not_shorter() -> Non
 
 
 def test_level_workload_keeps_a_workload_duration() -> None:
-    w = level_workload(Workload(mode="open", rate=1.0, duration_s=5.0), 4.0, CapacityPlan(),
-                       first=False, typical_s=0.0)
+    w = level_workload(Workload(mode="open", rate=1.0, duration_s=5.0), 4.0, CapacityPlan(), first=False, typical_s=0.0)
     assert w.duration_s == 5.0 and w.rate == 4.0 and w.concurrency == 8  # no typical: as asked
 
 
-@pytest.mark.parametrize(("metrics", "expected"), [
-    ({"mean_e2el_ms": 1500.0}, 1.5), ({"mean_e2el_ms": float("nan")}, 0.0), ({}, 0.0), (None, 0.0),
-])
+@pytest.mark.parametrize(
+    ("metrics", "expected"),
+    [
+        ({"mean_e2el_ms": 1500.0}, 1.5),
+        ({"mean_e2el_ms": float("nan")}, 0.0),
+        ({}, 0.0),
+        (None, 0.0),
+    ],
+)
 def test_typical_duration(metrics, expected) -> None:
     assert typical_duration_s(metrics) == expected
 

@@ -62,8 +62,7 @@ def with_server(rec: dict, gpus: list[int], used: int, pid: int = 777) -> dict:
 def test_waits_until_the_stopped_servers_gpu_memory_is_back():
     idle = recording("h100_sxm_x8_nvlink")
     fake = FreeingGpus((0.0, idle))
-    w = MemoryWait(read=partial(fake.read, frozenset({2, 3})), holders=fake.holders,
-                   clock=fake.clock, sleep=fake.sleep)
+    w = MemoryWait(read=partial(fake.read, frozenset({2, 3})), holders=fake.holders, clock=fake.clock, sleep=fake.sleep)
     w.before_launch()  # the previous server starts on idle GPUs 2 and 3
     # It was stopped; its EngineCore still holds 60 GiB on each until 3 s from now.
     fake.timeline = [(0.0, with_server(idle, [2, 3], 60 * GiB)), (3.0, idle)]
@@ -78,8 +77,7 @@ def test_names_another_process_that_keeps_the_trials_gpu():
     idle["devices"][0]["memory"]["free"] = idle["devices"][0]["memory"]["total"]
     idle["devices"][0]["processes"] = []
     fake = FreeingGpus((0.0, idle))
-    w = MemoryWait(read=partial(fake.read, frozenset({0})), holders=fake.holders,
-                   clock=fake.clock, sleep=fake.sleep)
+    w = MemoryWait(read=partial(fake.read, frozenset({0})), holders=fake.holders, clock=fake.clock, sleep=fake.sleep)
     w.before_launch()
     fake.timeline = [(0.0, busy)]  # another process now holds 56 GiB of GPU 0 and keeps it
     result = w.before_launch()
@@ -92,8 +90,12 @@ def test_names_another_process_that_keeps_the_trials_gpu():
 def test_holders_are_only_looked_up_for_gpus_still_short():
     idle = recording("rtx4090_x2_pcie")
     asked = []
-    w = MemoryWait(read=lambda: MemorySnapshot(16 * GiB, {0: 20 * GiB, 1: 20 * GiB}),
-                   holders=lambda gpus: asked.append(list(gpus)) or [], clock=lambda: 0.0, sleep=lambda s: None)
+    w = MemoryWait(
+        read=lambda: MemorySnapshot(16 * GiB, {0: 20 * GiB, 1: 20 * GiB}),
+        holders=lambda gpus: asked.append(list(gpus)) or [],
+        clock=lambda: 0.0,
+        sleep=lambda s: None,
+    )
     w.before_launch()
     assert not w.before_launch().held and asked == []
     assert idle["devices"][0]["processes"] == []

@@ -5,14 +5,13 @@ The tests here start no process; those that do are in tests/integration/tuner/tr
 
 from __future__ import annotations
 
-
 import pytest
 
 from kvtune.bench.client import BenchOptions, BenchRun
-from kvtune.workload import Workload
 from kvtune.errors import SpecError
-from kvtune.tuner.trial.measure import measure_repeats
 from kvtune.study.spec import AUTO_MAX_REPEATS, StudySpec
+from kvtune.tuner.trial.measure import measure_repeats
+from kvtune.workload import Workload
 
 W = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1)
 
@@ -24,20 +23,19 @@ def bench_giving(values: list[float]):
         v = values[len(calls)]
         calls.append(1)
         return BenchRun([], [], 1.0, {"output_throughput": v})
+
     return bench, calls
 
 
 def test_steady_figures_stop_after_two_runs():
     bench, calls = bench_giving([100.0, 100.1, 99.0, 101.0, 100.0])  # 95% CI +-0.6% after two
-    m = measure_repeats(bench, "http://x", W, AUTO_MAX_REPEATS, BenchOptions("m"),
-                        converge_on="output_throughput")
+    m = measure_repeats(bench, "http://x", W, AUTO_MAX_REPEATS, BenchOptions("m"), converge_on="output_throughput")
     assert len(calls) == 2 and m.metrics["repeats"] == 2.0
 
 
 def test_noisy_figures_run_to_the_cap():
     bench, calls = bench_giving([100.0, 140.0, 80.0, 130.0, 90.0])
-    m = measure_repeats(bench, "http://x", W, AUTO_MAX_REPEATS, BenchOptions("m"),
-                        converge_on="output_throughput")
+    m = measure_repeats(bench, "http://x", W, AUTO_MAX_REPEATS, BenchOptions("m"), converge_on="output_throughput")
     assert len(calls) == AUTO_MAX_REPEATS and m.metrics["repeats"] == float(AUTO_MAX_REPEATS)
 
 

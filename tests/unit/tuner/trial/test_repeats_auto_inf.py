@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from kvtune.bench.client import BenchOptions, BenchRun
-from kvtune.tuner.trial.measure import measure_repeats
 from kvtune.study.spec import AUTO_MAX_REPEATS
+from kvtune.tuner.trial.measure import measure_repeats
 from kvtune.workload import Workload
 
 W = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1)
@@ -19,6 +19,7 @@ def bench_giving(metrics: list[dict]):
         m = metrics[len(calls)]
         calls.append(1)
         return BenchRun([], [], 1.0, dict(m))
+
     return bench, calls
 
 
