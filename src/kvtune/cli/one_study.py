@@ -73,9 +73,7 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
             f"(logs: {session.prepared.run_dir}/worker-*.log)"
         )
     try:
-        outcomes = session.run(
-            on_confirm=lambda k: out.print(f"\n[bold]Confirming[/bold]: re-measuring the top {k} and the baseline")
-        )
+        outcomes = session.run(on_confirm=lambda k: out.print(_confirming(session.prepared.spec)))
     except KeyboardInterrupt:
         reporter.close()
         err_console.print(
@@ -98,6 +96,16 @@ def check_machine(watch: Watch, reporter: Any, mode: str, sleep: Callable[[float
     if text is not None:
         err_console.print(f"[yellow]warning:[/yellow] {text}")
     return text
+
+
+def _confirming(spec: Any) -> str:
+    """The line that opens the confirmation: what it will measure, on fresh servers."""
+    if len(spec.objective) > 1:
+        return f"\n[bold]Confirming[/bold]: re-measuring the Pareto set (up to {spec.confirm_top} + 3) and the baseline"
+    return (
+        "\n[bold]Confirming[/bold]: the baseline re-measured, then the leader against its nearest rival, "
+        f"A B A B on fresh servers until one wins beyond the noise (at most {spec.confirm_pairs} pairs)"
+    )
 
 
 class _LateReporter:
