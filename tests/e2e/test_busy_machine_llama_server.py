@@ -84,6 +84,9 @@ def run_study(tmp: Path, name: str, hog: bool) -> tuple[dict, list[dict], list[i
             h.wait()
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
     return json.loads((tmp / name / "results.json").read_text()), events, pids
 
 
