@@ -10,7 +10,7 @@ as a trial does) on a small workload: 4 users, 64-token prompts, 16 output token
 
 (a) A/A: the same config measured --aa times back to back; prints the spread of output tok/s
     (coefficient of variation, min/max ratio). The pooled estimate kvtune reports comes from
-    `pooled_noise` (a marked hook, filled in by the study's pooled-noise code).
+    `pooled_noise` (kvtune's own `objectives.noise.pool` over the A/A values).
 (b) Detection: --measurements M measurements, each with the interference monitor around it
     (the server's tree and this process are kvtune's). About half, drawn with --seed, get a
     hog of known size: one core of busy loop, a process outside both trees, started at a
@@ -45,6 +45,7 @@ from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
 from kvtune.launchers.process import ServerProcess, free_port
 from kvtune.models import demo_model_path
+from kvtune.objectives.noise import pool
 from kvtune.workload import Workload
 
 WORKLOAD = Workload(
@@ -86,9 +87,13 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def pooled_noise(values: list[float]) -> dict[str, float] | None:
-    """HOOK (issue 22 §1, the "noise" helper): the pooled noise estimate kvtune itself reports for
-    this study, for the A/A figures to be printed beside it. None until that code exists."""
-    return None
+    """The noise kvtune itself would report from these repeated measurements of one config
+    (`objectives.noise.pool`: the SD of ln(value), with its degrees of freedom), beside the plain
+    CV of the A/A figures. None with fewer than two usable values."""
+    noise = pool({0: values})
+    if not noise.measured:
+        return None
+    return {"rel_sd": round(noise.rel_sd, 4), "dof": noise.dof, "t95_half_width": round(noise.t() * noise.rel_sd, 4)}
 
 
 @dataclass(frozen=True)
@@ -273,7 +278,7 @@ def main() -> int:
         pooled = pooled_noise(tputs)
         print(
             "    pooled noise kvtune reports: "
-            + ("not wired yet (hook: pooled_noise)" if pooled is None else json.dumps(pooled))
+            + ("none (fewer than two usable measurements)" if pooled is None else json.dumps(pooled))
         )
         expected = statistics.median(d for _, d in aa)
         server_root = proc.proc.pid if proc.proc is not None else -1  # the guard: the server's group

@@ -71,3 +71,12 @@ def test_goals_missed_say_so_and_an_empty_class_is_not_a_rate() -> None:
     lines = noise.verdict_lines(r)
     assert "= 50% (goal >= 95%: NOT met)" in lines[0]
     assert "= n/a" in lines[1]
+
+
+def test_the_pooled_noise_printed_beside_the_a_a_spread_is_kvtunes_own() -> None:
+    import math
+
+    pooled = noise.pooled_noise([100.0, 110.0])
+    assert pooled is not None and pooled["dof"] == 1
+    assert pooled["rel_sd"] == pytest.approx(math.log(1.1) / math.sqrt(2), abs=1e-4)  # SD of ln(value)
+    assert noise.pooled_noise([100.0]) is None
