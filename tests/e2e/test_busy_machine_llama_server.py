@@ -31,8 +31,13 @@ WORKLOAD = [
     "16",
     "--warmup-requests",
     "1",
+    # the confirmation's duel decides between near-equal configs (parallel 4 is about the defaults
+    # here): named on first measurements alone, a CI run named trial 2 quiet and trial 0 busy
+    # (32.15 vs 31.71 tok/s, a coin flip); a tie in the duel goes to the defaults
     "--confirm-top",
-    "0",
+    "1",
+    "--confirm-pairs",
+    "2",
     "--trials",
     "3",
     "--sampler",
@@ -111,3 +116,4 @@ def test_a_disturbed_baseline_measurement_is_re_measured_and_the_best_is_unchang
     assert listed and listed[0]["remeasured"] == len(dropped)
     # the same best (or one of the same tie) as without the hogs
     assert best_set(busy) & best_set(quiet), (busy["named_best"], quiet["named_best"])
+    assert busy["named_best"]["remeasured"] and quiet["named_best"]["remeasured"]
