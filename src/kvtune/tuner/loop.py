@@ -290,6 +290,9 @@ class Tuner:
         n = trial.number
         outcome, port = self.runner.new_outcome(n, candidate, baseline, trial.user_attrs.get("warm_start"))
         self.cb.trial_started(n, candidate, baseline)
+        # read what other workers told since run_one's refresh, right before the lookup (as the
+        # loop did before the record store): a config they measured meanwhile is a duplicate here
+        self.records.refresh()
         same = self.records.find_measured(candidate)
         if same is not None:
             return _copy_of(outcome, same)
