@@ -39,9 +39,9 @@ test: $(STAMP) $(VLLM_STAMP) system-deps
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 
 # The fast loop: tests/unit only (no process is started: no servers, no CLI children, no vLLM
-# install; under two minutes on an idle 2-core machine).
+# install), spread over one pytest-xdist worker per core (about 80 s on an idle 2-core machine).
 unit: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+	$(PY) -m pytest -q -p no:cacheprovider -n $(NPROC) tests/unit
 
 # Tests that start real processes on this checkout: the fake server, the study driver, the
 # `kvtune` CLI, bash (a few minutes on 2 cores). No real llama-server or vLLM: those are tests/e2e.
