@@ -36,7 +36,7 @@ demo: $(STAMP)
 	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-llamacpp.yaml --trials 6
 
 test: $(STAMP) $(VLLM_STAMP) system-deps
-	$(PY) -m pytest -q -rs -p no:cacheprovider tests
+	$(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 tests
 
 # The fast loop: tests/unit only (no process is started: no servers, no CLI children, no vLLM
 # install), spread over one pytest-xdist worker per core (about 80 s on an idle 2-core machine).
