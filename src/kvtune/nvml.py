@@ -40,6 +40,7 @@ class Nvml(Protocol):
     def nvmlDeviceGetCount(self) -> int: ...
     def nvmlDeviceGetHandleByIndex(self, index: int) -> Any: ...
     def nvmlDeviceGetName(self, handle: Any) -> str | bytes: ...
+    def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes: ...  # "GPU-8a1b...", as CUDA_VISIBLE_DEVICES names it
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...  # .total, .free (bytes)
     def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]: ...
     def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int: ...
@@ -68,6 +69,7 @@ class GpuDevice:
     compute_capability: str | None = None  # "9.0"
     pcie_generation: int | None = None  # the most the device and this slot allow
     pcie_width: int | None = None
+    uuid: str | None = None  # "GPU-...": a CUDA_VISIBLE_DEVICES entry may name the GPU by it
 
     @property
     def memory_used_fraction(self) -> float:
@@ -190,6 +192,7 @@ def _read(nvml: Nvml) -> NvmlReport:
                 compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
                 pcie_generation=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(h)), None),
                 pcie_width=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkWidth(h)), None),
+                uuid=_try(lambda: _text(nvml.nvmlDeviceGetUUID(h)), None),
             )
         )
         handles.append(h)
@@ -308,6 +311,7 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
                         None,
                     ),
                     **_utilisation(nvml, h),
+                    **_uuid(nvml, h),
                 }
             )
         pairs = {
@@ -340,6 +344,13 @@ def _utilisation(nvml: Nvml, h: Any) -> dict[str, Any]:
         ),
     }
     return {k: v for k, v in answers.items() if v is not None}
+
+
+def _uuid(nvml: Nvml, h: Any) -> dict[str, str]:
+    """The GPU's UUID when the driver gives it (recordings made before kvtune read it stay as
+    they were: a missing key replays as "not supported")."""
+    uuid = _try(lambda: _text(nvml.nvmlDeviceGetUUID(h)), None)
+    return {} if uuid is None else {"uuid": uuid}
 
 
 def _rates(r: Any) -> dict[str, int]:

@@ -82,6 +82,9 @@ class Recorded:
     def nvmlDeviceGetName(self, handle: int) -> str:
         return self._answer(self.devices[handle].get("name"), "name")
 
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
+        return self._answer(self.devices[handle].get("uuid"), "UUID")
+
     def nvmlDeviceGetMemoryInfo(self, handle: int) -> _Memory:
         return _Memory(**self._answer(self.devices[handle].get("memory"), "memory"))
 
