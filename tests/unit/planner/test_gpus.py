@@ -35,7 +35,9 @@ def test_every_table_row_has_a_memory_size():
 def test_an_unknown_gpu_names_the_known_ones():
     with pytest.raises(SpecError) as e:
         named_gpu("nosuch")
-    assert str(e.value).startswith("unknown GPU 'nosuch': use one of B300, B200, GH200 144GB, GH200, H200, H20, H100 NVL")
+    assert str(e.value).startswith(
+        "unknown GPU 'nosuch': use one of B300, B200, GH200 144GB, GH200, H200, H20, H100 NVL"
+    )
     assert "\n" not in str(e.value)
 
 
