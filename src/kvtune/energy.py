@@ -11,7 +11,7 @@ only root may read) there is no meter and the summary says "energy: not measurab
 machine".
 
 Every reader is a `Meter` (start, stop -> `EnergyReading`); the tuner meters each benchmark
-run (tuner/measure.py). Tests inject recorded NVML answers (`nvml.Recorded`), a fake sysfs
+run (tuner/measure.py). Tests inject recorded NVML answers (`nvml_recorded.Recorded`), a fake sysfs
 directory, a fake clock and a manual `Ticker` instead of patching anything.
 """
 

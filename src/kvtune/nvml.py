@@ -4,9 +4,9 @@ they are linked to each other.
 NVML (nvidia-ml-py, ``import pynvml``) is optional, so it is imported lazily and reading never
 raises: no package, no driver, no GPU or a call the driver does not support means fewer facts,
 never a traceback. Everything goes through the `Nvml` protocol, the few pynvml functions kvtune
-calls, so the `pynvml` module itself is the real reader and `Recorded` replays answers recorded
-on a real machine (``python -m kvtune.nvml > host.json``); tests inject recordings instead of
-patching. What the answers mean (names, spec-sheet bandwidths) is `hardware`'s and the planner's
+calls, so the `pynvml` module itself is the real reader and `kvtune.nvml_recorded.Recorded`
+replays answers recorded on a real machine (``python -m kvtune.nvml > host.json``); tests inject
+recordings instead of patching. What the answers mean (names, spec-sheet bandwidths) is `hardware`'s and the planner's
 business: this module only reads.
 """
 
@@ -40,6 +40,7 @@ class Nvml(Protocol):
     def nvmlDeviceGetCount(self) -> int: ...
     def nvmlDeviceGetHandleByIndex(self, index: int) -> Any: ...
     def nvmlDeviceGetName(self, handle: Any) -> str | bytes: ...
+    def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes: ...  # "GPU-8a1b...", as CUDA_VISIBLE_DEVICES names it
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...  # .total, .free (bytes)
     def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]: ...
     def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int: ...
@@ -68,6 +69,7 @@ class GpuDevice:
     compute_capability: str | None = None  # "9.0"
     pcie_generation: int | None = None  # the most the device and this slot allow
     pcie_width: int | None = None
+    uuid: str | None = None  # "GPU-...": a CUDA_VISIBLE_DEVICES entry may name the GPU by it
 
     @property
     def memory_used_fraction(self) -> float:
@@ -190,6 +192,7 @@ def _read(nvml: Nvml) -> NvmlReport:
                 compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
                 pcie_generation=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(h)), None),
                 pcie_width=_try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkWidth(h)), None),
+                uuid=_try(lambda: _text(nvml.nvmlDeviceGetUUID(h)), None),
             )
         )
         handles.append(h)
@@ -271,37 +274,7 @@ def device_utilisation(nv: Nvml, gpus: frozenset[int] | None = None) -> dict[int
     return out
 
 
-# ---- recordings: real answers kept as JSON, replayed by tests --------------------------------
-
-
-class NvmlUnavailable(Exception):
-    """A recorded call that failed on the recorded machine (as pynvml's NVMLError)."""
-
-
-@dataclass(frozen=True)
-class _Memory:
-    total: int
-    free: int
-
-
-@dataclass(frozen=True)
-class _Process:
-    pid: int
-    usedGpuMemory: int | None
-
-
-@dataclass(frozen=True)
-class _Rates:
-    gpu: int
-    memory: int
-
-
-@dataclass(frozen=True)
-class _UtilSample:
-    pid: int
-    timeStamp: int
-    smUtil: int
-    memUtil: int
+# ---- recordings: every answer `read` uses, as JSON (replayed by kvtune.nvml_recorded) ----
 
 
 def record(nvml: Nvml | None = None) -> dict[str, Any]:
@@ -338,6 +311,7 @@ def record(nvml: Nvml | None = None) -> dict[str, Any]:
                         None,
                     ),
                     **_utilisation(nvml, h),
+                    **_uuid(nvml, h),
                 }
             )
         pairs = {
@@ -372,109 +346,19 @@ def _utilisation(nvml: Nvml, h: Any) -> dict[str, Any]:
     return {k: v for k, v in answers.items() if v is not None}
 
 
+def _uuid(nvml: Nvml, h: Any) -> dict[str, str]:
+    """The GPU's UUID when the driver gives it (recordings made before kvtune read it stay as
+    they were: a missing key replays as "not supported")."""
+    uuid = _try(lambda: _text(nvml.nvmlDeviceGetUUID(h)), None)
+    return {} if uuid is None else {"uuid": uuid}
+
+
 def _rates(r: Any) -> dict[str, int]:
     return {"gpu": int(r.gpu), "memory": int(r.memory)}
 
 
 def _util_sample(s: Any) -> dict[str, int]:
     return {"pid": int(s.pid), "time_stamp": int(s.timeStamp), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
-
-
-class Recorded:
-    """An `Nvml` that answers from a `record()`ing; a None answer raises as NVML would."""
-
-    def __init__(self, recording: dict[str, Any]):
-        self.recording = recording
-        self.devices: list[dict[str, Any]] = recording.get("devices") or []
-
-    @staticmethod
-    def _answer(value: T | None, call: str) -> T:
-        if value is None:
-            raise NvmlUnavailable(f"{call}: not supported (recorded)")
-        return value
-
-    def nvmlInit(self) -> None:
-        if self.recording.get("init_error"):
-            raise NvmlUnavailable(self.recording["init_error"])
-
-    def nvmlShutdown(self) -> None:
-        pass
-
-    def nvmlSystemGetDriverVersion(self) -> str:
-        return self._answer(self.recording.get("driver_version"), "driver version")
-
-    def nvmlSystemGetCudaDriverVersion(self) -> int:
-        return self._answer(self.recording.get("cuda_driver_version"), "CUDA version")
-
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.devices)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def nvmlDeviceGetName(self, handle: int) -> str:
-        return self._answer(self.devices[handle].get("name"), "name")
-
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> _Memory:
-        return _Memory(**self._answer(self.devices[handle].get("memory"), "memory"))
-
-    def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:
-        major, minor = self._answer(self.devices[handle].get("compute_capability"), "compute capability")
-        return major, minor
-
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: int) -> int:
-        return self._answer((self.devices[handle].get("max_pcie_link") or [None])[0], "PCIe generation")
-
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: int) -> int:
-        return self._answer((self.devices[handle].get("max_pcie_link") or [None, None])[1], "PCIe width")
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[_Process]:
-        procs = self._answer(self.devices[handle].get("processes"), "compute processes")
-        return [_Process(p["pid"], p.get("used_gpu_memory")) for p in procs]
-
-    def _next(self, handle: int, key: str, call: str) -> int:
-        """A number, or the next of a list of successive answers (a counter, power samples)."""
-        value = self.devices[handle].get(key)
-        if isinstance(value, list):
-            value = value.pop(0) if len(value) > 1 else (value[0] if value else None)
-        return self._answer(value, call)
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
-        return self._next(handle, "energy_mj", "energy counter")
-
-    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
-        return self._next(handle, "power_mw", "power")
-
-    def _successive(self, handle: int, key: str, call: str) -> Any:
-        """One recorded answer, or the next of a list of them (``{"successive": [...]}``), so a
-        recording can replay what a GPU said at each sample of a window."""
-        value = self.devices[handle].get(key)
-        if isinstance(value, dict) and "successive" in value:
-            answers = value["successive"]
-            value = answers.pop(0) if len(answers) > 1 else (answers[0] if answers else None)
-        return self._answer(value, call)
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> _Rates:
-        return _Rates(**self._successive(handle, "utilisation", "utilisation"))
-
-    def nvmlDeviceGetProcessUtilization(self, handle: int, last_seen: int) -> list[_UtilSample]:
-        samples = self._successive(handle, "process_utilisation", "process utilisation")
-        return [
-            _UtilSample(s["pid"], s["time_stamp"], s["sm_util"], s["mem_util"])
-            for s in samples
-            if s["time_stamp"] > last_seen
-        ]
-
-    def _pair(self, a: int, b: int) -> dict[str, Any]:
-        return (self.recording.get("pairs") or {}).get(f"{min(a, b)},{max(a, b)}") or {}
-
-    def nvmlDeviceGetP2PStatus(self, a: int, b: int, index: int) -> int:
-        if index != P2P_CAPS_INDEX_NVLINK:
-            raise NvmlUnavailable(f"P2P index {index} was not recorded")
-        return self._answer(self._pair(a, b).get("p2p_nvlink"), "P2P status")
-
-    def nvmlDeviceGetTopologyCommonAncestor(self, a: int, b: int) -> int:
-        return self._answer(self._pair(a, b).get("common_ancestor"), "topology")
 
 
 if __name__ == "__main__":  # record this machine: python -m kvtune.nvml > host.json

@@ -1,5 +1,5 @@
 """Energy readers against recorded answers: RAPL in a fake sysfs directory (wrap-around, root-only
-counters, absent powercap), NVML through `nvml.Recorded` (the energy counter, else power samples
+counters, absent powercap), NVML through `nvml_recorded.Recorded` (the energy counter, else power samples
 integrated), and the words a trial's figures become."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from kvtune import nvml
 from kvtune.energy import (
     AVG_WATTS,
     ENERGY_J,
@@ -26,6 +25,7 @@ from kvtune.energy import (
     energy_metrics,
     open_meter,
 )
+from kvtune.nvml_recorded import Recorded
 from tests.paths import NVML_DATA
 
 DATA = NVML_DATA
@@ -92,11 +92,11 @@ def test_rapl_absent_or_root_only_is_no_meter(tmp_path) -> None:
         assert RaplMeter.open(tmp_path) is None
 
 
-def _recorded(name: str, **device: object) -> nvml.Recorded:
+def _recorded(name: str, **device: object) -> Recorded:
     rec = json.loads((DATA / name).read_text())
     for d in rec.get("devices") or []:
         d.update(device)
-    return nvml.Recorded(rec)
+    return Recorded(rec)
 
 
 def test_nvml_energy_counter_over_the_window() -> None:
@@ -129,10 +129,10 @@ def test_nvml_only_the_trials_gpus() -> None:
 
 
 def test_no_nvml_and_no_rapl_means_not_measurable(tmp_path) -> None:
-    no_gpu = nvml.Recorded(json.loads((DATA / "no_nvml.json").read_text()))
+    no_gpu = Recorded(json.loads((DATA / "no_nvml.json").read_text()))
     assert NvmlMeter.open(no_gpu) is None
     # a GPU whose driver reports neither energy nor power (recordings without the two answers)
-    assert NvmlMeter.open(nvml.Recorded(json.loads((DATA / "h100_sxm_x1.json").read_text()))) is None
+    assert NvmlMeter.open(Recorded(json.loads((DATA / "h100_sxm_x1.json").read_text()))) is None
     assert open_meter(None, nvml=no_gpu, rapl_root=tmp_path / "absent") is None
     assert describe({}) == NOT_MEASURABLE == "energy: not measurable on this machine"
 

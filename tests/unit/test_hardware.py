@@ -11,7 +11,8 @@ import pytest
 
 from kvtune import hardware
 from kvtune.hardware import detect_hardware
-from kvtune.nvml import Interconnect, NvmlReport, Recorded, read, record
+from kvtune.nvml import Interconnect, NvmlReport, read, record
+from kvtune.nvml_recorded import Recorded
 from kvtune.planner.gpus import CpuRam, pcie_bandwidth
 from tests.paths import NVML_DATA
 

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: plain data, parsing of plain values, the process/NVML/GGUF boundaries
     ("kinds", "errors", "jsonsafe", "clock", "__init__"),
     ("durations", "commands", "gguf_file", "nvml"),
-    ("workload", "models"),
+    ("workload", "models", "nvml_recorded"),
     ("hf_model",),
     # pure domain: load generation, objectives, the KV planner
     ("objectives", "planner", "bench"),

@@ -281,6 +281,12 @@ class Launcher(ABC):
         """Its servers will see only these GPU indices (a worker's CUDA_VISIBLE_DEVICES; None:
         all): a backend whose pre-screen reads GPU memory keeps only those. Default: nothing."""
 
+    def gpus_used(self, candidate: Candidate) -> int | None:
+        """How many of the GPUs its server sees this candidate's server uses (the first ones, as
+        CUDA numbers them): what a per-GPU price bills and the energy meter reads. None: all it
+        is given (the default, as llama-server splits a model over every visible GPU)."""
+        return None
+
     def startup_facts(self, log_text: str) -> dict[str, Any]:
         """Facts the server logged while starting (e.g. vLLM's KV cache size in tokens)."""
         return {}

@@ -8,6 +8,10 @@ generation and width. Without GPUs the CPU's RAM is used, with bandwidth unknown
 passes --bandwidth. The same tables plan for a GPU the user does not have (`kvtune plan --gpu
 "H100 SXM" --gpus 2`): `named_budget` takes memory from `MEMORY_GIB` and bandwidth from the
 bandwidth table.
+
+Memory is what the device reports whenever it is there: a GPU of this machine plans with NVML's
+total memory (an H200 reports 143771 MiB, about 140.4 GiB, of which CUDA can use about 139.8),
+never with the table; `MEMORY_GIB` is only for `--gpu NAME`, hardware that is not here.
 """
 
 from __future__ import annotations
@@ -21,8 +25,14 @@ from kvtune.errors import SpecError
 # L40S, L4, A10, V100, T4 datasheets; GeForce RTX 4090/3090 spec pages). Patterns are matched in
 # order against the NVML name upper-cased with "-" and "_" as spaces, most specific first.
 BANDWIDTH_TABLE: tuple[tuple[str, str, float], ...] = (
+    ("B300", r"\bB300\b", 8.0e12),  # HGX B300 datasheet (Blackwell Ultra): 8 TB/s HBM3e per GPU
     ("B200", r"\bB200\b", 8.0e12),
+    # GH200 datasheet: 96 GB HBM3 at 4 TB/s, or 144 GB HBM3e at 4.9 TB/s (NVML names the first
+    # "NVIDIA GH200 480GB", by its CPU+GPU memory; the HBM3e name is not confirmed here)
+    ("GH200 144GB", r"\bGH200\b.*\b144 ?GB?\b", 4.9e12),
+    ("GH200", r"\bGH200\b", 4.0e12),
     ("H200", r"\bH200\b", 4.8e12),
+    ("H20", r"\bH20\b", 4.0e12),  # H20 product brief (China market): 96 GB HBM3, 4.0 TB/s
     ("H100 NVL", r"\bH100\b.*\bNVL\b", 3.9e12),
     ("H100 PCIe", r"\bH100\b.*\bPCIE\b", 2.0e12),
     ("H100 SXM", r"\bH100\b", 3.35e12),  # NVML: "NVIDIA H100 80GB HBM3"
@@ -30,9 +40,11 @@ BANDWIDTH_TABLE: tuple[tuple[str, str, float], ...] = (
     ("A100 80GB SXM", r"\bA100\b.*\b80GB\b", 2.039e12),  # NVML: "NVIDIA A100-SXM4-80GB"
     ("A100 40GB", r"\bA100\b", 1.555e12),
     ("L40S", r"\bL40S\b", 8.64e11),
-    ("L40", r"\bL40\b", 8.64e11),
+    ("L40", r"\bL40\b", 8.64e11),  # L40 datasheet: 48 GB GDDR6 ECC, 864 GB/s
     ("L4", r"\bL4\b", 3.0e11),
-    ("A10", r"\bA10G?\b", 6.0e11),
+    ("A10G", r"\bA10G\b", 6.0e11),  # AWS G5 (no NVIDIA datasheet): 24 GB GDDR6, 600 GB/s as the A10
+    ("A10", r"\bA10\b", 6.0e11),
+    ("RTX 5090", r"\b5090\b", 1.792e12),  # GeForce RTX 5090 spec page: 32 GB GDDR7, 1792 GB/s
     ("RTX 4090", r"\b4090\b", 1.008e12),
     ("RTX 3090 Ti", r"\b3090 TI\b", 1.008e12),
     ("RTX 3090", r"\b3090\b", 9.36e11),
@@ -45,8 +57,11 @@ BANDWIDTH_TABLE: tuple[tuple[str, str, float], ...] = (
 # NVLink bandwidth per GPU, both directions together, from the same datasheets (only looked up
 # for pairs NVML reports NVLink peer-to-peer on; bridges of PCIe cards included).
 NVLINK_TABLE: tuple[tuple[str, str, float], ...] = (
+    ("B300", r"\bB300\b", 1.8e12),  # HGX B300: fifth-generation NVLink, 1.8 TB/s per GPU
     ("B200", r"\bB200\b", 1.8e12),
+    ("GH200", r"\bGH200\b", 9.0e11),  # GH200 datasheet: NVLink 900 GB/s (GPU to GPU in NVL2/NVL32)
     ("H200", r"\bH200\b", 9.0e11),
+    ("H20", r"\bH20\b", 9.0e11),  # H20 product brief: NVLink 900 GB/s
     ("H100 NVL", r"\bH100\b.*\bNVL\b", 6.0e11),
     ("H100 PCIe", r"\bH100\b.*\bPCIE\b", 6.0e11),
     ("H100 SXM", r"\bH100\b", 9.0e11),
@@ -58,8 +73,12 @@ NVLINK_TABLE: tuple[tuple[str, str, float], ...] = (
 # marketed "80GB" taken as 80 GiB; NVML reports a little less, e.g. 79.6 GiB on an H100 SXM).
 # Only used to plan for a GPU that is not in this machine.
 MEMORY_GIB: dict[str, float] = {
+    "B300": 288,  # HGX B300: 2.3 TB for 8 GPUs
     "B200": 180,
-    "H200": 141,
+    "GH200 144GB": 144,
+    "GH200": 96,
+    "H200": 141,  # the datasheet's 141 GB; a present H200 reports 143771 MiB (140.4 GiB) and plans with that
+    "H20": 96,
     "H100 NVL": 94,
     "H100 PCIe": 80,
     "H100 SXM": 80,
@@ -69,13 +88,45 @@ MEMORY_GIB: dict[str, float] = {
     "L40S": 48,
     "L40": 48,
     "L4": 24,
+    "A10G": 24,
     "A10": 24,
+    "RTX 5090": 32,
     "RTX 4090": 24,
     "RTX 3090 Ti": 24,
     "RTX 3090": 24,
     "V100S": 32,
     "V100": 16,
     "T4": 16,
+}
+# Dense FP16/BF16 tensor TFLOPS (BF16 where the GPU has it; without sparsity: datasheets quote
+# twice these "with sparsity"), by the bandwidth table's labels. None: no spec sheet to cite.
+# Not used by the KV arithmetic (decode is bound by memory bandwidth): `named_gpu` carries it for
+# estimates of compute-bound prefill.
+DENSE_TFLOPS: dict[str, float | None] = {
+    "B300": 2250,  # HGX B300 datasheet: 36 PFLOPS FP16/BF16 sparse for 8 GPUs (unsure: the sheet moved)
+    "B200": 2250,  # HGX B200 datasheet: 36 PFLOPS FP16/BF16 sparse for 8 GPUs
+    "GH200 144GB": 989,  # GH200 datasheet: FP16/BF16 1979 TFLOPS sparse (the same H100 GPU)
+    "GH200": 989,
+    "H200": 989,  # H200 datasheet: BF16 1979 TFLOPS sparse
+    "H20": 148,  # H20 product brief: FP16/BF16 148 TFLOPS (unsure whether dense; reported as dense)
+    "H100 NVL": 835,  # H100 datasheet: BF16 1671 sparse (NVL)
+    "H100 PCIe": 756,  # H100 datasheet: BF16 1513 sparse (PCIe)
+    "H100 SXM": 989,  # H100 datasheet: BF16 1979 sparse (SXM)
+    "A100 80GB PCIe": 312,  # A100 datasheet: BF16 312, 624 sparse
+    "A100 80GB SXM": 312,
+    "A100 40GB": 312,
+    "L40S": 362,  # L40S datasheet: BF16 362.05, 733 sparse
+    "L40": 181,  # L40 datasheet: BF16 181.05, 362.1 sparse
+    "L4": 121,  # L4 datasheet: BF16 121, 242 sparse
+    "A10G": None,  # AWS publishes no tensor figure for the A10G (clocked below the A10)
+    "A10": 125,  # A10 datasheet: BF16 125, 250 sparse
+    "RTX 5090": 209.5,  # Blackwell GeForce whitepaper, FP16 tensor with FP32 accumulate (unsure)
+    "RTX 4090": 165.2,  # Ada whitepaper: FP16 tensor with FP32 accumulate 165.2, 330.4 sparse
+    "RTX 3090 Ti": 80,  # GA102 (unsure: scaled from the 3090 by clock)
+    "RTX 3090": 71,  # Ampere GA102 whitepaper: FP16 tensor with FP32 accumulate 71
+    "V100S": 130,  # V100S datasheet: FP16 tensor 130 (no BF16)
+    "V100": 125,  # V100 datasheet (SXM2): FP16 tensor 125 (no BF16)
+    "T4": 65,  # T4 datasheet: FP16 tensor 65 (no BF16)
 }
 # PCIe bytes/s per lane and direction after line coding, by generation (PCI-SIG).
 PCIE_LANE_BYTES_S = {1: 2.5e8, 2: 5.0e8, 3: 9.85e8, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
@@ -106,6 +157,7 @@ class GpuModel:
     memory_bytes: int
     bandwidth_bytes_s: float
     nvlink_bytes_s: float | None
+    dense_tflops: float | None = None  # FP16/BF16 tensor, without sparsity (None: no sheet to cite)
 
 
 def named_gpu(name: str) -> GpuModel:
@@ -119,7 +171,9 @@ def named_gpu(name: str) -> GpuModel:
     if label is None:
         raise SpecError(f"unknown GPU {name!r}: use one of {', '.join(known_gpus())}")
     bandwidth = dict((lb, bw) for lb, _p, bw in BANDWIDTH_TABLE)[label]
-    return GpuModel(label, int(MEMORY_GIB[label] * 2**30), bandwidth, nvlink_bandwidth_for(label))
+    return GpuModel(
+        label, int(MEMORY_GIB[label] * 2**30), bandwidth, nvlink_bandwidth_for(label), DENSE_TFLOPS.get(label)
+    )
 
 
 def bandwidth_for(name: str) -> float | None:

@@ -111,7 +111,7 @@ def test_plan_on_this_gpu_less_machine_suggests_cpu_flags():
 @pytest.mark.parametrize(
     "args,fragment",
     [
-        (["--gpu", "nosuch"], "unknown GPU 'nosuch': use one of B200, H200,"),
+        (["--gpu", "nosuch"], "unknown GPU 'nosuch': use one of B300, B200, GH200 144GB,"),
         (["--gpu", "L4", "--gpus", "0"], "--gpus must be at least 1"),
         (["--gpus", "2"], "this machine has 0 GPU(s)"),
         (["--gpu", ""], "--gpu needs a GPU model"),

@@ -30,7 +30,7 @@ def test_cost_objective_ranks_by_usd_per_million_tokens_with_energy(make_tuner):
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 4)),))
     spec = StudySpec(study="c", trials=3, workload=TINY, objective="cost_per_mtok", price_per_hour=3.6).validate()
     tuner, _ = make_tuner(spec, launcher)
-    tuner.runner.energy_meter = SteadyMeter()
+    tuner.runner.meter_for = lambda gpus: SteadyMeter()
     tuner.study.enqueue_trial({"speed": 4})
     outcomes = [o for o in tuner.run() if o.duplicate_of is None]
     for o in outcomes:

@@ -8,6 +8,7 @@ import pytest
 
 from kvtune import nvml
 from kvtune.interference import Monitor
+from kvtune.nvml_recorded import Recorded
 from tests.unit.interference.fakeproc import Clock, FakeProc, ManualTicker
 
 KVTUNE, SERVER, TRAINER, HIDDEN = 500, 601, 900, 99999
@@ -48,7 +49,7 @@ def _window(tmp_path, recording: dict, samples: int = 2):
         own_pids=lambda: (KVTUNE,),
         server_pids=lambda: (SERVER,),
         gpus=[0],
-        nvml=nvml.Recorded(recording),
+        nvml=Recorded(recording),
         cpus=(0, 1),
         ticks_per_s=100,
         ticker=ticker,
@@ -98,7 +99,7 @@ def test_memory_alone_does_not_disturb_and_missing_samples_mean_unknown(tmp_path
 
 
 def test_utilisation_queries_return_only_newer_samples() -> None:
-    rec = nvml.Recorded(_recording([_util(SERVER, 10, 70), _util(TRAINER, 20, 40)]))
+    rec = Recorded(_recording([_util(SERVER, 10, 70), _util(TRAINER, 20, 40)]))
     newer = nvml.process_utilisation(rec, None, since_us=15)
     assert [(s.pid, s.sm_pct) for s in newer] == [(TRAINER, 40)]
     assert nvml.device_utilisation(rec) == {0: 80}
@@ -108,6 +109,6 @@ def test_utilisation_queries_return_only_newer_samples() -> None:
 
 def test_record_keeps_the_utilisation_answers_a_driver_gives() -> None:
     rec = _recording([_util(TRAINER, 20, 40)])
-    again = nvml.record(nvml.Recorded(rec))
+    again = nvml.record(Recorded(rec))
     assert again["devices"][0]["utilisation"] == {"gpu": 80, "memory": 40}
     assert again["devices"][0]["process_utilisation"] == [_util(TRAINER, 20, 40)]

@@ -10,7 +10,7 @@ import pytest
 
 from kvtune import hardware
 from kvtune.hardware import detect_hardware
-from kvtune.nvml import Recorded
+from kvtune.nvml_recorded import Recorded
 from kvtune.planner.gpus import CpuRam, named_budget
 from kvtune.planner.kv import ModelShape
 from kvtune.planner.suggest import ALL_LAYERS, suggest

@@ -47,6 +47,7 @@ from kvtune.launchers.base import (
 from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
 from kvtune.launchers.vllm.gpu_fit import DEFAULT_UTILIZATION, kv_prediction, prescreen_gpu_fit
 from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
+from kvtune.launchers.vllm.parallel import world_size
 from kvtune.launchers.vllm.values import (
     _int,
     _pow2_range,
@@ -496,6 +497,10 @@ class VllmLauncher(Launcher):
         if returncode in SIGILL_STATUSES:  # named the same way for every backend
             return super().classify_failure(returncode, log_text)
         return classify_failure(returncode, log_text)
+
+    def gpus_used(self, candidate: Candidate) -> int | None:
+        """Its world of tensor x pipeline x data parallel ranks, one GPU each (the CPU build: none)."""
+        return 0 if self.on_cpu else world_size(candidate.flags, self.extra_args)
 
     def startup_facts(self, log_text: str) -> dict[str, Any]:
         """vLLM's logged start-up facts, with the planner's KV-token prediction beside them."""

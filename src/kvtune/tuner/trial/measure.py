@@ -273,22 +273,35 @@ class _CapacitySearch:
 
 
 class MeteredBench:
-    """A `Bench` that meters the energy of every benchmark run (energy.py); without a meter it
-    only passes the calls on."""
+    """A `Bench` that meters the energy of every benchmark run's measured phase (energy.py): the
+    meter starts at the client's "measuring" phase and stops when the run returns, so warm-up
+    (and the server's start-up before it) is left out, as it is of the metrics the joules are
+    divided by. Without a meter it only passes the calls on."""
 
     def __init__(self, bench: Bench, meter: Meter | None):
         self.bench, self.meter = bench, meter
         self.readings: dict[int, EnergyReading | None] = {}  # id(BenchRun) -> its window
 
     def __call__(self, base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:
-        if self.meter is None:
+        meter = self.meter
+        if meter is None:
             return self.bench(base_url, workload, options)
-        self.meter.start()
+        started = False
+        heard = options.on_phase
+
+        def on_phase(phase: str) -> None:
+            nonlocal started
+            if phase == "measuring" and not started:
+                meter.start()
+                started = True
+            if heard is not None:
+                heard(phase)
+
         reading = None
         try:
-            run = self.bench(base_url, workload, options)
+            run = self.bench(base_url, workload, replace(options, on_phase=on_phase))
         finally:
-            reading = self.meter.stop()
+            reading = meter.stop() if started else None
         self.readings[id(run)] = reading
         return run
 

@@ -11,11 +11,13 @@ ends up in the outcome; nothing is kept between trials but the memory wait's las
 from __future__ import annotations
 
 import json
+import os
 import time
 from functools import cached_property, partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
+from kvtune import hardware
 from kvtune.bench.client import BenchOptions, slo_goodput
 from kvtune.bench.tokenizer import try_load_tokenizer
 from kvtune.energy import Meter, open_meter
@@ -24,11 +26,13 @@ from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Launcher
 from kvtune.launchers.process import ServerProcess, free_port, last_error_line
+from kvtune.nvml import GpuDevice
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial import scoring
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import Attempts, MonitorFactory
+from kvtune.tuner.trial.gpus import TrialGpus, trial_gpus
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
 from kvtune.tuner.trial.measure import (
     Measurement,
@@ -49,7 +53,8 @@ class TrialRunner:
     """Runs trials for one worker. `pid_file` records its running server (a later run reaps a
     leftover); `on_phase` reports what a trial is doing. `monitor` builds the interference
     monitor of one launch (tuner/trial/disturbance.py; a test passes a fake), `sleep` is what the
-    wait for a quiet machine sleeps with."""
+    wait for a quiet machine sleeps with. `shell_env` is the environment servers inherit (this
+    process's) and `meter_for` opens the energy meter of a trial's GPUs (a test passes fakes)."""
 
     def __init__(
         self,
@@ -59,8 +64,13 @@ class TrialRunner:
         on_phase: Phase = lambda n, p: None,
         monitor: MonitorFactory | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        shell_env: Mapping[str, str] | None = None,
+        meter_for: Callable[[TrialGpus], Meter | None] | None = None,
     ):
         self.what, self.where = what, where
+        self.shell_env = os.environ if shell_env is None else shell_env
+        self.meter_for = meter_for or self._open_meter
+        self._meters: dict[tuple[int, ...], Meter | None] = {}
         self.pid_file = pid_file
         self.on_phase = on_phase
         self.monitor, self.sleep = monitor or what.monitor, sleep
@@ -194,9 +204,25 @@ class TrialRunner:
         return MemoryWait(read=partial(read_memory, visible_gpus(self.where.device_env)))
 
     @cached_property
-    def energy_meter(self) -> Meter | None:
-        """This worker's GPUs through NVML, else RAPL; None: not measurable (a test assigns one)."""
-        return open_meter(visible_gpus(self.where.device_env))
+    def gpu_devices(self) -> Sequence[GpuDevice]:
+        """The GPUs NVML lists on this host, read once (a test assigns recorded ones)."""
+        return hardware.gpu_report().gpus
+
+    def trial_gpus(self, outcome: TrialOutcome) -> TrialGpus:
+        """The GPUs this trial's server uses: those its environment leaves visible (the shell's,
+        the candidate's, this worker's slot, the last winning), the first as many as its
+        backend's world size (tuner/trial/gpus.py)."""
+        env = {**self.shell_env, **outcome.env, **self.where.device_env}
+        return trial_gpus(env, self.launcher.gpus_used(outcome.candidate), self.gpu_devices)
+
+    def _open_meter(self, gpus: TrialGpus) -> Meter | None:
+        """The trial's GPUs through NVML (one meter per GPU set, kept); a trial on no GPU: the CPU
+        packages through RAPL; None: not measurable, or GPUs NVML cannot meter one by one."""
+        if gpus.indices is None:
+            return None
+        if gpus.indices not in self._meters:
+            self._meters[gpus.indices] = open_meter(gpus.indices)
+        return self._meters[gpus.indices]
 
     def _starter(self, n: int) -> Starter:
         where = self.where
@@ -222,13 +248,10 @@ class TrialRunner:
             on_phase=lambda p: self.on_phase(n, p),
         )
 
-    def _usd_per_hour(self) -> float | None:
-        """What this worker's server costs per hour (a per-GPU price times the GPUs it uses)."""
+    def _usd_per_hour(self, gpus: TrialGpus) -> float | None:
+        """What this trial's server costs per hour (a per-GPU price times the GPUs it uses)."""
         price = self.what.spec.price
-        if price is None:
-            return None
-        gpus = visible_gpus(self.where.device_env)
-        return price.hourly(len(gpus) if gpus is not None else int(self.where.hardware.get("gpu_count") or 0))
+        return None if price is None else price.hourly(gpus.count)
 
     def _measure_until_quiet(
         self, n: int, server: ServerProcess, workload: Workload, watched: list[Target], outcome: TrialOutcome
@@ -239,9 +262,9 @@ class TrialRunner:
         `outcome.disturbed_attempts`."""
         watch = self.monitor(lambda: (server.proc.pid,) if server.proc else (), visible_gpus(self.where.device_env))
         attempts = Attempts(watch, lambda text: self.on_phase(n, text), self.sleep)
-        attempt = 1
+        attempt, gpus = 1, self.trial_gpus(outcome)
         while True:
-            measured, window = self._measure(n, server.base_url, workload, watched, watch)
+            measured, window = self._measure(n, server.base_url, workload, watched, watch, gpus)
             if not attempts.again(window, attempt, server.alive()):
                 break
             attempt += 1
@@ -250,13 +273,13 @@ class TrialRunner:
         return measured
 
     def _measure(
-        self, n: int, base_url: str, workload: Workload, watched: list[Target], watch: Watch
+        self, n: int, base_url: str, workload: Workload, watched: list[Target], watch: Watch, gpus: TrialGpus
     ) -> tuple[Measurement, Interference | None]:
-        """Measure under load, with the energy of the measured runs, the cost per 1M tokens and
-        the worst interference window of the runs."""
+        """Measure under load, with the energy of the measured runs on the trial's `gpus`, the cost
+        per 1M tokens of those GPUs and the worst interference window of the runs."""
         observed = WatchedBench(self.what.bench, watch)
-        bench = MeteredBench(observed, self.energy_meter)
-        measured = account(self._measure_load(n, base_url, workload, bench, watched), bench, self._usd_per_hour())
+        bench = MeteredBench(observed, self.meter_for(gpus))
+        measured = account(self._measure_load(n, base_url, workload, bench, watched), bench, self._usd_per_hour(gpus))
         measured.windows = [w.to_dict() if (w := observed.seen.get(id(r))) else None for r in measured.bench_runs]
         return measured, observed.worst(measured.bench_runs)
 

@@ -37,6 +37,10 @@ class FakeBench:
 
     def __call__(self, base_url: str, w: Workload, options: BenchOptions) -> BenchRun:
         self.calls.append((w, options))
+        if options.on_phase is not None:  # as the real client reports them
+            if w.warmup_requests > 0:
+                options.on_phase("warmup")
+            options.on_phase("measuring")
         load = float(w.rate) if w.mode == "open" else float(w.concurrency)
         ttft = 100.0 * load
         if load in self.noisy and not any(_load(c) == load for c, _ in self.calls[:-1]):

@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 from kvtune import hardware
-from kvtune.nvml import Recorded
+from kvtune.nvml_recorded import Recorded
 from kvtune.tuner.trial.memory_wait import SETTLE_S, MemorySnapshot, MemoryWait
 from tests.paths import NVML_DATA
 
