@@ -24,6 +24,7 @@ from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Launcher
 from kvtune.launchers.process import ServerProcess, free_port, last_error_line
+from kvtune.launchers.startup import StartupLimits
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial import scoring
@@ -198,27 +199,27 @@ class TrialRunner:
         """This worker's GPUs through NVML, else RAPL; None: not measurable (a test assigns one)."""
         return open_meter(visible_gpus(self.where.device_env))
 
-    def _starter(self, n: int) -> Starter:
+    def new_server(self, o: TrialOutcome, port: int, log: Path) -> ServerProcess:
+        """The (unstarted) server of `o`: its argv and env, and the worker slot's devices."""
         where = self.where
+        return ServerProcess(
+            argv=o.argv,
+            env={**o.env, **where.device_env},
+            log_path=log,
+            port=port,
+            host=where.host,
+            health_path=self.launcher.health_path,
+            pid_file=self.pid_file,
+            cpus=where.cpus,
+        )
 
-        def new_server(o: TrialOutcome, port: int, log: Path) -> ServerProcess:
-            return ServerProcess(
-                argv=o.argv,
-                env={**o.env, **where.device_env},
-                log_path=log,
-                port=port,
-                host=where.host,
-                health_path=self.launcher.health_path,
-                pid_file=self.pid_file,
-                cpus=where.cpus,
-            )
-
+    def _starter(self, n: int) -> Starter:
         return Starter(
             self.launcher,
-            where.host,
-            self.what.spec.startup_timeout_s,
+            self.where.host,
+            StartupLimits(stall_s=self.what.spec.startup_stall_s, cap_s=self.what.spec.startup_timeout_s),
             self.memory_wait,
-            new_server,
+            self.new_server,
             on_phase=lambda p: self.on_phase(n, p),
         )
 
