@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Mapping, Protocol
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.launchers.process import last_error_line
+from kvtune.launchers.startup_log import backend_startup_split
 from kvtune.workload import Workload
 
 # How a process killed by SIGILL exits: -4 seen directly, 128 + 4 through a shell or kvtune's guard.
@@ -284,6 +285,11 @@ class Launcher(ABC):
     def startup_facts(self, log_text: str) -> dict[str, Any]:
         """Facts the server logged while starting (e.g. vLLM's KV cache size in tokens)."""
         return {}
+
+    def startup_split(self, log_text: str) -> dict[str, float]:
+        """Seconds of the start-up the server's log accounts for, by phase ("load", "compile",
+        "graphs"; launchers/startup_log.py reads both backends' logs), only the phases it names."""
+        return backend_startup_split(self.name, log_text)
 
     def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
         """The configuration to measure right after the baseline: the backend's `preferred`

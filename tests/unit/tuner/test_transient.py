@@ -228,3 +228,26 @@ def test_an_exit_while_the_previous_servers_memory_is_held_is_transient(tmp_path
     s.start(outcome, 8000, tmp_path)
     assert len(made) == 2 and "memory still held" in phases[0]
 
+
+class LoggingLauncher(FakeLauncher):
+    """A fake backend whose log names one start-up phase."""
+
+    def startup_split(self, log_text: str) -> dict[str, float]:
+        return {"load": float(log_text.split("load ")[1].split()[0])} if "load " in log_text else {}
+
+
+def test_the_start_that_worked_records_its_seconds_split_and_ran_under_the_study_limits(tmp_path):
+    clash = ServerStartError(FailureKind.PORT_BUSY, "port 8000 is already in use", transient=True)
+    s, outcome, made, _ = starter(tmp_path, [clash, None], log_text="load 0.25 s\n", launcher=LoggingLauncher())
+    s.start(outcome, 8000, tmp_path)
+    assert made[1].limits is LIMITS  # the stall window and the cap reach the server's wait
+    assert outcome.startup_s == 0.5 and outcome.startup_split == {"total": 0.5, "load": 0.25}
+    assert TrialOutcome.from_dict(outcome.to_dict()).startup_split == outcome.startup_split  # results.json
+
+
+def test_a_start_that_failed_has_no_split(tmp_path):
+    refused = ServerStartError(FailureKind.START_FAILED, "exited with status 2: usage", returncode=2)
+    s, outcome, _, _ = starter(tmp_path, [refused], log_text="load 0.25 s\n", launcher=LoggingLauncher())
+    with pytest.raises(LaunchFailed):
+        s.start(outcome, 8000, tmp_path)
+    assert outcome.startup_split == {} and outcome.startup_s is None

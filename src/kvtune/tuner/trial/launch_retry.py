@@ -79,6 +79,8 @@ class Starter:
                 server.start()
                 outcome.launched = True
                 outcome.startup_s = server.wait_ready(self.limits)
+                split = self.launcher.startup_split(server.log_text())
+                outcome.startup_split = {"total": round(outcome.startup_s, 3), **split}
                 return server
             except ServerStartError as e:
                 server.stop()
