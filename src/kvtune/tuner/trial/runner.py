@@ -200,11 +200,12 @@ class TrialRunner:
         return open_meter(visible_gpus(self.where.device_env))
 
     def new_server(self, o: TrialOutcome, port: int, log: Path) -> ServerProcess:
-        """The (unstarted) server of `o`: its argv and env, and the worker slot's devices."""
+        """The (unstarted) server of `o`: its argv and env, the worker slot's devices, and what
+        the launcher sets on every server kvtune starts (vLLM's compile cache, one per model)."""
         where = self.where
         return ServerProcess(
             argv=o.argv,
-            env={**o.env, **where.device_env},
+            env={**self.launcher.server_environment(), **o.env, **where.device_env},
             log_path=log,
             port=port,
             host=where.host,
