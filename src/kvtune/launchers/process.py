@@ -29,7 +29,7 @@ import httpx
 from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.kinds import FailureKind
 from kvtune.launchers.listeners import other_listener
-from kvtune.launchers.startup import LogProgress, StartupLimits, give_up_reason
+from kvtune.launchers.startup import DEFAULT_LIMITS, LogProgress, StartupLimits, give_up_reason
 
 PR_SET_PDEATHSIG = 1
 # Seconds between health polls while a server starts.
@@ -184,7 +184,7 @@ class ServerProcess:
         except OSError:
             return ""
 
-    def wait_ready(self, limits: StartupLimits | float = StartupLimits()) -> float:
+    def wait_ready(self, limits: StartupLimits | float = DEFAULT_LIMITS) -> float:
         """Poll health until 200; return seconds to ready. Raise ServerStartError otherwise: the
         process exited, or it gave up by `limits` (its log stalled, or the cap was reached; a
         bare number is a cap with no stall check)."""
@@ -219,7 +219,10 @@ class ServerProcess:
         clash = address_in_use(log)
         if clash:
             return ServerStartError(
-                FailureKind.PORT_BUSY, f"port {self.port} was taken (exited with status {rc}): {clash}", rc, transient=True
+                FailureKind.PORT_BUSY,
+                f"port {self.port} was taken (exited with status {rc}): {clash}",
+                rc,
+                transient=True,
             )
         return ServerStartError(FailureKind.START_FAILED, f"exited with status {rc}: {last_error_line(log)}", rc)
 

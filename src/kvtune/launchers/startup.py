@@ -36,6 +36,9 @@ class StartupLimits:
     cap_s: float = DEFAULT_CAP_S
 
 
+DEFAULT_LIMITS = StartupLimits()
+
+
 class LogProgress:
     """Watches a server's log grow: when it last grew (on the injected clock) and its last line.
 
@@ -68,9 +71,7 @@ def last_log_line(log_text: str) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
-def give_up_reason(
-    limits: StartupLimits, elapsed_s: float, silent_s: float, read_log: Callable[[], str]
-) -> str | None:
+def give_up_reason(limits: StartupLimits, elapsed_s: float, silent_s: float, read_log: Callable[[], str]) -> str | None:
     """Why a start that is not healthy after `elapsed_s` (its log silent for `silent_s`) gives
     up now, as the failure's reason; None while it may go on. The log is read only to name its
     last line, once it gives up."""

@@ -25,11 +25,15 @@ _VLLM_MODEL_LOADING = re.compile(r"Model loading took \S+ GiB memory and ([\d.]+
 _VLLM_WEIGHTS = re.compile(r"Loading weights took ([\d.]+) seconds")
 # vllm/v1/engine/core.py:386-405: "init engine (profile, create kv cache, warmup model) took %.2f s
 # (compilation: %.2f s" -- the engine's own total of every torch.compile it ran
-_VLLM_ENGINE_COMPILE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took [\d.]+ s \(compilation: ([\d.]+) s")
+_VLLM_ENGINE_COMPILE = re.compile(
+    r"init engine \(profile, create kv cache, warmup model\) took [\d.]+ s \(compilation: ([\d.]+) s"
+)
 # vllm/compilation/monitor.py:20 "%storch.compile took %.2f s in total" and
 # vllm/compilation/decorators.py:706 "%storch.compile and initial profiling/warmup run together
 # took %.2f s in total" (the prefix is "[tag] " for a tagged module, e.g. an encoder)
-_VLLM_COMPILE = re.compile(r"(\[[^\]]*\] )?torch\.compile (?:and initial profiling/warmup run together )?took ([\d.]+) s in total")
+_VLLM_COMPILE = re.compile(
+    r"(\[[^\]]*\] )?torch\.compile (?:and initial profiling/warmup run together )?took ([\d.]+) s in total"
+)
 # vllm/v1/worker/gpu_model_runner.py:6582 and vllm/v1/worker/gpu/model_runner.py:1128:
 #   "Graph capturing finished in %.0f secs, took %.2f GiB"
 _VLLM_GRAPHS = re.compile(r"Graph capturing finished in ([\d.]+) secs")
