@@ -38,6 +38,11 @@ def _repeats(text: str | None) -> int | str | None:
         raise SpecError(f"--repeats must be a whole number or 'auto', got {text!r}") from None
 
 
+def _seconds(text: str | None, flag: str) -> float | None:
+    """A duration flag (45s, 30m, or bare seconds) as seconds; one line and exit 2 when bad."""
+    return None if text is None else parse_duration(text, what=flag)
+
+
 def progress_mode(text: str) -> str:
     """--progress, checked: a misspelt mode was silently plain."""
     if text not in ProgressMode.values():
@@ -67,6 +72,16 @@ def run(
         None,
         "--time-budget",
         help="Stop asking new trials after this much wall time, e.g. 2h, 90m, 1h30m (the trial running finishes; a resumed study counts the time already spent).",
+    ),
+    startup_timeout: Optional[str] = typer.Option(
+        None,
+        "--startup-timeout",
+        help="The most a server may take to start, e.g. 30m or 1800 (default 30m): on GPUs vLLM compiles and captures CUDA graphs first.",
+    ),
+    startup_stall: Optional[str] = typer.Option(
+        None,
+        "--startup-stall",
+        help="A start fails sooner when its log shows no progress for this long, e.g. 5m or 300 (default 5m).",
     ),
     early_stop: bool = typer.Option(
         True,
@@ -224,6 +239,8 @@ def run(
         informed_start=informed_start,
         time_budget_s=parse_duration(time_budget) if time_budget is not None else None,
         early_stop=None if early_stop else False,
+        startup_timeout_s=_seconds(startup_timeout, "--startup-timeout"),
+        startup_stall_s=_seconds(startup_stall, "--startup-stall"),
         sampler=sampler,
         workload=workload,
         **_prices(price_per_hour, price_per_gpu_hour),

@@ -12,14 +12,18 @@ contract suite (kvtune.testing.contract) is the checklist a new backend must pas
 
 from __future__ import annotations
 
+import os
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 from kvtune.errors import SpecError
-from kvtune.kinds import KnobKind
+from kvtune.kinds import Backend, KnobKind
+from kvtune.launchers.compile_cache import compile_cache_env
 from kvtune.launchers.process import last_error_line
+from kvtune.launchers.startup_log import backend_startup_split
+from kvtune.models import cache_dir
 from kvtune.workload import Workload
 
 # How a process killed by SIGILL exits: -4 seen directly, 128 + 4 through a shell or kvtune's guard.
@@ -290,6 +294,19 @@ class Launcher(ABC):
     def startup_facts(self, log_text: str) -> dict[str, Any]:
         """Facts the server logged while starting (e.g. vLLM's KV cache size in tokens)."""
         return {}
+
+    def startup_split(self, log_text: str) -> dict[str, float]:
+        """Seconds of the start-up the server's log accounts for, by phase ("load", "compile",
+        "graphs"; launchers/startup_log.py reads both backends' logs), only the phases it names."""
+        return backend_startup_split(self.name, log_text)
+
+    def server_environment(self) -> dict[str, str]:
+        """Environment the servers kvtune starts get that is no part of a config (not in the
+        trial's env, not exported): vLLM's compile cache in one folder for the model, so every
+        trial of a study reuses it (launchers/compile_cache.py)."""
+        if self.name != Backend.VLLM:
+            return {}
+        return compile_cache_env(self.model_path, os.environ, cache_dir())
 
     def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
         """The configuration to measure right after the baseline: the backend's `preferred`

@@ -2,12 +2,13 @@
 
 Each server runs in its own process group (so stopping it also stops the children vLLM forks)
 under a guard (`guard.py`) that has the kernel's parent-death signal set and takes the whole
-group down when kvtune dies, even by SIGKILL. Readiness polls the health endpoint while checking that the process we started is still
-alive: a crash (the process exited) and a timeout (alive but never healthy) are different
-outcomes, and another server answering on the port is never mistaken for ours: the port is
-checked free before launch, our process must be alive, and once health answers, the listener
-must not be another process (`listeners.py`). A failure says whether it is `transient` (the
-port was taken, the start-up timed out: nothing the config caused) or a verdict on the config.
+group down when kvtune dies, even by SIGKILL. Readiness polls the health endpoint while checking
+that the process we started is still alive: a crash (the process exited) and a timeout (alive but
+not healthy: its log stopped making progress, or the start-up cap passed; see `startup.py`) are
+different outcomes, and another server answering on the port is never mistaken for ours: the
+port is checked free before launch, our process must be alive, and once health answers, the
+listener must not be another process (`listeners.py`). A failure says whether it is `transient`
+(the port was taken, the start-up timed out: nothing the config caused) or a verdict on the config.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import httpx
 from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.kinds import FailureKind
 from kvtune.launchers.listeners import other_listener
+from kvtune.launchers.startup import DEFAULT_LIMITS, LogProgress, StartupLimits, give_up_reason
 
 PR_SET_PDEATHSIG = 1
 # Seconds between health polls while a server starts.
@@ -36,10 +38,11 @@ HEALTH_POLL_S = 0.25
 
 class ServerStartError(Exception):
     """The server did not become ready. ``kind`` is START_FAILED (it exited), START_TIMEOUT
-    (alive but never healthy) or PORT_BUSY (something else has the port: before the launch, in
-    the server's log as an address already in use, or answering in its place). ``transient``:
-    the failure says nothing about the config (a port clash, a start-up that may only have been
-    slow because the host was busy), so the caller may retry it on a fresh port."""
+    (alive but not healthy: its log stalled, or the cap passed) or PORT_BUSY (something else has
+    the port: before the launch, in the server's log as an address already in use, or answering
+    in its place). ``transient``: the failure says nothing about the config (a port clash, a
+    start-up that may only have been slow because the host was busy), so the caller may retry it
+    on a fresh port."""
 
     def __init__(self, kind: FailureKind, reason: str, returncode: int | None = None, transient: bool = False):
         super().__init__(reason)
@@ -181,40 +184,47 @@ class ServerProcess:
         except OSError:
             return ""
 
-    def wait_ready(self, timeout_s: float = 120.0) -> float:
-        """Poll health until 200; return seconds to ready. Raise ServerStartError otherwise."""
+    def wait_ready(self, limits: StartupLimits | float = DEFAULT_LIMITS) -> float:
+        """Poll health until 200; return seconds to ready. Raise ServerStartError otherwise: the
+        process exited, or it gave up by `limits` (its log stalled, or the cap was reached; a
+        bare number is a cap with no stall check)."""
         assert self.proc is not None
+        if not isinstance(limits, StartupLimits):
+            limits = StartupLimits(stall_s=None, cap_s=float(limits))
         clock = self.clock
         t0 = clock.monotonic()
+        progress = LogProgress(self.log_path, clock)
         url = self.base_url + self.health_path
         with httpx.Client(timeout=2.0, transport=self.health_transport) as client:
             while True:
                 rc = self.proc.poll()
                 if rc is not None:
-                    log = self.log_text()
-                    clash = address_in_use(log)
-                    if clash:
-                        raise ServerStartError(
-                            FailureKind.PORT_BUSY,
-                            f"port {self.port} was taken (exited with status {rc}): {clash}",
-                            rc,
-                            transient=True,
-                        )
-                    reason = last_error_line(log)
-                    raise ServerStartError(FailureKind.START_FAILED, f"exited with status {rc}: {reason}", rc)
+                    raise self._exited(rc)
                 try:
                     if client.get(url).status_code == 200 and self.alive():
                         self._check_listener()
                         return clock.monotonic() - t0
                 except httpx.HTTPError:
                     pass
-                if clock.monotonic() - t0 > timeout_s:
-                    raise ServerStartError(
-                        FailureKind.START_TIMEOUT,
-                        f"not healthy after {timeout_s:.0f} s: {last_error_line(self.log_text())}",
-                        transient=True,  # a busy host may only have been slow: worth one retry
-                    )
+                why = give_up_reason(limits, clock.monotonic() - t0, progress.silent_s(), self.log_text)
+                if why is not None:
+                    # transient: a busy host may only have been slow, worth one retry
+                    raise ServerStartError(FailureKind.START_TIMEOUT, why, transient=True)
                 clock.sleep(HEALTH_POLL_S)
+
+    def _exited(self, rc: int) -> ServerStartError:
+        """The error for a server that exited before it was ready: a port clash its log names, or
+        a failed start with the log's last error line."""
+        log = self.log_text()
+        clash = address_in_use(log)
+        if clash:
+            return ServerStartError(
+                FailureKind.PORT_BUSY,
+                f"port {self.port} was taken (exited with status {rc}): {clash}",
+                rc,
+                transient=True,
+            )
+        return ServerStartError(FailureKind.START_FAILED, f"exited with status {rc}: {last_error_line(log)}", rc)
 
     def _check_listener(self) -> None:
         """Health answered: make sure it was our server, not another process on our port."""

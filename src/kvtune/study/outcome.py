@@ -32,7 +32,10 @@ class TrialOutcome:
     reason: str = ""  # for people; empty when feasible
     objective: float | None = None
     log_path: str | None = None
-    startup_s: float | None = None
+    startup_s: float | None = None  # launch to healthy, as kvtune measured it (the start that worked)
+    # Where that time went as the server's log tells (launchers/startup_log.py): "total" (=
+    # startup_s) and, where logged, "load", "compile", "graphs" in seconds; {} when not started.
+    startup_split: dict[str, float] = field(default_factory=dict)
     duplicate_of: int | None = None
     spread: dict[str, float] = field(default_factory=dict)  # CV across repeats
     warm_start: str | None = None  # "study#n" when this config came from a warm start

@@ -56,6 +56,7 @@ class SpecOverrides:
     llama_server: str | None = None
     vllm_python: str | None = None
     startup_timeout_s: float | None = None
+    startup_stall_s: float | None = None
     repeats: int | str | None = None
     confirm_top: int | None = None
     confirm_pairs: int | None = None

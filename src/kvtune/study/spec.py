@@ -23,6 +23,7 @@ from typing import Any, Iterable
 from kvtune.durations import parse_duration
 from kvtune.errors import SpecError, TargetError
 from kvtune.launchers.base import Knob
+from kvtune.launchers.startup import DEFAULT_CAP_S, DEFAULT_STALL_S
 from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
 from kvtune.objectives.targets import Target, parse_target, parse_targets
@@ -43,6 +44,7 @@ TOP_KEYS = {
     "space",
     "llama_server",
     "startup_timeout_s",
+    "startup_stall_s",
     "repeats",
     "confirm_top",
     "confirm_pairs",
@@ -119,7 +121,8 @@ class StudySpec:
     llama_server: str | None = None
     # The Python whose vLLM serves (default: this one; KVTUNE_VLLM_PYTHON overrides).
     vllm_python: str | None = None
-    startup_timeout_s: float = 180.0
+    startup_timeout_s: float = DEFAULT_CAP_S  # a start's cap; it fails sooner when its log shows no
+    startup_stall_s: float = DEFAULT_STALL_S  # progress for this long (launchers/startup.py)
     # Measurements per trial on the same running server (their spread is reported).
     repeats: int | str = 1  # or "auto": repeat until the objective's 95% CI is within 3%
     # Re-measure this many top configs (and the baseline) at the end before naming the best.
@@ -209,8 +212,8 @@ class StudySpec:
             raise SpecError(f"confirm_pairs must be a whole number of at least 1, got {self.confirm_pairs!r}")
         if self.trials < 1:
             raise SpecError(f"trials must be at least 1 (the baseline is trial 0), got {self.trials}")
-        if not (self.startup_timeout_s > 0 and math.isfinite(self.startup_timeout_s)):
-            raise SpecError(f"startup_timeout_s must be a positive number, got {self.startup_timeout_s}")
+        parse_duration(self.startup_timeout_s, what="startup_timeout_s")  # a positive number of seconds
+        parse_duration(self.startup_stall_s, what="startup_stall_s")
         if not 0 <= self.seed < 2**32:
             raise SpecError(f"seed must be between 0 and 2**32-1, got {self.seed}")
         if self.time_budget_s is not None:

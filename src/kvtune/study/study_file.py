@@ -58,7 +58,8 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
         "sampler": ((str,), "a sampler name"),
         "llama_server": ((str,), "a string"),
         "vllm_python": ((str,), "a string"),
-        "startup_timeout_s": ((int, float), "a number"),
+        "startup_timeout_s": ((int, float), "a number of seconds"),
+        "startup_stall_s": ((int, float), "a number of seconds"),
         "price_per_hour": ((int, float), "a price in USD per hour, e.g. 2.5"),
         "price_per_gpu_hour": ((int, float), "a price in USD per GPU-hour, e.g. 2.5"),
     }

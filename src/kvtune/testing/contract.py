@@ -64,6 +64,9 @@ def check_interface(case: ContractCase) -> None:
     assert isinstance(lau.served_model_name(), str) and lau.served_model_name(), who
     assert isinstance(lau.request_extra_body(), dict), who
     assert isinstance(lau.startup_facts(""), dict), who
+    assert lau.startup_split("") == {}, f"{who}: an empty log names no start-up phase"
+    env = lau.server_environment()
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()), who
     reason = lau.classify_failure(1, "")
     assert isinstance(reason, str) and reason and "\n" not in reason, who
     knobs = lau.default_knobs(w, case.cpu_count)

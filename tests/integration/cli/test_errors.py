@@ -35,6 +35,8 @@ def kvtune(*args, cwd):
         (["--price-per-hour", "2.5", "--price-per-gpu-hour", "1"], "give one price"),
         (["--objective", "cost_per_mtok"], "the cost_per_mtok objective needs a price"),
         (["--progress", "nosuch"], "--progress must be one of auto, plain, quiet, jsonl"),
+        (["--startup-timeout", "0"], "--startup-timeout '0' must be more than zero"),
+        (["--startup-stall", "soon"], "--startup-stall 'soon' is not a duration"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, args, fragment):

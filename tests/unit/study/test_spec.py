@@ -93,6 +93,7 @@ def test_a_spec_an_earlier_version_stored_loads_and_writes_back_the_same_words()
     assert [t.constraint_key for t in spec.targets] == ["ttft_p95<1000ms", "tpot_p99<50ms"]
     d = spec.to_dict()
     assert d.pop("confirm_pairs") == 3  # newer than that version: its default (earlier ones ignore it)
+    assert d.pop("startup_stall_s") == 300.0  # newer too; its stored cap (90 s) is kept
     assert d == {k: v for k, v in EARLIER.items() if k != "a_later_key"}
     assert StudySpec.from_dict(d) == spec
 
@@ -140,3 +141,31 @@ def test_resume_conflict_names_the_setting():
     assert StudySpec(price_per_hour=2.5, targets=["ttft_p95<0.8x", "tpot<50ms"]).resume_conflict(stored) is None
     assert "--price-per-hour (stored: 2.5, now: not set)" in StudySpec(targets=["ttft<0.8x"]).resume_conflict(stored)
     assert "relative target" in StudySpec(price_per_hour=2.5, targets=["ttft<0.9x"]).resume_conflict(stored)
+
+
+def test_the_start_up_limits_come_from_the_study_file_and_the_flags(tmp_path):
+    assert (StudySpec().startup_timeout_s, StudySpec().startup_stall_s) == (1800.0, 300.0)  # sized for GPUs
+    f = tmp_path / "s.yaml"
+    f.write_text("startup_timeout_s: 3600\nstartup_stall_s: 600\n")
+    spec = build_spec(load_study_file(f))
+    assert (spec.startup_timeout_s, spec.startup_stall_s) == (3600, 600)
+    spec = build_spec(load_study_file(f), SpecOverrides(startup_stall_s=90.0))
+    assert (spec.startup_timeout_s, spec.startup_stall_s) == (3600, 90.0)
+
+
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("startup_stall_s: soon\n", "startup_stall_s must be a number of seconds, got 'soon'"),
+        ("startup_stall_s: true\n", "startup_stall_s must be a number of seconds, got True"),
+        ("startup_stall_s: 0\n", "startup_stall_s 0 must be more than zero"),
+        ("startup_timeout_s: -5\n", "startup_timeout_s -5 must be more than zero"),
+        ("startup_timeout_s: .inf\n", "startup_timeout_s inf must be more than zero"),
+    ],
+)
+def test_bad_start_up_limits_in_a_study_file_are_one_line_errors(tmp_path, text, fragment):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    with pytest.raises(KvtuneError) as e:
+        build_spec(load_study_file(f))
+    assert fragment in str(e.value) and "\n" not in str(e.value)

@@ -16,6 +16,7 @@ import pytest
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.process import ServerStartError
+from kvtune.launchers.startup import StartupLimits
 from kvtune.study.outcome import TrialOutcome
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
@@ -142,7 +143,8 @@ class ScriptedServer:
         self.started = True
         return self
 
-    def wait_ready(self, timeout_s: float) -> float:
+    def wait_ready(self, limits: StartupLimits) -> float:
+        self.limits = limits
         if self.error is not None:
             raise self.error
         return 0.5
@@ -154,7 +156,10 @@ class ScriptedServer:
         return self.text
 
 
-def starter(tmp_path, errors, memory: MemoryWait | None = None, log_text: str = ""):
+LIMITS = StartupLimits(stall_s=3.0, cap_s=5.0)
+
+
+def starter(tmp_path, errors, memory: MemoryWait | None = None, log_text: str = "", launcher=None):
     made: list[ScriptedServer] = []
     phases: list[str] = []
     ports = iter(range(9001, 9100))
@@ -164,9 +169,9 @@ def starter(tmp_path, errors, memory: MemoryWait | None = None, log_text: str = 
         return made[-1]
 
     s = Starter(
-        FakeLauncher(),
+        launcher or FakeLauncher(),
         "127.0.0.1",
-        5.0,
+        LIMITS,
         memory or MemoryWait(read=lambda: MemorySnapshot(8 * GiB), sleep=_no_sleep),
         new_server,
         on_phase=phases.append,
@@ -222,3 +227,27 @@ def test_an_exit_while_the_previous_servers_memory_is_held_is_transient(tmp_path
     s, outcome, made, phases = starter(tmp_path, [oom, None], memory=memory, log_text="error: out of memory\n")
     s.start(outcome, 8000, tmp_path)
     assert len(made) == 2 and "memory still held" in phases[0]
+
+
+class LoggingLauncher(FakeLauncher):
+    """A fake backend whose log names one start-up phase."""
+
+    def startup_split(self, log_text: str) -> dict[str, float]:
+        return {"load": float(log_text.split("load ")[1].split()[0])} if "load " in log_text else {}
+
+
+def test_the_start_that_worked_records_its_seconds_split_and_ran_under_the_study_limits(tmp_path):
+    clash = ServerStartError(FailureKind.PORT_BUSY, "port 8000 is already in use", transient=True)
+    s, outcome, made, _ = starter(tmp_path, [clash, None], log_text="load 0.25 s\n", launcher=LoggingLauncher())
+    s.start(outcome, 8000, tmp_path)
+    assert made[1].limits is LIMITS  # the stall window and the cap reach the server's wait
+    assert outcome.startup_s == 0.5 and outcome.startup_split == {"total": 0.5, "load": 0.25}
+    assert TrialOutcome.from_dict(outcome.to_dict()).startup_split == outcome.startup_split  # results.json
+
+
+def test_a_start_that_failed_has_no_split(tmp_path):
+    refused = ServerStartError(FailureKind.START_FAILED, "exited with status 2: usage", returncode=2)
+    s, outcome, _, _ = starter(tmp_path, [refused], log_text="load 0.25 s\n", launcher=LoggingLauncher())
+    with pytest.raises(LaunchFailed):
+        s.start(outcome, 8000, tmp_path)
+    assert outcome.startup_split == {} and outcome.startup_s is None

@@ -20,6 +20,7 @@ from kvtune import hardware
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import ServerProcess, ServerStartError, free_port
+from kvtune.launchers.startup import StartupLimits
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial.memory_wait import MemoryWait, MemoryWaitResult
 
@@ -46,12 +47,13 @@ def is_transient(error: ServerStartError, memory: MemoryWaitResult) -> bool:
 
 @dataclass
 class Starter:
-    """Starts one server for `outcome` and waits until it is ready; `new_server` builds the
-    (unstarted) process for the outcome's argv, a port and a log file."""
+    """Starts one server for `outcome` and waits until it is ready (or gives up by `limits`: its
+    log stalled, or the cap passed); `new_server` builds the (unstarted) process for the
+    outcome's argv, a port and a log file."""
 
     launcher: Launcher
     host: str
-    timeout_s: float
+    limits: StartupLimits
     memory: MemoryWait
     new_server: Callable[[TrialOutcome, int, Path], ServerProcess]
     on_phase: Callable[[str], None] = lambda p: None
@@ -76,7 +78,9 @@ class Starter:
             try:
                 server.start()
                 outcome.launched = True
-                outcome.startup_s = server.wait_ready(self.timeout_s)
+                outcome.startup_s = server.wait_ready(self.limits)
+                split = self.launcher.startup_split(server.log_text())
+                outcome.startup_split = {"total": round(outcome.startup_s, 3), **split}
                 return server
             except ServerStartError as e:
                 server.stop()

@@ -26,6 +26,7 @@ from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Launcher
 from kvtune.launchers.process import ServerProcess, free_port, last_error_line
+from kvtune.launchers.startup import StartupLimits
 from kvtune.nvml import GpuDevice
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
@@ -224,27 +225,28 @@ class TrialRunner:
             self._meters[gpus.indices] = open_meter(gpus.indices)
         return self._meters[gpus.indices]
 
-    def _starter(self, n: int) -> Starter:
+    def new_server(self, o: TrialOutcome, port: int, log: Path) -> ServerProcess:
+        """The (unstarted) server of `o`: its argv and env, the worker slot's devices, and what
+        the launcher sets on every server kvtune starts (vLLM's compile cache, one per model)."""
         where = self.where
+        return ServerProcess(
+            argv=o.argv,
+            env={**self.launcher.server_environment(), **o.env, **where.device_env},
+            log_path=log,
+            port=port,
+            host=where.host,
+            health_path=self.launcher.health_path,
+            pid_file=self.pid_file,
+            cpus=where.cpus,
+        )
 
-        def new_server(o: TrialOutcome, port: int, log: Path) -> ServerProcess:
-            return ServerProcess(
-                argv=o.argv,
-                env={**o.env, **where.device_env},
-                log_path=log,
-                port=port,
-                host=where.host,
-                health_path=self.launcher.health_path,
-                pid_file=self.pid_file,
-                cpus=where.cpus,
-            )
-
+    def _starter(self, n: int) -> Starter:
         return Starter(
             self.launcher,
-            where.host,
-            self.what.spec.startup_timeout_s,
+            self.where.host,
+            StartupLimits(stall_s=self.what.spec.startup_stall_s, cap_s=self.what.spec.startup_timeout_s),
             self.memory_wait,
-            new_server,
+            self.new_server,
             on_phase=lambda p: self.on_phase(n, p),
         )
 
