@@ -146,7 +146,9 @@ class Workload:
         if self.trace is None:
             for name in _TRACE_FIELDS[1:]:
                 if getattr(self, name) != _TRACE_DEFAULTS[name]:
-                    raise SpecError(f"workload.{name} applies to a trace only: set workload.trace (--workload trace:FILE)")
+                    raise SpecError(
+                        f"workload.{name} applies to a trace only: set workload.trace (--workload trace:FILE)"
+                    )
             return
         if not str(self.trace).strip():
             raise SpecError("workload.trace is empty: give a trace file or a shipped name (azure-conv, ...)")
@@ -154,9 +156,7 @@ class Workload:
         clash += ["mode: open"] if self.mode == "open" else []
         clash += ["shared_prefix_fraction"] if self.shared_prefix_fraction > 0 else []
         if clash:
-            raise SpecError(
-                f"workload.trace replays the trace's own arrivals and lengths: drop {', '.join(clash)}"
-            )
+            raise SpecError(f"workload.trace replays the trace's own arrivals and lengths: drop {', '.join(clash)}")
         if self.trace_requests is not None and self.trace_requests < 1:
             raise SpecError(f"workload.trace_requests must be at least 1, got {self.trace_requests}")
         for name in ("trace_window_s", "trace_speed", "trace_length_scale"):
@@ -164,7 +164,9 @@ class Workload:
             if value is not None and not _positive(value):
                 raise SpecError(f"workload.{name} must be a positive number, got {value}")
         if self.trace_max_tokens is not None and self.trace_max_tokens < 2:
-            raise SpecError(f"workload.trace_max_tokens must be at least 2 (prompt + output), got {self.trace_max_tokens}")
+            raise SpecError(
+                f"workload.trace_max_tokens must be at least 2 (prompt + output), got {self.trace_max_tokens}"
+            )
 
     def to_dict(self) -> dict:
         """The fields as plain data; the trace fields only when a trace is set, so a workload

@@ -124,6 +124,18 @@ def _prompt_source(
     return PromptSource(workload, salt, words=words), desc
 
 
+def _body_maker(o: BenchOptions, source: PromptSource | TracePromptSource, workload: Workload) -> Callable[[int], dict]:
+    """Request `i`'s JSON body; a trace's request asks for the trace's own output length."""
+
+    def body(i: int) -> dict:
+        b = build_body(o.model, source.prompt(i), workload, o.extra_body)
+        if isinstance(source, TracePromptSource):
+            b["max_tokens"] = source.output_tokens(i)
+        return b
+
+    return body
+
+
 def _http_client(o: BenchOptions) -> httpx.AsyncClient:
     """One client for a run: unbounded connections (the workload sets the concurrency), no read
     timeout of its own (`request_timeout_s` bounds each request), the API key as a bearer token."""
@@ -157,12 +169,7 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
     notes: list[str] = []
     source, source_desc = _prompt_source(workload, os.urandom(4).hex(), o.tokenizer, notes)
 
-    def body(i: int) -> dict:
-        b = build_body(o.model, source.prompt(i), workload, o.extra_body)
-        if isinstance(source, TracePromptSource):  # the trace's own output length
-            b["max_tokens"] = source.output_tokens(i)
-        return b
-
+    body = _body_maker(o, source, workload)
     stopper = Stopper(o.stop_when)
     server_metrics = None
     async with _http_client(o) as client:

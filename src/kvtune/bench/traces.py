@@ -116,14 +116,18 @@ def _mooncake_rows(text: str, path: Path) -> list[TraceRequest]:
             rec = json.loads(line)
         except ValueError as e:
             raise SpecError(f"{where} is not valid JSON: {e}") from e
-        missing = [k for k in ("timestamp", "input_length", "output_length") if not isinstance(rec, dict) or k not in rec]
+        missing = [
+            k for k in ("timestamp", "input_length", "output_length") if not isinstance(rec, dict) or k not in rec
+        ]
         if missing:
             raise SpecError(f"{where} lacks {', '.join(missing)} (a Mooncake trace record)")
         ids = rec.get("hash_ids") or []
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise SpecError(f"{where}: hash_ids must be a list of integers")
         at = float(rec["timestamp"]) / 1000.0  # milliseconds
-        rows.append(TraceRequest(at, _count(rec["input_length"], where), _count(rec["output_length"], where), tuple(ids)))
+        rows.append(
+            TraceRequest(at, _count(rec["input_length"], where), _count(rec["output_length"], where), tuple(ids))
+        )
     return rows
 
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
-from kvtune.errors import TargetError
+from kvtune.errors import SpecError, TargetError
 from kvtune.objectives.metrics import RequestSample
 
 SLO_METRICS = ("ttft", "tpot", "e2el")
-_ITEM_RE = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)\s*(?P<op><=|<)\s*(?P<num>[0-9]*\.?[0-9]+)\s*(?P<unit>[a-z]*)\s*$", re.I)
+_ITEM_RE = re.compile(
+    r"^\s*(?P<metric>[a-z0-9_]+)\s*(?P<op><=|<)\s*(?P<num>[0-9]*\.?[0-9]+)\s*(?P<unit>[a-z]*)\s*$", re.I
+)
 _UNIT_TO_S = {"s": 1.0, "ms": 0.001, "us": 1e-6}
 
 
@@ -83,3 +86,22 @@ def parse_slo(text: str) -> Slo:
             raise TargetError(f"--slo limits {metric} twice: give each metric once")
         limits.append(SloLimit(metric, m["op"], float(m["num"]) * _UNIT_TO_S[unit]))
     return Slo(text=",".join(i.strip() for i in items), limits=tuple(limits))
+
+
+def slo_field(raw: str | Slo | None, uses: Iterable[str] = ()) -> Slo | None:
+    """A study's slo field, as typed (text) or parsed -> Slo, checked against the objective and
+    target metrics the study `uses` (slo_attainment needs an SLO); a one-line SpecError if bad."""
+    if raw is None:
+        if "slo_attainment" in uses:
+            raise SpecError(
+                "slo_attainment needs per-request SLOs: add --slo 'ttft<2s,tpot<100ms' (or slo: in the study file)"
+            )
+        return None
+    if isinstance(raw, Slo):
+        return raw
+    if not isinstance(raw, str):
+        raise SpecError(f"slo must be text such as 'ttft<2s,tpot<100ms', got {raw!r}")
+    try:
+        return parse_slo(raw)
+    except TargetError as e:
+        raise SpecError(str(e)) from None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -25,7 +25,7 @@ from kvtune.errors import SpecError, TargetError
 from kvtune.launchers.base import Knob
 from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
-from kvtune.objectives.slo import Slo, parse_slo
+from kvtune.objectives.slo import Slo, slo_field
 from kvtune.objectives.targets import Target, parse_target, parse_targets
 from kvtune.study.overrides import SpecOverrides
 from kvtune.study.sampler_choice import SamplerKind, sampler_kind
@@ -143,14 +143,13 @@ class StudySpec:
     # then carries its cost per 1M tokens (objectives/cost.py).
     price_per_hour: float | None = None
     price_per_gpu_hour: float | None = None
-    # Per-request SLOs ("ttft<2s,tpot<100ms", --slo): every trial then has slo_attainment.
-    slo: Slo | None = None
+    slo: Slo | None = None  # per-request SLOs ("ttft<2s,tpot<100ms", --slo): trials get slo_attainment
 
     def __post_init__(self) -> None:
         """Parse the words once: everything after construction reads typed values."""
-        self.slo = _typed_slo(self.slo)
         self.objective = parse_objectives(self.objective)
         self.targets = _typed_targets(self.targets)
+        self.slo = slo_field(self.slo, [*(o.name for o in self.objective), *(t.metric for t in self.targets)])
         self.sampler = sampler_kind(self.sampler)
 
     @property
@@ -204,9 +203,6 @@ class StudySpec:
                 "the cost_per_mtok objective needs a price: --price-per-hour USD (the "
                 "whole machine) or --price-per-gpu-hour USD (per GPU a trial uses)"
             )
-        uses_slo = "slo_attainment" in names or any(t.metric == "slo_attainment" for t in self.targets)
-        if uses_slo and self.slo is None:
-            raise SpecError("slo_attainment needs per-request SLOs: add --slo 'ttft<2s,tpot<100ms' (or slo: in the study file)")
         if self.repeats != AUTO and (
             isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1
         ):
@@ -242,8 +238,7 @@ class StudySpec:
         }
         if self.price is not None:  # costs are stored per trial: another price, another study
             key["price"] = [self.price.usd, self.price.per_gpu]
-        if self.slo is not None:  # slo_attainment is stored per trial: another SLO, another study
-            key["slo"] = self.slo.text
+        key.update({} if self.slo is None else {"slo": self.slo.text})  # another SLO, another study
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
     def identity(self, model: str | None, knobs: Iterable[Knob]) -> dict[str, Any]:
@@ -276,14 +271,14 @@ class StudySpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON/YAML hold it (the Optuna study's "spec", results.json's "spec")."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "slo"}  # slo: only when set
         d.update(
             objective=self.objective_field,
             targets=self.target_texts,
             sampler=self.sampler.value,
             workload=self.workload.to_dict(),
             space=dict(self.space),
-            slo=None if self.slo is None else self.slo.text,
+            **({} if self.slo is None else {"slo": self.slo.text}),
         )
         return d
 
@@ -297,18 +292,6 @@ class StudySpec:
         wl_known = {f.name for f in fields(Workload)}
         values["workload"] = Workload(**{k: v for k, v in wl.items() if k in wl_known})
         return cls(**values)
-
-
-def _typed_slo(raw: str | Slo | None) -> Slo | None:
-    """The slo field as typed (text) or parsed -> Slo; a bad one is a one-line SpecError."""
-    if raw is None or isinstance(raw, Slo):
-        return raw
-    if not isinstance(raw, str):
-        raise SpecError(f"slo must be text such as 'ttft<2s,tpot<100ms', got {raw!r}")
-    try:
-        return parse_slo(raw)
-    except TargetError as e:
-        raise SpecError(str(e)) from None
 
 
 def _setting(value: Any) -> str:
