@@ -15,14 +15,19 @@ Either runs `num_requests` requests, or sends for `duration_s` seconds when that
 are synthetic (`prompt_tokens` each) unless `dataset` names a ShareGPT JSON or JSONL file; with
 ``shared_prefix_fraction > 0`` every request also carries a system prompt of
 `shared_prefix_tokens`, the same one for that fraction of requests and a unique one for the
-rest, so every request does the same work and only a prefix cache tells them apart. Secrets (an
-API key) never live here: a workload is saved with the results.
+rest, so every request does the same work and only a prefix cache tells them apart.
+
+With `trace` (a trace file, or a shipped excerpt's name: bench/traces.py) the measured phase
+replays the trace instead: an open loop at the trace's arrival times, each request with the
+trace's input and output lengths, cut by `trace_window_s` / `trace_requests`, its clock sped up
+by `trace_speed`, lengths times `trace_length_scale` and clipped to `trace_max_tokens`.
+Secrets (an API key) never live here: a workload is saved with the results.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from kvtune.errors import SpecError
 
@@ -57,14 +62,24 @@ class Workload:
     dataset_max_tokens: int | None = None
     shared_prefix_fraction: float = 0.0
     shared_prefix_tokens: int = 0
+    # Trace replay (bench/traces.py): a file or shipped name; None = no trace.
+    trace: str | None = None
+    trace_requests: int | None = None
+    trace_window_s: float | None = None
+    trace_speed: float = 1.0
+    trace_length_scale: float = 1.0
+    trace_max_tokens: int | None = None
 
     @property
     def request_tokens(self) -> int:
         """Context one request occupies: prompt (+ system prefix) + output. A slot must hold it.
 
         With a dataset the prompt part is `dataset_max_tokens` when set (prompts are filtered
-        to it), else `prompt_tokens` as a stated guess.
+        to it), else `prompt_tokens` as a stated guess. A trace's requests are clipped to
+        `trace_max_tokens` when set (else prompt + output is the same stated guess).
         """
+        if self.trace is not None and self.trace_max_tokens is not None:
+            return self.trace_max_tokens
         prompt = self.prompt_tokens
         if self.dataset and self.dataset_max_tokens:
             prompt = self.dataset_max_tokens
@@ -124,10 +139,47 @@ class Workload:
                 "workload.shared_prefix_fraction > 0 needs shared_prefix_tokens >= 1 "
                 "(the length of the shared system prompt)"
             )
+        self._validate_trace()
         return self
 
+    def _validate_trace(self) -> None:
+        if self.trace is None:
+            for name in _TRACE_FIELDS[1:]:
+                if getattr(self, name) != _TRACE_DEFAULTS[name]:
+                    raise SpecError(
+                        f"workload.{name} applies to a trace only: set workload.trace (--workload trace:FILE)"
+                    )
+            return
+        if not str(self.trace).strip():
+            raise SpecError("workload.trace is empty: give a trace file or a shipped name (azure-conv, ...)")
+        clash = [n for n in ("rate", "dataset", "duration_s") if getattr(self, n) is not None]
+        clash += ["mode: open"] if self.mode == "open" else []
+        clash += ["shared_prefix_fraction"] if self.shared_prefix_fraction > 0 else []
+        if clash:
+            raise SpecError(f"workload.trace replays the trace's own arrivals and lengths: drop {', '.join(clash)}")
+        if self.trace_requests is not None and self.trace_requests < 1:
+            raise SpecError(f"workload.trace_requests must be at least 1, got {self.trace_requests}")
+        for name in ("trace_window_s", "trace_speed", "trace_length_scale"):
+            value = getattr(self, name)
+            if value is not None and not _positive(value):
+                raise SpecError(f"workload.{name} must be a positive number, got {value}")
+        if self.trace_max_tokens is not None and self.trace_max_tokens < 2:
+            raise SpecError(
+                f"workload.trace_max_tokens must be at least 2 (prompt + output), got {self.trace_max_tokens}"
+            )
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as plain data; the trace fields only when a trace is set, so a workload
+        without one reads (and names its study) as it did before traces existed."""
+        d = asdict(self)
+        if self.trace is None:
+            for name in _TRACE_FIELDS:
+                d.pop(name)
+        return d
+
+
+_TRACE_FIELDS = ("trace", "trace_requests", "trace_window_s", "trace_speed", "trace_length_scale", "trace_max_tokens")
+_TRACE_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _TRACE_FIELDS}
 
 
 def _positive(x: float) -> bool:

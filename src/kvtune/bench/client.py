@@ -37,6 +37,8 @@ from kvtune.bench.server_metrics import METRICS_PATH, Scraper
 from kvtune.bench.server_timing import max_concurrency, server_timing_summary
 from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, redact
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
+from kvtune.bench.trace_prompts import TracePromptSource
+from kvtune.bench.traces import fitted_trace
 from kvtune.errors import SpecError
 from kvtune.objectives.metrics import RequestSample, sample_notes, summarize_requests
 from kvtune.workload import Workload
@@ -58,16 +60,34 @@ FELL_BEHIND_MIN_S = 0.050
 FELL_BEHIND_GAP_FRACTION = 0.10
 
 
+def _tokenizer(tokenizer: Tokenizer | str | Path | None) -> tuple[Tokenizer | None, str]:
+    if isinstance(tokenizer, Tokenizer):
+        note = f"prompt sizes exact for {tokenizer.name}"
+        if not tokenizer.single_token_words():
+            note = f"{tokenizer.name} has no single-token words: synthetic prompt sizes are approximate"
+        return tokenizer, note
+    return try_load_tokenizer(tokenizer)
+
+
+def _trace_source(
+    workload: Workload, salt: str, tokenizer: Tokenizer | str | Path | None, notes: list[str]
+) -> tuple[TracePromptSource, str]:
+    """The trace, fitted to the workload's window/count/speed/scale/clip, and its prompts."""
+    fitted = fitted_trace(workload)
+    tok, note = _tokenizer(tokenizer)
+    words = tok.single_token_words() if tok is not None else []
+    source = TracePromptSource(fitted, workload.seed, salt, workload.warmup_requests, words)
+    desc = fitted.describe()
+    notes.extend([note, desc])
+    return source, desc
+
+
 def _prompt_source(
     workload: Workload, salt: str, tokenizer: Tokenizer | str | Path | None, notes: list[str]
-) -> tuple[PromptSource, str]:
-    tok: Tokenizer | None
-    if isinstance(tokenizer, Tokenizer):
-        tok, note = tokenizer, f"prompt sizes exact for {tokenizer.name}"
-        if not tok.single_token_words():
-            note = f"{tok.name} has no single-token words: synthetic prompt sizes are approximate"
-    else:
-        tok, note = try_load_tokenizer(tokenizer)
+) -> tuple[PromptSource | TracePromptSource, str]:
+    if workload.trace is not None:
+        return _trace_source(workload, salt, tokenizer, notes)
+    tok, note = _tokenizer(tokenizer)
     if workload.dataset is not None:
         count = tok.count if tok is not None else None
         data = load_prompts(
@@ -104,6 +124,18 @@ def _prompt_source(
     return PromptSource(workload, salt, words=words), desc
 
 
+def _body_maker(o: BenchOptions, source: PromptSource | TracePromptSource, workload: Workload) -> Callable[[int], dict]:
+    """Request `i`'s JSON body; a trace's request asks for the trace's own output length."""
+
+    def body(i: int) -> dict:
+        b = build_body(o.model, source.prompt(i), workload, o.extra_body)
+        if isinstance(source, TracePromptSource):
+            b["max_tokens"] = source.output_tokens(i)
+        return b
+
+    return body
+
+
 def _http_client(o: BenchOptions) -> httpx.AsyncClient:
     """One client for a run: unbounded connections (the workload sets the concurrency), no read
     timeout of its own (`request_timeout_s` bounds each request), the API key as a bearer token."""
@@ -137,14 +169,12 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
     notes: list[str] = []
     source, source_desc = _prompt_source(workload, os.urandom(4).hex(), o.tokenizer, notes)
 
-    def body(i: int) -> dict:
-        return build_body(o.model, source.prompt(i), workload, o.extra_body)
-
+    body = _body_maker(o, source, workload)
     stopper = Stopper(o.stop_when)
     server_metrics = None
     async with _http_client(o) as client:
         warmup = await _warm_up(client, base + path, body, workload, o)
-        offsets = _schedule(workload)
+        offsets = source.fitted.offsets if isinstance(source, TracePromptSource) else _schedule(workload)
         bodies = [body(workload.warmup_requests + i) for i in range(len(offsets))]  # before the clock runs
         scraper = Scraper(client, base + METRICS_PATH, o.metrics_interval_s, o.api_key) if o.scrape_metrics else None
         if scraper is not None:
@@ -155,13 +185,13 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
         if scraper is not None:
             server_metrics = await scraper.finish()
     metrics = _summary(samples, duration_s, o, notes)
-    fell_behind = _fell_behind(workload, samples, metrics, notes)
+    fell_behind = _fell_behind(workload, _offered_rate(workload, offsets), samples, metrics, notes)
     return BenchRun(
         samples,
         warmup,
         duration_s,
         metrics,
-        mode=workload.mode,
+        mode="open" if workload.trace is not None else workload.mode,
         fell_behind=fell_behind,
         prompt_tokens_exact=source.exact,
         prompt_source=source_desc,
@@ -221,7 +251,7 @@ async def _measure(
 ) -> tuple[list[RequestSample], float, int | None]:
     """The measured phase: (samples, first send to last end, requests planned or None)."""
     w0, timeout_s = workload.warmup_requests, workload.request_timeout_s
-    if workload.mode == "open":
+    if workload.mode == "open" or workload.trace is not None:
         samples, duration_s = await open_loop(client, url, bodies, offsets, timeout_s, o.api_key, stopper, o.clock)
         return samples, duration_s, len(offsets)
     if workload.duration_s is not None:
@@ -256,28 +286,36 @@ async def _measure(
 
 
 def _summary(samples: list[RequestSample], duration_s: float, o: BenchOptions, notes: list[str]) -> dict[str, float]:
-    metrics = summarize_requests(samples, duration_s, o.goodput_fn)
+    metrics = summarize_requests(samples, duration_s, o.goodput_fn, o.slo)
     notes.extend(sample_notes(samples))
     metrics.update(server_timing_summary(samples))
     metrics["max_concurrent_requests"] = float(max_concurrency(samples))
     return metrics
 
 
-def _fell_behind(workload: Workload, samples: list[RequestSample], metrics: dict[str, float], notes: list[str]) -> bool:
+def _offered_rate(workload: Workload, offsets: list[float]) -> float | None:
+    """Requests per second the open loop offers: the workload's rate, or a trace's mean rate."""
+    if workload.trace is not None:
+        return (len(offsets) - 1) / offsets[-1] if len(offsets) > 1 and offsets[-1] > 0 else None
+    return workload.rate if workload.mode == "open" else None
+
+
+def _fell_behind(
+    workload: Workload, rate: float | None, samples: list[RequestSample], metrics: dict[str, float], notes: list[str]
+) -> bool:
     """Whether the open loop could not keep to its schedule (metrics and notes say so too)."""
-    if workload.mode != "open" or not samples:
+    if rate is None or not samples:
         return False
-    assert workload.rate is not None
-    threshold_s = max(FELL_BEHIND_MIN_S, FELL_BEHIND_GAP_FRACTION / workload.rate)
+    threshold_s = max(FELL_BEHIND_MIN_S, FELL_BEHIND_GAP_FRACTION / rate)
     metrics["schedule_lag_threshold_ms"] = 1000.0 * threshold_s
-    metrics["offered_rate"] = workload.rate
+    metrics["offered_rate"] = rate
     fell_behind = metrics.get("p99_schedule_lag_ms", 0.0) > 1000.0 * threshold_s
     metrics["fell_behind"] = 1.0 if fell_behind else 0.0
     if fell_behind:
         notes.append(
             f"client fell behind its schedule: p99 send lag "
             f"{metrics['p99_schedule_lag_ms']:.0f} ms > {1000 * threshold_s:.0f} ms, so the "
-            f"server got less than {workload.rate:g} req/s; the client (CPU, event loop) may be "
+            f"server got less than {rate:g} req/s; the client (CPU, event loop) may be "
             f"the bottleneck, not the server"
         )
     return fell_behind

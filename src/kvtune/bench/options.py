@@ -19,6 +19,7 @@ from kvtune.bench.tokenizer import Tokenizer
 from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.errors import SpecError
 from kvtune.objectives.metrics import RequestSample
+from kvtune.objectives.slo import Slo
 
 
 @dataclass
@@ -89,6 +90,7 @@ class BenchOptions:
     returns a reason, the requests in flight are cancelled, none is sent after, and the run ends
     with the samples it heard (`BenchRun.stopped` holds the reason). `clock` times every request
     and runs the event loop (tests: a virtual clock, with a transport that waits on it).
+    `slo` (per-request SLOs) adds ``slo_attainment`` to the metrics.
     """
 
     model: str
@@ -103,6 +105,7 @@ class BenchOptions:
     ramp_s: float = 0.0
     stop_when: Callable[[RequestSample], str | None] | None = None
     clock: Clock = REAL_CLOCK
+    slo: Slo | None = None
 
 
 def resolve_api_key(explicit: str | None = None) -> str | None:

@@ -43,6 +43,18 @@ def _seconds(text: str | None, flag: str) -> float | None:
     return None if text is None else parse_duration(text, what=flag)
 
 
+def _trace_of(workload: str | None) -> str | None:
+    """--workload trace:FILE (a trace file or a shipped excerpt's name) -> FILE."""
+    if workload is None:
+        return None
+    kind, _, where = workload.partition(":")
+    if kind != "trace" or not where.strip():
+        raise SpecError(
+            f"--workload takes trace:FILE (a trace file, or azure-conv, azure-code, mooncake-conv), got {workload!r}"
+        )
+    return where.strip()
+
+
 def progress_mode(text: str) -> str:
     """--progress, checked: a misspelt mode was silently plain."""
     if text not in ProgressMode.values():
@@ -159,6 +171,33 @@ def run(
     ),
     shared_prefix_tokens: Optional[int] = typer.Option(None, help="Length of that system prompt in tokens."),
     seed: Optional[int] = typer.Option(None, help="Sampler and prompt seed (default 0)."),
+    # -- trace replay and per-request SLOs (issue 20) --
+    workload_kind: Optional[str] = typer.Option(
+        None,
+        "--workload",
+        help="trace:FILE replays a production trace's arrival times and lengths (Azure CSV, Mooncake JSONL, BurstGPT CSV; shipped: trace:azure-conv, trace:azure-code, trace:mooncake-conv).",
+    ),
+    trace_requests: Optional[int] = typer.Option(None, "--trace-requests", help="Replay the trace's first N requests."),
+    trace_window: Optional[str] = typer.Option(
+        None, "--trace-window", help="Replay the requests of the trace's first S seconds (trace time), e.g. 60s, 2m."
+    ),
+    trace_speed: Optional[float] = typer.Option(
+        None, "--trace-speed", help="Time scale: 4 replays the trace four times faster (default 1)."
+    ),
+    trace_length_scale: Optional[float] = typer.Option(
+        None, "--trace-length-scale", help="Multiply every input and output length by F, e.g. 0.25 (default 1)."
+    ),
+    trace_max_tokens: Optional[int] = typer.Option(
+        None,
+        "--trace-max-tokens",
+        help="Clip each request to N tokens of prompt + output: the context a slot of the server holds.",
+    ),
+    slo: Optional[str] = typer.Option(
+        None,
+        "--slo",
+        help="Per-request SLOs, e.g. 'ttft<2s,tpot<100ms' (ttft, tpot, e2el): adds slo_attainment, the share of requests meeting all of them, as a target ('slo_attainment>99%') or objective.",
+    ),
+    # -- end trace replay and SLOs --
     runs_dir: Optional[str] = typer.Option(
         None, help="Where studies are stored (default ./kvtune-runs or $KVTUNE_RUNS_DIR)."
     ),
@@ -222,6 +261,12 @@ def run(
         endpoint=endpoint,
         shared_prefix_fraction=shared_prefix_fraction,
         shared_prefix_tokens=shared_prefix_tokens,
+        trace=_trace_of(workload_kind),
+        trace_requests=trace_requests,
+        trace_window_s=parse_duration(trace_window, what="--trace-window") if trace_window is not None else None,
+        trace_speed=trace_speed,
+        trace_length_scale=trace_length_scale,
+        trace_max_tokens=trace_max_tokens,
     )
     overrides = SpecOverrides(
         targets=tuple(target) or None,
@@ -242,6 +287,7 @@ def run(
         startup_timeout_s=_seconds(startup_timeout, "--startup-timeout"),
         startup_stall_s=_seconds(startup_stall, "--startup-stall"),
         sampler=sampler,
+        slo=slo,
         workload=workload,
         **_prices(price_per_hour, price_per_gpu_hour),
     )

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from kvtune.objectives.slo import Slo
 
 PERCENTILES = (50, 90, 95, 99)
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -93,14 +96,18 @@ def _stats(name: str, values_s: list[float], failed: int) -> dict[str, float]:
 
 
 def summarize_requests(
-    samples: list[RequestSample], duration_s: float, goodput_fn: Callable[[RequestSample], bool] | None = None
+    samples: list[RequestSample],
+    duration_s: float,
+    goodput_fn: Callable[[RequestSample], bool] | None = None,
+    slo: Slo | None = None,
 ) -> dict[str, float]:
     """Summarize one benchmark run into vLLM-style keys.
 
     `duration_s` is the wall time of the measured phase (warm-up excluded). Throughputs count
     only successful requests; `error_rate` is failed / sent. With `goodput_fn` (True when a
     request met every per-request SLO; failed requests never count) the summary adds
-    ``request_goodput`` (good requests / duration). When samples carry an intended send time
+    ``request_goodput`` (good requests / duration). With `slo` (per-request SLOs, slo.py) it adds
+    ``slo_attainment``: the share of all requests, failed ones included, that met every SLO. When samples carry an intended send time
     (open loop) it adds the schedule lag (actual - intended send time) over all sent requests:
     ``mean_schedule_lag_ms``, ``p99_schedule_lag_ms``, ``max_schedule_lag_ms``. It always says
     how many requests were truncated (``truncated_requests``, among the failed) and how many
@@ -131,6 +138,8 @@ def summarize_requests(
     out.update(_stats("itl", [g for s in ok for g in s.itl_s], failed))
     if goodput_fn is not None:
         out["request_goodput"] = sum(1 for s in ok if goodput_fn(s)) / duration_s
+    if slo is not None:
+        out["slo_attainment"] = slo.attainment(samples)
     lags = [1000.0 * lag for s in samples if (lag := s.schedule_lag_s) is not None]
     if lags:
         out["mean_schedule_lag_ms"] = sum(lags) / len(lags)

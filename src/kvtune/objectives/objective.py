@@ -25,7 +25,8 @@ class Objective(NamedTuple):
 
 
 def _catalogue() -> dict[str, Objective]:
-    out = {n: Objective(n, n, Direction.MAXIMIZE) for n in ("output_throughput", "capacity", "request_throughput")}
+    maximized = ("output_throughput", "capacity", "request_throughput", "slo_attainment")
+    out = {n: Objective(n, n, Direction.MAXIMIZE) for n in maximized}
     # USD per 1M output tokens at the study's price (objectives/cost.py): less is better.
     out[COST_PER_MTOK] = Objective(COST_PER_MTOK, COST_PER_MTOK, Direction.MINIMIZE)
     for metric in LATENCY_METRICS:

@@ -2,8 +2,9 @@
 
 Grammar: ``METRIC[_STAT] OP NUMBER[UNIT]``.
 
-- METRIC: ttft, tpot, itl, e2el (latencies; units s or ms), error_rate (unit % or a fraction),
-  output_throughput (tok/s) and request_throughput (req/s).
+- METRIC: ttft, tpot, itl, e2el (latencies; units s or ms), error_rate and slo_attainment (unit
+  % or a fraction; slo_attainment is the share of requests meeting every per-request SLO of
+  ``--slo``, objectives/slo.py), output_throughput (tok/s) and request_throughput (req/s).
 - STAT: mean, median, p50, p90, p95, p99. A bare latency metric means p95.
 - OP: <, <=, >, >=.
 
@@ -25,7 +26,7 @@ from kvtune.objectives.metrics import LATENCY_METRICS
 
 STATS = ("mean", "median", "p50", "p90", "p95", "p99")
 DEFAULT_STAT = "p95"
-RATE_METRICS = ("error_rate",)
+RATE_METRICS = ("error_rate", "slo_attainment")
 THROUGHPUT_METRICS = {"output_throughput": "tok/s", "request_throughput": "req/s"}
 METRICS = LATENCY_METRICS + RATE_METRICS + tuple(THROUGHPUT_METRICS)
 # A margin stands in for +inf (every request failed) so Optuna's arithmetic stays finite.
@@ -88,7 +89,7 @@ class Target:
             value = f"{self.factor:.12g}x"
         elif self.metric in LATENCY_METRICS:
             value = f"{self.threshold:.12g}ms"
-        elif self.metric == "error_rate":
+        elif self.metric in RATE_METRICS:
             value = f"{self.threshold * 100:.12g}%"
         else:
             value = f"{self.threshold:.12g}"
@@ -111,12 +112,14 @@ class Target:
         if self.metric in LATENCY_METRICS:
             value = f"{_fmt(self.threshold)} ms"
             return f"{self.metric.upper()} {self.stat} {self.op} {value}"
-        if self.metric == "error_rate":
-            return f"error rate {self.op} {_fmt(self.threshold * 100)}%"
+        if self.metric in RATE_METRICS:
+            return f"{self.metric.replace('_', ' ').replace('slo', 'SLO')} {self.op} {_fmt(self.threshold * 100)}%"
         return f"{self.metric} {self.op} {_fmt(self.threshold)} {THROUGHPUT_METRICS[self.metric]}"
 
     def value(self, metrics: dict[str, float]) -> float:
         v = metrics.get(self.key, math.nan)
+        if (v is None or math.isnan(v)) and self.metric == "slo_attainment":
+            return 0.0  # no SLO was measured: no request is known to have met it
         return math.inf if v is None or math.isnan(v) else float(v)
 
     def margin(self, metrics: dict[str, float]) -> float:
@@ -160,8 +163,8 @@ def parse_target(text: str) -> Target:
     if metric in LATENCY_METRICS:
         stat = stat or DEFAULT_STAT
     if unit == "x":
-        if metric == "error_rate":
-            raise TargetError(f"target {text!r}: error_rate cannot be relative; write e.g. 'error_rate<1%'")
+        if metric in RATE_METRICS:
+            raise TargetError(f"target {text!r}: {metric} cannot be relative; write e.g. '{metric}<1%'")
         if num <= 0:
             raise TargetError(f"target {text!r}: a relative target needs a positive factor, e.g. 'ttft<0.8x'")
         return Target(metric=metric, stat=stat, op=op, threshold=math.nan, text=text.strip(), factor=num)
@@ -169,15 +172,15 @@ def parse_target(text: str) -> Target:
         if unit not in _UNIT_TO_MS:
             raise TargetError(f"target {text!r} needs a time unit: write e.g. '{metric}<1s' or '{metric}<800ms'")
         threshold = num * _UNIT_TO_MS[unit]
-    elif metric == "error_rate":
+    elif metric in RATE_METRICS:
         if unit == "%":
             threshold = num / 100.0
         elif unit == "":
             threshold = num
         else:
-            raise TargetError(f"target {text!r}: error_rate takes '%' or a fraction, not {unit!r}")
+            raise TargetError(f"target {text!r}: {metric} takes '%' or a fraction, not {unit!r}")
         if threshold > 1:
-            raise TargetError(f"target {text!r}: an error rate cannot exceed 100%")
+            raise TargetError(f"target {text!r}: {metric.replace('_', ' ')} cannot exceed 100%")
     else:
         allowed = ("", THROUGHPUT_METRICS[metric])
         if unit not in allowed:
@@ -225,7 +228,7 @@ def loosened(target: Target, value: float) -> str | None:
     """The target text that `value` would meet, rounded outward to two significant figures
     (``ttft_p95<12s`` for a TTFT p95 of 11.8 s): what this hardware can do, as a target a user
     can pass. None for error-rate targets and values that are not finite."""
-    if target.metric == "error_rate" or not math.isfinite(value) or value <= 0:
+    if target.metric in RATE_METRICS or not math.isfinite(value) or value <= 0:
         return None
     exponent = math.floor(math.log10(value)) - 1
     step = 10.0**exponent

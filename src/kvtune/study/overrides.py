@@ -34,6 +34,13 @@ class WorkloadOverrides:
     dataset_max_tokens: int | None = None
     shared_prefix_fraction: float | None = None
     shared_prefix_tokens: int | None = None
+    # trace replay (--workload trace:FILE, --trace-*)
+    trace: str | None = None
+    trace_requests: int | None = None
+    trace_window_s: float | None = None
+    trace_speed: float | None = None
+    trace_length_scale: float | None = None
+    trace_max_tokens: int | None = None
 
     def given(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
@@ -66,6 +73,7 @@ class SpecOverrides:
     sampler: str | None = None
     price_per_hour: float | None = None
     price_per_gpu_hour: float | None = None
+    slo: str | None = None  # --slo "ttft<2s,tpot<100ms" (the spec parses it)
 
     def given(self) -> dict[str, Any]:
         """The spec fields set here, the workload apart (`workload.given()`)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -26,6 +26,7 @@ from kvtune.launchers.base import Knob
 from kvtune.launchers.startup import DEFAULT_CAP_S, DEFAULT_STALL_S
 from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
+from kvtune.objectives.slo import Slo, slo_field
 from kvtune.objectives.targets import Target, parse_target, parse_targets
 from kvtune.study.overrides import SpecOverrides
 from kvtune.study.sampler_choice import SamplerKind, sampler_kind
@@ -54,6 +55,7 @@ TOP_KEYS = {
     "sampler",
     "price_per_hour",
     "price_per_gpu_hour",
+    "slo",
 }
 
 
@@ -144,11 +146,13 @@ class StudySpec:
     # then carries its cost per 1M tokens (objectives/cost.py).
     price_per_hour: float | None = None
     price_per_gpu_hour: float | None = None
+    slo: Slo | None = None  # per-request SLOs ("ttft<2s,tpot<100ms", --slo): trials get slo_attainment
 
     def __post_init__(self) -> None:
         """Parse the words once: everything after construction reads typed values."""
         self.objective = parse_objectives(self.objective)
         self.targets = _typed_targets(self.targets)
+        self.slo = slo_field(self.slo, [*(o.name for o in self.objective), *(t.metric for t in self.targets)])
         self.sampler = sampler_kind(self.sampler)
 
     @property
@@ -232,11 +236,12 @@ class StudySpec:
             "model": self.model,
             "targets": sorted(self.target_texts),
             "objective": self.objective_field,
-            "workload": asdict(self.workload),
+            "workload": self.workload.to_dict(),
             "space": self.space,
         }
         if self.price is not None:  # costs are stored per trial: another price, another study
             key["price"] = [self.price.usd, self.price.per_gpu]
+        key.update({} if self.slo is None else {"slo": self.slo.text})  # another SLO, another study
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
     def identity(self, model: str | None, knobs: Iterable[Knob]) -> dict[str, Any]:
@@ -269,13 +274,14 @@ class StudySpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON/YAML hold it (the Optuna study's "spec", results.json's "spec")."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "slo"}  # slo: only when set
         d.update(
             objective=self.objective_field,
             targets=self.target_texts,
             sampler=self.sampler.value,
             workload=self.workload.to_dict(),
             space=dict(self.space),
+            **({} if self.slo is None else {"slo": self.slo.text}),
         )
         return d
 

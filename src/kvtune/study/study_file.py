@@ -62,6 +62,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
         "startup_stall_s": ((int, float), "a number of seconds"),
         "price_per_hour": ((int, float), "a price in USD per hour, e.g. 2.5"),
         "price_per_gpu_hour": ((int, float), "a price in USD per GPU-hour, e.g. 2.5"),
+        "slo": ((str,), "per-request SLOs such as 'ttft<2s,tpot<100ms'"),
     }
     for key, (types, what) in checks.items():
         if key in data and data[key] is not None:
@@ -94,8 +95,8 @@ def parse_workload(raw: Any) -> Workload:
     unknown = set(raw) - set(known)
     if unknown:
         raise SpecError(f"workload has unknown key(s) {sorted(map(str, unknown))}; allowed: {', '.join(known)}")
-    numbers = {"request_timeout_s", "burstiness", "shared_prefix_fraction"}
-    optional_numbers = {"rate", "duration_s"}
+    numbers = {"request_timeout_s", "burstiness", "shared_prefix_fraction", "trace_speed", "trace_length_scale"}
+    optional_numbers = {"rate", "duration_s", "trace_window_s"}
     strings = {"mode", "arrival", "endpoint"}
     for k, v in raw.items():
         where = f"workload.{k}"
@@ -106,10 +107,10 @@ def parse_workload(raw: Any) -> Workload:
                 _check_type(where, v, (int, float), "a number")
         elif k in strings:
             _check_type(where, v, (str,), "a string")
-        elif k == "dataset":
+        elif k in ("dataset", "trace"):
             if v is not None:
                 _check_type(where, v, (str,), "a file path")
-        elif k == "dataset_max_tokens":
+        elif k in ("dataset_max_tokens", "trace_requests", "trace_max_tokens"):
             if v is not None:
                 _check_type(where, v, (int,), "an integer")
         else:

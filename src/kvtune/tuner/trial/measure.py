@@ -126,7 +126,9 @@ def measure_repeats(
         )
     samples = [s for r in runs for s in r.samples]
     # the same keys a single run has: goodput under the targets and llama-server's timing split
-    pooled = summarize_requests(samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn)
+    pooled = summarize_requests(
+        samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn, slo=options.slo
+    )
     pooled.update(server_timing_summary(samples))
     spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
     pooled["repeats"] = float(len(runs))

@@ -297,6 +297,7 @@ class TrialRunner:
             extra_body=extra_body,
             on_phase=lambda p: self.on_phase(n, p),
             goodput_fn=self._goodput,
+            slo=spec.slo,
             tokenizer=self.tokenizer,
             scrape_metrics=self.launcher.scrapes_metrics,
         )  # vLLM: /metrics before, during, after

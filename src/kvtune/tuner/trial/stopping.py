@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from kvtune.bench.arrivals import arrival_offsets_for
+from kvtune.bench.traces import fitted_trace
 from kvtune.errors import TargetError
 from kvtune.objectives.early_stop import EarlyStop, provable
 from kvtune.objectives.metrics import RequestSample
@@ -46,6 +47,8 @@ def watched_targets(
 def planned_requests(workload: Workload) -> int | None:
     """The measured requests one run of `workload` sends (the load client's own count), or None
     for a closed loop that runs for a duration (it sends as many as the time allows)."""
+    if workload.trace is not None:  # the trace's requests, as fitted
+        return len(fitted_trace(workload).requests)
     if workload.mode == "open":
         if workload.duration_s is not None:
             assert workload.rate is not None
