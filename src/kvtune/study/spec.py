@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,6 +29,7 @@ from kvtune.objectives.slo import Slo, slo_field
 from kvtune.objectives.targets import Target, parse_target, parse_targets
 from kvtune.study.overrides import SpecOverrides
 from kvtune.study.sampler_choice import SamplerKind, sampler_kind
+from kvtune.study.space import parse_space
 from kvtune.workload import Workload
 
 BACKENDS = ("llama-server", "vllm")
@@ -231,7 +231,7 @@ class StudySpec:
         Computed from the words given, before any launcher exists; `identity` is what a resumed
         study is checked against. Kept byte-for-byte as earlier versions computed it, so the same
         flags find the same study."""
-        key = {
+        key: dict[str, Any] = {
             "backend": self.backend,
             "model": self.model,
             "targets": sorted(self.target_texts),
@@ -313,83 +313,6 @@ def _relative_keys(texts: Iterable[str]) -> list[str]:
         if t.relative:
             out.append(t.constraint_key)
     return sorted(out)
-
-
-def check_type(where: str, value: Any, types: tuple, what: str) -> None:
-    if isinstance(value, bool) and bool not in types:
-        raise SpecError(f"{where} must be {what}, got {value!r}")
-    if not isinstance(value, types):
-        raise SpecError(f"{where} must be {what}, got {value!r}")
-
-
-def parse_knob(name: str, raw: Any) -> Knob | None:
-    """One `space:` entry -> Knob. list = choices, {low, high} = range, scalar = fixed,
-    null = not tuned (the server's default)."""
-    where = f"space.{name}"
-    if raw is None:
-        return None
-    if isinstance(raw, list):
-        if not raw:
-            raise SpecError(f"{where} is an empty list: give at least one value")
-        for v in raw:
-            check_type(f"{where} choice", v, (str, int, float, bool), "a string, number or bool")
-        return Knob(name, "choices", choices=tuple(raw))
-    if isinstance(raw, dict):
-        unknown = set(raw) - {"low", "high", "step", "log"}
-        if unknown:
-            raise SpecError(f"{where} has unknown key(s) {sorted(unknown)}: use low, high, step, log")
-        if "low" not in raw or "high" not in raw:
-            raise SpecError(f"{where} needs both low and high")
-        low, high = raw["low"], raw["high"]
-        check_type(f"{where}.low", low, (int, float), "a number")
-        check_type(f"{where}.high", high, (int, float), "a number")
-        if not (math.isfinite(low) and math.isfinite(high)):
-            raise SpecError(f"{where}: low and high must be finite numbers")
-        if low > high:
-            raise SpecError(f"{where}: low ({low}) is greater than high ({high})")
-        log = raw.get("log", False)
-        check_type(f"{where}.log", log, (bool,), "true or false")
-        if log and low <= 0:
-            raise SpecError(f"{where}: a log range needs low > 0")
-        is_int = isinstance(low, int) and isinstance(high, int)
-        step = raw.get("step")
-        if step is not None:
-            check_type(f"{where}.step", step, (int,), "an integer")
-            if step < 1 or not is_int:
-                raise SpecError(f"{where}.step must be a positive integer on an integer range")
-        return Knob(name, "int" if is_int else "float", low=low, high=high, step=step, log=log)
-    check_type(where, raw, (str, int, float, bool), "a list, a {low, high} range or a value")
-    return Knob(name, "fixed", value=raw)
-
-
-def parse_space(space: Any) -> dict[str, Knob | None]:
-    if not isinstance(space, dict):
-        raise SpecError(f"space must be a mapping of flag name -> values, got {space!r}")
-    out: dict[str, Knob | None] = {}
-    for name, raw in space.items():
-        if not isinstance(name, str) or not name.strip("-"):
-            raise SpecError(f"space has an invalid flag name {name!r}")
-        clean = name.lstrip("-")
-        out[clean] = parse_knob(clean, raw)
-    return out
-
-
-def merge_knobs(defaults: list[Knob], space: dict[str, Any]) -> list[Knob]:
-    """The study's knobs: the backend's defaults with the study file's entries fixed, narrowed,
-    removed (null) or added."""
-    overrides = parse_space(space)
-    knobs = []
-    for k in defaults:
-        if k.name in overrides:
-            if overrides[k.name] is not None:
-                knobs.append(overrides[k.name])
-        else:
-            knobs.append(k)
-    default_names = {k.name for k in defaults}
-    knobs += [k for n, k in overrides.items() if n not in default_names and k is not None]
-    if not any(k.kind != "fixed" for k in knobs):
-        raise SpecError("the search space is empty: every flag is fixed, nothing left to tune")
-    return knobs
 
 
 def build_spec(file_data: dict[str, Any], overrides: SpecOverrides | None = None) -> StudySpec:

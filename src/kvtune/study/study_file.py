@@ -14,8 +14,9 @@ import yaml
 
 from kvtune.durations import parse_duration
 from kvtune.errors import SpecError
-from kvtune.study.spec import TOP_KEYS, parse_space
-from kvtune.study.spec import check_type as _check_type
+from kvtune.study.space import check_type as _check_type
+from kvtune.study.space import parse_space
+from kvtune.study.spec import TOP_KEYS
 from kvtune.workload import Workload
 
 

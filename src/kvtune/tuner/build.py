@@ -17,7 +17,8 @@ from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.study.sampler_choice import check_sampler_installed
-from kvtune.study.spec import StudySpec, merge_knobs
+from kvtune.study.space import merge_knobs
+from kvtune.study.spec import StudySpec
 from kvtune.tuner.fleet import storage
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
 from kvtune.tuner.search import samplers

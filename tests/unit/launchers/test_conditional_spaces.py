@@ -15,7 +15,7 @@ from kvtune.launchers.base import Candidate, Knob
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.planner.kv import ModelShape
-from kvtune.study.spec import merge_knobs
+from kvtune.study.space import merge_knobs
 from kvtune.tuner.search.space import SearchSpace
 from kvtune.workload import Workload
 

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from kvtune.errors import SpecError, TargetError
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.objectives.targets import parse_target, parse_targets
-from kvtune.study.spec import build_spec, merge_knobs
+from kvtune.study.space import merge_knobs
+from kvtune.study.spec import build_spec
 from kvtune.study.study_file import load_study_file
 
 TARGET_ALPHABET = st.sampled_from(

@@ -7,7 +7,8 @@ import pytest
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
 from kvtune.launchers.llama_server import LlamaServerLauncher
-from kvtune.study.spec import build_spec, merge_knobs
+from kvtune.study.space import merge_knobs
+from kvtune.study.spec import build_spec
 from kvtune.study.study_file import load_study_file
 from kvtune.testing.sampling import suggest_many
 from kvtune.tuner.search.space import SearchSpace
