@@ -28,7 +28,6 @@ SHOW = 8  # how many of the largest modules and functions the report lists
 LARGE_MODULES: dict[str, str] = {
     "nvml.py": "one ctypes boundary to libnvidia-ml (calls, structs, error codes): splitting it would "
     "spread the raw ABI over several files",
-    "launchers/vllm/flags.py": "vLLM's flag table and its checks, read together: split when the table moves to data",
 }
 
 
