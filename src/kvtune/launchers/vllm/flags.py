@@ -46,6 +46,7 @@ from kvtune.launchers.base import (
 )
 from kvtune.launchers.vllm import screen
 from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
+from kvtune.launchers.vllm.defaults import FALLBACK, EngineDefaults, installed_engine_defaults
 from kvtune.launchers.vllm.gpu_fit import kv_prediction
 from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
 from kvtune.launchers.vllm.screen import (
@@ -117,6 +118,7 @@ class VllmLauncher(Launcher):
     cpu_ids: tuple[int, ...] = (0,)
     fp8_capable: bool = True  # x86 with AVX-512 or AMX (CPU fp8 KV cache)
     gpus: tuple[GpuInfo, ...] = ()  # the GPUs its servers see, in CUDA order (empty: no facts)
+    engine: EngineDefaults = FALLBACK  # vLLM's own defaults and choices (defaults.py)
     extra_args: list[str] = field(default_factory=list)
     name: str = NAME
     health_path: str = "/health"
@@ -147,6 +149,10 @@ class VllmLauncher(Launcher):
     ) -> "VllmLauncher":
         build = build or detect_build(python)
         gpus = () if build.kind == CPU else visible_gpus(hardware.gpu_infos(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+        # Read on GPU builds, where the defaults size the pre-screen and the plan; the CPU build
+        # sets the KV cache itself and CPU_KV_DTYPES decides its dtypes, so its start-up skips
+        # the probe (it imports torch).
+        engine = FALLBACK if build.kind == CPU else installed_engine_defaults(build.python)
         return cls(
             model=model,
             build=build,
@@ -156,6 +162,7 @@ class VllmLauncher(Launcher):
             cpu_ids=hardware.cpu_ids(),
             fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()),
             gpus=gpus,
+            engine=engine,
         )
 
     def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
@@ -166,7 +173,10 @@ class VllmLauncher(Launcher):
         if self.on_cpu or not self.gpus or self.shape is None:
             return guess
         hw = hardware_budget(list(self.gpus), CpuRam("", 0, 0))
-        vllm, _ = suggest(self.shape, hw, workload.concurrency, workload.prompt_tokens + workload.output_tokens)
+        context = workload.prompt_tokens + workload.output_tokens
+        vllm, _ = suggest(
+            self.shape, hw, workload.concurrency, context, vllm_utilization=self.engine.gpu_memory_utilization
+        )
         return overlay_suggestion(guess, knobs, vllm.flags)
 
     def pin_gpus(self, indices: frozenset[int] | None) -> None:
@@ -240,7 +250,7 @@ class VllmLauncher(Launcher):
         if self.model_max_len() is not None:
             cpu["max-model-len"] = self.model_max_len()
         names = {k.name for k in self.default_knobs(Workload(), len(self.cpu_ids) or 1)}
-        return server_defaults(self.on_cpu, names, cpu)
+        return server_defaults(self.on_cpu, names, cpu, self.engine)
 
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
         flags = dict(candidate.flags)
@@ -265,10 +275,10 @@ class VllmLauncher(Launcher):
                 CHOICES,
                 choices=(256, 512, 1024, 2048, 4096) if self.on_cpu else (2048, 4096, 8192, 16384),
             ),
-            Knob("enable-chunked-prefill", CHOICES, choices=(True, False)),
             Knob("enable-prefix-caching", CHOICES, choices=(True, False)),
         ]
-        if self.on_cpu:
+        if self.on_cpu:  # on GPUs vLLM warns chunked prefill off "may crash or produce incorrect outputs"
+            knobs.append(Knob("enable-chunked-prefill", CHOICES, choices=(True, False)))
             dtypes = ("auto", "fp8_e4m3", "fp8_e5m2") if self.fp8_capable else ("auto",)
             knobs += [
                 Knob("block-size", CHOICES, choices=(32, 64, 128, 256)),
@@ -282,13 +292,18 @@ class VllmLauncher(Launcher):
             knobs += [
                 Knob("block-size", CHOICES, choices=(16, 32)),
                 Knob("kv-cache-dtype", CHOICES, choices=("auto", "fp8")),
-                Knob("gpu-memory-utilization", CHOICES, choices=(0.8, 0.85, 0.9, 0.95)),
+                Knob("gpu-memory-utilization", CHOICES, choices=self.utilization_choices()),
                 # CUDA graphs: faster decoding, but start-up time and memory (see gpu_fit)
                 Knob("enforce-eager", CHOICES, choices=(False, True)),
             ]
             if self.build.gpu_count > 1:
                 knobs.append(Knob("tensor-parallel-size", CHOICES, choices=_pow2_range(1, self.build.gpu_count)))
         return knobs
+
+    def utilization_choices(self) -> tuple[float, ...]:
+        """0.8 .. 0.95 and vLLM's own default (0.92 in 0.32 and 0.33), so the baseline's value
+        is one the search can draw too."""
+        return tuple(sorted({0.8, 0.85, 0.9, 0.95, self.engine.gpu_memory_utilization}))
 
     def offered_choices(self, knob: Knob, flags: dict[str, Any]) -> tuple:
         """What precheck would refuse beside the flags drawn before, not offered (screen.py)."""
@@ -315,7 +330,8 @@ class VllmLauncher(Launcher):
     def startup_facts(self, log_text: str) -> dict[str, Any]:
         """vLLM's logged start-up facts, with the planner's KV-token prediction beside them."""
         facts = parse_startup_log(log_text)
-        facts.update(kv_prediction(facts, non_default_args(log_text), self.shape, self.gpus))
+        args = non_default_args(log_text)
+        facts.update(kv_prediction(facts, args, self.shape, self.gpus, self.engine.gpu_memory_utilization))
         return facts
 
     @classmethod

@@ -1,6 +1,6 @@
 """What vLLM refuses, found before a launch: the pre-screen (`precheck`) and the choices a
 candidate is offered given the flags drawn before it (`offered_choices`), with the tables they
-read (vLLM's KV cache dtypes, the CPU build's limits). Split from flags.py (issue 18: modules under
+read (the CPU build's limits; vLLM's own choices come from defaults.py). Split from flags.py (issue 18: modules under
 ~400 lines); the launcher's methods call these with itself. Pure: every fact comes from the
 launcher's fields.
 """
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvtune.launchers.base import Candidate, Knob
 from kvtune.launchers.vllm.build import CPU
-from kvtune.launchers.vllm.gpu_fit import DEFAULT_UTILIZATION, prescreen_gpu_fit
+from kvtune.launchers.vllm.gpu_fit import prescreen_gpu_fit
 from kvtune.launchers.vllm.values import _int, id_list, parse_id_list
 from kvtune.workload import Workload
 
@@ -21,28 +21,6 @@ if TYPE_CHECKING:
 
 MiB, GiB = 1 << 20, 1 << 30
 THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
-# vLLM 0.32's --kv-cache-dtype choices (its argparse rejects anything else with status 2).
-KV_DTYPES = (
-    "auto",
-    "bfloat16",
-    "float16",
-    "fp8",
-    "fp8_ds_mla",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "fp8_inc",
-    "fp8_per_token_head",
-    "int4_per_token_head",
-    "int8_per_token_head",
-    "nvfp4",
-    "nvfp4_4over6",
-    "nvfp4_ds_mla",
-    "turboquant_3bit_nc",
-    "turboquant_4bit_nc",
-    "turboquant_k3v4_nc",
-    "turboquant_k8v4",
-    "ultraquant_4bit",
-)
 # What the CPU attention backend supports and computes correctly (bfloat16/float16 = auto).
 CPU_KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 FP8_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")
@@ -131,8 +109,8 @@ def precheck(lau: VllmLauncher, candidate: Candidate, workload: Workload) -> str
     ):
         return f"without chunked prefill --max-num-batched-tokens {batched} must hold a whole --max-model-len {max_len}"
     dtype = str(f.get("kv-cache-dtype", "auto"))
-    if dtype not in KV_DTYPES:
-        return f"--kv-cache-dtype {dtype!r} is not one of vLLM's choices"
+    if dtype not in lau.engine.kv_cache_dtypes:
+        return f"--kv-cache-dtype {dtype!r} is not one of vLLM's choices ({lau.engine.source})"
     if "gpu-memory-utilization" in f:
         try:
             util = float(f["gpu-memory-utilization"])
@@ -200,7 +178,7 @@ def precheck_gpu(lau: VllmLauncher, f: dict, dtype: str, max_len: int | None, tp
         tp=tp,
         max_model_len=int(max_len),
         kv_dtype=dtype,
-        utilization=float(f.get("gpu-memory-utilization", DEFAULT_UTILIZATION)),
+        utilization=float(f.get("gpu-memory-utilization", lau.engine.gpu_memory_utilization)),
         enforce_eager=f.get("enforce-eager") is True,
     )
 
