@@ -312,7 +312,7 @@ def test_detect_build_cpu_gpu_and_missing(tmp_path: Path) -> None:
 
 CLASSIFIED = [
     ("vllm_argparse.log", 2, "argument error: argument --kv-cache-dtype: invalid choice: 'bogus'"),
-    # the GPU build's prog, "vllm serve" (a space); the message is the recorded CPU one (same parser)
+    # `vllm serve`'s prog has a space (recorded: the serve subparser built as vLLM's CLI builds it)
     ("vllm_serve_argparse.log", 2, "argument error: argument --kv-cache-dtype: invalid choice: 'bogus'"),
     (
         "vllm_validation_model.log",
