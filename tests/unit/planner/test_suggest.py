@@ -32,14 +32,14 @@ def recorded(name: str):
     return detect_hardware(gpus=hardware.gpu_infos(hardware.gpu_report(rec)), ram=RAM)
 
 
-def by_backend(shape, hw, users, context, reserve=None) -> dict:
-    return {s.backend: s for s in suggest(shape, hw, users, context, reserve)}
+def by_backend(shape, hw, users, context, reserve=None, utilization=0.92) -> dict:
+    return {s.backend: s for s in suggest(shape, hw, users, context, reserve, vllm_utilization=utilization)}
 
 
 def test_one_h100_holds_an_8b_model_and_eight_users_at_full_precision():
     s = by_backend(LLAMA_8B, recorded("h100_sxm_x1"), 8, 4096)
     assert s["vllm"].flags == {
-        "gpu-memory-utilization": 0.9,
+        "gpu-memory-utilization": 0.92,
         "max-num-seqs": 8,
         "max-model-len": 4096,
         "kv-cache-dtype": "auto",
@@ -51,15 +51,21 @@ def test_one_h100_holds_an_8b_model_and_eight_users_at_full_precision():
 def test_eight_h100s_use_one_gpu_for_a_model_that_fits_on_one_and_two_for_70b():
     assert by_backend(LLAMA_8B, recorded("h100_sxm_x8_nvlink"), 8, 4096)["vllm"].flags["tensor-parallel-size"] == 1
     big = by_backend(LLAMA_70B, recorded("h100_sxm_x8_nvlink"), 8, 4096)["vllm"]
-    assert big.flags["tensor-parallel-size"] == 4 and big.fits  # 2 x (0.9 x 79.6 - 2) GiB leaves no KV room
-    assert by_backend(LLAMA_70B, named_budget("H100 SXM", 2), 8, 4096)["vllm"].fits is False
+    assert big.flags["tensor-parallel-size"] == 4 and big.fits  # 2 x (0.92 x 79.6 - 2) GiB leaves 2.5 GiB of KV
+    # two spec-sheet H100s: 2 x (0.92 x 80 - 2) - 140 = 3.2 GiB holds five fp8 sequences; at 0.9 none
+    two = by_backend(LLAMA_70B, named_budget("H100 SXM", 2), 8, 4096)["vllm"]
+    assert two.fits and two.flags["max-num-seqs"] == 5 and two.flags["kv-cache-dtype"] == "fp8"
+    assert by_backend(LLAMA_70B, named_budget("H100 SXM", 2), 8, 4096, utilization=0.9)["vllm"].fits is False
 
 
-def test_two_rtx_4090s_take_fp8_for_vllm_on_one_card():
+def test_two_rtx_4090s_fit_on_one_card_at_vllms_default_share_and_take_fp8_below_it():
     s = by_backend(LLAMA_8B, recorded("rtx4090_x2_pcie"), 8, 4096)
-    # one card: 0.9 x 24 GiB - 2 GiB - 16 GiB = 3.6 GiB < 4 GiB of f16 KV, fp8's 2 GiB fits
-    assert s["vllm"].flags["kv-cache-dtype"] == "fp8" and s["vllm"].flags["tensor-parallel-size"] == 1
+    # one card: 0.92 x 23.99 GiB - 2 GiB - 16 GiB = 4.07 GiB >= 4 GiB of f16 KV
+    assert s["vllm"].flags["kv-cache-dtype"] == "auto" and s["vllm"].flags["tensor-parallel-size"] == 1
     assert s["llama-server"].flags["n-gpu-layers"] == ALL_LAYERS
+    # at 0.9 (what kvtune assumed before reading vLLM): 3.59 GiB < 4 GiB of f16, fp8's 2 GiB fits
+    low = by_backend(LLAMA_8B, recorded("rtx4090_x2_pcie"), 8, 4096, utilization=0.9)["vllm"]
+    assert low.flags["kv-cache-dtype"] == "fp8" and low.flags["gpu-memory-utilization"] == 0.9
 
 
 def test_a_gpu_70_percent_used_by_another_process_gets_a_smaller_share():
@@ -67,7 +73,7 @@ def test_a_gpu_70_percent_used_by_another_process_gets_a_smaller_share():
     assert s["vllm"].flags["gpu-memory-utilization"] == 0.27
     assert "GPU 0 has 30% of its memory free" in s["vllm"].notes[0]
     # the same GPU planned from the spec sheet (nobody else on it): vLLM's default share
-    assert by_backend(LLAMA_8B, named_budget("A100 80GB SXM"), 8, 4096)["vllm"].flags["gpu-memory-utilization"] == 0.9
+    assert by_backend(LLAMA_8B, named_budget("A100 80GB SXM"), 8, 4096)["vllm"].flags["gpu-memory-utilization"] == 0.92
 
 
 def test_partial_offload_when_the_model_does_not_fit_the_gpu():

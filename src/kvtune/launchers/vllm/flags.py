@@ -11,12 +11,12 @@ engine start with "No common block size"); KV cache dtypes auto, fp8, fp8_e4m3, 
 bfloat16/float16, which equal auto for a bf16 model); ``int8_per_token_head`` starts but
 generates garbage, so precheck rejects it with the rest. Combinations precheck would refuse
 (token budget vs sequences, chunked prefill vs --max-model-len, KV cache vs one sequence) are
-not even sampled (`offered_choices`); precheck stays for what a study file fixes.
+not even sampled (`offered_choices`); precheck stays for what a study file fixes. Both live in
+screen.py, with the tables they read.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import posixpath
 import re
@@ -44,16 +44,24 @@ from kvtune.launchers.base import (
     smallest,
     when_prefixes_shared,
 )
+from kvtune.launchers.vllm import screen
 from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
-from kvtune.launchers.vllm.gpu_fit import DEFAULT_UTILIZATION, kv_prediction, prescreen_gpu_fit
+from kvtune.launchers.vllm.defaults import FALLBACK, EngineDefaults, installed_engine_defaults
+from kvtune.launchers.vllm.gpu_fit import kv_prediction
 from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
 from kvtune.launchers.vllm.parallel import world_size
+from kvtune.launchers.vllm.screen import (
+    DEFAULT_BATCHED_TOKENS,
+    DEFAULT_MAX_SEQS,
+    FP8_CPU_FLAGS,
+    KV_RAM_FRACTION,
+    THREADS_BIND,
+    MiB,
+)
 from kvtune.launchers.vllm.values import (
-    _int,
     _pow2_range,
     id_list,
     max_len_choices,
-    parse_id_list,
     server_defaults,
     visible_gpus,
 )
@@ -65,43 +73,7 @@ from kvtune.workload import Workload
 
 NAME = Backend.VLLM.value
 CHOICES = KnobKind.CHOICES
-MiB, GiB = 1 << 20, 1 << 30
-THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 ENV_THREADS_BIND = "env:" + THREADS_BIND  # the tuner's spelling of an environment knob
-# vLLM 0.32's --kv-cache-dtype choices (its argparse rejects anything else with status 2).
-KV_DTYPES = (
-    "auto",
-    "bfloat16",
-    "float16",
-    "fp8",
-    "fp8_ds_mla",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "fp8_inc",
-    "fp8_per_token_head",
-    "int4_per_token_head",
-    "int8_per_token_head",
-    "nvfp4",
-    "nvfp4_4over6",
-    "nvfp4_ds_mla",
-    "turboquant_3bit_nc",
-    "turboquant_4bit_nc",
-    "turboquant_k3v4_nc",
-    "turboquant_k8v4",
-    "ultraquant_4bit",
-)
-# What the CPU attention backend supports and computes correctly (bfloat16/float16 = auto).
-CPU_KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
-FP8_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")
-# CPU features vLLM's CPU fp8 KV cache needs (any one of them).
-FP8_CPU_FLAGS = frozenset({"avx512f", "amx_tile"})
-CPU_BLOCK_MULTIPLE = 32
-# vLLM's own CPU defaults on the OpenAI server, used when a candidate leaves a flag unset (GPU
-# defaults depend on the card, so on GPUs only explicit values are compared).
-DEFAULT_BATCHED_TOKENS = {CPU: 2048}
-DEFAULT_MAX_SEQS = {CPU: 128}
-# The largest share of available memory kvtune lets a CPU KV cache take.
-KV_RAM_FRACTION = 0.5
 NEGATABLE = ("enforce-eager", "enable-prefix-caching", "enable-chunked-prefill")
 FLAG_ORDER = (
     "max-model-len",
@@ -115,14 +87,6 @@ FLAG_ORDER = (
     "gpu-memory-utilization",
     "tensor-parallel-size",
     "enforce-eager",
-)
-INT_FLAGS = (
-    "max-model-len",
-    "max-num-seqs",
-    "max-num-batched-tokens",
-    "block-size",
-    "kv-cache-memory-bytes",
-    "tensor-parallel-size",
 )
 API_MODULE = "vllm.entrypoints.openai.api_server"
 CLI_MODULE = "vllm.entrypoints.cli.main"
@@ -155,6 +119,7 @@ class VllmLauncher(Launcher):
     cpu_ids: tuple[int, ...] = (0,)
     fp8_capable: bool = True  # x86 with AVX-512 or AMX (CPU fp8 KV cache)
     gpus: tuple[GpuInfo, ...] = ()  # the GPUs its servers see, in CUDA order (empty: no facts)
+    engine: EngineDefaults = FALLBACK  # vLLM's own defaults and choices (defaults.py)
     extra_args: list[str] = field(default_factory=list)
     name: str = NAME
     health_path: str = "/health"
@@ -185,6 +150,10 @@ class VllmLauncher(Launcher):
     ) -> "VllmLauncher":
         build = build or detect_build(python)
         gpus = () if build.kind == CPU else visible_gpus(hardware.gpu_infos(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+        # Read on GPU builds, where the defaults size the pre-screen and the plan; the CPU build
+        # sets the KV cache itself and CPU_KV_DTYPES decides its dtypes, so its start-up skips
+        # the probe (it imports torch).
+        engine = FALLBACK if build.kind == CPU else installed_engine_defaults(build.python)
         return cls(
             model=model,
             build=build,
@@ -194,6 +163,7 @@ class VllmLauncher(Launcher):
             cpu_ids=hardware.cpu_ids(),
             fp8_capable=bool(FP8_CPU_FLAGS & hardware.cpu_flags()),
             gpus=gpus,
+            engine=engine,
         )
 
     def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
@@ -204,7 +174,10 @@ class VllmLauncher(Launcher):
         if self.on_cpu or not self.gpus or self.shape is None:
             return guess
         hw = hardware_budget(list(self.gpus), CpuRam("", 0, 0))
-        vllm, _ = suggest(self.shape, hw, workload.concurrency, workload.prompt_tokens + workload.output_tokens)
+        context = workload.prompt_tokens + workload.output_tokens
+        vllm, _ = suggest(
+            self.shape, hw, workload.concurrency, context, vllm_utilization=self.engine.gpu_memory_utilization
+        )
         return overlay_suggestion(guess, knobs, vllm.flags)
 
     def pin_gpus(self, indices: frozenset[int] | None) -> None:
@@ -278,7 +251,7 @@ class VllmLauncher(Launcher):
         if self.model_max_len() is not None:
             cpu["max-model-len"] = self.model_max_len()
         names = {k.name for k in self.default_knobs(Workload(), len(self.cpu_ids) or 1)}
-        return server_defaults(self.on_cpu, names, cpu)
+        return server_defaults(self.on_cpu, names, cpu, self.engine)
 
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
         flags = dict(candidate.flags)
@@ -303,10 +276,10 @@ class VllmLauncher(Launcher):
                 CHOICES,
                 choices=(256, 512, 1024, 2048, 4096) if self.on_cpu else (2048, 4096, 8192, 16384),
             ),
-            Knob("enable-chunked-prefill", CHOICES, choices=(True, False)),
             Knob("enable-prefix-caching", CHOICES, choices=(True, False)),
         ]
-        if self.on_cpu:
+        if self.on_cpu:  # on GPUs vLLM warns chunked prefill off "may crash or produce incorrect outputs"
+            knobs.append(Knob("enable-chunked-prefill", CHOICES, choices=(True, False)))
             dtypes = ("auto", "fp8_e4m3", "fp8_e5m2") if self.fp8_capable else ("auto",)
             knobs += [
                 Knob("block-size", CHOICES, choices=(32, 64, 128, 256)),
@@ -320,7 +293,7 @@ class VllmLauncher(Launcher):
             knobs += [
                 Knob("block-size", CHOICES, choices=(16, 32)),
                 Knob("kv-cache-dtype", CHOICES, choices=("auto", "fp8")),
-                Knob("gpu-memory-utilization", CHOICES, choices=(0.8, 0.85, 0.9, 0.95)),
+                Knob("gpu-memory-utilization", CHOICES, choices=self.utilization_choices()),
                 # CUDA graphs: faster decoding, but start-up time and memory (see gpu_fit)
                 Knob("enforce-eager", CHOICES, choices=(False, True)),
             ]
@@ -328,161 +301,18 @@ class VllmLauncher(Launcher):
                 knobs.append(Knob("tensor-parallel-size", CHOICES, choices=_pow2_range(1, self.build.gpu_count)))
         return knobs
 
+    def utilization_choices(self) -> tuple[float, ...]:
+        """0.8 .. 0.95 and vLLM's own default (0.92 in 0.32 and 0.33), so the baseline's value
+        is one the search can draw too."""
+        return tuple(sorted({0.8, 0.85, 0.9, 0.95, self.engine.gpu_memory_utilization}))
+
     def offered_choices(self, knob: Knob, flags: dict[str, Any]) -> tuple:
-        """What precheck would refuse in combination with the flags drawn before (or with the
-        model and the GPUs), not offered: a token budget below --max-num-seqs; chunked prefill
-        off when the token budget cannot hold a whole --max-model-len sequence; a CPU KV cache
-        smaller than one such sequence; a tensor-parallel size that does not divide the heads
-        or exceeds the GPUs."""
-        kind = self.build.kind
-        max_len = _int(flags.get("max-model-len", self.model_max_len()))
-        if knob.name == "max-num-batched-tokens":
-            seqs = _int(flags.get("max-num-seqs", DEFAULT_MAX_SEQS.get(kind)))
-            return tuple(c for c in knob.choices if seqs is None or (_int(c) or 0) >= seqs)
-        if knob.name == "enable-chunked-prefill" and "max-num-batched-tokens" in flags:
-            batched = _int(flags["max-num-batched-tokens"])
-            if batched is not None and max_len is not None and batched < max_len:
-                return tuple(c for c in knob.choices if c is not False)
-        if knob.name == "tensor-parallel-size":
-            heads = self.shape.attention_heads if self.shape else None
-            gpus = 1 if self.on_cpu else self.build.gpu_count  # the CPU build runs one rank
-            return tuple(
-                c for c in knob.choices if (n := _int(c) or 0) >= 1 and (not heads or heads % n == 0) and n <= gpus
-            )
-        if knob.name == "gpu-memory-utilization" and not self.on_cpu and self.gpus:
-            used = self.gpus[: _int(flags.get("tensor-parallel-size")) or 1]
-            fits = tuple(
-                c for c in knob.choices if all(math.ceil(float(c) * g.total_bytes) <= g.free_bytes for g in used)
-            )
-            return fits or knob.choices  # none fits: precheck says why
-        if knob.name == "kv-cache-memory-bytes" and self.on_cpu and max_len is not None:
-            per_token = self.kv_bytes_per_token(str(flags.get("kv-cache-dtype", "auto")))
-            if per_token:
-                return tuple(c for c in knob.choices if (_int(c) or 0) // per_token >= max_len)
-        return knob.choices
+        """What precheck would refuse beside the flags drawn before, not offered (screen.py)."""
+        return screen.offered_choices(self, knob, flags)
 
     def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
-        f = dict(candidate.flags)
-        for key in INT_FLAGS:
-            if key in f:
-                try:
-                    f[key] = int(f[key])
-                except (TypeError, ValueError):
-                    return f"--{key} must be an integer, got {f[key]!r}"
-                if f[key] < 1:
-                    return f"--{key} must be at least 1, got {f[key]}"
-        kind = self.build.kind
-        limit = self.model_max_len()
-        max_len = f.get("max-model-len", limit)
-        if max_len is not None and max_len < workload.request_tokens:
-            return (
-                f"--max-model-len {max_len} < request length {workload.request_tokens} "
-                f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})"
-            )
-        if limit is not None and "max-model-len" in f and f["max-model-len"] > limit:
-            return f"--max-model-len {f['max-model-len']} exceeds the model's {limit} positions"
-        seqs = f.get("max-num-seqs", DEFAULT_MAX_SEQS.get(kind))
-        batched = f.get("max-num-batched-tokens", DEFAULT_BATCHED_TOKENS.get(kind))
-        if batched is not None and seqs is not None and batched < seqs:
-            return f"--max-num-batched-tokens {batched} < --max-num-seqs {seqs}"
-        # Unset, vLLM raises its default batch to max-model-len itself when chunked prefill is off.
-        explicit = "max-num-batched-tokens" in f
-        if (
-            f.get("enable-chunked-prefill") is False
-            and explicit
-            and max_len is not None
-            and f["max-num-batched-tokens"] < max_len
-        ):
-            return (
-                f"without chunked prefill --max-num-batched-tokens {batched} must hold a whole "
-                f"--max-model-len {max_len}"
-            )
-        dtype = str(f.get("kv-cache-dtype", "auto"))
-        if dtype not in KV_DTYPES:
-            return f"--kv-cache-dtype {dtype!r} is not one of vLLM's choices"
-        if "gpu-memory-utilization" in f:
-            try:
-                util = float(f["gpu-memory-utilization"])
-            except (TypeError, ValueError):
-                return f"--gpu-memory-utilization must be a number, got {f['gpu-memory-utilization']!r}"
-            if not 0 < util <= 1:
-                return f"--gpu-memory-utilization must be in (0, 1], got {util}"
-        tp = f.get("tensor-parallel-size", 1)
-        heads = self.shape.attention_heads if self.shape else None
-        if heads and heads % tp:
-            return f"{heads} attention heads are not divisible by --tensor-parallel-size {tp}"
-        if self.on_cpu:
-            reason = self._precheck_cpu(f, dtype, max_len, tp)
-        elif tp > self.build.gpu_count:
-            reason = f"--tensor-parallel-size {tp} > {self.build.gpu_count} visible GPU(s)"
-        else:
-            reason = self._precheck_gpu(f, dtype, max_len, tp)
-        if reason:
-            return reason
-        return self._precheck_env(candidate.env)
-
-    def _precheck_cpu(self, f: dict, dtype: str, max_len: int | None, tp: int) -> str | None:
-        if dtype not in CPU_KV_DTYPES:
-            return (
-                f"--kv-cache-dtype {dtype} is not supported by vLLM's CPU backend "
-                f"(use one of {', '.join(CPU_KV_DTYPES)})"
-            )
-        head_dim = self.shape.head_dim if self.shape else None
-        if dtype in FP8_DTYPES and not self.fp8_capable:
-            return "an fp8 KV cache on CPU needs x86 with AVX-512 or AMX"
-        if dtype in FP8_DTYPES and head_dim and head_dim % 32:
-            return f"an fp8 KV cache on CPU needs a head size divisible by 32 (model: {head_dim})"
-        block = f.get("block-size")
-        if block is not None and block % CPU_BLOCK_MULTIPLE:
-            return f"--block-size {block}: vLLM's CPU attention needs a multiple of {CPU_BLOCK_MULTIPLE}"
-        if "gpu-memory-utilization" in f:
-            return "--gpu-memory-utilization is for GPUs; on CPU the KV cache is --kv-cache-memory-bytes"
-        if tp > 1:
-            return "--tensor-parallel-size > 1 is for GPUs (vLLM's CPU build: one NUMA node per rank)"
-        kv = f.get("kv-cache-memory-bytes", self.default_kv_bytes())
-        cap = self.kv_cap_bytes()
-        if cap and kv > cap:
-            return (
-                f"--kv-cache-memory-bytes {kv / GiB:.2f} GiB > {KV_RAM_FRACTION:.0%} of the "
-                f"{self.memory_bytes / GiB:.2f} GiB available"
-            )
-        per_token = self.kv_bytes_per_token(dtype)
-        if per_token and max_len is not None and kv // per_token < max_len:
-            return (
-                f"--kv-cache-memory-bytes {kv / MiB:.0f} MiB holds {kv // per_token} tokens, "
-                f"fewer than one --max-model-len {max_len} sequence"
-            )
-        return None
-
-    def _precheck_gpu(self, f: dict, dtype: str, max_len: int | None, tp: int) -> str | None:
-        """Weights + reserve + one --max-model-len sequence in the GPUs' budget (gpu_fit)."""
-        if self.shape is None or max_len is None or not self.gpus or "kv-cache-memory-bytes" in f:
-            return None
-        if len(self.gpus) < tp:
-            return f"--tensor-parallel-size {tp} > the {len(self.gpus)} GPU(s) this trial gets"
-        return prescreen_gpu_fit(
-            self.shape,
-            self.gpus,
-            tp=tp,
-            max_model_len=int(max_len),
-            kv_dtype=dtype,
-            utilization=float(f.get("gpu-memory-utilization", DEFAULT_UTILIZATION)),
-            enforce_eager=f.get("enforce-eager") is True,
-        )
-
-    def _precheck_env(self, env: dict[str, str]) -> str | None:
-        bind = env.get(THREADS_BIND)
-        if bind is None or bind in ("auto", "nobind"):
-            return None
-        if not self.on_cpu:
-            return f"{THREADS_BIND} only applies to vLLM's CPU build"
-        ids = parse_id_list(bind)
-        if not ids:
-            return f"{THREADS_BIND}={bind!r} is not 'auto', 'nobind' or a CPU list like 0-3"
-        outside = sorted(set(ids) - set(self.cpu_ids))
-        if outside:
-            return f"{THREADS_BIND}={bind} names CPU(s) {id_list(outside)} this process cannot use"
-        return None
+        """What vLLM would refuse, found before a launch (screen.py)."""
+        return screen.precheck(self, candidate, workload)
 
     def request_extra_body(self) -> dict[str, Any]:
         return {}  # vLLM accepts ignore_eos; prompt nonces already defeat its prefix cache
@@ -505,7 +335,8 @@ class VllmLauncher(Launcher):
     def startup_facts(self, log_text: str) -> dict[str, Any]:
         """vLLM's logged start-up facts, with the planner's KV-token prediction beside them."""
         facts = parse_startup_log(log_text)
-        facts.update(kv_prediction(facts, non_default_args(log_text), self.shape, self.gpus))
+        args = non_default_args(log_text)
+        facts.update(kv_prediction(facts, args, self.shape, self.gpus, self.engine.gpu_memory_utilization))
         return facts
 
     @classmethod

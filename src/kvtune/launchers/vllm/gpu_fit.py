@@ -34,7 +34,9 @@ from kvtune.planner.kv import ModelShape, kv_bytes_per_sequence, kv_bytes_per_to
 GiB = 1 << 30
 ACTIVATION_RESERVE_BYTES = 1 * GiB
 CUDA_GRAPH_RESERVE_BYTES = GiB // 2
-DEFAULT_UTILIZATION = 0.9  # vLLM's --gpu-memory-utilization default
+# vLLM's --gpu-memory-utilization default (vllm/config/cache.py, 0.32 and 0.33); the launcher
+# passes the installed vLLM's (defaults.py).
+DEFAULT_UTILIZATION = 0.92
 DEFAULT_GPU_BLOCK = 16  # vLLM's CUDA --block-size default
 
 
@@ -140,12 +142,19 @@ def planned_kv_tokens(
     return predicted_kv_tokens(left, shape, kv_dtype, tp, block_size) if left > 0 else 0
 
 
-def kv_prediction(facts: dict, args: dict, shape: ModelShape | None, gpus: Sequence[GpuInfo] = ()) -> dict:
+def kv_prediction(
+    facts: dict,
+    args: dict,
+    shape: ModelShape | None,
+    gpus: Sequence[GpuInfo] = (),
+    default_utilization: float = DEFAULT_UTILIZATION,
+) -> dict:
     """What a trial records beside vLLM's logged ``kv_cache_tokens``: ``kv_cache_tokens_predicted``
     (the KV memory vLLM reports, over the planner's bytes per token), its relative error
     ``kv_cache_tokens_error``, and on GPUs ``kv_cache_tokens_planned`` (the pre-launch estimate).
     `facts` is `parse_startup_log`'s answer, `args` the server's non-default engine arguments
-    (what it really ran with). Empty when the shape or the figures are missing."""
+    (what it really ran with: a value left at its default is absent, so `default_utilization`
+    is the server's own). Empty when the shape or the figures are missing."""
     if shape is None:
         return {}
     dtype = str(args.get("kv_cache_dtype") or "auto")
@@ -172,7 +181,7 @@ def kv_prediction(facts: dict, args: dict, shape: ModelShape | None, gpus: Seque
         planned = planned_kv_tokens(
             shape,
             gpus,
-            utilization=float(args.get("gpu_memory_utilization") or DEFAULT_UTILIZATION),
+            utilization=float(args.get("gpu_memory_utilization") or default_utilization),
             tp=tp,
             kv_dtype=dtype,
             enforce_eager=bool(args.get("enforce_eager")),

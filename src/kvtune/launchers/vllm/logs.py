@@ -16,7 +16,9 @@ from typing import Any
 
 from kvtune.launchers.process import last_error_line
 
-_ARGPARSE = re.compile(r"^\S+: error: (.+)$", re.M)
+# argparse's "%(prog)s: error: %(message)s": the CPU build's prog is "api_server.py", the GPU
+# build's `vllm serve` subcommand's is "vllm serve" (a space: the parent's prog + the subcommand).
+_ARGPARSE = re.compile(r"^\S+(?: [a-z][\w-]*)?: error: (.+)$", re.M)
 _VALIDATION = re.compile(r"ValidationError: \d+ validation errors? for (\w+)")
 _EXC = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
 _LOG_PREFIX = re.compile(r"^\((\w+) pid=\d+\) ERROR \S+ \S+ \[[^\]]*\] ?")

