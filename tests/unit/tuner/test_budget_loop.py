@@ -8,7 +8,6 @@ The tests here start no process; those that do are in tests/integration/tuner/te
 from __future__ import annotations
 
 import optuna
-import pytest
 
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.fleet import accounting
@@ -41,16 +40,3 @@ def test_the_clock_adds_each_session_up_to_its_last_trial():
     assert accounting.elapsed_s(study, now=5010.0) == 310.0
     accounting.begin_clock(study, now=5020.0)  # no trial in between: nothing added
     assert accounting.elapsed_s(study, now=5020.0) == 300.0
-
-
-def test_time_budget_in_a_study_file(tmp_path):
-    from kvtune.errors import SpecError
-    from kvtune.study.spec import build_spec
-    from kvtune.study.study_file import load_study_file
-
-    f = tmp_path / "s.yaml"
-    f.write_text("time_budget: 1h30m\n")
-    assert build_spec(load_study_file(f)).time_budget_s == 5400.0
-    f.write_text("time_budget: soon\n")
-    with pytest.raises(SpecError, match="^time_budget 'soon' is not a duration"):
-        load_study_file(f)
