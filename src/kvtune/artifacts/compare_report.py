@@ -14,7 +14,20 @@ from pathlib import Path
 
 from kvtune import __version__
 from kvtune.artifacts.compare import FIGURES, Comparison
-from kvtune.artifacts.plots import BLUE, GREEN, ORANGE, RED, _figure, _svg, esc, fmt, note, num
+from kvtune.artifacts.plots import (
+    BLUE,
+    GREEN,
+    ORANGE,
+    RED,
+    _figure,
+    _svg,
+    esc,
+    fmt,
+    mark_best,
+    mark_defaults,
+    note,
+    num,
+)
 from kvtune.artifacts.report import CSS
 
 PLOT_ID = "plot-backends"
@@ -64,27 +77,9 @@ def plot_backends(c: Comparison) -> str:
                 zorder=2,
             )
         if s.baseline is not None and any(o is s.baseline for o in pts):
-            ax.scatter(
-                *xy([s.baseline]),
-                s=150,
-                marker="D",
-                facecolor="none",
-                edgecolor=colour,
-                lw=2,
-                label=f"{s.label}: defaults (#{s.baseline.number})",
-                zorder=4,
-            )
+            mark_defaults(ax, xy([s.baseline]), colour, f"{s.label}: defaults (#{s.baseline.number})")
         if s.best is not None and any(o is s.best for o in pts):
-            ax.scatter(
-                *xy([s.best]),
-                s=280,
-                marker="*",
-                color=colour,
-                edgecolor="black",
-                lw=0.7,
-                label=f"{s.label}: best (#{s.best.number})",
-                zorder=5,
-            )
+            mark_best(ax, xy([s.best]), colour, f"{s.label}: best (#{s.best.number})")
     ax.set_xlabel("TTFT p95 (ms)  ← better")
     ax.set_ylabel("output throughput (tok/s)  ↑ better")
     ax.grid(alpha=0.25)

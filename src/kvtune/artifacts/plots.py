@@ -100,6 +100,17 @@ def note(pid: str, text: str) -> str:
     return f'<p class="note" id="{pid}-note">{esc(text)}</p>'
 
 
+def mark_defaults(ax: Any, xy: tuple[list[float], list[float]], colour: str, label: str) -> None:
+    """The defaults' (baseline's) point: a hollow diamond, drawn alike on the report and the
+    comparison page."""
+    ax.scatter(*xy, s=140, marker="D", facecolor="none", edgecolor=colour, lw=2, label=label, zorder=4)
+
+
+def mark_best(ax: Any, xy: tuple[list[float], list[float]], colour: str, label: str) -> None:
+    """The best's point: a star edged in black, above every other mark."""
+    ax.scatter(*xy, s=260, marker="*", color=colour, edgecolor="black", lw=0.6, label=label, zorder=5)
+
+
 def _cmap(x: float) -> Any:
     from matplotlib import colormaps
 
@@ -189,27 +200,9 @@ def plot_pareto(info: dict, study_targets: Sequence[Target]) -> str:
         )
     base, best = info["baseline"], info["best"]
     if base is not None and base.number in drawn:
-        ax.scatter(
-            *xy([base]),
-            s=140,
-            marker="D",
-            facecolor="none",
-            edgecolor=ORANGE,
-            lw=2,
-            label=f"baseline (#{base.number})",
-            zorder=4,
-        )
+        mark_defaults(ax, xy([base]), ORANGE, f"baseline (#{base.number})")
     if best is not None and best.number in drawn:
-        ax.scatter(
-            *xy([best]),
-            s=260,
-            marker="*",
-            color=GREEN,
-            edgecolor="black",
-            lw=0.6,
-            label=f"best (#{best.number})",
-            zorder=5,
-        )
+        mark_best(ax, xy([best]), GREEN, f"best (#{best.number})")
     if min(xs) > 0 and max(xs) / min(xs) > 4:
         from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 

@@ -82,6 +82,7 @@ def other_listener(port: int, pgid: int, proc: Path = PROC) -> Listener | None:
         return None
     pids = sorted(int(p) for p in os.listdir(proc) if p.isdigit()) if proc.is_dir() else []
     holders = [pid for pid in pids if _holds(pid, inodes, proc)]
-    if not holders or any(_pgid(pid, proc) == pgid for pid in holders):
+    # a holder whose group cannot be read (it exited meanwhile) is unknown, not another process
+    if not holders or any(_pgid(pid, proc) in (pgid, None) for pid in holders):
         return None
     return Listener(holders[0], _name(holders[0], proc))

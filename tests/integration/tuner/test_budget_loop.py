@@ -3,7 +3,8 @@ duplicates are free (but told to Optuna), the asks cap ends an almost impossible
 the knob to widen, and --time-budget stops asking, counted across resumes and shared with
 workers through the study (fake launcher: real processes, client and storage).
 
-Here the tests that start processes; the rest are in tests/unit/tuner/test_budget_loop.py."""
+Here the tests that start processes; the accounting itself is tested in
+tests/unit/tuner/fleet/test_accounting.py."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ duplicate, and the launch waits (bounded) for the previous server's memory.
 The Starter and the memory wait run on injected fakes (servers, memory reader, clock, sleep: no
 real waiting); the loop tests run the fake server as real processes.
 
-Here the tests that start processes; the rest are in tests/unit/tuner/test_transient.py."""
+Here the tests that start processes; the rest are in tests/unit/tuner/trial/test_launch_retry.py (the
+Starter) and tests/unit/tuner/trial/test_memory_wait.py (the memory wait)."""
 
 from __future__ import annotations
 

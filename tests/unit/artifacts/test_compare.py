@@ -1,5 +1,6 @@
 """Studies side by side: the rows (best and defaults of each), the best overall named on
-evidence, the refusals of studies that measured different things, compare.json and the page."""
+evidence, the refusals of studies that measured different things, compare.json (the page:
+test_compare_report.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 import pytest
 
 from kvtune.artifacts.compare import check_comparable, compare_studies, load_comparison, write_comparison
-from kvtune.artifacts.compare_report import render_compare_report
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import FailureKind
@@ -164,15 +164,6 @@ def test_compare_json_round_trips_through_the_run_directories(tmp_path):
     (tmp_path / "S-vllm" / "results.json").unlink()
     with pytest.raises(SpecError, match="names study 'S-vllm'"):
         load_comparison(path)
-
-
-def test_the_page_plots_one_colour_per_study():
-    page = render_compare_report(compare_studies([("S-llama-server", LLAMA), ("S-vllm", VLLM)]))
-    assert "default-src 'none'" in page and "<script" not in page
-    assert page.count("id='side-by-side'") == 1 and 'id="plot-backends"' in page
-    for label in ("llama-server: feasible", "llama-server: missed a target", "vllm: best (#1)", "vllm: defaults (#0)"):
-        assert label in page
-    assert "Best overall: vllm" in page
 
 
 def test_relative_targets_across_backends_are_refused():

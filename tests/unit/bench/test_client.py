@@ -347,15 +347,6 @@ def test_api_key_is_sent_but_never_saved_or_echoed() -> None:
     assert key not in saved and key[:8] not in saved and "HTTP 401" in saved
 
 
-def test_resolve_api_key_prefers_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kvtune.bench.client import resolve_api_key
-
-    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
-    assert resolve_api_key("flag") == "flag" and resolve_api_key(None) == "from-env"
-    monkeypatch.delenv("OPENAI_API_KEY")
-    assert resolve_api_key(None) is None
-
-
 def test_goodput_counts_requests_meeting_every_slo() -> None:
     from kvtune.bench.client import slo_goodput
 

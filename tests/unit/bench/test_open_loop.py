@@ -120,13 +120,6 @@ def test_warmup_is_closed_loop_and_excluded() -> None:
     assert res.metrics["num_requests"] == 10
 
 
-def test_open_loop_needs_a_rate() -> None:
-    with pytest.raises(SpecError, match="needs workload.rate"):
-        Workload(mode="open").validate()
-    with pytest.raises(SpecError, match="mode 'open' only"):
-        Workload(rate=3.0).validate()
-
-
 # -- the workload's new fields, as study files and flags describe them -------------------------
 
 

@@ -17,7 +17,6 @@ import httpx
 import pytest
 
 from kvtune.bench.client import BenchOptions, run
-from kvtune.bench.stream import expected_tokens
 from kvtune.objectives.targets import parse_target
 from kvtune.testing.fake_server import FakeOpenAIServer
 from kvtune.workload import Workload
@@ -114,18 +113,3 @@ def test_usage_is_trusted_over_the_chunk_count() -> None:
     (s,) = res.samples
     assert s.truncated and s.error.startswith("truncated: 2 of 3 tokens")
     assert not s.tokens_from_stream
-
-
-@pytest.mark.parametrize(
-    ("body", "expected"),
-    [
-        ({"ignore_eos": True, "max_tokens": 64}, 64),
-        ({"ignore_eos": True, "max_completion_tokens": 8}, 8),
-        ({"ignore_eos": False, "max_tokens": 64}, None),
-        ({"max_tokens": 64}, None),
-        ({"ignore_eos": True}, None),
-        ({"ignore_eos": True, "max_tokens": True}, None),
-    ],
-)
-def test_expected_tokens(body: dict, expected: int | None) -> None:
-    assert expected_tokens(body) == expected

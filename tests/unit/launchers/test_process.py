@@ -6,7 +6,6 @@ import sys
 
 import pytest
 
-from kvtune.launchers.listeners import other_listener
 from kvtune.launchers.process import address_in_use, last_error_line
 
 FAKE = [sys.executable, "-m", "kvtune.testing.fake_server"]
@@ -20,24 +19,6 @@ def test_last_error_line():
     assert last_error_line(log) == "error: invalid argument: --bogus"
     assert last_error_line("a\nb\n") == "b"
     assert last_error_line("") == "(empty log)"
-
-
-def test_other_listener_reads_proc(tmp_path):
-    """A fake /proc: port 8080 (0x1F90) listens on socket inode 555."""
-    (tmp_path / "net").mkdir()
-    head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-    row = "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000  0 555 1\n"
-    (tmp_path / "net" / "tcp").write_text(head + row)
-    assert other_listener(8081, pgid=10, proc=tmp_path) is None  # nobody listens there
-    assert other_listener(8080, pgid=10, proc=tmp_path) is None  # holder unseen: not "another"
-    for pid, pgid in ((10, 10), (42, 42)):
-        (tmp_path / str(pid) / "fd").mkdir(parents=True)
-        (tmp_path / str(pid) / "stat").write_text(f"{pid} (srv) S 1 {pgid} {pgid} 0")
-        (tmp_path / str(pid) / "comm").write_text("srv\n")
-    (tmp_path / "42" / "fd" / "3").symlink_to("socket:[555]")
-    assert other_listener(8080, pgid=10, proc=tmp_path).pid == 42
-    (tmp_path / "10" / "fd" / "4").symlink_to("socket:[555]")  # our group holds it too
-    assert other_listener(8080, pgid=10, proc=tmp_path) is None
 
 
 @pytest.mark.parametrize(

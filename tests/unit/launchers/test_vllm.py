@@ -29,8 +29,6 @@ from kvtune.launchers.vllm import (
     classify_failure,
     detect_build,
     hf_shape,
-    id_list,
-    parse_id_list,
     parse_startup_log,
 )
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
@@ -277,12 +275,6 @@ def test_kv_bytes_per_token_come_from_the_planner_on_the_config_shape(tmp_path: 
     hub = launcher(shape=None)
     assert hub.kv_bytes_per_token() is None and hub.model_max_len() is None
     assert hub.precheck(Candidate(flags={"tensor-parallel-size": 2}), WL) is not None  # CPU: no tp
-
-
-def test_cpu_lists() -> None:
-    assert id_list((0, 1, 2, 5)) == "0-2,5"
-    assert parse_id_list("0-2,5") == [0, 1, 2, 5]
-    assert parse_id_list("2-1") is None
 
 
 # -- build detection through fake interpreters ---------------------------------------------------

@@ -224,57 +224,6 @@ def test_prescreen_charges_sliding_layers_no_more_than_the_window():
 # --- units --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "text,expected",
-    [
-        ("24GiB", 24 * GiB),
-        ("24GB", 24_000_000_000),
-        ("1.5TiB", 3 * 2**39),
-        ("512MiB", 512 * 2**20),
-        ("15G", 15 * GiB),
-        ("15g", 15 * GiB),
-        ("24 GiB", 24 * GiB),
-        ("4096", 4096),
-        ("2KB", 2000),
-        ("0", 0),
-        ("1e3MB", 10**9),
-        (1234, 1234),
-    ],
-)
-def test_parse_size(text, expected):
-    assert parse_size(text) == expected
-
-
-@pytest.mark.parametrize("text", ["", "GiB", "24XB", "-1GiB", "24 GiB GiB", "1..5G", "abc", "nan", "24Gbit"])
-def test_parse_size_rejects_bad_input(text):
-    with pytest.raises(SpecError) as e:
-        parse_size(text, "--memory")
-    assert "--memory" in str(e.value) and "\n" not in str(e.value)
-
-
-@pytest.mark.parametrize(
-    "text,expected",
-    [
-        ("1TB/s", 1e12),
-        ("3.35TB/s", 3.35e12),
-        ("900GB/s", 9e11),
-        ("900 GB/s", 9e11),
-        ("900GB", 9e11),
-        ("1e12", 1e12),
-        ("2TiB/s", 2 * 2**40),
-        (4.8e12, 4.8e12),
-    ],
-)
-def test_parse_bandwidth(text, expected):
-    assert parse_bandwidth(text) == pytest.approx(expected)
-
-
-@pytest.mark.parametrize("text", ["", "fast", "0TB/s", "-1TB/s", "1XB/s", "/s", 0])
-def test_parse_bandwidth_rejects_bad_input(text):
-    with pytest.raises(SpecError, match="bandwidth"):
-        parse_bandwidth(text)
-
-
 # --- the plan, rendered ---------------------------------------------------------------------------
 
 

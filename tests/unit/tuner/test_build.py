@@ -113,13 +113,3 @@ def test_a_resumed_study_with_the_same_settings_opens(tmp_path):
     again = _resume(tmp_path, price_per_hour=2.5, targets=["ttft_p95 < 0.8x"])  # respelt, same meaning
     assert again.study.study_name == first.study.study_name == "r"
     assert len(again.study.trials) == 1  # the baseline queued once, not twice
-
-
-def test_the_gp_sampler_is_refused_up_front_without_torch(tmp_path):
-    from kvtune.study.sampler_choice import SamplerKind, check_sampler_installed
-
-    with pytest.raises(SpecError, match=r"--sampler gp needs PyTorch .*pip install torch"):
-        check_sampler_installed(SamplerKind.GP, find_module=lambda name: None)
-    check_sampler_installed(SamplerKind.GP, find_module=lambda name: object())  # torch found: fine
-    check_sampler_installed(SamplerKind.TPE, find_module=lambda name: None)  # TPE needs no torch
-    check_sampler_installed(SamplerKind.AUTO, find_module=lambda name: None)

@@ -15,7 +15,6 @@ from kvtune.objectives.targets import parse_targets
 from kvtune.testing.fake_server import FakeOpenAIServer
 from kvtune.testing.virtual_bench import RecordingFakeLauncher
 from kvtune.tuner.trial.measure import measure_repeats
-from kvtune.tuner.trial.stopping import planned_requests, saved_seconds, watched_targets
 from kvtune.workload import Workload
 
 WL = Workload(
@@ -81,27 +80,7 @@ def test_without_a_stop_the_run_is_whole():
     assert res.stopped is None and res.observed == res.planned == 16
 
 
-# ---- the pure pieces -------------------------------------------------------------------------
-def test_planned_requests_and_the_saving_estimate():
-    assert planned_requests(WL) == 16
-    assert planned_requests(Workload(duration_s=30)) is None  # a timed closed loop: no count
-    open_timed = Workload(mode="open", rate=2.0, arrival="constant", duration_s=10)
-    assert planned_requests(open_timed) == 20
-    assert saved_seconds(32, 8, 10.0) == 30.0  # 32/8 x 10 s - 10 s, 8 sent so far
-    assert saved_seconds(32, 32, 10.0) == 0.0 and saved_seconds(32, 0, 10.0) == 0.0
-
-
-def test_relative_targets_are_resolved_and_never_watch_the_baseline():
-    targets = parse_targets(["ttft_p95<1.5x", "tpot_p95<200ms"])
-    assert watched_targets(targets, baseline=True, baseline_metrics={"p95_ttft_ms": 100}) == []
-    assert watched_targets(targets, baseline=False, baseline_metrics=None) == []
-    resolved = watched_targets(targets, baseline=False, baseline_metrics={"p95_ttft_ms": 100.0})
-    assert [t.threshold for t in resolved] == [150.0, 200.0]
-    absolute = parse_targets(["ttft<1s"])
-    assert watched_targets(absolute, baseline=False, baseline_metrics=None) == absolute
-    assert watched_targets(absolute, baseline=True, baseline_metrics=None) == []  # measured in full
-
-
+# ---- the pure pieces (planned count, saving, watched targets, RunWatch: test_stopping.py) ----
 def test_an_unresolved_relative_target_is_never_watched():
     # its threshold is NaN until the baseline sets it: judging it would stop every run at once
     rule = EarlyStop(parse_targets(["ttft_p95<1.5x"]), 10)
@@ -147,20 +126,3 @@ def test_one_watch_spans_the_repeats_and_a_stop_skips_the_rest():
     assert m.metrics["early_stopped"] == 1.0
     assert m.metrics["early_stop_saved_s"] == 24 / 10 * 2.0 - 2.0  # two runs of 1 s each
     assert m.metrics["measure_s"] >= 0
-
-
-# ---- in the loop -----------------------------------------------------------------------------
-def test_a_target_decided_by_the_last_request_is_not_an_early_stop():
-    """Losing the target on the 4th of 4 planned requests cut nothing: no 'stopped' reason."""
-    from kvtune.objectives.metrics import RequestSample
-    from kvtune.objectives.targets import parse_target
-    from kvtune.tuner.trial.stopping import RunWatch
-
-    watch = RunWatch([parse_target("ttft_p95<1s")], planned=4)
-    fast = RequestSample(send_time=0.0, ok=True, ttft_s=0.1, e2el_s=0.2, output_tokens=4)
-    slow = RequestSample(send_time=0.0, ok=True, ttft_s=2.0, e2el_s=2.1, output_tokens=4)
-    assert [watch(s) for s in (fast, fast, fast)] == [None, None, None]
-    assert watch(slow) is None  # p95 of 4 breaks only now, when the run is over anyway
-    early = RunWatch([parse_target("ttft_p95<1s")], planned=4)
-    reason = early(slow)  # one of 4 over 1 s already breaks the p95 whatever the other 3 do
-    assert reason is not None and "stopped after 1 of 4" in reason

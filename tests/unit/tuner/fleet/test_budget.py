@@ -1,69 +1,11 @@
-"""The honest budget: durations, what counts against --trials, the asks cap, the time budget."""
+"""The honest budget (durations: tests/unit/test_durations.py): what counts against --trials, the asks cap, the time budget."""
 
 from __future__ import annotations
 
 import pytest
 
 from kvtune.errors import SpecError
-from kvtune.tuner.fleet.budget import Budget, StopReason, format_duration, parse_duration
-
-
-@pytest.mark.parametrize(
-    "text,seconds",
-    [
-        ("2h", 7200.0),
-        ("90m", 5400.0),
-        ("45s", 45.0),
-        ("1h30m", 5400.0),
-        ("1h30m15s", 5415.0),
-        ("1.5h", 5400.0),
-        ("1d", 86400.0),
-        ("3600", 3600.0),
-        (" 2H ", 7200.0),
-        ("1h 30m", 5400.0),
-        (7200, 7200.0),
-        (0.5, 0.5),
-    ],
-)
-def test_parse_duration(text, seconds):
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize(
-    "text,fragment",
-    [
-        ("abc", "not a duration"),
-        ("0", "more than zero"),
-        ("0h", "more than zero"),
-        ("-1h", "negative"),
-        ("-5", "negative"),
-        ("", "not a duration"),
-        ("1x", "not a duration"),
-        ("30m1h", "not a duration"),
-        ("h", "not a duration"),
-        (0, "more than zero"),
-        (-3, "more than zero"),
-        (True, "not a duration"),
-        (float("inf"), "more than zero"),
-    ],
-)
-def test_bad_durations_give_one_line_naming_the_fix(text, fragment):
-    with pytest.raises(SpecError) as e:
-        parse_duration(text)
-    msg = str(e.value)
-    assert fragment in msg and "--time-budget" in msg and "1h30m" in msg and "\n" not in msg
-
-
-def test_parse_duration_names_the_setting():
-    with pytest.raises(SpecError, match="^time_budget 'x'"):
-        parse_duration("x", what="time_budget")
-
-
-@pytest.mark.parametrize("seconds,text", [(5400, "1h30m"), (45, "45s"), (7200, "2h"), (0, "0s"), (3661.4, "1h1m1s")])
-def test_format_duration_round_trips(seconds, text):
-    assert format_duration(seconds) == text
-    if seconds:
-        assert parse_duration(text) == round(seconds)
+from kvtune.tuner.fleet.budget import Budget, StopReason
 
 
 def test_asks_cap_default_and_override():

@@ -13,7 +13,7 @@ from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import make_sampler, open_tuner, prepare
 from kvtune.tuner.search import samplers
-from kvtune.tuner.search.samplers import SamplerKind, grid_space, parse_sampler, worker_seed
+from kvtune.tuner.search.samplers import SamplerKind, grid_space, worker_seed
 from kvtune.workload import Workload
 
 KNOBS = [
@@ -32,33 +32,10 @@ def has_scipy() -> bool:
     return True
 
 
-@pytest.mark.parametrize(
-    "name,kind",
-    [
-        ("tpe", SamplerKind.TPE),
-        ("GP", SamplerKind.GP),
-        ("random", SamplerKind.RANDOM),
-        ("grid", SamplerKind.GRID),
-        ("qmc", SamplerKind.QMC),
-        ("auto", samplers.DEFAULT),
-    ],
-)
-def test_sampler_names(name, kind):
-    assert parse_sampler(name) is kind
-
-
 def test_auto_is_the_default_tpe():
     assert samplers.DEFAULT is SamplerKind.TPE
     s = samplers.make_sampler("auto", KNOBS, seed=0, trials=12)
     assert isinstance(s, optuna.samplers.TPESampler)
-
-
-def test_unknown_sampler_is_one_line_naming_the_choices():
-    with pytest.raises(SpecError) as e:
-        parse_sampler("nosuch")
-    assert "nosuch" in str(e.value) and "tpe" in str(e.value) and "\n" not in str(e.value)
-    with pytest.raises(SpecError):
-        StudySpec(sampler="nosuch").validate()
 
 
 def test_each_name_builds_its_sampler():

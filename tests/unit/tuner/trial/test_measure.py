@@ -15,7 +15,7 @@ import pytest
 from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.energy import EnergyReading, EnergySource
 from kvtune.objectives.targets import parse_target
-from kvtune.tuner.trial.capacity import CapacityPlan, level_workload, typical_duration_s
+from kvtune.tuner.trial.capacity import CapacityPlan
 from kvtune.tuner.trial.measure import MeteredBench, account, measure_capacity, measure_repeats
 from kvtune.workload import Workload
 
@@ -133,24 +133,6 @@ def test_open_levels_run_for_a_duration_so_higher_rates_are_not_shorter() -> Non
     # the warm-up keeps as many users busy as the rate needs (rate x typical request duration)
     w8 = next(w for w, _ in bench.calls if w.rate == 8.0)
     assert w8.concurrency >= 2 and w8.warmup_requests >= w8.concurrency
-
-
-def test_level_workload_keeps_a_workload_duration() -> None:
-    w = level_workload(Workload(mode="open", rate=1.0, duration_s=5.0), 4.0, CapacityPlan(), first=False, typical_s=0.0)
-    assert w.duration_s == 5.0 and w.rate == 4.0 and w.concurrency == 8  # no typical: as asked
-
-
-@pytest.mark.parametrize(
-    ("metrics", "expected"),
-    [
-        ({"mean_e2el_ms": 1500.0}, 1.5),
-        ({"mean_e2el_ms": float("nan")}, 0.0),
-        ({}, 0.0),
-        (None, 0.0),
-    ],
-)
-def test_typical_duration(metrics, expected) -> None:
-    assert typical_duration_s(metrics) == expected
 
 
 class FakeMeter:

@@ -1,6 +1,7 @@
 """The memory wait on recorded NVML answers: a GPU whose previous server's memory comes back
 after a delay (the recording changes when the fake clock passes it: no real sleeps), and a GPU
-another process keeps, whose holder the wait names (pid, memory, name from a fake /proc)."""
+another process keeps, whose holder the wait names (pid, memory, name from a fake /proc); and the
+wait itself on a scripted memory reader and a clock that moves only when it sleeps."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import json
 from functools import partial
 from pathlib import Path
 
+import pytest
+
 from kvtune import hardware
 from kvtune.nvml_recorded import Recorded
-from kvtune.tuner.trial.memory_wait import SETTLE_S, MemorySnapshot, MemoryWait
+from kvtune.tuner.trial.memory_wait import MEMORY_WAIT_S, POLL_S, SETTLE_S, MemorySnapshot, MemoryWait, visible_gpus
 from tests.paths import NVML_DATA
 
 DATA = NVML_DATA
@@ -108,3 +111,107 @@ def test_gpu_holders_reads_names_from_proc(tmp_path):
     assert [h.describe() for h in holders] == ["pid 4242 (VLLM::EngineCor, 56.0 GiB) on GPU 0"]
     assert hardware.gpu_holders([1], Recorded(recording("a100_70pct_used")), proc=tmp_path) == []
     assert hardware.gpu_holders(None, Recorded(recording("no_nvml"))) == []
+
+
+# ---- the wait on a scripted memory reader (moved from tests/unit/tuner/test_transient.py) ----
+
+
+class FakeTime:
+    """A clock that only moves when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.now += s
+
+
+def reader(*snapshots: MemorySnapshot):
+    """Answers the snapshots in turn, then the last one forever; counts the reads."""
+    seq = list(snapshots)
+    calls = []
+
+    def read() -> MemorySnapshot:
+        calls.append(1)
+        return seq.pop(0) if len(seq) > 1 else seq[0]
+
+    read.calls = calls  # type: ignore[attr-defined]
+    return read
+
+
+def waiter(read, t: FakeTime) -> MemoryWait:
+    return MemoryWait(read=read, clock=t.clock, sleep=t.sleep)
+
+
+def test_memory_wait_returns_at_once_when_memory_is_back():
+    t = FakeTime()
+    read = reader(MemorySnapshot(16 * GiB, {0: 70 * GiB}))
+    w = waiter(read, t)
+    first = w.before_launch()  # nothing to compare with yet
+    again = w.before_launch()  # the previous server's memory is all back
+    assert not first.held and not again.held
+    assert t.sleeps == [] and len(read.calls) == 2  # one reading per launch, no sleep
+
+
+def test_memory_wait_waits_until_the_previous_servers_memory_is_back():
+    t = FakeTime()
+    read = reader(
+        MemorySnapshot(16 * GiB, {0: 70 * GiB}),  # before the previous server
+        MemorySnapshot(16 * GiB, {0: 10 * GiB}),  # the GPU driver still holds it
+        MemorySnapshot(16 * GiB, {0: 40 * GiB}),
+        MemorySnapshot(16 * GiB, {0: 70 * GiB}),
+    )
+    w = waiter(read, t)
+    w.before_launch()
+    result = w.before_launch()
+    assert not result.held
+    assert t.sleeps == [POLL_S, POLL_S] and result.waited_s == pytest.approx(2 * POLL_S)
+
+
+def test_memory_wait_gives_up_after_the_bound_and_names_what_is_held():
+    t = FakeTime()
+    # Memory keeps coming back, 100 MiB a poll, far too slowly: only the bound stops the wait.
+    snaps = [MemorySnapshot(64 * GiB)] + [MemorySnapshot(4 * GiB + k * 100 * 2**20) for k in range(1000)]
+    w = waiter(reader(*snaps), t)
+    w.before_launch()
+    result = w.before_launch()
+    assert set(result.held) == {"RAM"} and not result.settled
+    assert MEMORY_WAIT_S <= result.waited_s < MEMORY_WAIT_S + 2 * POLL_S
+    assert len(t.sleeps) == int(MEMORY_WAIT_S / POLL_S)
+    assert "memory still held after 30.0 s" in result.describe() and "RAM" in result.describe()
+    # what is free now is the next launch's reference: memory that never comes back costs one wait
+    assert w.before == snaps[1 + len(t.sleeps)]
+
+
+def test_memory_wait_stops_early_when_nothing_more_comes_back():
+    t = FakeTime()
+    read = reader(
+        MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 70 * GiB}), MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 30 * GiB})
+    )  # another process took GPU 1
+    w = waiter(read, t)
+    w.before_launch()
+    result = w.before_launch()
+    assert result.settled and set(result.held) == {"GPU 1"}
+    assert result.held["GPU 1"] == 40 * GiB
+    assert SETTLE_S <= result.waited_s < SETTLE_S + 2 * POLL_S
+
+
+def test_small_changes_are_within_tolerance():
+    t = FakeTime()
+    read = reader(
+        MemorySnapshot(16 * GiB, {0: 70 * GiB}), MemorySnapshot(16 * GiB - 300 * 2**20, {0: 70 * GiB - 2**27})
+    )
+    w = waiter(read, t)
+    w.before_launch()
+    assert not w.before_launch().held and t.sleeps == []
+
+
+def test_visible_gpus():
+    assert visible_gpus({}) is None
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == {2, 3}
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-1a2b"}) is None

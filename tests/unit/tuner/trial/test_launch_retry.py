@@ -1,11 +1,9 @@
-"""Transient launch failures vs verdicts: a port clash or a start-up timeout is retried once on a
-fresh port, a failure that happens again is recorded as transient and never copied to a
-duplicate, and the launch waits (bounded) for the previous server's memory.
-
-The Starter and the memory wait run on injected fakes (servers, memory reader, clock, sleep: no
-real waiting); the loop tests run the fake server as real processes.
-
-The tests here start no process; those that do are in tests/integration/tuner/test_transient.py."""
+"""Starting a trial's server (tuner/trial/launch_retry.py): a transient failure (a port clash, a
+start-up timeout, an exit while the previous server's memory is still held) is retried once on a
+fresh port, a verdict is final, and the outcome records the start that worked. Scripted servers,
+a scripted memory reader and a recording clock: no process, no real waiting. (Moved from
+tests/unit/tuner/test_transient.py; the loop's side, on real processes, is in
+tests/integration/tuner/test_transient.py.)"""
 
 from __future__ import annotations
 
@@ -19,117 +17,11 @@ from kvtune.launchers.process import ServerStartError
 from kvtune.launchers.startup import StartupLimits
 from kvtune.study.outcome import TrialOutcome
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
-from kvtune.tuner.trial.memory_wait import MEMORY_WAIT_S, POLL_S, SETTLE_S, MemorySnapshot, MemoryWait, visible_gpus
+from kvtune.testing.virtual_time import VirtualClock
+from kvtune.tuner.trial.launch_retry import LaunchFailed, MemoryWaitResult, Starter, is_transient
+from kvtune.tuner.trial.memory_wait import MemorySnapshot, MemoryWait
 
 GiB = 2**30
-
-
-# ---- the memory wait ----------------------------------------------------------------------------
-
-
-class FakeTime:
-    """A clock that only moves when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.sleeps.append(s)
-        self.now += s
-
-
-def reader(*snapshots: MemorySnapshot):
-    """Answers the snapshots in turn, then the last one forever; counts the reads."""
-    seq = list(snapshots)
-    calls = []
-
-    def read() -> MemorySnapshot:
-        calls.append(1)
-        return seq.pop(0) if len(seq) > 1 else seq[0]
-
-    read.calls = calls  # type: ignore[attr-defined]
-    return read
-
-
-def waiter(read, t: FakeTime) -> MemoryWait:
-    return MemoryWait(read=read, clock=t.clock, sleep=t.sleep)
-
-
-def test_memory_wait_returns_at_once_when_memory_is_back():
-    t = FakeTime()
-    read = reader(MemorySnapshot(16 * GiB, {0: 70 * GiB}))
-    w = waiter(read, t)
-    first = w.before_launch()  # nothing to compare with yet
-    again = w.before_launch()  # the previous server's memory is all back
-    assert not first.held and not again.held
-    assert t.sleeps == [] and len(read.calls) == 2  # one reading per launch, no sleep
-
-
-def test_memory_wait_waits_until_the_previous_servers_memory_is_back():
-    t = FakeTime()
-    read = reader(
-        MemorySnapshot(16 * GiB, {0: 70 * GiB}),  # before the previous server
-        MemorySnapshot(16 * GiB, {0: 10 * GiB}),  # the GPU driver still holds it
-        MemorySnapshot(16 * GiB, {0: 40 * GiB}),
-        MemorySnapshot(16 * GiB, {0: 70 * GiB}),
-    )
-    w = waiter(read, t)
-    w.before_launch()
-    result = w.before_launch()
-    assert not result.held
-    assert t.sleeps == [POLL_S, POLL_S] and result.waited_s == pytest.approx(2 * POLL_S)
-
-
-def test_memory_wait_gives_up_after_the_bound_and_names_what_is_held():
-    t = FakeTime()
-    # Memory keeps coming back, 100 MiB a poll, far too slowly: only the bound stops the wait.
-    snaps = [MemorySnapshot(64 * GiB)] + [MemorySnapshot(4 * GiB + k * 100 * 2**20) for k in range(1000)]
-    w = waiter(reader(*snaps), t)
-    w.before_launch()
-    result = w.before_launch()
-    assert set(result.held) == {"RAM"} and not result.settled
-    assert MEMORY_WAIT_S <= result.waited_s < MEMORY_WAIT_S + 2 * POLL_S
-    assert len(t.sleeps) == int(MEMORY_WAIT_S / POLL_S)
-    assert "memory still held after 30.0 s" in result.describe() and "RAM" in result.describe()
-    # what is free now is the next launch's reference: memory that never comes back costs one wait
-    assert w.before == snaps[1 + len(t.sleeps)]
-
-
-def test_memory_wait_stops_early_when_nothing_more_comes_back():
-    t = FakeTime()
-    read = reader(
-        MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 70 * GiB}), MemorySnapshot(16 * GiB, {0: 70 * GiB, 1: 30 * GiB})
-    )  # another process took GPU 1
-    w = waiter(read, t)
-    w.before_launch()
-    result = w.before_launch()
-    assert result.settled and set(result.held) == {"GPU 1"}
-    assert result.held["GPU 1"] == 40 * GiB
-    assert SETTLE_S <= result.waited_s < SETTLE_S + 2 * POLL_S
-
-
-def test_small_changes_are_within_tolerance():
-    t = FakeTime()
-    read = reader(
-        MemorySnapshot(16 * GiB, {0: 70 * GiB}), MemorySnapshot(16 * GiB - 300 * 2**20, {0: 70 * GiB - 2**27})
-    )
-    w = waiter(read, t)
-    w.before_launch()
-    assert not w.before_launch().held and t.sleeps == []
-
-
-def test_visible_gpus():
-    assert visible_gpus({}) is None
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == {2, 3}
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-1a2b"}) is None
-
-
-# ---- the Starter on fake servers ------------------------------------------------------------------
 
 
 class ScriptedServer:
@@ -219,14 +111,68 @@ def test_a_verdict_is_not_retried(tmp_path):
     assert e.value.reason == "server failed to start: exited with status 2: error: invalid argument: --x"
 
 
+def never_back() -> MemoryWait:
+    """A memory wait whose previous server started with 64 GiB free and only 8 GiB came back,
+    on a virtual clock (its bounded wait passes in no wall time)."""
+    snapshots = [MemorySnapshot(64 * GiB), MemorySnapshot(8 * GiB)]
+    clock = VirtualClock()
+    memory = MemoryWait(
+        read=lambda: snapshots.pop(0) if len(snapshots) > 1 else snapshots[0],
+        holders=lambda gpus: [],
+        clock=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    memory.before_launch()  # the previous server's launch: the reference
+    return memory
+
+
 def test_an_exit_while_the_previous_servers_memory_is_held_is_transient(tmp_path):
-    t = FakeTime()
-    memory = waiter(reader(MemorySnapshot(64 * GiB), MemorySnapshot(8 * GiB)), t)  # never back
-    memory.before_launch()  # the previous server started with 64 GiB free
     oom = ServerStartError(FailureKind.START_FAILED, "exited with status 1: out of memory", returncode=1)
-    s, outcome, made, phases = starter(tmp_path, [oom, None], memory=memory, log_text="error: out of memory\n")
+    s, outcome, made, phases = starter(tmp_path, [oom, None], memory=never_back(), log_text="error: out of memory\n")
     s.start(outcome, 8000, tmp_path)
     assert len(made) == 2 and "memory still held" in phases[0]
+
+
+def test_an_exit_on_the_retry_is_a_verdict_once_the_held_memory_is_the_new_reference(tmp_path):
+    """Memory that never comes back costs one wait: the retry's reference is what was free then,
+    so its exit is the config's (not transient), and the reason keeps the first start's."""
+    oom = ServerStartError(FailureKind.START_FAILED, "exited with status 1: out of memory", returncode=1)
+    s, outcome, made, _ = starter(tmp_path, [oom, oom], memory=never_back(), log_text="error: out of memory\n")
+    with pytest.raises(LaunchFailed) as e:
+        s.start(outcome, 8000, tmp_path)
+    assert len(made) == 2 and not e.value.transient and e.value.kind is FailureKind.START_FAILED
+    assert "; failed on a retry too (first start: " in e.value.reason
+    assert "(memory still held after" in e.value.reason.split("first start: ", 1)[1]
+
+
+def test_is_transient():
+    clash = ServerStartError(FailureKind.PORT_BUSY, "port in use", transient=True)
+    exit_ = ServerStartError(FailureKind.START_FAILED, "exited", returncode=1)
+    timeout = ServerStartError(FailureKind.START_TIMEOUT, "not healthy", transient=False)
+    held = MemoryWaitResult(waited_s=30.0, held={"RAM": 4 * GiB})
+    assert is_transient(clash, MemoryWaitResult()) and is_transient(exit_, held)
+    assert not is_transient(exit_, MemoryWaitResult())
+    assert not is_transient(timeout, held)  # only an exit is blamed on held memory
+
+
+def test_an_interrupted_start_stops_the_server_and_propagates(tmp_path):
+    s, outcome, made, _ = starter(tmp_path, [None])
+    made_before = len(made)
+
+    def interrupted(limits: StartupLimits) -> float:
+        raise KeyboardInterrupt
+
+    original = s.new_server
+
+    def new_server(o, port, log):
+        server = original(o, port, log)
+        server.wait_ready = interrupted  # type: ignore[method-assign]
+        return server
+
+    s.new_server = new_server
+    with pytest.raises(KeyboardInterrupt):
+        s.start(outcome, 8000, tmp_path)
+    assert len(made) == made_before + 1 and made[-1].stopped and not outcome.transient
 
 
 class LoggingLauncher(FakeLauncher):

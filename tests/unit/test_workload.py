@@ -1,0 +1,73 @@
+"""The workload spec (workload.py): the context one request occupies, and `validate` refusing
+each impossible setting with a one-line SpecError that names the field and what to write."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvtune.errors import SpecError
+from kvtune.workload import ARRIVALS, ENDPOINTS, MODES, Workload
+
+
+def test_the_default_is_the_demo_workload_and_valid():
+    w = Workload().validate()
+    assert (w.concurrency, w.prompt_tokens, w.output_tokens, w.mode) == (8, 200, 64, "closed")
+    assert w.num_requests == 4 * w.concurrency and w.warmup_requests == w.concurrency
+    assert w.mode in MODES and w.arrival in ARRIVALS and w.endpoint in ENDPOINTS
+
+
+def test_request_tokens_is_prompt_plus_shared_prefix_plus_output():
+    assert Workload(prompt_tokens=100, output_tokens=20).request_tokens == 120
+    shared = Workload(prompt_tokens=100, output_tokens=20, shared_prefix_fraction=0.5, shared_prefix_tokens=30)
+    assert shared.request_tokens == 150
+    dataset = Workload(prompt_tokens=100, output_tokens=20, dataset="d.jsonl", dataset_max_tokens=400)
+    assert dataset.request_tokens == 420  # prompts are filtered to dataset_max_tokens
+    assert Workload(prompt_tokens=100, output_tokens=20, dataset="d.jsonl").request_tokens == 120  # a stated guess
+
+
+def test_open_loop_needs_a_rate() -> None:
+    """(moved from tests/unit/bench/test_open_loop.py)"""
+    with pytest.raises(SpecError, match="needs workload.rate"):
+        Workload(mode="open").validate()
+    with pytest.raises(SpecError, match="mode 'open' only"):
+        Workload(rate=3.0).validate()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"concurrency": 0}, "workload.concurrency must be at least 1, got 0"),
+        ({"output_tokens": -1}, "workload.output_tokens must be at least 1, got -1"),
+        ({"warmup_requests": -1}, "workload.warmup_requests must be >= 0, got -1"),
+        ({"request_timeout_s": math.inf}, "workload.request_timeout_s must be a positive number, got inf"),
+        ({"seed": 2**32}, "workload.seed must be between 0 and 2**32-1, got 4294967296"),
+        ({"mode": "burst"}, "workload.mode must be one of closed, open, got 'burst'"),
+        ({"mode": "open", "rate": 0.0}, "workload.rate must be a positive number of requests/s, got 0.0"),
+        ({"arrival": "uniform"}, "workload.arrival must be one of poisson, gamma, constant, got 'uniform'"),
+        ({"burstiness": 0.5}, "workload.burstiness needs arrival: gamma (Poisson is burstiness 1)"),
+        ({"arrival": "gamma", "burstiness": -1.0}, "workload.burstiness must be a positive number, got -1.0"),
+        ({"duration_s": 0}, "workload.duration_s must be a positive number of seconds, got 0"),
+        ({"endpoint": "embeddings"}, "workload.endpoint must be one of chat, completions, got 'embeddings'"),
+        ({"dataset": "  "}, "workload.dataset is empty: give a file path or leave it out"),
+        ({"dataset_min_tokens": -2}, "workload.dataset_min_tokens must be >= 0, got -2"),
+        ({"dataset_max_tokens": 0}, "workload.dataset_max_tokens must be at least 1, got 0"),
+        (
+            {"dataset_min_tokens": 50, "dataset_max_tokens": 10},
+            "workload.dataset_max_tokens (10) is below dataset_min_tokens (50)",
+        ),
+        ({"shared_prefix_fraction": 1.5}, "workload.shared_prefix_fraction must be between 0 and 1, got 1.5"),
+        ({"shared_prefix_tokens": -1}, "workload.shared_prefix_tokens must be >= 0, got -1"),
+        ({"shared_prefix_fraction": 0.5}, "workload.shared_prefix_fraction > 0 needs shared_prefix_tokens >= 1"),
+    ],
+)
+def test_an_impossible_setting_is_one_line_naming_the_field(fields, message):
+    with pytest.raises(SpecError) as e:
+        Workload(**fields).validate()
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_a_valid_open_timed_gamma_workload_passes_and_round_trips_to_a_dict():
+    w = Workload(mode="open", rate=2.5, arrival="gamma", burstiness=0.5, duration_s=30.0).validate()
+    assert Workload(**w.to_dict()) == w

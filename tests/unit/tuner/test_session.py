@@ -1,0 +1,74 @@
+"""One `kvtune run` as library code (tuner/session.py), up to the point where trials would run:
+the run's options checked, the spec from the study file and the flags, the combinations refused
+before anything is opened, and an opened session's study and results.json (fake launcher, SQLite
+in the test's folder; no trial is measured, so no server starts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvtune.errors import SpecError
+from kvtune.study.overrides import SpecOverrides
+from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.events import Callbacks
+from kvtune.tuner.fleet import accounting
+from kvtune.tuner.fleet.budget import Budget
+from kvtune.tuner.session import RunOptions, open_session, study_spec
+from tests.conftest import TINY
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (RunOptions(workers=0), "--workers must be at least 1, got 0"),
+        (RunOptions(gpus_per_trial=-1), "--gpus-per-trial must be 0 or more, got -1"),
+    ],
+)
+def test_impossible_run_options_are_refused(options, message):
+    with pytest.raises(SpecError, match=f"^{message}$"):
+        options.validate()
+
+
+def test_the_spec_is_the_study_file_then_the_flags_over_the_defaults(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("study: from-file\ntrials: 5\nworkload:\n  concurrency: 3\n  output_tokens: 9\n")
+    spec = study_spec(RunOptions(study_file=f, spec_overrides=SpecOverrides(trials=9).with_workload(concurrency=6)))
+    assert (spec.study, spec.trials, spec.workload.concurrency, spec.workload.output_tokens) == ("from-file", 9, 6, 9)
+    assert study_spec(RunOptions()).trials == StudySpec().trials  # no file, no flags: the defaults
+
+
+def spec(**kw) -> StudySpec:
+    return StudySpec(**{"study": "s", "trials": 3, "workload": TINY, "startup_timeout_s": 20, **kw}).validate()
+
+
+def test_a_grid_study_with_several_workers_is_refused_before_anything_is_opened(tmp_path):
+    opts = RunOptions(workers=2, runs_dir=str(tmp_path / "runs"))
+    with pytest.raises(SpecError, match="--sampler grid measures one config at a time"):
+        open_session(opts, spec(sampler="grid"), Callbacks(), launcher=FakeLauncher())
+    assert not (tmp_path / "runs").exists()
+
+
+def test_relative_targets_with_several_workers_are_refused(tmp_path):
+    opts = RunOptions(workers=2, runs_dir=str(tmp_path / "runs"))
+    prepared: list = []
+    with pytest.raises(SpecError, match="need the baseline measured first"):
+        open_session(opts, spec(targets=["ttft<0.8x"]), Callbacks(), prepared.append, launcher=FakeLauncher())
+    assert prepared == []  # refused before the CLI's header
+
+
+def test_an_opened_session_stores_its_budget_and_writes_results_json(tmp_path):
+    opts = RunOptions(runs_dir=str(tmp_path / "runs"))
+    prepared: list = []
+    s = open_session(opts, spec(time_budget_s=600.0), Callbacks(), prepared.append, launcher=FakeLauncher())
+    assert [p.study_name for p in prepared] == ["s"] and s.results_path.parent == s.prepared.run_dir
+    assert accounting.load_budget(s.tuner.study, Budget(1)) == Budget(3, 600.0)
+    assert accounting.CLOCK_ATTR in s.tuner.study.user_attrs  # the clock started before any worker
+    assert s.tuner.space.size() == 6 and s.planned_trials == 3  # speed x bogus: --trials is the smaller
+    assert s.storage_url.startswith("sqlite:///") and s.workers == []
+    path = s.write_results()
+    payload = json.loads(path.read_text())
+    assert payload["study"] == "s" and payload["trials"] == [] and payload["best_trial"] is None
+    assert payload["spec"]["trials"] == 3 and payload["backend_version"] == "fake-server 1.0"
