@@ -7,7 +7,7 @@ from __future__ import annotations
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.planner.kv import ModelShape
-from kvtune.study.spec import merge_knobs
+from kvtune.study.space import merge_knobs
 from kvtune.workload import Workload
 
 SMOL = ModelShape(layers=30, attention_heads=9, kv_heads=3, head_dim=64, max_positions=8192)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from kvtune.launchers.vllm.defaults import FALLBACK
 from kvtune.launchers.vllm.values import (
-    GPU_DEFAULTS,
+    GPU_BLOCK_SIZE,
     V1_DEFAULTS,
     id_list,
     max_len_choices,
@@ -60,12 +61,13 @@ def test_visible_gpus_follow_cuda_visible_devices_in_its_order():
 
 
 def test_server_defaults_are_the_devices_own_for_the_knobs_tuned():
-    knobs = {"block-size", "enable-prefix-caching", "max-num-seqs"}
-    on_gpu = server_defaults(False, knobs, {"block-size": 128})
+    knobs = {"block-size", "enable-prefix-caching", "max-num-seqs", "gpu-memory-utilization"}
+    on_gpu = server_defaults(False, knobs, {"block-size": 128}, FALLBACK)
     assert on_gpu == {
-        "block-size": GPU_DEFAULTS["block-size"],
+        "block-size": GPU_BLOCK_SIZE,
         "enable-prefix-caching": V1_DEFAULTS["enable-prefix-caching"],
+        "gpu-memory-utilization": 0.92,  # the engine's default as read (here: the 0.33 table)
     }
-    on_cpu = server_defaults(True, knobs, {"block-size": 128, "max-num-seqs": 256})
+    on_cpu = server_defaults(True, knobs, {"block-size": 128, "max-num-seqs": 256}, FALLBACK)
     assert on_cpu == {"block-size": 128, "enable-prefix-caching": True, "max-num-seqs": 256}
-    assert server_defaults(True, set(), {"block-size": 128}) == {}
+    assert server_defaults(True, set(), {"block-size": 128}, FALLBACK) == {}
