@@ -39,9 +39,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-llamacpp.yaml --trials 6
 
-# The e2e tests drive the CPU build of vLLM in its venv, whatever KVTUNE_VLLM_PYTHON says outside.
+# The unit tests spread over the cores (pytest-xdist), then everything that starts processes one
+# test at a time (contract, integration, e2e: real servers must not share the cores). The e2e
+# tests drive the CPU build of vLLM in its venv, whatever KVTUNE_VLLM_PYTHON says outside.
 test: $(STAMP) $(VLLM_STAMP) system-deps
-	KVTUNE_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 tests
+	$(PY) -m pytest -q -rs -p no:cacheprovider -n $(NPROC) tests/unit
+	KVTUNE_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 --ignore=tests/unit tests
 
 # The fast loop: tests/unit only (no process is started: no servers, no CLI children, no vLLM
 # install), spread over one pytest-xdist worker per core (about 80 s on an idle 2-core machine).

@@ -27,6 +27,7 @@ from kvtune.commands import run_capture
 from kvtune.errors import ModelError
 from kvtune.hf_convert import MARKER
 from kvtune.models import cache_dir, demo_model_path
+from kvtune.vllm_python import vllm_python
 
 HF_DIRNAME = "SmolLM2-135M-Instruct-hf"
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -41,8 +42,9 @@ def is_complete(folder: Path) -> bool:
 
 
 def converter_python(python: str | None = None) -> str:
-    """The interpreter that converts: `python`, else the vLLM one ($KVTUNE_VLLM_PYTHON), else this."""
-    return python or os.environ.get("KVTUNE_VLLM_PYTHON") or sys.executable
+    """The interpreter that converts: `python`, else the one vLLM runs from (kvtune/vllm_python.py:
+    $KVTUNE_VLLM_PYTHON, this one when it has torch and transformers, the CPU venv beside)."""
+    return vllm_python(python, needs=("torch", "transformers"))
 
 
 def missing_convert_deps(python: str | None = None) -> list[str]:

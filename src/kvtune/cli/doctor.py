@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Optional
 
 import typer
@@ -28,6 +26,7 @@ from kvtune.launchers.llama_devices import Device, parse_list_devices
 from kvtune.launchers.llama_server import find_llama_server
 from kvtune.launchers.vllm.build import CPU, Runner, VllmBuild, VllmProbe, build_from_probe, probe, vllm_python
 from kvtune.nvml import Nvml, NvmlReport
+from kvtune.vllm_python import beside_venv_python
 
 GiB = 1 << 30
 CUDA_LLAMA_RECIPE = (
@@ -80,7 +79,7 @@ def default_vllm_pythons(python: str | None = None) -> tuple[str, ...]:
     """The interpreter kvtune runs vLLM from, and the CPU venv `make vllm-cpu` creates beside
     kvtune's own venv (found there, it is one KVTUNE_VLLM_PYTHON away)."""
     chosen = vllm_python(python)
-    beside = Path(sys.prefix).parent / ".venv-vllm-cpu" / "bin" / "python"
+    beside = beside_venv_python()
     return (chosen, str(beside)) if beside.is_file() and str(beside) != chosen else (chosen,)
 
 

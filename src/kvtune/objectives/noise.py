@@ -206,6 +206,15 @@ def inconsistent(a: float, b: float, noise: Noise) -> bool:
     return abs(math.log(a / b)) > q * noise.rel_sd * math.sqrt(2)
 
 
+def within_noise(a: float, b: float, noise: Noise) -> bool:
+    """Two configs' single measurements `a` and `b` could be one config measured twice: ``|ln(a/b)|
+    <= t_0.975(dof) * s * sqrt(2)`` (the 95% band of a log-ratio of two runs). Used before any pair
+    is measured, to decide whether a gap on first measurements is worth a duel."""
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (a, b)):
+        return False
+    return abs(math.log(a / b)) <= noise.t() * noise.rel_sd * math.sqrt(2)
+
+
 def inconsistent_pairs(
     samples: Mapping[int, Sequence[float]], repeat_spreads: Mapping[int, tuple[float, int]] | None = None
 ) -> list[dict[str, Any]]:

@@ -121,7 +121,7 @@ class StudySpec:
     workload: Workload = field(default_factory=Workload)
     space: dict[str, Any] = field(default_factory=dict)
     llama_server: str | None = None
-    # The Python whose vLLM serves (default: this one; KVTUNE_VLLM_PYTHON overrides).
+    # The Python whose vLLM serves (None: kvtune/vllm_python.py's order).
     vllm_python: str | None = None
     startup_timeout_s: float = DEFAULT_CAP_S  # a start's cap; it fails sooner when its log shows no
     startup_stall_s: float = DEFAULT_STALL_S  # progress for this long (launchers/startup.py)

@@ -5,7 +5,15 @@ its nearest rival (the next config by first measurement, the baseline when no ot
 feasible), re-measured in A B A B order on fresh servers with another prompt seed, until the 95%
 interval of their paired log-ratio excludes zero or `confirm_pairs` pairs were measured (then a
 tie, and the config with fewer flags changed from the server's defaults wins). If the leader
-loses, the winner faces the next config in line, up to `EXTRA_REMEASUREMENTS` more duels. The
+loses, the winner faces the next config in line, up to `EXTRA_REMEASUREMENTS` more duels.
+
+The defaults come first: when the baseline's first measurement is within the noise of the
+leader's (`objectives.noise.within_noise`: the gap could be one config measured twice), the
+leader faces the defaults before any other config. What a user must know is whether anything
+beats the server's defaults; a duel between two near-equal tuned configs cannot tell, and a tie
+there named a tuned config that ties with the defaults (issue 22: a CI run named the defaults
+quiet and a tuned config busy, all three within 2% on first measurements). The defaults win a
+tie (nothing is simpler), and a config that beat them then faces its nearest tuned rival. The
 decision (each duel's leader, rival, pairs, interval, verdict, reason) is stored in the study's
 user attrs (`DECISION_ATTR`) and copied into the winner's confirmation record, which is what
 study/naming.py names. The baseline's end-of-search sentinel (tuner/sentinel.py) is its
@@ -34,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from kvtune.objectives.noise import Noise
+from kvtune.objectives.noise import Noise, within_noise
 from kvtune.objectives.objective import Objective
 from kvtune.study.naming import flags_changed
 from kvtune.study.noise import noise_of
@@ -138,6 +146,7 @@ class Confirmation:
             self._settle(ranked[0])  # nothing to duel: the only config still has to hold
             return
         leader, duels = ranked[0], list[dict]()
+        queue = self._defaults_first(leader, queue)
         while queue and len(duels) <= EXTRA_REMEASUREMENTS:
             rival = queue.pop(0)
             self.callbacks.phase(
@@ -162,11 +171,24 @@ class Confirmation:
                 break
             duels.append(record)
             self.callbacks.phase(record["winner"], record["reason"])
-            if record["winner"] == leader.number:
+            if rival.baseline and record["winner"] == rival.number:
+                break  # nothing beat the defaults (a tie goes to them): no other duel can change that
+            if record["winner"] == leader.number and not rival.baseline:
                 break
-            leader = rival
+            if record["winner"] != leader.number:
+                leader = rival
         if duels:
             self._store_decision(duels)
+
+    def _defaults_first(self, leader: TrialOutcome, queue: list[TrialOutcome]) -> list[TrialOutcome]:
+        """`queue` with the baseline moved to the front when its first measurement is within the
+        noise of the leader's (see the module's docstring); unchanged otherwise."""
+        base = next((o for o in queue if o.baseline), None)
+        if base is None or leader.objective is None or base.objective is None:
+            return queue
+        if not within_noise(leader.objective, base.objective, self.noise()):
+            return queue
+        return [base, *(o for o in queue if o is not base)]
 
     def _store_decision(self, duels: list[dict]) -> None:
         last = duels[-1]

@@ -89,7 +89,7 @@ def test_plan_for_two_named_gpus_with_starting_flags():
     assert d["memory_bytes"] == 160 * 2**30 and d["bandwidth_bytes_s"] == pytest.approx(6.7e12)
     s = {x["backend"]: x for x in d["suggestions"]}
     assert s["vllm"]["flags"] == {
-        "gpu-memory-utilization": 0.9,
+        "gpu-memory-utilization": 0.92,  # vLLM's own default (0.32 and 0.33), no vLLM read here
         "tensor-parallel-size": 1,
         "max-num-seqs": 8,
         "max-model-len": 4096,
@@ -98,7 +98,7 @@ def test_plan_for_two_named_gpus_with_starting_flags():
     assert s["llama-server"]["argv"] == ["--parallel", "8", "--ctx-size", "32768", "--n-gpu-layers", "999"]
     text = plan(*SEED[:6], "--context", "4096", "--users", "8", "--gpu", "H100 SXM", "--gpus", "2")
     assert "memory: 2 x H100 SXM" in text.stdout
-    assert "  vllm: --gpu-memory-utilization 0.9 --tensor-parallel-size 1 --max-num-seqs 8" in text.stdout
+    assert "  vllm: --gpu-memory-utilization 0.92 --tensor-parallel-size 1 --max-num-seqs 8" in text.stdout
 
 
 def test_plan_on_this_gpu_less_machine_suggests_cpu_flags():

@@ -57,12 +57,38 @@ def test_a_leader_that_loses_its_duel_hands_over_to_the_rival_who_faces_the_next
     assert seeds[:4] == [TINY.seed] * 4 and set(seeds[4:]) == {TINY.seed + SEED_STEP}
 
 
+def test_a_leader_within_the_noise_of_the_defaults_faces_the_defaults_first(make_tuner):
+    # first measurements: baseline 100, trials 1, 2 = 104, 102 (all within the noise); then the
+    # baseline's end sentinel 101 (pair 1's B), trial 1 103, then pair 2: 101 / 102. The duel of
+    # trial 1 against the defaults ties, the defaults win it (nothing is simpler), and no duel
+    # between the two tuned configs is run: it could not make either beat the defaults.
+    seeds: list[int] = []
+    bench = scripted([100, 104, 102, 101, 103, 101, 102], seeds)
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
+    spec = StudySpec(
+        study="defaults-first", trials=3, workload=TINY, confirm_top=1, confirm_pairs=2, informed_start=False
+    ).validate()
+    tuner, _ = make_tuner(spec, launcher, bench=bench)
+    for speed in (2, 4):
+        tuner.study.enqueue_trial({"speed": speed})
+    tuner.run()
+    tuner.confirm()
+    decision = tuner.study.user_attrs[DECISION_ATTR]
+    assert [(d["leader"], d["rival"], d["winner"]) for d in decision["duels"]] == [(1, 0, 0)]
+    assert decision["tie"] and decision["tied_with"] == [1]
+    naming = name_best(tuner.outcomes(), "maximize")
+    assert naming.best.baseline and naming.remeasured
+    assert len(seeds) == 7  # 3 first measurements, the sentinel, then 3 more runs of the duel
+
+
 def test_the_baseline_sentinel_is_a_stored_series_measured_once_per_point_across_a_resume(make_tuner):
     # issue 22 §3: every `sentinel_every` measured trials and at the end; the end point is the
     # baseline's confirmation run, so the baseline is not re-measured twice in a row
     seeds: list[int] = []
-    # baseline 100, trial 1 200, sentinel 95, trials 2, 3, sentinel 90, trial 4, end sentinel 88, the duel
-    bench = scripted([100, 200, 95, 180, 150, 90, 150, 88, 205, 200, 190, 200], seeds)
+    # baseline 100, trial 1 200, sentinel 95, trials 2, 3, sentinel 90, trial 4, end sentinel 88,
+    # then the duels: trial 1 (205) against the defaults (the end sentinel, 88: with 1-2 dof of
+    # noise a 2x gap is still within it, so the defaults come first), then against trial 2
+    bench = scripted([100, 200, 95, 180, 150, 90, 150, 88, 205, 200, 190, 200, 195], seeds)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
     spec = StudySpec(
         study="sentinel", trials=5, workload=TINY, confirm_top=1, confirm_pairs=2, informed_start=False

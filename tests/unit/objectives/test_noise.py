@@ -6,7 +6,18 @@ import math
 
 import pytest
 
-from kvtune.objectives.noise import PRIOR, Noise, from_dict, inconsistent, inconsistent_pairs, pool, study_noise, t995
+from kvtune.objectives.noise import (
+    PRIOR,
+    Noise,
+    from_dict,
+    inconsistent,
+    inconsistent_pairs,
+    pool,
+    study_noise,
+    t95,
+    t995,
+    within_noise,
+)
 
 
 def test_pooled_variance_of_log_values_over_configs_measured_twice():
@@ -81,3 +92,14 @@ def test_a_noise_round_trips_through_its_dict():
     assert (back.rel_sd, back.dof, back.configs) == (noise.rel_sd, noise.dof, noise.configs)
     assert back.is_inconsistent(0)
     assert from_dict(None) is PRIOR and from_dict(PRIOR.to_dict()) is PRIOR
+
+
+def test_first_measurements_within_the_noise_of_each_other_could_be_one_config_measured_twice():
+    five = Noise(0.05, 6)  # band: t95(6) * 5% * sqrt(2) = 17.3% in ln units
+    band = t95(6) * 0.05 * math.sqrt(2)
+    assert within_noise(100.0, 100.0 * math.exp(band * 0.99), five)
+    assert not within_noise(100.0, 100.0 * math.exp(band * 1.01), five)
+    assert within_noise(100.0 * math.exp(-band * 0.99), 100.0, five)  # symmetric
+    assert within_noise(44.55, 43.77, PRIOR)  # the CI run's leader and defaults (2% apart)
+    assert not within_noise(200.0, 100.0, PRIOR)  # 2x: beyond the prior's 27.7% band
+    assert not within_noise(100.0, 0.0, PRIOR) and not within_noise(math.inf, 100.0, PRIOR)

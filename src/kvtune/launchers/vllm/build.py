@@ -26,6 +26,7 @@ from kvtune.commands import run_capture
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
 from kvtune.hf_model import demo_hf_model_path
 from kvtune.launchers.process import last_error_line
+from kvtune.vllm_python import vllm_python as find_vllm_python
 
 CPU, GPU = "cpu", "gpu"
 INSTALL_HINT = (
@@ -119,8 +120,8 @@ _PROBES: dict[str, VllmProbe] = {}
 
 
 def vllm_python(python: str | None = None) -> str:
-    """The interpreter whose vLLM kvtune runs: `python`, else $KVTUNE_VLLM_PYTHON, else this one."""
-    return python or os.environ.get("KVTUNE_VLLM_PYTHON") or sys.executable
+    """The interpreter whose vLLM kvtune runs (kvtune/vllm_python.py says in which order)."""
+    return find_vllm_python(python)
 
 
 def probe(python: str | None = None, run: Runner = run_capture, cache: dict[str, VllmProbe] = _PROBES) -> VllmProbe:

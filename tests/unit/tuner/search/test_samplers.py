@@ -155,6 +155,7 @@ def test_gp_and_qmc_model_the_space_despite_the_parameterless_baseline(name):
 
 def test_gp_proposes_from_its_model_after_a_baseline():
     pytest.importorskip("scipy")
+    pytest.importorskip("torch")  # Optuna's GP runs on torch, which kvtune does not install (`--sampler gp` says so)
     study = study_with_a_baseline()
     study.sampler = samplers.make_sampler("gp", KNOBS, seed=0, trials=9)  # 3 start-up trials: done
     t = study.ask()
