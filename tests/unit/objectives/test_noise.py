@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -73,7 +74,9 @@ def test_the_demo_baseline_is_flagged_against_the_other_configs_noise():
     samples = {0: [14.94, 48.1], 4: [47.0, 48.2], 5: [46.0, 47.1], 6: [30.0]}
     flagged = inconsistent_pairs(samples)
     assert [p["trial"] for p in flagged] == [0]
-    assert flagged[0]["values"] == [14.94, 48.1] and "pooled noise" in flagged[0]["against"]
+    # the other configs' 2 dof are too few to judge by (MIN_JUDGE_DOF): the prior judges, and
+    # a 3.2x gap is beyond it as well
+    assert flagged[0]["values"] == [14.94, 48.1] and flagged[0]["against"] == PRIOR.source()
     noise = study_noise(samples)
     # the inconsistent pair is not evidence: it does not set the noise, and it is recorded
     assert noise.configs == (4, 5) and noise.dof == 2 and noise.rel_sd < 0.03
@@ -103,3 +106,18 @@ def test_first_measurements_within_the_noise_of_each_other_could_be_one_config_m
     assert within_noise(44.55, 43.77, PRIOR)  # the CI run's leader and defaults (2% apart)
     assert not within_noise(200.0, 100.0, PRIOR)  # 2x: beyond the prior's 27.7% band
     assert not within_noise(100.0, 0.0, PRIOR) and not within_noise(math.inf, 100.0, PRIOR)
+
+
+def test_a_pool_of_too_few_dof_does_not_drop_a_pair_and_print_a_plus_minus_narrower_than_it():
+    # a demo run: the baseline 24.55 then 22.39 (8.8% apart); the one other repeated config's two
+    # runs agreed within 0.1%. Judged by that 1-dof "noise" the baseline was dropped from the
+    # pool, which then said 0.1%: +/- 0.16 tok/s on a 2.2 tok/s disagreement.
+    samples = {0: [24.55, 22.39], 2: [21.80, 21.82]}
+    assert inconsistent_pairs(samples) == []
+    noise = study_noise(samples)
+    assert noise.configs == (0, 2) and noise.dof == 2
+    half = noise.half_width(statistics.fmean(samples[0]), 2)
+    assert half > (24.55 - 22.39) / 2  # the +/- of the baseline's mean covers its own two runs
+    # with enough other dof, a real outlier is still dropped
+    more = {**samples, 3: [30.0, 30.1, 29.9], 4: [40.0, 40.2]}
+    assert [p["trial"] for p in inconsistent_pairs({**more, 0: [14.94, 48.1]})] == [0]
