@@ -102,3 +102,11 @@ def test_parse_workload_checks_each_fields_type(raw, fragment):
 def test_parse_workload_accepts_the_optional_ones_unset_and_builds_a_workload():
     w = parse_workload({"concurrency": 3, "rate": None, "duration_s": None, "dataset": None, "request_timeout_s": 5})
     assert w == Workload(concurrency=3, request_timeout_s=5)
+
+
+def test_an_unreadable_target_is_a_study_file_error_naming_the_key(tmp_path):
+    # found by the fuzz test: `targets: ''` escaped as a TargetError, not the file's SpecError
+    f = tmp_path / "study.yaml"
+    f.write_text("targets: ''\n")
+    with pytest.raises(SpecError, match=r"^targets: cannot parse target ''"):
+        load_study_file(f)
