@@ -171,12 +171,14 @@ class Confirmation:
                 break
             duels.append(record)
             self.callbacks.phase(record["winner"], record["reason"])
-            if rival.baseline and record["winner"] == rival.number:
-                break  # nothing beat the defaults (a tie goes to them): no other duel can change that
-            if record["winner"] == leader.number and not rival.baseline:
+            held = record["winner"] == leader.number
+            if rival.baseline:
+                if not held:
+                    break  # nothing beat the defaults (a tie goes to them): no other duel can change that
+                continue  # the leader beat the defaults: now its nearest tuned rival
+            if held:
                 break
-            if record["winner"] != leader.number:
-                leader = rival
+            leader = rival
         if duels:
             self._store_decision(duels)
 
