@@ -20,7 +20,7 @@ from typing import Any, Callable
 from kvtune.objectives.decisions import PairedInterval, Verdict, decide, tie_break
 from kvtune.objectives.noise import Noise, inconsistent
 from kvtune.study.outcome import TrialOutcome
-from kvtune.tuner.remeasure import Remeasurer, run_record, runs_of
+from kvtune.tuner.remeasure import Remeasurer, only_missed_targets, run_record, runs_of
 
 MAX_BAD_PAIRS = 2  # disturbed or inconsistent pairs measured again per duel
 
@@ -108,10 +108,11 @@ class Duel:
             if not run["valid"]:
                 self.bad.append(f"{name_of(side)} disturbed")
                 return False
+        # A run that only missed a target still counts: feasibility is the mean's (remeasure.py).
         failed = [
             side
             for side, run in ((self.leader, a), (self.rival, b))
-            if not run["feasible"] or not _usable(run["objective"])
+            if not _usable(run["objective"]) or not (run["feasible"] or only_missed_targets(run))
         ]
         if failed:
             return self._failed(failed, a, b)

@@ -170,7 +170,10 @@ def test_a_transient_failure_in_the_confirmation_is_launched_again_not_a_verdict
     count = tmp_path / "confirm-starts"
     launcher.always = {"port-clash": 1, "start-count-file": str(count), "faulty-starts": 2}
     confirmations = tuner.confirm()
-    assert count.read_text() == "4"  # two clashes, then the trial's launch again, then the baseline
+    # two clashes, then one start per re-measurement (how many pairs the duel takes depends on the
+    # noise this machine gives the fake server's wall-clock timings)
+    runs = sum(len(c.get("runs") or []) for c in confirmations.values())
+    assert runs >= 2 and int(count.read_text()) == 2 + runs
     assert confirmations["1"]["feasible"] and confirmations["1"]["metrics"]
     assert any("launching again" in p for p in phases)
     assert {o.number: o.evidence for o in tuner.outcomes()}[1] == "re-measured, held"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate
 from kvtune.objectives.noise import Noise
 from kvtune.study.outcome import TrialOutcome
@@ -49,6 +50,10 @@ class FakeRemeasurer:
         self.order.append(o.number)
         step = self.script[o.number].pop(0)
         kind, value = step if isinstance(step, tuple) else ("ok", step)
+        if kind == "missed":  # measured in full, a target broke: ("missed", objective)
+            again = _outcome(o.number, value, dict(o.candidate.flags), o.baseline)
+            again.constraints, again.failure, again.reason = {"t": 0.2}, FailureKind.TARGET_MISSED, "tpot broke"
+            return again
         cls = Disturbed if kind == "disturbed" else TrialOutcome
         again = cls(
             number=o.number,
@@ -147,6 +152,16 @@ def test_the_fresh_sentinel_run_is_the_first_pairs_rival_side():
     record = _duel(leader, base, fake, rival_run=sentinel).run()
     assert fake.order == [2]  # the baseline is not measured twice in a row: B A, then decided
     assert record["pairs"] == [[150.0, 100.0]] and record["winner"] == 2
+
+
+def test_a_run_that_only_missed_a_target_still_counts_as_a_pair():
+    """One slow request in 16 (a p95 tail) made the defaults lose a duel they were tying: the pair
+    counts, and feasibility is judged later on the mean of the runs (remeasure.aggregate)."""
+    base, rival = _outcome(0, 100.0, {}, baseline=True), _outcome(2, 101.0, {"parallel": 2})
+    fake = FakeRemeasurer({0: [("missed", 99.0), 100.0], 2: [101.0, 100.0]})
+    record = _duel(base, rival, fake, cap=2).run()
+    assert record["pairs"] == [[99.0, 101.0], [100.0, 100.0]]
+    assert record["winner"] == 0 and record["verdict"] != "rival wins"
 
 
 def test_a_leader_that_fails_its_re_measurement_loses():

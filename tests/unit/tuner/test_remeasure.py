@@ -11,7 +11,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate
+from kvtune.objectives.targets import parse_target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.remeasure import SEED_STEP, TRANSIENT_ATTEMPTS, Remeasurer, aggregate, run_record, runs_of
@@ -66,6 +68,38 @@ def test_an_infeasible_valid_run_makes_the_record_infeasible_with_its_reason():
     assert not a["feasible"] and a["reason"] == "ttft broke"
 
 
+MISSED = FailureKind.TARGET_MISSED.value
+
+
+def test_the_run_record_keeps_why_a_run_failed():
+    missed = outcome(3, 12.0, feasible=False, failure=FailureKind.TARGET_MISSED, reason="tpot broke")
+    assert run_record(missed, seed=9, role="duel")["failure"] == MISSED
+    assert run_record(outcome(3, 12.0), seed=9, role="duel")["failure"] is None
+
+
+def test_with_a_judge_a_run_that_only_missed_a_target_is_judged_on_the_mean():
+    """The demo's defaults: tpot p95 64 ms, then 161 ms on a re-measurement (one slow request of
+    16) against their own `tpot_p95<2x` (128 ms): the mean meets it."""
+    calls: list[dict] = []
+
+    def miss(metrics: dict) -> str:
+        calls.append(metrics)
+        return "" if metrics["p95_ttft_ms"] < 160.0 else f"ttft_p95 {metrics['p95_ttft_ms']:.0f} ms breaks ttft<160ms"
+
+    ok = aggregate([run(10.0), run(20.0, feasible=False, failure=MISSED, reason="ttft broke")], miss)
+    assert ok["feasible"] and ok["reason"] == "" and calls[-1]["p95_ttft_ms"] == 150.0
+    slow = aggregate([run(20.0), run(20.0, feasible=False, failure=MISSED, reason="ttft broke")], miss)
+    assert not slow["feasible"] and slow["reason"] == "ttft_p95 200 ms breaks ttft<160ms"
+
+
+def test_a_run_that_failed_outright_decides_even_with_a_judge():
+    crashed = run(10.0, feasible=False, failure=FailureKind.CRASHED.value, reason="crashed: exit 139")
+    a = aggregate([run(10.0), crashed], lambda metrics: "")
+    assert not a["feasible"] and a["reason"] == "crashed: exit 139"
+    no_figure = aggregate([run(None, feasible=False, failure=MISSED)], lambda metrics: "")
+    assert not no_figure["feasible"] and no_figure["reason"] == "no figure"
+
+
 def test_with_no_valid_run_every_run_counts_and_the_record_says_so():
     a = aggregate([run(10.0, valid=False, disturbed=True), run(20.0, valid=False)])
     assert a["objective"] == 15.0 and a["valid_runs"] == 0
@@ -99,12 +133,17 @@ class ScriptedRunner:
         )
     )
     runs: list[tuple[Path, int]] = field(default_factory=list)
+    targets: list = field(default_factory=list)
+    early_stops: list[bool] = field(default_factory=list)
 
     def new_outcome(self, number: int, candidate: Candidate, baseline: bool):
         return TrialOutcome(number=number, candidate=candidate, argv=[], env={}, baseline=baseline), 8000
 
-    def run(self, o: TrialOutcome, port: int, folder: Path, baseline, workload: Workload) -> TrialOutcome:
+    def run(
+        self, o: TrialOutcome, port: int, folder: Path, baseline, workload: Workload, early_stop: bool = True
+    ) -> TrialOutcome:
         value, transient = self.script[len(self.runs)]
+        self.early_stops.append(early_stop)
         self.runs.append((folder, workload.seed))
         o.transient, o.objective, o.objectives = transient, value, [value]
         o.constraints = {"x": -1.0}
@@ -114,9 +153,10 @@ class ScriptedRunner:
 @dataclass
 class Records:
     confirmed: dict[int, dict] = field(default_factory=dict)
+    baseline: TrialOutcome | None = None
 
-    def measured_baseline(self) -> None:
-        return None
+    def measured_baseline(self) -> TrialOutcome | None:
+        return self.baseline
 
     def confirm(self, number: int, record: dict) -> None:
         self.confirmed[number] = record
@@ -136,6 +176,20 @@ def test_a_re_measurement_uses_other_prompts_and_its_own_folder(tmp_path):
     assert runner.runs == [(tmp_path / "trials" / "0004-confirm", 5 + SEED_STEP)]
     assert r.seed() == 5 + SEED_STEP
     assert "re-measured output_throughput: 11 (first 10)" in phases
+    assert runner.early_stops == [False]  # measured in full: the runs are averaged
+
+
+def test_relative_targets_are_judged_against_the_baselines_mean_over_its_valid_runs(tmp_path):
+    r, runner, records, _ = remeasurer([], tmp_path)
+    runner.targets = [parse_target("ttft_p95<2x")]
+    assert r.miss({"p95_ttft_ms": 100.0}) != ""  # no baseline yet: nothing to refer to
+    base = outcome(0, 10.0, baseline=True)
+    base.metrics = {"output_throughput": 10.0, "p95_ttft_ms": 64.0}
+    base.confirmation = aggregate([run(10.0), run(99.0, valid=False)])  # its re-measurement: 100 ms
+    records.baseline = base
+    assert r.baseline_reference()["p95_ttft_ms"] == 82.0  # (64 + 100) / 2; the invalid run left out
+    assert r.miss({"p95_ttft_ms": 161.0}) == ""
+    assert r.miss({"p95_ttft_ms": 170.0}) == "ttft_p95 170 ms breaks ttft_p95<2x"
 
 
 def test_a_transient_failure_is_launched_again_then_given_up(tmp_path):

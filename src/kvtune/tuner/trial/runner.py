@@ -118,10 +118,12 @@ class TrialRunner:
         trial_dir: Path,
         baseline: TrialOutcome | None,
         workload: Workload | None = None,
+        early_stop: bool = True,
     ) -> TrialOutcome:
         """Start the server of `outcome.argv`, measure it under `workload` (the study's unless
         given: the confirmation re-measures with other prompts), stop it; fill in and score.
-        `baseline`: the study's measured baseline, None while it has none."""
+        `baseline`: the study's measured baseline, None while it has none. Without `early_stop`
+        the measurement runs in full whatever the targets (re-measurements are averaged)."""
         n = outcome.number
         trial_dir.mkdir(parents=True, exist_ok=True)
         self.on_phase(n, "starting server")
@@ -130,7 +132,7 @@ class TrialRunner:
         except LaunchFailed as e:
             outcome.transient = e.transient
             return self.infeasible(outcome, e.kind, e.reason)
-        watched = self._early_stop_targets(outcome, baseline)
+        watched = self._early_stop_targets(outcome, baseline) if early_stop else []
         try:
             measured = self._measure_until_quiet(n, server, workload or self.what.spec.workload, watched, outcome)
             failures = any(r.metrics.get("failed", 0) for r in measured.bench_runs)
