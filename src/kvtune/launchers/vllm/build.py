@@ -9,7 +9,8 @@ platform with GPUs visible is the GPU build (``vllm serve``, GPU knobs). So a CP
 beside a CUDA one can no longer be mistaken for it by its name, and kvtune's own process never
 imports vLLM or torch. Importing vLLM takes seconds, so each interpreter is probed once per
 process. The model is an HF folder or hub id (the demo model is converted from its GGUF once); a
-GGUF file is refused here, before any launch.
+GGUF file is refused here, before any launch. A CPU build's answer is also kept on disk between
+processes (probe_cache.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from kvtune.commands import run_capture
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
 from kvtune.hf_model import demo_hf_model_path
 from kvtune.launchers.process import last_error_line
+from kvtune.launchers.vllm import probe_cache
+from kvtune.models import cache_dir as kvtune_cache_dir
 from kvtune.vllm_python import vllm_python as find_vllm_python
 
 CPU, GPU = "cpu", "gpu"
@@ -51,6 +54,7 @@ except Exception as e:
 try:
     import vllm
     out["vllm"] = vllm.__version__
+    out["vllm_file"] = vllm.__file__
     out["distribution"] = (md.packages_distributions().get("vllm") or ["vllm"])[0]
     from vllm.platforms import current_platform as p
     out["device_type"] = p.device_type
@@ -124,14 +128,33 @@ def vllm_python(python: str | None = None) -> str:
     return find_vllm_python(python)
 
 
-def probe(python: str | None = None, run: Runner = run_capture, cache: dict[str, VllmProbe] = _PROBES) -> VllmProbe:
-    """What the vLLM of `python` reports, probed once per interpreter path for the process."""
+def probe(
+    python: str | None = None,
+    run: Runner = run_capture,
+    cache: dict[str, VllmProbe] = _PROBES,
+    disk: Path | None | bool = True,
+) -> VllmProbe:
+    """What the vLLM of `python` reports, probed once per interpreter path for the process; a CPU
+    build's answer is also kept under `disk` (True: kvtune's cache; None/False: not at all)."""
     python = vllm_python(python)
     key = os.path.abspath(python)  # not resolved: venvs symlink one base interpreter
-    if key not in cache:
-        rc, out = run([python, "-c", PROBE_CODE], timeout_s=PROBE_TIMEOUT_S)
-        cache[key] = parse_probe(python, rc, out)
+    if key in cache:
+        return cache[key]
+    folder = kvtune_cache_dir() if disk is True else (disk or None)
+    kept = probe_cache.load(folder, python) if folder else None
+    if kept is not None:
+        cache[key] = VllmProbe(python, **kept)
+        return cache[key]
+    rc, out = run([python, "-c", PROBE_CODE], timeout_s=PROBE_TIMEOUT_S)
+    cache[key] = parse_probe(python, rc, out)
+    if folder:
+        probe_cache.store(folder, cache[key], _vllm_file(out))
     return cache[key]
+
+
+def _vllm_file(out: str) -> str | None:
+    lines = [ln for ln in out.splitlines() if ln.startswith(PROBE_MARKER)]
+    return json.loads(lines[-1][len(PROBE_MARKER) :]).get("vllm_file") if lines else None
 
 
 def build_from_probe(found: VllmProbe) -> VllmBuild:
