@@ -118,6 +118,8 @@ def _vllm_lines(line: VllmLine) -> list[str]:
     out = ["echo 'The same load with vLLM bench serve (not run here):'"]
     out += [f"echo {shlex.quote('  note: ' + n)}" for n in line.notes]
     cmd = shlex.quote(shlex.join(line.argv))
+    if not line.argv:
+        return out
     if not line.trace_rows:
         return [*out, f"printf '  %s --base-url %s\\n' {cmd} \"$URL\""]
     return [

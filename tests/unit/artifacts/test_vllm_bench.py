@@ -126,3 +126,8 @@ def test_a_trace_without_hash_ids_gets_fresh_blocks_so_nothing_is_shared() -> No
     fitted = fitted_trace(Workload(trace="azure-conv", trace_requests=20))
     ids = [i for row in timed_trace_rows(fitted) for i in json.loads(row)["hash_ids"]]
     assert ids and len(ids) == len(set(ids))
+
+
+def test_a_trace_not_on_this_box_gives_no_vllm_line_but_says_why(tmp_path) -> None:
+    line = vllm_line(Workload(trace=str(tmp_path / "gone.jsonl")), TARGETS, DEMO)
+    assert line.argv == [] and len(line.notes) == 1 and "unreadable here" in line.notes[0]
