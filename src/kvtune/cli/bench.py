@@ -138,8 +138,12 @@ def bench(
     latency = {t.metric: t.threshold for t in targets if t.upper and t.metric in ("ttft", "tpot", "e2el")}
     console.print(
         f"benchmarking {base} ({model_name}): "
-        + (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
-        + f", {prompt_tokens} prompt / {output_tokens} output tokens",
+        + (
+            f"trace {workload.trace} at its own arrival times and lengths"
+            if workload.trace is not None
+            else (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
+            + f", {prompt_tokens} prompt / {output_tokens} output tokens"
+        ),
         markup=False,
     )
     console.print(f"server: {server.name}; {server.describe_policy(cache_policy)}", markup=False)

@@ -107,7 +107,10 @@ def test_a_trace_study_replays_the_same_trace_and_writes_vllms_timed_trace_rows(
         ("--trace-length-scale", "0.125"),
     ):
         assert args[args.index(name) + 1] == value
-    assert "--trace-window" not in args and "--rate" not in args
+    assert "--trace-window" not in args and "--trace-max-tokens" not in args and "--rate" not in args
+    windowed = {**fit, "trace_window_s": 30.0, "trace_max_tokens": 600}
+    args = _bench_argv(script(results(workload={**results()["spec"]["workload"], **windowed})))
+    assert args[args.index("--trace-window") + 1] == "30.0" and args[args.index("--trace-max-tokens") + 1] == "600"
     lines = text.splitlines()
     rows = lines[lines.index("cat > \"$VLLM_TRACE\" <<'KVTUNE_TRACE'") + 1 : lines.index("KVTUNE_TRACE")]
     assert [json.loads(r)["input_length"] for r in rows] == [845, 915, 904]  # 6758, 7322, 7236 x 0.125
