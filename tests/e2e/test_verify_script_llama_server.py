@@ -106,6 +106,8 @@ def test_verify_script_passes_a_loose_target_and_fails_an_impossible_one(tmp_pat
         server.stop()
     assert held.returncode == 0, held.stdout + held.stderr
     assert "vllm bench serve" in held.stdout and "target ttft_p95<120000ms: met" in held.stdout
+    # the demo GGUF's stem is what the server serves; vLLM tokenizes with the demo's HF id
+    assert "--model SmolLM2-135M-Instruct.Q4_1 --tokenizer HuggingFaceTB/SmolLM2-135M-Instruct" in held.stdout
     assert "target error_rate<1%: met" in held.stdout
     assert missed.returncode == 1, missed.stdout + missed.stderr
     assert "targets missed: ttft_p95<1ms" in missed.stdout

@@ -2,11 +2,13 @@
 
 What a study measured on the tuning box is a claim until it is seen on the production box. The
 script re-runs the study's workload (users or rate, prompt and output lengths, requests, warm-up,
-dataset, shared prefix, seed) against the deployed server with `kvtune bench`, with the study's
+dataset and its length filter, shared prefix, trace and its fit, seed) against the deployed
+server with `kvtune bench`, with the study's
 targets (relative ones fixed at the thresholds the baseline gave them, and the error-rate target
 the study added), and exits with kvtune bench's status: 0 when every target held, 1 when one was
-missed. It first prints the equivalent `vllm bench serve` command line, for whoever wants the
-figure from vLLM's own benchmark. A capacity study is checked at the capacity it found. Pure:
+missed. It first prints the equivalent `vllm bench serve` command line (vllm_bench.py), for
+whoever wants the figure from vLLM's own benchmark, with a note for each part of the load it
+cannot express. A capacity study is checked at the capacity it found. Pure:
 results in, script text out; `export.write` makes it executable.
 """
 
@@ -15,14 +17,11 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
+from kvtune.artifacts.vllm_bench import TRACE_PATH_VAR, VllmLine, served_model, vllm_line
 from kvtune.errors import SpecError, TargetError
 from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.study.spec import StudySpec
 from kvtune.workload import Workload
-
-# Target metrics vLLM's --goodput understands (ms).
-GOODPUT_METRICS = ("ttft", "tpot", "e2el")
-DEMO_HF_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the demo model (spec model None)
 
 
 def absolute_targets(results: dict) -> list[Target]:
@@ -76,11 +75,14 @@ def bench_args(w: Workload, targets: list[Target]) -> list[str]:
     if w.mode == "open":
         args += ["--rate", w.rate, "--arrival", w.arrival, "--burstiness", w.burstiness]
     else:
-        args += ["--concurrency", w.concurrency]
+        args += ["--concurrency", w.concurrency]  # a trace's open loop: sizes its warm-up
     if w.duration_s:
         args += ["--duration", w.duration_s]
     if w.dataset:
-        args += ["--dataset", w.dataset]
+        args += ["--dataset", w.dataset, "--dataset-min-tokens", w.dataset_min_tokens]
+        if w.dataset_max_tokens is not None:
+            args += ["--dataset-max-tokens", w.dataset_max_tokens]
+    args += _trace_args(w)
     if w.shared_prefix_fraction:
         args += [
             "--shared-prefix-fraction",
@@ -95,43 +97,39 @@ def bench_args(w: Workload, targets: list[Target]) -> list[str]:
     return [str(a) for a in args]
 
 
-def vllm_args(w: Workload, targets: list[Target], model: str) -> list[str]:
-    """The same load as `vllm bench serve` flags (the base URL goes in as $URL)."""
-    chat = w.endpoint == "chat"
-    args: list[object] = [
-        "vllm",
-        "bench",
-        "serve",
-        "--backend",
-        "openai-chat" if chat else "openai",
-        "--endpoint",
-        "/v1/chat/completions" if chat else "/v1/completions",
-        "--model",
-        model,
+def _trace_args(w: Workload) -> list[object]:
+    """The trace and how the study fitted it (window, count, speed, scale, clip)."""
+    if w.trace is None:
+        return []
+    args: list[object] = ["--workload", f"trace:{w.trace}", "--trace-speed", w.trace_speed]
+    args += ["--trace-length-scale", w.trace_length_scale]
+    for flag, value in (
+        ("--trace-requests", w.trace_requests),
+        ("--trace-window", w.trace_window_s),
+        ("--trace-max-tokens", w.trace_max_tokens),
+    ):
+        if value is not None:
+            args += [flag, value]
+    return args
+
+
+def _vllm_lines(line: VllmLine) -> list[str]:
+    """The script lines that print the vLLM equivalent (a trace's rows written first)."""
+    out = ["echo 'The same load with vLLM bench serve (not run here):'"]
+    out += [f"echo {shlex.quote('  note: ' + n)}" for n in line.notes]
+    cmd = shlex.quote(shlex.join(line.argv))
+    if not line.argv:
+        return out
+    if not line.trace_rows:
+        return [*out, f"printf '  %s --base-url %s\\n' {cmd} \"$URL\""]
+    return [
+        *out,
+        f'{TRACE_PATH_VAR}="$(mktemp "${{TMPDIR:-/tmp}}/kvtune-vllm-trace.XXXXXX")"',
+        f"cat > \"${TRACE_PATH_VAR}\" <<'KVTUNE_TRACE'",
+        *line.trace_rows,
+        "KVTUNE_TRACE",
+        f'printf \'  %s --dataset-path %s --base-url %s\\n\' {cmd} "${TRACE_PATH_VAR}" "$URL"',
     ]
-    if w.dataset:
-        args += ["--dataset-name", "sharegpt", "--dataset-path", w.dataset]
-    else:
-        args += [
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            w.prompt_tokens,
-            "--random-output-len",
-            w.output_tokens,
-        ]
-        if w.shared_prefix_fraction:
-            args += ["--random-prefix-len", w.shared_prefix_tokens]
-    args += ["--ignore-eos", "--num-prompts", w.num_requests, "--num-warmups", w.warmup_requests, "--seed", w.seed]
-    if w.mode == "open":
-        args += ["--request-rate", w.rate, "--burstiness", w.burstiness]
-    else:
-        args += ["--max-concurrency", w.concurrency, "--request-rate", "inf"]
-    args += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
-    goodput = [f"{t.metric}:{t.threshold:g}" for t in targets if t.metric in GOODPUT_METRICS and t.upper]
-    if goodput:
-        args += ["--goodput", *goodput]
-    return [str(a) for a in args]
 
 
 def render(trial: dict, results: dict, host: str, port: int, header: list[str]) -> str:
@@ -140,12 +138,9 @@ def render(trial: dict, results: dict, host: str, port: int, header: list[str]) 
     w = load_for(trial, spec)
     targets = absolute_targets(results)
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}"
-    model = str(spec.model or DEMO_HF_ID)
-    if model.endswith(".gguf"):  # vllm bench serve tokenizes with --model: it needs the HF id
-        model = "<the model's Hugging Face id>"
+    model = served_model(trial, spec)
     bench = " ".join(shlex.quote(a) for a in bench_args(w, targets))
-    vllm = shlex.join(vllm_args(w, targets, model))
-    local_model = spec.model if str(spec.model or "").startswith("/") else ""
+    vllm = vllm_line(w, targets, model)
     lines = [
         "#!/usr/bin/env bash",
         "# Generated by kvtune: checks a deployed server against the study's workload and targets.",
@@ -159,12 +154,11 @@ def render(trial: dict, results: dict, host: str, port: int, header: list[str]) 
         "set -euo pipefail",
         f'URL="${{1:-{url}}}"',
         'read -r -a KVTUNE_CMD <<< "${KVTUNE:-kvtune}"',
-        f"MODEL_TOKENIZER={shlex.quote(str(local_model))}",
+        f"MODEL_TOKENIZER={shlex.quote(model.path)}",
         'TOKENIZER="${KVTUNE_TOKENIZER:-$MODEL_TOKENIZER}"',
         "EXTRA=()",
         'if [ -n "$TOKENIZER" ] && [ -e "$TOKENIZER" ]; then EXTRA=(--tokenizer "$TOKENIZER"); fi',
-        "echo 'The same load with vLLM bench serve (not run here):'",
-        f"printf '  %s --base-url %s\\n' {shlex.quote(vllm)} \"$URL\"",
+        *_vllm_lines(vllm),
         f'exec "${{KVTUNE_CMD[@]}}" bench "$URL" {bench} ${{EXTRA[@]+"${{EXTRA[@]}}"}}',
         "",
     ]

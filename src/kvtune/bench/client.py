@@ -33,7 +33,7 @@ from kvtune.bench.datasets import load_prompts
 from kvtune.bench.loops import OPEN_LEAD_S, Stopper, closed_loop, open_loop, ramp_offset
 from kvtune.bench.options import BenchOptions, BenchRun, resolve_api_key, slo_goodput
 from kvtune.bench.prompts import PromptSource
-from kvtune.bench.server_metrics import METRICS_PATH, Scraper
+from kvtune.bench.server_metrics import METRICS_PATH, Scraper, acceptance_from
 from kvtune.bench.server_timing import max_concurrency, server_timing_summary
 from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, redact
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
@@ -184,7 +184,7 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
         samples, duration_s, planned = await _measure(client, base + path, body, bodies, offsets, workload, o, stopper)
         if scraper is not None:
             server_metrics = await scraper.finish()
-    metrics = _summary(samples, duration_s, o, notes)
+    metrics = {**acceptance_from(server_metrics), **_summary(samples, duration_s, o, notes)}
     fell_behind = _fell_behind(workload, _offered_rate(workload, offsets), samples, metrics, notes)
     return BenchRun(
         samples,

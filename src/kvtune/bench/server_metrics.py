@@ -87,7 +87,17 @@ def metrics_delta(
         out["mean_num_requests_waiting"] = gauges["vllm:num_requests_waiting"]["mean"]
     if "vllm:num_requests_running" in gauges:
         out["max_num_requests_running"] = gauges["vllm:num_requests_running"]["max"]
+    drafted = deltas.get("vllm:spec_decode_num_draft_tokens_total")
+    if drafted:  # speculative decoding: the share of drafted tokens the target model accepted
+        out["spec_acceptance_rate"] = deltas.get("vllm:spec_decode_num_accepted_tokens_total", 0.0) / drafted
     return out
+
+
+def acceptance_from(server_metrics: dict[str, Any] | None) -> dict[str, float]:
+    """``spec_acceptance_rate`` from a run's /metrics deltas (vLLM's spec-decode counters), for
+    the run's metrics; empty when the server drafted nothing or was not scraped."""
+    rate = (server_metrics or {}).get("spec_acceptance_rate")
+    return {} if rate is None else {"spec_acceptance_rate": float(rate)}
 
 
 class Scraper:

@@ -1,6 +1,7 @@
 """The server's own view of a run's requests, beside the client's.
 
-llama-server sends per-request ``timings`` (prompt and decode time, cached prompt tokens):
+llama-server sends per-request ``timings`` (prompt and decode time, cached prompt tokens, and
+when it speculated the tokens drafted and accepted):
 client TTFT minus the server's prompt time is the time a request waited for a free slot. The
 most requests in flight at once tells whether the load reached the concurrency asked for.
 """
@@ -49,7 +50,23 @@ def server_timing_summary(samples: list[RequestSample]) -> dict[str, float]:
     cached = [float(t["cache_n"]) for _, t in rows if isinstance(t.get("cache_n"), (int, float))]
     if cached:
         out["mean_cached_prompt_tokens_server"] = sum(cached) / len(cached)
+    out.update(draft_acceptance([t for _, t in rows]))
     return out
+
+
+def draft_acceptance(timings: list[dict]) -> dict[str, float]:
+    """``spec_acceptance_rate``: accepted / drafted tokens over the requests whose ``timings``
+    count drafts (llama-server's ``draft_n`` / ``draft_n_accepted`` when it speculated); empty
+    when none drafted, so a server that does not speculate reports no rate (not 0)."""
+    counted = [
+        (float(t["draft_n"]), float(t["draft_n_accepted"]))
+        for t in timings
+        if isinstance(t.get("draft_n"), (int, float)) and isinstance(t.get("draft_n_accepted"), (int, float))
+    ]
+    drafted = sum(d for d, _ in counted)
+    if not drafted:
+        return {}
+    return {"spec_acceptance_rate": sum(a for _, a in counted) / drafted, "spec_draft_tokens_server": drafted}
 
 
 def max_concurrency(samples: list[RequestSample]) -> int:

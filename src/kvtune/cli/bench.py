@@ -32,6 +32,24 @@ def bench(
     num_requests: int = typer.Option(32, help="Measured requests."),
     warmup_requests: int = typer.Option(8, help="Warm-up requests, not measured."),
     dataset: Optional[str] = typer.Option(None, help="ShareGPT JSON or JSONL of prompts."),
+    dataset_min_tokens: int = typer.Option(0, help="Keep dataset prompts of at least this many tokens."),
+    dataset_max_tokens: Optional[int] = typer.Option(None, help="Keep dataset prompts of at most this many tokens."),
+    workload_kind: Optional[str] = typer.Option(
+        None,
+        "--workload",
+        help="trace:FILE replays a trace's arrival times and lengths (as kvtune run --workload trace:FILE).",
+    ),
+    trace_requests: Optional[int] = typer.Option(None, "--trace-requests", help="Replay the trace's first N requests."),
+    trace_window: Optional[str] = typer.Option(
+        None, "--trace-window", help="Replay the requests of the trace's first S seconds (trace time)."
+    ),
+    trace_speed: float = typer.Option(1.0, "--trace-speed", help="Time scale: 4 replays the trace 4x faster."),
+    trace_length_scale: float = typer.Option(
+        1.0, "--trace-length-scale", help="Multiply every input and output length by F."
+    ),
+    trace_max_tokens: Optional[int] = typer.Option(
+        None, "--trace-max-tokens", help="Clip each trace request to this many tokens (prompt + output)."
+    ),
     shared_prefix_fraction: float = typer.Option(0.0, help="Fraction of requests sharing one long system prompt."),
     shared_prefix_tokens: int = typer.Option(0, help="Length of the (shared or unique) system prompt."),
     endpoint: str = typer.Option("chat", help="chat (/v1/chat/completions) or completions (/v1/completions)."),
@@ -67,6 +85,8 @@ def bench(
     from kvtune.bench.client import run as bench_run
     from kvtune.bench.report import metrics_table, server_metrics_table, to_vllm_json
     from kvtune.bench.server_kind import PromptCache, detect_server
+    from kvtune.cli.run import _trace_of
+    from kvtune.durations import parse_duration
     from kvtune.objectives.targets import parse_targets
     from kvtune.workload import Workload
 
@@ -96,8 +116,16 @@ def bench(
         duration_s=duration,
         endpoint=endpoint,
         dataset=dataset,
+        dataset_min_tokens=dataset_min_tokens,
+        dataset_max_tokens=dataset_max_tokens,
         shared_prefix_fraction=shared_prefix_fraction,
         shared_prefix_tokens=shared_prefix_tokens,
+        trace=_trace_of(workload_kind),
+        trace_requests=trace_requests,
+        trace_window_s=parse_duration(trace_window, what="--trace-window") if trace_window is not None else None,
+        trace_speed=trace_speed,
+        trace_length_scale=trace_length_scale,
+        trace_max_tokens=trace_max_tokens,
     ).validate()
     try:
         cache_policy = PromptCache(prompt_cache)
@@ -110,8 +138,12 @@ def bench(
     latency = {t.metric: t.threshold for t in targets if t.upper and t.metric in ("ttft", "tpot", "e2el")}
     console.print(
         f"benchmarking {base} ({model_name}): "
-        + (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
-        + f", {prompt_tokens} prompt / {output_tokens} output tokens",
+        + (
+            f"trace {workload.trace} at its own arrival times and lengths"
+            if workload.trace is not None
+            else (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
+            + f", {prompt_tokens} prompt / {output_tokens} output tokens"
+        ),
         markup=False,
     )
     console.print(f"server: {server.name}; {server.describe_policy(cache_policy)}", markup=False)

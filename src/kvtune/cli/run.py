@@ -198,6 +198,16 @@ def run(
         help="Per-request SLOs, e.g. 'ttft<2s,tpot<100ms' (ttft, tpot, e2el): adds slo_attainment, the share of requests meeting all of them, as a target ('slo_attainment>99%') or objective.",
     ),
     # -- end trace replay and SLOs --
+    draft_model: Optional[str] = typer.Option(
+        None,
+        "--draft-model",
+        help="Speculative decoding with this draft model (a small GGUF of the same vocabulary): the search tries drafting with it or not, and the draft length.",
+    ),
+    speculative: bool = typer.Option(
+        False,
+        "--speculative",
+        help="Also tune speculation without a second model (llama-server --spec-type ngram-*, vLLM ngram); off by default: its gain depends on the traffic.",
+    ),
     runs_dir: Optional[str] = typer.Option(
         None, help="Where studies are stored (default ./kvtune-runs or $KVTUNE_RUNS_DIR)."
     ),
@@ -288,6 +298,8 @@ def run(
         startup_stall_s=_seconds(startup_stall, "--startup-stall"),
         sampler=sampler,
         slo=slo,
+        draft_model=draft_model,
+        speculative=speculative or None,
         workload=workload,
         **_prices(price_per_hour, price_per_gpu_hour),
     )

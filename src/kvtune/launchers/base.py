@@ -111,6 +111,8 @@ class LaunchSpec(Protocol):
     model: str | None
     llama_server: str | None
     vllm_python: str | None
+    draft_model: str | None  # speculative decoding's draft model (None: none)
+    speculative: bool  # tune the no-draft-model speculation the backend has (n-gram)
 
 
 # ---- the informed start: a backend's preferences, applied to the knobs of a study ----------------

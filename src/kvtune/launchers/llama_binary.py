@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -79,6 +79,9 @@ class LlamaDefaults:
 
     values: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
+    # The ``--spec-type`` values the build lists (none,draft-simple,ngram-simple,...): empty for
+    # a build that has no --spec-type (older ones: a draft model only, via -md).
+    spec_types: tuple[str, ...] = ()
 
     @property
     def fits_automatically(self) -> bool:
@@ -122,8 +125,17 @@ FALLBACK = LlamaDefaults(
         "cache-type-v": "f16",
         "cont-batching": "enabled",
         "flash-attn": "auto",
+        "spec-draft-model": "unused",
+        "model-draft": "unused",
+        "spec-draft-n-max": "3",
+        "spec-draft-n-min": "0",
+        "spec-type": "none",
     },
     "kvtune's table (llama.cpp with -ngl auto and --fit on)",
+    tuple(
+        "none,draft-simple,draft-eagle3,draft-mtp,draft-dflash,draft-dspark,"
+        "ngram-simple,ngram-map-k,ngram-map-k4v,ngram-mod,ngram-cache".split(",")
+    ),
 )
 
 Runner = Callable[..., tuple[int, str]]
@@ -134,8 +146,17 @@ def read_help(binary: str, run: Runner = run_capture) -> LlamaDefaults:
     rc, out = run([binary, "--help"])
     values = parse_help(out) if rc == 0 else {}
     if not values:
-        return LlamaDefaults(FALLBACK.values, f"{FALLBACK.source}: `{binary} --help` named no defaults")
-    return LlamaDefaults(values, f"`{binary} --help`")
+        return replace(FALLBACK, source=f"{FALLBACK.source}: `{binary} --help` named no defaults")
+    return LlamaDefaults(values, f"`{binary} --help`", parse_spec_types(out))
+
+
+_SPEC_TYPES = re.compile(r"^--spec-type\s+([a-z0-9][\w,-]*)", re.MULTILINE)
+
+
+def parse_spec_types(text: str) -> tuple[str, ...]:
+    """The speculative-decoding types ``--help`` lists on its ``--spec-type A,B,...`` line."""
+    m = _SPEC_TYPES.search(text)
+    return tuple(t for t in m.group(1).split(",") if t) if m else ()
 
 
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")

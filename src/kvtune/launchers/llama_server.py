@@ -57,6 +57,7 @@ from kvtune.launchers.llama_devices import (
     prescreen_offload,
     tensor_split_choices,
 )
+from kvtune.launchers.llama_speculative import LlamaSpeculation
 from kvtune.models import resolve_model
 from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget
 from kvtune.planner.kv import ModelShape, llama_server_kv_tokens, prescreen_kv_fits
@@ -134,6 +135,9 @@ class LlamaServerLauncher(Launcher):
     devices: tuple[Device, ...] = ()
     # The binary's own defaults (its --help): -ngl auto + --fit on offload what fits when unset.
     defaults: LlamaDefaults = FALLBACK
+    # Speculative decoding (llama_speculative.py): off unless the study names a draft model or asks.
+    draft_model: str | None = None
+    speculative: bool = False
     _version: str | None = None
 
     preferred: ClassVar[Mapping[str, Rule]] = {
@@ -156,6 +160,7 @@ class LlamaServerLauncher(Launcher):
         shape and memory the KV pre-screen needs."""
         binary = find_llama_server(spec.llama_server)
         model = resolve_model(spec.model)
+        draft = str(resolve_model(spec.draft_model)) if spec.draft_model else None
         memory = hardware.memory_bytes()
         return cls(
             binary=binary,
@@ -165,6 +170,8 @@ class LlamaServerLauncher(Launcher):
             reserve_bytes=int(memory * RESERVE_FRACTION),
             devices=list_devices(binary),
             defaults=read_help(binary),
+            draft_model=draft,
+            speculative=spec.speculative,
         )
 
     def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
@@ -226,7 +233,8 @@ class LlamaServerLauncher(Launcher):
         return parse_load_facts(log_text)
 
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
-        return self._cpu_knobs(workload, cpu_count) + self._gpu_knobs(workload)
+        speculation = LlamaSpeculation.of(self.defaults).knobs(self.draft_model, self.speculative)
+        return self._cpu_knobs(workload, cpu_count) + self._gpu_knobs(workload) + speculation
 
     def _cpu_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         return [
@@ -267,7 +275,11 @@ class LlamaServerLauncher(Launcher):
 
     def conditional(self, name: str, flags: dict[str, Any]) -> tuple[bool, Any]:
         """(tune it?, forced value). Quantized V cache needs flash attention: with it off, V is f16.
-        --tensor-split means nothing with --split-mode none; --main-gpu only with none or row."""
+        --tensor-split means nothing with --split-mode none; --main-gpu only with none or row.
+        The draft flags only beside drafting (llama_speculative.py)."""
+        drafting = LlamaSpeculation.of(self.defaults).conditional(name, flags)
+        if drafting is not None:
+            return drafting
         if name == "cache-type-v" and flags.get("flash-attn") == "off":
             return False, "f16"
         if name == "tensor-split" and flags.get("split-mode") == "none":

@@ -74,6 +74,8 @@ class SpecOverrides:
     price_per_hour: float | None = None
     price_per_gpu_hour: float | None = None
     slo: str | None = None  # --slo "ttft<2s,tpot<100ms" (the spec parses it)
+    draft_model: str | None = None  # --draft-model PATH
+    speculative: bool | None = None  # --speculative
 
     def given(self) -> dict[str, Any]:
         """The spec fields set here, the workload apart (`workload.given()`)."""

@@ -56,6 +56,8 @@ TOP_KEYS = {
     "price_per_hour",
     "price_per_gpu_hour",
     "slo",
+    "draft_model",
+    "speculative",
 }
 
 
@@ -147,6 +149,10 @@ class StudySpec:
     price_per_hour: float | None = None
     price_per_gpu_hour: float | None = None
     slo: Slo | None = None  # per-request SLOs ("ttft<2s,tpot<100ms", --slo): trials get slo_attainment
+    # Speculative decoding (off by default: its gain depends on the traffic): a draft model the
+    # search may draft with (and its draft length), and/or the backend's n-gram modes.
+    draft_model: str | None = None
+    speculative: bool = False
 
     def __post_init__(self) -> None:
         """Parse the words once: everything after construction reads typed values."""
@@ -242,6 +248,8 @@ class StudySpec:
         if self.price is not None:  # costs are stored per trial: another price, another study
             key["price"] = [self.price.usd, self.price.per_gpu]
         key.update({} if self.slo is None else {"slo": self.slo.text})  # another SLO, another study
+        key.update({"draft_model": self.draft_model} if self.draft_model else {})  # only when set:
+        key.update({"speculative": True} if self.speculative else {})  # older names stay the same
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
     def identity(self, model: str | None, knobs: Iterable[Knob]) -> dict[str, Any]:
@@ -274,7 +282,12 @@ class StudySpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON/YAML hold it (the Optuna study's "spec", results.json's "spec")."""
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "slo"}  # slo: only when set
+        unset = {
+            "slo",
+            *(() if self.draft_model else ("draft_model",)),
+            *(() if self.speculative else ("speculative",)),
+        }
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in unset}  # those only when set
         d.update(
             objective=self.objective_field,
             targets=self.target_texts,

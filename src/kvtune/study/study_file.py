@@ -65,6 +65,8 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
         "price_per_hour": ((int, float), "a price in USD per hour, e.g. 2.5"),
         "price_per_gpu_hour": ((int, float), "a price in USD per GPU-hour, e.g. 2.5"),
         "slo": ((str,), "per-request SLOs such as 'ttft<2s,tpot<100ms'"),
+        "draft_model": ((str,), "a draft model's path (a GGUF file for llama-server)"),
+        "speculative": ((bool,), "true or false"),
     }
     for key, (types, what) in checks.items():
         if key in data and data[key] is not None:
@@ -90,8 +92,9 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
             data["space"] = {}
         parse_space(data["space"])
     # Relative model paths are relative to the study file, so studies can travel with models.
-    if data.get("model") and data["model"] != "demo" and not Path(data["model"]).is_absolute():
-        data["model"] = str((p.parent / data["model"]).resolve())
+    for key in ("model", "draft_model"):
+        if data.get(key) and data[key] != "demo" and not Path(data[key]).is_absolute():
+            data[key] = str((p.parent / data[key]).resolve())
     return data
 
 

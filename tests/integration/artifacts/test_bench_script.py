@@ -16,7 +16,9 @@ from pathlib import Path
 
 from kvtune.artifacts import export
 from kvtune.artifacts import overview as ov
+from kvtune.bench.traces import fitted_trace
 from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.workload import Workload
 from tests.paths import UNIT_DATA
 
 DATA = UNIT_DATA
@@ -60,7 +62,10 @@ def test_the_script_runs_and_exits_on_the_targets(tmp_path) -> None:
 def test_the_studys_model_is_the_tokenizer_when_it_is_on_this_box(tmp_path) -> None:
     model = tmp_path / "it's a model.gguf"
     model.write_text("x")
-    text = script(results(model=str(model)))
+    r = results(model=str(model))
+    for trial in r["trials"]:  # the path the server loaded is the tokenizer
+        trial["argv"][trial["argv"].index("--model") + 1] = str(model)
+    text = script(r)
     assert f"MODEL_TOKENIZER={shlex.quote(str(model))}" in text
     assert "Hugging Face id" in text  # vllm bench serve cannot tokenize with a GGUF path
     # bash sees the path byte-identical (the echo stands in for kvtune)
@@ -73,3 +78,20 @@ def test_the_studys_model_is_the_tokenizer_when_it_is_on_this_box(tmp_path) -> N
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[-1] == str(model)  # the last argument: --tokenizer PATH
+
+
+def test_a_trace_study_replays_its_trace_and_writes_the_rows_vllm_would_replay(tmp_path) -> None:
+    fit = {"trace": "mooncake-conv", "trace_requests": 4, "trace_speed": 50.0, "trace_length_scale": 0.01}
+    r = results(workload={**results()["spec"]["workload"], **fit}, targets=["ttft<30s"])
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as server:
+        path = export.write(tmp_path / "trace.sh", "bench", ov.pick_trial(r).to_dict(), r)
+        run = _run(path, server.base_url)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "replayed 4 requests of mooncake_conversation" in run.stdout
+    line = next(x for x in run.stdout.splitlines() if "vllm bench serve" in x and "--dataset-path" in x)
+    rows = Path(shlex.split(line)[shlex.split(line).index("--dataset-path") + 1])
+    try:
+        sent = [json.loads(x)["output_length"] for x in rows.read_text().splitlines()]
+        assert sent == [q.output_tokens for q in fitted_trace(Workload(**fit)).requests]
+    finally:
+        rows.unlink()

@@ -75,3 +75,43 @@ def test_open_loop_and_capacity_studies() -> None:
     trial["metrics"]["capacity"] = 0
     with pytest.raises(SpecError, match="no capacity"):
         export.render("bench", trial, r)
+
+
+def _bench_argv(text: str) -> list[str]:
+    return shlex.split(next(line for line in text.splitlines() if line.startswith("exec ")))
+
+
+def test_the_datasets_length_filter_goes_to_kvtune_bench() -> None:
+    w = {"dataset": "/data/sg.json", "dataset_min_tokens": 50, "dataset_max_tokens": 400}
+    args = _bench_argv(script(results(workload={**results()["spec"]["workload"], **w})))
+    assert args[args.index("--dataset-min-tokens") + 1] == "50"
+    assert args[args.index("--dataset-max-tokens") + 1] == "400"
+
+
+def test_the_tokenizer_is_the_model_the_server_loaded_whatever_the_spec_named() -> None:
+    r = results()  # the demo model: spec model None, the argv holds the resolved GGUF path
+    loaded = r["trials"][0]["argv"][r["trials"][0]["argv"].index("--model") + 1]
+    assert f"MODEL_TOKENIZER={shlex.quote(loaded)}" in script(r)
+    relative = results(model="models/mine.gguf")
+    assert f"MODEL_TOKENIZER={shlex.quote(loaded)}" in script(relative)
+
+
+def test_a_trace_study_replays_the_same_trace_and_writes_vllms_timed_trace_rows() -> None:
+    fit = {"trace": "mooncake-conv", "trace_requests": 3, "trace_speed": 8.0, "trace_length_scale": 0.125}
+    text = script(results(workload={**results()["spec"]["workload"], **fit}))
+    args = _bench_argv(text)
+    for name, value in (
+        ("--workload", "trace:mooncake-conv"),
+        ("--trace-requests", "3"),
+        ("--trace-speed", "8.0"),
+        ("--trace-length-scale", "0.125"),
+    ):
+        assert args[args.index(name) + 1] == value
+    assert "--trace-window" not in args and "--trace-max-tokens" not in args and "--rate" not in args
+    windowed = {**fit, "trace_window_s": 30.0, "trace_max_tokens": 600}
+    args = _bench_argv(script(results(workload={**results()["spec"]["workload"], **windowed})))
+    assert args[args.index("--trace-window") + 1] == "30.0" and args[args.index("--trace-max-tokens") + 1] == "600"
+    lines = text.splitlines()
+    rows = lines[lines.index("cat > \"$VLLM_TRACE\" <<'KVTUNE_TRACE'") + 1 : lines.index("KVTUNE_TRACE")]
+    assert [json.loads(r)["input_length"] for r in rows] == [845, 915, 904]  # 6758, 7322, 7236 x 0.125
+    assert any(line.startswith("echo '  note: vllm bench serve replays a trace") for line in lines)

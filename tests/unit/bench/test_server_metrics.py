@@ -10,7 +10,7 @@ import asyncio
 import httpx
 import pytest
 
-from kvtune.bench.server_metrics import METRICS_PATH, Scraper, metrics_delta, parse_prometheus
+from kvtune.bench.server_metrics import METRICS_PATH, Scraper, acceptance_from, metrics_delta, parse_prometheus
 from kvtune.testing.virtual_time import VirtualClock
 
 TEXT = """\
@@ -120,3 +120,13 @@ def test_a_failed_read_is_unavailable_and_its_reason_never_holds_the_key():
     out = scrape(handler, phase_s=1.0)
     assert out["available"] is False
     assert out["reason"].startswith("GET /metrics failed: ConnectError") and "sk-123" not in out["reason"]
+
+
+def test_vllms_spec_decode_counters_give_the_acceptance_rate_and_none_without_drafts():
+    names = ("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
+    before, after = dict.fromkeys(names, 100.0), {names[0]: 300.0, names[1]: 250.0}
+    out = metrics_delta(before, after, dict.fromkeys(names, "counter"), [])
+    assert out["spec_acceptance_rate"] == pytest.approx(150 / 200)
+    assert acceptance_from(out) == {"spec_acceptance_rate": pytest.approx(0.75)}
+    idle = metrics_delta(before, before, dict.fromkeys(names, "counter"), [])
+    assert "spec_acceptance_rate" not in idle and acceptance_from(idle) == {} and acceptance_from(None) == {}

@@ -60,3 +60,14 @@ def test_a_request_ending_as_another_is_sent_does_not_overlap_it():
 
 def test_a_request_that_never_ended_is_not_counted():
     assert max_concurrency([span(0, None), span(0, 2)]) == 1
+
+
+def test_the_acceptance_rate_is_accepted_over_drafted_tokens_of_the_requests_that_drafted():
+    samples = [
+        answered(0.1, prompt_ms=10.0, draft_n=10, draft_n_accepted=8),
+        answered(0.1, prompt_ms=10.0, draft_n=30, draft_n_accepted=12),
+        answered(0.1, prompt_ms=10.0),  # a request the server did not speculate on counts nothing
+    ]
+    out = server_timing_summary(samples)
+    assert out["spec_acceptance_rate"] == pytest.approx(20 / 40) and out["spec_draft_tokens_server"] == 40.0
+    assert "spec_acceptance_rate" not in server_timing_summary([answered(0.1, prompt_ms=10.0, draft_n=0)])

@@ -110,3 +110,15 @@ def test_an_unreadable_target_is_a_study_file_error_naming_the_key(tmp_path):
     f.write_text("targets: ''\n")
     with pytest.raises(SpecError, match=r"^targets: cannot parse target ''"):
         load_study_file(f)
+
+
+def test_speculative_decoding_keys_a_relative_draft_model_and_the_name_only_they_change(tmp_path):
+    f = study(tmp_path, "draft_model: models/small.gguf\nspeculative: true\n")
+    data = load_study_file(f)
+    assert data == {"draft_model": str(tmp_path / "models" / "small.gguf"), "speculative": True}
+    spec, plain = build_spec(data), build_spec({})
+    assert spec.to_dict()["draft_model"] == data["draft_model"] and spec.to_dict()["speculative"] is True
+    assert "draft_model" not in plain.to_dict() and "speculative" not in plain.to_dict()
+    assert spec.fingerprint() != plain.fingerprint() != build_spec({"speculative": True}).fingerprint()
+    f.write_text("speculative: sometimes\n")
+    assert "speculative" in one_line_error(f)

@@ -58,6 +58,7 @@ from kvtune.launchers.vllm.screen import (
     THREADS_BIND,
     MiB,
 )
+from kvtune.launchers.vllm.speculative import speculative_knobs
 from kvtune.launchers.vllm.values import (
     _pow2_range,
     id_list,
@@ -121,6 +122,8 @@ class VllmLauncher(Launcher):
     gpus: tuple[GpuInfo, ...] = ()  # the GPUs its servers see, in CUDA order (empty: no facts)
     engine: EngineDefaults = FALLBACK  # vLLM's own defaults and choices (defaults.py)
     extra_args: list[str] = field(default_factory=list)
+    draft_model: str | None = None  # speculative decoding (speculative.py): off unless asked
+    speculative: bool = False
     name: str = NAME
     health_path: str = "/health"
 
@@ -142,7 +145,10 @@ class VllmLauncher(Launcher):
     @classmethod
     def from_spec(cls, spec: LaunchSpec) -> "VllmLauncher":
         build = detect_build(spec.vllm_python)
-        return cls.create(resolve_model(spec.model, build), build=build)
+        launcher = cls.create(resolve_model(spec.model, build), build=build)
+        launcher.draft_model = resolve_model(spec.draft_model, build) if spec.draft_model else None
+        launcher.speculative = spec.speculative
+        return launcher
 
     @classmethod
     def create(
@@ -299,7 +305,7 @@ class VllmLauncher(Launcher):
             ]
             if self.build.gpu_count > 1:
                 knobs.append(Knob("tensor-parallel-size", CHOICES, choices=_pow2_range(1, self.build.gpu_count)))
-        return knobs
+        return knobs + speculative_knobs(self.draft_model, self.speculative)
 
     def utilization_choices(self) -> tuple[float, ...]:
         """0.8 .. 0.95 and vLLM's own default (0.92 in 0.32 and 0.33), so the baseline's value

@@ -130,6 +130,8 @@ def measure_repeats(
         samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn, slo=options.slo
     )
     pooled.update(server_timing_summary(samples))
+    if "spec_acceptance_rate" not in pooled:  # vLLM's counters: the runs' drafted-weighted mean
+        pooled.update(_pooled_acceptance(runs))
     spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
     pooled["repeats"] = float(len(runs))
     pooled.update(record)
@@ -140,6 +142,14 @@ def measure_repeats(
         stopped=stopped,
         runs=[{"repeat": i, "metrics": r.metrics} for i, r in enumerate(runs)],
     )
+
+
+def _pooled_acceptance(runs: list[BenchRun]) -> dict[str, float]:
+    """The share of drafted tokens accepted over every run's /metrics deltas (vLLM)."""
+    counts = [((r.server_metrics or {}).get("deltas") or {}) for r in runs]
+    drafted = sum(d.get("vllm:spec_decode_num_draft_tokens_total", 0.0) for d in counts)
+    accepted = sum(d.get("vllm:spec_decode_num_accepted_tokens_total", 0.0) for d in counts)
+    return {"spec_acceptance_rate": accepted / drafted} if drafted else {}
 
 
 def measure_capacity(

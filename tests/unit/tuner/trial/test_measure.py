@@ -196,3 +196,17 @@ def test_the_final_held_level_is_rechecked_and_steps_down_when_it_breaks_now() -
     assert m.capacity == 8 and m.metrics["p95_ttft_ms"] == 800.0
     rechecks = [(r["load"], r["status"]) for r in m.runs if r["recheck"]]
     assert rechecks == [(16.0, "broke"), (12.0, "broke"), (8.0, "held")]
+
+
+def test_repeats_pool_vllms_acceptance_rate_over_every_runs_drafted_tokens() -> None:
+    drafted, accepted = "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total"
+    counts = iter([(100.0, 90.0), (300.0, 60.0)])
+
+    def bench(base_url: str, w: Workload, options: BenchOptions) -> BenchRun:
+        d, a = next(counts)
+        run = BenchRun([], [], 1.0, {"spec_acceptance_rate": a / d}, mode=w.mode)
+        run.server_metrics = {"deltas": {drafted: d, accepted: a}, "spec_acceptance_rate": a / d}
+        return run
+
+    m = measure_repeats(bench, "http://x", CLOSED, 2, BenchOptions("m"))
+    assert m.metrics["spec_acceptance_rate"] == pytest.approx(150 / 400)  # not the mean of 0.9 and 0.2
