@@ -168,6 +168,8 @@ class Tuner:
         if self.wait_for_others:
             accounting.store_budget(self.study, self._spec_budget())
             accounting.begin_clock(self.study)
+        elif not accounting.clock_started(self.study):  # set up for a scheduler: the first worker starts it
+            accounting.begin_clock(self.study)
         budget = accounting.load_budget(self.study, self._spec_budget())
         stop = self._ask_until_spent(budget)
         outcomes = self.outcomes()
