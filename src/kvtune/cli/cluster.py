@@ -23,8 +23,11 @@ from kvtune.errors import SpecError
 from kvtune.tuner.fleet.setup import read_set_up
 
 
-def default_command() -> tuple[str, ...]:
-    """The kvtune beside this Python (its venv's bin/), which the nodes must see at that path."""
+def default_command(format: str) -> tuple[str, ...]:
+    """Slurm: the kvtune beside this Python (its venv's bin/), which the nodes must see at that
+    path (a shared file system). Kubernetes: the image's `kvtune` on its PATH."""
+    if format == "k8s-job":
+        return ("kvtune", "worker")
     return (str(Path(sys.executable).parent / "kvtune"), "worker")
 
 
@@ -55,7 +58,9 @@ def export_workers(
         None, help="Where that claim is mounted (default: the directory of the study's model path)."
     ),
     worker_command: Optional[str] = typer.Option(
-        None, "--worker-command", help="What starts one worker instead of `<this venv>/bin/kvtune worker` (tests)."
+        None,
+        "--worker-command",
+        help="What starts one worker instead of `kvtune worker` (Slurm: this venv's; tests pass a fake).",
     ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: print)."),
 ) -> None:
@@ -68,7 +73,7 @@ def export_workers(
         storage_url=storage,
         workers=workers,
         gpus_per_trial=stored.gpus_per_trial if gpus_per_trial is None else gpus_per_trial,
-        command=tuple(shlex.split(worker_command)) if worker_command else default_command(),
+        command=tuple(shlex.split(worker_command)) if worker_command else default_command(format),
         worker_args=tuple(worker_arg),
         runs_dir=runs_dir,
         partition=partition,

@@ -78,7 +78,7 @@ def job_manifest(job: WorkerJob, model_path: str | None = None) -> dict[str, Any
         pod_spec["volumes"] = [
             {"name": MODEL_VOLUME, "persistentVolumeClaim": {"claimName": job.model_pvc, "readOnly": True}}
         ]
-    metadata: dict[str, Any] = {"name": job.job_name, "labels": labels}
+    metadata: dict[str, Any] = {"name": job.job_name, "labels": dict(labels)}
     if job.namespace:
         metadata["namespace"] = job.namespace
     return {
@@ -102,7 +102,7 @@ def job_manifest(job: WorkerJob, model_path: str | None = None) -> dict[str, Any
                     },
                 ]
             },
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},  # a copy: no YAML anchors
         },
     }
 
