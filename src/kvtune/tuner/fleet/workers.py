@@ -32,6 +32,7 @@ from kvtune.launchers.process import die_with_parent
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.fleet import storage
+from kvtune.tuner.fleet.setup import PLACEMENT_ATTR
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.trial.disturbance import MonitorFactory
 
@@ -183,6 +184,7 @@ def join(
         device_env=where.device_env,
         monitor=monitor,
     )
+    tuner.stay_while_others_run = PLACEMENT_ATTR in study.user_attrs  # set up for a scheduler
     return tuner
 
 
