@@ -86,7 +86,7 @@ def export_workers(
         model_pvc=model_pvc,
         model_mount=model_mount,
     )
-    text = render_slurm(job) if format == "slurm" else render_k8s_job(job, stored.spec.model)
+    text = render_slurm(job) if format == "slurm" else render_k8s_job(job, stored.model_path)
     if output is None:
         print(text, end="")
         return

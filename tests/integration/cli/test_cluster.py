@@ -33,8 +33,9 @@ def kvtune_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def set_up(tmp_path: Path, gpus: int) -> str:
     url = sqlite_url(tmp_path)
-    spec = StudySpec(study="fleet", trials=5, workload=TINY, model="/models/m/model.gguf").validate()
-    set_up_study(prepare(spec, launcher=FakeLauncher(), runs_dir=str(tmp_path / "runs")), url, gpus_per_trial=gpus)
+    spec = StudySpec(study="fleet", trials=5, workload=TINY).validate()  # no model named: resolved below
+    launcher = FakeLauncher(model_path="/models/m/model.gguf")
+    set_up_study(prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs")), url, gpus_per_trial=gpus)
     return url
 
 

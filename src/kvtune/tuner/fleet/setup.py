@@ -1,8 +1,9 @@
 """A study set up for workers that a scheduler will place, and what its exports read back.
 
 `kvtune run --setup-only` creates the study in shared storage and runs no trial: the spec (so a
-worker needs only the URL and the name), the queued baseline, the budget and the GPUs per trial
-(the scheduler file asks for that many per worker). Two things wait for the first worker: the
+worker needs only the URL and the name), the queued baseline, the budget, the GPUs per trial
+(the scheduler file asks for that many per worker) and the model path as resolved here (where a
+Kubernetes pod mounts the model's volume). Two things wait for the first worker: the
 hardware fingerprint (the login node that set the study up is not where trials run) and the
 time budget's clock (a job can wait in the queue for hours; that is not tuning time).
 """
@@ -28,7 +29,8 @@ def set_up_study(prepared: Prepared, storage_url: str, gpus_per_trial: int = 0) 
     tuner = open_tuner(prepared, storage_url=storage_url, wait_for_others=False, record_hardware=False)
     spec = prepared.spec
     accounting.store_budget(tuner.study, Budget(spec.trials, spec.time_budget_s))
-    tuner.study.set_user_attr(PLACEMENT_ATTR, {"gpus_per_trial": gpus_per_trial})
+    model = prepared.launcher.model_path  # as resolved here: where a container mounts the model
+    tuner.study.set_user_attr(PLACEMENT_ATTR, {"gpus_per_trial": gpus_per_trial, "model_path": model})
     return tuner.study
 
 
@@ -40,6 +42,7 @@ class SetUpStudy:
     spec: StudySpec
     gpus_per_trial: int
     finished_trials: int
+    model_path: str | None  # the model as the set-up resolved it (the spec may name none: the demo)
 
 
 def read_set_up(study_name: str, storage_url: str) -> SetUpStudy:
@@ -54,4 +57,5 @@ def read_set_up(study_name: str, storage_url: str) -> SetUpStudy:
         spec=StudySpec.from_dict(study.user_attrs["spec"]),
         gpus_per_trial=int(placement.get("gpus_per_trial", 0)),
         finished_trials=done,
+        model_path=placement.get("model_path") or study.user_attrs["spec"].get("model"),
     )

@@ -17,7 +17,7 @@ from tests.conftest import TINY
 
 def prepared(tmp_path):
     spec = StudySpec(study="sched", trials=9, workload=TINY, startup_timeout_s=20).validate()
-    return prepare(spec, launcher=FakeLauncher(), runs_dir=str(tmp_path / "runs"))
+    return prepare(spec, launcher=FakeLauncher(model_path="/models/m.gguf"), runs_dir=str(tmp_path / "runs"))
 
 
 def test_set_up_stores_spec_baseline_budget_and_gpus_but_no_hardware_or_clock(tmp_path):
@@ -31,6 +31,7 @@ def test_set_up_stores_spec_baseline_budget_and_gpus_but_no_hardware_or_clock(tm
     assert not accounting.clock_started(study)  # queue time is not tuning time
     stored = read_set_up("sched", url)
     assert (stored.name, stored.gpus_per_trial, stored.spec.trials, stored.finished_trials) == ("sched", 2, 9, 0)
+    assert stored.model_path == "/models/m.gguf"  # as the launcher resolved it: the pod mounts it there
 
 
 def test_the_first_worker_records_its_hardware(tmp_path):
