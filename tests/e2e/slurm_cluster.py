@@ -100,7 +100,11 @@ class SlurmCluster:
         key = self.base / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        conf = slurm_conf(self.base, self.node, free_port(), free_port())
+        ctld_port = free_port()
+        slurmd_port = free_port()
+        while slurmd_port == ctld_port:  # each call frees its port: the OS may hand it out twice
+            slurmd_port = free_port()
+        conf = slurm_conf(self.base, self.node, ctld_port, slurmd_port)
         (self.base / "slurm.conf").write_text(conf)
         self._daemon(
             [
