@@ -85,12 +85,23 @@ def _export(tmp_path: Path, url: str, mark: str) -> Path:
 
 
 def _running_on_task(url: str, task: int) -> optuna.trial.FrozenTrial | None:
-    """A trial that array task `task` is measuring now (a rejected flag ends at once: skipped)."""
+    """A trial that array task `task` runs now (a rejected flag ends at once: skipped)."""
     s = optuna.load_study(study_name=STUDY, storage=url)
     for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         if (t.user_attrs.get("worker") or {}).get("slot") == task and t.params.get("bogus") is False:
             return t
     return None
+
+
+def _measuring_on_task(url: str, task: int) -> optuna.trial.FrozenTrial | None:
+    """A trial task `task` is still running a second after it was asked: being measured, not one
+    it asked and stepped back from at once (another worker measures those parameters)."""
+    seen = _running_on_task(url, task)
+    if seen is None:
+        return None
+    time.sleep(1.0)
+    still = _running_on_task(url, task)
+    return still if still is not None and still.number == seen.number else None
 
 
 def _wait_for(what: str, check, timeout_s: float, cluster: SlurmCluster):
@@ -128,7 +139,7 @@ def test_slurm_array_workers_survive_a_scancel(tmp_path, postgres_url, slurm):
     )
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
-    victim = _wait_for("array task 1 never ran a trial", lambda: _running_on_task(postgres_url, 1), 120, slurm)
+    victim = _wait_for("array task 1 never measured a trial", lambda: _measuring_on_task(postgres_url, 1), 120, slurm)
     slurm.command("scancel", f"{job}_1")
     _wait_for("the job array did not finish", lambda: not slurm.command("squeue", "-h", "-j", job).strip(), 240, slurm)
 
