@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -39,6 +40,7 @@ def slurm():
     cluster = start_cluster()
     yield cluster
     cluster.stop()
+    shutil.rmtree(cluster.base, ignore_errors=True)
 
 
 def _kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
