@@ -99,12 +99,15 @@ gpu: $(STAMP)
 	$(PY) -m pip install --quiet vllm accelerate gguf
 	$(VENV)/bin/kvtune doctor
 
-# Debian packages some tests need: Chromium (the HTML report is loaded in a headless browser)
-# and PostgreSQL (multi-worker studies on Optuna's RDB storage). Installed when running as root
-# with apt; elsewhere those tests are skipped and say why.
+# Debian packages some tests need: Chromium (the HTML report is loaded in a headless browser),
+# PostgreSQL (multi-worker studies on Optuna's RDB storage) and Slurm with munge (workers placed
+# by a single-node Slurm that the test starts itself). Installed when running as root with apt;
+# elsewhere those tests are skipped and say why.
 system-deps:
 	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	[ -x /usr/sbin/slurmd ] || command -v slurmd >/dev/null 2>&1 || missing="$$missing slurm-wlm"; \
+	[ -x /usr/sbin/munged ] || command -v munged >/dev/null 2>&1 || missing="$$missing munge"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing$$missing (Debian packages)"; \

@@ -20,7 +20,8 @@ from kvtune.errors import SpecError
 from kvtune.interference import Monitor, Watch, preflight, warning
 from kvtune.launchers.base import Launcher
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.session import RunOptions, Session, open_session, study_spec
+from kvtune.tuner.fleet.storage import redact
+from kvtune.tuner.session import RunOptions, Session, open_session, set_up_only, study_spec
 
 
 def _check_gpu_price(spec: Any, opts: RunOptions) -> None:
@@ -53,6 +54,8 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
     command line (a multi-backend run prints only the overall one)."""
     spec = study_spec(opts)
     _check_gpu_price(spec, opts)
+    if opts.setup_only:
+        return _set_up_only(opts, spec, launcher)
     out = make_console(quiet=mode in ("quiet", "jsonl"))
     late = _LateReporter()
     session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out), launcher=launcher)
@@ -83,6 +86,21 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
         return 130
     reporter.close()
     return _finish(session, outcomes, out, reporter, mode, print_best)
+
+
+def _set_up_only(opts: RunOptions, spec: Any, launcher: Launcher | None) -> int:
+    """`--setup-only`: create the study for a scheduler's workers and say how to place them."""
+    prepared, study = set_up_only(opts, spec, launcher)
+    url = redact(opts.storage or "")
+    console.print(
+        f"study {prepared.study_name} set up in {url}: spec, queued baseline, budget of {spec.trials} trials; "
+        "no trial ran (the first worker records the hardware and starts the clock)"
+    )
+    console.print(
+        f"place its workers: kvtune export-workers --format slurm|k8s-job --storage URL --study {prepared.study_name} "
+        f"--workers N -o FILE"
+    )
+    return 0
 
 
 def check_machine(watch: Watch, reporter: Any, mode: str, sleep: Callable[[float], None] = time.sleep) -> str | None:

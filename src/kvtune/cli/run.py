@@ -246,6 +246,12 @@ def run(
     price_per_gpu_hour: Optional[str] = typer.Option(
         None, "--price-per-gpu-hour", help="USD per GPU-hour instead, times the GPUs a trial uses."
     ),
+    setup_only: bool = typer.Option(
+        False,
+        "--setup-only",
+        help="Create the study in --storage (spec, baseline, budget) and run no trial: "
+        "workers placed by Slurm or Kubernetes run it (see `kvtune export-workers`).",
+    ),
     progress: str = typer.Option(
         "auto", help="Progress display: auto (live table, bar and ETA on a terminal; plain lines otherwise) or plain."
     ),
@@ -315,10 +321,13 @@ def run(
         warm_start=warm_start,
         warm_start_storage=warm_start_storage,
         allow_mixed_hardware=allow_mixed_hardware,
+        setup_only=setup_only,
     )
-    if gpus_per_trial > 0:  # every slot must fit before anything starts (workers cut theirs later)
+    if gpus_per_trial > 0 and not setup_only:  # a scheduler gives each worker its GPUs
         check_gpu_slots(workers, gpus_per_trial, gpu_pool())
     mode = "quiet" if quiet else "jsonl" if jsonl else progress_mode(progress)
+    if choice.several and setup_only:
+        raise SpecError("--setup-only sets up one study: give one --backend")
     if choice.several:
         from kvtune.cli.multi import run_backends  # noqa: PLC0415 (only with several backends)
 

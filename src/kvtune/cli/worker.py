@@ -1,7 +1,12 @@
-"""`kvtune worker`: join a study from any host and run its trials until the budget is spent."""
+"""`kvtune worker`: join a study from any host and run its trials until the budget is spent.
+
+Started by a scheduler (a Slurm array task, a Kubernetes Indexed Job pod: `kvtune
+export-workers`), the worker takes its task index as its name and pins nothing: the scheduler's
+CUDA_VISIBLE_DEVICES (or the container's own GPUs) are its servers' GPUs."""
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import typer
@@ -10,7 +15,7 @@ from kvtune.cli.app import app, console, err_console
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
 from kvtune.errors import SpecError
-from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join
+from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join, scheduler_task
 
 
 @app.command()
@@ -35,6 +40,11 @@ def worker(
     if gpus_per_trial < 0:
         raise SpecError(f"--gpus-per-trial must be 0 or more, got {gpus_per_trial}")
     check_gpu_slots(max(slots, 1), gpus_per_trial, gpu_pool())  # this host's slots, before the study is read
+    task = scheduler_task()
+    if task is not None:
+        devices = os.environ.get("CUDA_VISIBLE_DEVICES")
+        gpus = f"GPUs {devices} (CUDA_VISIBLE_DEVICES, as the scheduler set it)" if devices else "the GPUs it was given"
+        console.print(f"worker: {task.describe()}; servers run on {gpus if gpus_per_trial else 'CPUs'}")
     reporter = make_reporter("plain", console, 0)
     tuner = join(
         storage,
@@ -47,6 +57,7 @@ def worker(
         vllm_python=vllm_python,
         callbacks=reporter.callbacks(),
         allow_mixed_hardware=allow_mixed_hardware,
+        task=task,
     )
     interrupt_on_sigterm()
     try:
@@ -54,4 +65,4 @@ def worker(
     except KeyboardInterrupt:
         err_console.print("worker interrupted: its trial is re-queued for another worker")
         raise typer.Exit(130) from None
-    console.print(f"worker {slot}: study {study} has {len(outcomes)} finished trials; leaving")
+    console.print(f"worker {tuner.ctx.where.slot}: study {study} has {len(outcomes)} finished trials; leaving")

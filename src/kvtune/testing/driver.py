@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from kvtune.kinds import KnobKind
@@ -32,6 +33,12 @@ FAULT_KNOBS = (
 )
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C, like `kvtune worker` (cli/one_study.py): the running trial is
+    recorded as interrupted, its server stopped, its config re-queued."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--runs-dir", required=True)
@@ -42,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mark", default="", help="KVTUNE_TEST_MARK set on every server started")
     p.add_argument("--storage", help="shared Optuna storage URL (default: SQLite in the run dir)")
     p.add_argument("--join", action="store_true", help="join the study as an extra worker")
+    p.add_argument(
+        "--setup-only", action="store_true", help="create the study for a scheduler's workers and run no trial"
+    )
     p.add_argument("--slot", type=int, default=0)
     p.add_argument("--requests", type=int, default=2, help="measured requests per trial")
     p.add_argument(
@@ -85,10 +95,20 @@ def main(argv: list[str] | None = None) -> int:
         launcher.knobs = FAULT_KNOBS
     elif a.continuous:
         launcher.knobs = (Knob("speed", KnobKind.FLOAT, low=1.0, high=4.0),)
-    if a.join:
-        from kvtune.tuner.fleet.workers import join
+    if a.setup_only:
+        from kvtune.tuner.fleet.setup import set_up_study
 
-        tuner = join(a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot, monitor=unwatched)
+        set_up_study(prepare(spec, launcher=launcher, runs_dir=a.runs_dir), a.storage)
+        print(json.dumps({"set_up": a.study}))
+        return 0
+    if a.join:  # as `kvtune worker` does: a scheduler's task index names it, SIGTERM re-queues
+        from kvtune.tuner.fleet.workers import join, scheduler_task
+
+        task = scheduler_task()
+        tuner = join(
+            a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot, monitor=unwatched, task=task
+        )
+        signal.signal(signal.SIGTERM, _interrupt)
     else:  # a fake server's figures are no evidence: nothing to watch (tuner/trial/disturbance.py)
         tuner = open_tuner(
             prepare(spec, launcher=launcher, runs_dir=a.runs_dir), storage_url=a.storage, monitor=unwatched
@@ -97,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         import optuna
 
         tuner.study.sampler = optuna.samplers.RandomSampler(seed=a.seed + len(tuner.study.trials))
-    outcomes = tuner.run()
+    try:
+        outcomes = tuner.run()
+    except KeyboardInterrupt:
+        print(json.dumps({"interrupted": True}))
+        return 130
     print(json.dumps({"trials": len(outcomes), "feasible": sum(o.feasible for o in outcomes)}))
     return 0
 

@@ -116,12 +116,14 @@ def open_tuner(
     wait_for_others: bool = True,
     bench: Bench | None = None,
     monitor: MonitorFactory | None = None,
+    record_hardware: bool = True,
 ) -> Tuner:
     """Create or join the study. The creator stores the spec (so `kvtune worker` needs only the
     storage URL and study name) and queues the baseline as the first trial. `slot` is this
     worker's place (0 = the process that created the study): its sampler seed and CPU set;
     `cpus` and `device_env` its CPUs and GPUs; `bench` replaces the load client and `monitor` the
-    interference monitor (tests)."""
+    interference monitor (tests); `record_hardware=False` leaves the study's hardware to its first
+    worker (a study set up on a login node for workers a scheduler places)."""
     url = storage_url or storage.sqlite_url(p.run_dir)
     identity = p.spec.identity(p.launcher.model_path, p.space.knobs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -133,7 +135,8 @@ def open_tuner(
     stored_hw = study.user_attrs.get("hardware")
     here = {k: p.hardware.get(k) for k in HARDWARE_KEYS}
     if stored_hw is None:
-        study.set_user_attr("hardware", p.hardware)
+        if record_hardware:
+            study.set_user_attr("hardware", p.hardware)
     elif {k: stored_hw.get(k) for k in HARDWARE_KEYS} != here and not allow_mixed_hardware:
         raise SpecError(
             f"study {p.study_name!r} was measured on other hardware "

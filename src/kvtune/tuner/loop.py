@@ -76,6 +76,9 @@ class Tuner:
         self.runner = TrialRunner(ctx.what, ctx.where, self.pid_file, on_phase=lambda n, p: self.cb.phase(n, p))
         self.budget_report: dict | None = None  # why the last run() stopped asking (results.json)
         self.sentinel_every = sentinel.SENTINEL_EVERY  # measured trials between baseline sentinels
+        # A study set up for a scheduler has no creator waiting on it: each of its workers stays
+        # while trials run elsewhere, so a dead worker's trial is re-queued and re-run by them.
+        self.stay_while_others_run = False
 
     # ---- the context, by name ---------------------------------------------------------------------
     @property
@@ -168,6 +171,8 @@ class Tuner:
         if self.wait_for_others:
             accounting.store_budget(self.study, self._spec_budget())
             accounting.begin_clock(self.study)
+        elif not accounting.clock_started(self.study):  # set up for a scheduler: the first worker starts it
+            accounting.begin_clock(self.study)
         budget = accounting.load_budget(self.study, self._spec_budget())
         stop = self._ask_until_spent(budget)
         outcomes = self.outcomes()
@@ -185,15 +190,19 @@ class Tuner:
             stop = budget.stop_reason(c.measured, c.asked, accounting.elapsed_s(self.study))
             if stop is StopReason.TRIALS:
                 return stop
+            waits = self.wait_for_others or self.stay_while_others_run
             if stop is not None:  # time or asks: trials running elsewhere still finish
-                if not (c.running and self.wait_for_others):
+                if not (c.running and waits):
                     return stop
                 self._wait_for_others()
                 continue
             if c.waiting == 0 and self._tried_all():
+                if c.running and self.stay_while_others_run:  # one may yet die and be re-queued
+                    self._wait_for_others()
+                    continue
                 return accounting.EXHAUSTED  # every config of the space was tried: nothing to ask
             if c.waiting == 0 and c.measured + c.running >= budget.trials:
-                if not self.wait_for_others:
+                if not waits:
                     return None  # the rest of the budget is running on other workers
                 self._wait_for_others()  # until they finish, or turn out dead and are re-queued
                 continue
@@ -263,10 +272,10 @@ class Tuner:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return None
         baseline = bool(trial.user_attrs.get("baseline"))
-        trial.set_user_attr("worker", self.worker)
-        trial.set_user_attr("hardware", self.ctx.where.hardware)
-        self.records.refresh()  # other workers may have told trials since this one's last
-        try:
+        try:  # from the ask on: a SIGTERM (scancel, eviction) here must not leave it RUNNING
+            trial.set_user_attr("worker", self.worker)
+            trial.set_user_attr("hardware", self.ctx.where.hardware)
+            self.records.refresh()  # other workers may have told trials since this one's last
             with storage.heartbeat(self.study, trial):
                 candidate = Candidate() if baseline else self.space.suggest(trial)
                 if not baseline and recovery.running_elsewhere(self.study, trial):

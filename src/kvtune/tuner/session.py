@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+import optuna
+
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Launcher
 from kvtune.study.outcome import TrialOutcome
@@ -25,6 +27,7 @@ from kvtune.tuner.build import Prepared, open_tuner, prepare
 from kvtune.tuner.fleet import accounting
 from kvtune.tuner.fleet import workers as worker_pool
 from kvtune.tuner.fleet.budget import Budget
+from kvtune.tuner.fleet.setup import set_up_study
 from kvtune.tuner.fleet.storage import load_study, runs_root, sqlite_url
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.search import samplers
@@ -48,6 +51,7 @@ class RunOptions:
     warm_start: str | None = None
     warm_start_storage: str | None = None
     allow_mixed_hardware: bool = False
+    setup_only: bool = False  # create the study in --storage for a scheduler's workers; run no trial
 
     def validate(self) -> "RunOptions":
         if self.workers < 1:
@@ -163,21 +167,13 @@ def open_session(
     `launcher`: one already built (a multi-backend run builds each backend's first; tests pass
     a fake); default: the spec's backend."""
     opts.validate()
-    if opts.workers > 1 and spec.sampler is samplers.SamplerKind.GRID:
-        # Two workers asking at once can overshoot the budget; the one that steps back tells its
-        # trial FAIL, and Optuna's grid counts a failed grid point as visited: it would be lost.
-        raise SpecError(
-            "--sampler grid measures one config at a time: use --workers 1 (a grid "
-            "point raced by two workers would be skipped), or another sampler"
-        )
+    if opts.workers > 1:
+        _refuse_grid(spec)
     prepared = prepare(
         spec, launcher=launcher, runs_dir=opts.runs_dir, device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial)
     )
-    if opts.workers > 1 and any(t.relative for t in prepared.targets):
-        raise SpecError(
-            "targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "
-            "measured first: use --workers 1, or absolute targets"
-        )
+    if opts.workers > 1:
+        _refuse_relative_targets(prepared)
     on_prepared(prepared)
     url = opts.storage or sqlite_url(prepared.run_dir)
     session_ref: list[Session] = []
@@ -206,3 +202,38 @@ def open_session(
             tuner.study, load_study(opts.warm_start, source_url), prepared.space.knobs
         )
     return session
+
+
+def _refuse_grid(spec: StudySpec) -> None:
+    """Two workers asking at once can overshoot the budget; the one that steps back tells its
+    trial FAIL, and Optuna's grid counts a failed grid point as visited: it would be lost."""
+    if spec.sampler is samplers.SamplerKind.GRID:
+        raise SpecError(
+            "--sampler grid measures one config at a time: use --workers 1 (a grid "
+            "point raced by two workers would be skipped), or another sampler"
+        )
+
+
+def _refuse_relative_targets(prepared: Prepared) -> None:
+    if any(t.relative for t in prepared.targets):
+        raise SpecError(
+            "targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "
+            "measured first: use --workers 1, or absolute targets"
+        )
+
+
+def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = None) -> tuple[Prepared, optuna.Study]:
+    """`kvtune run --setup-only`: the study in --storage, ready for workers a scheduler places
+    (tuner/fleet/setup.py), with the warm start queued; no trial runs. Many workers will share
+    it, so what needs one worker (a grid, relative targets) is refused here."""
+    opts.validate()
+    if not opts.storage:
+        raise SpecError("--setup-only needs --storage URL: a database every worker reaches, e.g. postgresql://...")
+    _refuse_grid(spec)
+    prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir)
+    _refuse_relative_targets(prepared)
+    study = set_up_study(prepared, opts.storage, opts.gpus_per_trial)
+    if opts.warm_start:
+        source_url = opts.warm_start_storage or opts.storage
+        enqueue_warm_start(study, load_study(opts.warm_start, source_url), prepared.space.knobs)
+    return prepared, study

@@ -104,6 +104,12 @@ def begin_clock(study: optuna.Study, now: float | None = None) -> None:
     study.set_user_attr(CLOCK_ATTR, {"started": now, "before_s": before, "last": now})
 
 
+def clock_started(study: optuna.Study) -> bool:
+    """Has a run started the study's clock? (Not yet for a study set up for a scheduler's
+    workers: it starts when the first of them does, not while the job waits in the queue.)"""
+    return bool(study.user_attrs.get(CLOCK_ATTR))
+
+
 def tick_clock(study: optuna.Study, now: float | None = None) -> None:
     """A trial finished: the session has spent at least until now."""
     now = time.time() if now is None else now

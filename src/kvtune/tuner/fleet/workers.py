@@ -9,6 +9,11 @@ PCI bus order so that CUDA's indices are NVML's (the memory wait and the pre-scr
 slot's GPUs through NVML). The study stores its own spec, so a worker on another host needs only the
 storage URL and the study name. A worker that dies leaves a trial that another re-runs
 (heartbeats across hosts, dead-process detection on the same host: see tuner/fleet/recovery.py).
+
+Under a scheduler (a Slurm array task, a Kubernetes Indexed Job pod) the worker pins nothing
+itself: the scheduler already gave the job its GPUs (Slurm's CUDA_VISIBLE_DEVICES, the kubelet's
+devices) and CPUs, so the job is one whole slot, and its task index is only its name (the slot
+recorded with its trials, its server pid file) and its sampler seed.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from kvtune.launchers.process import die_with_parent
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.fleet import storage
+from kvtune.tuner.fleet.setup import PLACEMENT_ATTR
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.trial.disturbance import MonitorFactory
 
@@ -81,6 +87,63 @@ def gpu_slot(slot: int, gpus_per_trial: int, pool: Sequence[str] | None = None) 
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(ids)}
 
 
+@dataclass(frozen=True)
+class SchedulerTask:
+    """This process as one task of a scheduler's job: `index` is its array index."""
+
+    scheduler: str  # "slurm" or "kubernetes"
+    index: int
+    job: str
+
+    def describe(self) -> str:
+        what = "array task" if self.scheduler == "slurm" else "completion index"
+        return f"{self.scheduler} job {self.job}, {what} {self.index}"
+
+
+def _index(env: Mapping[str, str], name: str) -> int:
+    text = env.get(name, "0")
+    if not text.isdigit():
+        raise SpecError(f"{name}={text!r} is not a task index (0, 1, ...): this worker's scheduler set it")
+    return int(text)
+
+
+def scheduler_task(env: Mapping[str, str] | None = None) -> SchedulerTask | None:
+    """The scheduler task this process is (Kubernetes: JOB_COMPLETION_INDEX; Slurm:
+    SLURM_ARRAY_TASK_ID, 0 for a job without an array), None when none placed it."""
+    env = os.environ if env is None else env
+    if "JOB_COMPLETION_INDEX" in env:
+        return SchedulerTask("kubernetes", _index(env, "JOB_COMPLETION_INDEX"), env.get("HOSTNAME", "?"))
+    if "SLURM_JOB_ID" in env:
+        job = env.get("SLURM_ARRAY_JOB_ID") or env["SLURM_JOB_ID"]
+        return SchedulerTask("slurm", _index(env, "SLURM_ARRAY_TASK_ID"), job)
+    return None
+
+
+@dataclass(frozen=True)
+class Seat:
+    """Where a worker sits: `slot` names it (its trials, its pid file, its sampler seed); `cpus`
+    and `device_env` are what its servers are pinned to (None / {}: what the process has)."""
+
+    slot: int
+    cpus: set[int] | None
+    device_env: dict[str, str]
+
+
+def seat(
+    slot: int, slots: int, gpus_per_trial: int, task: SchedulerTask | None, pool: Sequence[str] | None = None
+) -> Seat:
+    """This worker's seat. On its own host it is slot `slot` of `slots` (CPU set and GPUs cut
+    from the host's); placed by a scheduler it is the task's index, on everything the task got:
+    its first `gpus_per_trial` visible GPUs are all of them, and no CPU set."""
+    if task is None:
+        return Seat(slot, cpu_slot(slot, slots), gpu_slot(slot, gpus_per_trial, pool))
+    if slots > 1 or slot != 0:
+        raise SpecError(
+            f"this worker is {task.describe()}: the scheduler places one worker per task, so drop --slot and --slots"
+        )
+    return Seat(task.index, None, gpu_slot(0, gpus_per_trial, pool))
+
+
 def join(
     storage_url: str,
     study_name: str,
@@ -96,9 +159,12 @@ def join(
     allow_mixed_hardware: bool = False,
     wait_for_others: bool = False,
     monitor: MonitorFactory | None = None,
+    task: SchedulerTask | None = None,
 ) -> Tuner:
     """A Tuner for an existing study, built from the spec stored in it (`monitor`: the
-    interference monitor, see tuner/trial/disturbance.py)."""
+    interference monitor, see tuner/trial/disturbance.py; `task`: the scheduler task this
+    worker is, see `seat`)."""
+    where = seat(slot, slots, gpus_per_trial, task)
     study = storage.load_study(study_name, storage_url)
     if "spec" not in study.user_attrs:
         raise SpecError(f"study {study_name!r} was not created by kvtune (no stored spec)")
@@ -106,18 +172,19 @@ def join(
     # Binaries and environments are this host's: the creator's paths may not exist here.
     spec.llama_server = llama_server
     spec.vllm_python = vllm_python
-    prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir, device_env=gpu_slot(slot, gpus_per_trial))
+    prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir, device_env=where.device_env)
     tuner = open_tuner(
         prepared,
         callbacks,
         storage_url=storage_url,
         allow_mixed_hardware=allow_mixed_hardware,
-        slot=slot,
-        cpus=cpu_slot(slot, slots),
+        slot=where.slot,
+        cpus=where.cpus,
         wait_for_others=wait_for_others,
-        device_env=gpu_slot(slot, gpus_per_trial),
+        device_env=where.device_env,
         monitor=monitor,
     )
+    tuner.stay_while_others_run = PLACEMENT_ATTR in study.user_attrs  # set up for a scheduler
     return tuner
 
 

@@ -10,7 +10,15 @@ from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.fleet.workers import check_gpu_slots, cpu_slot, gpu_pool, gpu_slot
+from kvtune.tuner.fleet.workers import (
+    SchedulerTask,
+    check_gpu_slots,
+    cpu_slot,
+    gpu_pool,
+    gpu_slot,
+    scheduler_task,
+    seat,
+)
 from kvtune.tuner.search.warmstart import adapt
 from tests.conftest import TINY
 from tests.paths import NVML_DATA
@@ -106,3 +114,39 @@ def test_the_guard_tells_an_a100_study_from_an_h100_one(tmp_path):
     # the same A100, idle now: the same hardware (how busy a GPU is does not change what it is)
     open_tuner(replace(base, hardware=_recorded_fingerprint("a100_70pct_used", busy_free=80 * 2**30)))
     open_tuner(replace(base, hardware=_recorded_fingerprint("h100_sxm_x1")), allow_mixed_hardware=True)
+
+
+# ---- placed by a scheduler ------------------------------------------------------------------------
+def test_the_scheduler_task_is_read_from_its_environment():
+    k8s = scheduler_task({"JOB_COMPLETION_INDEX": "3", "HOSTNAME": "kvtune-s-3-abcde"})
+    assert k8s == SchedulerTask("kubernetes", 3, "kvtune-s-3-abcde")
+    array = scheduler_task({"SLURM_JOB_ID": "118", "SLURM_ARRAY_JOB_ID": "117", "SLURM_ARRAY_TASK_ID": "1"})
+    assert array == SchedulerTask("slurm", 1, "117")
+    assert scheduler_task({"SLURM_JOB_ID": "42"}) == SchedulerTask("slurm", 0, "42")  # no array: task 0
+    assert scheduler_task({"CUDA_VISIBLE_DEVICES": "0"}) is None
+    with pytest.raises(SpecError, match="JOB_COMPLETION_INDEX='x' is not a task index"):
+        scheduler_task({"JOB_COMPLETION_INDEX": "x"})
+
+
+def test_a_kubernetes_index_names_the_worker_but_picks_no_device():
+    """Pod 3 of an Indexed Job with one GPU sees that GPU as 0: it runs there, not on GPU 3."""
+    task = scheduler_task({"JOB_COMPLETION_INDEX": "3"})
+    where = seat(0, 1, 1, task, pool=["0"])
+    assert where.slot == 3  # its name, pid file and sampler seed
+    assert where.cpus is None and where.device_env["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_a_slurm_task_runs_on_the_gpus_slurm_set():
+    task = SchedulerTask("slurm", 2, "117")
+    where = seat(0, 1, 2, task, pool=gpu_pool({"CUDA_VISIBLE_DEVICES": "5,7"}))
+    assert (where.slot, where.cpus, where.device_env["CUDA_VISIBLE_DEVICES"]) == (2, None, "5,7")
+    assert seat(0, 1, 0, task, pool=[]).device_env == {}  # a CPU study: nothing pinned
+    with pytest.raises(SpecError, match="needs 2 GPUs"):
+        seat(0, 1, 2, task, pool=["4"])  # fewer than the study's trials use
+
+
+def test_under_a_scheduler_slots_are_refused_and_without_one_they_cut_the_host():
+    with pytest.raises(SpecError, match="drop --slot and --slots"):
+        seat(1, 2, 0, SchedulerTask("slurm", 0, "9"))
+    on_host = seat(1, 2, 1, None, pool=["0", "1"])
+    assert (on_host.slot, on_host.device_env["CUDA_VISIBLE_DEVICES"]) == (1, "1")

@@ -1,0 +1,160 @@
+"""Workers placed by a real Slurm: the exported sbatch script is submitted to a single-node cluster
+(tests/e2e/slurm_cluster.py), its 3 array tasks share a study in a real PostgreSQL, one task is
+`scancel`ed mid-trial, and the study still measures every config exactly once, loses no trial
+and leaves no process behind.
+
+The workers run the fake launcher (kvtune.testing.driver --join, given to the export as
+--worker-command): the script is otherwise exactly what `kvtune export-workers` writes."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.e2e.slurm_cluster import SlurmCluster, missing_programs, start_cluster
+from tests.e2e.test_workers_postgres import TRIALS, check_exactly_once
+
+pytestmark = pytest.mark.e2e
+STUDY = "slurm-share"
+WORKERS = 3
+# Quick recovery should a worker die without its SIGTERM handler (the test expects the handler).
+FAST_RECOVERY = {"KVTUNE_HEARTBEAT_S": "1", "KVTUNE_GRACE_S": "4"}
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """munged + slurmctld + slurmd for the session, ended by PID afterwards (Debian packages
+    slurm-wlm and munge; `make test` installs them when run as root)."""
+    missing = missing_programs()
+    if missing:
+        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing: Debian packages slurm-wlm and munge)")
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
+    shutil.rmtree(cluster.base, ignore_errors=True)
+
+
+def _kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def _set_up(tmp_path: Path, url: str) -> None:
+    """The study in PostgreSQL, no trial run: what `kvtune run --setup-only` does, on the fake launcher."""
+    argv = [sys.executable, "-m", "kvtune.testing.driver", "--setup-only", "--runs-dir", str(tmp_path / "setup")]
+    argv += ["--storage", url, "--study", STUDY, "--trials", str(TRIALS), "--requests", "24"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def _export(tmp_path: Path, url: str, mark: str) -> Path:
+    fake_worker = shlex.join(
+        [sys.executable, "-m", "kvtune.testing.driver", "--join", "--base-ttft-ms", "500", "--mark", mark]
+    )
+    script = tmp_path / "workers.sbatch"
+    _kvtune(
+        "export-workers",
+        "--format",
+        "slurm",
+        "--storage",
+        url,
+        "--study",
+        STUDY,
+        "--workers",
+        str(WORKERS),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--worker-command",
+        fake_worker,
+        "-o",
+        str(script),
+        cwd=tmp_path,
+    )
+    assert f"#SBATCH --array=0-{WORKERS - 1}" in script.read_text()
+    return script
+
+
+def _running_on_task(url: str, task: int) -> optuna.trial.FrozenTrial | None:
+    """A trial that array task `task` runs now (a rejected flag ends at once: skipped)."""
+    s = optuna.load_study(study_name=STUDY, storage=url)
+    for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if (t.user_attrs.get("worker") or {}).get("slot") == task and t.params.get("bogus") is False:
+            return t
+    return None
+
+
+def _measuring_on_task(url: str, task: int) -> optuna.trial.FrozenTrial | None:
+    """A trial task `task` is still running a second after it was asked: being measured, not one
+    it asked and stepped back from at once (another worker measures those parameters)."""
+    seen = _running_on_task(url, task)
+    if seen is None:
+        return None
+    time.sleep(1.0)
+    still = _running_on_task(url, task)
+    return still if still is not None and still.number == seen.number else None
+
+
+def _wait_for(what: str, check, timeout_s: float, cluster: SlurmCluster):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    pytest.fail(f"{what} after {timeout_s:.0f} s; squeue: {cluster.command('squeue', check=False)}")
+
+
+def _processes_with(mark: str) -> list[int]:
+    """PIDs whose command line or environment carries the test's mark (workers, fake servers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            seen = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or not ours to read
+        if mark.encode() in seen:
+            found.append(int(entry.name))
+    return found
+
+
+def test_slurm_array_workers_survive_a_scancel(tmp_path, postgres_url, slurm):
+    mark = f"kvtune-slurm-{uuid.uuid4().hex[:8]}"
+    _set_up(tmp_path, postgres_url)
+    script = _export(tmp_path, postgres_url, mark)
+    env = {**slurm.env, **FAST_RECOVERY}
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    victim = _wait_for("array task 1 never measured a trial", lambda: _measuring_on_task(postgres_url, 1), 120, slurm)
+    slurm.command("scancel", f"{job}_1")
+    _wait_for("the job array did not finish", lambda: not slurm.command("squeue", "-h", "-j", job).strip(), 240, slurm)
+
+    s = optuna.load_study(study_name=STUDY, storage=postgres_url)
+    complete = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    check_exactly_once(s, complete)
+    assert {t.user_attrs["worker"]["slot"] for t in complete} - {1}  # the other tasks measured too
+    stopped = s.trials[victim.number]
+    assert stopped.state == optuna.trial.TrialState.FAIL and stopped.user_attrs.get("interrupted")  # by SIGTERM
+    retried = [t for t in complete if t.user_attrs.get("retry_of") == victim.number]
+    assert retried and retried[0].params == victim.params  # re-run by another worker: not lost
+    left = [t.number for t in s.trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)]
+    assert left == []
+    log = (tmp_path / f"kvtune-{STUDY}-{job}_1.log").read_text()
+    assert '"interrupted": true' in log
+    assert _processes_with(mark) == []  # no worker, no fake server left

@@ -1,0 +1,47 @@
+"""A study set up for a scheduler's workers: what is stored, what waits for the first worker,
+and what the export reads back. SQLite in the test's folder; no process is started."""
+
+import optuna
+import pytest
+
+from kvtune.errors import SpecError
+from kvtune.study.spec import StudySpec
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.fleet import accounting
+from kvtune.tuner.fleet.budget import Budget
+from kvtune.tuner.fleet.setup import read_set_up, set_up_study
+from kvtune.tuner.fleet.storage import sqlite_url
+from tests.conftest import TINY
+
+
+def prepared(tmp_path):
+    spec = StudySpec(study="sched", trials=9, workload=TINY, startup_timeout_s=20).validate()
+    return prepare(spec, launcher=FakeLauncher(model_path="/models/m.gguf"), runs_dir=str(tmp_path / "runs"))
+
+
+def test_set_up_stores_spec_baseline_budget_and_gpus_but_no_hardware_or_clock(tmp_path):
+    url = sqlite_url(tmp_path)
+    study = set_up_study(prepared(tmp_path), url, gpus_per_trial=2)
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.WAITING]  # the baseline, queued
+    assert study.trials[0].user_attrs["baseline"] is True
+    assert StudySpec.from_dict(study.user_attrs["spec"]).trials == 9
+    assert accounting.load_budget(study, Budget(1)).trials == 9
+    assert "hardware" not in study.user_attrs  # the login node is not where trials run
+    assert not accounting.clock_started(study)  # queue time is not tuning time
+    stored = read_set_up("sched", url)
+    assert (stored.name, stored.gpus_per_trial, stored.spec.trials, stored.finished_trials) == ("sched", 2, 9, 0)
+    assert stored.model_path == "/models/m.gguf"  # as the launcher resolved it: the pod mounts it there
+
+
+def test_the_first_worker_records_its_hardware(tmp_path):
+    url = sqlite_url(tmp_path)
+    set_up_study(prepared(tmp_path), url)
+    worker = open_tuner(prepared(tmp_path), storage_url=url, wait_for_others=False)
+    assert worker.study.user_attrs["hardware"] == prepared(tmp_path).hardware
+    assert len(worker.study.trials) == 1  # joining queues no second baseline
+
+
+def test_reading_a_missing_study_names_the_set_up_command(tmp_path):
+    with pytest.raises(SpecError, match="no study 'nope'"):
+        read_set_up("nope", sqlite_url(tmp_path))
