@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from kvtune.bench.client import BenchOptions, BenchRun
+from kvtune.bench.multiturn import turn_metrics
+from kvtune.bench.prefix_reuse import prefix_cache_hit_rate
 from kvtune.bench.server_timing import server_timing_summary
 from kvtune.energy import EnergyReading, Meter, combine, energy_metrics
 from kvtune.interference.record import Interference, Watch
@@ -130,6 +132,8 @@ def measure_repeats(
         samples, sum(r.duration_s for r in runs), goodput_fn=options.goodput_fn, slo=options.slo
     )
     pooled.update(server_timing_summary(samples))
+    pooled.update(turn_metrics(samples))
+    pooled["prefix_cache_hit_rate"] = prefix_cache_hit_rate(samples, [r.server_metrics for r in runs])
     spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
     pooled["repeats"] = float(len(runs))
     pooled.update(record)
