@@ -290,8 +290,8 @@ class TrialRunner:
     ) -> Measurement:
         spec = self.what.spec
         extra_body = dict(self.launcher.request_extra_body())
-        if workload.shared_prefix_fraction > 0 and "cache_prompt" in extra_body:
-            extra_body["cache_prompt"] = True  # the workload tests prefix caching: let it work
+        if workload.reuses_prefixes and "cache_prompt" in extra_body:
+            extra_body["cache_prompt"] = True  # shared prefixes, conversations, traces: as a user's server runs
         options = BenchOptions(
             model=self.launcher.served_model_name(),
             extra_body=extra_body,

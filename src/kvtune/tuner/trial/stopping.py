@@ -49,6 +49,8 @@ def planned_requests(workload: Workload) -> int | None:
     for a closed loop that runs for a duration (it sends as many as the time allows)."""
     if workload.trace is not None:  # the trace's requests, as fitted
         return len(fitted_trace(workload).requests)
+    if workload.multiturn:  # a conversation may end early (its context full, a dataset's turns)
+        return None if workload.dataset is not None else workload.conversations * workload.turns
     if workload.mode == "open":
         if workload.duration_s is not None:
             assert workload.rate is not None
