@@ -122,6 +122,8 @@ FALLBACK = LlamaDefaults(
         "cache-type-v": "f16",
         "cont-batching": "enabled",
         "flash-attn": "auto",
+        "cache-reuse": "0",
+        "slot-prompt-similarity": "0.10",
     },
     "kvtune's table (llama.cpp with -ngl auto and --fit on)",
 )

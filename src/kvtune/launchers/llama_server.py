@@ -70,6 +70,8 @@ IMAGE_GPU = "ghcr.io/ggml-org/llama.cpp:server-cuda"
 # The share of RAM the KV pre-screen keeps back for everything but weights and cache.
 RESERVE_FRACTION = 0.1
 CACHE_TYPES = ("f16", "q8_0", "q4_0")
+CACHE_REUSE_CHOICES = (0, 64, 256)  # tokens; llama-server's default is 0 (no KV shifting)
+SLOT_SIMILARITY_CHOICES = (0.0, 0.1, 0.5)  # llama-server's default is 0.10
 DEFAULT_BATCH = 2048  # llama-server's --batch-size when unset
 # kvtune-level knob: per-slot context; rendered as --ctx-size = ctx-per-slot x parallel.
 CTX_PER_SLOT = "ctx-per-slot"
@@ -239,7 +241,21 @@ class LlamaServerLauncher(Launcher):
             Knob("cache-type-k", KnobKind.CHOICES, choices=CACHE_TYPES),
             Knob("cache-type-v", KnobKind.CHOICES, choices=CACHE_TYPES),
             Knob("cont-batching", KnobKind.CHOICES, choices=(True, False)),
+            *self._reuse_knobs(workload),
         ]
+
+    def _reuse_knobs(self, workload: Workload) -> list[Knob]:
+        """When requests share prefixes (conversations, a trace, a system prompt) and the build has
+        the flags: --cache-reuse (the smallest chunk of a cached prompt reused by shifting the KV
+        cache; 0 = off) and --slot-prompt-similarity (how alike a prompt must be to a slot's to go
+        to that slot and reuse its cache; 0 = any free slot). Synthetic prompts share nothing."""
+        if not workload.reuses_prefixes:
+            return []
+        table = (
+            Knob("cache-reuse", KnobKind.CHOICES, choices=CACHE_REUSE_CHOICES),
+            Knob("slot-prompt-similarity", KnobKind.CHOICES, choices=SLOT_SIMILARITY_CHOICES),
+        )
+        return [k for k in table if k.name in self.defaults.values]
 
     def _gpu_knobs(self, workload: Workload) -> list[Knob]:
         """With GPUs: -ngl (all layers, or partial offload when the model does not fit with the
