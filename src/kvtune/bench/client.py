@@ -32,10 +32,10 @@ from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
 from kvtune.bench.conversations import conversation_source
 from kvtune.bench.datasets import load_prompts
 from kvtune.bench.loops import OPEN_LEAD_S, Stopper, closed_loop, open_loop, ramp_offset
-from kvtune.bench.multiturn import ConversationLoop, turn_metrics
+from kvtune.bench.multiturn import ConversationLoop, planned_turns, turn_metrics
 from kvtune.bench.options import BenchOptions, BenchRun, resolve_api_key, slo_goodput
-from kvtune.bench.prompts import PromptSource
 from kvtune.bench.prefix_reuse import hit_rate_note, prefix_cache_hit_rate
+from kvtune.bench.prompts import PromptSource
 from kvtune.bench.server_metrics import METRICS_PATH, Scraper
 from kvtune.bench.server_timing import max_concurrency, server_timing_summary
 from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, chat_body, redact
@@ -315,7 +315,8 @@ async def _run_conversations(base: str, workload: Workload, o: BenchOptions) -> 
     stopper = Stopper(o.stop_when)
     server_metrics = None
     async with _http_client(o) as client:
-        loop = ConversationLoop(client, base + CHAT_PATH, source, _chat_maker(o, workload), workload, o.api_key, o.clock)
+        body = lambda messages: chat_body(o.model, messages, workload, o.extra_body)  # noqa: E731
+        loop = ConversationLoop(client, base + CHAT_PATH, source, body, workload, o.api_key, o.clock)
         warmup: list[RequestSample] = []
         if workload.warmup_requests > 0:
             if o.on_phase:
@@ -336,12 +337,8 @@ async def _run_conversations(base: str, workload: Workload, o: BenchOptions) -> 
     return BenchRun(
         samples, warmup, duration_s, metrics, prompt_tokens_exact=source.exact, prompt_source=source.describe(),
         server_metrics=server_metrics, workload=workload.to_dict(), endpoint=CHAT_PATH, notes=notes,
-        stopped=stopper.reason, planned=workload.conversations * workload.turns, sent=stopper.sent,
+        stopped=stopper.reason, planned=planned_turns(workload), sent=stopper.sent,
     )  # fmt: skip
-
-
-def _chat_maker(o: BenchOptions, workload: Workload) -> Callable[[list[dict[str, str]]], dict]:
-    return lambda messages: chat_body(o.model, messages, workload, o.extra_body)
 
 
 def _offered_rate(workload: Workload, offsets: list[float]) -> float | None:

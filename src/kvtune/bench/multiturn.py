@@ -147,3 +147,9 @@ def turn_metrics(samples: list[RequestSample]) -> dict[str, float]:
     out["conversations"] = float(len(conversations))
     out["mean_turns_per_conversation"] = len(turned) / len(conversations)
     return out
+
+
+def planned_turns(workload: Workload) -> int | None:
+    """The turns a multi-turn run plans: every turn of its synthetic conversations (the context
+    may end some early); None for a dataset's, whose conversations differ in length."""
+    return None if workload.dataset is not None else workload.conversations * workload.turns

@@ -193,7 +193,9 @@ def run(
         "--trace-max-tokens",
         help="Clip each request to N tokens of prompt + output: the context a slot of the server holds.",
     ),
-    turns: Optional[int] = typer.Option(None, "--turns", help="--workload multiturn: turns per conversation (default 4)."),
+    turns: Optional[int] = typer.Option(
+        None, "--turns", help="--workload multiturn: turns per conversation (default 4)."
+    ),
     think_time: Optional[str] = typer.Option(
         None, "--think-time", help="--workload multiturn: a user's pause between turns, e.g. 2s (default 0)."
     ),

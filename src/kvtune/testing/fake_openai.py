@@ -108,7 +108,7 @@ class FakeOpenAI:
     ``timings``. `llama_props` answers /props like llama-server. `now` is the clock every delay
     and the start-up delay are measured on. `prefill_s_per_token` adds that much TTFT for every
     prompt word the fake must process; with `prefix_cache` the words a request shares, from the
-    start, with an earlier prompt are cached (unless it sends ``cache_prompt: false``, as
+    start, with an earlier prompt and its answer are cached (unless it sends ``cache_prompt: false``, as
     llama-server): they cost nothing and the timings' ``cache_n`` counts them.
     """
 
@@ -254,7 +254,7 @@ class FakeOpenAI:
 
     def _cache_hit(self, body: dict[str, Any]) -> int:
         """Prompt words served from the fake's prefix cache (the longest common start with an
-        earlier prompt); the prompt is cached for later ones. Called under the lock."""
+        earlier prompt and its answer); both are cached for later ones. Called under the lock."""
         if not self.prefix_cache or body.get("cache_prompt") is False:
             return 0
         words = _prompt_text(body).split()
@@ -266,7 +266,7 @@ class FakeOpenAI:
                     break
                 n += 1
             best = max(best, n)
-        self._cached.append(words)
+        self._cached.append(words + ["tok"] * _max_tokens(body))  # a slot keeps its answer too
         return best
 
     def _token_steps(

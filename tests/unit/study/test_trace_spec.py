@@ -19,7 +19,7 @@ def test_workload_flag_takes_trace_file() -> None:
     assert _trace_of("trace: /data/t.csv ") == "/data/t.csv"
     assert _trace_of(None) is None
     for bad in ("trace:", "sharegpt:x.json", "azure-conv"):
-        with pytest.raises(SpecError, match="--workload takes trace:FILE"):
+        with pytest.raises(SpecError, match="--workload takes multiturn or trace:FILE"):
             _trace_of(bad)
 
 
