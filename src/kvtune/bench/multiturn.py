@@ -36,7 +36,6 @@ class ConversationStats:
     started: int = 0
     cut_by_context: int = 0
     turns_sent: int = 0
-    cut_at: list[int] = field(default_factory=list)
 
     def describe(self) -> str:
         text = f"{self.started} conversations, {self.turns_sent} turns sent"
@@ -78,17 +77,16 @@ class ConversationLoop:
         for k, text in enumerate(turns, 1):
             if not self.fits(used, text, k == 1):
                 self.stats.cut_by_context += 1
-                self.stats.cut_at.append(k)
                 return
             if k > 1 and self.workload.think_time_s > 0:
                 await self.clock.asleep(self.workload.think_time_s)
             user = {"role": "user", "content": text}
             answer: list[str] = []
-            due = self.clock.monotonic()
+            body, due = self.body(history + [user]), self.clock.monotonic()
+            timeout_s = self.workload.request_timeout_s
             sample = await one_request(
-                self.client, self.url, self.body(history + [user]), self.workload.request_timeout_s,
-                due, None, self.secret, self.clock, answer,
-            )  # fmt: skip
+                self.client, self.url, body, timeout_s, due, secret=self.secret, clock=self.clock, answer=answer
+            )
             sample.conversation, sample.turn = c, k
             self.stats.turns_sent += 1
             if not keep(sample) or not sample.ok:
