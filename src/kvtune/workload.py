@@ -21,6 +21,14 @@ With `trace` (a trace file, or a shipped excerpt's name: bench/traces.py) the me
 replays the trace instead: an open loop at the trace's arrival times, each request with the
 trace's input and output lengths, cut by `trace_window_s` / `trace_requests`, its clock sped up
 by `trace_speed`, lengths times `trace_length_scale` and clipped to `trace_max_tokens`.
+
+With ``multiturn`` (bench/multiturn.py) each of `concurrency` users holds one conversation at a
+time: `turns` turns of `prompt_tokens` new input each (all human turns of a ShareGPT record when
+`dataset` is set), every request carrying the history so far (earlier prompts and the server's
+own answers), `think_time_s` between a user's turns. ``ceil(num_requests / turns)`` conversations
+are measured; one ends early when its next turn would not fit `conversation_max_tokens` (default:
+`request_tokens`, the context kvtune sizes a slot for). Only a conversation's first turn carries a
+nonce, so its turns share their prefix and different conversations do not.
 Secrets (an API key) never live here: a workload is saved with the results.
 """
 
@@ -34,6 +42,10 @@ from kvtune.errors import SpecError
 ARRIVALS = ("poisson", "gamma", "constant")  # bench/arrivals.py draws the gaps
 
 MODES = ("closed", "open")
+# Tokens the chat template adds: once per conversation (a default system prompt, as SmolLM2's
+# template writes one) and per turn (role markers of the user message and of the answer).
+TEMPLATE_TOKENS = 32
+TEMPLATE_TOKENS_PER_TURN = 12
 ENDPOINTS = ("chat", "completions")
 
 
@@ -69,6 +81,22 @@ class Workload:
     trace_speed: float = 1.0
     trace_length_scale: float = 1.0
     trace_max_tokens: int | None = None
+    # Multi-turn conversations (bench/multiturn.py): off unless `multiturn`.
+    multiturn: bool = False
+    turns: int = 4
+    think_time_s: float = 0.0
+    conversation_max_tokens: int | None = None
+
+    @property
+    def reuses_prefixes(self) -> bool:
+        """Whether requests share prompt prefixes a server's cache should serve, as a user's
+        server would (a trace, conversations, a shared system prompt): then caches stay on."""
+        return self.trace is not None or self.multiturn or self.shared_prefix_fraction > 0
+
+    @property
+    def conversations(self) -> int:
+        """Measured conversations of a multi-turn workload: enough for `num_requests` turns."""
+        return max(1, math.ceil(self.num_requests / self.turns))
 
     @property
     def request_tokens(self) -> int:
@@ -83,6 +111,12 @@ class Workload:
         prompt = self.prompt_tokens
         if self.dataset and self.dataset_max_tokens:
             prompt = self.dataset_max_tokens
+        if self.multiturn:
+            if self.conversation_max_tokens is not None:
+                return self.conversation_max_tokens
+            # the whole last turn: every turn's input and answer, the chat template's share
+            turn = prompt + self.output_tokens + TEMPLATE_TOKENS_PER_TURN
+            return TEMPLATE_TOKENS + self.shared_prefix_tokens + self.turns * turn
         return prompt + self.shared_prefix_tokens + self.output_tokens
 
     def validate(self) -> "Workload":
@@ -140,7 +174,31 @@ class Workload:
                 "(the length of the shared system prompt)"
             )
         self._validate_trace()
+        self._validate_multiturn()
         return self
+
+    def _validate_multiturn(self) -> None:
+        if not self.multiturn:
+            for name in _MULTITURN_FIELDS[1:]:
+                if getattr(self, name) != _MULTITURN_DEFAULTS[name]:
+                    raise SpecError(f"workload.{name} applies to multi-turn only: set workload.multiturn: true")
+            return
+        clash = [n for n in ("trace", "rate", "duration_s") if getattr(self, n) is not None]
+        clash += ["mode: open"] if self.mode == "open" else []
+        clash += ["endpoint: completions"] if self.endpoint != "chat" else []
+        clash += ["shared_prefix_fraction"] if self.shared_prefix_fraction > 0 else []
+        if clash:
+            raise SpecError(f"workload.multiturn runs a closed loop of chat conversations: drop {', '.join(clash)}")
+        if self.turns < 1:
+            raise SpecError(f"workload.turns must be at least 1, got {self.turns}")
+        if not (isinstance(self.think_time_s, (int, float)) and 0 <= self.think_time_s < math.inf):
+            raise SpecError(f"workload.think_time_s must be a number of seconds >= 0, got {self.think_time_s}")
+        least = self.prompt_tokens + self.output_tokens + TEMPLATE_TOKENS
+        if self.conversation_max_tokens is not None and self.conversation_max_tokens < least:
+            raise SpecError(
+                f"workload.conversation_max_tokens ({self.conversation_max_tokens}) cannot hold one turn: "
+                f"at least prompt + output + {TEMPLATE_TOKENS} template tokens = {least}"
+            )
 
     def _validate_trace(self) -> None:
         if self.trace is None:
@@ -175,11 +233,16 @@ class Workload:
         if self.trace is None:
             for name in _TRACE_FIELDS:
                 d.pop(name)
+        if not self.multiturn:
+            for name in _MULTITURN_FIELDS:
+                d.pop(name)
         return d
 
 
 _TRACE_FIELDS = ("trace", "trace_requests", "trace_window_s", "trace_speed", "trace_length_scale", "trace_max_tokens")
 _TRACE_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _TRACE_FIELDS}
+_MULTITURN_FIELDS = ("multiturn", "turns", "think_time_s", "conversation_max_tokens")
+_MULTITURN_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _MULTITURN_FIELDS}
 
 
 def _positive(x: float) -> bool:

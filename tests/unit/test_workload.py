@@ -71,3 +71,38 @@ def test_an_impossible_setting_is_one_line_naming_the_field(fields, message):
 def test_a_valid_open_timed_gamma_workload_passes_and_round_trips_to_a_dict():
     w = Workload(mode="open", rate=2.5, arrival="gamma", burstiness=0.5, duration_s=30.0).validate()
     assert Workload(**w.to_dict()) == w
+
+
+def test_a_multi_turn_workload_sizes_the_slot_for_its_last_turn_and_round_trips():
+    w = Workload(multiturn=True, turns=4, prompt_tokens=100, output_tokens=20, num_requests=10).validate()
+    # the template's 32 once, then four turns of input, answer and 12 template tokens each
+    assert w.request_tokens == 32 + 4 * (100 + 20 + 12) and w.conversations == 3
+    assert Workload(multiturn=True, conversation_max_tokens=2000).request_tokens == 2000
+    assert Workload(**w.to_dict()) == w and w.reuses_prefixes
+    plain = Workload()
+    assert not {"multiturn", "turns", "think_time_s", "conversation_max_tokens"} & set(plain.to_dict())
+    assert not plain.reuses_prefixes and Workload(trace="azure-conv").reuses_prefixes
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"turns": 3}, "workload.turns applies to multi-turn only: set workload.multiturn: true"),
+        ({"think_time_s": 1.0}, "workload.think_time_s applies to multi-turn only"),
+        ({"multiturn": True, "turns": 0}, "workload.turns must be at least 1, got 0"),
+        ({"multiturn": True, "think_time_s": -1}, "workload.think_time_s must be a number of seconds >= 0, got -1"),
+        (
+            {"multiturn": True, "mode": "open", "rate": 2.0},
+            "workload.multiturn runs a closed loop of chat conversations: drop rate, mode: open",
+        ),
+        ({"multiturn": True, "endpoint": "completions"}, "workload.multiturn runs a closed loop of chat conversations"),
+        (
+            {"multiturn": True, "conversation_max_tokens": 100},
+            "workload.conversation_max_tokens (100) cannot hold one turn: at least prompt + output + 32",
+        ),
+    ],
+)
+def test_an_impossible_multi_turn_setting_is_one_line(fields, message):
+    with pytest.raises(SpecError) as e:
+        Workload(**fields).validate()
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)

@@ -29,13 +29,16 @@ from typing import Callable
 import httpx
 
 from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
+from kvtune.bench.conversations import conversation_source
 from kvtune.bench.datasets import load_prompts
 from kvtune.bench.loops import OPEN_LEAD_S, Stopper, closed_loop, open_loop, ramp_offset
+from kvtune.bench.multiturn import ConversationLoop, planned_turns, turn_metrics
 from kvtune.bench.options import BenchOptions, BenchRun, resolve_api_key, slo_goodput
+from kvtune.bench.prefix_reuse import hit_rate_note, prefix_cache_hit_rate
 from kvtune.bench.prompts import PromptSource
 from kvtune.bench.server_metrics import METRICS_PATH, Scraper, acceptance_from
 from kvtune.bench.server_timing import max_concurrency, server_timing_summary
-from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, redact
+from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, chat_body, redact
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
 from kvtune.bench.trace_prompts import TracePromptSource
 from kvtune.bench.traces import fitted_trace
@@ -165,6 +168,8 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
     """
     workload.validate()
     o = options
+    if workload.multiturn:
+        return await _run_conversations(base_url.rstrip("/"), workload, o)
     path, base = (COMPLETIONS_PATH if workload.endpoint == "completions" else CHAT_PATH), base_url.rstrip("/")
     notes: list[str] = []
     source, source_desc = _prompt_source(workload, os.urandom(4).hex(), o.tokenizer, notes)
@@ -184,7 +189,7 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
         samples, duration_s, planned = await _measure(client, base + path, body, bodies, offsets, workload, o, stopper)
         if scraper is not None:
             server_metrics = await scraper.finish()
-    metrics = {**acceptance_from(server_metrics), **_summary(samples, duration_s, o, notes)}
+    metrics = {**acceptance_from(server_metrics), **_summary(samples, duration_s, o, notes, server_metrics)}
     fell_behind = _fell_behind(workload, _offered_rate(workload, offsets), samples, metrics, notes)
     return BenchRun(
         samples,
@@ -285,12 +290,55 @@ async def _measure(
     return samples, duration_s, workload.num_requests
 
 
-def _summary(samples: list[RequestSample], duration_s: float, o: BenchOptions, notes: list[str]) -> dict[str, float]:
+def _summary(
+    samples: list[RequestSample], duration_s: float, o: BenchOptions, notes: list[str], server: dict | None
+) -> dict[str, float]:
+    """The run's metrics: the requests', llama-server's timing split, the turns', the hit rate."""
     metrics = summarize_requests(samples, duration_s, o.goodput_fn, o.slo)
     notes.extend(sample_notes(samples))
     metrics.update(server_timing_summary(samples))
+    metrics.update(turn_metrics(samples))
     metrics["max_concurrent_requests"] = float(max_concurrency(samples))
+    metrics["prefix_cache_hit_rate"] = prefix_cache_hit_rate(samples, [server])
+    notes.append(hit_rate_note(metrics["prefix_cache_hit_rate"]))
     return metrics
+
+
+async def _run_conversations(base: str, workload: Workload, o: BenchOptions) -> BenchRun:
+    """The multi-turn workload (multiturn.py): warm-up conversations of one turn each, then
+    `workload.conversations` conversations over `workload.concurrency` users."""
+    tok, note = _tokenizer(o.tokenizer)
+    words = tok.single_token_words() if tok is not None else []
+    count = tok.count if tok is not None else None
+    source = conversation_source(workload, os.urandom(4).hex(), words, count)
+    notes = [note, source.describe()]
+    stopper = Stopper(o.stop_when)
+    server_metrics = None
+    async with _http_client(o) as client:
+        body = lambda messages: chat_body(o.model, messages, workload, o.extra_body)  # noqa: E731
+        loop = ConversationLoop(client, base + CHAT_PATH, source, body, workload, o.api_key, o.clock)
+        warmup: list[RequestSample] = []
+        if workload.warmup_requests > 0:
+            if o.on_phase:
+                o.on_phase("warmup")
+            one_turn = ConversationLoop(client, loop.url, source, loop.body, workload, o.api_key, o.clock, max_turns=1)
+            warmup, _ = await one_turn.run(-workload.warmup_requests, workload.warmup_requests, workload.concurrency)
+        scraper = Scraper(client, base + METRICS_PATH, o.metrics_interval_s, o.api_key) if o.scrape_metrics else None
+        if scraper is not None:
+            await scraper.start()
+        if o.on_phase:
+            o.on_phase("measuring")
+        samples, duration_s = await loop.run(0, workload.conversations, workload.concurrency, stopper)
+        if scraper is not None:
+            server_metrics = await scraper.finish()
+    notes.append(loop.stats.describe())
+    metrics = _summary(samples, duration_s, o, notes, server_metrics)
+    metrics["conversations_cut_by_context"] = float(loop.stats.cut_by_context)
+    return BenchRun(
+        samples, warmup, duration_s, metrics, prompt_tokens_exact=source.exact, prompt_source=source.describe(),
+        server_metrics=server_metrics, workload=workload.to_dict(), endpoint=CHAT_PATH, notes=notes,
+        stopped=stopper.reason, planned=planned_turns(workload), sent=stopper.sent,
+    )  # fmt: skip
 
 
 def _offered_rate(workload: Workload, offsets: list[float]) -> float | None:

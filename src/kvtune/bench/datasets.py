@@ -7,6 +7,9 @@ Accepted shapes (detected from the content, not the file name):
 - a JSON list of prompt strings or of ``{"prompt": ...}`` objects;
 - JSONL: one ``{"prompt": ...}`` object, ShareGPT record or JSON string per line.
 
+For multi-turn workloads `load_conversations` keeps every human turn of each ShareGPT record, in
+order (the dataset's own answers are not sent: the server's answers make the history).
+
 Records with no usable prompt (no human turn, empty text) are skipped and counted. The length
 filter counts tokens when a tokenizer is given, else words, and says which. Every expected
 failure (missing file, bad JSON, nothing left after filtering) is a one-line `SpecError`.
@@ -129,3 +132,48 @@ def load_prompts(
             f"{min_tokens} and {hi} {by.split()[0]} long"
         )
     return DatasetPrompts(str(p), kept, len(records), len(prompts), by)
+
+
+def human_turns(rec: Any) -> list[str]:
+    """Every human turn's text of one ShareGPT record, in order (empty when it has none)."""
+    conv = None
+    if isinstance(rec, dict):
+        conv = next((rec[k] for k in ("conversations", "conversation", "messages") if k in rec), None)
+    if not isinstance(conv, list):
+        return []
+    turns = []
+    for turn in conv:
+        if isinstance(turn, dict) and str(turn.get("from", turn.get("role", ""))).lower() in _HUMAN:
+            text = turn.get("value", turn.get("content"))
+            if isinstance(text, str) and text.strip():
+                turns.append(text)
+    return turns
+
+
+@dataclass(frozen=True)
+class DatasetConversations:
+    path: str
+    conversations: list[list[str]]  # each: the human turns, in order
+    records: int
+
+    def describe(self) -> str:
+        turns = sum(len(c) for c in self.conversations)
+        return (
+            f"dataset {Path(self.path).name}: {len(self.conversations)} conversations of "
+            f"{self.records} records, {turns / len(self.conversations):.1f} human turns each"
+        )
+
+
+def load_conversations(path: str | Path) -> DatasetConversations:
+    """The ShareGPT records with at least one human turn, each as its list of human turns."""
+    p = Path(path).expanduser()
+    records = _read_records(p)
+    if not isinstance(records, list):
+        raise SpecError(f"dataset {str(p)!r} must hold a list of records, got {type(records).__name__}")
+    convs = [t for t in map(human_turns, records) if t]
+    if not convs:
+        raise SpecError(
+            f"dataset {str(p)!r} has no conversations: a multi-turn workload needs ShareGPT records "
+            f'({{"conversations": [{{"from": "human", "value": ...}}, ...]}})'
+        )
+    return DatasetConversations(str(p), convs, len(records))

@@ -35,12 +35,19 @@ def build_body(model: str, prompt: str | Prompt, workload: Workload, extra_body:
     completions sends the text as ``prompt``."""
     if isinstance(prompt, str):
         prompt = Prompt(user=prompt)
-    body: dict[str, Any] = {"model": model}
-    if workload.endpoint == "completions":
-        body["prompt"] = prompt.as_text()
-    else:
+    if workload.endpoint != "completions":
         messages = [] if prompt.system is None else [{"role": "system", "content": prompt.system}]
-        body["messages"] = messages + [{"role": "user", "content": prompt.user}]
+        return chat_body(model, messages + [{"role": "user", "content": prompt.user}], workload, extra_body)
+    body: dict[str, Any] = {"model": model, "prompt": prompt.as_text()}
+    return _generation(body, workload, extra_body)
+
+
+def chat_body(model: str, messages: list[dict[str, str]], workload: Workload, extra_body: dict | None) -> dict:
+    """A chat request of these messages (a conversation's history and its next user turn)."""
+    return _generation({"model": model, "messages": messages}, workload, extra_body)
+
+
+def _generation(body: dict[str, Any], workload: Workload, extra_body: dict | None) -> dict:
     body.update(
         {
             "max_tokens": workload.output_tokens,
@@ -72,9 +79,24 @@ def _error_text(obj: Any) -> str:
     return str(msg)[:200]
 
 
-async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSample, clock: Clock) -> None:
+def _content(obj: dict[str, Any]) -> str:
+    """The answer text a chunk carries (chat ``delta.content`` or completions ``text``)."""
+    parts = []
+    for choice in obj.get("choices") or []:
+        if isinstance(choice, dict):
+            delta = choice.get("delta") or {}
+            text = delta.get("content") if isinstance(delta, dict) else None
+            text = choice.get("text") if text is None else text
+            parts.append(text if isinstance(text, str) else "")
+    return "".join(parts)
+
+
+async def _stream(
+    client: httpx.AsyncClient, url: str, body: dict, s: RequestSample, clock: Clock, answer: list[str] | None
+) -> None:
     """Send one request and fill `s` in place; sets `s.ok` only on a complete, valid stream.
-    Each line is timed on `clock` as it arrives."""
+    Each line is timed on `clock` as it arrives; the answer's text goes to `answer` when given
+    (a conversation's next turn sends it back as history)."""
     last: float | None = None
     content_chunks = 0
     usage: dict[str, Any] | None = None
@@ -112,6 +134,8 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict, s: RequestSam
                     s.itl_s.append(now - last)
                 last = now
                 content_chunks += 1
+                if answer is not None:
+                    answer.append(_content(obj))
             finish = _finish_reason(obj) or finish
             if obj.get("usage"):
                 usage = obj["usage"]
@@ -191,13 +215,15 @@ async def one_request(
     intended: float | None = None,
     secret: str | None = None,
     clock: Clock = REAL_CLOCK,
+    answer: list[str] | None = None,
 ) -> RequestSample:
     """Send one request due at `due` (a `clock.monotonic()` reading) and time it on `clock`;
-    never raises. The timeout runs on the event loop's clock (`clock.run` starts that loop)."""
+    never raises. The timeout runs on the event loop's clock (`clock.run` starts that loop).
+    The answer's text chunks are appended to `answer` when given."""
     s = RequestSample(send_time=clock.monotonic(), intended_send_time=intended)
     s.queue_wait_s = s.send_time - due
     try:
-        await asyncio.wait_for(_stream(client, url, body, s, clock), timeout_s)
+        await asyncio.wait_for(_stream(client, url, body, s, clock, answer), timeout_s)
     except asyncio.TimeoutError:
         s.ok = False
         s.error = f"timeout: no complete response within {timeout_s:g} s"

@@ -44,13 +44,14 @@ def _seconds(text: str | None, flag: str) -> float | None:
 
 
 def _trace_of(workload: str | None) -> str | None:
-    """--workload trace:FILE (a trace file or a shipped excerpt's name) -> FILE."""
-    if workload is None:
+    """--workload trace:FILE (a trace file or a shipped excerpt's name) -> FILE; multiturn -> None."""
+    if workload is None or workload == "multiturn":
         return None
     kind, _, where = workload.partition(":")
     if kind != "trace" or not where.strip():
         raise SpecError(
-            f"--workload takes trace:FILE (a trace file, or azure-conv, azure-code, mooncake-conv), got {workload!r}"
+            f"--workload takes multiturn or trace:FILE (a trace file, or azure-conv, azure-code, mooncake-conv), "
+            f"got {workload!r}"
         )
     return where.strip()
 
@@ -175,7 +176,7 @@ def run(
     workload_kind: Optional[str] = typer.Option(
         None,
         "--workload",
-        help="trace:FILE replays a production trace's arrival times and lengths (Azure CSV, Mooncake JSONL, BurstGPT CSV; shipped: trace:azure-conv, trace:azure-code, trace:mooncake-conv).",
+        help="multiturn: conversations, each request carrying the history so far (--turns, --think-time; with --dataset, ShareGPT's turns). trace:FILE replays a production trace's arrival times and lengths (Azure CSV, Mooncake JSONL, BurstGPT CSV; shipped: trace:azure-conv, trace:azure-code, trace:mooncake-conv).",
     ),
     trace_requests: Optional[int] = typer.Option(None, "--trace-requests", help="Replay the trace's first N requests."),
     trace_window: Optional[str] = typer.Option(
@@ -191,6 +192,12 @@ def run(
         None,
         "--trace-max-tokens",
         help="Clip each request to N tokens of prompt + output: the context a slot of the server holds.",
+    ),
+    turns: Optional[int] = typer.Option(
+        None, "--turns", help="--workload multiturn: turns per conversation (default 4)."
+    ),
+    think_time: Optional[str] = typer.Option(
+        None, "--think-time", help="--workload multiturn: a user's pause between turns, e.g. 2s (default 0)."
     ),
     slo: Optional[str] = typer.Option(
         None,
@@ -283,6 +290,9 @@ def run(
         trace_speed=trace_speed,
         trace_length_scale=trace_length_scale,
         trace_max_tokens=trace_max_tokens,
+        multiturn=True if workload_kind == "multiturn" else None,
+        turns=turns,
+        think_time_s=_seconds(think_time, "--think-time"),
     )
     overrides = SpecOverrides(
         targets=tuple(target) or None,

@@ -143,8 +143,9 @@ def highest_int(knob: Knob, workload: Workload) -> Any:
 
 
 def when_prefixes_shared(knob: Knob, workload: Workload) -> Any:
-    """On when the workload shares prompt prefixes (a prefix cache then pays), else off."""
-    return workload.shared_prefix_fraction > 0 if knob.kind == KnobKind.CHOICES else None
+    """On when the workload shares prompt prefixes (a system prompt, conversations, a trace: a
+    prefix cache then pays), else off."""
+    return workload.reuses_prefixes if knob.kind == KnobKind.CHOICES else None
 
 
 def prefer(value: Any) -> Rule:

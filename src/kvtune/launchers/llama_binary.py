@@ -130,6 +130,8 @@ FALLBACK = LlamaDefaults(
         "spec-draft-n-max": "3",
         "spec-draft-n-min": "0",
         "spec-type": "none",
+        "cache-reuse": "0",
+        "slot-prompt-similarity": "0.10",
     },
     "kvtune's table (llama.cpp with -ngl auto and --fit on)",
     tuple(

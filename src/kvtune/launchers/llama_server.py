@@ -57,6 +57,7 @@ from kvtune.launchers.llama_devices import (
     prescreen_offload,
     tensor_split_choices,
 )
+from kvtune.launchers.llama_reuse import reuse_knobs
 from kvtune.launchers.llama_speculative import LlamaSpeculation
 from kvtune.models import resolve_model
 from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget
@@ -247,6 +248,7 @@ class LlamaServerLauncher(Launcher):
             Knob("cache-type-k", KnobKind.CHOICES, choices=CACHE_TYPES),
             Knob("cache-type-v", KnobKind.CHOICES, choices=CACHE_TYPES),
             Knob("cont-batching", KnobKind.CHOICES, choices=(True, False)),
+            *reuse_knobs(workload, self.defaults.values),
         ]
 
     def _gpu_knobs(self, workload: Workload) -> list[Knob]:

@@ -46,6 +46,9 @@ class RequestSample:
     truncated: bool = False
     # The server sent no usage.completion_tokens: output_tokens were counted from the stream.
     tokens_from_stream: bool = False
+    # Multi-turn workloads: the conversation and its turn (1 = the first) this request was.
+    conversation: int | None = None
+    turn: int | None = None
 
     @property
     def schedule_lag_s(self) -> float | None:

@@ -41,6 +41,11 @@ class WorkloadOverrides:
     trace_speed: float | None = None
     trace_length_scale: float | None = None
     trace_max_tokens: int | None = None
+    # multi-turn conversations (--workload multiturn, --turns, --think-time)
+    multiturn: bool | None = None
+    turns: int | None = None
+    think_time_s: float | None = None
+    conversation_max_tokens: int | None = None
 
     def given(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

@@ -32,6 +32,9 @@ COMPARED = (
     ("p95_tpot_ms", "TPOT p95 ms", False),
     ("p95_itl_ms", "ITL p95 ms", False),
     ("p95_e2el_ms", "E2EL p95 ms", False),
+    # multi-turn workloads only (bench/multiturn.py): a prefix cache shows in later turns
+    ("median_ttft_ms_turn1", "TTFT p50 turn 1 ms", False),
+    ("median_ttft_ms_later", "TTFT p50 later turns ms", False),
 )
 
 

@@ -106,6 +106,7 @@ def parse_workload(raw: Any) -> Workload:
     if unknown:
         raise SpecError(f"workload has unknown key(s) {sorted(map(str, unknown))}; allowed: {', '.join(known)}")
     numbers = {"request_timeout_s", "burstiness", "shared_prefix_fraction", "trace_speed", "trace_length_scale"}
+    numbers |= {"think_time_s"}
     optional_numbers = {"rate", "duration_s", "trace_window_s"}
     strings = {"mode", "arrival", "endpoint"}
     for k, v in raw.items():
@@ -120,7 +121,9 @@ def parse_workload(raw: Any) -> Workload:
         elif k in ("dataset", "trace"):
             if v is not None:
                 _check_type(where, v, (str,), "a file path")
-        elif k in ("dataset_max_tokens", "trace_requests", "trace_max_tokens"):
+        elif k == "multiturn":
+            _check_type(where, v, (bool,), "true or false")
+        elif k in ("dataset_max_tokens", "trace_requests", "trace_max_tokens", "conversation_max_tokens"):
             if v is not None:
                 _check_type(where, v, (int,), "an integer")
         else:

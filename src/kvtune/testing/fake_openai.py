@@ -78,6 +78,13 @@ def prompt_words(body: dict[str, Any]) -> int:
     return n
 
 
+def _prompt_text(body: dict[str, Any]) -> str:
+    """The prompt as one text: the messages' contents in order (chat), or the prompt."""
+    parts = [m.get("content") for m in body.get("messages") or [] if isinstance(m, dict)]
+    parts.append(body.get("prompt"))
+    return " ".join(p for p in parts if isinstance(p, str))
+
+
 def _max_tokens(body: dict[str, Any]) -> int:
     return int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
 
@@ -99,7 +106,10 @@ class FakeOpenAI:
     `truncate_finish` ("length": a context that filled up, as llama-server does; "stop": a server
     that ignores ``ignore_eos``); `omit_usage` leaves out the final chunk's ``usage`` and
     ``timings``. `llama_props` answers /props like llama-server. `now` is the clock every delay
-    and the start-up delay are measured on.
+    and the start-up delay are measured on. `prefill_s_per_token` adds that much TTFT for every
+    prompt word the fake must process; with `prefix_cache` the words a request shares, from the
+    start, with an earlier prompt and its answer are cached (unless it sends ``cache_prompt: false``, as
+    llama-server): they cost nothing and the timings' ``cache_n`` counts them.
     """
 
     def __init__(
@@ -119,8 +129,12 @@ class FakeOpenAI:
         truncate_at: int | None = None,
         truncate_finish: str = "length",
         omit_usage: bool = False,
+        prefill_s_per_token: float = 0.0,
+        prefix_cache: bool = False,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.prefill_s_per_token, self.prefix_cache = prefill_s_per_token, prefix_cache
+        self._cached: list[list[str]] = []
         self.ttft_s, self.itl_s = ttft_s, itl_s
         self.fail_status, self.hang_after_tokens = fail_status, hang_after_tokens
         self.role_chunk_first = role_chunk_first
@@ -228,15 +242,36 @@ class FakeOpenAI:
             yield _sse(self._chunk({"role": "assistant", "content": ""}))
         with self._lock:
             self.active += 1
+            cached = self._cache_hit(body)
             ttft = self.ttft_s + self.ttft_per_active_s * (self.active - 1)
+            ttft += self.prefill_s_per_token * (prompt_words(body) - cached)
         try:
-            tail = yield from self._token_steps(body, ttft)
+            tail = yield from self._token_steps(body, ttft, cached)
         finally:
             with self._lock:
                 self.active -= 1
         yield from tail  # the last token is out: the stream no longer delays the others
 
-    def _token_steps(self, body: dict[str, Any], ttft: float) -> Generator[float | bytes | _Hang, None, list[bytes]]:
+    def _cache_hit(self, body: dict[str, Any]) -> int:
+        """Prompt words served from the fake's prefix cache (the longest common start with an
+        earlier prompt and its answer); both are cached for later ones. Called under the lock."""
+        if not self.prefix_cache or body.get("cache_prompt") is False:
+            return 0
+        words = _prompt_text(body).split()
+        best = 0
+        for old in self._cached:
+            n = 0
+            for a, b in zip(old, words):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        self._cached.append(words + ["tok"] * _max_tokens(body))  # a slot keeps its answer too
+        return best
+
+    def _token_steps(
+        self, body: dict[str, Any], ttft: float, cached: int = 0
+    ) -> Generator[float | bytes | _Hang, None, list[bytes]]:
         """Waits and token chunks; returns the final usage event and ``[DONE]``."""
         max_tokens = _max_tokens(body)
         if self.truncate_at is not None:
@@ -257,7 +292,8 @@ class FakeOpenAI:
             prompt_n = prompt_words(body)
             final["usage"] = {"prompt_tokens": prompt_n, "completion_tokens": sent, "total_tokens": prompt_n + sent}
             final["timings"] = {
-                "prompt_n": prompt_n,
+                "prompt_n": prompt_n - cached,
+                "cache_n": cached,
                 "prompt_ms": self.ttft_s * 1000.0,
                 "predicted_n": sent,
                 "predicted_ms": (self.now() - t_first) * 1000.0,

@@ -37,6 +37,10 @@ def kvtune(*args, cwd):
         (["--progress", "nosuch"], "--progress must be one of auto, plain, quiet, jsonl"),
         (["--startup-timeout", "0"], "--startup-timeout '0' must be more than zero"),
         (["--startup-stall", "soon"], "--startup-stall 'soon' is not a duration"),
+        (["--turns", "3"], "workload.turns applies to multi-turn only"),
+        (["--workload", "multiturn", "--turns", "0"], "workload.turns must be at least 1, got 0"),
+        (["--workload", "multiturn", "--rate", "2"], "workload.multiturn runs a closed loop of chat conversations"),
+        (["--workload", "chat"], "--workload takes multiturn or trace:FILE"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, args, fragment):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtune.bench.datasets import load_prompts
+from kvtune.bench.datasets import load_conversations, load_prompts
 from kvtune.errors import SpecError
 
 
@@ -99,3 +99,13 @@ def test_directory_and_non_utf8_are_spec_errors(tmp_path: Path) -> None:
 def test_nothing_left_after_filtering_says_so(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="none of its 3 prompts is between 50 and 60 words"):
         load_prompts(_sharegpt(tmp_path), min_tokens=50, max_tokens=60)
+
+
+def test_conversations_keep_every_human_turn_in_order(tmp_path: Path) -> None:
+    d = load_conversations(_sharegpt(tmp_path))
+    assert d.conversations == [
+        ["one two three"],
+        ["first human turn here", "second human turn"],
+        ["openai spelling works too"],
+    ]
+    assert d.records == 5 and "3 conversations of 5 records, 1.3 human turns each" in d.describe()

@@ -7,6 +7,7 @@ from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.launchers import llama_server
 from kvtune.launchers.base import Candidate
+from kvtune.launchers.llama_binary import LlamaDefaults
 from kvtune.launchers.llama_server import LlamaServerLauncher, render_flags, slot_context_choices
 from kvtune.planner.kv import ModelShape
 from kvtune.testing.sampling import suggest_many
@@ -155,3 +156,17 @@ def test_container_spec_mounts_the_model_and_picks_the_image_by_gpus():
     assert eq.args == ("--model=/models/b.gguf",) and eq.model_dir == "/a"
     with pytest.raises(SpecError, match="no model argument"):
         LlamaServerLauncher.container_spec(["/x/llama-server", "--port", "1"], gpus=0)
+
+
+def test_cache_reuse_and_slot_similarity_are_tuned_only_where_prefixes_are_shared():
+    names = {k.name for k in LAUNCHER.default_knobs(W, 2)}
+    assert not {"cache-reuse", "slot-prompt-similarity"} & names  # synthetic prompts share nothing
+    for reusing in (Workload(multiturn=True), Workload(trace="azure-conv")):
+        knobs = {k.name: k for k in LAUNCHER.default_knobs(reusing, 2)}
+        assert knobs["cache-reuse"].choices == (0, 64, 256)
+        assert knobs["slot-prompt-similarity"].choices == (0.0, 0.1, 0.5)
+    assert render_flags({"cache-reuse": 256, "slot-prompt-similarity": 0.5}) == [
+        "--cache-reuse", "256", "--slot-prompt-similarity", "0.5",
+    ]  # fmt: skip
+    older = LlamaServerLauncher(binary="/b", model_path="/m.gguf", defaults=LlamaDefaults({"parallel": "1"}, "help"))
+    assert "cache-reuse" not in {k.name for k in older.default_knobs(Workload(multiturn=True), 2)}  # no such flag

@@ -368,6 +368,7 @@ def test_informed_start_on_cpu() -> None:
     }
     shared = lau.informed_start(knobs, Workload(shared_prefix_fraction=0.5))
     assert shared["enable-prefix-caching"] is True
+    assert lau.informed_start(knobs, Workload(multiturn=True))["enable-prefix-caching"] is True  # conversations
     gpu = launcher(GPU_BUILD).informed_start(launcher(GPU_BUILD).default_knobs(WL, 2), WL)
     assert gpu["gpu-memory-utilization"] == 0.9 and "block-size" not in gpu  # 128 is not a GPU choice
 

@@ -49,6 +49,18 @@ def test_compare_gives_a_row_per_metric_both_sides_have_and_says_which_way_is_be
     assert {key for key, _, _ in COMPARED} >= {r["metric"] for r in rows}
 
 
+def test_a_multi_turn_study_compares_first_and_later_turns_ttft():
+    rows = compare(
+        {"median_ttft_ms_turn1": 400.0, "median_ttft_ms_later": 150.0},
+        {"median_ttft_ms_turn1": 400.0, "median_ttft_ms_later": 600.0},
+    )
+    assert [(r["metric"], r["label"]) for r in rows] == [
+        ("median_ttft_ms_turn1", "TTFT p50 turn 1 ms"),
+        ("median_ttft_ms_later", "TTFT p50 later turns ms"),
+    ]
+    assert rows[1]["change_pct"] == pytest.approx(-75.0) and rows[1]["better"]
+
+
 def test_compare_with_noise_gives_the_changes_half_width_and_whether_it_is_within():
     noise = {"output_throughput": Noise(rel_sd=0.05, dof=4)}
     (row,) = compare({"output_throughput": 102.0}, {"output_throughput": 100.0}, noise)

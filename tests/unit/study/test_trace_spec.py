@@ -19,7 +19,7 @@ def test_workload_flag_takes_trace_file() -> None:
     assert _trace_of("trace: /data/t.csv ") == "/data/t.csv"
     assert _trace_of(None) is None
     for bad in ("trace:", "sharegpt:x.json", "azure-conv"):
-        with pytest.raises(SpecError, match="--workload takes trace:FILE"):
+        with pytest.raises(SpecError, match="--workload takes multiturn or trace:FILE"):
             _trace_of(bad)
 
 
@@ -54,3 +54,15 @@ def test_bad_study_file_values_are_one_line(tmp_path: Path, yaml: str, needle: s
     f.write_text(yaml)
     with pytest.raises(SpecError, match=needle):
         build_spec(load_study_file(f))
+
+
+def test_multiturn_flag_and_study_file_keys(tmp_path: Path) -> None:
+    assert _trace_of("multiturn") is None  # --workload multiturn names no trace
+    f = tmp_path / "m.yaml"
+    f.write_text("workload:\n  multiturn: true\n  turns: 6\n  think_time_s: 1.5\n  conversation_max_tokens: 3000\n")
+    spec = build_spec(load_study_file(f), SpecOverrides(workload=WorkloadOverrides(turns=3)))
+    w = spec.workload
+    assert (w.multiturn, w.turns, w.think_time_s, w.request_tokens) == (True, 3, 1.5, 3000)
+    f.write_text("workload:\n  multiturn: 'yes'\n")
+    with pytest.raises(SpecError, match="workload.multiturn must be true or false, got 'yes'"):
+        load_study_file(f)

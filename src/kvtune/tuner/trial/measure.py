@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from kvtune.bench.client import BenchOptions, BenchRun
+from kvtune.bench.multiturn import turn_metrics
+from kvtune.bench.prefix_reuse import prefix_cache_hit_rate
 from kvtune.bench.server_timing import server_timing_summary
 from kvtune.energy import EnergyReading, Meter, combine, energy_metrics
 from kvtune.interference.record import Interference, Watch
@@ -132,6 +134,8 @@ def measure_repeats(
     pooled.update(server_timing_summary(samples))
     if "spec_acceptance_rate" not in pooled:  # vLLM's counters: the runs' drafted-weighted mean
         pooled.update(_pooled_acceptance(runs))
+    pooled.update(turn_metrics(samples))
+    pooled["prefix_cache_hit_rate"] = prefix_cache_hit_rate(samples, [r.server_metrics for r in runs])
     spread = {k: coefficient_of_variation([r.metrics.get(k) for r in runs]) for k in SPREAD_KEYS}
     pooled["repeats"] = float(len(runs))
     pooled.update(record)

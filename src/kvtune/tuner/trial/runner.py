@@ -291,12 +291,9 @@ class TrialRunner:
         self, n: int, base_url: str, workload: Workload, bench: MeteredBench, watched: list[Target]
     ) -> Measurement:
         spec = self.what.spec
-        extra_body = dict(self.launcher.request_extra_body())
-        if workload.shared_prefix_fraction > 0 and "cache_prompt" in extra_body:
-            extra_body["cache_prompt"] = True  # the workload tests prefix caching: let it work
         options = BenchOptions(
             model=self.launcher.served_model_name(),
-            extra_body=extra_body,
+            extra_body=request_extra_body(self.launcher, workload),
             on_phase=lambda p: self.on_phase(n, p),
             goodput_fn=self._goodput,
             slo=spec.slo,
@@ -316,6 +313,16 @@ class TrialRunner:
         if measured.stopped:
             self.on_phase(n, measured.stopped)
         return measured
+
+
+def request_extra_body(launcher: Launcher, workload: Workload) -> dict[str, Any]:
+    """The launcher's per-request fields. Synthetic prompts defeat llama-server's prompt cache
+    (each request pays its own prefill); a workload that shares prefixes (a system prompt,
+    conversations, a trace) runs with it on, as a user's server would."""
+    extra_body = dict(launcher.request_extra_body())
+    if workload.reuses_prefixes and "cache_prompt" in extra_body:
+        extra_body["cache_prompt"] = True
+    return extra_body
 
 
 def _study_tokenizer(launcher: Launcher) -> Any:

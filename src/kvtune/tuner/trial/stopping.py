@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from kvtune.bench.arrivals import arrival_offsets_for
+from kvtune.bench.multiturn import planned_turns
 from kvtune.bench.traces import fitted_trace
 from kvtune.errors import TargetError
 from kvtune.objectives.early_stop import EarlyStop, provable
@@ -49,6 +50,8 @@ def planned_requests(workload: Workload) -> int | None:
     for a closed loop that runs for a duration (it sends as many as the time allows)."""
     if workload.trace is not None:  # the trace's requests, as fitted
         return len(fitted_trace(workload).requests)
+    if workload.multiturn:
+        return planned_turns(workload)
     if workload.mode == "open":
         if workload.duration_s is not None:
             assert workload.rate is not None

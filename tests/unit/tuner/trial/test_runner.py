@@ -11,12 +11,13 @@ import pytest
 
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate
+from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.objectives.targets import MAX_MARGIN, with_default_error_target
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.trial.context import Placement, Subject
-from kvtune.tuner.trial.runner import TrialRunner
+from kvtune.tuner.trial.runner import TrialRunner, request_extra_body
 from kvtune.workload import Workload
 
 WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=8, warmup_requests=1)
@@ -74,3 +75,11 @@ def test_the_runner_reads_the_subjects_launcher_and_targets(tmp_path):
     runner = runner_for(tmp_path, ["ttft<1s"])
     assert runner.launcher is runner.what.launcher and runner.targets is runner.what.targets
     assert [t.constraint_key for t in runner.targets] == ["ttft_p95<1000ms", "error_rate<1%"]
+
+
+def test_the_prompt_cache_is_on_only_for_workloads_that_share_prefixes():
+    llama = LlamaServerLauncher(binary="/usr/bin/llama-server", model_path="/m/model.gguf")
+    assert request_extra_body(llama, WL) == {"cache_prompt": False}  # synthetic: every prefill paid
+    for reusing in (Workload(multiturn=True), Workload(trace="azure-conv")):
+        assert request_extra_body(llama, reusing) == {"cache_prompt": True}  # as a user's server runs
+    assert request_extra_body(FakeLauncher(), Workload(multiturn=True)) == FakeLauncher().request_extra_body()

@@ -22,6 +22,8 @@ def sample(ttft_s: float, ok: bool = True) -> RequestSample:
 def test_planned_requests_and_the_saving_estimate():
     assert planned_requests(WL) == 16
     assert planned_requests(Workload(duration_s=30)) is None  # a timed closed loop: no count
+    assert planned_requests(Workload(multiturn=True, turns=4, num_requests=10)) == 12  # 3 conversations of 4
+    assert planned_requests(Workload(multiturn=True, dataset="sg.json")) is None  # turns differ per record
     open_timed = Workload(mode="open", rate=2.0, arrival="constant", duration_s=10)
     assert planned_requests(open_timed) == 20
     assert saved_seconds(32, 8, 10.0) == 30.0  # 32/8 x 10 s - 10 s, 8 sent so far
