@@ -8,10 +8,12 @@ proxy adds the two missing halves on the server side, where the database is:
 - a worker's heartbeat arrives as a trial system attr (`storage.HEARTBEAT_ATTR`, sent by
   `storage.ProxyClient`); the proxy records it as the database's own heartbeat (the database's
   clock, as for a worker on PostgreSQL directly) and stores no attr;
-- every heartbeat interval the proxy fails the stale trials of every study it serves, and
-  Optuna's retry callback re-queues each once per retry, exactly as a worker on PostgreSQL
-  directly does in its recovery (tuner/fleet/recovery.py). The same-host dead-process check and
-  the re-queue of an orphaned trial in recovery.py use public calls only, and work through it.
+- a study's system attrs, as the proxy serves them, name its stale trials (by the database's
+  clock); a worker's recovery (tuner/fleet/recovery.py) fails them and Optuna's retry callback
+  re-queues each once per retry, exactly as a worker on PostgreSQL directly does, and before the
+  worker decides the study is done. (A reaper in the proxy would race that decision: between its
+  FAIL and its re-queue the study looks finished.) The same-host dead-process check and the
+  re-queue of an orphaned trial in recovery.py use public calls only, and work through it.
 
 Warm start, the budget, the clock and confirmations are study and trial attrs: they pass through.
 The proxy has no TLS and no authentication: whoever reaches its port can write to the study.
@@ -19,8 +21,6 @@ The proxy has no TLS and no authentication: whoever reaches its port can write t
 
 from __future__ import annotations
 
-import logging
-import threading
 from typing import Any
 
 import optuna
@@ -29,12 +29,11 @@ from optuna.storages import BaseStorage
 from kvtune.errors import SpecError
 from kvtune.tuner.fleet import storage
 
-_log = logging.getLogger(__name__)
-
 
 class HeartbeatRelay(optuna.storages.RDBStorage):
     """The database behind the proxy: a worker's heartbeat attr becomes the database's heartbeat,
-    and every study says that a `kvtune proxy` serves it (workers refuse a plain Optuna proxy)."""
+    and every study says that a `kvtune proxy` serves it (workers refuse a plain Optuna proxy)
+    and which of its trials are stale now."""
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
         if key == storage.HEARTBEAT_ATTR:
@@ -43,7 +42,8 @@ class HeartbeatRelay(optuna.storages.RDBStorage):
         super().set_trial_system_attr(trial_id, key, value)
 
     def get_study_system_attrs(self, study_id: int) -> dict[str, Any]:
-        advert = {"heartbeat_s": self.heartbeat_interval, "grace_s": self.grace_period}
+        stale = self._get_stale_trial_ids(study_id)
+        advert = {"heartbeat_s": self.heartbeat_interval, "grace_s": self.grace_period, "stale": stale}
         return {**super().get_study_system_attrs(study_id), storage.PROXY_ATTR: advert}
 
 
@@ -56,19 +56,8 @@ def open_backend(url: str) -> BaseStorage:
     return optuna.storages.get_storage(storage.rdb_storage(url, cls=HeartbeatRelay))
 
 
-def fail_stale_trials(backend: BaseStorage) -> int:
-    """Fail (and, by Optuna's retry callback, re-queue) the stale trials of every study served;
-    the number of studies looked at."""
-    studies = backend.get_all_studies()
-    for s in studies:
-        study = optuna.load_study(study_name=s.study_name, storage=backend)
-        with storage.quiet_experimental():
-            optuna.storages.fail_stale_trials(study)
-    return len(studies)
-
-
 class StorageProxy:
-    """The gRPC server and its stale-trial reaper; `start`, then `stop` (both return at once)."""
+    """The gRPC server over the database; `start`, then `stop` (both return at once)."""
 
     def __init__(self, url: str, host: str, port: int, backend: BaseStorage | None = None):
         self.url, self.host, self.port = url, host, port
@@ -79,23 +68,10 @@ class StorageProxy:
             raise SpecError(f"kvtune proxy needs grpcio: {e.name or e} (pip install 'kvtune[proxy]')") from e
         except RuntimeError as e:  # grpc: "Failed to bind to address"
             raise SpecError(f"kvtune proxy cannot listen on {host}:{port} ({e}): pick another --port") from e
-        self._stop = threading.Event()
-        self._reaper = threading.Thread(target=self._reap, name="kvtune-proxy-reaper", daemon=True)
 
     def start(self) -> None:
         self._server.start()
-        self._reaper.start()
 
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop serving: calls in flight get `grace_s` to finish."""
-        self._stop.set()
         self._server.stop(grace_s).wait()
-        if self._reaper.is_alive():
-            self._reaper.join(timeout=grace_s + storage.HEARTBEAT_S)
-
-    def _reap(self) -> None:
-        while not self._stop.wait(storage.HEARTBEAT_S):
-            try:
-                fail_stale_trials(self.backend)
-            except Exception as e:  # a database hiccup must not end the proxy: the next round retries
-                _log.warning("kvtune proxy: stale-trial check failed: %s", str(e).splitlines()[0][:200])

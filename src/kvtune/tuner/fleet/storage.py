@@ -103,9 +103,9 @@ GRPC_PREFIX = "grpc://"
 # A worker's heartbeat crosses the proxy as this trial system attr; `kvtune proxy` records it as
 # the database's own heartbeat instead of storing it (Optuna's proxy has no heartbeat call).
 HEARTBEAT_ATTR = "kvtune:heartbeat"
-# `kvtune proxy` adds this to every study's system attrs it serves: a worker refuses a plain
-# Optuna proxy, behind which its heartbeats would be stored, never read, and a dead worker's
-# trial never re-queued.
+# `kvtune proxy` adds this to every study's system attrs it serves (its heartbeat interval, grace
+# period and the study's stale trials now): a worker refuses a plain Optuna proxy, behind which
+# its heartbeats would be stored, never read, and a dead worker's trial never re-queued.
 PROXY_ATTR = "kvtune:proxy"
 PROXY_WAIT_S = float(os.environ.get("KVTUNE_PROXY_WAIT_S", "10"))
 
@@ -127,9 +127,11 @@ def grpc_address(url: str) -> tuple[str, int] | None:
 
 
 class ProxyClient(optuna.storages.GrpcStorageProxy, BaseHeartbeat):
-    """Optuna's gRPC proxy client with kvtune's heartbeats: a running trial's heartbeat is a
-    system attr the proxy records as the database's heartbeat, and the proxy (which reads the
-    database's clock) fails and re-queues stale trials; so a worker finds none itself."""
+    """Optuna's gRPC proxy client with kvtune's heartbeats, which Optuna's proxy has no call for:
+    a running trial's heartbeat is a system attr that `kvtune proxy` records as the database's
+    heartbeat, and the stale trials are a list the proxy adds to the study's system attrs (read
+    by the database's clock). So a worker fails and re-queues a dead worker's trial in its own
+    recovery (tuner/fleet/recovery.py), before it decides the study is done, as on PostgreSQL."""
 
     heartbeat_s: int = HEARTBEAT_S
 
@@ -137,13 +139,14 @@ class ProxyClient(optuna.storages.GrpcStorageProxy, BaseHeartbeat):
         self.set_trial_system_attr(trial_id, HEARTBEAT_ATTR, True)
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        return []  # the proxy fails them: see tuner/fleet/proxy.py
+        advert = self.get_study_system_attrs(study_id).get(PROXY_ATTR) or {}
+        return [int(i) for i in advert.get("stale", [])]
 
     def get_heartbeat_interval(self) -> int | None:
         return self.heartbeat_s
 
     def get_heartbeat_stale_trial_callback(self) -> Any:
-        return None
+        return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
 
 
 def connect_proxy(host: str, port: int, wait_s: float | None = None) -> ProxyClient:
@@ -180,11 +183,19 @@ def check_proxy(study: optuna.Study, url: str) -> None:
 
 
 def proxy_server(storage: BaseStorage, host: str, port: int, threads: int = 32) -> Any:
-    """Optuna's gRPC proxy server for `storage` on host:port, not started (a `grpc.Server`).
-    `run_grpc_proxy_server` would block with no way to stop it; the server can be stopped."""
-    from optuna.storages._grpc.server import make_server
+    """Optuna's gRPC proxy service for `storage` on host:port, not started (a `grpc.Server`).
+    Built here rather than by `run_grpc_proxy_server`, which blocks with no way to stop it and
+    lets gRPC's SO_REUSEPORT put a second proxy on a port already served; here a taken port is
+    a RuntimeError."""
+    import grpc
+    from optuna.storages._grpc.auto_generated import api_pb2_grpc
+    from optuna.storages._grpc.servicer import OptunaStorageProxyService
 
-    return make_server(storage, host, port, ThreadPoolExecutor(max_workers=threads))
+    server = grpc.server(ThreadPoolExecutor(max_workers=threads), options=[("grpc.so_reuseport", 0)])
+    api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
+    if server.add_insecure_port(f"{host}:{port}") == 0:  # older grpcio returns 0, newer raises
+        raise RuntimeError(f"Failed to bind to address {host}:{port}")
+    return server
 
 
 def redact(url: str) -> str:

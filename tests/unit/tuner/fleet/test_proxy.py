@@ -1,6 +1,7 @@
 """`kvtune proxy` in this process: the gRPC server on 127.0.0.1 in threads, SQLite behind it (no
 process started). What Optuna's proxy lacks and kvtune adds: heartbeats relayed into the
-database's own, stale trials failed and re-queued by the proxy, and a plain proxy refused."""
+database's own, stale trials named by the proxy and failed and re-queued by a worker, and a
+plain proxy refused."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from kvtune.errors import SpecError
 from kvtune.launchers.process import free_port
 from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.proxy import HeartbeatRelay, StorageProxy, fail_stale_trials, open_backend
+from kvtune.tuner.fleet.proxy import HeartbeatRelay, StorageProxy, open_backend
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Heartbeat of storage"),
@@ -84,7 +85,7 @@ def test_a_heartbeat_through_the_proxy_is_the_databases_heartbeat(served):
     assert storage.HEARTBEAT_ATTR not in storage.frozen(study, trial).system_attrs  # relayed, not stored
 
 
-def test_the_proxy_fails_and_requeues_a_trial_whose_heartbeat_stopped(served):
+def test_a_worker_fails_and_requeues_a_trial_whose_heartbeat_stopped_through_the_proxy(served):
     url, db = served
     study = storage.open_study("s", url, ["minimize"], {"k": 1})
     trial = study.ask({"x": optuna.distributions.IntDistribution(1, 9)})
@@ -92,8 +93,9 @@ def test_the_proxy_fails_and_requeues_a_trial_whose_heartbeat_stopped(served):
         pass
     with sqlite3.connect(db) as c:  # the worker went silent an hour ago, by the database's clock
         c.execute("UPDATE trial_heartbeats SET heartbeat = datetime('now', '-1 hour')")
-    backend = open_backend(f"sqlite:///{db}")  # a second proxy's view: the same database
-    assert fail_stale_trials(backend) == 1
+    assert storage.ProxyClient._get_stale_trial_ids(study._storage, study._study_id) == [trial._trial_id]
+    with storage.quiet_experimental():
+        optuna.storages.fail_stale_trials(study)  # what a worker's recovery does first
     states = [t.state for t in study.get_trials(deepcopy=False)]
     assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
     retry = study.get_trials(deepcopy=False)[1]
