@@ -18,7 +18,7 @@ import pytest
 
 from kvtune.launchers.process import free_port
 from kvtune.tuner.fleet import storage
-from tests.e2e.test_workers_postgres import check_exactly_once, driver, finished
+from tests.e2e.test_workers_postgres import WIDE, check_exactly_once, driver, finished
 
 pytestmark = pytest.mark.e2e
 FAST_BEATS = {"KVTUNE_HEARTBEAT_S": "1", "KVTUNE_GRACE_S": "4"}
@@ -62,15 +62,27 @@ def proxy(postgres_url):
     assert marked_processes(mark) == []
 
 
-def running_on(url: str, study: str, host: str) -> optuna.trial.FrozenTrial | None:
-    """A trial `host`'s worker is measuring (a rejected flag would end it at once: not those)."""
+def running_on(url: str, study: str, host: str) -> set[int]:
+    """The trials `host`'s worker is measuring now (not those a rejected flag ends at once)."""
     s = storage.load_study(study, url, read_only=True)
-    running = [
-        t
+    return {
+        t.number
         for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
         if (t.user_attrs.get("worker") or {}).get("host") == host and t.params.get("bogus") is False
-    ]
-    return running[0] if running else None
+    }
+
+
+def measuring(url: str, study: str, host: str, timeout_s: float = 120) -> int | None:
+    """A trial `host`'s worker has been measuring for half a second: past the step-back check right after
+    the ask (a config running elsewhere is told FAIL by its own worker, and is no victim)."""
+    deadline, seen = time.monotonic() + timeout_s, set()
+    while time.monotonic() < deadline:
+        now = running_on(url, study, host)
+        if now & seen:
+            return min(now & seen)
+        seen = now
+        time.sleep(0.5)
+    return None
 
 
 @pytest.fixture
@@ -87,29 +99,28 @@ def started():
 def test_killed_worker_trial_is_rerun_through_the_proxy(tmp_path, postgres_url, proxy, started):
     url, mark, proxy_pid = proxy
     env = {**FAST_BEATS, "KVTUNE_TEST_MARK": mark}
-    first = driver(tmp_path, url, "proxied", env=env, requests=24)  # trials of 1-3 s
+    first = driver(tmp_path, url, "proxied", *WIDE, env=env, requests=24)  # trials of 3-12 s
     started.append(first)
     time.sleep(3)  # let it create the study (spec + baseline)
-    others = [driver(tmp_path, url, "proxied", "--join", "--slot", str(i), env=env) for i in (1, 2)]
     victim = driver(tmp_path, url, "proxied", "--join", "--slot", "3", env={**env, "KVTUNE_WORKER_HOST": "other-host"})
-    started.extend([*others, victim])
-    deadline, victim_trial = time.monotonic() + 120, None
-    while time.monotonic() < deadline and victim_trial is None:
-        victim_trial = running_on(url, "proxied", "other-host")
-        time.sleep(0.2)
+    started.append(victim)
+    victim_trial = measuring(url, "proxied", "other-host")
     assert victim_trial is not None, "the victim never ran a trial"
+    # four workers at once: two more join while the victim measures; it dies mid-trial
+    others = [driver(tmp_path, url, "proxied", "--join", "--slot", str(i), env=env) for i in (1, 2)]
+    started.extend(others)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
+    assert victim_trial in running_on(url, "proxied", "other-host")  # killed mid-trial: left RUNNING
     for p in [first, *others]:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     s, complete = finished(postgres_url, "proxied")  # read from the database itself
     workers = check_exactly_once(s, complete)
     assert len(workers) >= 2  # trials really were spread over processes
-    assert s.trials[victim_trial.number].state == optuna.trial.TrialState.FAIL
-    retried = [t for t in complete if t.system_attrs.get("failed_trial") == victim_trial.number]
-    table = [(t.number, t.state.name, t.params, t.system_attrs, {k: v for k, v in t.user_attrs.items() if k != "outcome" and k != "hardware"}) for t in s.trials]
-    assert retried and retried[0].params == victim_trial.params, (victim_trial.number, table)  # re-queued by the proxy's heartbeat check
+    assert s.trials[victim_trial].state == optuna.trial.TrialState.FAIL
+    retried = [t for t in complete if t.system_attrs.get("failed_trial") == victim_trial]
+    assert retried and retried[0].params == s.trials[victim_trial].params  # re-queued: its heartbeat stopped
     lost = [t for t in s.trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)]
     assert lost == []
     deadline = time.monotonic() + 10  # the killed worker's server gets its parent-death signal

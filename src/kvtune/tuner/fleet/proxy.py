@@ -59,11 +59,13 @@ def open_backend(url: str) -> BaseStorage:
 class StorageProxy:
     """The gRPC server over the database; `start`, then `stop` (both return at once)."""
 
-    def __init__(self, url: str, host: str, port: int, backend: BaseStorage | None = None):
+    def __init__(
+        self, url: str, host: str, port: int, backend: BaseStorage | None = None, interceptors: tuple = ()
+    ):
         self.url, self.host, self.port = url, host, port
         self.backend = backend if backend is not None else open_backend(url)
         try:
-            self._server = storage.proxy_server(self.backend, host, port)
+            self._server = storage.proxy_server(self.backend, host, port, interceptors=interceptors)
         except ImportError as e:
             raise SpecError(f"kvtune proxy needs grpcio: {e.name or e} (pip install 'kvtune[proxy]')") from e
         except RuntimeError as e:  # grpc: "Failed to bind to address"

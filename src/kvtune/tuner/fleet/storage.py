@@ -182,8 +182,9 @@ def check_proxy(study: optuna.Study, url: str) -> None:
     storage.heartbeat_s = int(advert.get("heartbeat_s", HEARTBEAT_S))
 
 
-def proxy_server(storage: BaseStorage, host: str, port: int, threads: int = 32) -> Any:
-    """Optuna's gRPC proxy service for `storage` on host:port, not started (a `grpc.Server`).
+def proxy_server(storage: BaseStorage, host: str, port: int, threads: int = 32, interceptors: tuple = ()) -> Any:
+    """Optuna's gRPC proxy service for `storage` on host:port, not started (a `grpc.Server`;
+    `interceptors`: gRPC server interceptors, e.g. benchmarks/workers.py's RPC count).
     Built here rather than by `run_grpc_proxy_server`, which blocks with no way to stop it and
     lets gRPC's SO_REUSEPORT put a second proxy on a port already served; here a taken port is
     a RuntimeError."""
@@ -191,7 +192,9 @@ def proxy_server(storage: BaseStorage, host: str, port: int, threads: int = 32) 
     from optuna.storages._grpc.auto_generated import api_pb2_grpc
     from optuna.storages._grpc.servicer import OptunaStorageProxyService
 
-    server = grpc.server(ThreadPoolExecutor(max_workers=threads), options=[("grpc.so_reuseport", 0)])
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=threads), interceptors=interceptors, options=[("grpc.so_reuseport", 0)]
+    )
     api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
     if server.add_insecure_port(f"{host}:{port}") == 0:  # older grpcio returns 0, newer raises
         raise RuntimeError(f"Failed to bind to address {host}:{port}")
