@@ -59,9 +59,7 @@ def open_backend(url: str) -> BaseStorage:
 class StorageProxy:
     """The gRPC server over the database; `start`, then `stop` (both return at once)."""
 
-    def __init__(
-        self, url: str, host: str, port: int, backend: BaseStorage | None = None, interceptors: tuple = ()
-    ):
+    def __init__(self, url: str, host: str, port: int, backend: BaseStorage | None = None, interceptors: tuple = ()):
         self.url, self.host, self.port = url, host, port
         self.backend = backend if backend is not None else open_backend(url)
         try:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import optuna

@@ -135,3 +135,42 @@ def test_workers_share_a_study_through_the_proxy(served):
     with ThreadPoolExecutor(4) as pool:
         numbers = [n for told in pool.map(work, range(4)) for n in told]
     assert sorted(numbers) == list(range(20))
+
+
+def test_a_warm_start_reads_and_queues_through_the_proxy(served):
+    """The source's best config is queued in the new study and comes out first, marked as such."""
+    from kvtune.jsonsafe import to_jsonable
+    from kvtune.launchers.base import Candidate, Knob
+    from kvtune.study.outcome import RUNS_KEY, TrialOutcome
+    from kvtune.tuner.search.warmstart import enqueue_warm_start
+
+    url, _ = served
+    source = storage.open_study("a100", url, ["maximize"], {"k": 1})
+    choices = optuna.distributions.CategoricalDistribution((1, 2, 4, 8))
+    for n, (parallel, tput) in enumerate([(1, 10.0), (8, 40.0), (4, 30.0)]):
+        o = TrialOutcome(
+            number=n,
+            candidate=Candidate(flags={"parallel": parallel}),
+            argv=["srv"],
+            env={},
+            metrics={"output_throughput": tput},
+            constraints={RUNS_KEY: -1.0},
+            objective=tput,
+            objectives=[tput],
+        )
+        source.add_trial(
+            optuna.trial.create_trial(
+                params={"parallel": parallel},
+                distributions={"parallel": choices},
+                value=tput,
+                user_attrs={"outcome": to_jsonable(o)},
+            )
+        )
+    target = storage.open_study("h100", url, ["maximize"], {"k": 1})
+    labels = enqueue_warm_start(
+        target, storage.load_study("a100", url), [Knob("parallel", "choices", choices=(1, 2, 4, 8))], top=1
+    )
+    assert labels == ["a100#1"]
+    first = target.ask()
+    assert storage.was_enqueued(target, first) and first.suggest_categorical("parallel", (1, 2, 4, 8)) == 8
+    assert first.user_attrs["warm_start"] == "a100#1"
