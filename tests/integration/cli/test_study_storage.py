@@ -116,3 +116,8 @@ def test_the_proxys_stored_study_is_the_databases(running_study):
         assert [t.number for t in via.trials] == list(range(told + 1))
     finally:
         proxy.stop(grace_s=0)
+
+
+def test_a_port_out_of_range_is_a_one_line_error(tmp_path):
+    r = kvtune("proxy", "--storage", "sqlite:///x.db", "--port", "70000", cwd=tmp_path)
+    assert r.returncode == 2 and "--port must be in 1..65535" in r.stderr
