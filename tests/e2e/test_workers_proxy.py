@@ -110,7 +110,7 @@ def test_killed_worker_trial_is_rerun_through_the_proxy(tmp_path, postgres_url, 
     others = [driver(tmp_path, url, "proxied", "--join", "--slot", str(i), env=env) for i in (1, 2)]
     started.extend(others)
     victim.send_signal(signal.SIGKILL)
-    victim.wait()
+    victim.communicate()  # (closes its pipes)
     assert victim_trial in running_on(url, "proxied", "other-host")  # killed mid-trial: left RUNNING
     for p in [first, *others]:
         _, err = p.communicate(timeout=300)
