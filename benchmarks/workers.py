@@ -10,6 +10,12 @@ workers overlap that waiting. On a 2-core machine the workers' own processes (Py
 servers, the load clients) compete for CPU from 4 workers up. Reference: the ideal speed-up is the worker
 count (capped by the trial count); overhead = wall x workers / trials - mean time inside a trial
 (asking, telling, recovery checks and storage round trips).
+
+    .venv/bin/python benchmarks/workers.py --storage-paths --storage postgresql://... [--trials 200]
+
+compares the storage paths instead: trials per hour and storage round trips per trial with 1, 4
+and 16 zero-cost workers on PostgreSQL directly and through `kvtune proxy` (benchmarks/
+storage_paths.py), each against direct PostgreSQL with as many workers.
 """
 
 from __future__ import annotations
@@ -75,8 +81,18 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=24)
     ap.add_argument("--storage", default=None, help="default: a SQLite file per run")
+    ap.add_argument("--storage-paths", action="store_true", help="PostgreSQL directly vs kvtune proxy")
+    ap.add_argument("--workers", default="1,4,16", help="--storage-paths: worker counts, comma-separated")
     a = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if a.storage_paths:
+        if not (a.storage or "").startswith("postgresql"):
+            raise SystemExit("--storage-paths needs --storage postgresql://... (the database both paths use)")
+        sys.path.insert(0, str(Path(__file__).parent))
+        from storage_paths import compare
+
+        compare(a.storage, a.trials, tuple(int(w) for w in a.workers.split(",")))
+        return 0
     root = Path(tempfile.mkdtemp(prefix="kvtune-workers-"))
     print(f"{a.trials} fake-launcher trials, storage {'SQLite' if not a.storage else a.storage.split('@')[-1]}")
     print(f"{'workers':>7} {'wall s':>8} {'speed-up':>9} {'ideal':>6} {'overhead/trial':>15}")

@@ -32,6 +32,25 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
         raise SpecError(f"{f} is not valid JSON: {e}") from e
 
 
+def _study_results(study: str, runs_dir: Optional[str], storage: Optional[str]) -> tuple[dict, Path, str | None]:
+    """(results, run directory, progress line): from results.json, or with `storage` from the
+    study's storage as it stands while workers fill it (the line says whether it still runs)."""
+    if storage is None:
+        results, d = _load_results(study, runs_dir)
+        return results, d, None
+    from kvtune.tuner.fleet.storage import runs_root
+    from kvtune.tuner.fleet.watch import read_study
+
+    results, progress = read_study(study, storage)
+    return results, runs_root(runs_dir) / study, progress.line()
+
+
+STORAGE_HELP = (
+    "Read the study from its storage (postgresql://..., grpc://HOST:PORT of `kvtune proxy`), "
+    "as it stands while workers on other hosts fill it; nothing is written to it."
+)
+
+
 def _comparison_file(study: str, runs_dir: Optional[str]) -> Path | None:
     """RUNS/NAME/compare.json when NAME is a comparison (no results.json of its own), else None."""
     from kvtune.artifacts.compare import COMPARE_FILE
@@ -46,14 +65,17 @@ def _comparison_file(study: str, runs_dir: Optional[str]) -> Path | None:
 def show(
     study: str = typer.Argument(..., help="Study name (or its run directory)."),
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
+    storage: Optional[str] = typer.Option(None, help=STORAGE_HELP),
 ) -> None:
     """The study so far: best, baseline, Pareto set, failures by reason."""
     from kvtune.artifacts.overview import overview
 
-    results, d = _load_results(study, runs_dir)
+    results, d, progress = _study_results(study, runs_dir, storage)
     ov = overview(results)
     c = ov["counts"]
     console.print(f"[bold]{ov['study']}[/bold]  {results.get('backend_version', '')}")
+    if progress:
+        console.print(progress, markup=False)
     console.print(
         f"{c['trials']} trials: {c['feasible']} feasible, {c['infeasible']} infeasible"
         + (f" ({c['not_held']} of them failed the re-measurement)" if c.get("not_held") else "")
@@ -138,12 +160,13 @@ def report(
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="HTML file to write (default <run dir>/report.html)."
     ),
+    storage: Optional[str] = typer.Option(None, help=STORAGE_HELP),
 ) -> None:
     """A self-contained HTML report (plots included; no network needed to view it). For the
     comparison a multi-backend run wrote (RUNS/NAME/compare.json), the comparison page."""
     from kvtune.artifacts.report import write_report  # imports matplotlib: only when asked
 
-    compared = _comparison_file(study, runs_dir)
+    compared = None if storage else _comparison_file(study, runs_dir)
     if compared is not None:
         from kvtune.artifacts.compare import load_comparison
         from kvtune.artifacts.compare_report import write_compare_report
@@ -151,9 +174,11 @@ def report(
         path = write_compare_report(output or compared.parent / "report.html", load_comparison(compared))
         console.print(f"Report: {path}")
         return
-    results, d = _load_results(study, runs_dir)
+    results, d, progress = _study_results(study, runs_dir, storage)
+    if output is None:
+        d.mkdir(parents=True, exist_ok=True)
     path = write_report(output or d / "report.html", results)
-    console.print(f"Report: {path}")
+    console.print(f"Report: {path}" + (f" ({progress})" if progress else ""), markup=False)
 
 
 @app.command()

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.storages import BaseStorage
+from optuna.storages._heartbeat import BaseHeartbeat
 
 from kvtune.errors import SpecError
 
@@ -48,9 +51,27 @@ def quiet_experimental():
         yield
 
 
-def make_storage(url: str) -> optuna.storages.RDBStorage:
-    """Optuna's RDB storage (SQLite file, PostgreSQL, MySQL) with heartbeats and retry of stale
-    trials, so many workers on many hosts share one study and a dead worker's trial is re-run."""
+def make_storage(url: str, *, read_only: bool = False) -> BaseStorage:
+    """The study's storage: `grpc://host:port` is a `kvtune proxy` in front of the database (see
+    `connect_proxy`); anything else is Optuna's RDB storage (SQLite file, PostgreSQL, MySQL) with
+    heartbeats and retry of stale trials, so many workers on many hosts share one study and a dead
+    worker's trial is re-run. `read_only`: a reader (`kvtune show --storage`) creates no tables."""
+    address = grpc_address(url)
+    if address is not None:
+        return connect_proxy(*address)
+    return rdb_storage(url, read_only=read_only)
+
+
+def rdb_storage(
+    url: str,
+    *,
+    read_only: bool = False,
+    cls: type[optuna.storages.RDBStorage] = optuna.storages.RDBStorage,
+    heartbeat_s: int | None = None,
+    grace_s: int | None = None,
+) -> optuna.storages.RDBStorage:
+    """Optuna's RDB storage with kvtune's heartbeats (`cls`: the proxy's relaying subclass;
+    `heartbeat_s`, `grace_s`: default HEARTBEAT_S, GRACE_S)."""
     engine: dict[str, Any]
     if url.startswith("sqlite"):
         engine = {"connect_args": {"timeout": 60}}
@@ -60,11 +81,12 @@ def make_storage(url: str) -> optuna.storages.RDBStorage:
         engine = {}
     try:
         with quiet_experimental():
-            return optuna.storages.RDBStorage(
+            return cls(
                 url,
                 engine_kwargs=engine,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=GRACE_S,
+                skip_table_creation=read_only,
+                heartbeat_interval=heartbeat_s or HEARTBEAT_S,
+                grace_period=grace_s or GRACE_S,
                 heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY),
             )
     except ImportError as e:
@@ -76,6 +98,109 @@ def make_storage(url: str) -> optuna.storages.RDBStorage:
         raise SpecError(f"cannot open storage {redact(url)}: {str(e).splitlines()[0][:200]}") from e
 
 
+# ---- the gRPC storage proxy (`kvtune proxy`, tuner/fleet/proxy.py) ---------------------------
+GRPC_PREFIX = "grpc://"
+# A worker's heartbeat crosses the proxy as this trial system attr; `kvtune proxy` records it as
+# the database's own heartbeat instead of storing it (Optuna's proxy has no heartbeat call).
+HEARTBEAT_ATTR = "kvtune:heartbeat"
+# `kvtune proxy` adds this to every study's system attrs it serves (its heartbeat interval, grace
+# period and the study's stale trials now): a worker refuses a plain Optuna proxy, behind which
+# its heartbeats would be stored, never read, and a dead worker's trial never re-queued.
+PROXY_ATTR = "kvtune:proxy"
+PROXY_WAIT_S = float(os.environ.get("KVTUNE_PROXY_WAIT_S", "10"))
+
+
+def grpc_address(url: str) -> tuple[str, int] | None:
+    """(host, port) of a `grpc://host:port` storage URL; None for any other URL."""
+    if not url.startswith(GRPC_PREFIX):
+        return None
+    rest = url[len(GRPC_PREFIX) :].rstrip("/")
+    host, sep, port = rest.rpartition(":")
+    if "@" in rest or "/" in rest or "?" in rest:
+        raise SpecError(
+            f"storage {url!r}: a proxy URL is grpc://HOST:PORT only (the proxy holds the database URL "
+            f"and its credentials: `kvtune proxy --storage postgresql://...`)"
+        )
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SpecError(f"storage {url!r}: write the proxy's address as grpc://HOST:PORT, e.g. grpc://db-host:13000")
+    return host, int(port)
+
+
+class ProxyClient(optuna.storages.GrpcStorageProxy, BaseHeartbeat):
+    """Optuna's gRPC proxy client with kvtune's heartbeats, which Optuna's proxy has no call for:
+    a running trial's heartbeat is a system attr that `kvtune proxy` records as the database's
+    heartbeat, and the stale trials are a list the proxy adds to the study's system attrs (read
+    by the database's clock). So a worker fails and re-queues a dead worker's trial in its own
+    recovery (tuner/fleet/recovery.py), before it decides the study is done, as on PostgreSQL."""
+
+    heartbeat_s: int = HEARTBEAT_S
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        self.set_trial_system_attr(trial_id, HEARTBEAT_ATTR, True)
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        advert = self.get_study_system_attrs(study_id).get(PROXY_ATTR) or {}
+        return [int(i) for i in advert.get("stale", [])]
+
+    def get_heartbeat_interval(self) -> int | None:
+        return self.heartbeat_s
+
+    def get_heartbeat_stale_trial_callback(self) -> Any:
+        return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
+
+
+def connect_proxy(host: str, port: int, wait_s: float | None = None) -> ProxyClient:
+    """A client of `kvtune proxy` at host:port, once it answers within `wait_s` (default
+    PROXY_WAIT_S); a one-line error otherwise."""
+    wait_s = PROXY_WAIT_S if wait_s is None else wait_s
+    try:
+        with quiet_experimental():
+            client = ProxyClient(host=host, port=port)
+        client.wait_server_ready(timeout=wait_s)
+    except ImportError as e:
+        raise SpecError(f"storage grpc:// needs grpcio: {e.name or e} (pip install 'kvtune[proxy]')") from e
+    except ConnectionError:
+        raise SpecError(
+            f"no storage proxy answers at {host}:{port} within {wait_s:g} s: start it there with "
+            f"`kvtune proxy --storage postgresql://... --host 0.0.0.0 --port {port}`"
+        ) from None
+    return client
+
+
+def check_proxy(study: optuna.Study, url: str) -> None:
+    """A worker behind a proxy needs `kvtune proxy` (heartbeats relayed, stale trials re-queued);
+    it takes the proxy's heartbeat interval, which the proxy's grace period was set against."""
+    storage = study._storage
+    if not isinstance(storage, ProxyClient):
+        return
+    advert = storage.get_study_system_attrs(study._study_id).get(PROXY_ATTR)
+    if not isinstance(advert, dict):
+        raise SpecError(
+            f"{url} is not a `kvtune proxy` (a plain Optuna proxy stores heartbeats without reading "
+            f"them, so a dead worker's trial would never be re-queued): run `kvtune proxy` there"
+        )
+    storage.heartbeat_s = int(advert.get("heartbeat_s", HEARTBEAT_S))
+
+
+def proxy_server(storage: BaseStorage, host: str, port: int, threads: int = 32, interceptors: tuple = ()) -> Any:
+    """Optuna's gRPC proxy service for `storage` on host:port, not started (a `grpc.Server`;
+    `interceptors`: gRPC server interceptors, e.g. benchmarks/workers.py's RPC count).
+    Built here rather than by `run_grpc_proxy_server`, which blocks with no way to stop it and
+    lets gRPC's SO_REUSEPORT put a second proxy on a port already served; here a taken port is
+    a RuntimeError."""
+    import grpc
+    from optuna.storages._grpc.auto_generated import api_pb2_grpc
+    from optuna.storages._grpc.servicer import OptunaStorageProxyService
+
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=threads), interceptors=interceptors, options=[("grpc.so_reuseport", 0)]
+    )
+    api_pb2_grpc.add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
+    if server.add_insecure_port(f"{host}:{port}") == 0:  # older grpcio returns 0, newer raises
+        raise RuntimeError(f"Failed to bind to address {host}:{port}")
+    return server
+
+
 def redact(url: str) -> str:
     """A storage URL without its password, for messages and results."""
     if "@" in url and "://" in url:
@@ -85,13 +210,17 @@ def redact(url: str) -> str:
     return url
 
 
-def load_study(name: str, url: str) -> optuna.Study:
+def load_study(name: str, url: str, *, read_only: bool = False) -> optuna.Study:
+    """An existing study; `read_only`: for a reader (no tables created, any proxy will do)."""
     try:
-        return optuna.load_study(study_name=name, storage=make_storage(url))
+        study = optuna.load_study(study_name=name, storage=make_storage(url, read_only=read_only))
     except KeyError:
         raise SpecError(
             f"no study {name!r} in {redact(url)}: start it with `kvtune run --storage ... --study {name}`"
         ) from None
+    if not read_only:
+        check_proxy(study, url)
+    return study
 
 
 def open_study(name: str, url: str, directions: list[str], identity: dict) -> optuna.Study:
@@ -103,6 +232,7 @@ def open_study(name: str, url: str, directions: list[str], identity: dict) -> op
         directions=directions,  # type: ignore[arg-type]
         load_if_exists=True,
     )
+    check_proxy(study, url)
     stored = study.user_attrs.get("identity")
     if stored is None:
         study.set_user_attr("identity", identity)

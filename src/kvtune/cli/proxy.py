@@ -1,0 +1,42 @@
+"""`kvtune proxy`: Optuna's gRPC storage proxy in front of the study's database, for workers on
+many hosts (`--storage grpc://HOST:PORT`); see tuner/fleet/proxy.py for what it adds."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import typer
+
+from kvtune.cli.app import app, console
+from kvtune.errors import SpecError
+
+
+@app.command()
+def proxy(
+    storage: str = typer.Option(..., help="The study's database, e.g. postgresql://user:pw@db/kvtune."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0: every interface, for other hosts)."),
+    port: int = typer.Option(13000, help="Port to listen on."),
+) -> None:
+    """Serve the study's database to workers over gRPC until Ctrl-C or SIGTERM; workers and
+    `kvtune run` take `--storage grpc://THIS-HOST:PORT`."""
+    from kvtune.tuner.fleet.proxy import StorageProxy
+    from kvtune.tuner.fleet.storage import redact
+
+    if not 0 < port < 65536:
+        raise SpecError(f"--port must be in 1..65535, got {port}")
+    server = StorageProxy(storage, host, port)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server.start()
+    console.print(
+        f"storage proxy for {redact(storage)} on {host}:{port}: workers take --storage grpc://HOST:{port} "
+        f"(no TLS, no authentication: keep the port on a private network)",
+        markup=False,
+        soft_wrap=True,
+    )
+    while not stop.wait(1.0):
+        pass
+    server.stop()
+    console.print("storage proxy stopped", markup=False)

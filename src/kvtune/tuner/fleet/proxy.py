@@ -1,0 +1,77 @@
+"""`kvtune proxy`: Optuna's gRPC storage proxy in front of the study's database, so that many
+workers hold one gRPC channel each to the proxy instead of a pool of database connections each.
+
+Optuna's proxy passes storage calls through but has no heartbeat call: a worker behind a plain
+Optuna proxy runs no heartbeat, and a dead worker's trial would stay RUNNING for ever. kvtune's
+proxy adds the two missing halves on the server side, where the database is:
+
+- a worker's heartbeat arrives as a trial system attr (`storage.HEARTBEAT_ATTR`, sent by
+  `storage.ProxyClient`); the proxy records it as the database's own heartbeat (the database's
+  clock, as for a worker on PostgreSQL directly) and stores no attr;
+- a study's system attrs, as the proxy serves them, name its stale trials (by the database's
+  clock); a worker's recovery (tuner/fleet/recovery.py) fails them and Optuna's retry callback
+  re-queues each once per retry, exactly as a worker on PostgreSQL directly does, and before the
+  worker decides the study is done. (A reaper in the proxy would race that decision: between its
+  FAIL and its re-queue the study looks finished.) The same-host dead-process check and the
+  re-queue of an orphaned trial in recovery.py use public calls only, and work through it.
+
+Warm start, the budget, the clock and confirmations are study and trial attrs: they pass through.
+The proxy has no TLS and no authentication: whoever reaches its port can write to the study.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.storages import BaseStorage
+
+from kvtune.errors import SpecError
+from kvtune.tuner.fleet import storage
+
+
+class HeartbeatRelay(optuna.storages.RDBStorage):
+    """The database behind the proxy: a worker's heartbeat attr becomes the database's heartbeat,
+    and every study says that a `kvtune proxy` serves it (workers refuse a plain Optuna proxy)
+    and which of its trials are stale now."""
+
+    def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
+        if key == storage.HEARTBEAT_ATTR:
+            self.record_heartbeat(trial_id)
+            return
+        super().set_trial_system_attr(trial_id, key, value)
+
+    def get_study_system_attrs(self, study_id: int) -> dict[str, Any]:
+        stale = self._get_stale_trial_ids(study_id)
+        advert = {"heartbeat_s": self.heartbeat_interval, "grace_s": self.grace_period, "stale": stale}
+        return {**super().get_study_system_attrs(study_id), storage.PROXY_ATTR: advert}
+
+
+def open_backend(url: str) -> BaseStorage:
+    """The proxied database, with Optuna's in-process cache in front (as Optuna's proxy docs ask)."""
+    if storage.grpc_address(url) is not None:
+        raise SpecError(
+            "kvtune proxy --storage takes the study's database (postgresql://...), not another proxy (grpc://)"
+        )
+    return optuna.storages.get_storage(storage.rdb_storage(url, cls=HeartbeatRelay))
+
+
+class StorageProxy:
+    """The gRPC server over the database; `start`, then `stop` (both return at once)."""
+
+    def __init__(self, url: str, host: str, port: int, backend: BaseStorage | None = None, interceptors: tuple = ()):
+        self.url, self.host, self.port = url, host, port
+        self.backend = backend if backend is not None else open_backend(url)
+        try:
+            self._server = storage.proxy_server(self.backend, host, port, interceptors=interceptors)
+        except ImportError as e:
+            raise SpecError(f"kvtune proxy needs grpcio: {e.name or e} (pip install 'kvtune[proxy]')") from e
+        except RuntimeError as e:  # grpc: "Failed to bind to address"
+            raise SpecError(f"kvtune proxy cannot listen on {host}:{port} ({e}): pick another --port") from e
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Stop serving: calls in flight get `grace_s` to finish."""
+        self._server.stop(grace_s).wait()
