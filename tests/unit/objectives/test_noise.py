@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from kvtune.objectives.noise import (
+    MIN_JUDGE_DOF,
     PRIOR,
     Noise,
     from_dict,
@@ -106,6 +107,16 @@ def test_first_measurements_within_the_noise_of_each_other_could_be_one_config_m
     assert within_noise(44.55, 43.77, PRIOR)  # the CI run's leader and defaults (2% apart)
     assert not within_noise(200.0, 100.0, PRIOR)  # 2x: beyond the prior's 27.7% band
     assert not within_noise(100.0, 0.0, PRIOR) and not within_noise(math.inf, 100.0, PRIOR)
+
+
+def test_a_pool_too_unsure_to_judge_does_not_narrow_the_band_below_the_priors():
+    """The hogged demo: the baseline's one pair (21.43, 21.44) pooled to 0.03% with 1 dof, and the
+    leader's 22.75 then looked beyond the noise of the defaults' 21.43."""
+    one_pair = Noise(abs(math.log(21.44 / 21.43)) / math.sqrt(2), 1)
+    assert within_noise(22.75, 21.43, one_pair)
+    assert not within_noise(200.0, 100.0, one_pair)  # the prior's band still ends somewhere
+    enough = Noise(one_pair.rel_sd, MIN_JUDGE_DOF)
+    assert not within_noise(22.75, 21.43, enough)  # a pool of enough dof is believed
 
 
 def test_a_pool_of_too_few_dof_does_not_drop_a_pair_and_print_a_plus_minus_narrower_than_it():
