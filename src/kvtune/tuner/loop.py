@@ -22,6 +22,7 @@ from pathlib import Path
 
 import optuna
 
+from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import Direction, FailureKind
 from kvtune.launchers.base import Candidate, Launcher
@@ -66,9 +67,15 @@ class Tuner:
     leaves when nothing is left to ask)."""
 
     def __init__(
-        self, ctx: TunerContext, space: SearchSpace, callbacks: Callbacks | None = None, wait_for_others: bool = True
+        self,
+        ctx: TunerContext,
+        space: SearchSpace,
+        callbacks: Callbacks | None = None,
+        wait_for_others: bool = True,
+        clock: Clock = REAL_CLOCK,
     ):
         self.ctx = ctx
+        self.clock = clock  # the loop's waits for other workers (virtual in tests)
         self.space = space
         self.cb = callbacks or Callbacks()
         self.wait_for_others = wait_for_others
@@ -208,7 +215,7 @@ class Tuner:
                 continue
             outcome = self.run_one()
             if outcome is None:  # another worker took the last trial, or runs this config now
-                time.sleep(WAIT_AFTER_STEP_BACK_S)
+                self.clock.sleep(WAIT_AFTER_STEP_BACK_S)
                 continue
             duplicates = duplicates + 1 if outcome.duplicate_of is not None else 0
             if duplicates >= MAX_DUPLICATES_IN_A_ROW:
@@ -258,7 +265,7 @@ class Tuner:
         return out
 
     def _wait_for_others(self) -> None:
-        time.sleep(WAIT_FOR_OTHERS_S)
+        self.clock.sleep(WAIT_FOR_OTHERS_S)
         self._recover()
 
     def run_one(self) -> TrialOutcome | None:

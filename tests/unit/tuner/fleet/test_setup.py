@@ -45,3 +45,50 @@ def test_the_first_worker_records_its_hardware(tmp_path):
 def test_reading_a_missing_study_names_the_set_up_command(tmp_path):
     with pytest.raises(SpecError, match="no study 'nope'"):
         read_set_up("nope", sqlite_url(tmp_path))
+
+
+class AnotherWorkerTells:
+    """The loop's clock: each wait stands in for time passing on another node, where the worker
+    that holds `trial` tells it during the first wait (its measurement ends there)."""
+
+    def __init__(self, study: optuna.Study, trial: optuna.trial.Trial):
+        self.study, self.trial, self.waits, self.now = study, trial, 0, 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.waits += 1
+        if self.waits == 1:
+            self.study.tell(self.trial, 1.0)
+
+
+def _one_trial_running_elsewhere(tmp_path):
+    """A set-up study of one trial (the baseline) that another worker holds, and a second worker."""
+    spec = StudySpec(study="sched", trials=1, workload=TINY, startup_timeout_s=20).validate()
+    prep = prepare(spec, launcher=FakeLauncher(model_path="/models/m.gguf"), runs_dir=str(tmp_path / "runs"))
+    url = sqlite_url(tmp_path)
+    set_up_study(prep, url)
+    worker = open_tuner(prep, storage_url=url, wait_for_others=False)
+    elsewhere = worker.study.ask()  # the queued baseline, now RUNNING on the other node
+    worker.clock = AnotherWorkerTells(worker.study, elsewhere)
+    return worker
+
+
+def test_a_scheduler_worker_stays_while_the_last_trial_runs_elsewhere(tmp_path):
+    """No creator waits on a set-up study: if its workers all left while a trial ran elsewhere,
+    a dead worker's trial would never be re-queued and re-run. So they stay until it ends."""
+    worker = _one_trial_running_elsewhere(tmp_path)
+    worker.stay_while_others_run = True  # as workers.join sets it for a set-up study
+    worker.run()
+    assert worker.clock.waits == 1  # waited, and left once the other worker told its trial
+    assert [t.state for t in worker.study.trials] == [optuna.trial.TrialState.COMPLETE]
+
+
+def test_an_extra_worker_of_a_watched_study_leaves_at_once(tmp_path):
+    """Where the creator waits (and re-queues a dead worker's trial), an extra worker leaves."""
+    worker = _one_trial_running_elsewhere(tmp_path)
+    worker.run()
+    assert worker.clock.waits == 0
+    assert [t.state for t in worker.study.trials] == [optuna.trial.TrialState.RUNNING]
