@@ -2,8 +2,8 @@
 
 What a study measured on the tuning box is a claim until it is seen on the production box. The
 script re-runs the study's workload (users or rate, prompt and output lengths, requests, warm-up,
-dataset and its length filter, shared prefix, trace and its fit, seed) against the deployed
-server with `kvtune bench`, with the study's
+dataset and its length filter, shared prefix, trace and its fit, conversations and their turns,
+seed) against the deployed server with `kvtune bench`, with the study's
 targets (relative ones fixed at the thresholds the baseline gave them, and the error-rate target
 the study added), and exits with kvtune bench's status: 0 when every target held, 1 when one was
 missed. It first prints the equivalent `vllm bench serve` command line (vllm_bench.py), for
@@ -83,6 +83,7 @@ def bench_args(w: Workload, targets: list[Target]) -> list[str]:
         if w.dataset_max_tokens is not None:
             args += ["--dataset-max-tokens", w.dataset_max_tokens]
     args += _trace_args(w)
+    args += _multiturn_args(w)
     if w.shared_prefix_fraction:
         args += [
             "--shared-prefix-fraction",
@@ -111,6 +112,19 @@ def _trace_args(w: Workload) -> list[object]:
         if value is not None:
             args += [flag, value]
     return args
+
+
+def _multiturn_args(w: Workload) -> list[object]:
+    """The study's conversations (turns, think time, context ceiling), with the prompt cache on
+    as the tuner measured them (their later turns reuse the history)."""
+    if not w.multiturn:
+        return []
+    args: list[object] = ["--workload", "multiturn", "--turns", w.turns]
+    if w.think_time_s > 0:  # 0 is kvtune bench's default (and not a duration it parses)
+        args += ["--think-time", w.think_time_s]
+    if w.conversation_max_tokens is not None:
+        args += ["--conversation-max-tokens", w.conversation_max_tokens]
+    return [*args, "--prompt-cache", "on"]
 
 
 def _vllm_lines(line: VllmLine) -> list[str]:

@@ -13,7 +13,10 @@ what vLLM's benchmark cannot express. Checked against vLLM 0.32's `vllm bench se
 - arrivals: Poisson is burstiness 1, gamma its burstiness, constant gaps burstiness inf;
 - a trace: vLLM's `timed_trace` dataset (JSONL of timestamp, lengths, hash ids) replays the
   fitted trace's own times; the rows are written by the script to a temporary file. A request
-  with fewer hash ids than blocks (Azure, BurstGPT: none) gets fresh ids, so it shares nothing.
+  with fewer hash ids than blocks (Azure, BurstGPT: none) gets fresh ids, so it shares nothing;
+- conversations (multi-turn): `vllm bench serve` sends independent requests, so there is no
+  line, only a note naming vLLM's separate multi-turn benchmark (benchmarks/multi_turn): a
+  single-turn line of the same lengths would read as the same load and is not.
 Pure: workload and trial in, argv and notes out (the trace file is read, as the run reads it).
 """
 
@@ -37,6 +40,12 @@ UNKNOWN_HF_ID = "<the model's Hugging Face id>"
 # What vLLM's ShareGPT reader keeps (benchmarks/datasets.py: is_valid_sequence), fixed.
 VLLM_SHAREGPT_PROMPTS = (4, 1024)
 TRACE_PATH_VAR = "VLLM_TRACE"  # the script's variable holding the timed_trace JSONL's path
+MULTITURN_NOTE = (
+    "no vllm bench serve line: it sends independent requests and cannot replay the study's "
+    "multi-turn conversations (each turn carrying the history and the server's answers); the closest is "
+    "vLLM's separate multi-turn benchmark, benchmarks/multi_turn in vLLM's repository "
+    "(benchmark_serving_multi_turn.py), whose load is not the same either"
+)
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,8 @@ def vllm_line(w: Workload, targets: list[Target], model: ServedModel) -> VllmLin
     trace, ``--dataset-path`` of the rows it writes), with notes on what it cannot express."""
     notes: list[str] = []
     rows: list[str] = []
+    if w.multiturn:  # a single-turn line beside it would read as the same load: there is none
+        return VllmLine([], [MULTITURN_NOTE])
     if w.trace is not None:
         try:
             dataset, rows = _trace_dataset(w, notes)

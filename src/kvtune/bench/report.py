@@ -1,12 +1,13 @@
 """A benchmark run as console rows and as vLLM-style JSON (pure: no I/O, no printing).
 
 `metrics_table` gives (label, value) rows in the order of ``vllm bench serve``'s printout, with
-kvtune's additions (queueing, schedule lag, server-side split). `to_vllm_json` writes vLLM's key
-names (``completed``, ``request_throughput``, ``mean_ttft_ms``, ``p99_tpot_ms``,
-``input_lens``, ``ttfts``, ...) so results load in tools built for vLLM's JSON, plus kvtune's
-per-request samples and run facts. Two deliberate differences from vLLM: percentiles count a
-failed request as +inf (MEASUREMENT.md), written as null when they are not finite (strict JSON
-has no Infinity); and ``std_*`` and means are over successful requests, as vLLM's.
+kvtune's additions (queueing, schedule lag, a multi-turn run's conversations and per-turn TTFT,
+server-side split). `to_vllm_json` writes vLLM's key names (``completed``,
+``request_throughput``, ``mean_ttft_ms``, ``p99_tpot_ms``, ``input_lens``, ``ttfts``, ...) so
+results load in tools built for vLLM's JSON, plus kvtune's per-request samples and run facts.
+Two deliberate differences from vLLM: percentiles count a failed request as +inf
+(MEASUREMENT.md), written as null when they are not finite (strict JSON has no Infinity); and
+``std_*`` and means are over successful requests, as vLLM's.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def metrics_table(metrics: dict) -> list[tuple[str, str]]:
         if "mean_queue_wait_ms" in m:
             rows.append(("Client", ""))
             add("Mean wait for a client slot (ms)", "mean_queue_wait_ms")
+    rows += _conversation_rows(m)
     if "mean_prompt_ms_server" in m:
         rows.append(("Server timings (llama-server)", ""))
         add("Mean server prompt processing (ms)", "mean_prompt_ms_server")
@@ -94,6 +96,25 @@ def metrics_table(metrics: dict) -> list[tuple[str, str]]:
         add("P99 queueing (ms)", "p99_queue_ms_server")
         add("Mean server decode per token (ms)", "mean_tpot_ms_server")
         add("Mean cached prompt tokens", "mean_cached_prompt_tokens_server")
+    return rows
+
+
+def _conversation_rows(m: dict) -> list[tuple[str, str]]:
+    """A multi-turn run's rows (bench/multiturn.py): its conversations, and TTFT of first turns
+    (a cold prefill) apart from later ones (the history, which a prefix cache can serve)."""
+    if "conversations" not in m:
+        return []
+    rows = [("Multi-turn conversations", ""), ("Conversations", _fmt(m["conversations"]))]
+    for label, key in (
+        ("Mean turns per conversation", "mean_turns_per_conversation"),
+        ("Ended early: context full", "conversations_cut_by_context"),
+        ("Median TTFT turn 1 (ms)", "median_ttft_ms_turn1"),
+        ("P90 TTFT turn 1 (ms)", "p90_ttft_ms_turn1"),
+        ("Median TTFT later turns (ms)", "median_ttft_ms_later"),
+        ("P90 TTFT later turns (ms)", "p90_ttft_ms_later"),
+    ):
+        if key in m:
+            rows.append((label, _fmt(m[key])))
     return rows
 
 

@@ -5,7 +5,9 @@ prefill; a bench of the same server that let the slot cache serve the chat templ
 prefix would report a faster TTFT than the study measured (seen here: 2.7-3.1 s against
 3.5-3.8 s). So the bench finds out whether the server is llama-server (its ``/props`` answers
 with ``total_slots`` / ``default_generation_settings``), applies the same policy as the tuner
-unless told otherwise, and says which policy it used. vLLM's prefix cache is a server flag
+unless told otherwise, and says which policy it used. Conversations (``--workload multiturn``)
+are the exception: the tuner measures them with the cache on, their later turns reusing the
+history, as a user's server would, and so does the bench. vLLM's prefix cache is a server flag
 (``--enable-prefix-caching``), not a per-request field: the bench can only report it.
 """
 
@@ -19,7 +21,7 @@ from kvtune.kinds import StrEnum
 
 
 class PromptCache(StrEnum):
-    OFF = "off"  # defeat the server's prompt cache (what `kvtune run` measures)
+    OFF = "off"  # defeat the server's prompt cache (what `kvtune run` measures for unrelated prompts)
     ON = "on"  # let the server reuse cached prompt prefixes
     SERVER = "server"  # send nothing: whatever the server's own default is
 
@@ -35,17 +37,25 @@ class ServerKind:
             return {"cache_prompt": policy is PromptCache.ON}
         return {}
 
-    def describe_policy(self, policy: PromptCache) -> str:
+    def describe_policy(self, policy: PromptCache, *, multiturn: bool = False) -> str:
+        """The policy in words; `multiturn`: conversations, which kvtune run measures with the
+        cache on (their later turns share the history), and whose turns share their nonce."""
         if self.name == "llama-server":
             if policy is PromptCache.SERVER:
                 return "prompt cache: the server's default (cache_prompt not sent)"
+            measured = PromptCache.ON if multiturn else PromptCache.OFF
             return (
                 f"prompt cache: {policy.value} (cache_prompt={'true' if policy is PromptCache.ON else 'false'} "
-                f"sent{', as kvtune run measures' if policy is PromptCache.OFF else ''})"
+                f"sent{', as kvtune run measures' if policy is measured else ''})"
             )
+        nonce = (
+            "each conversation has a unique nonce, its turns share their history"
+            if multiturn
+            else "each prompt has a unique nonce"
+        )
         if self.name == "vllm":
-            return "prompt cache: set by the server (vLLM --enable-prefix-caching); each prompt has a unique nonce"
-        return "prompt cache: unknown server; each prompt has a unique nonce"
+            return f"prompt cache: set by the server (vLLM --enable-prefix-caching); {nonce}"
+        return f"prompt cache: unknown server; {nonce}"
 
 
 def detect_server(

@@ -7,7 +7,7 @@ production box what the study measured."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.table import Table
@@ -15,6 +15,9 @@ from rich.table import Table
 from kvtune.cli.app import app, console
 from kvtune.errors import SpecError
 from kvtune.objectives.targets import Target
+
+if TYPE_CHECKING:
+    from kvtune.workload import Workload
 
 
 @app.command()
@@ -37,7 +40,18 @@ def bench(
     workload_kind: Optional[str] = typer.Option(
         None,
         "--workload",
-        help="trace:FILE replays a trace's arrival times and lengths (as kvtune run --workload trace:FILE).",
+        help="multiturn replays conversations, each request carrying the history so far (as kvtune run --workload multiturn: --turns, --think-time; with --dataset, ShareGPT's turns). trace:FILE replays a trace's arrival times and lengths (as kvtune run --workload trace:FILE).",
+    ),
+    turns: Optional[int] = typer.Option(
+        None, "--turns", help="--workload multiturn: turns per conversation (default 4)."
+    ),
+    think_time: Optional[str] = typer.Option(
+        None, "--think-time", help="--workload multiturn: a user's pause between turns, e.g. 2s (default 0)."
+    ),
+    conversation_max_tokens: Optional[int] = typer.Option(
+        None,
+        "--conversation-max-tokens",
+        help="--workload multiturn: end a conversation when its next turn would not fit this many tokens of context (default: room for --turns turns of --prompt-tokens and --output-tokens, as kvtune run sizes a slot).",
     ),
     trace_requests: Optional[int] = typer.Option(None, "--trace-requests", help="Replay the trace's first N requests."),
     trace_window: Optional[str] = typer.Option(
@@ -71,10 +85,10 @@ def bench(
     save: Optional[Path] = typer.Option(
         None, help="Write results as JSON (vLLM bench serve's key names plus per-request samples)."
     ),
-    prompt_cache: str = typer.Option(
-        "off",
+    prompt_cache: Optional[str] = typer.Option(
+        None,
         "--prompt-cache",
-        help="llama-server's prompt cache: off (cache_prompt=false, as kvtune run measures), on, or server (send nothing; the server's default).",
+        help="llama-server's prompt cache: off (cache_prompt=false), on, or server (send nothing; the server's default). Default: on with --workload multiturn (as kvtune run measures conversations: later turns reuse the history), else off (as kvtune run measures synthetic prompts).",
     ),
 ) -> None:
     """Measure a running server (vLLM bench serve style): TTFT, TPOT, ITL, E2EL, throughput, goodput."""
@@ -85,7 +99,7 @@ def bench(
     from kvtune.bench.client import run as bench_run
     from kvtune.bench.report import metrics_table, server_metrics_table, to_vllm_json
     from kvtune.bench.server_kind import PromptCache, detect_server
-    from kvtune.cli.run import _trace_of
+    from kvtune.cli.run import _seconds, _trace_of
     from kvtune.durations import parse_duration
     from kvtune.objectives.targets import parse_targets
     from kvtune.workload import Workload
@@ -101,6 +115,7 @@ def bench(
     base = url.rstrip("/")
     if not base.startswith(("http://", "https://")):
         raise SpecError(f"URL {url!r} must start with http:// or https://")
+    multiturn = _multiturn(workload_kind, turns=turns, think_time=think_time, max_tokens=conversation_max_tokens)
     workload = Workload(
         concurrency=concurrency,
         prompt_tokens=prompt_tokens,
@@ -126,9 +141,15 @@ def bench(
         trace_speed=trace_speed,
         trace_length_scale=trace_length_scale,
         trace_max_tokens=trace_max_tokens,
+        multiturn=multiturn,
+        turns=4 if turns is None else turns,
+        think_time_s=_seconds(think_time, "--think-time") or 0.0,
+        conversation_max_tokens=conversation_max_tokens,
     ).validate()
+    # as kvtune run measured: conversations with the prompt cache on, synthetic prompts without
+    measured = PromptCache.ON if workload.multiturn else PromptCache.OFF
     try:
-        cache_policy = PromptCache(prompt_cache)
+        cache_policy = measured if prompt_cache is None else PromptCache(prompt_cache)
     except ValueError:
         raise SpecError(
             f"--prompt-cache must be one of {', '.join(PromptCache.values())}, got {prompt_cache!r}"
@@ -136,17 +157,10 @@ def bench(
     model_name = model or detect_model(base, api_key=key)
     server = detect_server(base, api_key=key)
     latency = {t.metric: t.threshold for t in targets if t.upper and t.metric in ("ttft", "tpot", "e2el")}
+    console.print(f"benchmarking {base} ({model_name}): {_load(workload)}", markup=False)
     console.print(
-        f"benchmarking {base} ({model_name}): "
-        + (
-            f"trace {workload.trace} at its own arrival times and lengths"
-            if workload.trace is not None
-            else (f"open loop at {rate:g} req/s ({arrival})" if rate is not None else f"{concurrency} concurrent users")
-            + f", {prompt_tokens} prompt / {output_tokens} output tokens"
-        ),
-        markup=False,
+        f"server: {server.name}; {server.describe_policy(cache_policy, multiturn=workload.multiturn)}", markup=False
     )
-    console.print(f"server: {server.name}; {server.describe_policy(cache_policy)}", markup=False)
     result = bench_run(
         base,
         workload,
@@ -191,6 +205,42 @@ def bench(
         if missed:
             console.print(f"targets missed: {', '.join(t.constraint_key for t in missed)}", markup=False)
         raise typer.Exit(1)
+
+
+def _multiturn(
+    kind: Optional[str], *, turns: Optional[int], think_time: Optional[str], max_tokens: Optional[int]
+) -> bool:
+    """Whether --workload asks for conversations; their flags without it are one line, exit 2."""
+    if kind == "multiturn":
+        return True
+    given = [
+        f
+        for f, v in (("--turns", turns), ("--think-time", think_time), ("--conversation-max-tokens", max_tokens))
+        if v is not None
+    ]
+    if given:
+        raise SpecError(f"{given[0]} applies to --workload multiturn only: add --workload multiturn")
+    return False
+
+
+def _load(w: Workload) -> str:
+    """The load in the header line: a trace, conversations, or single requests."""
+    if w.trace is not None:
+        return f"trace {w.trace} at its own arrival times and lengths"
+    if w.multiturn:
+        think = f", {w.think_time_s:g} s think time" if w.think_time_s > 0 else ""
+        if w.dataset:
+            what, size = f"conversations of {w.dataset} (each record's human turns)", ""
+        else:
+            what, size = f"conversations of {w.turns} turns", f"{w.prompt_tokens} new prompt / "
+        return (
+            f"{w.concurrency} concurrent users replaying {w.conversations} {what}{think}, each turn carrying "
+            f"the history so far; {size}{w.output_tokens} output tokens per turn"
+        )
+    users = (
+        f"open loop at {w.rate:g} req/s ({w.arrival})" if w.rate is not None else f"{w.concurrency} concurrent users"
+    )
+    return f"{users}, {w.prompt_tokens} prompt / {w.output_tokens} output tokens"
 
 
 def _shown(t: Target, metrics: dict) -> str:

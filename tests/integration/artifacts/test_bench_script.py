@@ -95,3 +95,15 @@ def test_a_trace_study_replays_its_trace_and_writes_the_rows_vllm_would_replay(t
         assert sent == [q.output_tokens for q in fitted_trace(Workload(**fit)).requests]
     finally:
         rows.unlink()
+
+
+def test_a_multiturn_study_replays_its_conversations_and_prints_no_vllm_line(tmp_path) -> None:
+    talk = {"multiturn": True, "turns": 2, "think_time_s": 0.01}
+    r = results(workload={**results()["spec"]["workload"], **talk}, targets=["ttft<30s"])
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, prefix_cache=True) as server:
+        path = export.write(tmp_path / "talk.sh", "bench", ov.pick_trial(r).to_dict(), r)
+        run = _run(path, server.base_url)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "replaying 2 conversations of 2 turns" in run.stdout and "cache_prompt=true sent" in run.stdout
+    assert "no vllm bench serve line" in run.stdout and "--base-url" not in run.stdout
+    assert sorted(len(b["messages"]) for b in server.received[1:]) == [1, 1, 3, 3]  # after 1 warm-up turn

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from kvtune.testing.fake_server import FakeOpenAIServer
 
 
@@ -101,3 +103,43 @@ def test_bench_checks_targets_and_exits_1_when_one_is_missed():
 def test_bench_refuses_a_relative_target_in_one_line():
     r = _bench("http://127.0.0.1:1", "--target", "ttft<0.8x")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "relative" in r.stderr
+
+
+def test_bench_replays_multi_turn_conversations_with_the_prompt_cache_on(tmp_path):
+    out = tmp_path / "r.json"
+    with FakeOpenAIServer(ttft_s=0.02, itl_s=0.002, prefix_cache=True) as server:
+        r = _bench(
+            server.base_url, "--workload", "multiturn", "--turns", "3", "--think-time", "0.01", "--save", str(out)
+        )
+    assert r.returncode == 0, r.stdout + r.stderr
+    header = next(line for line in r.stdout.splitlines() if line.startswith("benchmarking "))
+    assert "2 concurrent users replaying 2 conversations of 3 turns, 0.01 s think time" in header
+    assert "prompt cache: on (cache_prompt=true sent, as kvtune run measures)" in r.stdout
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in r.stdout.splitlines()]
+    rows = dict(c for c in cells if len(c) == 2)
+    assert rows["Conversations"] == "2" and rows["Mean turns per conversation"] == "3"
+    assert "Median TTFT turn 1 (ms)" in rows and "Median TTFT later turns (ms)" in rows
+    measured = server.received[1:]  # after the one warm-up turn
+    assert sorted(len(b["messages"]) for b in measured) == [1, 1, 3, 3, 5, 5]  # each turn carries the history
+    assert all(b["cache_prompt"] is True for b in server.received)
+    metrics = json.loads(out.read_text())["kvtune"]["metrics"]
+    assert metrics["conversations"] == 2 and metrics["mean_turns_per_conversation"] == 3
+    assert metrics["median_ttft_ms_turn1"] > 0 and metrics["median_ttft_ms_later"] > 0
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--turns", "3"], "--turns applies to --workload multiturn only"),
+        (["--think-time", "2s"], "--think-time applies to --workload multiturn only"),
+        (["--workload", "multiturn", "--turns", "0"], "workload.turns must be at least 1, got 0"),
+        (["--workload", "multiturn", "--think-time", "soon"], "--think-time 'soon' is not a duration"),
+        (["--workload", "multiturn", "--rate", "2"], "workload.multiturn runs a closed loop of chat conversations"),
+        (["--workload", "chat"], "--workload takes multiturn or trace:FILE"),
+    ],
+)
+def test_bench_bad_multiturn_input_is_one_line_exit_2(args, fragment):
+    r = _bench("http://127.0.0.1:1", *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in r.stderr

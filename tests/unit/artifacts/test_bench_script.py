@@ -115,3 +115,32 @@ def test_a_trace_study_replays_the_same_trace_and_writes_vllms_timed_trace_rows(
     rows = lines[lines.index("cat > \"$VLLM_TRACE\" <<'KVTUNE_TRACE'") + 1 : lines.index("KVTUNE_TRACE")]
     assert [json.loads(r)["input_length"] for r in rows] == [845, 915, 904]  # 6758, 7322, 7236 x 0.125
     assert any(line.startswith("echo '  note: vllm bench serve replays a trace") for line in lines)
+
+
+def test_a_multiturn_study_replays_its_conversations_with_the_prompt_cache_on() -> None:
+    talk = {"multiturn": True, "turns": 3, "think_time_s": 1.5, "conversation_max_tokens": 3000}
+    text = script(results(workload={**results()["spec"]["workload"], **talk}))
+    args = _bench_argv(text)
+    for name, value in (
+        ("--workload", "multiturn"),
+        ("--turns", "3"),
+        ("--think-time", "1.5"),
+        ("--conversation-max-tokens", "3000"),
+        ("--prompt-cache", "on"),  # as the tuner measured conversations
+        ("--concurrency", "2"),
+        ("--endpoint", "chat"),
+    ):
+        assert args[args.index(name) + 1] == value
+    # no vllm bench serve line (it would read as the same load), only the note saying why
+    assert not any(line.startswith("printf") for line in text.splitlines())
+    note = next(line for line in text.splitlines() if line.startswith("echo '  note: "))
+    assert "no vllm bench serve line" in note and "benchmarks/multi_turn" in note
+    plain = {"multiturn": True, "turns": 2}
+    args = _bench_argv(script(results(workload={**results()["spec"]["workload"], **plain})))
+    assert args[args.index("--turns") + 1] == "2" and args[args.index("--prompt-cache") + 1] == "on"
+    assert "--think-time" not in args and "--conversation-max-tokens" not in args  # kvtune bench's defaults
+
+
+def test_single_turn_studies_send_no_conversation_flags() -> None:
+    args = _bench_argv(script(results()))
+    assert "--workload" not in args and "--turns" not in args and "--prompt-cache" not in args

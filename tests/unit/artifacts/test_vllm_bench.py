@@ -131,3 +131,11 @@ def test_a_trace_without_hash_ids_gets_fresh_blocks_so_nothing_is_shared() -> No
 def test_a_trace_not_on_this_box_gives_no_vllm_line_but_says_why(tmp_path) -> None:
     line = vllm_line(Workload(trace=str(tmp_path / "gone.jsonl")), TARGETS, DEMO)
     assert line.argv == [] and len(line.notes) == 1 and "unreadable here" in line.notes[0]
+
+
+def test_conversations_give_no_vllm_line_only_a_note_naming_the_multi_turn_benchmark() -> None:
+    for w in (Workload(multiturn=True, turns=3, think_time_s=2.0), Workload(multiturn=True, dataset="/data/sg.json")):
+        line = vllm_line(w, TARGETS, DEMO)
+        assert line.argv == [] and line.trace_rows == [] and len(line.notes) == 1
+        assert line.notes[0].startswith("no vllm bench serve line:") and "multi-turn conversations" in line.notes[0]
+        assert "benchmarks/multi_turn" in line.notes[0]

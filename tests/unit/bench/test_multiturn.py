@@ -123,3 +123,20 @@ def test_turn_metrics_split_first_turns_from_later_ones() -> None:
     assert (m["requests_turn1"], m["requests_later"], m["conversations"]) == (2, 3, 2)
     assert m["mean_turns_per_conversation"] == 2.5
     assert turn_metrics([RequestSample(send_time=0.0, ok=True, ttft_s=0.1)]) == {}  # single-turn runs: none
+
+
+def test_the_bench_table_shows_the_conversations_and_ttft_per_turn() -> None:
+    from kvtune.bench.report import metrics_table
+
+    res = _on(_fake(), _wl(concurrency=2, num_requests=12))
+    rows = dict(metrics_table(res.metrics))
+    assert rows["Multi-turn conversations"] == ""  # a section header
+    assert rows["Conversations"] == "4" and rows["Mean turns per conversation"] == "3"
+    assert rows["Ended early: context full"] == "0"
+    for label, key in (
+        ("Median TTFT turn 1 (ms)", "median_ttft_ms_turn1"),
+        ("P90 TTFT later turns (ms)", "p90_ttft_ms_later"),
+    ):
+        assert float(rows[label]) == pytest.approx(res.metrics[key], abs=0.005)
+    single = dict(metrics_table(_on(_fake(), Workload(num_requests=2, warmup_requests=0)).metrics))
+    assert "Conversations" not in single and "Median TTFT turn 1 (ms)" not in single

@@ -27,3 +27,17 @@ def test_nothing_listening_is_unknown_not_an_error():
 def test_cache_policy_becomes_the_request_field_on_llama_server_only(policy, body):
     assert ServerKind("llama-server").cache_body(policy) == body
     assert ServerKind("vllm").cache_body(policy) == {}
+
+
+def test_conversations_are_measured_with_the_cache_on_and_say_so():
+    llama = ServerKind("llama-server")
+    assert (
+        llama.describe_policy(PromptCache.OFF) == "prompt cache: off (cache_prompt=false sent, as kvtune run measures)"
+    )
+    assert llama.describe_policy(PromptCache.ON) == "prompt cache: on (cache_prompt=true sent)"
+    assert llama.describe_policy(PromptCache.ON, multiturn=True).endswith(
+        "(cache_prompt=true sent, as kvtune run measures)"
+    )
+    assert llama.describe_policy(PromptCache.OFF, multiturn=True) == "prompt cache: off (cache_prompt=false sent)"
+    assert "each prompt has a unique nonce" in ServerKind("vllm").describe_policy(PromptCache.OFF)
+    assert "turns share their history" in ServerKind("vllm").describe_policy(PromptCache.ON, multiturn=True)
