@@ -12,13 +12,14 @@ _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 _NUM = r"(\d+(?:\.\d+)?|\.\d+)"
 _DURATION_RE = re.compile(rf"^(?:{_NUM}d)?(?:{_NUM}h)?(?:{_NUM}m)?(?:{_NUM}s)?$")
 _BARE_RE = re.compile(rf"^{_NUM}$")
+_MS_RE = re.compile(rf"^{_NUM}ms$")
 _HOW = "write a positive duration such as 2h, 90m, 45s or 1h30m"
 
 
-def parse_duration(text: str | int | float, what: str = "--time-budget") -> float:
-    """Seconds in ``2h``, ``90m``, ``45s``, ``1h30m``, ``1.5h``, ``1d`` or a bare number of
-    seconds (``3600``). Raise `SpecError`, one line naming `what` and how to write it, for
-    anything else, zero or a negative."""
+def parse_duration(text: str | int | float, what: str = "--time-budget", zero_ok: bool = False) -> float:
+    """Seconds in ``2h``, ``90m``, ``45s``, ``1h30m``, ``1.5h``, ``1d``, ``500ms`` or a bare
+    number of seconds (``3600``). Raise `SpecError`, one line naming `what` and how to write it,
+    for anything else, a negative, or zero unless `zero_ok` (a pause may be none: a think time)."""
     if isinstance(text, bool):
         raise SpecError(f"{what} {text!r} is not a duration; {_HOW}")
     if isinstance(text, (int, float)):
@@ -28,15 +29,18 @@ def parse_duration(text: str | int | float, what: str = "--time-budget") -> floa
         if s.startswith("-"):
             raise SpecError(f"{what} {text!r} is negative; {_HOW}")
         bare = _BARE_RE.match(s)
+        millis = _MS_RE.match(s)
         m = _DURATION_RE.match(s)
         if bare:
             seconds = float(bare[1])
+        elif millis:
+            seconds = float(millis[1]) / 1000.0
         elif s and m:
             seconds = sum(float(v) * f for v, f in zip(m.groups(), _UNITS.values()) if v)
         else:
             raise SpecError(f"{what} {text!r} is not a duration; {_HOW}")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise SpecError(f"{what} {text!r} must be more than zero; {_HOW}")
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero_ok):
+        raise SpecError(f"{what} {text!r} must be {'zero or more' if zero_ok else 'more than zero'}; {_HOW}")
     return seconds
 
 

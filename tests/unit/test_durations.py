@@ -70,3 +70,17 @@ def test_format_duration_round_trips(seconds, text):
 
 def test_format_duration_rounds_to_whole_seconds_and_never_goes_negative():
     assert format_duration(59.6) == "1m" and format_duration(-5) == "0s" and format_duration(86400) == "24h"
+
+
+@pytest.mark.parametrize("text,seconds", [("500ms", 0.5), ("0", 0.0), ("0s", 0.0), ("2s", 2.0), (0, 0.0)])
+def test_a_pause_may_be_zero_or_in_milliseconds(text, seconds):
+    assert parse_duration(text, what="--think-time", zero_ok=True) == seconds
+
+
+def test_zero_is_still_refused_where_a_pause_is_not_meant():
+    with pytest.raises(SpecError, match="must be more than zero"):
+        parse_duration("0", what="--time-budget")
+    with pytest.raises(SpecError, match="--think-time '-1' is negative"):
+        parse_duration("-1", what="--think-time", zero_ok=True)
+    with pytest.raises(SpecError, match="must be zero or more"):
+        parse_duration(-1.0, what="--think-time", zero_ok=True)

@@ -85,14 +85,9 @@ def bench_args(w: Workload, targets: list[Target]) -> list[str]:
     args += _trace_args(w)
     args += _multiturn_args(w)
     if w.shared_prefix_fraction:
-        args += [
-            "--shared-prefix-fraction",
-            w.shared_prefix_fraction,
-            "--shared-prefix-tokens",
-            w.shared_prefix_tokens,
-            "--prompt-cache",
-            "on",
-        ]  # as the tuner measured a shared-prefix workload
+        args += ["--shared-prefix-fraction", w.shared_prefix_fraction, "--shared-prefix-tokens", w.shared_prefix_tokens]
+    if w.reuses_prefixes:  # a trace, conversations, a shared prefix: the tuner measured them cached
+        args += ["--prompt-cache", "on"]
     for t in targets:
         args += ["--target", t.constraint_key]
     return [str(a) for a in args]
@@ -115,16 +110,15 @@ def _trace_args(w: Workload) -> list[object]:
 
 
 def _multiturn_args(w: Workload) -> list[object]:
-    """The study's conversations (turns, think time, context ceiling), with the prompt cache on
-    as the tuner measured them (their later turns reuse the history)."""
+    """The study's conversations (turns, think time, context ceiling)."""
     if not w.multiturn:
         return []
     args: list[object] = ["--workload", "multiturn", "--turns", w.turns]
-    if w.think_time_s > 0:  # 0 is kvtune bench's default (and not a duration it parses)
+    if w.think_time_s > 0:  # 0 is kvtune bench's default
         args += ["--think-time", w.think_time_s]
     if w.conversation_max_tokens is not None:
         args += ["--conversation-max-tokens", w.conversation_max_tokens]
-    return [*args, "--prompt-cache", "on"]
+    return args
 
 
 def _vllm_lines(line: VllmLine) -> list[str]:

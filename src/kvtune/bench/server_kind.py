@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import httpx
 
 from kvtune.kinds import StrEnum
+from kvtune.workload import Workload
 
 
 class PromptCache(StrEnum):
@@ -37,25 +38,26 @@ class ServerKind:
             return {"cache_prompt": policy is PromptCache.ON}
         return {}
 
-    def describe_policy(self, policy: PromptCache, *, multiturn: bool = False) -> str:
-        """The policy in words; `multiturn`: conversations, which kvtune run measures with the
-        cache on (their later turns share the history), and whose turns share their nonce."""
+    def describe_policy(self, policy: PromptCache, workload: Workload) -> str:
+        """The policy in words. kvtune run measures a workload that reuses prefixes (a trace,
+        conversations, a shared system prompt) with the cache on, synthetic prompts without."""
         if self.name == "llama-server":
             if policy is PromptCache.SERVER:
                 return "prompt cache: the server's default (cache_prompt not sent)"
-            measured = PromptCache.ON if multiturn else PromptCache.OFF
+            measured = PromptCache.ON if workload.reuses_prefixes else PromptCache.OFF
             return (
                 f"prompt cache: {policy.value} (cache_prompt={'true' if policy is PromptCache.ON else 'false'} "
                 f"sent{', as kvtune run measures' if policy is measured else ''})"
             )
-        nonce = (
-            "each conversation has a unique nonce, its turns share their history"
-            if multiturn
-            else "each prompt has a unique nonce"
-        )
+        if workload.multiturn:
+            shared = "each conversation has a unique nonce, its turns share their history"
+        elif workload.reuses_prefixes:
+            shared = "requests share prefixes as the workload does"
+        else:
+            shared = "each prompt has a unique nonce"
         if self.name == "vllm":
-            return f"prompt cache: set by the server (vLLM --enable-prefix-caching); {nonce}"
-        return f"prompt cache: unknown server; {nonce}"
+            return f"prompt cache: set by the server (vLLM --enable-prefix-caching); {shared}"
+        return f"prompt cache: unknown server; {shared}"
 
 
 def detect_server(

@@ -99,7 +99,7 @@ def bench(
     from kvtune.bench.client import run as bench_run
     from kvtune.bench.report import metrics_table, server_metrics_table, to_vllm_json
     from kvtune.bench.server_kind import PromptCache, detect_server
-    from kvtune.cli.run import _seconds, _trace_of
+    from kvtune.cli.run import _pause, _trace_of
     from kvtune.durations import parse_duration
     from kvtune.objectives.targets import parse_targets
     from kvtune.workload import Workload
@@ -143,11 +143,12 @@ def bench(
         trace_max_tokens=trace_max_tokens,
         multiturn=multiturn,
         turns=4 if turns is None else turns,
-        think_time_s=_seconds(think_time, "--think-time") or 0.0,
+        think_time_s=_pause(think_time, "--think-time") or 0.0,
         conversation_max_tokens=conversation_max_tokens,
     ).validate()
-    # as kvtune run measured: conversations with the prompt cache on, synthetic prompts without
-    measured = PromptCache.ON if workload.multiturn else PromptCache.OFF
+    # as kvtune run measured: workloads that reuse prefixes (a trace, conversations, a shared
+    # system prompt) with the prompt cache on, synthetic prompts without
+    measured = PromptCache.ON if workload.reuses_prefixes else PromptCache.OFF
     try:
         cache_policy = measured if prompt_cache is None else PromptCache(prompt_cache)
     except ValueError:
@@ -158,9 +159,7 @@ def bench(
     server = detect_server(base, api_key=key)
     latency = {t.metric: t.threshold for t in targets if t.upper and t.metric in ("ttft", "tpot", "e2el")}
     console.print(f"benchmarking {base} ({model_name}): {_load(workload)}", markup=False)
-    console.print(
-        f"server: {server.name}; {server.describe_policy(cache_policy, multiturn=workload.multiturn)}", markup=False
-    )
+    console.print(f"server: {server.name}; {server.describe_policy(cache_policy, workload)}", markup=False)
     result = bench_run(
         base,
         workload,

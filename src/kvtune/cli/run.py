@@ -43,6 +43,11 @@ def _seconds(text: str | None, flag: str) -> float | None:
     return None if text is None else parse_duration(text, what=flag)
 
 
+def _pause(text: str | None, flag: str) -> float | None:
+    """A pause flag (--think-time: 0, 500ms, 2s) as seconds; zero is a pause of none."""
+    return None if text is None else parse_duration(text, what=flag, zero_ok=True)
+
+
 def _trace_of(workload: str | None) -> str | None:
     """--workload trace:FILE (a trace file or a shipped excerpt's name) -> FILE; multiturn -> None."""
     if workload is None or workload == "multiturn":
@@ -292,7 +297,7 @@ def run(
         trace_max_tokens=trace_max_tokens,
         multiturn=True if workload_kind == "multiturn" else None,
         turns=turns,
-        think_time_s=_seconds(think_time, "--think-time"),
+        think_time_s=_pause(think_time, "--think-time"),
     )
     overrides = SpecOverrides(
         targets=tuple(target) or None,

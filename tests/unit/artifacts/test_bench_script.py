@@ -96,7 +96,7 @@ def test_the_tokenizer_is_the_model_the_server_loaded_whatever_the_spec_named() 
     assert f"MODEL_TOKENIZER={shlex.quote(loaded)}" in script(relative)
 
 
-def test_a_trace_study_replays_the_same_trace_and_writes_vllms_timed_trace_rows() -> None:
+def test_a_trace_study_replays_the_same_trace_cached_and_writes_vllms_timed_trace_rows() -> None:
     fit = {"trace": "mooncake-conv", "trace_requests": 3, "trace_speed": 8.0, "trace_length_scale": 0.125}
     text = script(results(workload={**results()["spec"]["workload"], **fit}))
     args = _bench_argv(text)
@@ -105,6 +105,7 @@ def test_a_trace_study_replays_the_same_trace_and_writes_vllms_timed_trace_rows(
         ("--trace-requests", "3"),
         ("--trace-speed", "8.0"),
         ("--trace-length-scale", "0.125"),
+        ("--prompt-cache", "on"),  # as the tuner measured the trace: its prefixes reused
     ):
         assert args[args.index(name) + 1] == value
     assert "--trace-window" not in args and "--trace-max-tokens" not in args and "--rate" not in args

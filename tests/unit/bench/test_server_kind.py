@@ -7,6 +7,7 @@ import pytest
 
 from kvtune.bench.server_kind import PromptCache, ServerKind, detect_server
 from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.workload import Workload
 
 
 def test_llama_server_is_detected_from_props():
@@ -29,15 +30,24 @@ def test_cache_policy_becomes_the_request_field_on_llama_server_only(policy, bod
     assert ServerKind("vllm").cache_body(policy) == {}
 
 
-def test_conversations_are_measured_with_the_cache_on_and_say_so():
+SYNTHETIC = Workload()
+CONVERSATIONS = Workload(multiturn=True)
+TRACE = Workload(trace="azure-conv")
+
+
+def test_workloads_that_reuse_prefixes_are_measured_with_the_cache_on_and_say_so():
     llama = ServerKind("llama-server")
     assert (
-        llama.describe_policy(PromptCache.OFF) == "prompt cache: off (cache_prompt=false sent, as kvtune run measures)"
+        llama.describe_policy(PromptCache.OFF, SYNTHETIC)
+        == "prompt cache: off (cache_prompt=false sent, as kvtune run measures)"
     )
-    assert llama.describe_policy(PromptCache.ON) == "prompt cache: on (cache_prompt=true sent)"
-    assert llama.describe_policy(PromptCache.ON, multiturn=True).endswith(
-        "(cache_prompt=true sent, as kvtune run measures)"
-    )
-    assert llama.describe_policy(PromptCache.OFF, multiturn=True) == "prompt cache: off (cache_prompt=false sent)"
-    assert "each prompt has a unique nonce" in ServerKind("vllm").describe_policy(PromptCache.OFF)
-    assert "turns share their history" in ServerKind("vllm").describe_policy(PromptCache.ON, multiturn=True)
+    assert llama.describe_policy(PromptCache.ON, SYNTHETIC) == "prompt cache: on (cache_prompt=true sent)"
+    for reusing in (CONVERSATIONS, TRACE):
+        assert llama.describe_policy(PromptCache.ON, reusing).endswith(
+            "(cache_prompt=true sent, as kvtune run measures)"
+        )
+        assert llama.describe_policy(PromptCache.OFF, reusing) == "prompt cache: off (cache_prompt=false sent)"
+    vllm = ServerKind("vllm")
+    assert "each prompt has a unique nonce" in vllm.describe_policy(PromptCache.OFF, SYNTHETIC)
+    assert "turns share their history" in vllm.describe_policy(PromptCache.ON, CONVERSATIONS)
+    assert "share prefixes as the workload does" in vllm.describe_policy(PromptCache.ON, TRACE)
