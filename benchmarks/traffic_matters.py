@@ -32,7 +32,9 @@ chat, then both bests re-measured under both workloads (issue 20).
    pooled over the four cells' rounds), the flags of both, the commands, the host CPU and the
    load before and after.
 
-Takes real llama-server and a quiet machine; about 25 minutes on a 2-core CPU with the defaults.
+Takes real llama-server and a quiet machine: about 20-30 minutes on a 2-core CPU with the defaults.
+A study that names no best (on a busy machine every measurement is disturbed, so none is evidence)
+stops the script with the reason, status 1.
 """
 
 from __future__ import annotations
@@ -319,6 +321,19 @@ def tune(kind: str, argv: list[str], log: Path) -> dict[str, Any]:
     return results
 
 
+def no_best(results: dict[str, Any], kind: str, log: Path) -> str:
+    """Why a study gives nothing to compare, with the busy machine named when it was one."""
+    disturbed = results.get("disturbed") or []
+    why = (results.get("named_best") or {}).get("why") or "no config met the targets"
+    busy = (
+        f"; {len(disturbed)} of its measurements were disturbed by other load and are no evidence: "
+        "run it on a quiet machine"
+        if disturbed
+        else ""
+    )
+    return f"the {kind} study named no best ({why}{busy}); nothing to compare (see {log})"
+
+
 def runners(bests: dict[str, Best], pid_file: Path) -> dict[str, Any]:
     """One trial runner per workload, built as its study built it (spec, launcher, targets)."""
     from kvtune.launchers.registry import create_launcher
@@ -336,8 +351,12 @@ def runners(bests: dict[str, Best], pid_file: Path) -> dict[str, Any]:
     return out
 
 
-def remeasure(bests: dict[str, Best], repeats: int, workdir: Path) -> list[Measured]:
-    by_workload = runners(bests, workdir / "server.pid")
+def remeasure(
+    bests: dict[str, Best], repeats: int, workdir: Path, by_workload: dict[str, Any] | None = None
+) -> list[Measured]:
+    """The rounds of `schedule`, each config under each workload on a fresh server through that
+    workload's trial runner (`by_workload`: a test's runners; default: as the studies built them)."""
+    by_workload = by_workload or runners(bests, workdir / "server.pid")
     ms = []
     for r, c, w in schedule(repeats):
         runner, config, study = by_workload[w], bests[c], bests[w]
@@ -398,7 +417,13 @@ def main() -> int:
         flags = workload_flags(kind, a.turns, a.think_time, a.num_requests, a.warmup_requests) + a.run_arg
         argv = tune_command(kind, a.workdir / kind, a.trials, a.seed, flags)
         commands.append(shlex.join(["kvtune", *argv[3:]]))
-        bests[kind] = read_best(tune(kind, argv, a.workdir / f"{kind}.log"), kind)
+        log = a.workdir / f"{kind}.log"
+        results = tune(kind, argv, log)
+        try:
+            bests[kind] = read_best(results, kind)
+        except ValueError:
+            print(no_best(results, kind, log), file=sys.stderr)
+            return 1
     tuned_s = time.monotonic() - t0
     if same_config(*bests.values()):
         print("both studies named the same config: re-measuring it under both workloads anyway (an A/A)")

@@ -227,3 +227,13 @@ def test_a_missed_target_answers_even_within_the_noise_and_the_same_config_says_
     assert "the best of random prompts misses the targets (error_rate 0.5" in tm.verdict(ms, misses, same=False)
     page = tm.render(FACTS, bests(same=True), ms, misses)
     assert page.startswith("**Answer.** No: both studies named the same config")
+
+
+def test_a_study_without_a_best_says_so_and_names_a_busy_machine(tmp_path) -> None:
+    p = payload()
+    p.update(best_trial=None, named_best={"trial": None, "why": "no feasible config"}, disturbed=[{"trial": 0}] * 2)
+    text = tm.no_best(p, "random", tmp_path / "random.log")
+    assert text.startswith("the random study named no best (no feasible config; 2 of its measurements were disturbed")
+    assert text.endswith(f"nothing to compare (see {tmp_path / 'random.log'})")
+    p["disturbed"] = []
+    assert "disturbed" not in tm.no_best(p, "random", tmp_path / "random.log")
