@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from kvtune.jsonsafe import dumps
 from kvtune.objectives.decisions import PairedInterval, paired_interval
 from kvtune.objectives.noise import Noise, pool
 from kvtune.objectives.targets import Target, with_default_error_target
@@ -447,7 +448,7 @@ def main() -> int:
     if a.out:
         a.out.write_text(page)
     if a.json:
-        a.json.write_text(json.dumps({"facts": facts, "measurements": [asdict(m) for m in ms]}, indent=1))
+        a.json.write_text(dumps({"facts": facts, "measurements": [asdict(m) for m in ms]}, indent=1))
     return 0
 
 
