@@ -109,6 +109,9 @@ def miss_reason(o: TrialOutcome) -> str:
     if o.feasible and not o.held:
         again = (o.confirmation or {}).get("reason") or "it no longer met the targets"
         return f"met the targets once, then failed its re-measurement on a fresh server: {again}"
+    if o.feasible and o.disturbed:  # its figures met the targets, but other load made them no evidence
+        why = (o.interference or {}).get("reason") or "disturbed by the machine's other load"
+        return f"met the targets, but every measurement of it was disturbed ({why}): no evidence; run again when the machine is quiet"
     return o.reason
 
 

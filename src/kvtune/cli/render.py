@@ -137,6 +137,11 @@ def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
         f"[bold red]No feasible config[/bold red] in {len(s.payload['trials'])} trials "
         f"for {', '.join(t.describe() for t in p.targets)}."
     )
+    if s.nearest_misses and all(m.outcome.feasible and m.outcome.disturbed for m in s.nearest_misses):
+        console.print(
+            "The machine's other load disturbed every measurement, so none is evidence: "
+            "run again when it is quiet (results.json 'disturbed' lists the load seen)."
+        )
     console.print("Nearest misses (what this hardware can do):")
     for miss in s.nearest_misses:
         o = miss.outcome

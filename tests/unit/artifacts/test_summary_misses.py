@@ -70,3 +70,22 @@ def test_the_report_and_show_do_not_count_them_feasible():
     assert [g["category"] for g in info["failures"]] == [ov.NOT_HELD]
     html = render_report(payload)
     assert "0 feasible, 2 not (2 failed the re-measurement)" in html
+
+
+def test_a_config_that_met_the_targets_only_on_a_busy_machine_says_so_as_a_miss():
+    """A smoke run on a loaded machine printed "No feasible config" with empty reasons: every
+    measurement met the targets but stayed disturbed, so none was evidence. The miss says that."""
+    busy = TrialOutcome(
+        number=1,
+        candidate=Candidate(flags={"threads": 1}),
+        argv=["srv"],
+        env={},
+        metrics={"output_throughput": 50.0, "p95_ttft_ms": 800.0, "error_rate": 0.0},
+        constraints={"ttft_p95": -0.2, "server_ran": -1.0},
+        objective=50.0,
+        objectives=[50.0],
+        interference={"disturbed": True, "foreign_cores": 1.5, "reason": "disturbed: foreign CPU 1.50 cores"},
+    )
+    [miss] = nearest_misses([busy], [parse_target("ttft<1s")])
+    assert miss.reason.startswith("met the targets, but every measurement of it was disturbed")
+    assert "foreign CPU 1.50 cores" in miss.reason and "quiet" in miss.reason
