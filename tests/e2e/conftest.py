@@ -39,10 +39,11 @@ def llama_server() -> str:
         pytest.skip(str(e))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def vllm_importable() -> None:
     """vLLM (the CPU build `make test` installs) imports in KVTUNE_VLLM_PYTHON (a skip names why;
-    CI fails a skip)."""
+    CI fails a skip). Asked once per session: `import vllm` takes 10-20 s on 2 cores, and four
+    modules need it."""
     python = os.environ["KVTUNE_VLLM_PYTHON"]
     rc, out = run_capture([python, "-c", "import vllm"], timeout_s=300)
     if rc != 0:

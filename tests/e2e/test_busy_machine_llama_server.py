@@ -3,9 +3,13 @@
 The test starts CPU hogs (one busy-loop python per core, killed by pid) when the baseline's
 measured phase begins, read from `kvtune run --jsonl`'s events, and stops them once the runner
 says the measurement was disturbed. kvtune must name the hogs in the dropped measurement's
-window, measure the baseline again, and name the same best (or one of the same tie) as a run of
-the same study without the hogs. A small fixed space (parallel 1 or 4, threads fixed) keeps the
-best stable and the test to a few minutes.
+window, measure the baseline again, and keep a figure the hogs did not touch: it agrees with the
+baseline's own re-measurements on fresh servers once the machine is quiet (the end-of-search
+sentinel, the duel's runs), where a hogged one is 2-3x off (one busy loop per core moved the
+demo baseline 3x, interference/record.py). Every other measurement of the study is quiet, so
+with that figure the study is a quiet one, and it names a re-measured best. (A second, quiet run
+of the whole study as the reference for its best doubled the test's time: 342 s in CI.) A small
+fixed space (parallel 1 or 4, threads fixed) keeps the test to a few minutes.
 """
 
 from __future__ import annotations
@@ -31,13 +35,12 @@ WORKLOAD = [
     "16",
     "--warmup-requests",
     "1",
-    # the confirmation's duel decides between near-equal configs (parallel 4 is about the defaults
-    # here): named on first measurements alone, a CI run named trial 2 quiet and trial 0 busy
-    # (32.15 vs 31.71 tok/s, a coin flip); a tie in the duel goes to the defaults
+    # the end-of-search sentinel re-measures the baseline on a fresh server (the quiet figure its
+    # kept one is checked against) and one duel pair names a re-measured best
     "--confirm-top",
     "1",
     "--confirm-pairs",
-    "2",
+    "1",
     "--trials",
     "3",
     "--sampler",
@@ -95,13 +98,7 @@ def run_study(tmp: Path, name: str, hog: bool) -> tuple[dict, list[dict], list[i
     return json.loads((tmp / name / "results.json").read_text()), events, pids
 
 
-def best_set(results: dict) -> set:
-    named = results["named_best"]
-    return {named["trial"], *named.get("tied_with", [])}
-
-
-def test_a_disturbed_baseline_measurement_is_re_measured_and_the_best_is_unchanged(tmp_path, llama_server):
-    quiet, _, _ = run_study(tmp_path, "quiet", hog=False)
+def test_a_disturbed_baseline_measurement_is_re_measured_and_a_quiet_figure_kept(tmp_path, llama_server):
     busy, events, pids = run_study(tmp_path, "busy", hog=True)
     base = busy["trials"][0]
     assert base["baseline"] and pids
@@ -114,6 +111,11 @@ def test_a_disturbed_baseline_measurement_is_re_measured_and_the_best_is_unchang
     assert base["metrics"] and len(dropped) <= 2
     listed = [d for d in busy["disturbed"] if d["trial"] == 0]
     assert listed and listed[0]["remeasured"] == len(dropped)
-    # the same best (or one of the same tie) as without the hogs
-    assert best_set(busy) & best_set(quiet), (busy["named_best"], quiet["named_best"])
-    assert busy["named_best"]["remeasured"] and quiet["named_best"]["remeasured"]
+    # the kept figure is a quiet one: within 20% of the mean of the baseline's valid
+    # re-measurements on fresh servers after the hogs were gone (a few % apart on a quiet
+    # machine; a hogged figure is 2-3x off)
+    quiet = [r["objective"] for r in (base["confirmation"] or {}).get("runs", []) if r["valid"] and r["objective"]]
+    assert quiet, base["confirmation"]
+    ratio = base["objective"] / (sum(quiet) / len(quiet))
+    assert 0.8 < ratio < 1.25, (base["objective"], quiet)
+    assert busy["named_best"]["remeasured"]

@@ -9,9 +9,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import optuna
 import pytest
+
+from kvtune.tuner.fleet import storage
 
 pytestmark = pytest.mark.e2e
 TRIALS = 12
@@ -99,33 +102,58 @@ def test_killed_worker_trial_is_rerun_by_another(tmp_path, postgres_url):
     victim = driver(
         tmp_path, postgres_url, "kill", "--join", "--slot", "1", env={**env, "KVTUNE_WORKER_HOST": "other-host"}
     )
-    # wait until the victim owns a running trial, then kill it mid-trial
-    deadline = time.monotonic() + 120
-    victim_trial = None
-    while time.monotonic() < deadline and victim_trial is None:
-        s = optuna.load_study(study_name="kill", storage=postgres_url)
-        running = [
-            t
-            for t in s.trials
-            if t.state == optuna.trial.TrialState.RUNNING
-            and (t.user_attrs.get("worker") or {}).get("host") == "other-host"
-            and t.params.get("bogus") is False
-        ]  # a rejected flag ends a trial at once
-        victim_trial = running[0] if running else None
-        time.sleep(0.2)
-    assert victim_trial is not None, "the victim never ran a trial"
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
+    try:
+        victim_trial = frozen_mid_trial(victim, postgres_url, "kill", "other-host", tmp_path / "kill")
+        assert victim_trial is not None, "the victim never ran a trial"
+    finally:
+        victim.kill()  # SIGKILL, stopped or not: mid-trial, its trial left RUNNING
+        victim.communicate()
     out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     s, complete = finished(postgres_url, "kill")
     check_exactly_once(s, complete)
-    failed = s.trials[victim_trial.number]
+    failed = s.trials[victim_trial]
     assert failed.state == optuna.trial.TrialState.FAIL
     retried = [
         t
         for t in complete
-        if t.system_attrs.get("failed_trial") == victim_trial.number
-        or t.user_attrs.get("retry_of") == victim_trial.number
+        if t.system_attrs.get("failed_trial") == victim_trial or t.user_attrs.get("retry_of") == victim_trial
     ]
-    assert retried and retried[0].params == victim_trial.params
+    assert retried and retried[0].params == failed.params
+
+
+def running_on(url: str, study: str, host: str) -> set[int]:
+    """The trials `host`'s worker holds RUNNING now (not those a rejected flag ends at once)."""
+    s = storage.load_study(study, url, read_only=True)
+    return {
+        t.number
+        for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        if (t.user_attrs.get("worker") or {}).get("host") == host and t.params.get("bogus") is False
+    }
+
+
+def launched(run_dir: Path, trials: set[int]) -> set[int]:
+    """Those of `trials` whose server the runner launched (their folder exists): past the checks
+    that end a trial at once."""
+    return {n for n in trials if (run_dir / "trials" / f"{n:04d}").is_dir()}
+
+
+def frozen_mid_trial(victim: subprocess.Popen, url: str, study: str, host: str, run_dir: Path) -> int | None:
+    """Stop `victim` (SIGSTOP) while it measures a trial; that trial's number (None: it never did).
+
+    A trial seen RUNNING is not necessarily one its worker will die in: a config measured already
+    is told at once as a duplicate (never launched; ~2 s from ask to tell on a loaded 2-core
+    machine, so a poll sees it RUNNING), one another worker measures right now is stepped back
+    from, and a measurement may end between the look and the kill. So the victim is frozen
+    first and looked at while it cannot move: a RUNNING trial whose server it launched is the
+    trial its SIGKILL leaves behind, for the heartbeat to find. Otherwise it goes on (SIGCONT)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if launched(run_dir, running_on(url, study, host)):
+            victim.send_signal(signal.SIGSTOP)
+            frozen = sorted(launched(run_dir, running_on(url, study, host)))
+            if frozen:
+                return frozen[0]
+            victim.send_signal(signal.SIGCONT)  # it finished meanwhile: look again
+        time.sleep(0.2)
+    return None

@@ -17,8 +17,7 @@ import optuna
 import pytest
 
 from kvtune.launchers.process import free_port
-from kvtune.tuner.fleet import storage
-from tests.e2e.test_workers_postgres import WIDE, check_exactly_once, driver, finished
+from tests.e2e.test_workers_postgres import WIDE, check_exactly_once, driver, finished, frozen_mid_trial
 
 pytestmark = pytest.mark.e2e
 FAST_BEATS = {"KVTUNE_HEARTBEAT_S": "1", "KVTUNE_GRACE_S": "4"}
@@ -62,29 +61,6 @@ def proxy(postgres_url):
     assert marked_processes(mark) == []
 
 
-def running_on(url: str, study: str, host: str) -> set[int]:
-    """The trials `host`'s worker is measuring now (not those a rejected flag ends at once)."""
-    s = storage.load_study(study, url, read_only=True)
-    return {
-        t.number
-        for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        if (t.user_attrs.get("worker") or {}).get("host") == host and t.params.get("bogus") is False
-    }
-
-
-def measuring(url: str, study: str, host: str, timeout_s: float = 120) -> int | None:
-    """A trial `host`'s worker has been measuring for half a second: past the step-back check right after
-    the ask (a config running elsewhere is told FAIL by its own worker, and is no victim)."""
-    deadline, seen = time.monotonic() + timeout_s, set()
-    while time.monotonic() < deadline:
-        now = running_on(url, study, host)
-        if now & seen:
-            return min(now & seen)
-        seen = now
-        time.sleep(0.5)
-    return None
-
-
 @pytest.fixture
 def started():
     """The workers a test starts; any still running at its end (a failed test) are killed by PID."""
@@ -104,14 +80,13 @@ def test_killed_worker_trial_is_rerun_through_the_proxy(tmp_path, postgres_url, 
     time.sleep(3)  # let it create the study (spec + baseline)
     victim = driver(tmp_path, url, "proxied", "--join", "--slot", "3", env={**env, "KVTUNE_WORKER_HOST": "other-host"})
     started.append(victim)
-    victim_trial = measuring(url, "proxied", "other-host")
+    victim_trial = frozen_mid_trial(victim, url, "proxied", "other-host", tmp_path / "proxied")
     assert victim_trial is not None, "the victim never ran a trial"
-    # four workers at once: two more join while the victim measures; it dies mid-trial
+    # four workers at once: two more join while the victim is stopped mid-trial; then it dies
     others = [driver(tmp_path, url, "proxied", "--join", "--slot", str(i), env=env) for i in (1, 2)]
     started.extend(others)
     victim.send_signal(signal.SIGKILL)
     victim.communicate()  # (closes its pipes)
-    assert victim_trial in running_on(url, "proxied", "other-host")  # killed mid-trial: left RUNNING
     for p in [first, *others]:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
@@ -120,7 +95,8 @@ def test_killed_worker_trial_is_rerun_through_the_proxy(tmp_path, postgres_url, 
     assert len(workers) >= 2  # trials really were spread over processes
     assert s.trials[victim_trial].state == optuna.trial.TrialState.FAIL
     retried = [t for t in complete if t.system_attrs.get("failed_trial") == victim_trial]
-    assert retried and retried[0].params == s.trials[victim_trial].params  # re-queued: its heartbeat stopped
+    # re-queued by Optuna's retry (failed_trial): it was left RUNNING and its heartbeat stopped
+    assert retried and retried[0].params == s.trials[victim_trial].params
     lost = [t for t in s.trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)]
     assert lost == []
     deadline = time.monotonic() + 10  # the killed worker's server gets its parent-death signal

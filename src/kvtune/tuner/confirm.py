@@ -122,9 +122,10 @@ class Confirmation:
     def run(self) -> dict:
         """Re-measure until the named best held on a fresh server (bounded). Returns the record."""
         if len(self.spec.objective_specs) > 1:
+            baseline = self.records.measured_baseline()
             for o in first_choices(self.records.outcomes(), self.spec):
                 if str(o.number) not in self.records.confirmations:
-                    self._settle(o)
+                    self._settle(o, baseline)
         elif DECISION_ATTR not in self.records.study.user_attrs:
             self._duels()
         return dict(self.records.confirmations)
@@ -140,10 +141,10 @@ class Confirmation:
         ranked = rank(self.records.outcomes(), self.spec.primary.direction, confirmed=False)
         if not ranked:
             return
-        baseline = next((o for o in self.records.outcomes() if o.baseline and o.measured), None)
+        baseline = self.records.measured_baseline()  # read once: every duel's relative targets
         queue = ranked[1:] or ([baseline] if baseline is not None and baseline is not ranked[0] else [])
         if not queue:
-            self._settle(ranked[0])  # nothing to duel: the only config still has to hold
+            self._settle(ranked[0], baseline)  # nothing to duel: the only config still has to hold
             return
         leader, duels = ranked[0], list[dict]()
         queue = self._defaults_first(leader, queue)
@@ -163,6 +164,7 @@ class Confirmation:
                 self.spec.confirm_pairs,
                 self.noise,
                 lambda o: flags_changed(o, self.defaults),
+                baseline,
                 self._fits,
                 rival_run=fresh if rival.baseline else None,
                 leader_run=fresh if leader.baseline else None,
@@ -221,15 +223,16 @@ class Confirmation:
         )
         return False
 
-    def _settle(self, o: TrialOutcome) -> None:
-        """Re-measure `o` once (launched again while it fails transiently); record the run."""
+    def _settle(self, o: TrialOutcome, baseline: TrialOutcome | None) -> None:
+        """Re-measure `o` once (launched again while it fails transiently); record the run
+        (`baseline`: the study's measured one, for relative targets)."""
         if not self._fits(o):
             return
         again = self.remeasurer.launch(o, "confirming")
         if again is None:
             self.unsettled.add(o.number)
             return
-        self.remeasurer.add(o, run_record(again, self.remeasurer.seed(), "confirm"))
+        self.remeasurer.add(o, run_record(again, self.remeasurer.seed(), "confirm"), baseline)
 
 
 def _name(o: TrialOutcome) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from kvtune.objectives.decisions import PairedInterval, Verdict, decide, tie_break
 from kvtune.objectives.noise import Noise, inconsistent
 from kvtune.study.outcome import TrialOutcome
-from kvtune.tuner.remeasure import Remeasurer, only_missed_targets, run_record, runs_of
+from kvtune.tuner.remeasure import Remeasurer, only_missed_targets, run_record, runs_of, usable
 
 MAX_BAD_PAIRS = 2  # disturbed or inconsistent pairs measured again per duel
 
@@ -29,8 +29,9 @@ def name_of(o: TrialOutcome) -> str:
     return "the defaults" if o.baseline else f"trial {o.number}"
 
 
-def _usable(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+def _positive(value: Any) -> bool:
+    """A figure a log-ratio can take: usable (remeasure.py) and above zero."""
+    return usable(value) and value > 0
 
 
 def interval_text(iv: PairedInterval) -> str:
@@ -50,6 +51,8 @@ class Duel:
     cap: int
     noise: Callable[[], Noise]  # the study's pooled noise on the objective, as it stands now
     changed: Callable[[TrialOutcome], int]  # flags changed from the server's defaults
+    # the study's measured baseline, read once by the caller (relative targets refer to its mean)
+    baseline: TrialOutcome | None
     fits: Callable[[TrialOutcome], bool] = lambda o: True  # the time budget allows one more run
     rival_run: dict | None = None  # a run of the rival just measured (the end sentinel): pair 1's B
     leader_run: dict | None = None  # the same for a leader that is the baseline: pair 1's A
@@ -84,7 +87,7 @@ class Duel:
         if again is None:
             return None
         run = run_record(again, self.remeasure.seed(), "duel")
-        self.remeasure.add(o, run)
+        self.remeasure.add(o, run, self.baseline)
         return run
 
     def _pair(self) -> bool | dict | None:
@@ -112,21 +115,21 @@ class Duel:
         failed = [
             side
             for side, run in ((self.leader, a), (self.rival, b))
-            if not _usable(run["objective"]) or not (run["feasible"] or only_missed_targets(run))
+            if not _positive(run["objective"]) or not (run["feasible"] or only_missed_targets(run))
         ]
         if failed:
             return self._failed(failed, a, b)
         for side, run in ((self.leader, a), (self.rival, b)):
             if self._inconsistent(side, run):
                 self.bad.append(f"{name_of(side)} inconsistent with its earlier runs")
-                self.remeasure.invalidate(side, len(runs_of(side)) - 1, "inconsistent")
+                self.remeasure.invalidate(side, len(runs_of(side)) - 1, "inconsistent", self.baseline)
                 return False
         self.pairs.append([float(a["objective"]), float(b["objective"])])
         return True
 
     def _inconsistent(self, o: TrialOutcome, run: dict) -> bool:
         """`run` disagrees beyond the noise with the geometric mean of `o`'s earlier valid runs."""
-        earlier = [r["objective"] for r in runs_of(o)[:-1] if r.get("valid", True) and _usable(r.get("objective"))]
+        earlier = [r["objective"] for r in runs_of(o)[:-1] if r.get("valid", True) and _positive(r.get("objective"))]
         if not earlier:
             return False
         center = math.exp(sum(math.log(v) for v in earlier) / len(earlier))

@@ -65,14 +65,15 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def _usable(value: Any) -> bool:
+def usable(value: Any) -> bool:
+    """A figure that can be averaged: a finite number (not a bool, not None or a text)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def only_missed_targets(run: dict[str, Any]) -> bool:
     """`run` measured in full and only missed a target: its figures count, and whether the config
     meets the targets is judged on the mean of its runs (records without `failure` are older)."""
-    return run.get("failure") == FailureKind.TARGET_MISSED.value and _usable(run.get("objective"))
+    return run.get("failure") == FailureKind.TARGET_MISSED.value and usable(run.get("objective"))
 
 
 def mean_metrics(metric_sets: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -84,7 +85,7 @@ def mean_metrics(metric_sets: list[dict[str, Any]]) -> dict[str, Any] | None:
     metrics = dict(metric_sets[-1])
     for key in shared:
         values = [m[key] for m in metric_sets]
-        if all(_usable(v) for v in values):
+        if all(usable(v) for v in values):
             metrics[key] = _mean([float(v) for v in values])
     return metrics
 
@@ -183,29 +184,36 @@ class Remeasurer:
         )
         return again
 
-    def add(self, o: TrialOutcome, run: dict[str, Any]) -> None:
+    # `baseline` below: the study's measured baseline (`records.measured_baseline()`, a pass over
+    # every outcome), read once by the caller (a duel, a confirmation, a sentinel) and passed in.
+    # The records keep that outcome's confirmation current, so its mean includes the runs added
+    # since.
+    def add(self, o: TrialOutcome, run: dict[str, Any], baseline: TrialOutcome | None) -> None:
         """Append `run` to `o`'s confirmation record (stored in the study: it survives a resume)."""
-        self.records.confirm(o.number, aggregate([*runs_of(o), run], self.miss))
+        self.records.confirm(o.number, aggregate([*runs_of(o), run], self._judge(baseline)))
 
-    def invalidate(self, o: TrialOutcome, index: int, why: str) -> None:
+    def invalidate(self, o: TrialOutcome, index: int, why: str, baseline: TrialOutcome | None) -> None:
         """Mark `o`'s run `index` as no evidence (`why`: disturbed, inconsistent) and re-aggregate."""
         runs = runs_of(o)
         runs[index] = {**runs[index], "valid": False, "invalid": why}
-        self.records.confirm(o.number, aggregate(runs, self.miss))
+        self.records.confirm(o.number, aggregate(runs, self._judge(baseline)))
 
-    def miss(self, metrics: dict[str, Any]) -> str:
+    def _judge(self, baseline: TrialOutcome | None) -> MissJudge:
+        return lambda metrics: self.miss(metrics, baseline)
+
+    def miss(self, metrics: dict[str, Any], baseline: TrialOutcome | None) -> str:
         """Why `metrics` (a config's mean over its re-measurements) miss the study's targets, ''
         when they meet them; relative targets set from `baseline_reference`."""
         try:
-            resolved = [t.resolve(self.baseline_reference() or {}) for t in self.runner.targets]
+            resolved = [t.resolve(baseline_reference(baseline) or {}) for t in self.runner.targets]
         except TargetError:
             return scoring.NO_BASELINE
         return "; ".join(scoring.describe_miss(t, metrics) for t in resolved if not t.met(metrics))
 
-    def baseline_reference(self) -> dict[str, Any] | None:
-        """The baseline's mean metrics over its first measurement and its valid re-measurements."""
-        base = self.records.measured_baseline()
-        if base is None:
-            return None
-        again = [r.get("metrics") or {} for r in runs_of(base) if r.get("valid", True)]
-        return mean_metrics([base.metrics or {}, *again])
+
+def baseline_reference(base: TrialOutcome | None) -> dict[str, Any] | None:
+    """The baseline's mean metrics over its first measurement and its valid re-measurements."""
+    if base is None:
+        return None
+    again = [r.get("metrics") or {} for r in runs_of(base) if r.get("valid", True)]
+    return mean_metrics([base.metrics or {}, *again])

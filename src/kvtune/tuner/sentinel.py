@@ -67,7 +67,7 @@ def measure(
     }
     study.set_user_attr(SENTINELS_ATTR, [*stored(study), point])
     if end:
-        remeasurer.add(baseline, run)
+        remeasurer.add(baseline, run, baseline)
     return run
 
 

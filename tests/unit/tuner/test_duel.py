@@ -70,17 +70,17 @@ class FakeRemeasurer:
             again.reason = value
         return again
 
-    def add(self, o: TrialOutcome, run: dict) -> None:
+    def add(self, o: TrialOutcome, run: dict, baseline: TrialOutcome | None) -> None:
         o.confirmation = aggregate([*runs_of(o), run])
 
-    def invalidate(self, o: TrialOutcome, index: int, why: str) -> None:
+    def invalidate(self, o: TrialOutcome, index: int, why: str, baseline: TrialOutcome | None) -> None:
         runs = runs_of(o)
         runs[index] = {**runs[index], "valid": False, "invalid": why}
         o.confirmation = aggregate(runs)
 
 
 def _duel(leader, rival, fake, cap=3, noise=QUIET, **kw) -> Duel:
-    return Duel(leader, rival, fake, "maximize", cap, lambda: noise, lambda o: len(o.candidate.flags), **kw)
+    return Duel(leader, rival, fake, "maximize", cap, lambda: noise, lambda o: len(o.candidate.flags), None, **kw)
 
 
 def test_the_duel_measures_leader_and_rival_in_turn_and_stops_once_the_interval_excludes_zero():

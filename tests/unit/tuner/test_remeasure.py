@@ -16,7 +16,15 @@ from kvtune.launchers.base import Candidate
 from kvtune.objectives.targets import parse_target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.remeasure import SEED_STEP, TRANSIENT_ATTEMPTS, Remeasurer, aggregate, run_record, runs_of
+from kvtune.tuner.remeasure import (
+    SEED_STEP,
+    TRANSIENT_ATTEMPTS,
+    Remeasurer,
+    aggregate,
+    baseline_reference,
+    run_record,
+    runs_of,
+)
 from kvtune.workload import Workload
 
 
@@ -182,14 +190,13 @@ def test_a_re_measurement_uses_other_prompts_and_its_own_folder(tmp_path):
 def test_relative_targets_are_judged_against_the_baselines_mean_over_its_valid_runs(tmp_path):
     r, runner, records, _ = remeasurer([], tmp_path)
     runner.targets = [parse_target("ttft_p95<2x")]
-    assert r.miss({"p95_ttft_ms": 100.0}) != ""  # no baseline yet: nothing to refer to
+    assert r.miss({"p95_ttft_ms": 100.0}, None) != ""  # no baseline yet: nothing to refer to
     base = outcome(0, 10.0, baseline=True)
     base.metrics = {"output_throughput": 10.0, "p95_ttft_ms": 64.0}
     base.confirmation = aggregate([run(10.0), run(99.0, valid=False)])  # its re-measurement: 100 ms
-    records.baseline = base
-    assert r.baseline_reference()["p95_ttft_ms"] == 82.0  # (64 + 100) / 2; the invalid run left out
-    assert r.miss({"p95_ttft_ms": 161.0}) == ""
-    assert r.miss({"p95_ttft_ms": 170.0}) == "ttft_p95 170 ms breaks ttft_p95<2x"
+    assert baseline_reference(base)["p95_ttft_ms"] == 82.0  # (64 + 100) / 2; the invalid run left out
+    assert r.miss({"p95_ttft_ms": 161.0}, base) == ""
+    assert r.miss({"p95_ttft_ms": 170.0}, base) == "ttft_p95 170 ms breaks ttft_p95<2x"
 
 
 def test_a_transient_failure_is_launched_again_then_given_up(tmp_path):
@@ -204,12 +211,12 @@ def test_a_transient_failure_is_launched_again_then_given_up(tmp_path):
 def test_runs_are_added_to_the_record_and_one_can_be_invalidated(tmp_path):
     r, _, records, _ = remeasurer([], tmp_path)
     o = outcome(2, 10.0)
-    r.add(o, run(20.0))
+    r.add(o, run(20.0), None)
     o.confirmation = records.confirmed[2]
-    r.add(o, run(40.0))
+    r.add(o, run(40.0), None)
     o.confirmation = records.confirmed[2]
     assert o.confirmation["objective"] == 30.0
-    r.invalidate(o, 1, "inconsistent")
+    r.invalidate(o, 1, "inconsistent", None)
     assert records.confirmed[2]["objective"] == 20.0
     assert records.confirmed[2]["runs"][1]["invalid"] == "inconsistent"
 

@@ -72,7 +72,8 @@ class ScriptedRemeasurer:
         again.metrics = {"output_throughput": self.value, "p95_ttft_ms": 5.0, "not_headline": 1.0}
         return again
 
-    def add(self, o: TrialOutcome, run: dict) -> None:
+    def add(self, o: TrialOutcome, run: dict, base: TrialOutcome | None) -> None:
+        assert base is o  # the end point confirms the baseline: it is its own reference
         self.added.append((o.number, run))
 
 

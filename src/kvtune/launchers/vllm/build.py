@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -81,6 +81,9 @@ class VllmProbe:
     torch_cuda: str | None = None  # the CUDA torch was built for; None for a CPU torch
     gpu_count: int = 0  # GPUs torch sees (0 when torch.cuda.is_available() is False)
     error: str | None = None
+    # vllm.__file__: what the on-disk cache stamps (probe_cache.py); not itself kept there, nor
+    # part of what the build is (a probe read back from the cache has none)
+    vllm_file: str | None = field(default=None, compare=False)
 
     @property
     def label(self) -> str:
@@ -117,6 +120,7 @@ def parse_probe(python: str, rc: int, out: str) -> VllmProbe:
         torch_cuda=raw.get("torch_cuda"),
         gpu_count=int(raw.get("gpu_count") or 0),
         error=raw.get("vllm_error"),
+        vllm_file=raw.get("vllm_file"),
     )
 
 
@@ -148,13 +152,8 @@ def probe(
     rc, out = run([python, "-c", PROBE_CODE], timeout_s=PROBE_TIMEOUT_S)
     cache[key] = parse_probe(python, rc, out)
     if folder:
-        probe_cache.store(folder, cache[key], _vllm_file(out))
+        probe_cache.store(folder, cache[key])
     return cache[key]
-
-
-def _vllm_file(out: str) -> str | None:
-    lines = [ln for ln in out.splitlines() if ln.startswith(PROBE_MARKER)]
-    return json.loads(lines[-1][len(PROBE_MARKER) :]).get("vllm_file") if lines else None
 
 
 def build_from_probe(found: VllmProbe) -> VllmBuild:

