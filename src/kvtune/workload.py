@@ -119,6 +119,28 @@ class Workload:
             return TEMPLATE_TOKENS + self.shared_prefix_tokens + self.turns * turn
         return prompt + self.shared_prefix_tokens + self.output_tokens
 
+    def describe(self) -> str:
+        """The load in words, for the headers of kvtune run, kvtune bench and the report: a
+        trace, conversations, an open loop or concurrent users, with the sizes."""
+        if self.trace is not None:
+            return f"trace {self.trace} at its own arrival times and lengths"
+        if self.multiturn:
+            think = f", {self.think_time_s:g} s think time" if self.think_time_s > 0 else ""
+            if self.dataset:
+                what, size = f"conversations of {self.dataset} (each record's human turns)", ""
+            else:
+                what, size = f"conversations of {self.turns} turns", f"{self.prompt_tokens} new prompt / "
+            return (
+                f"{self.concurrency} concurrent users replaying {self.conversations} {what}{think}, each turn "
+                f"carrying the history so far; {size}{self.output_tokens} output tokens per turn"
+            )
+        if self.rate is not None:
+            users = f"open loop at {self.rate:g} req/s ({self.arrival})"
+        else:
+            users = f"{self.concurrency} concurrent users"
+        prompts = f"prompts of {self.dataset}" if self.dataset else f"{self.prompt_tokens} prompt"
+        return f"{users}, {prompts} / {self.output_tokens} output tokens"
+
     def validate(self) -> "Workload":
         for name in ("concurrency", "prompt_tokens", "output_tokens", "num_requests"):
             if getattr(self, name) < 1:

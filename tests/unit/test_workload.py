@@ -106,3 +106,26 @@ def test_an_impossible_multi_turn_setting_is_one_line(fields, message):
     with pytest.raises(SpecError) as e:
         Workload(**fields).validate()
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "fields,words",
+    [
+        (
+            {"concurrency": 4, "prompt_tokens": 128, "output_tokens": 32},
+            "4 concurrent users, 128 prompt / 32 output tokens",
+        ),
+        ({"mode": "open", "rate": 2.5}, "open loop at 2.5 req/s (poisson), 200 prompt / 64 output tokens"),
+        ({"dataset": "sg.json"}, "8 concurrent users, prompts of sg.json / 64 output tokens"),
+        ({"trace": "azure-conv"}, "trace azure-conv at its own arrival times and lengths"),
+        (
+            {"multiturn": True, "turns": 4, "think_time_s": 1.0, "concurrency": 4, "num_requests": 16},
+            "4 concurrent users replaying 4 conversations of 4 turns, 1 s think time, each turn carrying the "
+            "history so far; 200 new prompt / 64 output tokens per turn",
+        ),
+    ],
+)
+def test_the_load_in_words_names_what_is_replayed(fields, words):
+    """kvtune run's header, kvtune bench's and the report's: a multi-turn study's header said
+    "4 concurrent users, ~128 prompt tokens" as if every request were a first turn."""
+    assert Workload(**fields).validate().describe() == words

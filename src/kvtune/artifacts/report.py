@@ -93,9 +93,7 @@ def _header(info: dict) -> str:
         ("backend", info["backend_version"]),
         (
             "workload",
-            f"{w.get('concurrency')} concurrent users, ~{w.get('prompt_tokens')} prompt "
-            f"tokens, {w.get('output_tokens')} output tokens, {w.get('num_requests')} "
-            f"requests (+{w.get('warmup_requests')} warm-up)",
+            f"{w.describe()}; {w.num_requests} requests (+{w.warmup_requests} warm-up)",
         ),
         ("targets", ", ".join(info["targets"]) or "none"),
         ("objective", ", ".join(f"{objective_label(o)} ({o.direction})" for o in info["objectives"])),
@@ -286,7 +284,7 @@ def _command(results: dict, info: dict) -> str:
 
 def render_report(results: dict) -> str:
     """The whole report as one HTML string (no network needed, no script)."""
-    info = {**ov.overview(results), "workload": (results.get("spec") or {}).get("workload") or {}}
+    info = {**ov.overview(results), "workload": StudySpec.from_dict(results.get("spec") or {}).workload}
     best, base = info["best"], info["baseline"]
     label = objective_label(info["objectives"][0])
     tuned = sum(1 for o in info["trials"] if o.measured and not o.baseline)

@@ -7,7 +7,7 @@ production box what the study measured."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 from rich.table import Table
@@ -15,9 +15,6 @@ from rich.table import Table
 from kvtune.cli.app import app, console
 from kvtune.errors import SpecError
 from kvtune.objectives.targets import Target
-
-if TYPE_CHECKING:
-    from kvtune.workload import Workload
 
 
 @app.command()
@@ -158,7 +155,7 @@ def bench(
     model_name = model or detect_model(base, api_key=key)
     server = detect_server(base, api_key=key)
     latency = {t.metric: t.threshold for t in targets if t.upper and t.metric in ("ttft", "tpot", "e2el")}
-    console.print(f"benchmarking {base} ({model_name}): {_load(workload)}", markup=False)
+    console.print(f"benchmarking {base} ({model_name}): {workload.describe()}", markup=False)
     console.print(f"server: {server.name}; {server.describe_policy(cache_policy, workload)}", markup=False)
     result = bench_run(
         base,
@@ -220,26 +217,6 @@ def _multiturn(
     if given:
         raise SpecError(f"{given[0]} applies to --workload multiturn only: add --workload multiturn")
     return False
-
-
-def _load(w: Workload) -> str:
-    """The load in the header line: a trace, conversations, or single requests."""
-    if w.trace is not None:
-        return f"trace {w.trace} at its own arrival times and lengths"
-    if w.multiturn:
-        think = f", {w.think_time_s:g} s think time" if w.think_time_s > 0 else ""
-        if w.dataset:
-            what, size = f"conversations of {w.dataset} (each record's human turns)", ""
-        else:
-            what, size = f"conversations of {w.turns} turns", f"{w.prompt_tokens} new prompt / "
-        return (
-            f"{w.concurrency} concurrent users replaying {w.conversations} {what}{think}, each turn carrying "
-            f"the history so far; {size}{w.output_tokens} output tokens per turn"
-        )
-    users = (
-        f"open loop at {w.rate:g} req/s ({w.arrival})" if w.rate is not None else f"{w.concurrency} concurrent users"
-    )
-    return f"{users}, {w.prompt_tokens} prompt / {w.output_tokens} output tokens"
 
 
 def _shown(t: Target, metrics: dict) -> str:

@@ -27,11 +27,7 @@ def print_header(p: Prepared, console: Console) -> None:
     console.print(f"backend  {p.launcher.version()}  ({p.launcher.command(Candidate(), 0)[0]})")
     console.print(f"model    {p.launcher.model_path}")
     console.print(f"hardware {hardware.describe(p.hardware)}")
-    console.print(
-        f"workload {w.concurrency} concurrent users, ~{w.prompt_tokens} prompt tokens, "
-        f"{w.output_tokens} output tokens, {w.num_requests} requests "
-        f"(+{w.warmup_requests} warm-up, not measured)"
-    )
+    console.print(f"workload {w.describe()}; {w.num_requests} requests (+{w.warmup_requests} warm-up, not measured)")
     console.print("targets  " + ", ".join(t.describe() for t in p.targets) + "   [dim](a bare metric means p95)[/dim]")
     console.print(
         "objective "
