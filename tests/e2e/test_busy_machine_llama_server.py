@@ -3,10 +3,10 @@
 The test starts CPU hogs (one busy-loop python per core, killed by pid) when the baseline's
 measured phase begins, read from `kvtune run --jsonl`'s events, and stops them once the runner
 says the measurement was disturbed. kvtune must name the hogs in the dropped measurement's
-window, measure the baseline again, and keep a figure the hogs did not touch: it agrees with the
+window, measure the baseline again, and keep a figure the hogs did not touch: it is near the
 baseline's own re-measurements on fresh servers once the machine is quiet (the end-of-search
-sentinel, the duel's runs), where a hogged one is 2-3x off (one busy loop per core moved the
-demo baseline 3x, interference/record.py). Every other measurement of the study is quiet, so
+sentinel, the duel's runs), where a hogged one is 3-5x lower (one busy loop moved the demo
+baseline 3x, interference/record.py). Every other measurement of the study is quiet, so
 with that figure the study is a quiet one, and it names a re-measured best. (A second, quiet run
 of the whole study as the reference for its best doubled the test's time: 342 s in CI.) A small
 fixed space (parallel 1 or 4, threads fixed) keeps the test to a few minutes.
@@ -111,11 +111,11 @@ def test_a_disturbed_baseline_measurement_is_re_measured_and_a_quiet_figure_kept
     assert base["metrics"] and len(dropped) <= 2
     listed = [d for d in busy["disturbed"] if d["trial"] == 0]
     assert listed and listed[0]["remeasured"] == len(dropped)
-    # the kept figure is a quiet one: within 20% of the mean of the baseline's valid
-    # re-measurements on fresh servers after the hogs were gone (a few % apart on a quiet
-    # machine; a hogged figure is 2-3x off)
+    # the kept figure is not a hogged one: above 0.6x the mean of the baseline's valid
+    # re-measurements on fresh servers after the hogs were gone. A hogged figure is 3-5x lower
+    # (11.8 vs 58 tok/s when every re-measurement stayed disturbed); two quiet measurements of
+    # one config on a shared 2-core machine were seen 15-30% apart, either way
     quiet = [r["objective"] for r in (base["confirmation"] or {}).get("runs", []) if r["valid"] and r["objective"]]
     assert quiet, base["confirmation"]
-    ratio = base["objective"] / (sum(quiet) / len(quiet))
-    assert 0.8 < ratio < 1.25, (base["objective"], quiet)
+    assert base["objective"] > 0.6 * sum(quiet) / len(quiet), (base["objective"], quiet)
     assert busy["named_best"]["remeasured"]
