@@ -284,7 +284,8 @@ def _command(results: dict, info: dict) -> str:
 
 def render_report(results: dict) -> str:
     """The whole report as one HTML string (no network needed, no script)."""
-    info = {**ov.overview(results), "workload": StudySpec.from_dict(results.get("spec") or {}).workload}
+    spec = StudySpec.from_dict(results.get("spec") or {})  # parsed once: the header and the Pareto plot
+    info = {**ov.overview(results), "workload": spec.workload}
     best, base = info["best"], info["baseline"]
     label = objective_label(info["objectives"][0])
     tuned = sum(1 for o in info["trials"] if o.measured and not o.baseline)
@@ -312,7 +313,7 @@ def render_report(results: dict) -> str:
         *best_section,
         _cost_energy(results, info),
         f"<section id='tradeoff'><h2>{esc(title)}</h2>",
-        plot_pareto(info, StudySpec.from_dict(results.get("spec") or {}).targets),
+        plot_pareto(info, spec.targets),
         "</section><section id='flags'><h2>How each flag relates to the objective</h2>",
         plot_importance(results.get("importance"), tuned),
         plot_slice(info, label),

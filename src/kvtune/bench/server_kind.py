@@ -5,9 +5,9 @@ prefill; a bench of the same server that let the slot cache serve the chat templ
 prefix would report a faster TTFT than the study measured (seen here: 2.7-3.1 s against
 3.5-3.8 s). So the bench finds out whether the server is llama-server (its ``/props`` answers
 with ``total_slots`` / ``default_generation_settings``), applies the same policy as the tuner
-unless told otherwise, and says which policy it used. Conversations (``--workload multiturn``)
-are the exception: the tuner measures them with the cache on, their later turns reusing the
-history, as a user's server would, and so does the bench. vLLM's prefix cache is a server flag
+unless told otherwise, and says which policy it used. Workloads that reuse prefixes
+(``Workload.reuses_prefixes``: conversations, a trace, a shared system prompt) are the exception:
+the tuner measures them with the cache on, as a user's server would, and so does the bench. vLLM's prefix cache is a server flag
 (``--enable-prefix-caching``), not a per-request field: the bench can only report it.
 """
 

@@ -85,7 +85,7 @@ def bench(
     prompt_cache: Optional[str] = typer.Option(
         None,
         "--prompt-cache",
-        help="llama-server's prompt cache: off (cache_prompt=false), on, or server (send nothing; the server's default). Default: on with --workload multiturn (as kvtune run measures conversations: later turns reuse the history), else off (as kvtune run measures synthetic prompts).",
+        help="llama-server's prompt cache: off (cache_prompt=false), on, or server (send nothing; the server's default). Default: as kvtune run measures: on for a workload that reuses prefixes (--workload multiturn or trace:FILE, --shared-prefix-fraction), off for synthetic prompts.",
     ),
 ) -> None:
     """Measure a running server (vLLM bench serve style): TTFT, TPOT, ITL, E2EL, throughput, goodput."""
