@@ -1,7 +1,7 @@
 """Workers placed by a real Slurm: the exported sbatch script is submitted to a single-node cluster
-(tests/e2e/slurm_cluster.py), its 3 array tasks share a study in a real PostgreSQL, one task is
-`scancel`ed mid-trial, and the study still measures every config exactly once, loses no trial
-and leaves no process behind.
+(tests/e2e/slurm_cluster.py), its 3 array tasks share a study in a real PostgreSQL, the first
+task seen measuring a trial is `scancel`ed mid-trial, and the study still measures every config
+exactly once, loses no trial and leaves no process behind.
 
 The workers run the fake launcher (kvtune.testing.driver --join, given to the export as
 --worker-command): the script is otherwise exactly what `kvtune export-workers` writes."""
@@ -86,34 +86,49 @@ def _export(tmp_path: Path, url: str, mark: str) -> Path:
     return script
 
 
-def _running_on_task(url: str, task: int) -> optuna.trial.FrozenTrial | None:
-    """A trial that array task `task` runs now (a rejected flag ends at once: skipped)."""
+def _running(url: str) -> dict[int, optuna.trial.FrozenTrial]:
+    """The trials being run now, by the array task running each (a rejected flag ends at once: skipped)."""
     s = optuna.load_study(study_name=STUDY, storage=url)
+    found = {}
     for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        if (t.user_attrs.get("worker") or {}).get("slot") == task and t.params.get("bogus") is False:
-            return t
+        task = (t.user_attrs.get("worker") or {}).get("slot")
+        if task is not None and t.params.get("bogus") is False:
+            found[task] = t
+    return found
+
+
+def _measuring(url: str) -> tuple[int, optuna.trial.FrozenTrial] | None:
+    """An array task and the trial it is still running a second after it was asked: being
+    measured, not one it asked and stepped back from at once (another worker measures those
+    parameters). Any task will do: which one the scheduler starts first, and so which one
+    gets a config to measure (the fake space has three), is Slurm's choice."""
+    seen = _running(url)
+    if not seen:
+        return None
+    time.sleep(1.0)
+    still = _running(url)
+    for task, trial in sorted(seen.items()):
+        if task in still and still[task].number == trial.number:
+            return task, trial
     return None
 
 
-def _measuring_on_task(url: str, task: int) -> optuna.trial.FrozenTrial | None:
-    """A trial task `task` is still running a second after it was asked: being measured, not one
-    it asked and stepped back from at once (another worker measures those parameters)."""
-    seen = _running_on_task(url, task)
-    if seen is None:
-        return None
-    time.sleep(1.0)
-    still = _running_on_task(url, task)
-    return still if still is not None and still.number == seen.number else None
-
-
-def _wait_for(what: str, check, timeout_s: float, cluster: SlurmCluster):
+def _wait_for(what: str, check, timeout_s: float, cluster: SlurmCluster, logs: Path):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = check()
         if found:
             return found
         time.sleep(0.3)
-    pytest.fail(f"{what} after {timeout_s:.0f} s; squeue: {cluster.command('squeue', check=False)}")
+    pytest.fail(f"{what} after {timeout_s:.0f} s; squeue: {cluster.command('squeue', check=False)}{_tails(logs)}")
+
+
+def _tails(folder: Path) -> str:
+    """The last lines of each array task's log: what a failure message shows."""
+    parts = []
+    for log in sorted(folder.glob("kvtune-*.log")):
+        parts.append(f"\n--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+    return "".join(parts)
 
 
 def _processes_with(mark: str) -> list[int]:
@@ -141,20 +156,21 @@ def test_slurm_array_workers_survive_a_scancel(tmp_path, postgres_url, slurm):
     )
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
-    victim = _wait_for("array task 1 never measured a trial", lambda: _measuring_on_task(postgres_url, 1), 120, slurm)
-    slurm.command("scancel", f"{job}_1")
-    _wait_for("the job array did not finish", lambda: not slurm.command("squeue", "-h", "-j", job).strip(), 240, slurm)
+    task, victim = _wait_for("no array task measured a trial", lambda: _measuring(postgres_url), 120, slurm, tmp_path)
+    slurm.command("scancel", f"{job}_{task}")
+    finished = lambda: not slurm.command("squeue", "-h", "-j", job).strip()  # noqa: E731
+    _wait_for("the job array did not finish", finished, 240, slurm, tmp_path)
 
     s = optuna.load_study(study_name=STUDY, storage=postgres_url)
     complete = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE]
     check_exactly_once(s, complete)
-    assert {t.user_attrs["worker"]["slot"] for t in complete} - {1}  # the other tasks measured too
+    assert {t.user_attrs["worker"]["slot"] for t in complete} - {task}  # the other tasks measured too
     stopped = s.trials[victim.number]
     assert stopped.state == optuna.trial.TrialState.FAIL and stopped.user_attrs.get("interrupted")  # by SIGTERM
     retried = [t for t in complete if t.user_attrs.get("retry_of") == victim.number]
     assert retried and retried[0].params == victim.params  # re-run by another worker: not lost
     left = [t.number for t in s.trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)]
     assert left == []
-    log = (tmp_path / f"kvtune-{STUDY}-{job}_1.log").read_text()
+    log = (tmp_path / f"kvtune-{STUDY}-{job}_{task}.log").read_text()
     assert '"interrupted": true' in log
     assert _processes_with(mark) == []  # no worker, no fake server left

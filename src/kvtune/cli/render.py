@@ -69,8 +69,9 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     for line in s.cost_energy:
         console.print(line, markup=False)
     _startup(s, console)
-    _confirmation(s.payload.get("confirmation"), console)
-    _decision(s.payload.get("decision"), console)
+    decision = s.payload.get("decision")
+    _confirmation(s.payload.get("confirmation"), console, duels=bool((decision or {}).get("duels")))
+    _decision(decision, console)
     _drift(s.payload.get("sentinel"), console)
     for fate in s.warm_start:
         held = (
@@ -210,20 +211,31 @@ def change_text(row: dict) -> str:
     return f"[{color}]{row['change_pct']:+.1f}%{pm}[/{color}]"
 
 
-def _confirmation(conf: dict | None, console: Console) -> None:
+def _confirmation(conf: dict | None, console: Console, duels: bool = False) -> None:
+    """How the re-measured configs rank by their averaged figures. Where duels follow (`duels`),
+    they decide the best, pair by pair, and may order two configs the other way: the line says
+    so, or the paragraph would read as two verdicts ("the ranking held (1 > 3)", then "trial 3
+    beat trial 1")."""
     if not conf:
+        return
+    order = " > ".join(map(str, conf["order_after"]))
+    if duels:
+        console.print(
+            f"Confirmation: re-measured trials {conf['remeasured']} with fresh servers; by their averaged "
+            f"figures {order} (0 is the baseline); the duels below, paired A B A B, decide the best."
+        )
         return
     if conf["held"]:
         console.print(
             f"Confirmation: re-measured trials {conf['remeasured']} with fresh servers; "
-            f"the ranking held ({' > '.join(map(str, conf['order_after']))}; 0 is the baseline)."
+            f"the ranking held ({order}; 0 is the baseline)."
         )
         return
     dropped = conf["no_longer_feasible"]
     console.print(
         f"[yellow]Confirmation changed the ranking[/yellow] (0 is the baseline): before "
         f"{' > '.join(map(str, conf['order_before']))}, averaged with the re-measurement "
-        f"{' > '.join(map(str, conf['order_after']))}"
+        f"{order}"
         + (f"; no longer feasible: {dropped}" if dropped else "")
         + ". The best is named only among configs that held when re-measured."
     )

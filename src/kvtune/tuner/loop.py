@@ -218,8 +218,10 @@ class Tuner:
                 self.clock.sleep(WAIT_AFTER_STEP_BACK_S)
                 continue
             duplicates = duplicates + 1 if outcome.duplicate_of is not None else 0
-            if duplicates >= MAX_DUPLICATES_IN_A_ROW:
-                return accounting.EXHAUSTED  # the sampler keeps proposing measured configs
+            if duplicates >= MAX_DUPLICATES_IN_A_ROW:  # the sampler keeps proposing measured configs
+                if not self._outwait_others(waits):
+                    return accounting.EXHAUSTED
+                duplicates = 0  # a trial that died elsewhere was re-queued: this worker runs it
             self._recover()
             if self._counts().measured < budget.trials:  # the end point is the confirmation's
                 self.sentinel()
@@ -267,6 +269,19 @@ class Tuner:
     def _wait_for_others(self) -> None:
         self.clock.sleep(WAIT_FOR_OTHERS_S)
         self._recover()
+
+    def _outwait_others(self, waits: bool) -> bool:
+        """Before a worker that `waits` calls the space exhausted: while trials run on other
+        workers, one may die and be re-queued, and a worker that left could not re-run it.
+        Whether one was re-queued (then it is this worker's to run)."""
+        while waits:
+            c = self._counts()
+            if c.waiting:
+                return True
+            if not c.running:
+                return False
+            self._wait_for_others()
+        return False
 
     def run_one(self) -> TrialOutcome | None:
         """Ask one trial and run it; None when this worker stepped back (the budget is taken by

@@ -50,6 +50,18 @@ def test_the_confirmation_says_whether_the_ranking_held():
     assert "no longer feasible: [4]" in second
 
 
+def test_where_duels_follow_the_confirmation_leaves_the_verdict_to_them():
+    """The averaged order can put 1 before 3 where the duel says 3 beat 1: not two verdicts."""
+    c = console()
+    conf = {"held": True, "remeasured": [0, 1, 3], "order_before": [1, 3, 0], "order_after": [1, 3, 0]}
+    render._confirmation(conf, c, duels=True)
+    line = c.export_text().strip()
+    assert "held" not in line
+    assert line.endswith(
+        "by their averaged figures 1 > 3 > 0 (0 is the baseline); the duels below, paired A B A B, decide the best."
+    )
+
+
 def test_each_duel_is_one_line_naming_the_defaults():
     c = console()
     duels = [

@@ -5,6 +5,10 @@ import optuna
 import pytest
 
 from kvtune.errors import SpecError
+from kvtune.jsonsafe import to_jsonable
+from kvtune.kinds import KnobKind
+from kvtune.launchers.base import Candidate, Knob
+from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
@@ -12,6 +16,8 @@ from kvtune.tuner.fleet import accounting
 from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.fleet.setup import read_set_up, set_up_study
 from kvtune.tuner.fleet.storage import sqlite_url
+from kvtune.tuner.loop import MAX_DUPLICATES_IN_A_ROW
+from kvtune.tuner.search.space import SearchSpace
 from tests.conftest import TINY
 
 
@@ -64,9 +70,9 @@ class AnotherWorkerTells:
             self.study.tell(self.trial, 1.0)
 
 
-def _one_trial_running_elsewhere(tmp_path):
-    """A set-up study of one trial (the baseline) that another worker holds, and a second worker."""
-    spec = StudySpec(study="sched", trials=1, workload=TINY, startup_timeout_s=20).validate()
+def _one_trial_running_elsewhere(tmp_path, trials=1):
+    """A set-up study whose baseline another worker holds, and a second worker."""
+    spec = StudySpec(study="sched", trials=trials, workload=TINY, startup_timeout_s=20).validate()
     prep = prepare(spec, launcher=FakeLauncher(model_path="/models/m.gguf"), runs_dir=str(tmp_path / "runs"))
     url = sqlite_url(tmp_path)
     set_up_study(prep, url)
@@ -92,3 +98,46 @@ def test_an_extra_worker_of_a_watched_study_leaves_at_once(tmp_path):
     worker.run()
     assert worker.clock.waits == 0
     assert [t.state for t in worker.study.trials] == [optuna.trial.TrialState.RUNNING]
+
+
+def _only_measured_configs_left(worker) -> None:
+    """The worker's space holds one config (speed 2.0), already measured by trial 1: every ask
+    from now on is a duplicate, told at once without a launch."""
+    space = SearchSpace([Knob("speed", KnobKind.FLOAT, low=2.0, high=2.0)], worker.launcher)
+    measured = TrialOutcome(
+        1, Candidate(flags={"speed": 2.0}), argv=["fake"], env={}, launched=True, metrics={"ttft_p50_ms": 250.0}
+    )
+    worker.study.add_trial(
+        optuna.trial.create_trial(
+            params={"speed": 2.0},
+            distributions={"speed": optuna.distributions.FloatDistribution(2.0, 2.0)},
+            value=1.0,
+            user_attrs={"outcome": to_jsonable(measured)},
+        )
+    )
+    worker.space = space
+
+
+def test_a_worker_offered_only_duplicates_stays_while_a_trial_runs_elsewhere(tmp_path):
+    """The sampler keeps proposing measured configs (an endless space, so not "tried all"), but
+    the baseline still runs on another node: it may die and be re-queued, so the worker waits
+    for it before it calls the space exhausted."""
+    worker = _one_trial_running_elsewhere(tmp_path, trials=50)
+    worker.stay_while_others_run = True
+    _only_measured_configs_left(worker)
+    worker.run()
+    assert worker.clock.waits == 1  # waited once, and left when the other worker told its trial
+    assert worker.budget_report["stopped"] == str(accounting.EXHAUSTED)
+    states = [t.state for t in worker.study.trials]
+    assert states[:2] == [optuna.trial.TrialState.COMPLETE] * 2
+    duplicates = [t for t in worker.study.trials[2:] if t.user_attrs["outcome"]["duplicate_of"] == 1]
+    assert len(duplicates) == len(states) - 2 == MAX_DUPLICATES_IN_A_ROW
+
+
+def test_an_extra_worker_offered_only_duplicates_leaves_at_once(tmp_path):
+    """Where the creator waits (and re-queues a dead worker's trial), an extra worker leaves."""
+    worker = _one_trial_running_elsewhere(tmp_path, trials=50)
+    _only_measured_configs_left(worker)
+    worker.run()
+    assert worker.clock.waits == 0
+    assert worker.study.trials[0].state == optuna.trial.TrialState.RUNNING
