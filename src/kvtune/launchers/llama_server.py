@@ -49,19 +49,18 @@ from kvtune.launchers.llama_binary import (
 )
 from kvtune.launchers.llama_devices import (
     SPLIT_MODES,
-    VRAM_RESERVE_BYTES,
     Device,
     gpu_layer_choices,
     list_devices,
     pinned,
-    prescreen_offload,
     tensor_split_choices,
 )
+from kvtune.launchers.llama_memory import memory_fits
 from kvtune.launchers.llama_reuse import reuse_knobs
 from kvtune.launchers.llama_speculative import LlamaSpeculation
 from kvtune.models import resolve_model
 from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget
-from kvtune.planner.kv import ModelShape, llama_server_kv_tokens, prescreen_kv_fits
+from kvtune.planner.kv import ModelShape
 from kvtune.planner.shape import shape_from_gguf
 from kvtune.planner.suggest import suggest
 from kvtune.workload import Workload
@@ -138,6 +137,7 @@ class LlamaServerLauncher(Launcher):
     defaults: LlamaDefaults = FALLBACK
     # Speculative decoding (llama_speculative.py): off unless the study names a draft model or asks.
     draft_model: str | None = None
+    draft_shape: ModelShape | None = None  # the draft's GGUF shape, for its KV in the pre-screen
     speculative: bool = False
     _version: str | None = None
 
@@ -154,6 +154,11 @@ class LlamaServerLauncher(Launcher):
         "n-gpu-layers": largest,
         "split-mode": prefer("layer"),
     }
+
+    @property
+    def speculation(self) -> LlamaSpeculation:
+        """Which speculative flags this build takes (its --help)."""
+        return LlamaSpeculation.of(self.defaults)
 
     @classmethod
     def from_spec(cls, spec: LaunchSpec) -> "LlamaServerLauncher":
@@ -172,6 +177,7 @@ class LlamaServerLauncher(Launcher):
             devices=list_devices(binary),
             defaults=read_help(binary),
             draft_model=draft,
+            draft_shape=gguf_shape(Path(draft)) if draft else None,
             speculative=spec.speculative,
         )
 
@@ -234,7 +240,7 @@ class LlamaServerLauncher(Launcher):
         return parse_load_facts(log_text)
 
     def default_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
-        speculation = LlamaSpeculation.of(self.defaults).knobs(self.draft_model, self.speculative)
+        speculation = self.speculation.knobs(self.draft_model, self.speculative)
         return self._cpu_knobs(workload, cpu_count) + self._gpu_knobs(workload) + speculation
 
     def _cpu_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
@@ -259,7 +265,7 @@ class LlamaServerLauncher(Launcher):
             return []
         knobs = []
         if self.shape is not None:
-            weights = self._weights_bytes() or self.shape.weights_bytes or 0
+            weights = self.weights_bytes() or self.shape.weights_bytes or 0
             layers = gpu_layer_choices(self.shape, weights, self.devices, min(slot_context_choices(workload)))
             knobs.append(
                 Knob("n-gpu-layers", KnobKind.CHOICES, choices=layers)
@@ -279,7 +285,7 @@ class LlamaServerLauncher(Launcher):
         """(tune it?, forced value). Quantized V cache needs flash attention: with it off, V is f16.
         --tensor-split means nothing with --split-mode none; --main-gpu only with none or row.
         The draft flags only beside drafting (llama_speculative.py)."""
-        drafting = LlamaSpeculation.of(self.defaults).conditional(name, flags)
+        drafting = self.speculation.conditional(name, flags)
         if drafting is not None:
             return drafting
         if name == "cache-type-v" and flags.get("flash-attn") == "off":
@@ -313,52 +319,12 @@ class LlamaServerLauncher(Launcher):
             )
         if f.get("cache-type-v", "f16") != "f16" and f.get("flash-attn") == "off":
             return "quantized V cache (--cache-type-v) requires --flash-attn on"
-        return self._kv_fits(f, parallel)
-
-    def _kv_fits(self, f: dict[str, Any], parallel: int) -> str | None:
-        """Weights + the KV cache this --ctx-size allocates must fit in memory (the seeds' sums):
-        with -ngl set, VRAM and RAM as it splits them; unset on a build that fits automatically
-        (-ngl auto, --fit on), RAM and the GPUs' free memory together."""
-        if self.shape is None or self.memory_bytes is None:
-            return None
         if "ctx-size" in f:
-            ctx = int(f["ctx-size"])
-        elif f.get(CTX_PER_SLOT) is not None:
-            ctx = int(f[CTX_PER_SLOT]) * parallel
-        else:
-            return None
-        cache = (str(f.get("cache-type-k", "f16")), str(f.get("cache-type-v", "f16")))
-        weights = self._weights_bytes()
-        if f.get("n-gpu-layers") is not None and self.devices:
-            main = f.get("main-gpu")
-            return prescreen_offload(
-                self.shape,
-                weights if weights is not None else (self.shape.weights_bytes or 0),
-                self.devices,
-                ngl=int(f["n-gpu-layers"]),
-                kv_tokens=llama_server_kv_tokens(ctx, parallel),
-                cache_type=cache,
-                sequences=parallel,
-                memory_bytes=self.memory_bytes,
-                ram_reserve_bytes=self.reserve_bytes,
-                split_mode=str(f.get("split-mode") or "layer"),
-                main_gpu=int(main) if main is not None else 0,
-                tensor_split=f.get("tensor-split"),
-            )
-        memory = self.memory_bytes
-        if self.devices and self.defaults.fits_automatically:  # unset -ngl: it offloads what fits
-            memory += sum(max(0, d.free_bytes - VRAM_RESERVE_BYTES) for d in self.devices)
-        return prescreen_kv_fits(
-            self.shape,
-            weights,
-            memory,
-            self.reserve_bytes,
-            llama_server_kv_tokens(ctx, parallel),
-            cache,
-            sequences=parallel,
-        )
+            return memory_fits(self, f, int(f["ctx-size"]), parallel)
+        return None if per_slot is None else memory_fits(self, f, int(per_slot) * parallel, parallel)
 
-    def _weights_bytes(self) -> int | None:
+    def weights_bytes(self) -> int | None:
+        """The target GGUF's size on disk (None: not here to read)."""
         return Path(self.model_path).stat().st_size if Path(self.model_path).exists() else None
 
     def request_extra_body(self) -> dict[str, Any]:

@@ -11,8 +11,10 @@ from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_binary import FALLBACK, LlamaDefaults, parse_help, parse_spec_types
+from kvtune.launchers.llama_memory import draft_memory
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.llama_speculative import DRAFT_LENGTHS, LlamaSpeculation
+from kvtune.planner.kv import ModelShape, kv_cache_bytes
 from kvtune.workload import Workload
 from tests.paths import UNIT_DATA
 
@@ -76,3 +78,31 @@ def test_the_launcher_renders_drafting_as_this_build_spells_it() -> None:
     assert argv[argv.index("--spec-draft-n-max") + 1] == "8"
     plain = LlamaServerLauncher(binary="/x/llama-server", model_path="/m.gguf", defaults=recorded())
     assert not any(k.name.startswith("spec") for k in plain.default_knobs(Workload(), 2))
+
+
+def test_the_memory_pre_screen_counts_a_draft_model_only_beside_drafting(tmp_path) -> None:
+    """The target (100 MiB) fits in 512 MiB alone; with a 400 MiB draft model and the draft's own
+    KV (one slot's context) it does not, and the reason says the draft is in the sum."""
+    draft = tmp_path / "draft.gguf"
+    with open(draft, "wb") as out:  # a sparse file: its size is what the pre-screen reads
+        out.truncate(400 << 20)
+    target = ModelShape(layers=30, attention_heads=9, kv_heads=3, head_dim=64, weights_bytes=100 << 20)
+    small = ModelShape(layers=4, attention_heads=4, kv_heads=1, head_dim=64, weights_bytes=400 << 20)
+    lau = LlamaServerLauncher(
+        binary="/x/llama-server",
+        model_path="/absent.gguf",
+        shape=target,
+        memory_bytes=512 << 20,
+        defaults=recorded(),
+        draft_model=str(draft),
+        draft_shape=small,
+    )
+    w = Workload(prompt_tokens=200, output_tokens=64)
+    plain = {"parallel": 2, "ctx-per-slot": 1024, "spec-type": "none", "spec-draft-model": None}
+    assert lau.precheck(Candidate(flags=plain), w) is None
+    drafting = {**plain, "spec-type": "draft-simple", "spec-draft-model": str(draft), "spec-draft-n-max": 4}
+    reason = lau.precheck(Candidate(flags=drafting), w)
+    expected = draft_memory(drafting, "spec-draft-model", small, 1024)
+    assert expected.weights == 400 << 20 and expected.kv == kv_cache_bytes(small, 1024, ("f16", "f16"))
+    assert reason and "> memory 0.50 GiB" in reason
+    assert reason.endswith("(weights include the draft model 0.39 GiB + its KV 0.00 GiB)")
