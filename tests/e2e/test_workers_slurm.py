@@ -113,12 +113,16 @@ def _measuring(url: str) -> tuple[int, optuna.trial.FrozenTrial] | None:
     return None
 
 
-def _wait_for(what: str, check, timeout_s: float, cluster: SlurmCluster, logs: Path):
+def _wait_for(what: str, check, timeout_s: float, cluster: SlurmCluster, logs: Path, job: str | None = None):
+    """`check()`'s first truthy answer within `timeout_s`; with `job`, fail as soon as the job
+    has left the queue (its tasks all ended: nothing more can happen)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = check()
         if found:
             return found
+        if job is not None and not cluster.command("squeue", "-h", "-j", job, check=False).strip():
+            pytest.fail(f"{what}: job {job} ended{_tails(logs)}")
         time.sleep(0.3)
     pytest.fail(f"{what} after {timeout_s:.0f} s; squeue: {cluster.command('squeue', check=False)}{_tails(logs)}")
 
@@ -156,7 +160,8 @@ def test_slurm_array_workers_survive_a_scancel(tmp_path, postgres_url, slurm):
     )
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
-    task, victim = _wait_for("no array task measured a trial", lambda: _measuring(postgres_url), 120, slurm, tmp_path)
+    measuring = lambda: _measuring(postgres_url)  # noqa: E731
+    task, victim = _wait_for("no array task measured a trial", measuring, 120, slurm, tmp_path, job)
     slurm.command("scancel", f"{job}_{task}")
     finished = lambda: not slurm.command("squeue", "-h", "-j", job).strip()  # noqa: E731
     _wait_for("the job array did not finish", finished, 240, slurm, tmp_path)
