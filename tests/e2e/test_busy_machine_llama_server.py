@@ -2,8 +2,8 @@
 
 The test starts CPU hogs (one busy-loop python per core, killed by pid) when the baseline's
 measured phase begins, read from `kvtune run --jsonl`'s events, and stops them once the runner
-says the measurement was disturbed, or after 30 s. kvtune must name the hogs in the dropped measurement's
-window, measure the baseline again, and keep a figure the hogs did not touch: it is near the
+says the measurement was disturbed, or after 30 s. kvtune must name the hogs in the dropped
+measurement's window, measure the baseline again, and keep a figure the hogs did not touch: it is near the
 baseline's own re-measurements on fresh servers once the machine is quiet (the end-of-search
 sentinel, the duel's runs), where a hogged one is 3-5x lower (one busy loop moved the demo
 baseline 3x, interference/record.py). Every other measurement of the study is quiet, so
@@ -55,7 +55,7 @@ HOG_S = 30.0  # at most this long (see Hogs)
 class Hogs:
     """One busy-loop python per core, started once and ended by PID: when the runner says the
     measurement was judged (its phase event), or after `HOG_S`, whichever comes first. The
-    hogs slow llama-server 3-40x, so a hogged measurement left to finish took 400-700 s of CI;
+    hogs slow llama-server 3-40x, so a hogged measurement left to finish took up to 728 s of CI;
     `HOG_S` of them are plenty for the monitor (the window's mean foreign CPU stays far above
     its 0.25-core threshold) and the rest of the measurement runs quiet."""
 

@@ -219,10 +219,13 @@ def _confirmation(conf: dict | None, console: Console, duels: bool = False) -> N
     if not conf:
         return
     order = " > ".join(map(str, conf["order_after"]))
+    dropped = conf.get("no_longer_feasible") or []
     if duels:
         console.print(
             f"Confirmation: re-measured trials {conf['remeasured']} with fresh servers; by their averaged "
-            f"figures {order} (0 is the baseline); the duels below, paired A B A B, decide the best."
+            f"figures {order} (0 is the baseline)"
+            + (f"; no longer feasible: {dropped}" if dropped else "")
+            + "; the duels below, paired A B A B, decide the best."
         )
         return
     if conf["held"]:
@@ -231,7 +234,6 @@ def _confirmation(conf: dict | None, console: Console, duels: bool = False) -> N
             f"the ranking held ({order}; 0 is the baseline)."
         )
         return
-    dropped = conf["no_longer_feasible"]
     console.print(
         f"[yellow]Confirmation changed the ranking[/yellow] (0 is the baseline): before "
         f"{' > '.join(map(str, conf['order_before']))}, averaged with the re-measurement "

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 DRAFT_CACHE_FLAGS = ("cache-type-k-draft", "cache-type-v-draft")
 
 
+def file_bytes(path: str) -> int | None:
+    """A GGUF's size on disk, the weights it loads (None: not here to read)."""
+    file = Path(path)
+    return file.stat().st_size if file.exists() else None
+
+
 @dataclass(frozen=True)
 class DraftMemory:
     """What the draft model adds: its weights (the GGUF's size) and its KV cache, in bytes."""
@@ -53,8 +59,8 @@ def draft_memory(flags: dict[str, Any], draft_flag: str | None, shape: ModelShap
     path = flags.get(draft_flag) if draft_flag else None
     if not path:
         return DraftMemory()
-    file = Path(str(path))
-    weights = file.stat().st_size if file.exists() else (shape.weights_bytes if shape else None) or 0
+    on_disk = file_bytes(str(path))
+    weights = on_disk if on_disk is not None else (shape.weights_bytes if shape else None) or 0
     if shape is None or slot_ctx <= 0:
         return DraftMemory(weights=weights)
     cache = tuple(str(flags.get(name) or "f16") for name in DRAFT_CACHE_FLAGS)

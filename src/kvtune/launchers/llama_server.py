@@ -55,7 +55,7 @@ from kvtune.launchers.llama_devices import (
     pinned,
     tensor_split_choices,
 )
-from kvtune.launchers.llama_memory import memory_fits
+from kvtune.launchers.llama_memory import file_bytes, memory_fits
 from kvtune.launchers.llama_reuse import reuse_knobs
 from kvtune.launchers.llama_speculative import LlamaSpeculation
 from kvtune.models import resolve_model
@@ -325,7 +325,7 @@ class LlamaServerLauncher(Launcher):
 
     def weights_bytes(self) -> int | None:
         """The target GGUF's size on disk (None: not here to read)."""
-        return Path(self.model_path).stat().st_size if Path(self.model_path).exists() else None
+        return file_bytes(self.model_path)
 
     def request_extra_body(self) -> dict[str, Any]:
         # Defeat the prompt cache: every request must pay for its own prefill.

@@ -60,6 +60,9 @@ def test_where_duels_follow_the_confirmation_leaves_the_verdict_to_them():
     assert line.endswith(
         "by their averaged figures 1 > 3 > 0 (0 is the baseline); the duels below, paired A B A B, decide the best."
     )
+    c = console()
+    render._confirmation({**conf, "held": False, "no_longer_feasible": [3]}, c, duels=True)
+    assert "1 > 3 > 0 (0 is the baseline); no longer feasible: [3]; the duels below" in c.export_text()
 
 
 def test_each_duel_is_one_line_naming_the_defaults():
