@@ -29,6 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hf_model",),
     # pure domain: load generation, objectives, the KV planner
     ("objectives", "planner", "bench"),
+    # the verdict: pure statistics over measurements (what to measure next, the decision)
+    ("verdict",),
     # host facts (read NVML, /proc, the planner's GPU tables) and meters
     ("hardware", "energy"),
     # is the machine busy with something else: reads /proc, NVML and the host facts above

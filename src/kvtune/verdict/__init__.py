@@ -1,0 +1,31 @@
+"""The verdict: one pure package that decides whether a tuned config beats the server's defaults.
+
+Input: every measurement (verdict/evidence.py); output: what to measure next or the `Verdict`
+(verdict/record.py), through `next_step` (verdict/engine.py). No I/O, no Optuna, no clock: the
+tuner only schedules what it is asked to measure, and benchmarks/verdicts.py simulates thousands
+of studies through the same code to state its error rates (docs/verdicts.md).
+"""
+
+from kvtune.verdict.engine import Done, Measure, Step, next_step
+from kvtune.verdict.evidence import OBJECTIVE, Config, Evidence, Goal, Policy, Role, Run, TargetTest
+from kvtune.verdict.record import Counted, DecisionKind, Effect, TargetCheck, Verdict
+
+__all__ = [
+    "Config",
+    "Counted",
+    "DecisionKind",
+    "Done",
+    "Effect",
+    "Evidence",
+    "Goal",
+    "Measure",
+    "OBJECTIVE",
+    "Policy",
+    "Role",
+    "Run",
+    "Step",
+    "TargetCheck",
+    "TargetTest",
+    "Verdict",
+    "next_step",
+]

@@ -1,0 +1,294 @@
+"""The decision procedure: what to measure next, and when the answer is clear.
+
+`next_step(evidence, goal, policy)` is all a caller needs: it returns `Measure(config, role)`
+until the verdict is decided, then `Done(verdict)`. It keeps no state (everything is read from
+the runs given), so a study that was interrupted resumes where it stopped, and the simulator of
+benchmarks/verdicts.py drives exactly this code. The design (docs/verdicts.md has its measured
+error rates):
+
+1. Select, never prove, with the search: the feasible configs ranked by their one search
+   measurement; the top `policy.screen` get one fresh run each and the leader by its search and
+   screening figures together is chosen. One candidate only is then tested against the
+   defaults, so there is nothing to correct for multiplicity.
+2. Prove with fresh runs only: candidate (W) and defaults (D) alternate D W W D D W W D ... on
+   fresh servers (linear drift cancels between the arms), and every `policy.every` pairs the
+   pooled two-sample t on log figures is judged against a group-sequential critical value
+   (Lan-DeMets Pocock-type alpha spending, verdict/boundaries.py), so looking early costs no
+   false wins. Every target must be shown met at the same confidence (verdict/targets.py).
+3. Named: "beats the defaults" when the objective's gain crosses the boundary and the targets
+   are met; "meets the targets where the defaults miss" when the defaults are shown to miss a
+   target the candidate is shown to meet. Stopped for futility at an interim look when the
+   candidate measured no better than the defaults. At the cap, a tie when the whole interval of
+   the gain lies below `policy.margin`, else "not enough evidence", with the smallest gain the
+   runs spent could have detected. Everything short of a named config keeps the defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from kvtune.verdict import wording
+from kvtune.verdict.boundaries import Statistic, boundary, looks
+from kvtune.verdict.evidence import OBJECTIVE, Evidence, Goal, Policy, Role, Run
+from kvtune.verdict.record import Counted, DecisionKind, Effect, TargetCheck, Verdict
+from kvtune.verdict.stats import Comparison, compare, detectable, mean, t_quantile
+from kvtune.verdict.targets import MET, MISSED, check_candidate, check_defaults, figures
+
+# Metrics whose effect (candidate over defaults) every verdict reports besides the objective.
+EFFECT_METRICS = ("output_throughput", "request_throughput", "p95_ttft_ms", "p95_tpot_ms", "p95_e2el_ms")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Measure `config` once more, fresh, in `role`."""
+
+    config: int
+    role: Role
+
+
+@dataclass(frozen=True)
+class Done:
+    verdict: Verdict
+
+
+Step = Measure | Done
+
+
+def candidates(ev: Evidence, goal: Goal) -> list[int]:
+    """Configs other than the defaults that met the targets on their search measurement, best
+    search objective first (ties: fewer flags changed, then the earlier trial)."""
+    sign = -1.0 if goal.maximize else 1.0
+    scored = []
+    for c in ev.configs:
+        if c.baseline:
+            continue
+        runs = [r for r in ev.of(c.number, Role.SEARCH) if r.usable and r.met]
+        if runs:
+            best = runs[0].objective
+            assert best is not None
+            scored.append((sign * best, c.flags_changed, c.number))
+    return [n for _, _, n in sorted(scored)]
+
+
+def _disturbed(ev: Evidence) -> int:
+    return sum(1 for r in ev.runs if r.disturbed and r.role is not Role.SEARCH)
+
+
+DEFAULT_POLICY = Policy()
+
+
+def next_step(ev: Evidence, goal: Goal, policy: Policy = DEFAULT_POLICY, stop_now: bool = False) -> Step:
+    """The next measurement, or the verdict. `stop_now`: no more may be measured (the time
+    budget is spent): decide on what there is."""
+    base = ev.baseline
+    ranked = candidates(ev, goal)
+    counted = Counted(disturbed=_disturbed(ev))
+    if not ranked:
+        return Done(_no_candidate(ev, goal, policy, counted))
+    if counted.disturbed > policy.max_disturbed:
+        return Done(
+            _verdict(ev, DecisionKind.NOT_ENOUGH_EVIDENCE, wording.busy(counted.disturbed), goal, policy, counted)
+        )
+    shortlist = ranked[: policy.screen] if policy.screen > 1 else ranked[:1]
+    if len(shortlist) > 1:
+        for number in shortlist:
+            if not any(r.usable or r.failed for r in ev.of(number, Role.SCREEN)):
+                if stop_now:
+                    break
+                return Measure(number, Role.SCREEN)
+    counted = replace(counted, screened=sum(1 for r in ev.runs if r.role is Role.SCREEN and not r.disturbed))
+    chosen = choose(ev, goal, shortlist) if len(shortlist) > 1 else shortlist[0]
+    if chosen is None:
+        v = _verdict(ev, DecisionKind.CANDIDATE_FAILED, wording.all_failed_screening(shortlist), goal, policy, counted)
+        return Done(replace(v, shortlist=tuple(shortlist)))
+    step = _prove(ev, goal, policy, chosen, base.number if base else None, counted, stop_now)
+    if isinstance(step, Done):
+        return Done(replace(step.verdict, shortlist=tuple(shortlist)))
+    return step
+
+
+def choose(ev: Evidence, goal: Goal, shortlist: Sequence[int]) -> int | None:
+    """The shortlisted config to test: those whose screening run met the targets first, then by
+    the mean log objective of its search and screening runs; None when every one failed."""
+    sign = -1.0 if goal.maximize else 1.0
+    scored = []
+    for number in shortlist:
+        screen = ev.of(number, Role.SCREEN)
+        if any(r.failed for r in screen):
+            continue
+        runs = [r for r in (*ev.of(number, Role.SEARCH), *screen) if r.usable]
+        met = all(r.met for r in screen if r.usable)
+        score = mean([math.log(r.objective) for r in runs if r.objective is not None])
+        scored.append((not met, sign * score, number))
+    return min(scored)[2] if scored else None
+
+
+def _prove(
+    ev: Evidence, goal: Goal, policy: Policy, chosen: int, base: int | None, counted: Counted, stop_now: bool
+) -> Step:
+    cand_runs = ev.of(chosen, Role.PROOF)
+    base_runs = ev.of(base, Role.PROOF) if base is not None else []
+    failed = next((r for r in cand_runs if r.failed), None)
+    if failed is not None:
+        return Done(
+            _verdict(
+                ev, DecisionKind.CANDIDATE_FAILED, wording.failed(chosen, failed.failed), goal, policy, counted, chosen
+            )
+        )
+    base_failed = next((r for r in base_runs if r.failed), None)
+    if base_failed is not None or base is None:
+        why = base_failed.failed if base_failed else "no baseline was measured"
+        return Done(
+            _verdict(ev, DecisionKind.NOT_ENOUGH_EVIDENCE, wording.defaults_failed(why), goal, policy, counted, chosen)
+        )
+    w = [r for r in cand_runs if r.usable]
+    d = [r for r in base_runs if r.usable]
+    n = min(len(w), len(d))
+    for p in looks(policy.cap, policy.every):
+        if p > n:
+            break
+        decided = judge(ev, goal, policy, chosen, w[:p], d[:p], replace(counted, pairs=p))
+        if decided is not None:
+            return Done(decided)
+    if stop_now:
+        why = wording.out_of_time(n)
+        return Done(
+            _verdict(
+                ev, DecisionKind.NOT_ENOUGH_EVIDENCE, why, goal, policy, replace(counted, pairs=n), chosen, w[:n], d[:n]
+            )
+        )
+    if len(d) < len(w):
+        return Measure(base, Role.PROOF)
+    if len(w) < len(d):
+        return Measure(chosen, Role.PROOF)
+    return Measure(base if len(d) % 2 == 0 else chosen, Role.PROOF)
+
+
+def _objective(w: Sequence[Run], d: Sequence[Run]) -> Comparison | None:
+    return compare([r.objective for r in w if r.objective], [r.objective for r in d if r.objective])
+
+
+def judge(
+    ev: Evidence, goal: Goal, policy: Policy, chosen: int, w: Sequence[Run], d: Sequence[Run], counted: Counted
+) -> Verdict | None:
+    """The verdict at a look of `counted.pairs` pairs, or None to measure on."""
+    p = counted.pairs
+    final = p >= policy.cap
+    two = boundary(Statistic.TWO_SAMPLE, p, policy.cap, policy.every, policy.alpha) or math.inf
+    one = boundary(Statistic.ONE_SAMPLE, p, policy.cap, policy.every, policy.alpha) or math.inf
+    counted = replace(counted, looks=looks(policy.cap, policy.every).index(p) + 1)
+    obj = _objective(w, d)
+    assert obj is not None
+    gain_t = obj.t() if goal.maximize else -obj.t()
+    cand = [check_candidate(t, w, d, one, two) for t in goal.targets]
+    dflt = [check_defaults(t, d, one) for t in goal.targets]
+    args = (ev, goal, policy, counted, chosen, w, d, cand + dflt, two)
+    defaults_miss = any(c.shown == MISSED for c in dflt)
+    if any(c.shown == MISSED for c in cand):
+        kind = DecisionKind.NOTHING_MEETS if defaults_miss else DecisionKind.CANDIDATE_FAILED
+        return _stats_verdict(kind, wording.candidate_misses(chosen, cand), *args)
+    met = all(c.shown == MET for c in cand)
+    if met and defaults_miss:
+        return _stats_verdict(
+            DecisionKind.MEETS_WHERE_DEFAULTS_MISS, wording.meets_where_defaults_miss(chosen, cand, dflt), *args
+        )
+    if met and gain_t > two:
+        return _stats_verdict(DecisionKind.BEATS_DEFAULTS, wording.beats(chosen, goal), *args)
+    if not final:
+        if gain_t <= 0 and not defaults_miss:
+            return _stats_verdict(DecisionKind.TIED, wording.futile(chosen, p), *args)
+        return None
+    if defaults_miss:
+        return _stats_verdict(DecisionKind.NOTHING_MEETS, wording.targets_unclear(chosen, cand), *args)
+    if gain_t > two:
+        return _stats_verdict(DecisionKind.NOT_ENOUGH_EVIDENCE, wording.targets_unclear(chosen, cand), *args)
+    low, high = obj.interval()
+    best_gain = math.exp(high if goal.maximize else -low) - 1
+    if best_gain < policy.margin:
+        return _stats_verdict(DecisionKind.TIED, wording.tied(chosen, policy.margin), *args)
+    return _stats_verdict(DecisionKind.NOT_ENOUGH_EVIDENCE, wording.unresolved(chosen, p), *args)
+
+
+def effects(w: Sequence[Run], d: Sequence[Run], goal: Goal) -> tuple[Effect, ...]:
+    """Candidate over defaults, per metric present in every run of both arms."""
+    keys = [OBJECTIVE, *EFFECT_METRICS, *(t.key for t in goal.targets if t.log_scale)]
+    out = []
+    for key in dict.fromkeys(keys):
+        xs, ys = figures(w, key), figures(d, key)
+        comp = compare(xs, ys) if xs and ys else None
+        if comp is not None and comp.dof >= 1:
+            ratio, low, high = comp.ratio()
+            out.append(Effect(goal.objective_name if key == OBJECTIVE else key, ratio, low, high, comp.n))
+    return tuple(out)
+
+
+def _stats_verdict(
+    kind: DecisionKind,
+    reason: str,
+    ev: Evidence,
+    goal: Goal,
+    policy: Policy,
+    counted: Counted,
+    chosen: int,
+    w: Sequence[Run],
+    d: Sequence[Run],
+    checks: list[TargetCheck],
+    critical: float,
+) -> Verdict:
+    v = _verdict(ev, kind, reason, goal, policy, counted, chosen, w, d)
+    return replace(v, targets=tuple(checks), mde=_mde(w, d, critical))
+
+
+def _mde(w: Sequence[Run], d: Sequence[Run], critical: float) -> float | None:
+    obj = _objective(w, d)
+    return None if obj is None else detectable(obj.sd, obj.n, critical)
+
+
+def _verdict(
+    ev: Evidence,
+    kind: DecisionKind,
+    reason: str,
+    goal: Goal,
+    policy: Policy,
+    counted: Counted,
+    chosen: int | None = None,
+    w: Sequence[Run] = (),
+    d: Sequence[Run] = (),
+) -> Verdict:
+    base = ev.baseline
+    if not kind.changes_flags and not _defaults_met(ev):
+        kind = DecisionKind.NOTHING_MEETS  # keeping defaults that miss the targets is no answer
+    named = chosen if kind.changes_flags else None
+    if kind is not DecisionKind.NOTHING_MEETS and not kind.changes_flags and base is not None:
+        named = base.number
+    obj = _objective(w, d) if w and d else None
+    mde = None
+    if obj is not None and obj.n >= 2:
+        mde = detectable(obj.sd, obj.n, t_quantile(1 - policy.alpha, 2 * obj.n - 2))
+    return Verdict(
+        kind=kind,
+        named=named,
+        reason=reason,
+        candidate=chosen,
+        baseline=base.number if base else None,
+        effects=effects(w, d, goal) if w and d else (),
+        mde=mde,
+        noise=obj.sd if obj is not None and obj.dof > 0 else None,
+        alpha=policy.alpha,
+        counted=counted,
+        objective=goal.objective_name,
+    )
+
+
+def _defaults_met(ev: Evidence) -> bool:
+    """The defaults met the targets on their search measurement (the runner's judgement)."""
+    base = ev.baseline
+    return base is not None and any(r.usable and r.met for r in ev.of(base.number, Role.SEARCH))
+
+
+def _no_candidate(ev: Evidence, goal: Goal, policy: Policy, counted: Counted) -> Verdict:
+    if _defaults_met(ev):
+        return _verdict(ev, DecisionKind.DEFAULTS_ONLY, wording.defaults_only(), goal, policy, counted)
+    return _verdict(ev, DecisionKind.NOTHING_MEETS, wording.nothing_met(), goal, policy, counted)

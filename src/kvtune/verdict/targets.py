@@ -1,0 +1,126 @@
+"""Targets on fresh runs: is each one met, missed, or not yet clear at the design's confidence?
+
+A p95 TPOT of 38 ms over two runs is no pass against 40 ms when runs differ by 10%: a target is
+"met" only when the runs show it at the confidence of the look (the same group-sequential
+critical values as the objective's test, verdict/boundaries.py), "missed" when they show the
+opposite as strongly, and "unclear" otherwise. Latencies and throughputs are tested with t on
+their logs: a relative target (``tpot_p95<0.7x``) compares the candidate's runs with the
+defaults' (two-sample), an absolute one tests one arm against the bound (one-sample). Rates
+(error rate, SLO attainment) are judged on the mean of the runs: they sit at 0 or 1, where a log
+has no meaning, and a single failed request already shows in them. Requiring every target to be
+met is an intersection-union test: each at alpha keeps the whole at alpha, no correction needed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from kvtune.verdict.evidence import Run, TargetTest
+from kvtune.verdict.record import TargetCheck
+from kvtune.verdict.stats import compare, level, mean
+
+MET, MISSED, UNCLEAR = "met", "missed", "unclear"
+
+
+def figures(runs: Sequence[Run], key: str, positive: bool = True) -> list[float] | None:
+    """The runs' figures of `key`; None when a run lacks it (or, for logs, it is not positive)."""
+    out = []
+    for r in runs:
+        v = r.values.get(key)
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or (positive and v <= 0):
+            return None
+        out.append(float(v))
+    return out
+
+
+def _shown(t_below: float, critical: float, upper: bool) -> str:
+    """From a t that is positive when the figure is below its bound."""
+    t_good = t_below if upper else -t_below
+    if t_good > critical:
+        return MET
+    if -t_good > critical:
+        return MISSED
+    return UNCLEAR
+
+
+def check_candidate(
+    target: TargetTest, cand: Sequence[Run], base: Sequence[Run], one: float, two: float
+) -> TargetCheck:
+    """`target` on the candidate's proof runs (`base`: the defaults', for a relative bound);
+    `one`/`two`: the look's one- and two-sample critical values."""
+    n = len(cand)
+    if not target.log_scale:
+        return _rate(target, "candidate", cand)
+    xs = figures(cand, target.key)
+    lvl = level(xs) if xs else None
+    if lvl is None or xs is None:
+        return TargetCheck(target.text, "candidate", math.nan, math.nan, math.nan, math.nan, UNCLEAR, n)
+    figure, low, high = lvl.interval()
+    if target.factor is None:
+        assert target.threshold is not None
+        return TargetCheck(
+            target.text,
+            "candidate",
+            figure,
+            low,
+            high,
+            target.threshold,
+            _shown(lvl.t(target.threshold), one, target.upper),
+            n,
+        )
+    ys = figures(base, target.key)
+    comp = compare(xs, ys) if ys else None
+    if comp is None or ys is None:
+        return TargetCheck(target.text, "candidate", figure, low, high, math.nan, UNCLEAR, n)
+    bound = target.factor * math.exp(mean([math.log(y) for y in ys]))
+    return TargetCheck(
+        target.text,
+        "candidate",
+        figure,
+        low,
+        high,
+        bound,
+        _shown(comp.t(math.log(target.factor)) * -1, two, target.upper),
+        n,
+    )
+
+
+def check_defaults(target: TargetTest, base: Sequence[Run], one: float) -> TargetCheck:
+    """`target` on the defaults' proof runs. Relative to themselves, the defaults meet a bound
+    of factor x their own figure exactly when the factor allows 1x: certain, not a test."""
+    n = len(base)
+    if not target.log_scale:
+        return _rate(target, "defaults", base)
+    xs = figures(base, target.key)
+    lvl = level(xs) if xs else None
+    if lvl is None:
+        return TargetCheck(target.text, "defaults", math.nan, math.nan, math.nan, math.nan, UNCLEAR, n)
+    figure, low, high = lvl.interval()
+    if target.factor is not None:
+        within = target.factor > 1 if target.upper else target.factor < 1
+        return TargetCheck(
+            target.text, "defaults", figure, low, high, target.factor * figure, MET if within else MISSED, n
+        )
+    assert target.threshold is not None
+    return TargetCheck(
+        target.text,
+        "defaults",
+        figure,
+        low,
+        high,
+        target.threshold,
+        _shown(lvl.t(target.threshold), one, target.upper),
+        n,
+    )
+
+
+def _rate(target: TargetTest, who: str, runs: Sequence[Run]) -> TargetCheck:
+    xs = figures(runs, target.key, positive=False)
+    if not xs or target.threshold is None:
+        return TargetCheck(target.text, who, math.nan, math.nan, math.nan, math.nan, UNCLEAR, len(runs))
+    m = mean(xs)
+    ok = m < target.threshold if target.upper else m > target.threshold
+    if target.upper and m == 0 and target.threshold == 0:
+        ok = False
+    return TargetCheck(target.text, who, m, min(xs), max(xs), target.threshold, MET if ok else MISSED, len(runs))
