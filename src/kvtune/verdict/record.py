@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from kvtune.verdict.stats import POWER
+
 
 class DecisionKind(str, Enum):
     BEATS_DEFAULTS = "beats the defaults"
@@ -107,7 +109,7 @@ class Verdict:
             return "the smallest detectable gain could not be estimated (too few runs)"
         return (
             f"the smallest gain this evidence could detect: {self.mde * 100:+.0f}% "
-            f"({80}% power, {self.alpha * 100:.0f}% false wins)"
+            f"({POWER * 100:.0f}% power, {self.alpha * 100:.0f}% false wins)"
         )
 
     def to_dict(self) -> dict[str, Any]:
