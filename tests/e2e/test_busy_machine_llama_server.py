@@ -5,7 +5,7 @@ measured phase begins, read from `kvtune run --jsonl`'s events, and stops them o
 says the measurement was disturbed, or after 30 s. kvtune must name the hogs in the dropped
 measurement's window, measure the baseline again, and keep a figure the hogs did not touch: it is near the
 baseline's own re-measurements on fresh servers once the machine is quiet (the end-of-search
-sentinel, the duel's runs), where a hogged one is 3-5x lower (one busy loop moved the demo
+sentinel, the verdict's proof runs), where a hogged one is 3-5x lower (one busy loop moved the demo
 baseline 3x, interference/record.py). Every other measurement of the study is quiet, so
 with that figure the study is a quiet one, and it names a re-measured best. (A second, quiet run
 of the whole study as the reference for its best doubled the test's time: 342 s in CI.) A small
@@ -37,11 +37,11 @@ WORKLOAD = [
     "--warmup-requests",
     "1",
     # the end-of-search sentinel re-measures the baseline on a fresh server (the quiet figure its
-    # kept one is checked against) and one duel pair names a re-measured best
+    # kept one is checked against) and the verdict's two pairs (D W W D) name a re-measured best
     "--confirm-top",
     "1",
     "--confirm-pairs",
-    "1",
+    "2",
     "--trials",
     "3",
     "--sampler",

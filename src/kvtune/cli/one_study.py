@@ -22,6 +22,7 @@ from kvtune.launchers.base import Launcher
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet.storage import redact
 from kvtune.tuner.session import RunOptions, Session, open_session, set_up_only, study_spec
+from kvtune.verdict import ALPHA
 
 
 def _check_gpu_price(spec: Any, opts: RunOptions) -> None:
@@ -120,9 +121,11 @@ def _confirming(spec: Any) -> str:
     """The line that opens the confirmation: what it will measure, on fresh servers."""
     if len(spec.objective) > 1:
         return f"\n[bold]Confirming[/bold]: re-measuring the Pareto set (up to {spec.confirm_top} + 3) and the baseline"
+    screen = f"the top {spec.confirm_top} get one fresh run each, " if spec.confirm_top > 1 else ""
     return (
-        "\n[bold]Confirming[/bold]: the baseline re-measured, then the leader against its nearest rival, "
-        f"A B A B on fresh servers until one wins beyond the noise (at most {spec.confirm_pairs} pairs)"
+        f"\n[bold]Confirming[/bold]: {screen}then one config and the server's defaults alternate "
+        f"D W W D on fresh servers until the answer is clear (at most {spec.confirm_pairs} pairs, "
+        f"{ALPHA:.0%} chance of a false win)"
     )
 
 

@@ -19,6 +19,7 @@ from kvtune.study.disturbed import DisturbedMeasurement
 from kvtune.study.naming import headline
 from kvtune.study.noise import OBJECTIVE
 from kvtune.tuner.build import Prepared
+from kvtune.verdict import Verdict
 
 
 def print_header(p: Prepared, console: Console) -> None:
@@ -52,26 +53,20 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] ({label})")
     named = s.payload.get("named_best") or {}
     noise = noise_mod.from_dict((s.payload.get("noise") or {}).get(OBJECTIVE))
-    console.print(
-        f"{p.spec.primary.name}: {headline(best, noise)}; evidence: {best.evidence}; "
-        f"why this one: {named.get('why', '')}",
-        markup=False,
-    )
+    why = f"; why this one: {named['why']}" if named.get("why") and not s.payload.get("verdict") else ""
+    console.print(f"{p.spec.primary.name}: {headline(best, noise)}; evidence: {best.evidence}{why}", markup=False)
     for pair in noise.inconsistent:
         console.print(
             f"[yellow]Inconsistent measurements[/yellow] of trial {pair['trial']}: "
             f"{' and '.join(f'{v:.4g}' for v in pair['values'])} disagree beyond the noise "
             f"({pair['against']}); not averaged, and not used to size the noise."
         )
-    if best.baseline:
-        console.print("The server's defaults were best: no flag change beat them by more than the noise.")
+    print_verdict(s.payload.get("verdict"), console)
     _versus_baseline(s, console)
     for line in s.cost_energy:
         console.print(line, markup=False)
     _startup(s, console)
-    decision = s.payload.get("decision")
-    _confirmation(s.payload.get("confirmation"), console, duels=bool((decision or {}).get("duels")))
-    _decision(decision, console)
+    _confirmation(s.payload.get("confirmation"), console, decided=bool(s.payload.get("verdict")))
     _drift(s.payload.get("sentinel"), console)
     for fate in s.warm_start:
         held = (
@@ -130,6 +125,7 @@ def _spending(s: StudySummary, console: Console) -> None:
 
 
 def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
+    print_verdict(s.payload.get("verdict"), console)
     console.print(
         f"[bold red]No feasible config[/bold red] in {len(s.payload['trials'])} trials "
         f"for {', '.join(t.describe() for t in p.targets)}."
@@ -211,21 +207,19 @@ def change_text(row: dict) -> str:
     return f"[{color}]{row['change_pct']:+.1f}%{pm}[/{color}]"
 
 
-def _confirmation(conf: dict | None, console: Console, duels: bool = False) -> None:
-    """How the re-measured configs rank by their averaged figures. Where duels follow (`duels`),
-    they decide the best, pair by pair, and may order two configs the other way: the line says
-    so, or the paragraph would read as two verdicts ("the ranking held (1 > 3)", then "trial 3
-    beat trial 1")."""
+def _confirmation(conf: dict | None, console: Console, decided: bool = False) -> None:
+    """How the re-measured configs rank by their averaged figures. Where a verdict decided
+    (`decided`), only which configs were re-measured: the verdict's lines say the decision, and
+    a second ranking would read as a second verdict."""
     if not conf:
         return
     order = " > ".join(map(str, conf["order_after"]))
     dropped = conf.get("no_longer_feasible") or []
-    if duels:
+    if decided:
         console.print(
-            f"Confirmation: re-measured trials {conf['remeasured']} with fresh servers; by their averaged "
-            f"figures {order} (0 is the baseline)"
+            f"Confirmation: re-measured trials {conf['remeasured']} on fresh servers (0 is the baseline)"
             + (f"; no longer feasible: {dropped}" if dropped else "")
-            + "; the duels below, paired A B A B, decide the best."
+            + "; the verdict above rests on those runs."
         )
         return
     if conf["held"]:
@@ -243,17 +237,37 @@ def _confirmation(conf: dict | None, console: Console, duels: bool = False) -> N
     )
 
 
-def _decision(decision: dict | None, console: Console) -> None:
-    """One line per duel of the confirmation: who faced whom, over how many pairs, the verdict."""
-    for d in (decision or {}).get("duels") or []:
-        name = {n: "the defaults (0)" if n == 0 else f"trial {n}" for n in (d["leader"], d["rival"])}
-        pairs = len(d.get("pairs") or [])
-        again = f"; measured again: {', '.join(d['remeasured_pairs'])}" if d.get("remeasured_pairs") else ""
-        console.print(
-            f"Duel {name[d['leader']]} vs {name[d['rival']]} (A B A B, {pairs} pair"
-            f"{'s' if pairs != 1 else ''}): {d['reason']}{again}",
-            markup=False,
+def verdict_lines(stored: dict | None) -> list[str]:
+    """The verdict as the summary prints it: the decision and its reason, the effects with 95%
+    intervals, each target's figures on fresh servers, the smallest detectable gain, the
+    evidence counted. Empty without a verdict."""
+    if not stored:
+        return []
+    v = Verdict.from_dict(stored)
+    lines = [f"Verdict: {v.kind.value}. {v.reason}"]
+    if v.effects:
+        n = v.effects[0].n
+        lines.append(
+            f"  effect of trial {v.candidate} against the defaults ({n} fresh run{'s' if n != 1 else ''} each, 95% CI): "
+            + "; ".join(f"{e.metric} {e.text()}" for e in v.effects)
         )
+    for check in v.targets:
+        who = "the defaults" if check.who == "defaults" else f"trial {v.candidate}"
+        lines.append(f"  {who} {check.shown} {check.text()}")
+    if v.counted.pairs or v.counted.screened:
+        lines.append("  " + v.detectable_text())
+        c = v.counted
+        lines.append(
+            f"  evidence: {c.screened} screening run(s), {c.pairs} pair(s) D W W D over {c.looks} look(s)"
+            + (f", {c.disturbed} disturbed run(s) not used" if c.disturbed else "")
+            + f"; false wins held to {v.alpha:.0%} (group-sequential test, docs/verdicts.md)"
+        )
+    return lines
+
+
+def print_verdict(stored: dict | None, console: Console) -> None:
+    for line in verdict_lines(stored):
+        console.print(line, markup=False)
 
 
 def _drift(block: dict | None, console: Console) -> None:

@@ -151,12 +151,12 @@ def run(
     confirm_top: Optional[int] = typer.Option(
         None,
         "--confirm-top",
-        help="Confirm before naming the best (default 2; 0 = off): one objective, the leader and its nearest rival are re-measured A B A B on fresh servers (see --confirm-pairs); several, up to this many of the Pareto set plus 3.",
+        help="Confirm before naming the best (default 3; 0 = off): one objective, this many leaders get one fresh run each, then one is tested against the defaults on fresh servers (see --confirm-pairs); several objectives, up to this many of the Pareto set plus 3 are re-measured.",
     ),
     confirm_pairs: Optional[int] = typer.Option(
         None,
         "--confirm-pairs",
-        help="Most (leader, rival) pairs the confirmation measures, A B A B on fresh servers, before it calls the two tied within noise (default 3).",
+        help="The verdict's cap: most (candidate, defaults) pairs it measures, D W W D on fresh servers, judged every 3 pairs, before it says 'not enough evidence' and keeps the defaults (default 9).",
     ),
     concurrency: Optional[int] = typer.Option(None, help="Concurrent users (default 8)."),
     prompt_tokens: Optional[int] = typer.Option(None, help="Approximate prompt length in tokens (default 200)."),

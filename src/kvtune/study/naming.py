@@ -8,10 +8,10 @@ results.json, so `kvtune show` and the report name the same best as the run). On
 re-measured config held (or confirmation is off) is a config named on its single measurement,
 and the reason says so.
 
-A single-objective confirmation decides in a duel of paired re-measurements (tuner/duel.py) and
-stores its decision in the winner's confirmation record ("decision"); when there is one, it is
-the named best and its reason the decision's text (a tie is named as such), so every reader of
-results.json names what the run decided.
+A single-objective confirmation is decided by the verdict (src/kvtune/verdict/) and stored in
+the confirmation records of the configs it compared (study/verdict_evidence.py); when there is
+one, it names the best (or nothing, when no config meets the targets) and its reason is the
+verdict's, so every reader of results.json names what the run decided.
 
 Why re-measurements only: the best's first measurement was the maximum over every trial of the
 search, so it is biased up (the winner's curse); a re-measurement on a fresh server is not.
@@ -27,10 +27,12 @@ from typing import Any, Mapping, Sequence
 
 from kvtune.kinds import Direction
 from kvtune.objectives.evidence import Candidate as Evidence
-from kvtune.objectives.evidence import Estimate, changed_from_defaults, choose_named_best, estimate
+from kvtune.objectives.evidence import Estimate, choose_named_best, estimate
 from kvtune.objectives.noise import PRIOR, Noise
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import rank
+from kvtune.study.verdict_evidence import flags_changed, stored_verdict
+from kvtune.verdict import DecisionKind, Verdict
 
 FIRST_SELECTED = "first measurement (selected, biased up)"
 FIRST = "first measurement"
@@ -43,6 +45,7 @@ class Naming:
     why: str
     tied_with: list[int] = field(default_factory=list)
     remeasured: bool = False  # the named best held on a fresh server
+    verdict: Verdict | None = None  # the confirmation's decision, when one ran
 
     def to_dict(self) -> dict:
         return {
@@ -50,6 +53,7 @@ class Naming:
             "why": self.why,
             "tied_with": self.tied_with,
             "remeasured": self.remeasured,
+            "kind": self.verdict.kind.name if self.verdict else None,
         }
 
 
@@ -109,11 +113,6 @@ def headline(o: TrialOutcome, noise: Noise = PRIOR) -> str:
     return f.text() if f is not None else "-"
 
 
-def flags_changed(o: TrialOutcome, defaults: Mapping[str, Any] | None) -> int:
-    """Flags and environment variables `o` changes from the server's own defaults."""
-    return changed_from_defaults(o.candidate.flags, o.candidate.env, defaults)
-
-
 def name_best(
     outcomes: Sequence[TrialOutcome],
     direction: Direction | str,
@@ -123,13 +122,13 @@ def name_best(
     """The named best. `defaults`: the server's default flag values (``env:NAME`` for
     environment variables; None: unknown, every given flag counts as a change); `noise`: the
     study's pooled noise on the objective (`study.noise.noise_of`)."""
+    decided = verdict_naming(outcomes)
+    if decided is not None:
+        return decided
     # a measurement that stayed disturbed (the machine was busy with something else) is no evidence
     ranked = rank([o for o in outcomes if not o.disturbed or _clean_confirmation(o)], Direction(direction))
     if not ranked:
         return Naming(None, "no feasible config")
-    decided = stored_decision(outcomes)
-    if decided is not None:
-        return decided
     confirmed = [o for o in ranked if _clean_confirmation(o)]
     if not confirmed:
         ran = any(o.confirmation is not None for o in outcomes)
@@ -148,15 +147,16 @@ def name_best(
     return Naming(best, decision.why, decision.tied_with, remeasured=True)
 
 
-def stored_decision(outcomes: Sequence[TrialOutcome]) -> Naming | None:
-    """The confirmation's decision, when a duel named a winner that still held (its aggregate
-    re-measurement feasible); None otherwise (older studies, several objectives)."""
-    for o in outcomes:
-        decision = (o.confirmation or {}).get("decision")
-        if isinstance(decision, dict) and decision.get("winner") == o.number and o.feasible and o.held:
-            tied = [int(n) for n in decision.get("tied_with") or []]
-            return Naming(o, str(decision.get("why") or ""), tied, remeasured=True)
-    return None
+def verdict_naming(outcomes: Sequence[TrialOutcome]) -> Naming | None:
+    """What the stored verdict names (None: no verdict, e.g. several objectives, an older study,
+    no confirmation). A verdict that keeps no config (nothing meets the targets) names none."""
+    verdict = stored_verdict(outcomes)
+    if verdict is None:
+        return None
+    best = next((o for o in outcomes if o.number == verdict.named), None)
+    tied = [verdict.candidate] if verdict.kind is DecisionKind.TIED and verdict.candidate is not None else []
+    remeasured = best is not None and best.confirmation is not None
+    return Naming(best, verdict.reason, tied, remeasured=remeasured, verdict=verdict)
 
 
 def _clean_confirmation(o: TrialOutcome) -> bool:

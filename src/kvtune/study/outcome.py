@@ -44,6 +44,10 @@ class TrialOutcome:
     objectives: list[Any] = field(default_factory=list)  # every objective's value (multi-objective)
     # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
     confirmation: dict[str, Any] | None = None
+    # The study's verdict (verdict/record.py `Verdict.to_dict`), on the trials it compared (the
+    # candidate and the defaults): attached from the study like the confirmation, so it travels
+    # in results.json's trials and every reader names what the run decided.
+    verdict: dict[str, Any] | None = None
     load_levels: list[dict[str, Any]] = field(default_factory=list)  # capacity search: load -> met
     # The launch failure said nothing about the config (port clash, start-up timeout, memory still
     # held), even after one retry: a later proposal of the config is measured again, not copied.

@@ -133,6 +133,7 @@ def build_payload(
         "baseline_trial": baseline.number if baseline else None,
         "best_trial": best.number if best else None,
         "named_best": naming.to_dict(),
+        "verdict": naming.verdict.to_dict() if naming.verdict is not None else None,
         "launches_saved_by_prescreen": sum(1 for o in outcomes if o.failure is FailureKind.PRE_SCREEN),
         "trials": [o.to_dict() for o in outcomes],
         "confirmation": confirmation_summary(outcomes, direction),

@@ -129,11 +129,14 @@ class StudySpec:
     startup_stall_s: float = DEFAULT_STALL_S  # progress for this long (launchers/startup.py)
     # Measurements per trial on the same running server (their spread is reported).
     repeats: int | str = 1  # or "auto": repeat until the objective's 95% CI is within 3%
-    # Re-measure this many top configs (and the baseline) at the end before naming the best.
-    confirm_top: int = 2
-    # Confirmation's duel: at most this many (leader, rival) pairs, measured A B A B, before a tie
-    # is declared (3: the demo's worst case stays 6 re-measurements plus the baseline sentinel).
-    confirm_pairs: int = 3
+    # Confirmation (the verdict, src/kvtune/verdict/): this many leaders of the search get one
+    # fresh run each before one is tested against the defaults (0: no confirmation; several
+    # objectives: up to this many of the Pareto set plus 3 are re-measured).
+    confirm_top: int = 3
+    # The verdict's cap: at most this many (candidate, defaults) pairs, D W W D on fresh servers,
+    # judged every 3 pairs; at the cap it says "not enough evidence" or "tied". 9 gives 80% power
+    # for a true +20% at 10% run-to-run noise (docs/verdicts.md).
+    confirm_pairs: int = 9
     # Measure the seeds' advice (slots = users, all cores, flash attention...) right after the
     # baseline, before the sampler explores.
     informed_start: bool = True
@@ -218,8 +221,11 @@ class StudySpec:
             raise SpecError(f"repeats must be a whole number of at least 1 or 'auto', got {self.repeats!r}")
         if self.confirm_top < 0:
             raise SpecError(f"confirm_top must be 0 or more, got {self.confirm_top}")
-        if isinstance(self.confirm_pairs, bool) or not isinstance(self.confirm_pairs, int) or self.confirm_pairs < 1:
-            raise SpecError(f"confirm_pairs must be a whole number of at least 1, got {self.confirm_pairs!r}")
+        if isinstance(self.confirm_pairs, bool) or not isinstance(self.confirm_pairs, int) or self.confirm_pairs < 2:
+            raise SpecError(
+                f"confirm_pairs must be a whole number of at least 2 (one pair gives no noise estimate), "
+                f"got {self.confirm_pairs!r}"
+            )
         if self.trials < 1:
             raise SpecError(f"trials must be at least 1 (the baseline is trial 0), got {self.trials}")
         parse_duration(self.startup_timeout_s, what="startup_timeout_s")  # a positive number of seconds

@@ -1,38 +1,31 @@
 """The confirmation phase: no config is named best on one measurement.
 
-A single-objective study ends in a duel (tuner/duel.py): the leader by first measurement against
-its nearest rival (the next config by first measurement, the baseline when no other is
-feasible), re-measured in A B A B order on fresh servers with another prompt seed, until the 95%
-interval of their paired log-ratio excludes zero or `confirm_pairs` pairs were measured (then a
-tie, and the config with fewer flags changed from the server's defaults wins). If the leader
-loses, the winner faces the next config in line, up to `EXTRA_REMEASUREMENTS` more duels.
-
-The defaults come first: when the baseline's first measurement is within the noise of the
-leader's (`objectives.noise.within_noise`: the gap could be one config measured twice), the
-leader faces the defaults before any other config. What a user must know is whether anything
-beats the server's defaults; a duel between two near-equal tuned configs cannot tell, and a tie
-there named a tuned config that ties with the defaults (issue 22: a CI run named the defaults
-quiet and a tuned config busy, all three within 2% on first measurements). The defaults win a
-tie (nothing is simpler), and a config that beat them then faces its nearest tuned rival. The
-decision (each duel's leader, rival, pairs, interval, verdict, reason) is stored in the study's
-user attrs (`DECISION_ATTR`) and copied into the winner's confirmation record, which is what
-study/naming.py names. The baseline's end-of-search sentinel (tuner/sentinel.py) is its
-re-measurement here: it serves as the first pair's B when the rival is the baseline, so the
-baseline is not measured twice in a row.
+A single-objective study is decided by the verdict (src/kvtune/verdict/, docs/verdicts.md): this
+module only schedules what `verdict.next_step` asks for and stores what it decides. The search
+selects; the `confirm_top` leaders get one fresh run each (screening) and one of them is chosen;
+it and the server's defaults are then re-measured D W W D on fresh servers with another prompt
+seed, and judged every 3 pairs by a group-sequential test (alpha spending keeps the false-win
+rate at 4% however early it stops), up to `confirm_pairs` pairs. The baseline's end-of-search
+sentinel (tuner/sentinel.py) is the first D, so the defaults are not measured twice in a row.
+The verdict is stored in the study's user attrs (`VERDICT_ATTR`) and attached to the trials it
+compared (tuner/fleet/records.py), which is what study/naming.py names.
+Because `next_step` keeps no state, an interrupted confirmation resumes where it stopped: the
+runs so far are in the records.
 
 A multi-objective study re-measures its Pareto set instead (bounded), and its final Pareto set
 is computed from the confirmed figures (`TrialOutcome.scores`). Results live in the study's user
-attrs (tuner/fleet/records.py), so an interrupted confirmation resumes where it stopped (a duel
-cut short is run again; its runs so far stay in the records).
+attrs (tuner/fleet/records.py), so an interrupted confirmation resumes where it stopped.
 
 A re-measurement runs through the same trial runner as the search (tuner/remeasure.py). A
 launch that failed transiently (a port clash, a start-up timeout: `TrialOutcome.transient`, after
 the runner's own retry) says nothing about the config, as in the search: it is launched again, up
-to `TRANSIENT_ATTEMPTS` times in all; if it never starts, no verdict is recorded.
+to `TRANSIENT_ATTEMPTS` times in all; if it never starts, the verdict is decided on the runs
+measured so far (usually "not enough evidence": the defaults stay).
 
 `--time-budget` covers the confirmation too: a re-measurement is skipped (and the phase says so)
 when what is left of the budget is shorter than the config's first launch and measurement took
-(`expected_s`); a config with no measured wall time is re-measured.
+(`expected_s`; a config with no measured wall time is re-measured), and the verdict is decided on
+what was measured.
 """
 
 from __future__ import annotations
@@ -42,18 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from kvtune.objectives.noise import Noise, within_noise
+from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective
-from kvtune.study.naming import flags_changed
 from kvtune.study.noise import noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
 from kvtune.study.spec import StudySpec
-from kvtune.tuner.duel import Duel
+from kvtune.study.verdict_evidence import RUN_ROLE, evidence_of, goal_of, policy_of
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.fleet.records import VERDICT_ATTR, TrialRecords
 from kvtune.tuner.remeasure import SEED_STEP, TRANSIENT_ATTEMPTS, Remeasurer, run_record
 from kvtune.tuner.trial.runner import TrialRunner
+from kvtune.verdict import Done, Policy, Role, Verdict, next_step
 
 __all__ = [
     "Confirmation",
@@ -62,12 +55,13 @@ __all__ = [
     "first_choices",
     "SEED_STEP",
     "TRANSIENT_ATTEMPTS",
-    "DECISION_ATTR",
+    "VERDICT_ATTR",
     "EXTRA_REMEASUREMENTS",
 ]
 
 EXTRA_REMEASUREMENTS = 3  # how far down the ranking the walk (or the chain of duels) may go
-DECISION_ATTR = "decision"  # the study's user attr holding the duels and the named winner
+MAX_STEPS = 200  # re-measurements one confirmation may ask for at most (a guard: the cap ends it far sooner)
+ROLE_TEXT = {Role.SCREEN: "screening", Role.PROOF: "proving"}
 
 
 def first_choices(outcomes: list[TrialOutcome], spec: StudySpec) -> list[TrialOutcome]:
@@ -126,87 +120,50 @@ class Confirmation:
             for o in first_choices(self.records.outcomes(), self.spec):
                 if str(o.number) not in self.records.confirmations:
                     self._settle(o, baseline)
-        elif DECISION_ATTR not in self.records.study.user_attrs:
-            self._duels()
+        elif VERDICT_ATTR not in self.records.study.user_attrs:
+            self._decide()
         return dict(self.records.confirmations)
 
-    # ---- a single objective: the duels ----------------------------------------------------------
+    # ---- a single objective: the verdict ---------------------------------------------------------
     def noise(self) -> Noise:
         """The study's pooled noise on the objective, over every run measured so far."""
         self.records.refresh()
         return noise_of(self.records.outcomes(), objective_key=self.spec.primary.key)
 
-    def _duels(self) -> None:
-        """The leader against the next in line; a winning rival faces the one after (bounded)."""
-        ranked = rank(self.records.outcomes(), self.spec.primary.direction, confirmed=False)
-        if not ranked:
-            return
-        baseline = self.records.measured_baseline()  # read once: every duel's relative targets
-        queue = ranked[1:] or ([baseline] if baseline is not None and baseline is not ranked[0] else [])
-        if not queue:
-            self._settle(ranked[0], baseline)  # nothing to duel: the only config still has to hold
-            return
-        leader, duels = ranked[0], list[dict]()
-        queue = self._defaults_first(leader, queue)
-        while queue and len(duels) <= EXTRA_REMEASUREMENTS:
-            rival = queue.pop(0)
-            self.callbacks.phase(
-                leader.number,
-                f"confirming: {_name(leader)} against {_name(rival)}, "
-                f"A B A B on fresh servers (at most {self.spec.confirm_pairs} pairs)",
-            )
-            fresh = self.sentinel_run if not duels else None  # the baseline's end sentinel, just measured
-            record = Duel(
-                leader,
-                rival,
-                self.remeasurer,
-                self.spec.primary.direction.value,
-                self.spec.confirm_pairs,
-                self.noise,
-                lambda o: flags_changed(o, self.defaults),
-                baseline,
-                self._fits,
-                rival_run=fresh if rival.baseline else None,
-                leader_run=fresh if leader.baseline else None,
-            ).run()
-            if record is None:
-                break
-            duels.append(record)
-            self.callbacks.phase(record["winner"], record["reason"])
-            held = record["winner"] == leader.number
-            if rival.baseline:
-                if not held:
-                    break  # nothing beat the defaults (a tie goes to them): no other duel can change that
-                continue  # the leader beat the defaults: now its nearest tuned rival
-            if held:
-                break
-            leader = rival
-        if duels:
-            self._store_decision(duels)
+    def _decide(self) -> None:
+        """Measure what the verdict asks for until it is done; store it. A run that cannot be
+        measured (the time budget is spent, the server never starts) ends the measuring: the
+        verdict is decided on what there is."""
+        goal = goal_of(self.spec.primary.direction, self.runner.targets, self.spec.primary.name)
+        policy = policy_of(self.spec.confirm_top, self.spec.confirm_pairs)
+        stop_now, announced = False, False
+        for _ in range(MAX_STEPS):
+            self.records.refresh()
+            outcomes = self.records.outcomes()
+            step = next_step(evidence_of(outcomes, self.defaults), goal, policy, stop_now)
+            if isinstance(step, Done):
+                self._store(step.verdict)
+                return
+            o = next(x for x in outcomes if x.number == step.config)
+            if not announced:
+                self.callbacks.phase(o.number, _opening(policy))
+                announced = True
+            if not self._fits(o):
+                stop_now = True
+                continue
+            again = self.remeasurer.launch(o, ROLE_TEXT[step.role])
+            if again is None:
+                self.unsettled.add(o.number)
+                stop_now = True
+                continue
+            role = RUN_ROLE[step.role]
+            self.remeasurer.add(o, run_record(again, self.remeasurer.seed(), role), self.records.measured_baseline())
 
-    def _defaults_first(self, leader: TrialOutcome, queue: list[TrialOutcome]) -> list[TrialOutcome]:
-        """`queue` with the baseline moved to the front when its first measurement is within the
-        noise of the leader's (see the module's docstring); unchanged otherwise."""
-        base = next((o for o in queue if o.baseline), None)
-        if base is None or leader.objective is None or base.objective is None:
-            return queue
-        if not within_noise(leader.objective, base.objective, self.noise()):
-            return queue
-        return [base, *(o for o in queue if o is not base)]
-
-    def _store_decision(self, duels: list[dict]) -> None:
-        last = duels[-1]
-        decision = {
-            "winner": last["winner"],
-            "why": last["reason"],
-            "tie": last["tie"],
-            "tied_with": [n for n in (last["leader"], last["rival"]) if n != last["winner"]] if last["tie"] else [],
-            "duels": duels,
-        }
-        self.records.study.set_user_attr(DECISION_ATTR, decision)
-        winner = self.records.confirmations.get(str(last["winner"]))
-        if winner is not None:
-            self.records.confirm(last["winner"], {**winner, "decision": decision})
+    def _store(self, verdict: Verdict) -> None:
+        """The verdict, in the study (attached to the trials it compared, tuner/fleet/records.py);
+        the phase line says it."""
+        self.records.decide(verdict.to_dict())
+        self.callbacks.phase(verdict.named if verdict.named is not None else -1, verdict.reason)
 
     # ---- several objectives, and a lone config ---------------------------------------------------
     def _fits(self, o: TrialOutcome) -> bool:
@@ -235,8 +192,12 @@ class Confirmation:
         self.remeasurer.add(o, run_record(again, self.remeasurer.seed(), "confirm"), baseline)
 
 
-def _name(o: TrialOutcome) -> str:
-    return "the defaults" if o.baseline else f"trial {o.number}"
+def _opening(policy: Policy) -> str:
+    screen = f"{policy.screen} leaders get one fresh run each, then " if policy.screen > 1 else ""
+    return (
+        f"confirming: {screen}the chosen one and the defaults alternate D W W D on fresh servers, "
+        f"judged every {policy.every} pairs (at most {policy.cap})"
+    )
 
 
 def confirm(

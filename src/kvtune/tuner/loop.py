@@ -204,7 +204,10 @@ class Tuner:
                 self._wait_for_others()
                 continue
             if c.waiting == 0 and self._tried_all():
-                if c.running and self.stay_while_others_run:  # one may yet die and be re-queued
+                # one may yet die and be re-queued; one killed before it named its worker is
+                # settled (after the grace period) before the summary calls the study finished
+                orphans = self.wait_for_others and recovery.ownerless_running(self.study)
+                if c.running and (self.stay_while_others_run or orphans):
                     self._wait_for_others()
                     continue
                 return accounting.EXHAUSTED  # every config of the space was tried: nothing to ask
@@ -251,8 +254,8 @@ class Tuner:
         return Remeasurer(self.runner, self.records, self.cb, self.run_dir)
 
     def study_report(self) -> dict:
-        """results.json's "sentinel" (the baseline series and its drift) and "decision" (the
-        confirmation's duels) blocks, read from the study (so a resumed study shows them too)."""
+        """results.json's "sentinel" (the baseline series and its drift) and "verdict" (the
+        confirmation's decision, verdict/record.py) blocks, read from the study (so a resumed study shows them too)."""
         self.records.refresh()
         outcomes = self.records.outcomes()
         noise = noise_of(outcomes, objective_key=self.spec.primary.key)
@@ -261,9 +264,9 @@ class Tuner:
         block = sentinel.report(self.study, baseline, noise, self.sentinel_every)
         if block is not None:
             out["sentinel"] = block
-        decision = self.study.user_attrs.get(confirmation.DECISION_ATTR)
-        if decision is not None:
-            out["decision"] = decision
+        verdict = self.study.user_attrs.get(confirmation.VERDICT_ATTR)
+        if verdict is not None:
+            out["verdict"] = verdict
         return out
 
     def _wait_for_others(self) -> None:
@@ -289,13 +292,13 @@ class Tuner:
         with warnings.catch_warnings():  # ask/tell with heartbeats is what we mean to do
             warnings.filterwarnings("ignore", message="Heartbeat of storage")
             trial = self.study.ask()
+            trial.set_user_attr("worker", self.worker)  # at once: a trial without one is an orphan
         if self._surplus(trial):
             trial.set_user_attr("surplus", True)
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return None
         baseline = bool(trial.user_attrs.get("baseline"))
         try:  # from the ask on: a SIGTERM (scancel, eviction) here must not leave it RUNNING
-            trial.set_user_attr("worker", self.worker)
             trial.set_user_attr("hardware", self.ctx.where.hardware)
             self.records.refresh()  # other workers may have told trials since this one's last
             with storage.heartbeat(self.study, trial):
@@ -355,7 +358,7 @@ class Tuner:
         self.records.refresh()
         budget_s = accounting.load_budget(self.study, self._spec_budget()).time_budget_s
         left = None if budget_s is None else budget_s - accounting.elapsed_s(self.study)
-        decided, began = confirmation.DECISION_ATTR in self.study.user_attrs, time.time()
+        decided, began = confirmation.VERDICT_ATTR in self.study.user_attrs, time.time()
         end_run = None if decided else self.sentinel(end=True, time_left_s=left)
         if left is not None:
             left -= time.time() - began

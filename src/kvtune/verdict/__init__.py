@@ -7,10 +7,11 @@ of studies through the same code to state its error rates (docs/verdicts.md).
 """
 
 from kvtune.verdict.engine import Done, Measure, Step, next_step
-from kvtune.verdict.evidence import OBJECTIVE, Config, Evidence, Goal, Policy, Role, Run, TargetTest
+from kvtune.verdict.evidence import ALPHA, OBJECTIVE, Config, Evidence, Goal, Policy, Role, Run, TargetTest
 from kvtune.verdict.record import Counted, DecisionKind, Effect, TargetCheck, Verdict
 
 __all__ = [
+    "ALPHA",
     "Config",
     "Counted",
     "DecisionKind",

@@ -79,6 +79,8 @@ class Policy:
         for name in ("cap", "every", "screen"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.cap < 2:
+            raise ValueError(f"cap must be at least 2 pairs (one pair gives no noise estimate), got {self.cap}")
 
 
 @dataclass(frozen=True)

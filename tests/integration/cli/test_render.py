@@ -54,11 +54,17 @@ def test_a_config_measured_once_says_so_once_and_its_plus_minus_is_labelled(make
     assert "+/- " in line and "(prior 10%, not measured: no repeats yet)" in line
 
 
-def test_the_summary_shows_the_duels_and_the_baseline_sentinels_drift(make_tuner, tmp_path):
-    # issue 22 §3/§4: the decision and the sentinel series come from the study (results.json)
+def test_the_summary_shows_the_verdict_and_the_baseline_sentinels_drift(make_tuner, tmp_path):
+    # issue 22 §3, issue 28: the verdict and the sentinel series come from the study (results.json)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
     spec = StudySpec(
-        study="duel", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=1, confirm_pairs=1, informed_start=False
+        study="verdict",
+        trials=2,
+        workload=WL,
+        targets=["ttft<60s"],
+        confirm_top=1,
+        confirm_pairs=2,
+        informed_start=False,
     ).validate()
     tuner, _ = make_tuner(spec, launcher)
     tuner.run()
@@ -70,7 +76,8 @@ def test_the_summary_shows_the_duels_and_the_baseline_sentinels_drift(make_tuner
     out = io.StringIO()
     print_summary(p, s, Console(file=out, width=400))
     lines = out.getvalue().splitlines()
-    duel = next(ln for ln in lines if ln.startswith("Duel "))
-    assert "(A B A B, 1 pair): " in duel and payload["decision"]["why"] in duel
+    verdict = next(ln for ln in lines if ln.startswith("Verdict: "))
+    assert payload["verdict"]["reason"] in verdict and s.payload["verdict"] == payload["verdict"]
+    assert any(ln.startswith("  evidence: ") for ln in lines)
     drift = next(ln for ln in lines if ln.startswith("Baseline sentinel (after 0, 2 measured trials): "))
     assert "drift " in drift and "first to last" in drift

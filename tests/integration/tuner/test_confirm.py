@@ -1,5 +1,5 @@
-"""Issue 12: the named best is a re-measured best; issue 22: it is decided in duels of paired
-re-measurements (a leader that loses hands over to the rival), and the baseline is a sentinel.
+"""Issue 12: the named best is a re-measured best; issue 28: the verdict decides it (screening,
+then one candidate against the defaults D W W D on fresh servers), and the baseline is a sentinel.
 
 Here the tests that start processes; the rest are in tests/unit/tuner/test_confirm.py."""
 
@@ -10,8 +10,9 @@ from kvtune.launchers.base import Knob
 from kvtune.study.naming import name_best
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.confirm import DECISION_ATTR, SEED_STEP
+from kvtune.tuner.confirm import SEED_STEP, VERDICT_ATTR
 from kvtune.tuner.sentinel import SENTINELS_ATTR
+from kvtune.verdict import DecisionKind, Verdict
 from tests.conftest import TINY
 
 
@@ -28,15 +29,17 @@ def scripted(throughputs: list[float], seeds: list[int]):
     return bench
 
 
-def test_a_leader_that_loses_its_duel_hands_over_to_the_rival_who_faces_the_next(make_tuner):
+def test_the_verdict_screens_the_leaders_then_proves_one_against_the_defaults(make_tuner):
     # first measurements: baseline 100, trials 1..3 = 200, 180, 150 (queued in that order);
-    # confirmation: the baseline's end sentinel 100, then trial 1 (90, a noise winner) against
-    # trial 2 (170): trial 2 wins; then trial 2 (172) against trial 3 (120): trial 2 wins again.
+    # confirmation: the baseline's end sentinel 100 (the first D); screening of the top 2: trial 1
+    # 90 (a noise winner), trial 2 170: trial 2 is chosen (mean log of search and screen); then
+    # D W W D D W: trial 2 172, 171, the defaults 101, 99, trial 2 173: at 3 pairs, the cap, trial
+    # 2 beats the defaults.
     seeds: list[int] = []
-    bench = scripted([100, 200, 180, 150, 100, 90, 170, 172, 120], seeds)
+    bench = scripted([100, 200, 180, 150, 100, 90, 170, 172, 171, 101, 99, 173], seeds)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
     spec = StudySpec(
-        study="walk", trials=4, workload=TINY, confirm_top=1, confirm_pairs=1, informed_start=False
+        study="verdict", trials=4, workload=TINY, confirm_top=2, confirm_pairs=3, informed_start=False
     ).validate()
     tuner, _ = make_tuner(spec, launcher, bench=bench)
     for speed in (2, 4, 8):
@@ -45,40 +48,41 @@ def test_a_leader_that_loses_its_duel_hands_over_to_the_rival_who_faces_the_next
     started: list[int] = []
     tuner.cb.trial_started = lambda n, c, b: started.append(n)
     tuner.confirm()
-    assert started == [0, 1, 2, 2, 3]  # the sentinel, then A B per duel
-    decision = tuner.study.user_attrs[DECISION_ATTR]
-    assert [(d["leader"], d["rival"], d["winner"]) for d in decision["duels"]] == [(1, 2, 2), (2, 3, 2)]
+    assert started == [0, 1, 2, 2, 2, 0, 0, 2]  # the sentinel, screening, then D W W D D W
+    verdict = Verdict.from_dict(tuner.study.user_attrs[VERDICT_ATTR])
+    assert verdict.kind is DecisionKind.BEATS_DEFAULTS and verdict.named == 2 and verdict.shortlist == (1, 2)
+    assert verdict.counted.pairs == 3 and verdict.counted.screened == 2
+    effect = verdict.effect("output_throughput")
+    assert effect is not None and 1.6 < effect.low < effect.ratio < effect.high < 1.9
     outcomes = tuner.outcomes()
     naming = name_best(outcomes, "maximize")
-    assert naming.best.number == 2 and naming.remeasured and naming.why == decision["why"]
-    assert naming.why.startswith("trial 2 beat trial 3 by more than the noise (ratio 1.43")
-    assert {o.number: o.evidence for o in outcomes}[1] == "re-measured, held"
+    assert naming.best.number == 2 and naming.remeasured and naming.why == verdict.reason
+    roles = [r["role"] for r in next(o for o in outcomes if o.number == 2).confirmation["runs"]]
+    assert roles == ["screen", "proof", "proof", "proof"]
     # every re-measurement used other prompts than the first measurements
     assert seeds[:4] == [TINY.seed] * 4 and set(seeds[4:]) == {TINY.seed + SEED_STEP}
 
 
-def test_a_leader_within_the_noise_of_the_defaults_faces_the_defaults_first(make_tuner):
+def test_a_config_within_the_noise_of_the_defaults_leaves_the_defaults(make_tuner):
     # first measurements: baseline 100, trials 1, 2 = 104, 102 (all within the noise); then the
-    # baseline's end sentinel 101 (pair 1's B), trial 1 103, then pair 2: 101 / 102. The duel of
-    # trial 1 against the defaults ties, the defaults win it (nothing is simpler), and no duel
-    # between the two tuned configs is run: it could not make either beat the defaults.
+    # baseline's end sentinel 101 (the first D), trial 1 103, 100, the defaults 102, 99, trial 1
+    # 101: at the cap (3 pairs) the gain's whole interval is under 5%: tied, the defaults stay.
     seeds: list[int] = []
-    bench = scripted([100, 104, 102, 101, 103, 101, 102], seeds)
+    bench = scripted([100, 104, 102, 101, 103, 100, 102, 99, 101], seeds)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
     spec = StudySpec(
-        study="defaults-first", trials=3, workload=TINY, confirm_top=1, confirm_pairs=2, informed_start=False
+        study="defaults-stay", trials=3, workload=TINY, confirm_top=1, confirm_pairs=3, informed_start=False
     ).validate()
     tuner, _ = make_tuner(spec, launcher, bench=bench)
     for speed in (2, 4):
         tuner.study.enqueue_trial({"speed": speed})
     tuner.run()
     tuner.confirm()
-    decision = tuner.study.user_attrs[DECISION_ATTR]
-    assert [(d["leader"], d["rival"], d["winner"]) for d in decision["duels"]] == [(1, 0, 0)]
-    assert decision["tie"] and decision["tied_with"] == [1]
+    verdict = Verdict.from_dict(tuner.study.user_attrs[VERDICT_ATTR])
+    assert verdict.kind is DecisionKind.TIED and verdict.named == 0 and verdict.candidate == 1
     naming = name_best(tuner.outcomes(), "maximize")
-    assert naming.best.baseline and naming.remeasured
-    assert len(seeds) == 7  # 3 first measurements, the sentinel, then 3 more runs of the duel
+    assert naming.best.baseline and naming.remeasured and naming.tied_with == [1]
+    assert len(seeds) == 9  # 3 first measurements, the sentinel, then 5 more runs of the proof
 
 
 def test_the_baseline_sentinel_is_a_stored_series_measured_once_per_point_across_a_resume(make_tuner):
@@ -86,9 +90,8 @@ def test_the_baseline_sentinel_is_a_stored_series_measured_once_per_point_across
     # baseline's confirmation run, so the baseline is not re-measured twice in a row
     seeds: list[int] = []
     # baseline 100, trial 1 200, sentinel 95, trials 2, 3, sentinel 90, trial 4, end sentinel 88,
-    # then the duels: trial 1 (205) against the defaults (the end sentinel, 88: with 1-2 dof of
-    # noise a 2x gap is still within it, so the defaults come first), then against trial 2
-    bench = scripted([100, 200, 95, 180, 150, 90, 150, 88, 205, 200, 190, 200, 195], seeds)
+    # then the proof of trial 1 (205, 200) against the defaults (the end sentinel 88, then 90)
+    bench = scripted([100, 200, 95, 180, 150, 90, 150, 88, 205, 200, 90, 200, 195], seeds)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
     spec = StudySpec(
         study="sentinel", trials=5, workload=TINY, confirm_top=1, confirm_pairs=2, informed_start=False
@@ -104,7 +107,10 @@ def test_the_baseline_sentinel_is_a_stored_series_measured_once_per_point_across
     points = tuner.study.user_attrs[SENTINELS_ATTR]
     assert [(p["measured"], p["objective"], p["end"]) for p in points][-1] == (5, 88.0, True)
     baseline = next(o for o in tuner.outcomes() if o.baseline)
-    assert [r["role"] for r in baseline.confirmation["runs"]] == ["sentinel"]
+    assert [r["role"] for r in baseline.confirmation["runs"]] == [
+        "sentinel",
+        "proof",
+    ]  # the end sentinel is the first D
     report = tuner.study_report()["sentinel"]
     assert [p["measured"] for p in report["series"]] == [0, 2, 4, 5]
     assert report["drift"]["first"] == 100.0 and report["drift"]["last"] == 88.0
@@ -162,7 +168,9 @@ def test_a_transient_failure_in_the_confirmation_is_launched_again_not_a_verdict
     # the search measures speed 2 and the baseline; then every confirmation start carries a port
     # clash for its first 2 starts: the first re-measurement's start and the runner's own retry
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
-    spec = StudySpec(study="conf-clash", trials=2, workload=TINY, confirm_top=1, informed_start=False).validate()
+    spec = StudySpec(
+        study="conf-clash", trials=2, workload=TINY, confirm_top=1, confirm_pairs=3, informed_start=False
+    ).validate()
     tuner, _ = make_tuner(spec, launcher)
     phases: list[str] = []
     tuner.cb.phase = lambda n, p: phases.append(p)
@@ -170,8 +178,8 @@ def test_a_transient_failure_in_the_confirmation_is_launched_again_not_a_verdict
     count = tmp_path / "confirm-starts"
     launcher.always = {"port-clash": 1, "start-count-file": str(count), "faulty-starts": 2}
     confirmations = tuner.confirm()
-    # two clashes, then one start per re-measurement (how many pairs the duel takes depends on the
-    # noise this machine gives the fake server's wall-clock timings)
+    # two clashes, then one start per re-measurement (how many pairs the proof takes depends on
+    # the noise this machine gives the fake server's wall-clock timings)
     runs = sum(len(c.get("runs") or []) for c in confirmations.values())
     assert runs >= 2 and int(count.read_text()) == 2 + runs
     assert confirmations["1"]["feasible"] and confirmations["1"]["metrics"]
@@ -179,15 +187,18 @@ def test_a_transient_failure_in_the_confirmation_is_launched_again_not_a_verdict
     assert {o.number: o.evidence for o in tuner.outcomes()}[1] == "re-measured, held"
 
 
-def test_a_confirmation_that_never_starts_records_no_verdict(make_tuner, tmp_path):
+def test_a_confirmation_that_never_starts_keeps_the_defaults_and_says_why(make_tuner, tmp_path):
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
     spec = StudySpec(study="conf-never", trials=2, workload=TINY, confirm_top=1, informed_start=False).validate()
     tuner, _ = make_tuner(spec, launcher)
     tuner.run()
     launcher.always = {"port-clash": 1}  # every start clashes from now on
     confirmations = tuner.confirm()
-    assert confirmations == {}  # a port clash says nothing about a config: no verdict either way
+    assert confirmations == {}  # a port clash says nothing about a config: no run recorded
     assert all(o.evidence == "measured once" for o in tuner.outcomes())
+    verdict = Verdict.from_dict(tuner.study.user_attrs[VERDICT_ATTR])
+    assert verdict.kind is DecisionKind.NOT_ENOUGH_EVIDENCE and verdict.named == 0
+    assert name_best(tuner.outcomes(), "maximize").best.baseline  # every reader names the defaults
 
 
 def test_the_confirmation_fits_in_what_is_left_of_the_time_budget(make_tuner):

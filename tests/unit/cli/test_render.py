@@ -1,6 +1,6 @@
 """How `kvtune run` shows a study's summary (cli/render.py), line by line on a recording rich
 Console: the change against the baseline coloured by better/worse and dimmed within the noise,
-the disturbed measurements, the confirmation, the duels and the sentinel's drift. The whole
+the disturbed measurements, the confirmation, the verdict and the sentinel's drift. The whole
 summary over a real study is tests/integration/cli/test_render.py."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from rich.console import Console
 from kvtune.cli import render
 from kvtune.cli.render import change_text, print_disturbed
 from kvtune.study.disturbed import DisturbedMeasurement
+from kvtune.verdict import Counted, DecisionKind, Effect, TargetCheck, Verdict
 
 
 def console() -> Console:
@@ -50,32 +51,47 @@ def test_the_confirmation_says_whether_the_ranking_held():
     assert "no longer feasible: [4]" in second
 
 
-def test_where_duels_follow_the_confirmation_leaves_the_verdict_to_them():
-    """The averaged order can put 1 before 3 where the duel says 3 beat 1: not two verdicts."""
+def test_where_a_verdict_decided_the_confirmation_line_ranks_nothing():
+    """The averaged order can put 1 before 3 where the verdict named 3: not two verdicts."""
     c = console()
     conf = {"held": True, "remeasured": [0, 1, 3], "order_before": [1, 3, 0], "order_after": [1, 3, 0]}
-    render._confirmation(conf, c, duels=True)
+    render._confirmation(conf, c, decided=True)
     line = c.export_text().strip()
-    assert "held" not in line
-    assert line.endswith(
-        "by their averaged figures 1 > 3 > 0 (0 is the baseline); the duels below, paired A B A B, decide the best."
+    assert "held" not in line and "1 > 3" not in line
+    assert line == (
+        "Confirmation: re-measured trials [0, 1, 3] on fresh servers (0 is the baseline); the verdict above rests on those runs."
     )
     c = console()
-    render._confirmation({**conf, "held": False, "no_longer_feasible": [3]}, c, duels=True)
-    assert "1 > 3 > 0 (0 is the baseline); no longer feasible: [3]; the duels below" in c.export_text()
+    render._confirmation({**conf, "held": False, "no_longer_feasible": [3]}, c, decided=True)
+    assert "(0 is the baseline); no longer feasible: [3]; the verdict above" in c.export_text()
 
 
-def test_each_duel_is_one_line_naming_the_defaults():
-    c = console()
-    duels = [
-        {"leader": 0, "rival": 5, "pairs": [1, 2, 3], "reason": "a tie within the noise"},
-        {"leader": 5, "rival": 2, "pairs": [1], "reason": "5 wins", "remeasured_pairs": ["1 (disturbed)"]},
-    ]
-    render._decision({"duels": duels}, c)
-    render._decision(None, c)
-    assert c.export_text().splitlines() == [
-        "Duel the defaults (0) vs trial 5 (A B A B, 3 pairs): a tie within the noise",
-        "Duel trial 5 vs trial 2 (A B A B, 1 pair): 5 wins; measured again: 1 (disturbed)",
+def test_the_verdict_says_the_decision_its_effects_the_targets_and_what_it_could_detect():
+    verdict = Verdict(
+        kind=DecisionKind.MEETS_WHERE_DEFAULTS_MISS,
+        named=6,
+        reason="trial 6 meets tpot_p95<0.7x where the defaults do not.",
+        candidate=6,
+        baseline=0,
+        effects=(Effect("output_throughput", 0.88, 0.80, 0.97, 3),),
+        targets=(
+            TargetCheck("tpot_p95<0.7x", "candidate", 21.0, 19.5, 22.6, 23.1, "met", 3),
+            TargetCheck("tpot_p95<0.7x", "defaults", 33.0, 31.0, 35.1, 23.1, "missed", 3),
+        ),
+        mde=0.18,
+        alpha=0.04,
+        counted=Counted(pairs=3, screened=0, disturbed=1, looks=1),
+    )
+    assert render.verdict_lines(None) == []
+    lines = render.verdict_lines(verdict.to_dict())
+    assert lines == [
+        "Verdict: meets the targets where the defaults miss. trial 6 meets tpot_p95<0.7x where the defaults do not.",
+        "  effect of trial 6 against the defaults (3 fresh runs each, 95% CI): output_throughput -12.0% [-20.0%, -3.0%]",
+        "  trial 6 met tpot_p95<0.7x: 21 [19.5, 22.6] against 23.1",
+        "  the defaults missed tpot_p95<0.7x: 33 [31, 35.1] against 23.1",
+        "  the smallest gain this evidence could detect: +18% (80% power, 4% false wins)",
+        "  evidence: 0 screening run(s), 3 pair(s) D W W D over 1 look(s), 1 disturbed run(s) not used; "
+        "false wins held to 4% (group-sequential test, docs/verdicts.md)",
     ]
 
 

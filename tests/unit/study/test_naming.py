@@ -24,6 +24,7 @@ from kvtune.study.naming import (
 from kvtune.study.noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.results import build_payload, study_naming
+from kvtune.verdict import DecisionKind, Verdict
 
 DEFAULTS = {"batch-size": 2048, "ubatch-size": 512}
 
@@ -172,19 +173,20 @@ def test_study_naming_uses_the_studys_noise():
     assert study_naming(outs, "maximize", DEFAULTS).best.number == 1
 
 
-def test_the_confirmations_stored_decision_is_the_named_best_and_its_reason():
-    # issue 22 §4: the duel tied trial 2 with the defaults; the defaults are named with its text,
+def test_the_stored_verdict_names_the_best_and_gives_its_reason():
+    # the verdict tied trial 2 with the defaults; the defaults are named with its reason,
     # although on the averaged figures alone trial 2 would be named (131/129.5 vs 100/99)
     outs = tied_study()
-    why = (
-        "tied within noise with trial 2 (ratio 1.03, 95% CI 0.97-1.09 over 3 pairs, pooled noise "
-        "4.0%, 9 dof): the defaults change fewer flags (0 vs 2)"
-    )
-    outs[0].confirmation["decision"] = {"winner": 0, "why": why, "tie": True, "tied_with": [2], "duels": []}
+    verdict = Verdict(DecisionKind.TIED, named=0, reason="trial 2 is tied with the defaults.", candidate=2, baseline=0)
+    outs[0].verdict = verdict.to_dict()
     named = name_best(outs, "maximize", DEFAULTS, noise_of(outs))
-    assert named.best is outs[0] and named.why == why and named.tied_with == [2] and named.remeasured
-    outs[0].confirmation["feasible"] = False  # a winner that did not hold is not named from the record
-    assert name_best(outs, "maximize", DEFAULTS, noise_of(outs)).best is not outs[0]
+    assert named.best is outs[0] and named.why == verdict.reason and named.tied_with == [2] and named.remeasured
+    assert named.to_dict()["kind"] == "TIED"
+    # a verdict that keeps no config names none, whatever the search found
+    nothing = Verdict(DecisionKind.NOTHING_MEETS, named=None, reason="nothing meets the targets.", candidate=2)
+    outs[0].verdict = nothing.to_dict()
+    named = name_best(outs, "maximize", DEFAULTS, noise_of(outs))
+    assert named.best is None and named.verdict == nothing
 
 
 def test_every_valid_run_of_a_confirmation_is_a_measurement_and_an_invalid_one_is_not():

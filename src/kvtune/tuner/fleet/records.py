@@ -5,7 +5,8 @@ results.json?) used to rebuild every stored trial with `TrialOutcome.from_dict`,
 trial. The store decodes a stored trial once, by its number: `add` records the trial this worker
 just told, `refresh` reads from storage only the finished trials it does not hold yet (those other
 workers told, or a resumed study's). A finished trial never changes; the confirmations, kept in
-the study's user attrs, are re-read on refresh and attached to their trials.
+the study's user attrs, are re-read on refresh and attached to their trials, and so is the
+verdict (to the trials it names, tested and compared with).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kvtune.launchers.base import Candidate
 from kvtune.study.outcome import TrialOutcome
 
 CONFIRMATIONS_ATTR = "confirmations"
+VERDICT_ATTR = "verdict"  # the study's user attr holding the confirmation's verdict
 
 
 class TrialRecords:
@@ -28,6 +30,7 @@ class TrialRecords:
         self.study = study
         self._by_number: dict[int, TrialOutcome] = {}
         self.confirmations: dict[str, Any] = {}
+        self.verdict: dict[str, Any] | None = None
         self.refresh()
 
     def refresh(self) -> None:
@@ -36,6 +39,7 @@ class TrialRecords:
             if t.number not in self._by_number and "outcome" in t.user_attrs:
                 self._by_number[t.number] = TrialOutcome.from_dict(t.user_attrs["outcome"])
         self.confirmations = dict(self.study.user_attrs.get(CONFIRMATIONS_ATTR, {}))
+        self.verdict = self.study.user_attrs.get(VERDICT_ATTR)
         self._attach()
 
     def add(self, stored: dict[str, Any]) -> TrialOutcome:
@@ -43,8 +47,15 @@ class TrialRecords:
         refresh would read it, so both give the same record."""
         outcome = TrialOutcome.from_dict(stored)
         outcome.confirmation = self.confirmations.get(str(outcome.number))
+        outcome.verdict = self._verdict_for(outcome.number)
         self._by_number[outcome.number] = outcome
         return outcome
+
+    def decide(self, verdict: dict[str, Any]) -> None:
+        """Store the study's verdict (a resumed confirmation does not decide again)."""
+        self.verdict = to_jsonable(verdict)
+        self.study.set_user_attr(VERDICT_ATTR, self.verdict)
+        self._attach()
 
     def confirm(self, number: int, record: dict[str, Any]) -> None:
         """Store the confirmation of trial `number` (in the study: a resumed confirmation skips it)."""
@@ -68,6 +79,13 @@ class TrialRecords:
                 return o
         return None
 
+    def _verdict_for(self, number: int) -> dict[str, Any] | None:
+        v = self.verdict
+        if not isinstance(v, dict):
+            return None
+        return v if number in (v.get("named"), v.get("candidate"), v.get("baseline")) else None
+
     def _attach(self) -> None:
         for n, o in self._by_number.items():
             o.confirmation = self.confirmations.get(str(n))
+            o.verdict = self._verdict_for(n)

@@ -37,7 +37,8 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             owner = t.user_attrs.get("worker") or {}
             # killed between ask and recording its worker: no owner, no heartbeat
-            orphaned = not owner and t.datetime_start is not None and now - t.datetime_start.timestamp() > GRACE_S
+            started = t.datetime_start
+            orphaned = ownerless(t) and started is not None and now - started.timestamp() > GRACE_S
             if orphaned or (owner.get("host") == host and not alive(owner)):
                 try:
                     study.tell(t.number, state=optuna.trial.TrialState.FAIL)
@@ -46,11 +47,29 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
                 requeue(study, t)
 
 
+def ownerless(t: Any) -> bool:
+    """A RUNNING trial with no worker recorded: its process died between Optuna's ask and the
+    next write (or is in that instant now, on some host). Only the grace period tells which."""
+    return not t.user_attrs.get("worker") and t.datetime_start is not None
+
+
+def ownerless_running(study: optuna.Study) -> bool:
+    """Any RUNNING trial without an owner: the process that summarizes waits for recovery to
+    settle it before it calls the study finished (else it stays RUNNING in the record, and an
+    enqueued config it had popped is never measured)."""
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    return any(ownerless(t) for t in running)
+
+
 def requeue(study: optuna.Study, t: Any) -> None:
-    """Queue `t`'s parameters again (keeping whether it was the baseline or a warm start)."""
+    """Queue `t`'s parameters again (keeping whether it was the baseline or a warm start).
+
+    A trial killed before its parameters were suggested holds them only as the enqueued
+    `fixed_params` (a retry, the baseline, a warm start): those are kept too."""
     attrs = {k: v for k, v in t.user_attrs.items() if k in ("baseline", "warm_start")}
     attrs["retry_of"] = t.user_attrs.get("retry_of", t.number)
-    study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
+    params = {**(t.system_attrs.get("fixed_params") or {}), **t.params}
+    study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
 
 
 def running_elsewhere(study: optuna.Study, trial: optuna.trial.Trial) -> bool:

@@ -1,0 +1,150 @@
+"""The verdict's error rates, measured: thousands of simulated studies through the real code.
+
+Each study runs on virtual time (src/kvtune/testing/verdict_sim.py): every config of the landscape
+measured once by the search, the defaults' end-of-search sentinel, then `verdict.next_step`
+asked what to measure until it is done, exactly as the tuner's confirmation asks it. No servers.
+
+Printed, one row per cell, with 95% Wilson intervals:
+- null landscapes (nothing beats the defaults) at CV 5-20%, 6-60 trials, drift 0/+10%/-10% over
+  the study and one undetected x0.5 outlier among the defaults' first measurements: the rate of a
+  false "beats the defaults" (the contract: at most 5%; its ratio to 5% is printed);
+- a needle (one config truly +20% or +10%) and a spread landscape (one +20%, the others 0-40%
+  worse): the power, the share of studies that named the truly better config (the contract: at
+  least 80% for +20% at CV 10%; its ratio to 80% is printed);
+- a latency target (tpot_p95<0.7x): the chance of naming a config whose TPOT is at the bound
+  (false), and of naming one clearly under it.
+
+    .venv/bin/python benchmarks/verdicts.py              # the table in docs/verdicts.md (~10 min on 2 cores)
+    .venv/bin/python benchmarks/verdicts.py --studies 500 --quick   # a smaller grid, a minute
+
+Exit status 1 when a null cell's upper bound exceeds 6% or the +20%/CV 10% power is under 80%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvtune.testing import verdict_sim as sim
+from kvtune.verdict import DecisionKind, Policy
+
+BOUND = 0.05  # the contract's false-win rate
+BOUND_UPPER = 0.06  # what the upper end of its 95% interval may reach
+POWER = 0.80  # the contract's power for +20% at CV 10%
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One row: a landscape kind, its noise, trials, drift and outlier."""
+
+    kind: str  # null, needle, spread, latency-bound, latency-clear
+    cv: float
+    trials: int
+    drift: float = 0.0
+    outlier: float | None = None
+    effect: float = 0.0
+
+    def label(self) -> str:
+        parts = [self.kind, f"CV {self.cv:.0%}", f"{self.trials} trials"]
+        if self.effect:
+            parts.append(f"effect {self.effect:+.0%}")
+        if self.drift:
+            parts.append(f"drift {self.drift:+.0%}")
+        if self.outlier is not None:
+            parts.append(f"outlier x{self.outlier:g}")
+        return ", ".join(parts)
+
+
+def run_cell(cell: Cell, studies: int, seed: int) -> tuple[Cell, int, int, float]:
+    """(cell, hits, studies, mean proof pairs): hits are false wins (null, latency-bound) or
+    correct namings (the others)."""
+    rng = np.random.default_rng(seed)
+    hits, pairs = 0, 0
+    for _ in range(studies):
+        verdict, better = _one(cell, rng)
+        pairs += verdict.counted.pairs
+        named_changed = verdict.kind.changes_flags
+        if cell.kind in ("null", "latency-bound"):
+            hits += named_changed
+        else:
+            hits += named_changed and verdict.named in better
+    return cell, hits, studies, pairs / studies
+
+
+def _one(cell: Cell, rng: np.random.Generator):
+    policy = Policy()
+    if cell.kind == "null":
+        land, better = sim.null(cell.trials), set()
+    elif cell.kind == "needle":
+        land, better = sim.needle(cell.trials, cell.effect), {1}
+    elif cell.kind == "spread":
+        land, better = sim.spread(cell.trials, cell.effect, rng), {1}
+    else:
+        ratio = 0.7 if cell.kind == "latency-bound" else 0.5
+        land, better = sim.latency(cell.trials, ratio), set(range(1, cell.trials))
+        goal = sim.latency_goal(0.7)
+        return sim.simulate(land, cell.cv, rng, policy, cell.drift, cell.outlier, goal=goal), better
+    return sim.simulate(land, cell.cv, rng, policy, cell.drift, cell.outlier), better
+
+
+def grid(quick: bool) -> list[Cell]:
+    cvs = (0.1, 0.2) if quick else (0.05, 0.1, 0.15, 0.2)
+    trials = (6, 20) if quick else (6, 20, 60)
+    cells = [
+        Cell("null", cv, n, drift, outlier)
+        for cv in cvs
+        for n in trials
+        for drift in (0.0, 0.1, -0.1)
+        for outlier in (None, 0.5)
+        if not quick or drift >= 0
+    ]
+    cells += [Cell("needle", cv, n, effect=e) for cv in cvs for n in trials for e in (0.2, 0.1)]
+    cells += [Cell("spread", cv, n, effect=0.2) for cv in cvs for n in trials]
+    cells += [Cell(k, cv, 6) for k in ("latency-bound", "latency-clear") for cv in cvs]
+    return cells
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--studies", type=int, default=2000, help="simulated studies per cell (default 2000)")
+    ap.add_argument("--quick", action="store_true", help="a smaller grid")
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args(argv)
+    cells = grid(args.quick)
+    began = time.monotonic()
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(
+            pool.map(run_cell, cells, [args.studies] * len(cells), [args.seed + i for i in range(len(cells))])
+        )
+    print(f"# kvtune verdict error rates: {args.studies} simulated studies per cell, seed {args.seed}")
+    print(f"# policy {Policy()} ({DecisionKind.BEATS_DEFAULTS.value!r} counts as a win)")
+    print("| cell | measured | rate [95% CI] | ratio to reference | mean proof pairs |")
+    print("|---|---|---|---|---|")
+    failed = []
+    for cell, hits, n, pairs in results:
+        rate = sim.Rate(hits, n)
+        false = cell.kind in ("null", "latency-bound")
+        what = "false wins" if false else "named the better config"
+        ref = f"{rate.rate / BOUND:.2f} of 5%" if false else f"{rate.rate / POWER:.2f} of 80%"
+        print(f"| {cell.label()} | {what} | {rate.text()} | {ref} | {pairs:.1f} |")
+        if cell.kind == "null" and rate.interval()[1] > BOUND_UPPER:
+            failed.append(cell.label())
+        if cell.kind == "needle" and cell.effect == 0.2 and cell.cv == 0.1 and rate.rate < POWER:
+            failed.append(cell.label())
+    print(f"# {len(cells)} cells in {time.monotonic() - began:.0f} s")
+    if failed:
+        print("# contract not met: " + "; ".join(failed))
+        return 1
+    print("# contract met: every null cell's upper bound <= 6%, power >= 80% for +20% at CV 10%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
