@@ -36,8 +36,11 @@ $(STAMP): pyproject.toml
 	$(PY) -c "from kvtune.models import demo_model_path; print('demo model:', demo_model_path())"
 	touch $@
 
+# The demo tunes for throughput under a TPOT target the server's defaults miss on this machine
+# (studies/smollm2-cpu-latency.yaml). Exit status 1 says no config met it here: an answer (the
+# summary lists the nearest misses), not a failed demo.
 demo: $(STAMP)
-	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-llamacpp.yaml --trials 6
+	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-latency.yaml || [ $$? -eq 1 ]
 
 # The unit tests spread over the cores (pytest-xdist), then everything that starts processes one
 # test at a time (contract, integration, e2e: real servers must not share the cores). The e2e

@@ -75,8 +75,10 @@ class PlainReporter:
         self.console, self.total = console, total
 
     def started(self, n: int, c: Candidate, baseline: bool) -> None:
+        # the trial's number only: repeats of a measured config and pre-screen rejections take
+        # numbers without counting against --trials, so "n of total" would read "trial 6/5"
         label = "baseline (server defaults)" if baseline else fmt_flags(c)
-        self.console.print(f"[dim]trial {n}/{self.total - 1}: {label}[/dim]")
+        self.console.print(f"[dim]trial {n}: {label}[/dim]")
 
     def phase(self, n: int, phase: str) -> None:
         self.console.print(f"[dim]  ... {phase}[/dim]")

@@ -192,7 +192,7 @@ def judge(
     met = all(c.shown == MET for c in cand)
     if met and defaults_miss:
         return _stats_verdict(
-            DecisionKind.MEETS_WHERE_DEFAULTS_MISS, wording.meets_where_defaults_miss(chosen, cand, dflt), *args
+            DecisionKind.MEETS_WHERE_DEFAULTS_MISS, wording.meets_where_defaults_miss(chosen, dflt), *args
         )
     if met and gain_t > two:
         return _stats_verdict(DecisionKind.BEATS_DEFAULTS, wording.beats(chosen, goal), *args)
@@ -213,7 +213,9 @@ def judge(
 
 def effects(w: Sequence[Run], d: Sequence[Run], goal: Goal) -> tuple[Effect, ...]:
     """Candidate over defaults, per metric present in every run of both arms."""
-    keys = [OBJECTIVE, *EFFECT_METRICS, *(t.key for t in goal.targets if t.log_scale)]
+    # the objective is reported under its name; a metric of that name is not reported twice
+    keys = [OBJECTIVE, *(k for k in EFFECT_METRICS if k != goal.objective_name)]
+    keys += [t.key for t in goal.targets if t.log_scale]
     out = []
     for key in dict.fromkeys(keys):
         xs, ys = figures(w, key), figures(d, key)

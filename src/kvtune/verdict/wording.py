@@ -21,9 +21,10 @@ def beats(chosen: int, goal: Goal) -> str:
     return f"{_trial(chosen)} beats the defaults on {goal.objective_name} on fresh servers, and meets every target"
 
 
-def meets_where_defaults_miss(chosen: int, cand: Sequence[TargetCheck], dflt: Sequence[TargetCheck]) -> str:
-    missed = "; ".join(f"{c.target}: {c.figure:.3g} [{c.low:.3g}, {c.high:.3g}]" for c in dflt if c.shown == "missed")
-    return f"the defaults miss {missed}; {_trial(chosen)} meets it on fresh servers ({_checks(cand)})"
+def meets_where_defaults_miss(chosen: int, dflt: Sequence[TargetCheck]) -> str:
+    """The targets only: each side's figures are the verdict's target lines."""
+    missed = ", ".join(dict.fromkeys(c.target for c in dflt if c.shown == "missed"))
+    return f"{_trial(chosen)} meets {missed} on fresh servers, where the defaults miss it"
 
 
 def candidate_misses(chosen: int, cand: Sequence[TargetCheck]) -> str:
