@@ -112,6 +112,11 @@ def miss_reason(o: TrialOutcome) -> str:
     if o.feasible and o.disturbed:  # its figures met the targets, but other load made them no evidence
         why = (o.interference or {}).get("reason") or "disturbed by the machine's other load"
         return f"met the targets, but every measurement of it was disturbed ({why}): no evidence; run again when the machine is quiet"
+    if o.feasible and o.confirmation is None:  # the verdict tested another config, which did not hold
+        return (
+            "met the targets on its one search measurement, not tested on fresh servers "
+            "(the verdict tests one config; run again with a higher --confirm-top to screen more)"
+        )
     return o.reason
 
 

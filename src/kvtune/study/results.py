@@ -94,7 +94,9 @@ def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction)
         return None
     before = [o.number for o in rank(confirmed, direction, confirmed=False)]
     after = [o.number for o in rank(confirmed, direction)]
-    dropped = [o.number for o in confirmed if not o.held]
+    # "no longer feasible": met the targets once, not on re-measurement (never the defaults
+    # under a target they miss by construction, e.g. tpot<0.5x)
+    dropped = [o.number for o in confirmed if o.feasible and not o.held]
     return {
         "remeasured": sorted(o.number for o in outcomes if o.confirmation is not None),
         "order_before": before,

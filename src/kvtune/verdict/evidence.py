@@ -64,7 +64,8 @@ class Policy:
     between two looks; `screen`: leaders given one fresh run each before one is chosen (1: the
     search's leader is tested directly); `max_disturbed`: runs the machine's other load may
     spoil before the verdict gives up; `margin`: a gain whose whole interval lies below it is a
-    tie (not worth a changed flag)."""
+    tie (not worth a changed flag); `headroom`: configs whose search run met every target with
+    this fraction to spare are put to the test before those that met one narrowly."""
 
     alpha: float = ALPHA
     cap: int = 9
@@ -72,6 +73,7 @@ class Policy:
     screen: int = 3
     max_disturbed: int = 4
     margin: float = 0.05
+    headroom: float = 0.15
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 0.5:

@@ -192,3 +192,20 @@ def test_one_look_is_the_fixed_n_t_test_and_the_looks_spend_alpha_in_all():
     assert looks(9, 3) == (3, 6, 9) and looks(7, 3) == (3, 6, 7) and looks(2, 3) == (2,)
     cs = critical_values(Statistic.TWO_SAMPLE, 9, 3, 0.05)
     assert cs[0] > cs[1] > cs[2] > stats.t.ppf(0.95, 16)  # each look stricter than a lone test
+
+
+def test_a_config_that_met_a_target_narrowly_is_tested_after_one_that_met_it_clearly():
+    # tpot<0.5x of the defaults' 40 ms: trial 1 (more throughput) met it at 19 ms, within 15% of
+    # the 20 ms bound; trial 2 at 12 ms. Trial 2 is tested: trial 1 would rarely be shown to meet it
+    goal = Goal(True, (TargetTest("tpot<0.5x", "tpot", upper=True, factor=0.5),), "output_throughput")
+    runs = (
+        run(0, Role.SEARCH, 100, values={"tpot": 40.0}, met=False),
+        run(1, Role.SEARCH, 110, values={"tpot": 19.0}),
+        run(2, Role.SEARCH, 95, values={"tpot": 12.0}),
+        run(0, Role.PROOF, 100, values={"tpot": 40.0}),
+    )
+    step = next_step(Evidence(CONFIGS, runs), goal, POLICY)
+    assert step == Measure(2, Role.PROOF)
+    # without headroom the throughput decides alone
+    step = next_step(Evidence(CONFIGS, runs), goal, Policy(cap=6, every=3, screen=1, headroom=0.0))
+    assert step == Measure(1, Role.PROOF)
