@@ -19,9 +19,12 @@ simulated by kvtune's own rules, as kvtune runs one:
   mean; the targets are told as constraints as the tuner tells them;
 - a config proposed again is told its first result at no cost and does not count (the budget
   counts measured configs; asks are capped at 4 x budget + 25);
-- after the search, confirmation as tuner/confirm.py runs it (the top 2 and the baseline
-  re-measured, walking down the ranking when the leaders regress), then the best is named by
-  kvtune's own naming code (`named_best`: study/naming.py).
+- after the search, the baseline's end-of-search sentinel, then the verdict as tuner/confirm.py
+  runs it (`verdict.next_step`: screening of the top 3, one candidate against the defaults
+  D W W D, group-sequential, at most 9 pairs), then the best is named by kvtune's own naming
+  code (`named_best`: study/naming.py). `--confirmation walk` replays the procedure before the
+  verdict (the top 2 and the baseline re-measured once, walking down the ranking when the
+  leaders regress), for the before/after comparison in docs/verdicts.md.
 
 The truth a run is scored against is the landscape's (landscape.py: a config's mean over its
 measurements, relative targets on the baseline's mean). Reported per sampler and budget, over
@@ -59,8 +62,11 @@ from kvtune.kinds import Direction, KnobKind  # noqa: E402
 from kvtune.launchers.base import Knob  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.study.ranking import rank  # noqa: E402
+from kvtune.study.verdict_evidence import RUN_ROLE, evidence_of, goal_of, policy_of  # noqa: E402
+from kvtune.tuner.remeasure import aggregate  # noqa: E402
 from kvtune.tuner.search import samplers  # noqa: E402
 from kvtune.tuner.trial.stopping import watched_targets  # noqa: E402
+from kvtune.verdict import Done, next_step  # noqa: E402
 
 BUDGETS = (5, 10, 20, 30, 40)
 
@@ -73,8 +79,10 @@ TPE_VARIANTS = {
     ),
     "tpe-indep": lambda seed: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3),
 }
-CONFIRM_TOP = 2
+CONFIRM_TOP = 2  # the walk's (before the verdict)
 EXTRA_REMEASUREMENTS = 3
+VERDICT_TOP, VERDICT_PAIRS = 3, 9  # the verdict's, kvtune's defaults (study/spec.py)
+CONFIRMATIONS = ("verdict", "walk")
 
 
 @dataclass
@@ -98,6 +106,7 @@ class Run:
     # per measured trial: (trials so far, hours so far, true regret of the best config measured)
     path: list[tuple[int, float, float]] = field(default_factory=list)
     reused: int = 0  # draws that had to repeat a recorded measurement (every one already drawn)
+    confirm_runs: int = 0  # re-measurements the confirmation took
 
     def reached(self, within: float) -> tuple[int, float] | None:
         for n, h, r in self.path:
@@ -119,8 +128,18 @@ def suggest(trial: optuna.trial.Trial, knobs: list[Knob]) -> dict[str, Any]:
 class Replay:
     """One simulated study of `budget` measured configs."""
 
-    def __init__(self, ls: Landscape, sampler: str, seed: int, budget: int, informed: bool, base_seed: int):
-        self.ls, self.budget, self.informed = ls, budget, informed
+    def __init__(
+        self,
+        ls: Landscape,
+        sampler: str,
+        seed: int,
+        budget: int,
+        informed: bool,
+        base_seed: int,
+        confirmation: str = "verdict",
+    ):
+        self.ls, self.budget, self.informed, self.confirmation = ls, budget, informed, confirmation
+        self.confirm_runs = 0
         self.sampler_name, self.seed = sampler, seed
         # Common random numbers: every sampler draws measurements from the same stream per seed.
         self.rng = random.Random(f"{base_seed}:{seed}:{budget}:{informed}")
@@ -210,7 +229,7 @@ class Replay:
             self.configs[o.number] = c
             self._tell(study, trial, o)
             self.path.append((len(self.outcomes), self.seconds / 3600, self._found_regret()))
-        self.confirm()
+        self.confirm() if self.confirmation == "walk" else self.decide()
         best = named_best(self.outcomes, self._direction())
         named = self.configs[best.number] if best else None
         return Run(
@@ -227,6 +246,7 @@ class Replay:
             self.stopped,
             self.path,
             self.reused,
+            self.confirm_runs,
         )
 
     def _tell(self, study: optuna.Study, trial: optuna.trial.Trial, o: TrialOutcome) -> None:
@@ -243,9 +263,48 @@ class Replay:
     def _direction(self) -> Direction:
         return Direction.MAXIMIZE if self.ls.maximize else Direction.MINIMIZE
 
-    def _remeasure(self, o: TrialOutcome) -> None:
-        """A fresh launch of `o`'s config, recorded as tuner/confirm.py records it."""
+    def decide(self) -> None:
+        """The verdict as tuner/confirm.py drives it: the baseline's end sentinel (the first D),
+        then what `verdict.next_step` asks for until it is done."""
+        base = next((o for o in self.outcomes if o.baseline and o.measured), None)
+        if base is not None:
+            self._add_run(base, "sentinel")
+        goal = goal_of(self._direction(), self.ls.declared, self.ls.objective_key)
+        policy = policy_of(VERDICT_TOP, VERDICT_PAIRS)
+        for _ in range(200):
+            step = next_step(evidence_of(self.outcomes), goal, policy)
+            if isinstance(step, Done):
+                verdict = step.verdict.to_dict()
+                for o in self.outcomes:
+                    if o.number in (step.verdict.named, step.verdict.candidate, step.verdict.baseline):
+                        o.verdict = verdict
+                return
+            o = next(x for x in self.outcomes if x.number == step.config)
+            self._add_run(o, RUN_ROLE[step.role])
+
+    def _add_run(self, o: TrialOutcome, role: str) -> None:
+        """One fresh launch of `o`'s config, appended to its confirmation record as
+        tuner/remeasure.py appends it (the order of the runs is their "at")."""
         again = self.measure(o.number, self.configs[o.number], o.baseline, search=False)
+        self.confirm_runs += 1
+        run = {
+            "metrics": again.metrics,
+            "objective": again.objective,
+            "objectives": again.objectives,
+            "feasible": again.feasible,
+            "reason": again.reason,
+            "failure": again.failure.value if again.failure else None,
+            "role": role,
+            "at": float(self.confirm_runs),
+            "valid": True,
+        }
+        o.confirmation = aggregate([*((o.confirmation or {}).get("runs") or []), run])
+
+    def _remeasure(self, o: TrialOutcome) -> None:
+        """A fresh launch of `o`'s config, recorded as tuner/confirm.py recorded it before the
+        verdict."""
+        again = self.measure(o.number, self.configs[o.number], o.baseline, search=False)
+        self.confirm_runs += 1
         o.confirmation = {
             "metrics": again.metrics,
             "objective": again.objective,
@@ -272,8 +331,16 @@ class Replay:
             self._remeasure(ranked[0])
 
 
-def replay(ls: Landscape, sampler: str, seed: int, budget: int, informed: bool, base_seed: int = 0) -> Run:
-    return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed).run()
+def replay(
+    ls: Landscape,
+    sampler: str,
+    seed: int,
+    budget: int,
+    informed: bool,
+    base_seed: int = 0,
+    confirmation: str = "verdict",
+) -> Run:
+    return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed, confirmation).run()
 
 
 def reference_budget(ls: Landscape, budgets: Sequence[int], asked: int | None = None) -> int:
@@ -292,6 +359,7 @@ def benchmark(
     informed_variants: tuple[bool, ...] = (True, False),
     progress: bool = False,
     reference: int | None = None,
+    confirmation: str = "verdict",
 ) -> list[Run]:
     """Every sampler at every budget over `seeds`; random search also at `reference`."""
     runs = []
@@ -303,10 +371,32 @@ def benchmark(
         for informed in variants:
             for budget in list(budgets) + extra:
                 for s in range(seeds):
-                    runs.append(replay(ls, name, s, budget, informed, base_seed))
+                    runs.append(replay(ls, name, s, budget, informed, base_seed, confirmation))
         if progress:
             print(f"  {name}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return runs
+
+
+def naming_lines(runs: list[Run], confirmation: str) -> str:
+    """Per sampler at its largest budget: how often the named config is the landscape's true
+    best, within 5% of it (the run-to-run noise), truly feasible, and the re-measurements spent."""
+    out = [f"\nNamed config ({confirmation} confirmation), at each sampler's largest budget, informed start on:"]
+    for name in dict.fromkeys(r.sampler for r in runs):
+        mine = [r for r in runs if r.sampler == name and (r.informed or name == "grid")]
+        if not mine:
+            continue
+        top = max(r.budget for r in mine)
+        at = [r for r in mine if r.budget == top]
+        n = len(at)
+        best = sum(r.regret == 0 for r in at) / n
+        near = sum(r.regret <= 0.05 for r in at) / n
+        feasible = sum(r.named_feasible for r in at) / n
+        spent = sum(r.confirm_runs for r in at) / n
+        out.append(
+            f"- {name}, {top} trials, {n} seeds: true best {best:.0%}, within 5% {near:.0%}, "
+            f"truly feasible {feasible:.0%}, {spent:.1f} re-measurements"
+        )
+    return "\n".join(out) + "\n"
 
 
 def _one_thread() -> None:
@@ -339,6 +429,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="judge the measurements against these targets instead of the header's",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--confirmation",
+        choices=CONFIRMATIONS,
+        default="verdict",
+        help="how the best is named after the search: the verdict (kvtune's), or the walk before it",
+    )
     ap.add_argument("--no-informed-variant", action="store_true", help="only runs with the informed start on")
     ap.add_argument("--md", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None)
@@ -375,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
             (True,) if a.no_informed_variant else (True, False),
             progress=True,
             reference=reference_budget(ls, budgets, a.reference_budget),
+            confirmation=a.confirmation,
         )
     except KvtuneError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -382,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/search_efficiency.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(ls, runs, a.seeds, command)
     text += "\nHeadline: " + headline(runs, samplers.DEFAULT.value) + "\n"
+    text += naming_lines(runs, a.confirmation)
     print(text)
     if a.md:
         a.md.write_text(text)

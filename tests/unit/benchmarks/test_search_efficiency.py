@@ -250,7 +250,7 @@ def test_a_re_measurement_is_never_the_recorded_measurement_drawn_first(ls):
     confirmed = 0
     for sampler in ("tpe", "random", "grid"):
         for seed in range(4):
-            rp = se.Replay(ls, sampler, seed, budget=6, informed=sampler != "grid", base_seed=0)
+            rp = se.Replay(ls, sampler, seed, budget=6, informed=sampler != "grid", base_seed=0, confirmation="walk")
             rp.run()
             for o in rp.outcomes:
                 if o.confirmation is None:
@@ -261,6 +261,18 @@ def test_a_re_measurement_is_never_the_recorded_measurement_drawn_first(ls):
                 assert sorted([o.objective, o.confirmation["objective"]]) == pytest.approx(recorded)
             assert rp.reused == 0
     assert confirmed >= 12  # the top 2 and the baseline, at least, in each of the 12 runs
+
+
+def test_the_verdict_names_the_best_of_a_replay_as_the_tuner_does(ls):
+    """The replay drives verdict.next_step as tuner/confirm.py does: the end sentinel, then the
+    runs it asks for; the verdict is attached to the trials it compared and names the best."""
+    rp = se.Replay(ls, "tpe", 0, budget=6, informed=True, base_seed=0)
+    run = rp.run()
+    base = next(o for o in rp.outcomes if o.baseline)
+    assert base.verdict is not None and base.confirmation["runs"][0]["role"] == "sentinel"
+    named = se.named_best(rp.outcomes, rp._direction())
+    assert named is not None and named.number == base.verdict["named"]
+    assert run.confirm_runs == sum(len((o.confirmation or {}).get("runs") or []) for o in rp.outcomes)
 
 
 def write_relative(path: Path) -> Path:
@@ -295,7 +307,7 @@ def test_relative_targets_are_resolved_from_the_baselines_first_measurement_in_t
     assert one.truly_feasible  # the truth: against the baseline's mean, 1125 ms
     firsts = set()
     for seed in range(8):
-        rp = se.Replay(ls, "grid", seed, budget=3, informed=False, base_seed=0)
+        rp = se.Replay(ls, "grid", seed, budget=3, informed=False, base_seed=0, confirmation="walk")
         rp.run()
         base_ttft = rp.base.metrics["p95_ttft_ms"]
         firsts.add(base_ttft)
