@@ -2,7 +2,8 @@
 
 For plotting a Pareto front in a notebook (``pandas.read_csv``) or a spreadsheet: one row per
 trial, in trial order; first who the trial is (number, baseline, feasible, failure, duplicate_of,
-objective), then one ``flag:NAME`` column per flag any trial set, then one ``metric:NAME``
+objective, reason, and for the trials the verdict compared its role and kind, e.g.
+``named: MEETS_WHERE_DEFAULTS_MISS`` or ``defaults: TIED``), then one ``flag:NAME`` column per flag any trial set, then one ``metric:NAME``
 column per metric any trial measured, flags and metrics each in sorted order, so the same study
 always gives the same columns. An unset flag (the server's default) or a figure not measured is
 an empty cell; non-finite figures (a p99 of +inf when requests failed) are empty too, as in
@@ -15,7 +16,7 @@ import csv
 import io
 import math
 
-FIXED = ("trial", "baseline", "feasible", "failure", "duplicate_of", "objective", "reason")
+FIXED = ("trial", "baseline", "feasible", "failure", "duplicate_of", "objective", "reason", "verdict")
 
 
 def _cell(v: object) -> object:
@@ -29,6 +30,16 @@ def _cell(v: object) -> object:
 def _feasible(t: dict) -> bool:
     c = t.get("constraints") or {}
     return bool(c) and all(v is not None and v <= 0 for v in c.values())
+
+
+def verdict_cell(t: dict) -> str | None:
+    """The trial's part in the study's verdict: named, tested (not named) or the defaults."""
+    v = t.get("verdict")
+    if not isinstance(v, dict):
+        return None
+    n = t.get("number")
+    role = "named" if n == v.get("named") else "defaults" if n == v.get("baseline") else "tested"
+    return f"{role}: {v.get('kind')}"
 
 
 def render(results: dict) -> str:
@@ -52,6 +63,7 @@ def render(results: dict) -> str:
                     t.get("duplicate_of"),
                     t.get("objective"),
                     t.get("reason") or None,
+                    verdict_cell(t),
                     *(fl.get(f) for f in flags),
                     *(m.get(k) for k in metrics),
                 )

@@ -34,6 +34,8 @@ from kvtune.artifacts.plots import (
 from kvtune.study.disturbed import disturbed_measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
+from kvtune.verdict import Verdict
+from kvtune.verdict.text import summary_lines
 
 __all__ = ["PLOTS", "render_report", "write_report"]
 
@@ -268,6 +270,11 @@ def _what_it_can_do(results: dict) -> str:
 
 def _named(results: dict) -> str:
     named = results.get("named_best") or {}
+    verdict = results.get("verdict")
+    if isinstance(verdict, dict):  # the verdict's lines, as the run's summary prints them
+        lines = summary_lines(Verdict.from_dict(verdict))
+        items = "".join(f"<li>{esc(line.strip())}</li>" for line in lines[1:])
+        return f"<p id='named-best'>{esc(lines[0])}</p><ul id='verdict'>{items}</ul>"
     if not named.get("why"):
         return ""
     return f"<p id='named-best'>Why this one: {esc(named['why'])}.</p>"

@@ -20,6 +20,7 @@ from kvtune.study.naming import headline
 from kvtune.study.noise import OBJECTIVE
 from kvtune.tuner.build import Prepared
 from kvtune.verdict import Verdict
+from kvtune.verdict.text import summary_lines
 
 
 def print_header(p: Prepared, console: Console) -> None:
@@ -240,31 +241,8 @@ def _confirmation(conf: dict | None, console: Console, decided: bool = False) ->
 
 
 def verdict_lines(stored: dict | None) -> list[str]:
-    """The verdict as the summary prints it: the decision and its reason, the effects with 95%
-    intervals, each target's figures on fresh servers, the smallest detectable gain, the
-    evidence counted. Empty without a verdict."""
-    if not stored:
-        return []
-    v = Verdict.from_dict(stored)
-    lines = [f"Verdict: {v.kind.value}. {v.reason}"]
-    if v.effects:
-        n = v.effects[0].n
-        lines.append(
-            f"  effect of trial {v.candidate} against the defaults ({n} fresh run{'s' if n != 1 else ''} each, 95% CI): "
-            + "; ".join(f"{e.metric} {e.text()}" for e in v.effects)
-        )
-    for check in v.targets:
-        who = "the defaults" if check.who == "defaults" else f"trial {v.candidate}"
-        lines.append(f"  {who} {check.shown} {check.text()}")
-    if v.counted.pairs or v.counted.screened:
-        lines.append("  " + v.detectable_text())
-        c = v.counted
-        lines.append(
-            f"  evidence: {c.screened} screening run(s), {c.pairs} pair(s) D W W D over {c.looks} look(s)"
-            + (f", {c.disturbed} disturbed run(s) not used" if c.disturbed else "")
-            + f"; false wins held to {v.alpha:.0%} (group-sequential test, docs/verdicts.md)"
-        )
-    return lines
+    """The verdict as the summary prints it (verdict/text.py); empty without a verdict."""
+    return summary_lines(Verdict.from_dict(stored)) if stored else []
 
 
 def print_verdict(stored: dict | None, console: Console) -> None:

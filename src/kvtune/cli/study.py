@@ -107,7 +107,11 @@ def show(
             markup=False,
         )
     why = (results.get("named_best") or {}).get("why")
-    if why:
+    if results.get("verdict"):  # the run's own verdict lines (cli/render.py), from results.json
+        from kvtune.cli.render import print_verdict
+
+        print_verdict(results["verdict"], console)
+    elif why:
         console.print(f"why the best: {why}", markup=False)
     if ov["failures"]:
         console.print("[bold]failures by reason[/bold]")

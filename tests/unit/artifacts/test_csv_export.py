@@ -44,3 +44,12 @@ def test_columns_do_not_depend_on_trial_order_and_missing_figures_are_empty() ->
     assert text == csv_export.render(shuffled)
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows[2]["metric:output_throughput"] == "" and rows[1]["metric:p99_ttft_ms"] == ""
+
+
+def test_the_trials_the_verdict_compared_say_their_part_in_it():
+    verdict = {"kind": "MEETS_WHERE_DEFAULTS_MISS", "named": 3, "candidate": 3, "baseline": 0}
+    assert csv_export.verdict_cell({"number": 3, "verdict": verdict}) == "named: MEETS_WHERE_DEFAULTS_MISS"
+    assert csv_export.verdict_cell({"number": 0, "verdict": verdict}) == "defaults: MEETS_WHERE_DEFAULTS_MISS"
+    kept = {**verdict, "kind": "TIED", "named": 0}
+    assert csv_export.verdict_cell({"number": 3, "verdict": kept}) == "tested: TIED"
+    assert csv_export.verdict_cell({"number": 5}) is None

@@ -213,3 +213,17 @@ def test_the_report_names_the_gpus_of_a_recorded_host():
     assert "GPU 1: NVIDIA GeForce RTX 4090, 24.0 GiB, compute 8.9, 1008 GB/s (spec sheet)" in html
     assert "between GPUs: PCIe (PHB) (63 GB/s, slowest pair)" in html
     assert "GPU 0:" not in report.render_report(load("misses"))  # a CPU host: no GPU lines
+
+
+def test_the_report_shows_the_verdict_as_the_summary_prints_it():
+    from kvtune.artifacts import report
+    from kvtune.verdict import Counted, DecisionKind, Verdict
+
+    v = Verdict(DecisionKind.TIED, named=0, reason="trial 2 and the defaults are tied.", candidate=2, baseline=0)
+    v = Verdict(**{**v.__dict__, "counted": Counted(pairs=9, looks=3)})
+    html = report._named({"verdict": v.to_dict(), "named_best": {"why": "ignored"}})
+    assert "Verdict: tied with the defaults" in html and "trial 2 and the defaults are tied." in html
+    assert "<ul id='verdict'>" in html and "9 pair(s) D W W D over 3 look(s)" in html
+    assert (
+        report._named({"named_best": {"why": "the only one"}}) == "<p id='named-best'>Why this one: the only one.</p>"
+    )
