@@ -17,6 +17,18 @@ console = make_console()
 err_console = make_console(stderr=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from kvtune import __version__
+
+        print(f"kvtune {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print kvtune's version and exit."
+    ),
+) -> None:
     """kvtune: find the best serving flags for your model on your hardware."""

@@ -35,7 +35,9 @@ def worker(
     allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware"),
 ) -> None:
     """Join a study from any host: run its trials until its budget is spent."""
-    if not 0 <= slot < max(slots, 1):
+    if slots < 1:
+        raise SpecError(f"--slots must be at least 1 (workers sharing this host's devices), got {slots}")
+    if not 0 <= slot < slots:
         raise SpecError(f"--slot must be in 0..{slots - 1}, got {slot}")
     if gpus_per_trial < 0:
         raise SpecError(f"--gpus-per-trial must be 0 or more, got {gpus_per_trial}")

@@ -17,6 +17,7 @@ from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.study.sampler_choice import check_sampler_installed
+from kvtune.bench.inputs import check_workload_files
 from kvtune.study.space import merge_knobs
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.fleet import storage
@@ -68,6 +69,7 @@ def prepare(
     launcher keeps only those GPUs before it offers knobs, so its pre-screen and its choices
     (gpu-memory-utilization, n-gpu-layers) are about the memory this worker's trials get."""
     check_sampler_installed(spec.sampler)  # before the baseline, not at the first sampled trial
+    check_workload_files(spec.workload)  # a missing or malformed trace or dataset: before any launch
     targets = parse_study_targets(spec)
     launcher = launcher or create_launcher(spec)  # bad backend, model, binary: fails here
     if device_env:

@@ -58,6 +58,8 @@ class RunOptions:
             raise SpecError(f"--workers must be at least 1, got {self.workers}")
         if self.gpus_per_trial < 0:
             raise SpecError(f"--gpus-per-trial must be 0 or more, got {self.gpus_per_trial}")
+        if not 1 <= self.deploy_port <= 65535:
+            raise SpecError(f"--deploy-port must be a TCP port, 1-65535, got {self.deploy_port}")
         return self
 
 
