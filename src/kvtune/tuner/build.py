@@ -12,12 +12,12 @@ from pathlib import Path
 import optuna
 
 from kvtune import hardware
+from kvtune.bench.inputs import check_workload_files
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.study.sampler_choice import check_sampler_installed
-from kvtune.bench.inputs import check_workload_files
 from kvtune.study.space import merge_knobs
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.fleet import storage
