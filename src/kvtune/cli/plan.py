@@ -55,6 +55,14 @@ def plan(
     from kvtune.planner.shape import shape_from_path
     from kvtune.planner.suggest import suggest
 
+    if context is not None and context < 1:
+        raise SpecError(f"--context must be at least 1 token (leave it out for the model's maximum), got {context}")
+    if users < 1:
+        raise SpecError(f"--users must be at least 1, got {users}")
+    if parallel is not None and parallel < 1:
+        raise SpecError(f"--parallel must be at least 1, got {parallel}")
+    for flag, text in (("--memory", memory), ("--weights", weights), ("--reserve", reserve)):
+        _refuse_bare_number(flag, text)
     if gpu is not None and not gpu.strip():
         raise SpecError("--gpu needs a GPU model, e.g. 'H100 SXM' (leave it out to plan for this machine)")
     if gpu:
@@ -117,3 +125,17 @@ def plan(
         console.print(render(result), markup=False)
         console.print("", markup=False)
         console.print(render_suggestions(suggestions), markup=False)
+
+
+def _refuse_bare_number(flag: str, text: str | None) -> None:
+    """A size without a unit is refused (`--memory 24` read as 24 bytes planned nothing): the
+    user writes 24GiB or 24GB. Zero needs no unit."""
+    import re
+
+    from kvtune.errors import SpecError
+
+    if text is None or not re.fullmatch(r"\s*[0-9]*\.?[0-9]+\s*", text):
+        return
+    if float(text) == 0:
+        return
+    raise SpecError(f"{flag} {text.strip()!r} has no unit: write {text.strip()}GiB (or {text.strip()}GB, {text.strip()}MiB)")

@@ -77,7 +77,13 @@ def test_bad_input_is_one_line_exit_2_and_nothing_started(inputs, tmp_path, what
     args = [a.replace("{d}", str(inputs)) for a in argv]
     env = {**os.environ, "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server")}
     r = subprocess.run(
-        [sys.executable, "-m", "kvtune.cli", *args, "--runs-dir", str(tmp_path / "runs")],
+        [
+            sys.executable,
+            "-m",
+            "kvtune.cli",
+            *args,
+            *(["--runs-dir", str(tmp_path / "runs")] if args[0] != "plan" else []),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
