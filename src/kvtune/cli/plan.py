@@ -138,4 +138,6 @@ def _refuse_bare_number(flag: str, text: str | None) -> None:
         return
     if float(text) == 0:
         return
-    raise SpecError(f"{flag} {text.strip()!r} has no unit: write {text.strip()}GiB (or {text.strip()}GB, {text.strip()}MiB)")
+    raise SpecError(
+        f"{flag} {text.strip()!r} has no unit: write {text.strip()}GiB (or {text.strip()}GB, {text.strip()}MiB)"
+    )

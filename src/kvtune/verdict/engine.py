@@ -31,7 +31,7 @@ from typing import Sequence
 
 from kvtune.verdict import wording
 from kvtune.verdict.boundaries import Statistic, boundary, looks
-from kvtune.verdict.evidence import OBJECTIVE, Evidence, Goal, Policy, Role, Run
+from kvtune.verdict.evidence import OBJECTIVE, Evidence, Goal, Policy, Role, Run, TargetTest
 from kvtune.verdict.record import Counted, DecisionKind, Effect, TargetCheck, Verdict
 from kvtune.verdict.stats import Comparison, compare, detectable, mean, t_quantile
 from kvtune.verdict.targets import MET, MISSED, check_candidate, check_defaults, figures
@@ -208,8 +208,8 @@ def judge(
     obj = _objective(w, d)
     assert obj is not None
     gain_t = obj.t() if goal.maximize else -obj.t()
-    cand = [check_candidate(t, w, d, one, two) for t in goal.targets]
-    dflt = [check_defaults(t, d, one) for t in goal.targets]
+    cand = [_unit(check_candidate(t, w, d, one, two), t) for t in goal.targets]
+    dflt = [_unit(check_defaults(t, d, one), t) for t in goal.targets]
     args = (ev, goal, policy, counted, chosen, w, d, cand + dflt, two)
     defaults_miss = any(c.shown == MISSED for c in dflt)
     if any(c.shown == MISSED for c in cand):
@@ -235,6 +235,11 @@ def judge(
     if best_gain < policy.margin:
         return _stats_verdict(DecisionKind.TIED, wording.tied(chosen, policy.margin), *args)
     return _stats_verdict(DecisionKind.NOT_ENOUGH_EVIDENCE, wording.unresolved(chosen, p), *args)
+
+
+def _unit(check: TargetCheck, target: TargetTest) -> TargetCheck:
+    """The check with its unit: kvtune's latency keys end in _ms."""
+    return replace(check, unit="ms") if target.key.endswith("_ms") else check
 
 
 def effects(w: Sequence[Run], d: Sequence[Run], goal: Goal) -> tuple[Effect, ...]:

@@ -63,10 +63,14 @@ class TargetCheck:
     bound: float
     shown: str
     n: int
+    unit: str = ""  # "ms" for latencies; rates and throughputs print bare
 
     def text(self) -> str:
-        """``tpot_p95<0.7x: 49.1 [45.2, 53.3] against 40.2 (missed)``"""
-        return f"{self.target}: {_fmt(self.figure)} [{_fmt(self.low)}, {_fmt(self.high)}] against {_fmt(self.bound)}"
+        """``tpot_p95<0.7x: 49.1 ms [45.2, 53.3] against 40.2 ms`` (whether it was met is `shown`)"""
+        u = f" {self.unit}" if self.unit else ""
+        return (
+            f"{self.target}: {_fmt(self.figure)}{u} [{_fmt(self.low)}, {_fmt(self.high)}] against {_fmt(self.bound)}{u}"
+        )
 
 
 def _fmt(x: float) -> str:
