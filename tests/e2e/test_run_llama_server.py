@@ -31,6 +31,9 @@ SMALL = [
     "4",
     "--warmup-requests",
     "1",
+    # the verdict runs as a user's study runs it, bounded to 3 pairs to keep the tests short
+    "--confirm-pairs",
+    "3",
 ]
 
 

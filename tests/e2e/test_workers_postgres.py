@@ -14,6 +14,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from kvtune.errors import SpecError
 from kvtune.tuner.fleet import storage
 
 pytestmark = pytest.mark.e2e
@@ -123,8 +124,12 @@ def test_killed_worker_trial_is_rerun_by_another(tmp_path, postgres_url):
 
 
 def running_on(url: str, study: str, host: str) -> set[int]:
-    """The trials `host`'s worker holds RUNNING now (not those a rejected flag ends at once)."""
-    s = storage.load_study(study, url, read_only=True)
+    """The trials `host`'s worker holds RUNNING now (not those a rejected flag ends at once);
+    none while the first worker has not created the study yet (a loaded machine starts it late)."""
+    try:
+        s = storage.load_study(study, url, read_only=True)
+    except SpecError:
+        return set()
     return {
         t.number
         for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))

@@ -63,8 +63,12 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
             f"({pair['against']}); not averaged, and not used to size the noise."
         )
     print_verdict(s.payload.get("verdict"), console)
-    if best.baseline and not s.payload.get("verdict"):
-        console.print("The server's defaults were best: no flag change beat them by more than the noise.")
+    if best.baseline:
+        console.print(
+            "The server's defaults were best: keep them (the verdict above says why)."
+            if s.payload.get("verdict")
+            else "The server's defaults were best: no flag change beat them by more than the noise."
+        )
     _versus_baseline(s, console)
     for line in s.cost_energy:
         console.print(line, markup=False)
