@@ -63,7 +63,7 @@ from kvtune.launchers.base import Knob  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.study.ranking import rank  # noqa: E402
 from kvtune.study.verdict_evidence import RUN_ROLE, evidence_of, goal_of, policy_of  # noqa: E402
-from kvtune.tuner.remeasure import aggregate  # noqa: E402
+from kvtune.tuner.remeasure import aggregate, run_record  # noqa: E402
 from kvtune.tuner.search import samplers  # noqa: E402
 from kvtune.tuner.trial.stopping import watched_targets  # noqa: E402
 from kvtune.verdict import Done, next_step  # noqa: E402
@@ -287,17 +287,7 @@ class Replay:
         tuner/remeasure.py appends it (the order of the runs is their "at")."""
         again = self.measure(o.number, self.configs[o.number], o.baseline, search=False)
         self.confirm_runs += 1
-        run = {
-            "metrics": again.metrics,
-            "objective": again.objective,
-            "objectives": again.objectives,
-            "feasible": again.feasible,
-            "reason": again.reason,
-            "failure": again.failure.value if again.failure else None,
-            "role": role,
-            "at": float(self.confirm_runs),
-            "valid": True,
-        }
+        run = {**run_record(again, seed=0, role=role), "at": float(self.confirm_runs)}  # in replay order
         o.confirmation = aggregate([*((o.confirmation or {}).get("runs") or []), run])
 
     def _remeasure(self, o: TrialOutcome) -> None:
