@@ -8,8 +8,8 @@ results.json, so `kvtune show` and the report name the same best as the run). On
 re-measured config held (or confirmation is off) is a config named on its single measurement,
 and the reason says so.
 
-A single-objective confirmation is decided by the verdict (src/kvtune/verdict/) and stored in
-the confirmation records of the configs it compared (study/verdict_evidence.py); when there is
+A single-objective confirmation is decided by the verdict (src/kvtune/verdict/), stored in the
+study and attached to the trials it compared (`TrialOutcome.verdict`); when there is
 one, it names the best (or nothing, when no config meets the targets) and its reason is the
 verdict's, so every reader of results.json names what the run decided.
 

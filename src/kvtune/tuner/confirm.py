@@ -35,9 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective
-from kvtune.study.noise import noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
 from kvtune.study.spec import StudySpec
@@ -91,8 +89,9 @@ def expected_s(o: TrialOutcome) -> float | None:
 class Confirmation:
     """One confirmation phase: the runner re-measures, the records keep what it found.
     `time_left_s`: what is left of the time budget (None: no time budget). `defaults`: the
-    server's default flags (what a tie's "fewer flags changed" counts against). `sentinel_run`:
-    the baseline's end-of-search sentinel run, just measured (the first pair's B against it)."""
+    server's default flags (what "fewer flags changed" counts against). The baseline's
+    end-of-search sentinel run is already in its confirmation record: the verdict reads it there
+    as the first D."""
 
     runner: TrialRunner
     records: TrialRecords
@@ -101,7 +100,6 @@ class Confirmation:
     time_left_s: float | None = None
     clock: Callable[[], float] = time.monotonic
     defaults: Mapping[str, Any] | None = None
-    sentinel_run: dict | None = None
     unsettled: set[int] = field(default_factory=set)  # re-measurements that never started
     skipped: list[int] = field(default_factory=list)  # not re-measured: the time budget was spent
 
@@ -125,11 +123,6 @@ class Confirmation:
         return dict(self.records.confirmations)
 
     # ---- a single objective: the verdict ---------------------------------------------------------
-    def noise(self) -> Noise:
-        """The study's pooled noise on the objective, over every run measured so far."""
-        self.records.refresh()
-        return noise_of(self.records.outcomes(), objective_key=self.spec.primary.key)
-
     def _decide(self) -> None:
         """Measure what the verdict asks for until it is done; store it. A run that cannot be
         measured (the time budget is spent, the server never starts) ends the measuring: the
@@ -207,9 +200,6 @@ def confirm(
     run_dir: Path,
     time_left_s: float | None = None,
     defaults: Mapping[str, Any] | None = None,
-    sentinel_run: dict | None = None,
 ) -> dict:
     """Run one confirmation phase (see `Confirmation`)."""
-    return Confirmation(
-        runner, records, callbacks, run_dir, time_left_s, defaults=defaults, sentinel_run=sentinel_run
-    ).run()
+    return Confirmation(runner, records, callbacks, run_dir, time_left_s, defaults=defaults).run()

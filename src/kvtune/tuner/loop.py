@@ -359,11 +359,12 @@ class Tuner:
         budget_s = accounting.load_budget(self.study, self._spec_budget()).time_budget_s
         left = None if budget_s is None else budget_s - accounting.elapsed_s(self.study)
         decided, began = confirmation.VERDICT_ATTR in self.study.user_attrs, time.time()
-        end_run = None if decided else self.sentinel(end=True, time_left_s=left)
+        if not decided:
+            self.sentinel(end=True, time_left_s=left)  # stored in the baseline's record: the first D
         if left is not None:
             left -= time.time() - began
         return confirmation.confirm(
-            self.runner, self.records, self.cb, self.run_dir, left, self.launcher.server_defaults(), end_run
+            self.runner, self.records, self.cb, self.run_dir, left, self.launcher.server_defaults()
         )
 
 

@@ -85,7 +85,8 @@ def test_goal_and_policy_from_the_study():
     assert goal.maximize and (tpot.key, tpot.factor, tpot.threshold, tpot.upper) == ("p95_tpot_ms", 0.7, None, True)
     assert (ttft.threshold, ttft.factor, ttft.log_scale) == (2000.0, None, True)
     assert not errors.log_scale  # a rate is judged on its mean, not on logs
-    assert policy_of(confirm_top=3, confirm_pairs=9) == policy_of(3, 9)
+    d = policy_of(confirm_top=3, confirm_pairs=9)
+    assert (d.screen, d.cap, d.every) == (3, 9, 3)
     p = policy_of(confirm_top=1, confirm_pairs=2)
     assert (p.screen, p.cap, p.every) == (1, 2, 2)
 
