@@ -33,3 +33,23 @@ class ServerNotFoundError(KvtuneError):
 
 class BackendError(KvtuneError):
     """An unknown backend name, or a backend that cannot run here."""
+
+
+class TransientError(KvtuneError):
+    """A failure that may pass on its own (a storage that is down or restarting, a network
+    hiccup): exit status 75 (EX_TEMPFAIL), so a scheduler retries the job instead of failing it.
+    Kubernetes' podFailurePolicy and Slurm's requeue read this status."""
+
+    exit_code = 75
+
+
+class StorageUnreachableError(TransientError):
+    """The study's storage (PostgreSQL, the gRPC proxy) did not answer: named as unreachable,
+    never as a missing study."""
+
+
+#: Exit statuses, as the README documents them.
+EXIT_DONE = 0
+EXIT_NOTHING_FEASIBLE = 1
+EXIT_BAD_INPUT = 2
+EXIT_TRANSIENT = TransientError.exit_code
