@@ -6,7 +6,8 @@ the tuner grew 700-line modules and 150-line functions before it was split). Two
 1. No module in src/kvtune over `MODULE_LINES` lines, except the few named in `LARGE_MODULES`
    with the reason each is still whole.
 2. No function in the packages of `SHORT_FUNCTION_PACKAGES` (tuner/, bench/: the loop and the
-   measurement, where a long function hides a decision) over `FUNCTION_LINES` lines, counted from
+   measurement, where a long function hides a decision; cli/: a command is a thin shell over
+   library code, its flags declared as a record, cli/flag_record.py) over `FUNCTION_LINES` lines, counted from
    its `def` to its last line (docstring included, decorators not).
 
 Prints the largest modules and functions, then one line per breach; exit status 1 when there is
@@ -21,7 +22,7 @@ from pathlib import Path
 
 MODULE_LINES = 400
 FUNCTION_LINES = 60
-SHORT_FUNCTION_PACKAGES = ("tuner", "bench")
+SHORT_FUNCTION_PACKAGES = ("tuner", "bench", "cli")
 SHOW = 8  # how many of the largest modules and functions the report lists
 
 # Module (path under src/kvtune) -> why it may stay over MODULE_LINES for now.

@@ -16,7 +16,7 @@ import os
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
 
 from kvtune.errors import SpecError
 from kvtune.kinds import Backend, KnobKind
@@ -25,6 +25,9 @@ from kvtune.launchers.process import last_error_line
 from kvtune.launchers.startup_log import backend_startup_split
 from kvtune.models import cache_dir
 from kvtune.workload import Workload
+
+if TYPE_CHECKING:
+    from kvtune.launchers.flag_table import FlagTable
 
 # How a process killed by SIGILL exits: -4 seen directly, 128 + 4 through a shell or kvtune's guard.
 SIGILL_STATUSES = (-4, 132)
@@ -294,6 +297,12 @@ class Launcher(ABC):
         is given (the default, as llama-server splits a model over every visible GPU)."""
         return None
 
+    def model_context(self) -> int | None:
+        """The most tokens one sequence of the model may hold (its trained context: the GGUF's
+        context_length, config.json's max_position_embeddings): what a trace's slot is bounded
+        by (bench/trace_sizing.py). None: not known (the default)."""
+        return None
+
     def startup_facts(self, log_text: str) -> dict[str, Any]:
         """Facts the server logged while starting (e.g. vLLM's KV cache size in tokens)."""
         return {}
@@ -310,6 +319,12 @@ class Launcher(ABC):
         if self.name != Backend.VLLM:
             return {}
         return compile_cache_env(self.model_path, os.environ, cache_dir())
+
+    def flag_table(self) -> "FlagTable | None":
+        """The flags this build takes, read from the build (launchers/flag_table.py): a study
+        file's `space:` is checked against it before any server starts. None: the build could
+        not say, and the server judges its flags itself (the default)."""
+        return None
 
     def informed_start(self, knobs: list[Knob], workload: Workload) -> dict[str, Any]:
         """The configuration to measure right after the baseline: the backend's `preferred`

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 
 from kvtune.commands import run_capture
 from kvtune.errors import ServerNotFoundError
+from kvtune.launchers.flag_table import FlagInfo, parse_llama_flags
 
 INSTALL_HINT = (
     "no llama-server found: pass --llama-server PATH, set KVTUNE_LLAMA_SERVER, put llama-server "
@@ -82,6 +83,9 @@ class LlamaDefaults:
     # The ``--spec-type`` values the build lists (none,draft-simple,ngram-simple,...): empty for
     # a build that has no --spec-type (older ones: a draft model only, via -md).
     spec_types: tuple[str, ...] = ()
+    # Every flag the build's --help lists (launchers/flag_table.py): what a study file's `space:`
+    # is checked against before any launch; empty when no --help was read (nothing is refused).
+    flags: Mapping[str, FlagInfo] = field(default_factory=dict, compare=False)
 
     @property
     def fits_automatically(self) -> bool:
@@ -149,7 +153,7 @@ def read_help(binary: str, run: Runner = run_capture) -> LlamaDefaults:
     values = parse_help(out) if rc == 0 else {}
     if not values:
         return replace(FALLBACK, source=f"{FALLBACK.source}: `{binary} --help` named no defaults")
-    return LlamaDefaults(values, f"`{binary} --help`", parse_spec_types(out))
+    return LlamaDefaults(values, f"`{binary} --help`", parse_spec_types(out), parse_llama_flags(out))
 
 
 _SPEC_TYPES = re.compile(r"^--spec-type\s+([a-z0-9][\w,-]*)", re.MULTILINE)

@@ -37,6 +37,7 @@ from kvtune.launchers.base import (
     render_flag_map,
     smallest,
 )
+from kvtune.launchers.flag_table import FlagTable
 from kvtune.launchers.llama_binary import (
     FALLBACK,
     LOG_VERBOSITY_ENV,
@@ -95,10 +96,14 @@ FLAG_ORDER = (
 )
 
 
-def slot_context_choices(workload: Workload) -> tuple[int, ...]:
-    """Per-slot contexts worth trying: the request length rounded up to 256, x1, x2, x4."""
+def slot_context_choices(workload: Workload, limit: int | None = None) -> tuple[int, ...]:
+    """Per-slot contexts worth trying: the request length rounded up to 256, x1, x2, x4, none
+    past the model's context `limit` (no request is longer; the smallest is then the limit)."""
     base = int(math.ceil(workload.request_tokens / 256.0) * 256)
-    return (base, base * 2, base * 4)
+    choices = (base, base * 2, base * 4)
+    if limit is None or limit < workload.request_tokens:
+        return choices
+    return tuple(v for v in choices if v <= limit) or (limit,)
 
 
 def _number(v: Any) -> float | None:
@@ -221,6 +226,12 @@ class LlamaServerLauncher(Launcher):
             *self.extra_args,
         ]
 
+    def flag_table(self) -> FlagTable | None:
+        """The flags this build's --help lists (None when no --help was read)."""
+        if not self.defaults.flags:
+            return None
+        return FlagTable(NAME, self.defaults.source, self.defaults.flags)
+
     def server_defaults(self) -> dict[str, Any]:
         """llama-server's defaults as its --help states them, where they do not depend on the
         machine: threads, parallel and flash-attn ("auto") are decided at start-up, so not listed."""
@@ -246,7 +257,7 @@ class LlamaServerLauncher(Launcher):
     def _cpu_knobs(self, workload: Workload, cpu_count: int) -> list[Knob]:
         return [
             Knob("parallel", KnobKind.CHOICES, choices=(1, 2, 4, 8, 16)),
-            Knob(CTX_PER_SLOT, KnobKind.CHOICES, choices=slot_context_choices(workload)),
+            Knob(CTX_PER_SLOT, KnobKind.CHOICES, choices=slot_context_choices(workload, self.model_context())),
             Knob("threads", KnobKind.INT, low=1, high=max(1, cpu_count)),
             Knob("batch-size", KnobKind.CHOICES, choices=(256, 512, 1024, 2048)),
             Knob("ubatch-size", KnobKind.CHOICES, choices=(64, 128, 256, 512)),
@@ -266,7 +277,9 @@ class LlamaServerLauncher(Launcher):
         knobs = []
         if self.shape is not None:
             weights = self.weights_bytes() or self.shape.weights_bytes or 0
-            layers = gpu_layer_choices(self.shape, weights, self.devices, min(slot_context_choices(workload)))
+            layers = gpu_layer_choices(
+                self.shape, weights, self.devices, min(slot_context_choices(workload, self.model_context()))
+            )
             knobs.append(
                 Knob("n-gpu-layers", KnobKind.CHOICES, choices=layers)
                 if len(layers) > 1
@@ -314,14 +327,18 @@ class LlamaServerLauncher(Launcher):
             per_slot = f.get(CTX_PER_SLOT)
         if per_slot is not None and int(per_slot) < workload.request_tokens:
             return (
-                f"per-slot context {per_slot} < request length {workload.request_tokens} "
-                f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})"
+                f"per-slot context {per_slot} < request length {workload.request_tokens} ({workload.request_parts()})"
             )
         if f.get("cache-type-v", "f16") != "f16" and f.get("flash-attn") == "off":
             return "quantized V cache (--cache-type-v) requires --flash-attn on"
         if "ctx-size" in f:
             return memory_fits(self, f, int(f["ctx-size"]), parallel)
         return None if per_slot is None else memory_fits(self, f, int(per_slot) * parallel, parallel)
+
+    def model_context(self) -> int | None:
+        """The GGUF's trained context (``<arch>.context_length``)."""
+        v = self.shape.max_positions if self.shape else None
+        return int(v) if isinstance(v, (int, float)) and v > 0 else None
 
     def weights_bytes(self) -> int | None:
         """The target GGUF's size on disk (None: not here to read)."""

@@ -5,6 +5,7 @@ a Tuner from fakes and the CLI stays thin.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ import optuna
 
 from kvtune import hardware
 from kvtune.bench.inputs import check_workload_files
+from kvtune.bench.trace_sizing import TraceSizing, sized_workload
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.registry import create_launcher
@@ -38,6 +40,8 @@ class Prepared:
     study_name: str
     run_dir: Path
     hardware: dict
+    # How a trace's slots were sized (bench/trace_sizing.py); None: the workload has no trace.
+    trace_sizing: TraceSizing | None = None
 
 
 def parse_study_targets(spec: StudySpec) -> list[Target]:
@@ -72,13 +76,19 @@ def prepare(
     check_workload_files(spec.workload)  # a missing or malformed trace or dataset: before any launch
     targets = parse_study_targets(spec)
     launcher = launcher or create_launcher(spec)  # bad backend, model, binary: fails here
+    asked = spec  # the study's default name is of the words given, before a trace is sized
+    spec, sizing = _sized(spec, launcher)
     if device_env:
         launcher.pin_gpus(hardware.visible_gpus(device_env))
     hw = hardware.fingerprint()
-    knobs = merge_knobs(launcher.default_knobs(spec.workload, hw["cpus"]), spec.space)
+    offered = launcher.default_knobs(spec.workload, hw["cpus"])
+    knobs = merge_knobs(offered, spec.space)
+    table = launcher.flag_table()
+    if table is not None:  # a flag the build lacks, or a value it cannot take: before any launch
+        table.check_space(spec.space, knobs, [k.name for k in offered])
     if spec.sampler is samplers.SamplerKind.GRID:
         samplers.grid_space(knobs)  # a continuous range fails here, before the study exists
-    name = spec.study or default_study_name(spec, launcher)
+    name = spec.study or default_study_name(asked, launcher)
     directory = storage.run_dir(storage.runs_root(runs_dir), name)
     return Prepared(
         spec=spec,
@@ -88,7 +98,20 @@ def prepare(
         study_name=name,
         run_dir=directory,
         hardware=hw,
+        trace_sizing=sizing,
     )
+
+
+def _sized(spec: StudySpec, launcher: Launcher) -> tuple[StudySpec, TraceSizing | None]:
+    """The spec with its trace's clip set from the trace and the model's context, so every
+    slot size derived from the workload (llama-server's per-slot context, vLLM's max-model-len)
+    holds the trace's requests; an unfittable trace is refused here, before any launch."""
+    workload, sizing = sized_workload(spec.workload, launcher.model_context())
+    if sizing is None:
+        return spec, None
+    sized = copy.copy(spec)
+    sized.workload = workload
+    return sized, sizing
 
 
 HARDWARE_KEYS = ("cpu", "cpus", "memory_gib", "accelerator")

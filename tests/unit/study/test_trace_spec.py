@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtune.cli.run import _trace_of
+from kvtune.cli.flag_values import trace_of
 from kvtune.errors import SpecError
 from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.study.spec import build_spec
@@ -15,12 +15,12 @@ from kvtune.study.study_file import load_study_file
 
 
 def test_workload_flag_takes_trace_file() -> None:
-    assert _trace_of("trace:azure-conv") == "azure-conv"
-    assert _trace_of("trace: /data/t.csv ") == "/data/t.csv"
-    assert _trace_of(None) is None
+    assert trace_of("trace:azure-conv") == "azure-conv"
+    assert trace_of("trace: /data/t.csv ") == "/data/t.csv"
+    assert trace_of(None) is None
     for bad in ("trace:", "sharegpt:x.json", "azure-conv"):
         with pytest.raises(SpecError, match="--workload takes multiturn or trace:FILE"):
-            _trace_of(bad)
+            trace_of(bad)
 
 
 def test_study_file_keys_and_flags_over_them(tmp_path: Path) -> None:
@@ -35,7 +35,8 @@ def test_study_file_keys_and_flags_over_them(tmp_path: Path) -> None:
     spec = build_spec(data, over)
     w = spec.workload
     assert (w.trace, w.trace_speed, w.trace_requests, w.trace_window_s) == ("mooncake-conv", 4, 50, 30)
-    assert (w.trace_length_scale, w.trace_max_tokens, w.request_tokens) == (0.25, 2048, 2048)
+    # a slot holds the clip and the chat template's allowance
+    assert (w.trace_length_scale, w.trace_max_tokens, w.request_tokens) == (0.25, 2048, 2048 + w.template_tokens)
     assert spec.slo is not None and [lim.metric for lim in spec.slo.limits] == ["ttft", "tpot"]
     assert build_spec(data, SpecOverrides(slo="e2el<5s")).slo.text == "e2el<5s"  # type: ignore[union-attr]
 
@@ -57,7 +58,7 @@ def test_bad_study_file_values_are_one_line(tmp_path: Path, yaml: str, needle: s
 
 
 def test_multiturn_flag_and_study_file_keys(tmp_path: Path) -> None:
-    assert _trace_of("multiturn") is None  # --workload multiturn names no trace
+    assert trace_of("multiturn") is None  # --workload multiturn names no trace
     f = tmp_path / "m.yaml"
     f.write_text("workload:\n  multiturn: true\n  turns: 6\n  think_time_s: 1.5\n  conversation_max_tokens: 3000\n")
     spec = build_spec(load_study_file(f), SpecOverrides(workload=WorkloadOverrides(turns=3)))

@@ -21,11 +21,12 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from kvtune.commands import run_capture
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
 from kvtune.hf_model import demo_hf_model_path
+from kvtune.launchers.flag_table import FlagInfo, vllm_flags
 from kvtune.launchers.process import last_error_line
 from kvtune.launchers.vllm import probe_cache
 from kvtune.models import cache_dir as kvtune_cache_dir
@@ -62,6 +63,19 @@ try:
     out["is_cuda"] = bool(p.is_cuda())
 except Exception as e:
     out["vllm_error"] = f"{type(e).__name__}: {e}"
+try:  # the flags the server takes, for the study file's up-front check (launchers/flag_table.py)
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.utils import FlexibleArgumentParser
+    out["flags"] = [
+        {"options": list(a.option_strings), "nargs": a.nargs, "type": getattr(a.type, "__name__", None),
+         "choices": [str(c) for c in a.choices] if a.choices else None}
+        for a in make_arg_parser(FlexibleArgumentParser())._actions if a.option_strings
+    ]
+except Exception as e:
+    out["flags_error"] = f"{type(e).__name__}: {e}"
 print("KVTUNE_VLLM_PROBE " + json.dumps(out), flush=True)
 """
 Runner = Callable[..., tuple[int, str]]
@@ -84,6 +98,9 @@ class VllmProbe:
     # vllm.__file__: what the on-disk cache stamps (probe_cache.py); not itself kept there, nor
     # part of what the build is (a probe read back from the cache has none)
     vllm_file: str | None = field(default=None, compare=False)
+    # vLLM's argparse actions as the probe dumps them (options, nargs, type, choices): the flags a
+    # study file may name; empty when the parser could not be read (then nothing is refused)
+    flags: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     @property
     def label(self) -> str:
@@ -101,6 +118,8 @@ class VllmBuild:
     gpu_count: int = 0
     script: str | None = None
     torch: str | None = None
+    # The flags its server takes (launchers/flag_table.py), from the probe; empty: not read.
+    flags: Mapping[str, FlagInfo] = field(default_factory=dict, compare=False)
 
 
 def parse_probe(python: str, rc: int, out: str) -> VllmProbe:
@@ -121,6 +140,7 @@ def parse_probe(python: str, rc: int, out: str) -> VllmProbe:
         gpu_count=int(raw.get("gpu_count") or 0),
         error=raw.get("vllm_error"),
         vllm_file=raw.get("vllm_file"),
+        flags=tuple(raw.get("flags") or ()),
     )
 
 
@@ -161,7 +181,7 @@ def build_from_probe(found: VllmProbe) -> VllmBuild:
     if found.vllm is None or found.error:
         raise ServerNotFoundError(f"{INSTALL_HINT} ({found.python}: {found.error or 'no vllm'})")
     if found.is_cpu:
-        return VllmBuild(CPU, found.label, found.python, torch=found.torch)
+        return VllmBuild(CPU, found.label, found.python, torch=found.torch, flags=vllm_flags(found.flags))
     if found.gpu_count < 1:
         raise BackendError(
             f"{found.label} (torch {found.torch}, CUDA {found.torch_cuda}) is a GPU build but torch sees "
@@ -173,7 +193,15 @@ def build_from_probe(found: VllmProbe) -> VllmBuild:
         )
     script = Path(found.python).with_name("vllm")
     where = str(script) if script.is_file() else shutil.which("vllm")
-    return VllmBuild(GPU, found.label, found.python, gpu_count=found.gpu_count, script=where, torch=found.torch)
+    return VllmBuild(
+        GPU,
+        found.label,
+        found.python,
+        gpu_count=found.gpu_count,
+        script=where,
+        torch=found.torch,
+        flags=vllm_flags(found.flags),
+    )
 
 
 def detect_build(

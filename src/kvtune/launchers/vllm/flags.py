@@ -44,6 +44,7 @@ from kvtune.launchers.base import (
     smallest,
     when_prefixes_shared,
 )
+from kvtune.launchers.flag_table import FlagTable
 from kvtune.launchers.vllm import screen
 from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
 from kvtune.launchers.vllm.defaults import FALLBACK, EngineDefaults, installed_engine_defaults
@@ -186,6 +187,12 @@ class VllmLauncher(Launcher):
         )
         return overlay_suggestion(guess, knobs, vllm.flags)
 
+    def flag_table(self) -> FlagTable | None:
+        """The flags this build's argument parser takes (None when the probe could not read it)."""
+        if not self.build.flags:
+            return None
+        return FlagTable("vllm", f"{self.build.version}'s argument parser", self.build.flags)
+
     def pin_gpus(self, indices: frozenset[int] | None) -> None:
         """Servers see only these GPUs (a worker's CUDA_VISIBLE_DEVICES): the pre-screen sizes
         against their memory."""
@@ -205,6 +212,9 @@ class VllmLauncher(Launcher):
     def model_max_len(self) -> int | None:
         v = self.shape.max_positions if self.shape else None
         return int(v) if isinstance(v, (int, float)) and v > 0 else None
+
+    def model_context(self) -> int | None:
+        return self.model_max_len()
 
     def kv_bytes_per_token(self, kv_dtype: str = "auto") -> int | None:
         """The planner's bytes per cached token for this dtype (None: shape or dtype unknown)."""

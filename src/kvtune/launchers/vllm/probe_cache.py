@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kvtune.launchers.vllm.build import VllmProbe
 
-VERSION = 1
+VERSION = 2  # 2: the probe dumps the server's flags
 
 
 def _entry_path(cache_dir: Path, python: str) -> Path:
