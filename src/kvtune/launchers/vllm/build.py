@@ -64,7 +64,10 @@ try:
 except Exception as e:
     out["vllm_error"] = f"{type(e).__name__}: {e}"
 try:  # the flags the server takes, for the study file's up-front check (launchers/flag_table.py)
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    try:  # 0.32 moved the server's arguments under entrypoints/launchers
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    except ImportError:
+        from vllm.entrypoints.openai.cli_args import make_arg_parser
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:

