@@ -162,14 +162,22 @@ def gpu_free_bytes(nvml: Nvml | None = None) -> dict[int, int]:
     return {g.index: g.memory_free_bytes for g in gpu_report(nvml).gpus}
 
 
+def cuda_visible_devices(env: Mapping[str, str]) -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES as its entries (indices or GPU UUIDs, as given; None: unset). The one
+    place it is parsed: the worker slots, the launchers, the exports read it through here."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return [p.strip() for p in str(value).split(",") if p.strip()]
+
+
 def visible_gpus(env: Mapping[str, str]) -> frozenset[int] | None:
     """The GPU indices a server's CUDA_VISIBLE_DEVICES names (None: all, or not plain indices
     such as GPU UUIDs). kvtune's worker slots also set CUDA_DEVICE_ORDER=PCI_BUS_ID, so CUDA's
     index i is NVML's index i."""
-    value = env.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
+    parts = cuda_visible_devices(env)
+    if parts is None:
         return None
-    parts = [p.strip() for p in value.split(",") if p.strip()]
     return frozenset(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
 
 

@@ -97,8 +97,7 @@ def gpu_count(hardware: dict) -> int:
 def trial_gpus(trial: dict) -> list[str]:
     """The GPUs the trial's server was pinned to (its worker slot's CUDA_VISIBLE_DEVICES), or []
     when it saw every GPU of the host."""
-    value = (trial.get("device_env") or {}).get("CUDA_VISIBLE_DEVICES")
-    return [p.strip() for p in str(value).split(",") if p.strip()] if value is not None else []
+    return hardware.cuda_visible_devices(trial.get("device_env") or {}) or []
 
 
 def trial_gpu_count(trial: dict, results: dict) -> int:

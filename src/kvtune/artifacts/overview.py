@@ -125,7 +125,7 @@ def failures(results: dict, outs: list[TrialOutcome] | None = None) -> list[dict
     return sorted(groups.values(), key=lambda g: (-g["count"], order.get(g["category"], 99), g["category"]))
 
 
-def study_noise(results: dict, outs: list[TrialOutcome], key: str = OBJECTIVE) -> Noise:
+def recorded_noise(results: dict, outs: list[TrialOutcome], key: str = OBJECTIVE) -> Noise:
     """The study's noise on `key` as results.json recorded it (recomputed when it did not)."""
     recorded = (results.get("noise") or {}).get(key)
     if recorded is not None:
@@ -143,7 +143,7 @@ def versus_baseline(
     if results.get("best_vs_baseline") is not None:
         return results["best_vs_baseline"], basis
     best_m, base_m, _ = comparison_metrics(best, base)
-    return compare(best_m, base_m, {k: study_noise(results, outs, k) for k, _, _ in COMPARED}), basis
+    return compare(best_m, base_m, {k: recorded_noise(results, outs, k) for k, _, _ in COMPARED}), basis
 
 
 def objective_change(
@@ -158,7 +158,7 @@ def objective_change(
     x, b = best_m.get(key), base_m.get(key)
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (x, b)) or not b:
         return None
-    n = study_noise(results, outs)
+    n = recorded_noise(results, outs)
     pm = n.t() * n.rel_sd * math.sqrt(2) * abs(x / b) * 100
     change = (x / b - 1) * 100
     return {
@@ -175,7 +175,7 @@ def overview(results: dict) -> dict:
     outs = outcomes(results)
     best, base = best_trial(results, outs), baseline_trial(results, outs)
     comparison, basis = versus_baseline(results, outs, best, base)
-    noise = study_noise(results, outs)
+    noise = recorded_noise(results, outs)
     objs = study_objectives(results)
     axes, trade_off = pareto_axes(results)
     return {

@@ -22,7 +22,7 @@ from kvtune.objectives.targets import Target, parse_targets
 from kvtune.workload import Workload
 
 
-def absolute_targets(f: BenchFlags) -> list[Target]:
+def bench_targets(f: BenchFlags) -> list[Target]:
     """The --target list; a relative one (no baseline here) is one line, exit 2."""
     targets = parse_targets(list(f.target))
     relative = [t.text for t in targets if t.relative]
@@ -71,6 +71,9 @@ def bench_workload(f: BenchFlags) -> Workload:
         trace_speed=f.trace_speed,
         trace_length_scale=f.trace_length_scale,
         trace_max_tokens=f.trace_max_tokens,
+        trace_time_unit=f.trace_time_unit,
+        trace_model=f.trace_model,
+        trace_log_type=f.trace_log_type,
         multiturn=multiturn,
         turns=4 if f.turns is None else f.turns,
         think_time_s=pause_seconds(f.think_time, "--think-time") or 0.0,
@@ -162,7 +165,7 @@ def checked(targets: list[Target], result: Any) -> int:
 def bench(**flags: Any) -> None:
     """Measure a running server (vLLM bench serve style): TTFT, TPOT, ITL, E2EL, throughput, goodput."""
     f = BenchFlags(**flags)
-    targets = absolute_targets(f)
+    targets = bench_targets(f)
     base = base_url(f.url)
     workload = bench_workload(f)
     result, model_name = measure(f, base, workload, targets)

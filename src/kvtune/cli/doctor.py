@@ -126,7 +126,7 @@ def gather(probes: Probes) -> Findings:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Readiness:
     backend: str
     usable: bool
     says: str
@@ -137,18 +137,18 @@ def _gib(n: int) -> str:
     return f"{n / GiB:.1f} GiB"
 
 
-def llama_verdict(f: Findings) -> Verdict:
+def llama_verdict(f: Findings) -> Readiness:
     ll = f.llama
     if ll.error:
-        return Verdict("llama-server", False, ll.error, "make install (builds llama.cpp into .venv, ~8 min)")
+        return Readiness("llama-server", False, ll.error, "make install (builds llama.cpp into .venv, ~8 min)")
     if ll.devices:
         names = ", ".join(d.name for d in ll.devices)
-        return Verdict("llama-server", True, f"ready: offloads to {names}")
+        return Readiness("llama-server", True, f"ready: offloads to {names}")
     if f.has_gpu:
-        return Verdict(
+        return Readiness(
             "llama-server", True, "ready on the CPU only: a CPU build, the GPUs go unused", CUDA_LLAMA_RECIPE
         )
-    return Verdict("llama-server", True, "ready on the CPU")
+    return Readiness("llama-server", True, "ready on the CPU")
 
 
 def _cuda_major(version: str | None) -> int | None:
@@ -156,32 +156,32 @@ def _cuda_major(version: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def vllm_verdict(f: Findings) -> Verdict:
+def vllm_verdict(f: Findings) -> Readiness:
     first = f.vllm[0]
     if first.build is not None:
         b = first.build
         if b.kind == CPU:
             if f.has_gpu:
-                return Verdict("vllm", True, f"ready: {b.version}, a CPU build: the GPUs go unused", "make gpu")
-            return Verdict("vllm", True, f"ready: {b.version}, CPU build")
+                return Readiness("vllm", True, f"ready: {b.version}, a CPU build: the GPUs go unused", "make gpu")
+            return Readiness("vllm", True, f"ready: {b.version}, CPU build")
         torch_cuda, driver = _cuda_major(first.found.torch_cuda), _cuda_major(f.gpus.cuda_version if f.gpus else None)
         if torch_cuda and driver and torch_cuda > driver:
-            return Verdict(
+            return Readiness(
                 "vllm",
                 False,
                 f"{b.version}: torch {b.torch} needs a CUDA {torch_cuda} driver, this driver is CUDA {driver}",
                 "update the NVIDIA driver (vLLM 0.33 needs one for CUDA 13)",
             )
-        return Verdict("vllm", True, f"ready: {b.version}, CUDA build on {b.gpu_count} GPU(s)")
+        return Readiness("vllm", True, f"ready: {b.version}, CUDA build on {b.gpu_count} GPU(s)")
     elsewhere = next((v for v in f.vllm[1:] if v.build is not None), None)
     why = first.found.error if first.found.vllm is None and first.found.error else first.error
     if elsewhere is not None:
-        return Verdict(
+        return Readiness(
             "vllm", False, f"{first.found.python}: {why}", f"export KVTUNE_VLLM_PYTHON={elsewhere.found.python}"
         )
     if f.has_gpu:
-        return Verdict("vllm", False, f"{first.found.python}: {why}", "make gpu")
-    return Verdict(
+        return Readiness("vllm", False, f"{first.found.python}: {why}", "make gpu")
+    return Readiness(
         "vllm",
         False,
         f"{first.found.python}: {why}",
@@ -189,7 +189,7 @@ def vllm_verdict(f: Findings) -> Verdict:
     )
 
 
-def verdicts(f: Findings) -> list[Verdict]:
+def verdicts(f: Findings) -> list[Readiness]:
     return [llama_verdict(f), vllm_verdict(f)]
 
 

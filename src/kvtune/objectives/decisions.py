@@ -22,7 +22,7 @@ from kvtune.kinds import Direction
 from kvtune.objectives.noise import PRIOR, Noise, t95
 
 
-class Verdict(str, Enum):
+class PairCall(str, Enum):
     LEADER = "leader wins"
     RIVAL = "rival wins"
     UNDECIDED = "undecided: measure another pair"
@@ -78,7 +78,7 @@ def paired_interval(pairs: Sequence[tuple[float, float]], noise: Noise = PRIOR) 
 
 def decide(
     pairs: Sequence[tuple[float, float]], direction: Direction | str, cap: int, noise: Noise = PRIOR
-) -> tuple[Verdict, PairedInterval]:
+) -> tuple[PairCall, PairedInterval]:
     """The verdict on (leader, rival) pairs of the objective: the side the interval favours when
     it excludes zero; a tie once `cap` pairs were measured without that; else undecided."""
     if cap < 1:
@@ -87,13 +87,13 @@ def decide(
     better = 1.0 if Direction(direction) is Direction.MAXIMIZE else -1.0
     low, high = sorted((better * iv.low, better * iv.high))
     if low > 0:
-        return Verdict.LEADER, iv
+        return PairCall.LEADER, iv
     if high < 0:
-        return Verdict.RIVAL, iv
-    return (Verdict.TIE if len(pairs) >= cap else Verdict.UNDECIDED), iv
+        return PairCall.RIVAL, iv
+    return (PairCall.TIE if len(pairs) >= cap else PairCall.UNDECIDED), iv
 
 
-def tie_break(leader_changed: int, rival_changed: int) -> Verdict:
+def tie_break(leader_changed: int, rival_changed: int) -> PairCall:
     """A tie goes to the simpler config: fewer flags (and environment variables) changed from the
     server's defaults; equally simple, the leader (the better mean) stays."""
-    return Verdict.RIVAL if rival_changed < leader_changed else Verdict.LEADER
+    return PairCall.RIVAL if rival_changed < leader_changed else PairCall.LEADER

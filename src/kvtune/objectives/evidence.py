@@ -32,7 +32,7 @@ __all__ = [
     "convergence_key",
     "simplicity",
     "changed_from_defaults",
-    "Candidate",
+    "ConfirmedConfig",
     "Decision",
     "choose_named_best",
 ]
@@ -142,7 +142,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class Candidate:
+class ConfirmedConfig:
     """A confirmed config: its trial number, its objective values (first measurement, repeats
     and confirmation), how many flags it changes, and whether it is the baseline (defaults)."""
 
@@ -166,7 +166,9 @@ def _flags(n: int) -> str:
     return f"{n} flag{'' if n == 1 else 's'} changed"
 
 
-def choose_named_best(candidates: Sequence[Candidate], direction: Direction | str, noise: Noise = PRIOR) -> Decision:
+def choose_named_best(
+    candidates: Sequence[ConfirmedConfig], direction: Direction | str, noise: Noise = PRIOR
+) -> Decision:
     """Name the best of the confirmed `candidates` on evidence.
 
     Rank by mean. Ties are judged with `noise` (the study's pooled noise, see `overlap`). If
@@ -187,11 +189,11 @@ def choose_named_best(candidates: Sequence[Candidate], direction: Direction | st
     best = ranked[0]
     tied = [c for c in ranked[1:] if overlap(est[best.number], est[c.number], noise)]
 
-    def show(c: Candidate) -> str:
+    def show(c: ConfirmedConfig) -> str:
         name = "the defaults" if c.baseline else f"trial {c.number}"
         return f"{name} ({est[c.number].format(noise)})"
 
-    def others(chosen: Candidate) -> list[int]:
+    def others(chosen: ConfirmedConfig) -> list[int]:
         return [c.number for c in [best, *tied] if c is not chosen]
 
     if best.baseline:

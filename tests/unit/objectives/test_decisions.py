@@ -7,7 +7,7 @@ import math
 import pytest
 
 from kvtune.kinds import Direction
-from kvtune.objectives.decisions import Verdict, decide, paired_interval, tie_break
+from kvtune.objectives.decisions import PairCall, decide, paired_interval, tie_break
 from kvtune.objectives.noise import PRIOR, Noise
 
 NOISE = Noise(0.03, 8)  # t95(8) = 2.306
@@ -34,25 +34,25 @@ def test_many_pairs_use_their_own_spread():
 
 
 def test_decide_names_the_side_the_interval_favours():
-    assert decide([(120.0, 100.0)], "maximize", cap=4, noise=NOISE)[0] is Verdict.LEADER
-    assert decide([(100.0, 120.0)], "maximize", cap=4, noise=NOISE)[0] is Verdict.RIVAL
+    assert decide([(120.0, 100.0)], "maximize", cap=4, noise=NOISE)[0] is PairCall.LEADER
+    assert decide([(100.0, 120.0)], "maximize", cap=4, noise=NOISE)[0] is PairCall.RIVAL
     # latencies: lower is better, so the leader's smaller value wins
-    assert decide([(80.0, 100.0)], Direction.MINIMIZE, cap=4, noise=NOISE)[0] is Verdict.LEADER
-    assert decide([(120.0, 100.0)], Direction.MINIMIZE, cap=4, noise=NOISE)[0] is Verdict.RIVAL
+    assert decide([(80.0, 100.0)], Direction.MINIMIZE, cap=4, noise=NOISE)[0] is PairCall.LEADER
+    assert decide([(120.0, 100.0)], Direction.MINIMIZE, cap=4, noise=NOISE)[0] is PairCall.RIVAL
 
 
 def test_overlap_means_another_pair_until_the_cap_then_a_tie():
     pairs = [(103.0, 100.0), (101.0, 100.0)]
     verdict, iv = decide(pairs[:1], "maximize", cap=2, noise=NOISE)
-    assert verdict is Verdict.UNDECIDED and iv.low < 0 < iv.high
-    assert decide(pairs, "maximize", cap=2, noise=NOISE)[0] is Verdict.TIE
-    assert Verdict.UNDECIDED.value == "undecided: measure another pair"
+    assert verdict is PairCall.UNDECIDED and iv.low < 0 < iv.high
+    assert decide(pairs, "maximize", cap=2, noise=NOISE)[0] is PairCall.TIE
+    assert PairCall.UNDECIDED.value == "undecided: measure another pair"
 
 
 def test_a_tie_goes_to_fewer_flags_changed_from_the_defaults():
-    assert tie_break(leader_changed=3, rival_changed=1) is Verdict.RIVAL
-    assert tie_break(leader_changed=1, rival_changed=1) is Verdict.LEADER  # equal: the better mean
-    assert tie_break(leader_changed=0, rival_changed=2) is Verdict.LEADER
+    assert tie_break(leader_changed=3, rival_changed=1) is PairCall.RIVAL
+    assert tie_break(leader_changed=1, rival_changed=1) is PairCall.LEADER  # equal: the better mean
+    assert tie_break(leader_changed=0, rival_changed=2) is PairCall.LEADER
 
 
 def test_bad_input():

@@ -8,7 +8,7 @@ import pytest
 
 from kvtune.kinds import Direction
 from kvtune.objectives.evidence import (
-    Candidate,
+    ConfirmedConfig,
     Estimate,
     changed_from_defaults,
     choose_named_best,
@@ -126,7 +126,7 @@ def test_simplicity_counts_changes_from_defaults():
 
 
 def C(number, values, flags, baseline=False):
-    return Candidate(number, values, flags, baseline)
+    return ConfirmedConfig(number, values, flags, baseline)
 
 
 def name(cands, direction="maximize", noise=QUIET):

@@ -56,9 +56,9 @@ def gpu_pool(env: Mapping[str, str] | None = None, gpu_count: int | None = None)
     """The GPUs worker slots are cut from: this process's CUDA_VISIBLE_DEVICES when set (indices
     or UUIDs, as given), else 0..N-1 for the N GPUs NVML sees (`gpu_count` injects N)."""
     env = os.environ if env is None else env
-    value = env.get("CUDA_VISIBLE_DEVICES")
-    if value is not None:
-        return [p.strip() for p in value.split(",") if p.strip()]
+    given = hardware.cuda_visible_devices(env)
+    if given is not None:
+        return given
     n = len(hardware.gpu_report().gpus) if gpu_count is None else gpu_count
     return [str(i) for i in range(n)]
 
