@@ -19,8 +19,12 @@ rest, so every request does the same work and only a prefix cache tells them apa
 
 With `trace` (a trace file, or a shipped excerpt's name: bench/traces.py) the measured phase
 replays the trace instead: an open loop at the trace's arrival times, each request with the
-trace's input and output lengths, cut by `trace_window_s` / `trace_requests`, its clock sped up
-by `trace_speed`, lengths times `trace_length_scale` and clipped to `trace_max_tokens`.
+trace's input and output lengths, cut by `trace_window_s` / `trace_requests` (neither set: its
+first `num_requests`), its clock sped up
+by `trace_speed`, lengths times `trace_length_scale` and clipped to `trace_max_tokens` (left
+unset, kvtune sizes it from the trace before the first launch: bench/trace_sizing.py). Its
+numeric timestamps are read in `trace_time_unit` (auto: the rule of bench/trace_formats.py);
+`trace_model` / `trace_log_type` keep only a BurstGPT trace's rows of that Model / Log Type.
 
 With ``multiturn`` (bench/multiturn.py) each of `concurrency` users holds one conversation at a
 time: `turns` turns of `prompt_tokens` new input each (all human turns of a ShareGPT record when
@@ -46,7 +50,13 @@ MODES = ("closed", "open")
 # template writes one) and per turn (role markers of the user message and of the answer).
 TEMPLATE_TOKENS = 32
 TEMPLATE_TOKENS_PER_TURN = 12
+# What one request adds to its prompt text, by endpoint: a chat request the template's system
+# prompt and role markers (a fixed allowance, not counted: the demo model's template takes 27
+# tokens; Llama 3's and Qwen 2.5's default ones about 30-40); a completion the BOS token.
+REQUEST_TEMPLATE_TOKENS = {"chat": TEMPLATE_TOKENS + TEMPLATE_TOKENS_PER_TURN, "completions": 1}
 ENDPOINTS = ("chat", "completions")
+# How a trace's numeric timestamps are read: auto (bench/trace_formats.py's rule), s, ms.
+TRACE_TIME_UNITS = ("auto", "s", "ms")
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,9 @@ class Workload:
     trace_speed: float = 1.0
     trace_length_scale: float = 1.0
     trace_max_tokens: int | None = None
+    trace_time_unit: str = "auto"
+    trace_model: str | None = None  # BurstGPT's Model column, e.g. ChatGPT
+    trace_log_type: str | None = None  # BurstGPT's Log Type column, e.g. Conversation log
     # Multi-turn conversations (bench/multiturn.py): off unless `multiturn`.
     multiturn: bool = False
     turns: int = 4
@@ -104,10 +117,12 @@ class Workload:
 
         With a dataset the prompt part is `dataset_max_tokens` when set (prompts are filtered
         to it), else `prompt_tokens` as a stated guess. A trace's requests are clipped to
-        `trace_max_tokens` when set (else prompt + output is the same stated guess).
+        `trace_max_tokens` (which `tuner.build.prepare` sets from the trace when the user did
+        not), and the endpoint's template tokens come on top of that exact clip (else prompt +
+        output is the same stated guess).
         """
         if self.trace is not None and self.trace_max_tokens is not None:
-            return self.trace_max_tokens
+            return self.trace_max_tokens + self.template_tokens
         prompt = self.prompt_tokens
         if self.dataset and self.dataset_max_tokens:
             prompt = self.dataset_max_tokens
@@ -119,11 +134,40 @@ class Workload:
             return TEMPLATE_TOKENS + self.shared_prefix_tokens + self.turns * turn
         return prompt + self.shared_prefix_tokens + self.output_tokens
 
+    @property
+    def trace_request_count(self) -> int | None:
+        """How many of the trace's first requests a run replays: `trace_requests` when set; all
+        those of `trace_window_s` when that is set; else `num_requests`, as any workload measures
+        (a whole production trace would make one trial last hours). None: the whole window."""
+        if self.trace_requests is not None:
+            return self.trace_requests
+        return None if self.trace_window_s is not None else self.num_requests
+
+    @property
+    def template_tokens(self) -> int:
+        """Tokens one request adds to its prompt text on this endpoint (a stated allowance)."""
+        return REQUEST_TEMPLATE_TOKENS[self.endpoint]
+
+    def request_parts(self) -> str:
+        """What `request_tokens` is made of, for a pre-screen's reason."""
+        if self.trace is not None and self.trace_max_tokens is not None:
+            return f"the trace's requests clipped to {self.trace_max_tokens} + {self.template_tokens} template tokens"
+        if self.trace is not None:
+            return f"trace not sized: prompt {self.prompt_tokens} + output {self.output_tokens}"
+        return f"prompt {self.prompt_tokens} + output {self.output_tokens}"
+
     def describe(self) -> str:
         """The load in words, for the headers of kvtune run, kvtune bench and the report: a
         trace, conversations, an open loop or concurrent users, with the sizes."""
         if self.trace is not None:
-            return f"trace {self.trace} at its own arrival times and lengths"
+            n, window = self.trace_request_count, self.trace_window_s
+            if window is None:
+                cut = f"its first {n} requests"
+            else:
+                cut = (
+                    f"its first {n} requests in " if n is not None else "the requests of "
+                ) + f"its first {window:g} s"
+            return f"trace {self.trace} at its own arrival times and lengths, {cut}"
         if self.multiturn:
             think = f", {self.think_time_s:g} s think time" if self.think_time_s > 0 else ""
             if self.dataset:
@@ -247,6 +291,14 @@ class Workload:
             raise SpecError(
                 f"workload.trace_max_tokens must be at least 2 (prompt + output), got {self.trace_max_tokens}"
             )
+        if self.trace_time_unit not in TRACE_TIME_UNITS:
+            raise SpecError(
+                f"workload.trace_time_unit must be one of {', '.join(TRACE_TIME_UNITS)}, got {self.trace_time_unit!r}"
+            )
+        for name in ("trace_model", "trace_log_type"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) and value.strip()):
+                raise SpecError(f"workload.{name} must be a non-empty value of the trace's column, got {value!r}")
 
     def to_dict(self) -> dict:
         """The fields as plain data; the trace fields only when a trace is set, so a workload
@@ -255,13 +307,25 @@ class Workload:
         if self.trace is None:
             for name in _TRACE_FIELDS:
                 d.pop(name)
+        for name in _TRACE_READ_FIELDS:  # newer keys, left out at their defaults (the same names)
+            if d.get(name, None) == _TRACE_DEFAULTS[name]:
+                d.pop(name, None)
         if not self.multiturn:
             for name in _MULTITURN_FIELDS:
                 d.pop(name)
         return d
 
 
-_TRACE_FIELDS = ("trace", "trace_requests", "trace_window_s", "trace_speed", "trace_length_scale", "trace_max_tokens")
+_TRACE_READ_FIELDS = ("trace_time_unit", "trace_model", "trace_log_type")
+_TRACE_FIELDS = (
+    "trace",
+    "trace_requests",
+    "trace_window_s",
+    "trace_speed",
+    "trace_length_scale",
+    "trace_max_tokens",
+    *_TRACE_READ_FIELDS,
+)
 _TRACE_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _TRACE_FIELDS}
 _MULTITURN_FIELDS = ("multiturn", "turns", "think_time_s", "conversation_max_tokens")
 _MULTITURN_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _MULTITURN_FIELDS}

@@ -117,7 +117,11 @@ def test_an_impossible_multi_turn_setting_is_one_line(fields, message):
         ),
         ({"mode": "open", "rate": 2.5}, "open loop at 2.5 req/s (poisson), 200 prompt / 64 output tokens"),
         ({"dataset": "sg.json"}, "8 concurrent users, prompts of sg.json / 64 output tokens"),
-        ({"trace": "azure-conv"}, "trace azure-conv at its own arrival times and lengths"),
+        ({"trace": "azure-conv"}, "trace azure-conv at its own arrival times and lengths, its first 32 requests"),
+        (
+            {"trace": "azure-conv", "trace_window_s": 60.0},
+            "trace azure-conv at its own arrival times and lengths, the requests of its first 60 s",
+        ),
         (
             {"multiturn": True, "turns": 4, "think_time_s": 1.0, "concurrency": 4, "num_requests": 16},
             "4 concurrent users replaying 4 conversations of 4 turns, 1 s think time, each turn carrying the "

@@ -103,6 +103,9 @@ def _trace_args(w: Workload) -> list[object]:
         ("--trace-requests", w.trace_requests),
         ("--trace-window", w.trace_window_s),
         ("--trace-max-tokens", w.trace_max_tokens),
+        ("--trace-time-unit", None if w.trace_time_unit == "auto" else w.trace_time_unit),
+        ("--trace-model", w.trace_model),
+        ("--trace-log-type", w.trace_log_type),
     ):
         if value is not None:
             args += [flag, value]

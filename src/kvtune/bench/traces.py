@@ -1,35 +1,29 @@
 """Production traces: when each request arrived and how long it was, read from the file's content.
 
 A trace replays real traffic: arrival times (open loop, sent at the trace's times however the
-server keeps up) and each request's input and output lengths. Three shapes, told apart by what
-the file holds, never by its name:
-
-- Azure LLM inference trace 2023 (CSV ``TIMESTAMP,ContextTokens,GeneratedTokens``, timestamps
-  as ``2023-11-16 18:15:46.6805900``): lengths only, so every prompt is unique;
-- Mooncake (JSONL ``{"timestamp": ms, "input_length", "output_length", "hash_ids"}``): one hash
-  id per 512-token block of the prompt; equal ids are equal blocks (trace_prompts.py builds
-  them so), which is the reuse a prefix cache sees;
-- BurstGPT (CSV ``Timestamp,Model,Request tokens,Response tokens,...``, seconds from the start):
-  the same reader as Azure's; rows with no response (failed requests in the log) are skipped.
+server keeps up) and each request's input and output lengths. The formats (Azure 2023 and 2024,
+Mooncake JSONL, kvtune's own exported timed_trace, BurstGPT) and the unit each one's timestamps
+are read in are trace_formats.py's; they are told apart by what the file holds, never by its
+name. Mooncake's hash ids name the 512-token blocks of each prompt (equal ids are equal blocks,
+trace_prompts.py builds them so): the reuse a prefix cache sees.
 
 `fit_trace` cuts a trace to what a trial may take and the hardware can serve: a time window
 and/or the first N requests, a speed factor on the clock, lengths scaled and clipped to the
-context a slot holds. `FittedTrace.describe()` says each of those in the run's summary line.
-Small excerpts of the real files ship in kvtune/data/traces (their README gives source and
-licence); `resolve_trace` finds them by name. Every bad input is a one-line `SpecError`.
+context a slot holds (a prompt with hash ids is cut at a whole block, so no block is left
+half-shared). `FittedTrace.describe()` says each of those in the run's summary line; how big a
+slot must be for a trace is trace_sizing.py's. Small excerpts of the real files ship in
+kvtune/data/traces (their README gives source and licence); `resolve_trace` finds them by name.
+Every bad input is a one-line `SpecError`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
+from kvtune.bench.trace_formats import TraceRead, csv_rows, jsonl_rows
 from kvtune.errors import SpecError
 from kvtune.workload import Workload
 
@@ -42,8 +36,6 @@ SHIPPED = {
     "azure-code": "azure_code.csv",
     "mooncake-conv": "mooncake_conversation.jsonl",
 }
-_AZURE = ("timestamp", "contexttokens", "generatedtokens")
-_BURSTGPT = ("timestamp", "request tokens", "response tokens")
 
 
 @dataclass(frozen=True)
@@ -61,6 +53,14 @@ class Trace:
     name: str  # the file's stem, e.g. azure_conv
     format: str  # azure, mooncake or burstgpt
     requests: tuple[TraceRequest, ...]
+    # How the timestamps were read: "s", "ms" or "datetime" (a calendar date and time).
+    time_unit: str = "s"
+    # Rows of the file left out, by reason (a failed request in the log, a filter).
+    skipped: tuple[tuple[str, int], ...] = field(default=())
+
+    @property
+    def skipped_count(self) -> int:
+        return sum(n for _, n in self.skipped)
 
 
 def resolve_trace(spec: str) -> Path:
@@ -70,114 +70,44 @@ def resolve_trace(spec: str) -> Path:
     return Path(spec).expanduser()
 
 
-def read_trace(spec: str | Path) -> Trace:
+def read_trace(spec: str | Path, how: TraceRead | None = None) -> Trace:
     """The trace in `spec` (a shipped name or a path), its format detected from the content,
-    requests in arrival order with times from the first one."""
+    requests in arrival order with times from the first one. One file read once per change
+    (its size and time of change key the cache): every trial of a study replays the same one."""
     path = resolve_trace(str(spec))
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        stat = path.stat()
     except FileNotFoundError:
         names = ", ".join(SHIPPED)
         raise SpecError(f"trace file {str(path)!r} does not exist (shipped traces: {names})") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise SpecError(f"cannot read trace {str(path)!r}: {e}") from e
+    return _read(str(path), stat.st_mtime_ns, stat.st_size, how or TraceRead())
+
+
+@lru_cache(maxsize=4)
+def _read(where: str, mtime_ns: int, size: int, how: TraceRead) -> Trace:
+    path = Path(where)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"cannot read trace {where!r}: {e}") from e
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if not first:
-        raise SpecError(f"trace {str(path)!r} is empty")
-    if first.startswith("{"):
-        fmt, rows = "mooncake", _mooncake_rows(text, path)
-    else:
-        fmt, rows = _csv_rows(text, path)
-    if not rows:
-        raise SpecError(f"trace {str(path)!r} holds no requests")
-    rows.sort(key=lambda r: r.at_s)
+        raise SpecError(f"trace {where!r} is empty")
+    found = jsonl_rows(text, path.name, how) if first.startswith("{") else csv_rows(text, path.name, how)
+    if not found.rows:
+        skipped = "; ".join(f"{n} skipped: {why}" for why, n in found.skipped.items())
+        raise SpecError(f"trace {where!r} holds no requests" + (f" ({skipped})" if skipped else ""))
+    rows = sorted(found.rows, key=lambda r: r.at_s)
     t0 = rows[0].at_s
     reqs = tuple(TraceRequest(r.at_s - t0, r.input_tokens, r.output_tokens, r.hash_ids) for r in rows)
-    return Trace(path.stem, fmt, reqs)
+    return Trace(path.stem, found.format, reqs, found.time_unit, tuple(found.skipped.items()))
 
 
-def _count(value: Any, where: str) -> int:
-    try:
-        n = int(float(value))
-    except (TypeError, ValueError):
-        raise SpecError(f"{where}: expected a token count, got {value!r}") from None
-    if n < 0:
-        raise SpecError(f"{where}: a token count cannot be negative, got {n}")
-    return n
-
-
-def _mooncake_rows(text: str, path: Path) -> list[TraceRequest]:
-    rows = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"trace {path.name} line {n}"
-        try:
-            rec = json.loads(line)
-        except ValueError as e:
-            raise SpecError(f"{where} is not valid JSON: {e}") from e
-        missing = [
-            k for k in ("timestamp", "input_length", "output_length") if not isinstance(rec, dict) or k not in rec
-        ]
-        if missing:
-            raise SpecError(f"{where} lacks {', '.join(missing)} (a Mooncake trace record)")
-        ids = rec.get("hash_ids") or []
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise SpecError(f"{where}: hash_ids must be a list of integers")
-        at = float(rec["timestamp"]) / 1000.0  # milliseconds
-        rows.append(
-            TraceRequest(at, _count(rec["input_length"], where), _count(rec["output_length"], where), tuple(ids))
-        )
-    return rows
-
-
-def _csv_rows(text: str, path: Path) -> tuple[str, list[TraceRequest]]:
-    reader = csv.reader(io.StringIO(text))
-    header = [h.strip().lower() for h in next(reader)]
-    if all(h in header for h in _AZURE):
-        fmt, cols = "azure", [header.index(h) for h in _AZURE]
-    elif all(h in header for h in _BURSTGPT):
-        fmt, cols = "burstgpt", [header.index(h) for h in _BURSTGPT]
-    else:
-        raise SpecError(
-            f"trace {path.name}: unknown format (header {','.join(header)[:80]!r}): expected an Azure "
-            f"CSV (TIMESTAMP,ContextTokens,GeneratedTokens), a BurstGPT CSV (Timestamp,...,Request "
-            f"tokens,Response tokens) or Mooncake JSONL"
-        )
-    rows = []
-    for n, rec in enumerate(reader, 2):
-        if not rec or not any(c.strip() for c in rec):
-            continue
-        where = f"trace {path.name} line {n}"
-        if len(rec) <= max(cols):
-            raise SpecError(f"{where} has {len(rec)} columns, the header {len(header)}")
-        at_raw, inp, out = (rec[c].strip() for c in cols)
-        output = _count(out, where)
-        if fmt == "burstgpt" and output == 0:
-            continue  # a failed request in the log: nothing was generated
-        at = _azure_time(at_raw, where) if fmt == "azure" else _seconds(at_raw, where)
-        rows.append(TraceRequest(at, _count(inp, where), output))
-    return fmt, rows
-
-
-def _seconds(text: str, where: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise SpecError(f"{where}: expected a timestamp in seconds, got {text!r}") from None
-    if not math.isfinite(v):
-        raise SpecError(f"{where}: timestamp {text!r} is not finite")
-    return v
-
-
-def _azure_time(text: str, where: str) -> float:
-    """``2023-11-16 18:15:46.6805900`` (seven fractional digits: more than datetime parses) -> s."""
-    whole, _, frac = text.partition(".")
-    try:
-        base = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S").timestamp()
-        return base + (float("0." + frac) if frac else 0.0)
-    except ValueError:
-        raise SpecError(f"{where}: expected a timestamp like 2023-11-16 18:15:46.68, got {text!r}") from None
+def trace_read(workload: Workload) -> TraceRead:
+    """How `workload` reads its trace file (--trace-time-unit, --trace-model, --trace-log-type)."""
+    return TraceRead(workload.trace_time_unit, workload.trace_model, workload.trace_log_type)
 
 
 @dataclass(frozen=True)
@@ -225,11 +155,16 @@ class FittedTrace:
         return ", ".join(parts)
 
 
-def _clip(inp: int, out: int, max_tokens: int | None) -> tuple[int, int, bool]:
-    """Prompt first, then output, shortened so prompt + output fits `max_tokens` (each >= 1)."""
+def _clip(inp: int, out: int, max_tokens: int | None, block: int | None = None) -> tuple[int, int, bool]:
+    """Prompt first, then output, shortened so prompt + output fits `max_tokens` (each >= 1).
+    With `block` (a prompt of hash-id blocks) the prompt keeps whole blocks when one fits: a
+    block cut short would be a prefix of a block another request holds in full."""
     if max_tokens is None or inp + out <= max_tokens:
         return inp, out, False
-    inp = max(1, max_tokens - out)
+    room = max_tokens - out
+    if block is not None and room >= block:
+        room = room // block * block
+    inp = max(1, room)
     out = max(1, min(out, max_tokens - inp))
     return inp, out, True
 
@@ -247,10 +182,11 @@ def fit_trace(trace: Trace, fit: TraceFit) -> FittedTrace:
         raise SpecError(f"trace {trace.name}: no request falls in the first {fit.window_s:g} s")
     out: list[TraceRequest] = []
     clipped = 0
+    block = max(1, round(BLOCK_TOKENS * fit.length_scale))
     for r in chosen:
         inp = max(1, round(r.input_tokens * fit.length_scale))
         gen = max(1, round(r.output_tokens * fit.length_scale))
-        inp, gen, cut = _clip(inp, gen, fit.max_tokens)
+        inp, gen, cut = _clip(inp, gen, fit.max_tokens, block if r.hash_ids else None)
         clipped += cut
         out.append(TraceRequest(r.at_s / fit.speed, inp, gen, r.hash_ids))
     return FittedTrace(trace, fit, tuple(out), clipped)
@@ -261,10 +197,10 @@ def fitted_trace(workload: Workload) -> FittedTrace:
     if workload.trace is None:
         raise SpecError("this workload replays no trace (workload.trace is not set)")
     fit = TraceFit(
-        requests=workload.trace_requests,
+        requests=workload.trace_request_count,
         window_s=workload.trace_window_s,
         speed=workload.trace_speed,
         length_scale=workload.trace_length_scale,
         max_tokens=workload.trace_max_tokens,
     )
-    return fit_trace(read_trace(workload.trace), fit)
+    return fit_trace(read_trace(workload.trace, trace_read(workload)), fit)

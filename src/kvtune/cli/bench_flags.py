@@ -41,7 +41,11 @@ class BenchFlags:
         "--conversation-max-tokens",
         help="--workload multiturn: end a conversation when its next turn would not fit this many tokens of context (default: room for --turns turns of --prompt-tokens and --output-tokens, as kvtune run sizes a slot).",
     )
-    trace_requests: Optional[int] = opt(None, "--trace-requests", help="Replay the trace's first N requests.")
+    trace_requests: Optional[int] = opt(
+        None,
+        "--trace-requests",
+        help="Replay the trace's first N requests (default: --num-requests, unless --trace-window).",
+    )
     trace_window: Optional[str] = opt(
         None, "--trace-window", help="Replay the requests of the trace's first S seconds (trace time)."
     )
@@ -49,6 +53,19 @@ class BenchFlags:
     trace_length_scale: float = opt(1.0, "--trace-length-scale", help="Multiply every input and output length by F.")
     trace_max_tokens: Optional[int] = opt(
         None, "--trace-max-tokens", help="Clip each trace request to this many tokens (prompt + output)."
+    )
+    trace_time_unit: str = opt(
+        "auto",
+        "--trace-time-unit",
+        help="Unit of the trace's numeric timestamps: s or ms (default auto: a JSONL trace's whole numbers are ms, as Mooncake writes them, numbers with a decimal point s, as kvtune's and vLLM's timed_trace write them; a CSV's numbers are s, as BurstGPT's; Azure's dates and times need none).",
+    )
+    trace_model: Optional[str] = opt(
+        None, "--trace-model", help="BurstGPT trace: replay only the rows of this Model, e.g. ChatGPT or GPT-4."
+    )
+    trace_log_type: Optional[str] = opt(
+        None,
+        "--trace-log-type",
+        help="BurstGPT trace: replay only the rows of this Log Type, e.g. 'Conversation log' or 'API log'.",
     )
     shared_prefix_fraction: float = opt(0.0, help="Fraction of requests sharing one long system prompt.")
     shared_prefix_tokens: int = opt(0, help="Length of the (shared or unique) system prompt.")

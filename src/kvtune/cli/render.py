@@ -29,7 +29,13 @@ def print_header(p: Prepared, console: Console) -> None:
     console.print(f"backend  {p.launcher.version()}  ({p.launcher.command(Candidate(), 0)[0]})")
     console.print(f"model    {p.launcher.model_path}")
     console.print(f"hardware {hardware.describe(p.hardware)}")
-    console.print(f"workload {w.describe()}; {w.num_requests} requests (+{w.warmup_requests} warm-up, not measured)")
+    if p.trace_sizing is not None:
+        console.print(f"workload {w.describe()} (+{w.warmup_requests} warm-up, not measured)", markup=False)
+        console.print(f"trace    {p.trace_sizing.describe()}", markup=False)
+    else:
+        console.print(
+            f"workload {w.describe()}; {w.num_requests} requests (+{w.warmup_requests} warm-up, not measured)"
+        )
     console.print("targets  " + ", ".join(t.describe() for t in p.targets) + "   [dim](a bare metric means p95)[/dim]")
     console.print(
         "objective "

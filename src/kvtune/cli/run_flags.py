@@ -126,7 +126,11 @@ class RunFlags:
         "--workload",
         help="multiturn: conversations, each request carrying the history so far (--turns, --think-time; with --dataset, ShareGPT's turns). trace:FILE replays a production trace's arrival times and lengths (Azure CSV, Mooncake JSONL, BurstGPT CSV; shipped: trace:azure-conv, trace:azure-code, trace:mooncake-conv).",
     )
-    trace_requests: Optional[int] = opt(None, "--trace-requests", help="Replay the trace's first N requests.")
+    trace_requests: Optional[int] = opt(
+        None,
+        "--trace-requests",
+        help="Replay the trace's first N requests (default: --num-requests, unless --trace-window).",
+    )
     trace_window: Optional[str] = opt(
         None, "--trace-window", help="Replay the requests of the trace's first S seconds (trace time), e.g. 60s, 2m."
     )
@@ -139,7 +143,20 @@ class RunFlags:
     trace_max_tokens: Optional[int] = opt(
         None,
         "--trace-max-tokens",
-        help="Clip each request to N tokens of prompt + output: the context a slot of the server holds.",
+        help="Clip each request to N tokens of prompt + output (default: the p99 of the replayed requests' prompt + output, bounded by the model's context); a slot holds it and the chat template.",
+    )
+    trace_time_unit: Optional[str] = opt(
+        None,
+        "--trace-time-unit",
+        help="Unit of the trace's numeric timestamps: s or ms (default auto: a JSONL trace's whole numbers are ms, as Mooncake writes them, numbers with a decimal point s, as kvtune's and vLLM's timed_trace write them; a CSV's numbers are s, as BurstGPT's; Azure's dates and times need none).",
+    )
+    trace_model: Optional[str] = opt(
+        None, "--trace-model", help="BurstGPT trace: replay only the rows of this Model, e.g. ChatGPT or GPT-4."
+    )
+    trace_log_type: Optional[str] = opt(
+        None,
+        "--trace-log-type",
+        help="BurstGPT trace: replay only the rows of this Log Type, e.g. 'Conversation log' or 'API log'.",
     )
     turns: Optional[int] = opt(None, "--turns", help="--workload multiturn: turns per conversation (default 4).")
     think_time: Optional[str] = opt(

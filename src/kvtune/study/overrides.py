@@ -41,6 +41,9 @@ class WorkloadOverrides:
     trace_speed: float | None = None
     trace_length_scale: float | None = None
     trace_max_tokens: int | None = None
+    trace_time_unit: str | None = None
+    trace_model: str | None = None
+    trace_log_type: str | None = None
     # multi-turn conversations (--workload multiturn, --turns, --think-time)
     multiturn: bool | None = None
     turns: int | None = None

@@ -108,7 +108,7 @@ def parse_workload(raw: Any) -> Workload:
     numbers = {"request_timeout_s", "burstiness", "shared_prefix_fraction", "trace_speed", "trace_length_scale"}
     numbers |= {"think_time_s"}
     optional_numbers = {"rate", "duration_s", "trace_window_s"}
-    strings = {"mode", "arrival", "endpoint"}
+    strings = {"mode", "arrival", "endpoint", "trace_time_unit"}
     for k, v in raw.items():
         where = f"workload.{k}"
         if k in numbers:
@@ -121,6 +121,9 @@ def parse_workload(raw: Any) -> Workload:
         elif k in ("dataset", "trace"):
             if v is not None:
                 _check_type(where, v, (str,), "a file path")
+        elif k in ("trace_model", "trace_log_type"):
+            if v is not None:
+                _check_type(where, v, (str,), "a string (a value of the trace's column)")
         elif k == "multiturn":
             _check_type(where, v, (bool,), "true or false")
         elif k in ("dataset_max_tokens", "trace_requests", "trace_max_tokens", "conversation_max_tokens"):

@@ -73,12 +73,17 @@ class FakeLauncher(Launcher):
 
     # Flags every launch carries, baseline included (like a server's fixed behaviour).
     always: dict[str, Any] = field(default_factory=dict)
+    # The model's context in tokens, as a real launcher reads it from the model (None: unknown).
+    context_length: int | None = None
 
     preferred: ClassVar[Mapping[str, Rule]] = {"parallel": at_least_users}
 
     @classmethod
     def from_spec(cls, spec: LaunchSpec) -> "FakeLauncher":
         return cls(model_path=spec.model or "fake-model")
+
+    def model_context(self) -> int | None:
+        return self.context_length
 
     def command(self, candidate: Candidate, port: int, host: str = "127.0.0.1") -> list[str]:
         f = {**self.always, **candidate.flags}

@@ -165,6 +165,7 @@ def test_workload_validates_trace_fields() -> None:
         Workload(trace="azure-conv", mode="open", rate=2.0).validate()
     with pytest.raises(SpecError, match="trace_length_scale"):
         Workload(trace="azure-conv", trace_length_scale=-1.0).validate()
-    assert Workload(trace="azure-conv", trace_max_tokens=1024).validate().request_tokens == 1024
+    # the clip, then the chat template's allowance on top: a slot holds a clipped prompt once templated
+    assert Workload(trace="azure-conv", trace_max_tokens=1024).validate().request_tokens == 1024 + 44
     assert "trace" not in Workload().to_dict()  # workloads without a trace read as before
     assert Workload(trace="azure-conv").to_dict()["trace_speed"] == 1.0

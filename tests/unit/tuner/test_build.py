@@ -117,3 +117,26 @@ def test_a_resumed_study_with_the_same_settings_opens(tmp_path):
     again = _resume(tmp_path, price_per_hour=2.5, targets=["ttft_p95 < 0.8x"])  # respelt, same meaning
     assert again.study.study_name == first.study.study_name == "r"
     assert len(again.study.trials) == 1  # the baseline queued once, not twice
+
+
+def test_prepare_sizes_a_trace_from_the_trace_and_the_models_context(tmp_path):
+    """The slot is sized before any launch; the study keeps the name of the words given."""
+    spec = StudySpec(trials=2, workload=Workload(trace="azure-conv"), startup_timeout_s=10).validate()
+    launcher = FakeLauncher(context_length=4096)
+    p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path))
+    assert p.trace_sizing is not None
+    clip = p.trace_sizing.max_tokens
+    assert clip == 4096 - p.spec.workload.template_tokens  # the first 32's p99 is longer than the model
+    assert p.spec.workload.trace_max_tokens == clip and spec.workload.trace_max_tokens is None
+    assert p.study_name == f"fake-model-{spec.backend}-{spec.fingerprint()}"
+    assert prepare(spec, launcher=FakeLauncher(), runs_dir=str(tmp_path)).trace_sizing.model_context is None
+    refused = tmp_path / "refused"
+    with pytest.raises(SpecError, match="cannot fit the model"):
+        prepare(spec, launcher=FakeLauncher(context_length=100), runs_dir=str(refused))
+    assert not refused.exists()  # refused before the study's folder was made
+
+
+def test_prepare_leaves_a_workload_without_a_trace_as_it_is(tmp_path):
+    spec = StudySpec(trials=2, workload=Workload(concurrency=2), startup_timeout_s=10).validate()
+    p = prepare(spec, launcher=FakeLauncher(context_length=100), runs_dir=str(tmp_path))
+    assert p.trace_sizing is None and p.spec is spec

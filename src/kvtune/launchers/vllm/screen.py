@@ -89,10 +89,7 @@ def precheck(lau: VllmLauncher, candidate: Candidate, workload: Workload) -> str
     limit = lau.model_max_len()
     max_len = f.get("max-model-len", limit)
     if max_len is not None and max_len < workload.request_tokens:
-        return (
-            f"--max-model-len {max_len} < request length {workload.request_tokens} "
-            f"(prompt {workload.prompt_tokens} + output {workload.output_tokens})"
-        )
+        return f"--max-model-len {max_len} < request length {workload.request_tokens} ({workload.request_parts()})"
     if limit is not None and "max-model-len" in f and f["max-model-len"] > limit:
         return f"--max-model-len {f['max-model-len']} exceeds the model's {limit} positions"
     seqs = f.get("max-num-seqs", DEFAULT_MAX_SEQS.get(kind))

@@ -44,7 +44,10 @@ def parse_id_list(text: str) -> list[int] | None:
 def max_len_choices(workload: Workload, limit: int | None) -> tuple[int, ...]:
     """The request length rounded up to 256, x1, x2, x4, within the model's positions."""
     base = int(math.ceil(workload.request_tokens / 256.0) * 256)
-    return tuple(v for v in (base, base * 2, base * 4) if limit is None or v <= limit) or (base,)
+    if limit is None:
+        return (base, base * 2, base * 4)
+    fallback = limit if limit >= workload.request_tokens else base  # the model's length, when it holds a request
+    return tuple(v for v in (base, base * 2, base * 4) if v <= limit) or (fallback,)
 
 
 def _int(v: Any) -> int | None:

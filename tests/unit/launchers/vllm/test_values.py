@@ -42,7 +42,8 @@ def test_max_len_choices_round_the_request_up_to_256_within_the_models_positions
     w = Workload(prompt_tokens=200, output_tokens=64)  # 264 tokens a request
     assert max_len_choices(w, None) == (512, 1024, 2048)
     assert max_len_choices(w, 1024) == (512, 1024)
-    assert max_len_choices(w, 300) == (512,)  # nothing fits: the request length itself
+    assert max_len_choices(w, 300) == (300,)  # no 256-step fits: the model's own length holds the request
+    assert max_len_choices(w, 200) == (512,)  # the model cannot hold it: the request length (pre-screened out)
 
 
 def gpu(index: int) -> GpuInfo:
