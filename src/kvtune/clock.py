@@ -2,7 +2,8 @@
 
 Latency figures (TTFT, ITL, a start-up's seconds to ready) are differences of `monotonic()`
 readings, and every wait that code does between them goes through the same clock (`sleep` in
-synchronous code, `asleep` in the benchmark's event loop, `run` to start that loop). Injecting a
+synchronous code, `asleep` in the benchmark's event loop, `run` to start that loop); the
+timestamps records carry (a re-measurement's "at", a budget's elapsed time) are its `wall()`. Injecting a
 virtual clock (kvtune.testing.virtual_time) then makes a fake server's 200 ms TTFT measure exactly
 200 ms and a 120 s start-up timeout pass at once, whatever the machine's load: the tests check
 definitions, not the scheduler. memory_wait.py and energy.py take ``clock.monotonic`` and
@@ -25,6 +26,11 @@ class Clock(Protocol):
         """Seconds since an arbitrary origin; only differences mean anything."""
         ...
 
+    def wall(self) -> float:
+        """Seconds since the Unix epoch: when something happened, for records and people
+        (never for durations: the wall clock can step)."""
+        ...
+
     def sleep(self, seconds: float) -> None:
         """Block the calling thread for `seconds`."""
         ...
@@ -45,6 +51,9 @@ class RealClock:
 
     def monotonic(self) -> float:
         return time.perf_counter()
+
+    def wall(self) -> float:
+        return time.time()
 
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))

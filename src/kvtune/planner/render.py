@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Iterable
 
+from kvtune.planner.compose import PlanAndFlags
 from kvtune.planner.kv import Plan
-from kvtune.planner.suggest import Suggestion
+from kvtune.planner.suggest import Reserve, Suggestion
 
 GIB = 2**30
 
@@ -60,7 +61,9 @@ def _columns(rows: list[list[str]]) -> list[str]:
     ]
 
 
-def render(plan: Plan) -> str:
+def render(plan: Plan, reserve: Reserve | None = None, ceiling_basis: str = "") -> str:
+    """The plan's text; `reserve` says what the reserve is per (and that the suggested flags
+    hold back the same), `ceiling_basis` which GPUs the decode ceiling's bandwidth is."""
     s = plan.shape
     out = [
         f"model: {s.name or '(from flags)'}: {s.layers} KV layers, {s.attention_heads} heads, "
@@ -84,6 +87,8 @@ def render(plan: Plan) -> str:
             f"memory {fmt_bytes(plan.memory_bytes)} - weights {fmt_bytes(plan.weights_bytes or 0)} - "
             f"reserve {fmt_bytes(plan.reserve_bytes)} = {fmt_bytes(plan.free_for_kv_bytes)} for the KV cache"
         )
+        if reserve is not None:
+            out.append(f"  {reserve.describe()}")
     out.append(f"context {plan.context} tokens, {plan.users} user(s)")
     out.append("")
     rows = [["cache", "bytes/elem", "per token", "per sequence", f"x {plan.users} users", "seqs fit", "decode tok/s"]]
@@ -118,7 +123,7 @@ def render(plan: Plan) -> str:
             f"slot{pad}; --ctx-size {sl.ctx_size_for_full_context} gives each slot {sl.ctx_size}"
         )
     if plan.bandwidth_bytes_s:
-        bw = fmt_rate(plan.bandwidth_bytes_s)
+        bw = fmt_rate(plan.bandwidth_bytes_s) + (f" ({ceiling_basis})" if ceiling_basis else "")
         if plan.decode_ceiling_weights_only is not None:
             out.append(
                 f"decode ceiling, one stream at {bw}: {plan.decode_ceiling_weights_only:.1f} tok/s "
@@ -179,17 +184,50 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
 
 def render_suggestions(suggestions: tuple[Suggestion, ...] | list[Suggestion]) -> str:
     """The suggested starting flags, one block per backend: the flags as a command line would
-    carry them, then the notes."""
+    carry them, the memory they were sized for, then the notes."""
     out = ["suggested starting flags (what `kvtune run` can measure first):"]
     for sg in suggestions:
         head = f"  {sg.backend}: {' '.join(sg.argv())}"
         out.append(head + ("" if sg.fits else "   (does not fit: see below)"))
-        out += [f"    {n}" for n in sg.notes]
+        out += [f"    {n}" for n in ((sg.budget,) if sg.budget else ()) + sg.notes]
     return "\n".join(out)
 
 
 def suggestions_to_dict(suggestions: tuple[Suggestion, ...] | list[Suggestion]) -> list[dict[str, Any]]:
     return [
-        {"backend": sg.backend, "flags": dict(sg.flags), "argv": sg.argv(), "fits": sg.fits, "notes": list(sg.notes)}
+        {
+            "backend": sg.backend,
+            "flags": dict(sg.flags),
+            "argv": sg.argv(),
+            "fits": sg.fits,
+            "kv_room_bytes": sg.kv_room_bytes,
+            "budget": sg.budget,
+            "notes": list(sg.notes),
+        }
         for sg in suggestions
     ]
+
+
+def render_composed(pf: PlanAndFlags) -> str:
+    """The table and the suggested flags, with the reserve and the ceiling's GPUs stated once."""
+    return "\n".join([render(pf.plan, pf.reserve, pf.ceiling_basis()), "", render_suggestions(pf.suggestions)])
+
+
+def composed_to_dict(pf: PlanAndFlags) -> dict[str, Any]:
+    """`plan_to_dict` with the reserve's basis, the ceiling's GPUs and the suggestions."""
+    r = pf.reserve
+    return {
+        **plan_to_dict(pf.plan),
+        "reserve": {
+            "per_device_bytes": r.per_device,
+            "devices": r.devices,
+            "on_gpu": r.on_gpu,
+            "total_bytes": r.total,
+            "given": r.given,
+        },
+        "decode_ceiling_gpus": pf.ceiling_gpus,
+        "decode_ceiling_basis": pf.ceiling_basis(),
+        "hardware": pf.hardware.description,
+        "hardware_bandwidth_bytes_s": pf.hardware.bandwidth_bytes_s,  # all GPUs; the ceiling's is bandwidth_bytes_s
+        "suggestions": suggestions_to_dict(pf.suggestions),
+    }

@@ -75,6 +75,35 @@ def parse_bandwidth(text: str | float, what: str = "bandwidth") -> float:
     return value
 
 
+_BARE = re.compile(r"^\s*[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\s*$")
+
+
+def size_flag(text: str | None, flag: str, *, positive: bool = False) -> int | None:
+    """A size a person typed on a command line, in bytes (None: not given). A bare number is
+    refused, not read as bytes (`--memory 24` planned for 24 bytes): the unit is the user's to
+    state, and the message names the fix. Zero needs no unit, unless `positive` refuses it too."""
+    if text is None:
+        return None
+    shown = text.strip()
+    if _BARE.match(text) and float(text) != 0:
+        raise SpecError(f"{flag} {shown} has no unit: give one, e.g. {shown}GiB (or {shown}GB, {shown}MiB)")
+    value = parse_size(text, flag)
+    if positive and value <= 0:
+        raise SpecError(f"{flag} {shown}: expected a size above 0, e.g. 24GiB")
+    return value
+
+
+def bandwidth_flag(text: str | None, flag: str) -> float | None:
+    """A bandwidth a person typed (None: not given); a bare number is refused as `size_flag`
+    refuses one (`--bandwidth 1000` is not 1000 bytes/s)."""
+    if text is None:
+        return None
+    shown = text.strip()
+    if _BARE.match(text):
+        raise SpecError(f"{flag} {shown} has no unit: give one, e.g. {shown}GB/s (or {shown}TB/s)")
+    return parse_bandwidth(text, flag)
+
+
 def gib(n: float) -> float:
     """Bytes -> GiB (powers of 1024), the unit every planner figure is printed in."""
     return n / 2**30

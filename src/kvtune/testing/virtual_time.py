@@ -36,13 +36,17 @@ class VirtualClock:
     """A monotonic clock that starts at `start` and moves only by `sleep`, `advance` or the
     event loop of `run` jumping to its next timer. Implements kvtune.clock.Clock."""
 
-    def __init__(self, start: float = 0.0, idle_limit_s: float = IDLE_LIMIT_S) -> None:
+    def __init__(self, start: float = 0.0, idle_limit_s: float = IDLE_LIMIT_S, epoch: float = 1.7e9) -> None:
         self.now = float(start)
         self.idle_limit_s = idle_limit_s
+        self.epoch = epoch  # the wall time at monotonic 0
         self._loop: VirtualEventLoop | None = None
 
     def monotonic(self) -> float:
         return self.now
+
+    def wall(self) -> float:
+        return self.epoch + self.now
 
     def advance(self, seconds: float) -> None:
         """Move the time forward (never back)."""

@@ -15,7 +15,6 @@ is then infeasible like any other miss. The budget counts launched configs, not 
 
 from __future__ import annotations
 
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -358,11 +357,11 @@ class Tuner:
         self.records.refresh()
         budget_s = accounting.load_budget(self.study, self._spec_budget()).time_budget_s
         left = None if budget_s is None else budget_s - accounting.elapsed_s(self.study)
-        decided, began = confirmation.VERDICT_ATTR in self.study.user_attrs, time.time()
+        decided, began = confirmation.VERDICT_ATTR in self.study.user_attrs, self.clock.monotonic()
         if not decided:
             self.sentinel(end=True, time_left_s=left)  # stored in the baseline's record: the first D
         if left is not None:
-            left -= time.time() - began
+            left -= self.clock.monotonic() - began
         return confirmation.confirm(
             self.runner, self.records, self.cb, self.run_dir, left, self.launcher.server_defaults()
         )

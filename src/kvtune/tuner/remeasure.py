@@ -20,11 +20,11 @@ measured in full and means are of like with like.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from kvtune.clock import REAL_CLOCK
 from kvtune.errors import TargetError
 from kvtune.kinds import FailureKind
 from kvtune.study.outcome import TrialOutcome
@@ -56,7 +56,7 @@ def run_record(again: TrialOutcome, seed: int, role: str) -> dict[str, Any]:
         "role": role,
         "disturbed": disturbed(again),
         "interference": getattr(again, "interference", None),
-        "at": time.time(),
+        "at": REAL_CLOCK.wall(),
         "valid": not disturbed(again),
     }
 

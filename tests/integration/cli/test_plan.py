@@ -86,7 +86,9 @@ def test_plan_for_two_named_gpus_with_starting_flags():
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["hardware"] == "2 x H100 SXM (spec sheet: 80 GiB, 3.35 TB/s each)"
-    assert d["memory_bytes"] == 160 * 2**30 and d["bandwidth_bytes_s"] == pytest.approx(6.7e12)
+    assert d["memory_bytes"] == 160 * 2**30 and d["hardware_bandwidth_bytes_s"] == pytest.approx(6.7e12)
+    # the decode ceiling reads the one GPU the suggested --tensor-parallel-size 1 uses
+    assert d["bandwidth_bytes_s"] == pytest.approx(3.35e12) and d["decode_ceiling_gpus"] == 1
     s = {x["backend"]: x for x in d["suggestions"]}
     assert s["vllm"]["flags"] == {
         "gpu-memory-utilization": 0.92,  # vLLM's own default (0.32 and 0.33), no vLLM read here

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kvtune.errors import SpecError
-from kvtune.planner.units import BANDWIDTH_HINT, SIZE_HINT, gib, parse_bandwidth, parse_size
+from kvtune.planner.units import BANDWIDTH_HINT, SIZE_HINT, bandwidth_flag, gib, parse_bandwidth, parse_size, size_flag
 
 GiB = 2**30
 
@@ -79,3 +79,37 @@ def test_the_errors_say_what_was_expected():
 
 def test_gib_is_bytes_in_powers_of_1024():
     assert gib(24 * GiB) == 24.0 and gib(24_000_000_000) == pytest.approx(22.35, abs=0.01)
+
+
+# --- sizes and bandwidths on `kvtune plan`'s command line: a bare number is refused ----------------
+
+
+@pytest.mark.parametrize(
+    "text,flag,fix",
+    [
+        ("24", "--memory", "--memory 24 has no unit: give one, e.g. 24GiB"),
+        (" 15 ", "--weights", "--weights 15 has no unit: give one, e.g. 15GiB"),
+        ("2.5", "--reserve", "--reserve 2.5 has no unit: give one, e.g. 2.5GiB"),
+        ("1e9", "--memory", "--memory 1e9 has no unit"),
+    ],
+)
+def test_a_bare_size_on_the_command_line_is_refused_naming_the_fix(text, flag, fix):
+    with pytest.raises(SpecError) as e:
+        size_flag(text, flag)
+    assert str(e.value).startswith(fix) and "\n" not in str(e.value)
+
+
+def test_a_size_flag_with_a_unit_is_read_and_zero_needs_none():
+    assert size_flag("24GiB", "--memory") == 24 * GiB
+    assert size_flag("24GB", "--memory") == 24_000_000_000
+    assert size_flag("0", "--reserve") == 0 and size_flag(None, "--reserve") is None
+    with pytest.raises(SpecError, match="--memory 0: expected a size above 0"):
+        size_flag("0", "--memory", positive=True)
+    with pytest.raises(SpecError, match="--memory 0GiB: expected a size above 0"):
+        size_flag("0GiB", "--memory", positive=True)
+
+
+def test_a_bare_bandwidth_is_refused_and_one_with_a_unit_read():
+    with pytest.raises(SpecError, match="--bandwidth 1000 has no unit: give one, e.g. 1000GB/s"):
+        bandwidth_flag("1000", "--bandwidth")
+    assert bandwidth_flag("1TB/s", "--bandwidth") == 1e12 and bandwidth_flag(None, "--bandwidth") is None

@@ -20,13 +20,13 @@ knobs whose removal (the server's own default) would have let a rejected config 
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import optuna
 
+from kvtune.clock import REAL_CLOCK
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Launcher
 from kvtune.study.outcome import TrialOutcome
@@ -96,7 +96,7 @@ def load_budget(study: optuna.Study, default: Budget) -> Budget:
 
 def begin_clock(study: optuna.Study, now: float | None = None) -> None:
     """Start this run's session: the time earlier runs spent (to their last trial) is kept."""
-    now = time.time() if now is None else now
+    now = REAL_CLOCK.wall() if now is None else now
     prev = study.user_attrs.get(CLOCK_ATTR)
     before = 0.0
     if prev:
@@ -112,7 +112,7 @@ def clock_started(study: optuna.Study) -> bool:
 
 def tick_clock(study: optuna.Study, now: float | None = None) -> None:
     """A trial finished: the session has spent at least until now."""
-    now = time.time() if now is None else now
+    now = REAL_CLOCK.wall() if now is None else now
     clock = study.user_attrs.get(CLOCK_ATTR)
     if clock:
         study.set_user_attr(CLOCK_ATTR, {**clock, "last": max(float(clock["last"]), now)})
@@ -120,7 +120,7 @@ def tick_clock(study: optuna.Study, now: float | None = None) -> None:
 
 def elapsed_s(study: optuna.Study, now: float | None = None) -> float:
     """Wall time the study has spent on its budget: earlier runs plus this session so far."""
-    now = time.time() if now is None else now
+    now = REAL_CLOCK.wall() if now is None else now
     clock = study.user_attrs.get(CLOCK_ATTR)
     if not clock:
         return 0.0

@@ -10,13 +10,13 @@ on one host is serialized by a lock file in the run directory, which its workers
 from __future__ import annotations
 
 import fcntl
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import optuna
 
+from kvtune.clock import REAL_CLOCK
 from kvtune.launchers.process import process_start_ticks
 from kvtune.tuner.fleet.storage import GRACE_S, quiet_experimental
 
@@ -32,7 +32,7 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
     """
     with quiet_experimental():
         optuna.storages.fail_stale_trials(study)
-    now = time.time()
+    now = REAL_CLOCK.wall()
     with host_lock(run_dir):
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             owner = t.user_attrs.get("worker") or {}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -22,6 +21,7 @@ from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.bench.multiturn import turn_metrics
 from kvtune.bench.prefix_reuse import prefix_cache_hit_rate
 from kvtune.bench.server_timing import server_timing_summary
+from kvtune.clock import REAL_CLOCK
 from kvtune.energy import EnergyReading, Meter, combine, energy_metrics
 from kvtune.interference.record import Interference, Watch
 from kvtune.objectives.cost import cost_metrics
@@ -110,7 +110,7 @@ def measure_repeats(
     and ``repeats`` in the metrics says how many it took."""
     watch = RunWatch.over(targets, workload, repeats)
     opts = replace(options, stop_when=watch) if watch is not None else options
-    began = time.monotonic()
+    began = REAL_CLOCK.monotonic()
     runs: list[BenchRun] = []
     for i in range(repeats):
         w = workload if i == 0 else replace(workload, warmup_requests=0)
@@ -118,7 +118,7 @@ def measure_repeats(
         if runs[-1].stopped or _converged(runs, converge_on, repeats):
             break
     stopped = runs[-1].stopped
-    record = {"measure_s": time.monotonic() - began, **_stop_record(watch, runs)}
+    record = {"measure_s": REAL_CLOCK.monotonic() - began, **_stop_record(watch, runs)}
     if converge_on is not None:
         record["repeats"] = float(len(runs))
     if len(runs) == 1:
