@@ -6,9 +6,9 @@ folders, the logs. sbatch, squeue and scancel find this cluster through SLURM_CO
 
 What works in a container without systemd or a writable cgroup tree: proctrack/linuxproc (a job's
 processes are found through /proc parent links), TaskPlugin=task/none (no binding, no cgroup.conf),
-no accounting, SlurmUser=root. The node is given more CPUs than the machine has
-(SlurmdParameters=config_overrides) so that a test's array tasks run side by side even on 2 cores:
-the fake servers they start are idle most of the time.
+no accounting, SlurmUser=root. The node is given more CPUs (and memory) than the machine has
+(SlurmdParameters=config_overrides) so that a test's array tasks, each asking for 2 CPUs, run
+side by side even on 2 cores: the fake servers they start are idle most of the time.
 """
 
 from __future__ import annotations
@@ -25,8 +25,11 @@ from pathlib import Path
 
 from kvtune.launchers.process import free_port
 
-PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel")
+PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol")
 NODE_CPUS = 8
+# What the node says it has, whatever the machine has (config_overrides): sbatch refuses a
+# job whose --mem exceeds it (Slurm's default RealMemory is 1 MB). Not consumable (CR_Core).
+NODE_MEMORY_MB = 8192
 
 
 def missing_programs() -> list[str]:
@@ -74,7 +77,7 @@ def slurm_conf(base: Path, node: str, ctld_port: int, slurmd_port: int) -> str:
             f"SlurmdLogFile={base / 'slurmd.log'}",
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
-            f"NodeName={node} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} State=UNKNOWN",
+            f"NodeName={node} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} State=UNKNOWN",
             "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
             "",
         ]

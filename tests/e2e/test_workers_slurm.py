@@ -4,13 +4,16 @@ task seen measuring a trial is `scancel`ed mid-trial, and the study still measur
 exactly once, loses no trial and leaves no process behind.
 
 The workers run the fake launcher (kvtune.testing.driver --join, given to the export as
---worker-command): the script is otherwise exactly what `kvtune export-workers` writes."""
+--worker-command): the script is otherwise exactly what `kvtune export-workers` writes, with
+--cpus-per-task and --mem that Slurm grants each task, and the storage URL only in the 0600 env
+file the script sources (the fake worker reads KVTUNE_STORAGE, as `kvtune worker` does)."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -26,6 +29,7 @@ from tests.e2e.test_workers_postgres import TRIALS, check_exactly_once
 pytestmark = pytest.mark.e2e
 STUDY = "slurm-share"
 WORKERS = 3
+CPUS_PER_WORKER = 2  # 3 tasks x 2 CPUs fit the test node's 8 side by side
 # Quick recovery should a worker die without its SIGTERM handler (the test expects the handler).
 FAST_RECOVERY = {"KVTUNE_HEARTBEAT_S": "1", "KVTUNE_GRACE_S": "4"}
 
@@ -74,6 +78,10 @@ def _export(tmp_path: Path, url: str, mark: str) -> Path:
         STUDY,
         "--workers",
         str(WORKERS),
+        "--cpus-per-worker",
+        str(CPUS_PER_WORKER),
+        "--mem",
+        "256M",
         "--runs-dir",
         str(tmp_path / "runs"),
         "--worker-command",
@@ -82,8 +90,20 @@ def _export(tmp_path: Path, url: str, mark: str) -> Path:
         str(script),
         cwd=tmp_path,
     )
-    assert f"#SBATCH --array=0-{WORKERS - 1}" in script.read_text()
+    text = script.read_text()
+    assert f"#SBATCH --array=0-{WORKERS - 1}" in text and f"#SBATCH --cpus-per-task={CPUS_PER_WORKER}" in text
+    assert url not in text  # the URL is in the env file beside the script, readable by its owner alone
+    env_file = script.with_name(script.name + ".env")
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600 and url in env_file.read_text()
     return script
+
+
+def _granted(cluster: SlurmCluster, job: str) -> list[str]:
+    """Each array task's CPUs and memory as Slurm recorded them (`scontrol show job`, one line
+    per task; finished tasks stay listed for MinJobAge)."""
+    lines = cluster.command("scontrol", "show", "job", "-o", job, check=False).splitlines()
+    fields = [dict(w.split("=", 1) for w in line.split() if "=" in w) for line in lines if line.strip()]
+    return [f"{f.get('NumCPUs')} cpus, {f.get('MinMemoryNode')}" for f in fields]
 
 
 def _running(url: str) -> dict[int, optuna.trial.FrozenTrial]:
@@ -162,6 +182,7 @@ def test_slurm_array_workers_survive_a_scancel(tmp_path, postgres_url, slurm):
     job = submitted.stdout.strip().split(";")[0]
     measuring = lambda: _measuring(postgres_url)  # noqa: E731
     task, victim = _wait_for("no array task measured a trial", measuring, 120, slurm, tmp_path, job)
+    assert set(_granted(slurm, job)) == {f"{CPUS_PER_WORKER} cpus, 256M"}  # --cpus-per-task and --mem honoured
     slurm.command("scancel", f"{job}_{task}")
     finished = lambda: not slurm.command("squeue", "-h", "-j", job).strip()  # noqa: E731
     _wait_for("the job array did not finish", finished, 240, slurm, tmp_path)
@@ -179,3 +200,5 @@ def test_slurm_array_workers_survive_a_scancel(tmp_path, postgres_url, slurm):
     log = (tmp_path / f"kvtune-{STUDY}-{job}_{task}.log").read_text()
     assert '"interrupted": true' in log
     assert _processes_with(mark) == []  # no worker, no fake server left
+    runs = {p.name for p in (tmp_path / "runs").iterdir()}
+    assert f"task-{job}_{task}" in runs and runs <= {f"task-{job}_{i}" for i in range(WORKERS)}  # one per task

@@ -1,26 +1,32 @@
 """`kvtune export-workers`: the scheduler file that places a set-up study's workers.
 
 The study was created in shared storage by `kvtune run ... --storage URL --setup-only`; this
-reads it back (its spec, its GPUs per trial) and writes an sbatch job array (slurm) or a
-Kubernetes Indexed Job (k8s-job) of N `kvtune worker` processes. Rendering lives in
-artifacts/cluster/; this module only gathers the options and the stored study.
+reads it back (its spec, its GPUs per trial, the threads its space tries) and writes an sbatch
+job array (slurm) or a Kubernetes Indexed Job (k8s-job) of N `kvtune worker` processes. The
+storage URL never goes into either file: Slurm's script sources it from an env file (mode 0600)
+written beside it, Kubernetes pods read it from a Secret. Rendering lives in
+artifacts/cluster/; this module gathers the options and the stored study, checks every option
+before anything is written, and writes the files.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
-import typer
-
-from kvtune.artifacts.cluster.job import CLUSTER_FORMATS, WorkerJob
-from kvtune.artifacts.cluster.k8s import render_k8s_job
-from kvtune.artifacts.cluster.slurm import render_slurm
+from kvtune.artifacts.cluster.job import CLUSTER_FORMATS, WorkerJob, parse_memory, space_cpus
+from kvtune.artifacts.cluster.k8s import render_k8s_job, secret_command
+from kvtune.artifacts.cluster.slurm import render_env_file, render_slurm
 from kvtune.cli.app import app, err_console
+from kvtune.cli.cluster_flags import ONLY_FOR, ExportFlags
+from kvtune.cli.flag_record import command_signature
 from kvtune.errors import SpecError
-from kvtune.tuner.fleet.setup import read_set_up
+from kvtune.tuner.fleet import storage as fleet_storage
+from kvtune.tuner.fleet.setup import PLACEMENT_ATTR, read_set_up
 
 
 def default_command(format: str) -> tuple[str, ...]:
@@ -31,67 +37,147 @@ def default_command(format: str) -> tuple[str, ...]:
     return (str(Path(sys.executable).parent / "kvtune"), "worker")
 
 
-@app.command("export-workers")
-def export_workers(
-    format: str = typer.Option(..., "--format", "-f", help="slurm (an sbatch job array) or k8s-job (an Indexed Job)."),
-    storage: str = typer.Option(..., help="The study's storage URL, as the workers reach it."),
-    study: str = typer.Option(..., help="Study name (set up by `kvtune run --storage URL --study NAME --setup-only`)."),
-    workers: int = typer.Option(..., help="How many workers: array tasks (Slurm) or pods (Kubernetes)."),
-    gpus_per_trial: Optional[int] = typer.Option(
-        None, "--gpus-per-trial", help="GPUs per worker (default: what --setup-only stored)."
-    ),
-    worker_arg: list[str] = typer.Option(
-        [],
-        "--worker-arg",
-        help="An extra `kvtune worker` argument, e.g. --worker-arg=--llama-server=/opt/llama-server.",
-    ),
-    runs_dir: Optional[str] = typer.Option(None, help="Where workers keep server logs (default ./kvtune-runs)."),
-    partition: Optional[str] = typer.Option(None, help="Slurm partition."),
-    time_limit: Optional[str] = typer.Option(None, "--time", help="Slurm time limit, e.g. 4:00:00."),
-    cpus_per_task: Optional[int] = typer.Option(None, help="Slurm CPUs per worker."),
-    image: Optional[str] = typer.Option(None, help="Kubernetes: an image with kvtune and the backend."),
-    namespace: Optional[str] = typer.Option(None, help="Kubernetes namespace."),
-    secret: str = typer.Option("kvtune-storage", help="Kubernetes Secret holding the storage URL."),
-    secret_key: str = typer.Option("url", help="The key of the URL in that Secret."),
-    model_pvc: Optional[str] = typer.Option(None, help="Kubernetes PersistentVolumeClaim holding the model."),
-    model_mount: Optional[str] = typer.Option(
-        None, help="Where that claim is mounted (default: the directory of the study's model path)."
-    ),
-    worker_command: Optional[str] = typer.Option(
-        None,
-        "--worker-command",
-        help="What starts one worker instead of `kvtune worker` (Slurm: this venv's; tests pass a fake).",
-    ),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: print)."),
-) -> None:
-    """Write the Slurm or Kubernetes file that runs a set-up study's workers."""
-    if format not in CLUSTER_FORMATS:
-        raise SpecError(f"unknown --format {format!r}: use one of {', '.join(CLUSTER_FORMATS)}")
-    stored = read_set_up(study, storage)
+def refuse_other_formats_flags(f: ExportFlags) -> None:
+    """A flag of the other format is refused, not ignored: the user meant it to do something."""
+    for other, flags in ONLY_FOR.items():
+        for name, flag in flags if other != f.format else ():
+            if getattr(f, name) is not None:
+                raise SpecError(f"{flag} is for --format {other}, not {f.format}: drop it")
+
+
+def stored_cpus(study: str, url: str) -> tuple[int | None, int | None]:
+    """(CPUs the set-up stored per trial, the most threads the study's space tries); None where
+    the study does not say."""
+    attrs = fleet_storage.load_study(study, url, read_only=True).user_attrs
+    placed = (attrs.get(PLACEMENT_ATTR) or {}).get("cpus_per_trial")
+    space = (attrs.get("identity") or {}).get("space") or []
+    return (int(placed) if placed else None), space_cpus([str(k) for k in space])
+
+
+def worker_cpus(given: int | None, study: str, url: str) -> int | None:
+    """--cpus-per-worker, or what the study says one trial uses. Fewer CPUs than the space's
+    threads would make its top configs meaningless (threads fighting over fewer cores)."""
+    if given is not None and given < 1:
+        raise SpecError(f"--cpus-per-worker must be at least 1, got {given}")
+    placed, threads = stored_cpus(study, url)
+    if given is None:
+        return placed or threads
+    if threads is not None and given < threads:
+        raise SpecError(
+            f"--cpus-per-worker {given} is fewer than the {threads} threads the study's space may give a server: "
+            f"give at least {threads}, or set the study up for smaller workers"
+        )
+    return given
+
+
+def check_writable(path: Path, what: str) -> None:
+    """The file can be written where asked: its folder exists and it is not a folder itself."""
+    if path.is_dir():
+        raise SpecError(f"{what} {path} is a folder: name a file")
+    if not path.parent.is_dir():
+        raise SpecError(f"{what} {path}: folder {path.parent} does not exist")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` readable by its owner alone (0600 from its first byte: a temporary file
+    created with that mode, then renamed over the target)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def env_file_for(output: Path | None, given: Path | None, job_name: str) -> Path:
+    """Where the Slurm script's storage URL goes: --env-file, else beside the script
+    (FILE.env), else (the script printed) ./<job name>.env. Absolute: the job reads it from
+    wherever Slurm starts it."""
+    path = given or (output.with_name(output.name + ".env") if output else Path(f"{job_name}.env"))
+    path = path.absolute()
+    if output is not None and path == output.absolute():
+        raise SpecError(f"--env-file {path} is the script itself: name another file")
+    check_writable(path, "--env-file")
+    return path
+
+
+def worker_job(f: ExportFlags) -> tuple[WorkerJob, str | None]:
+    """The job the flags and the stored study describe (checked by its renderer), and the model
+    path the study's set-up resolved. Every check that needs no storage comes first."""
+    if f.format not in CLUSTER_FORMATS:
+        raise SpecError(f"unknown --format {f.format!r}: use one of {', '.join(CLUSTER_FORMATS)}")
+    refuse_other_formats_flags(f)
+    try:
+        command = tuple(shlex.split(f.worker_command)) if f.worker_command is not None else default_command(f.format)
+    except ValueError as e:
+        raise SpecError(f"--worker-command {f.worker_command!r} does not parse as a command line: {e}") from None
+    memory_mib = parse_memory(f.mem) if f.mem is not None else None
+    if f.output is not None:
+        check_writable(f.output, "--output")
+    stored = read_set_up(f.study, f.storage)
     job = WorkerJob(
-        study=study,
-        storage_url=storage,
-        workers=workers,
-        gpus_per_trial=stored.gpus_per_trial if gpus_per_trial is None else gpus_per_trial,
-        command=tuple(shlex.split(worker_command)) if worker_command else default_command(format),
-        worker_args=tuple(worker_arg),
-        runs_dir=runs_dir,
-        partition=partition,
-        time_limit=time_limit,
-        cpus_per_task=cpus_per_task,
-        image=image,
-        namespace=namespace,
-        storage_secret=secret,
-        storage_secret_key=secret_key,
-        model_pvc=model_pvc,
-        model_mount=model_mount,
+        study=f.study,
+        workers=f.workers,
+        gpus_per_trial=stored.gpus_per_trial if f.gpus_per_trial is None else f.gpus_per_trial,
+        cpus=worker_cpus(f.cpus, f.study, f.storage),
+        memory_mib=memory_mib,
+        command=command,
+        worker_args=tuple(f.worker_arg),
+        runs_dir=f.runs_dir,
+        partition=f.partition,
+        time_limit=f.time_limit,
+        image=f.image,
+        namespace=f.namespace or "default",
+        storage_secret=f.secret or "kvtune-storage",
+        storage_secret_key=f.secret_key or "url",
+        model_pvc=f.model_pvc,
+        model_mount=f.model_mount,
+        runs_pvc=f.runs_pvc,
     )
-    text = render_slurm(job) if format == "slurm" else render_k8s_job(job, stored.model_path)
+    return job, stored.model_path
+
+
+def export_workers(**flags: Any) -> None:
+    """Write the Slurm or Kubernetes file that runs a set-up study's workers."""
+    f = ExportFlags(**flags)
+    job, model_path = worker_job(f)
+    if f.format == "slurm":
+        _write_slurm(job, f.storage, f.output, f.env_file)
+    else:
+        _write_k8s(job, model_path, f.output)
+
+
+export_workers.__signature__, export_workers.__annotations__ = command_signature(ExportFlags)  # type: ignore[attr-defined]
+app.command("export-workers")(export_workers)
+
+
+def _write_slurm(job: WorkerJob, storage_url: str, output: Path | None, env_file: Path | None) -> None:
+    """The script and its env file, both rendered (and so checked) before either is written."""
+    env_path = env_file_for(output, env_file, job.job_name)
+    job = dataclasses.replace(job, env_file=str(env_path))
+    script, env_text = render_slurm(job), render_env_file(storage_url)
+    write_private(env_path, env_text)
+    where = f"the storage URL to {env_path} (mode 0600, sourced by the script; the nodes must see it there)"
+    if output is None:
+        print(script, end="")
+        err_console.print(f"wrote {where}")
+        return
+    output.write_text(script)
+    output.chmod(0o755)
+    err_console.print(
+        f"wrote {output} ({job.workers} workers for study {job.study}) and {where}: submit with `sbatch {output}`"
+    )
+
+
+def _write_k8s(job: WorkerJob, model_path: str | None, output: Path | None) -> None:
+    text = render_k8s_job(job, model_path)
     if output is None:
         print(text, end="")
         return
     output.write_text(text)
-    if format == "slurm":
-        output.chmod(0o755)
-    submit = f"sbatch {output}" if format == "slurm" else f"kubectl apply -f {output}"
-    err_console.print(f"wrote {output} ({workers} workers for study {study}): submit with `{submit}`")
+    err_console.print(
+        f"wrote {output} ({job.workers} workers for study {job.study}): first `{secret_command(job)}` "
+        f"(the storage URL for URL), then `kubectl apply -f {output}`"
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 
@@ -47,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--faults", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mark", default="", help="KVTUNE_TEST_MARK set on every server started")
-    p.add_argument("--storage", help="shared Optuna storage URL (default: SQLite in the run dir)")
+    p.add_argument(
+        "--storage",
+        default=os.environ.get("KVTUNE_STORAGE"),
+        help="shared Optuna storage URL (default: $KVTUNE_STORAGE, as `kvtune worker` reads it; else SQLite in the run dir)",
+    )
     p.add_argument("--join", action="store_true", help="join the study as an extra worker")
     p.add_argument(
         "--setup-only", action="store_true", help="create the study for a scheduler's workers and run no trial"
