@@ -16,11 +16,35 @@ from kvtune.cli.app import app, console, err_console  # noqa: F401  (the package
 
 
 def main() -> None:
-    """Console entry point: expected errors are one line on stderr and exit status 2."""
-    from kvtune.errors import KvtuneError
+    """Console entry point. Expected errors are one line on stderr, `kvtune: error: ...`, and
+    their exit status: a `KvtuneError` its own (2 bad input, 75 transient), a usage error click
+    found while parsing any command's flags 2 (`usage_error_line`; typer's "Usage:" box never
+    shows). `--help`, `--version` and a bare `kvtune` print help as before."""
+    import typer
+
+    from kvtune.cli.app import PROG, clickx, usage_error_line
+    from kvtune.errors import EXIT_BAD_INPUT, KvtuneError
 
     try:
-        app()
-    except KvtuneError as e:
-        err_console.print(f"kvtune: error: {e}", markup=False, soft_wrap=True)
+        status = app(prog_name=PROG, standalone_mode=False)
+    except clickx.NoArgsIsHelpError as e:  # bare `kvtune`: typer printed the help
+        if e.format_message().strip():
+            print(e.format_message())
         sys.exit(e.exit_code)
+    except clickx.UsageError as e:
+        _refuse(usage_error_line(e, sys.argv[1:]), EXIT_BAD_INPUT)
+    except clickx.ClickException as e:  # a file click could not open, say
+        _refuse(" ".join(e.format_message().split()), e.exit_code)
+    except typer.Abort:  # end of input at a prompt
+        _refuse("aborted", 1)
+    except KvtuneError as e:
+        _refuse(str(e), e.exit_code)
+    # Not standalone, click returns what `typer.Exit(n)` carried (the command's status) or
+    # the command's own return value (None: done).
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _refuse(line: str, status: int) -> None:
+    """Print `kvtune: error: LINE` on stderr and exit with `status`."""
+    err_console.print(f"kvtune: error: {line}", markup=False, soft_wrap=True, highlight=False)
+    sys.exit(status)

@@ -3,9 +3,19 @@ register themselves on `app` (cli/__init__.py imports them), so this module impo
 
 from __future__ import annotations
 
+import importlib
+import re
+from typing import Any
+
 import typer
 
 from kvtune.cli.consoles import make_console
+
+#: The program's name in messages and help, however it was started (`python -m kvtune.cli`).
+PROG = "kvtune"
+#: click's exceptions as this typer raises them: click's own, or the copy of click that typer
+#: 0.20 and later vendor (typer.BadParameter is one of them either way).
+clickx: Any = importlib.import_module(typer.BadParameter.__module__)
 
 app = typer.Typer(
     add_completion=False,
@@ -32,3 +42,75 @@ def _root(
     ),
 ) -> None:
     """kvtune: find the best serving flags for your model on your hardware."""
+
+
+def usage_error_line(e: Exception, argv: list[str]) -> str:
+    """A click usage error (unknown option, bad value, missing argument, unknown command) as
+    kvtune's one line, `<what was wrong>; <the fix>`, instead of typer's multi-line "Usage:" box:
+    every command's parsing errors pass through here (`kvtune.cli.main`; `argv`: the arguments
+    after `kvtune`, which name the command when click's error does not carry it)."""
+    where = _command_path(getattr(e, "ctx", None), argv)
+    fix = f"see {where} --help"
+    if isinstance(e, clickx.NoSuchOption):
+        what = f"no such option {e.option_name}"
+        if e.possibilities:
+            fix = f"did you mean {' or '.join(e.possibilities)}? ({fix})"
+    elif isinstance(e, clickx.MissingParameter) and e.param is not None:
+        what = re.sub(r" \(env var: [^)]*\)", "", _sentence(e.format_message()))
+        envvar = getattr(e.param, "envvar", None)
+        if isinstance(envvar, str):
+            fix = f"give it, or set {envvar} ({fix})"
+    else:
+        what = _sentence(e.format_message())  # type: ignore[attr-defined]
+        what, _, suggestion = what.partition(". Did you mean ")  # an unknown command
+        if suggestion:
+            fix = f"did you mean {suggestion.rstrip('.')} ({fix})"
+        rejected = _type_refusal(e)
+        if rejected is not None:
+            what = rejected
+    return f"{what}; {fix}" if where == PROG else f"{where}: {what}; {fix}"
+
+
+def _command_path(ctx: Any, argv: list[str]) -> str:
+    """`kvtune CMD` for the error's context, else the first registered command `argv` names
+    (an option missing its value is reported without a context)."""
+    if ctx is not None:
+        return str(ctx.command_path)
+    names = {c.name or (c.callback.__name__ if c.callback else "").replace("_", "-") for c in app.registered_commands}
+    command = next((a for a in argv if a in names), None)
+    return f"{PROG} {command}" if command else PROG
+
+
+#: What a pydantic type error (typer 0.20 and later check types with pydantic) expected.
+_EXPECTED = {
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "int_type": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "bool_parsing": "true or false",
+}
+
+
+def _type_refusal(e: Exception) -> str | None:
+    """`--trials takes a whole number, got 'abc'` for a value of the wrong type; None when
+    click's own message is kept. Pydantic's message ("Input should be a valid integer, unable
+    to parse string as an integer") leaves out the value, which is the validation error's input."""
+    errors = getattr(e.__cause__, "errors", None)
+    param = getattr(e, "param", None)
+    found = errors() if callable(errors) else []
+    if not found or param is None:
+        return None
+    first = found[0]
+    expected = _EXPECTED.get(first.get("type", "")) or str(first.get("msg", "")).removeprefix("Input should be ")
+    flags = [o for o in getattr(param, "opts", []) if o.startswith("-")]
+    name = max(flags, key=len) if flags else str(param.name).upper()
+    return f"{name} takes {expected}, got {first.get('input')!r}"
+
+
+def _sentence(message: str) -> str:
+    """Click's message as a clause of kvtune's line: one line, no capital, no full stop, flags
+    unquoted ("Invalid value for '--trials'" -> "invalid value for --trials")."""
+    text = " ".join(message.split()).rstrip(".")
+    text = re.sub(r"'(-{1,2}[\w-]+)'", r"\1", text)
+    return text[:1].lower() + text[1:]

@@ -201,6 +201,7 @@ def export(
     port: int = typer.Option(8080, help="Port the deployed server listens on."),
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: print)."),
+    storage: Optional[str] = typer.Option(None, help=STORAGE_HELP),
 ) -> None:
     """Deployment artifacts rendered from the trial's own argv and environment."""
     from kvtune.artifacts import export as exporter
@@ -209,7 +210,9 @@ def export(
 
     if format not in exporter.ALL_FORMATS:
         raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.ALL_FORMATS)}")
-    results, _ = _load_results(study, runs_dir)
+    if not 0 < port < 65536:
+        raise SpecError(f"--port must be a TCP port, 1..65535, got {port}: the port the deployed server listens on")
+    results, _, _ = _study_results(study, runs_dir, storage)
     # csv holds every trial: it needs no feasible one
     chosen = {} if format in exporter.STUDY_FORMATS else pick_trial(results, trial).to_dict()
     if output:

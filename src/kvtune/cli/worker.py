@@ -15,12 +15,18 @@ from kvtune.cli.app import app, console, err_console
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
 from kvtune.errors import SpecError
+from kvtune.tuner.fleet.storage import unreachable
 from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join, scheduler_task
 
 
 @app.command()
 def worker(
-    storage: str = typer.Option(..., help="The study's Optuna storage URL, e.g. postgresql://user@db/kvtune."),
+    storage: str = typer.Option(
+        ...,
+        envvar="KVTUNE_STORAGE",
+        help="The study's Optuna storage URL, e.g. postgresql://user@db/kvtune; or set KVTUNE_STORAGE "
+        "(a scheduler hands the URL, password included, through the environment instead of argv).",
+    ),
     study: str = typer.Option(..., help="Study name (created by `kvtune run --storage ... --study NAME`)."),
     slot: int = typer.Option(0, help="This worker's device slot on this host (CPU set / GPUs)."),
     slots: int = typer.Option(1, help="How many workers share this host's devices."),
@@ -35,13 +41,7 @@ def worker(
     allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware"),
 ) -> None:
     """Join a study from any host: run its trials until its budget is spent."""
-    if slots < 1:
-        raise SpecError(f"--slots must be at least 1 (workers sharing this host's devices), got {slots}")
-    if not 0 <= slot < slots:
-        raise SpecError(f"--slot must be in 0..{slots - 1}, got {slot}")
-    if gpus_per_trial < 0:
-        raise SpecError(f"--gpus-per-trial must be 0 or more, got {gpus_per_trial}")
-    check_gpu_slots(max(slots, 1), gpus_per_trial, gpu_pool())  # this host's slots, before the study is read
+    _check_flags(study, slot, slots, gpus_per_trial)
     task = scheduler_task()
     if task is not None:
         devices = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -67,4 +67,22 @@ def worker(
     except KeyboardInterrupt:
         err_console.print("worker interrupted: its trial is re-queued for another worker")
         raise typer.Exit(130) from None
+    except Exception as e:  # the storage went away mid-study: exit 75, the scheduler retries
+        lost = unreachable(e, storage)
+        if lost is None:
+            raise
+        raise lost from e
     console.print(f"worker {tuner.ctx.where.slot}: study {study} has {len(outcomes)} finished trials; leaving")
+
+
+def _check_flags(study: str, slot: int, slots: int, gpus_per_trial: int) -> None:
+    """The worker's own flags, before the storage is opened: a refused worker touches nothing."""
+    if not study.strip():
+        raise SpecError("--study must name the study to join, got ''")
+    if slots < 1:
+        raise SpecError(f"--slots must be at least 1 (workers sharing this host's devices), got {slots}")
+    if not 0 <= slot < slots:
+        raise SpecError(f"--slot must be in 0..{slots - 1}, got {slot}")
+    if gpus_per_trial < 0:
+        raise SpecError(f"--gpus-per-trial must be 0 or more, got {gpus_per_trial}")
+    check_gpu_slots(slots, gpus_per_trial, gpu_pool())  # this host's slots, before the study is read

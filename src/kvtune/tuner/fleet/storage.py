@@ -17,7 +17,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 
-from kvtune.errors import SpecError
+from kvtune.errors import SpecError, StorageUnreachableError
 
 
 def runs_root(explicit: str | None = None) -> Path:
@@ -75,8 +75,8 @@ def rdb_storage(
     engine: dict[str, Any]
     if url.startswith("sqlite"):
         engine = {"connect_args": {"timeout": 60}}
-    elif url.startswith("postgresql"):
-        engine = {"pool_pre_ping": True}
+    elif url.startswith("postgresql"):  # a database that does not answer fails in seconds, not minutes
+        engine = {"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
     else:
         engine = {}
     try:
@@ -94,8 +94,85 @@ def rdb_storage(
             f"storage {url.split(':', 1)[0]!r} needs a database driver: {e.name or e} "
             f"(for PostgreSQL: pip install 'kvtune[postgres]', i.e. psycopg)"
         ) from e
-    except Exception as e:  # sqlalchemy's connection and URL errors
-        raise SpecError(f"cannot open storage {redact(url)}: {str(e).splitlines()[0][:200]}") from e
+    except Exception as e:  # sqlalchemy's connection and URL errors, Optuna's wrapping of them
+        raise unreachable(e, url) or SpecError(f"cannot open storage {redact(url)}: {_detail(e, url)}") from e
+
+
+CONNECT_TIMEOUT_S = int(os.environ.get("KVTUNE_STORAGE_CONNECT_TIMEOUT_S", "10"))
+# SQLSTATE classes a database answers with when it was reached but refused the request: a wrong
+# password or role (28), a database that does not exist (3D). Bad input, not a storage that is down.
+_REFUSED_SQLSTATES = ("28", "3D")
+
+
+def unreachable(e: BaseException, url: str) -> StorageUnreachableError | None:
+    """`e` (or what caused it) as the storage at `url` not answering (a refused or timed-out
+    connection, a database starting or shutting down, a gRPC proxy UNAVAILABLE), else None. The
+    one place a foreign connection error becomes kvtune's transient one (exit 75: retry)."""
+    if url.startswith("sqlite"):
+        return None  # a local file: a wrong path or a broken file is bad input
+    chain = _chain(e)
+    if not any(_is_connection_error(c) for c in chain):
+        return None
+    return StorageUnreachableError(
+        f"storage {redact(url)} is unreachable: {_detail(e, url)}; check that it is up and that this "
+        f"host can reach it, then retry"
+    )
+
+
+def _is_connection_error(e: BaseException) -> bool:
+    """A database or proxy that did not answer, by the exception's kind (never its text)."""
+    import sqlalchemy.exc
+
+    if isinstance(e, (ConnectionError, TimeoutError)):
+        return True
+    if isinstance(e, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+        state = getattr(e.orig, "sqlstate", None) or ""
+        return not state.startswith(_REFUSED_SQLSTATES)
+    code = getattr(e, "code", None)  # grpc.RpcError, without importing grpc (an optional extra)
+    return callable(code) and getattr(code(), "name", None) in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+def _chain(e: BaseException) -> list[BaseException]:
+    """`e` and what caused it, outermost first."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = e
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def _detail(e: BaseException, url: str) -> str:
+    """The first line of the innermost cause (the driver's own words, not Optuna's "An exception
+    is raised during the commit"), any password in `url` masked."""
+    root = next((c for c in reversed(_chain(e)) if str(c).strip()), e)
+    text = str(root).strip().splitlines()[0] if str(root).strip() else type(root).__name__
+    password = _password(url)
+    return (text.replace(password, "***") if password else text)[:200]
+
+
+def _password(url: str) -> str | None:
+    import sqlalchemy.engine
+
+    try:
+        return sqlalchemy.engine.make_url(url).password
+    except Exception:  # not a database URL: nothing to mask
+        return None
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a `sqlite:///PATH` storage URL names; None for in-memory SQLite and other URLs."""
+    import sqlalchemy.engine
+
+    if not url.startswith("sqlite"):
+        return None
+    try:
+        database = sqlalchemy.engine.make_url(url).database
+    except Exception:  # a malformed URL: rdb_storage names it
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
 
 
 # ---- the gRPC storage proxy (`kvtune proxy`, tuner/fleet/proxy.py) ---------------------------
@@ -160,9 +237,9 @@ def connect_proxy(host: str, port: int, wait_s: float | None = None) -> ProxyCli
     except ImportError as e:
         raise SpecError(f"storage grpc:// needs grpcio: {e.name or e} (pip install 'kvtune[proxy]')") from e
     except ConnectionError:
-        raise SpecError(
-            f"no storage proxy answers at {host}:{port} within {wait_s:g} s: start it there with "
-            f"`kvtune proxy --storage postgresql://... --host 0.0.0.0 --port {port}`"
+        raise StorageUnreachableError(
+            f"storage grpc://{host}:{port} is unreachable: no storage proxy answered within {wait_s:g} s; "
+            f"start it there (`kvtune proxy --storage postgresql://... --host 0.0.0.0 --port {port}`) or retry"
         ) from None
     return client
 
@@ -211,9 +288,17 @@ def redact(url: str) -> str:
 
 
 def load_study(name: str, url: str, *, read_only: bool = False) -> optuna.Study:
-    """An existing study; `read_only`: for a reader (no tables created, any proxy will do)."""
+    """An existing study; `read_only`: for a reader (any proxy will do). A study that must exist
+    creates nothing: no SQLite file where none is, no tables in a database without them."""
+    path = sqlite_file(url)
+    if path is not None and not path.is_file():
+        why = "is a folder" if path.is_dir() else "does not exist"
+        raise SpecError(
+            f"no study {name!r} in {url}: {path} {why}; give the study.db that "
+            f"`kvtune run --storage ... --study {name}` wrote"
+        )
     try:
-        study = optuna.load_study(study_name=name, storage=make_storage(url, read_only=read_only))
+        study = optuna.load_study(study_name=name, storage=make_storage(url, read_only=True))
     except KeyError:
         raise SpecError(
             f"no study {name!r} in {redact(url)}: start it with `kvtune run --storage ... --study {name}`"

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import optuna
 import pytest
 
-from kvtune.errors import SpecError
+from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.launchers.process import free_port
 from kvtune.tuner.fleet import storage
 from kvtune.tuner.fleet.proxy import HeartbeatRelay, StorageProxy, open_backend
@@ -68,7 +68,7 @@ def test_the_proxy_refuses_to_front_another_proxy():
 
 def test_no_proxy_listening_is_a_one_line_error():
     port = free_port()
-    with pytest.raises(SpecError, match=f"no storage proxy answers at 127.0.0.1:{port}.*kvtune proxy"):
+    with pytest.raises(StorageUnreachableError, match=f"grpc://127.0.0.1:{port} is unreachable.*kvtune proxy"):
         storage.connect_proxy("127.0.0.1", port, 0.2)
 
 
