@@ -51,8 +51,9 @@ MODES = ("closed", "open")
 TEMPLATE_TOKENS = 32
 TEMPLATE_TOKENS_PER_TURN = 12
 # What one request adds to its prompt text, by endpoint: a chat request the template's system
-# prompt and role markers (a fixed allowance, not counted: the demo model's template takes 27
-# tokens; Llama 3's and Qwen 2.5's default ones about 30-40); a completion the BOS token.
+# prompt and role markers (a fixed allowance, not counted per model: the demo model's template
+# measured 30 tokens on llama-server, usage.prompt_tokens of a one-token message being 31;
+# Llama 3's and Qwen 2.5's default ones are about 30-40); a completion a BOS token at most.
 REQUEST_TEMPLATE_TOKENS = {"chat": TEMPLATE_TOKENS + TEMPLATE_TOKENS_PER_TURN, "completions": 1}
 ENDPOINTS = ("chat", "completions")
 # How a trace's numeric timestamps are read: auto (bench/trace_formats.py's rule), s, ms.

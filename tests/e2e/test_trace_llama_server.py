@@ -9,6 +9,14 @@ late), and the median within 50 ms. Lengths are scaled by 0.02 (prompts of ~1-80
 answers of 1-8) and clipped to 128 tokens so the CPU can serve them; on a busy 2-core box
 (a first run here: 14 of 24 timed out at 0.05 scale) the server may still fall behind, so only
 the send times are held to the trace, and the answers that completed to its output lengths.
+
+Then each shipped trace end to end without --trace-max-tokens (issue 30): its first 12 requests
+sized as `kvtune run` sizes them (bench/trace_sizing.py: the p99 of prompt + output, the chat
+template's allowance on top, bounded by the demo model's context), a server started with that
+per-slot context, the trace replayed at its own times: every request is answered (none too long
+for its slot), with the trace's output length, and the server's own prompt count stays within
+the clip plus the template allowance. Lengths are scaled (the CPU prefills some 100 tokens/s);
+the clip is the sizing's, not a flag.
 """
 
 from __future__ import annotations
@@ -18,10 +26,11 @@ import statistics
 import pytest
 
 from kvtune.bench.client import BenchOptions, run
+from kvtune.bench.trace_sizing import sized_workload
 from kvtune.bench.traces import fitted_trace
 from kvtune.errors import KvtuneError
 from kvtune.launchers.base import Candidate
-from kvtune.launchers.llama_server import LlamaServerLauncher
+from kvtune.launchers.llama_server import LlamaServerLauncher, gguf_shape, slot_context_choices
 from kvtune.launchers.process import ServerProcess, free_port
 from kvtune.models import demo_model_path
 from kvtune.workload import Workload
@@ -71,3 +80,44 @@ def test_trace_replay_sends_at_the_traces_times(tmp_path, llama_server: str) -> 
     ok = [s for s in result.samples if s.ok]
     assert ok, [s.error for s in result.samples]  # the server answered
     assert all(s.output_tokens == r.output_tokens for s, r in zip(result.samples, want.requests) if s.ok)
+
+
+# Lengths scaled so 12 requests take a minute or two of a 2-core CPU (Mooncake's first 12 hold
+# 219k tokens in full, Azure code's 32k, Azure conversation's 6k).
+SHIPPED_SCALES = {"azure-conv": 0.25, "azure-code": 0.1, "mooncake-conv": 0.04}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_SCALES))
+def test_each_shipped_trace_fits_and_replays_without_a_clip_flag(tmp_path, llama_server: str, name: str) -> None:
+    try:
+        model = demo_model_path()
+    except KvtuneError as e:
+        pytest.skip(str(e))
+    launcher = LlamaServerLauncher(binary=llama_server, model_path=str(model), shape=gguf_shape(model))
+    asked = Workload(
+        trace=name, trace_requests=12, trace_length_scale=SHIPPED_SCALES[name], warmup_requests=1, request_timeout_s=300
+    )
+    w, sizing = sized_workload(asked, launcher.model_context())
+    assert sizing is not None and asked.trace_max_tokens is None
+    per_slot = slot_context_choices(w, launcher.model_context())[0]
+    assert per_slot >= sizing.context_tokens
+    port = free_port()
+    cand = Candidate(flags={"parallel": 4, "ctx-per-slot": per_slot, "threads": 2})
+    proc = ServerProcess(
+        argv=launcher.command(cand, port), env=launcher.environment(cand), log_path=tmp_path / "server.log", port=port
+    )
+    proc.start()
+    try:
+        proc.wait_ready(180)
+        options = BenchOptions(
+            launcher.served_model_name(), extra_body=dict(launcher.request_extra_body()), tokenizer=str(model)
+        )
+        result = run(proc.base_url, w, options)
+    finally:
+        proc.stop()
+    want = sizing.replayed.requests
+    assert len(result.samples) == 12
+    assert all(s.ok for s in result.samples), [s.error for s in result.samples]  # none overflowed its slot
+    assert [s.output_tokens for s in result.samples] == [r.output_tokens for r in want]
+    for s, r in zip(result.samples, want):  # the template allowance bounds what the server counted
+        assert r.input_tokens < s.prompt_tokens <= r.input_tokens + w.template_tokens <= per_slot, (s, r)
