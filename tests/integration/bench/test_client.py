@@ -21,6 +21,8 @@ import httpx
 import pytest
 
 from kvtune.bench.client import BenchOptions, run
+from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.testing.virtual_time import VirtualClock
 from kvtune.workload import Workload
 
 EXACT = 1e-9  # virtual time: only float rounding separates a measured delay from the fake's
@@ -100,3 +102,26 @@ def test_fake_process_serves_then_crashes() -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+# -- over real HTTP: the fake server's chunked stream and its health (moved from tests/unit) --
+
+
+def test_output_tokens_come_from_usage_not_chunk_count() -> None:
+    """Over real HTTP: the fake server's chunked stream, read line by line."""
+    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.005, tokens_per_chunk=4) as srv:
+        res = run(srv.base_url, _wl(num_requests=1, concurrency=1), BenchOptions("m"))
+    (s,) = res.samples
+    assert s.ok and s.output_tokens == 16 and len(s.itl_s) == 3  # 4 chunks of 4 tokens
+
+
+def test_fake_health_is_503_until_startup_delay_passes() -> None:
+    clock = VirtualClock()
+    with FakeOpenAIServer(startup_delay_s=0.3, now=clock.monotonic) as srv:
+        assert httpx.get(srv.base_url + "/health").status_code == 503
+        clock.advance(0.299)
+        assert httpx.get(srv.base_url + "/health").status_code == 503
+        clock.advance(0.001)
+        r = httpx.get(srv.base_url + "/health")
+        assert r.status_code == 200 and r.json() == {"status": "ok"}
+        assert httpx.get(srv.base_url + "/v1/models").json()["data"][0]["id"] == "fake-model"

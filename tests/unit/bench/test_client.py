@@ -3,10 +3,9 @@
 Timings are checked on virtual time (MockOpenAI, VirtualClock): the fake's delays are exactly
 what the client measures, so the tests check the definitions (TTFT to the first content chunk,
 TPOT from usage tokens) to the microsecond, whatever the machine's load. A few tests keep the
-real HTTP fake server, for what only sockets show (chunked streams, refused connections, a
-crashing process); those assert no timing.
-
-The tests here start no process; those that do are in tests/integration/bench/test_client.py.
+refused connection is a transport that refuses. The tests here open no socket and start no
+process; those over real HTTP (the fake server's chunked stream, its health) are in
+tests/integration/bench/test_client.py.
 """
 
 from __future__ import annotations
@@ -14,13 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import socket
 
 import httpx
 import pytest
 
 from kvtune.bench.client import BenchOptions, BenchRun, run
-from kvtune.testing.fake_server import FakeOpenAIServer
 from kvtune.testing.mock_openai import MockOpenAI
 from kvtune.testing.virtual_time import VirtualClock
 from kvtune.workload import Workload
@@ -41,13 +38,11 @@ def _on(fake: MockOpenAI, wl: Workload, **options: object) -> BenchRun:
     return run(fake.base_url, wl, BenchOptions("m", transport=fake.transport(), clock=fake.clock, **options))  # type: ignore[arg-type]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Refused(httpx.AsyncBaseTransport):
+    """A network on which nothing listens: every connection is refused, as httpx reports it."""
 
-
-# -- against the fake server ------------------------------------------------------------------
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
 
 
 def test_timings_match_known_delays_and_warmup_is_excluded() -> None:
@@ -73,14 +68,6 @@ def test_timings_match_known_delays_and_warmup_is_excluded() -> None:
     assert json.dumps(d)  # serializable
 
 
-def test_output_tokens_come_from_usage_not_chunk_count() -> None:
-    """Over real HTTP: the fake server's chunked stream, read line by line."""
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.005, tokens_per_chunk=4) as srv:
-        res = run(srv.base_url, _wl(num_requests=1, concurrency=1), BenchOptions("m"))
-    (s,) = res.samples
-    assert s.ok and s.output_tokens == 16 and len(s.itl_s) == 3  # 4 chunks of 4 tokens
-
-
 def test_http_error_status_is_a_failed_request() -> None:
     res = _on(MockOpenAI(fail_status=503), _wl())
     assert all(not s.ok and s.error.startswith("HTTP 503") for s in res.samples)
@@ -101,7 +88,7 @@ def test_hung_stream_times_out_at_the_request_timeout() -> None:
 
 
 def test_connection_refused_is_a_failed_request() -> None:
-    res = run(f"http://127.0.0.1:{_free_port()}", _wl(num_requests=1), BenchOptions("m"))
+    res = run("http://127.0.0.1:9", _wl(num_requests=1), BenchOptions("m", transport=Refused()))
     (s,) = res.samples
     assert not s.ok and "Connect" in s.error
 
@@ -204,18 +191,6 @@ def test_reasoning_content_counts_as_first_token() -> None:
 
 
 # -- the fake server itself (its health, models and process mode) -----------------------------
-
-
-def test_fake_health_is_503_until_startup_delay_passes() -> None:
-    clock = VirtualClock()
-    with FakeOpenAIServer(startup_delay_s=0.3, now=clock.monotonic) as srv:
-        assert httpx.get(srv.base_url + "/health").status_code == 503
-        clock.advance(0.299)
-        assert httpx.get(srv.base_url + "/health").status_code == 503
-        clock.advance(0.001)
-        r = httpx.get(srv.base_url + "/health")
-        assert r.status_code == 200 and r.json() == {"status": "ok"}
-        assert httpx.get(srv.base_url + "/v1/models").json()["data"][0]["id"] == "fake-model"
 
 
 # -- metric definitions with controlled timing (async MockTransport streams) ------------------

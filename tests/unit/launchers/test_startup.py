@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.process import HEALTH_POLL_S, ServerProcess, ServerStartError, free_port
+from kvtune.launchers.process import HEALTH_POLL_S, ServerProcess, ServerStartError
 from kvtune.launchers.startup import StartupLimits, give_up_reason, last_log_line
 from kvtune.testing.virtual_time import VirtualClock
 
@@ -47,7 +47,7 @@ def _server(tmp_path: Path, script: list[tuple[float, str]], ready_at: float | N
         argv=["server"],
         env={},
         log_path=log,
-        port=free_port(),
+        port=8000,  # never bound: /health is the mock transport
         clock=clock,
         health_transport=httpx.MockTransport(health),
     )
