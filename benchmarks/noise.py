@@ -43,8 +43,8 @@ from kvtune.bench.client import BenchOptions, run
 from kvtune.interference import Interference, Monitor
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
+from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port
-from kvtune.models import demo_model_path
 from kvtune.objectives.noise import pool
 from kvtune.workload import Workload
 

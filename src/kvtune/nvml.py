@@ -4,7 +4,7 @@ they are linked to each other.
 NVML (nvidia-ml-py, ``import pynvml``) is optional, so it is imported lazily and reading never
 raises: no package, no driver, no GPU or a call the driver does not support means fewer facts,
 never a traceback. Everything goes through the `Nvml` protocol, the few pynvml functions kvtune
-calls, so the `pynvml` module itself is the real reader and `kvtune.nvml_recorded.Recorded`
+calls, so the `pynvml` module itself is the real reader and `kvtune.testing.nvml_recorded.Recorded`
 replays answers recorded on a real machine (``python -m kvtune.nvml > host.json``); tests inject
 recordings instead of patching. What the answers mean (names, spec-sheet bandwidths) is `hardware`'s and the planner's
 business: this module only reads.
@@ -274,7 +274,7 @@ def device_utilisation(nv: Nvml, gpus: frozenset[int] | None = None) -> dict[int
     return out
 
 
-# ---- recordings: every answer `read` uses, as JSON (replayed by kvtune.nvml_recorded) ----
+# ---- recordings: every answer `read` uses, as JSON (replayed by kvtune.testing.nvml_recorded) ----
 
 
 def record(nvml: Nvml | None = None) -> dict[str, Any]:

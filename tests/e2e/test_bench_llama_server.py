@@ -24,8 +24,8 @@ from kvtune.bench.tokenizer import load_tokenizer
 from kvtune.errors import KvtuneError
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
+from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port
-from kvtune.models import demo_model_path
 from kvtune.workload import Workload
 
 pytestmark = pytest.mark.e2e

@@ -23,8 +23,8 @@ from kvtune.bench.client import BenchOptions, run
 from kvtune.errors import KvtuneError
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher
+from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port
-from kvtune.models import demo_model_path
 from kvtune.workload import Workload
 
 pytestmark = pytest.mark.e2e

@@ -45,7 +45,7 @@ WL = Workload(
 
 @pytest.fixture(scope="module")
 def launcher(vllm_importable: None) -> VllmLauncher:
-    from kvtune.hf_model import demo_hf_model_path
+    from kvtune.launchers.hf_model import demo_hf_model_path
 
     return VllmLauncher.create(str(demo_hf_model_path()))
 

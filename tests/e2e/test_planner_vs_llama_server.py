@@ -30,7 +30,7 @@ KV_LINE = re.compile(
 @pytest.fixture(scope="module")
 def server_and_shape():
     from kvtune.launchers.llama_server import find_llama_server
-    from kvtune.models import demo_model_path
+    from kvtune.launchers.models import demo_model_path
     from kvtune.planner.shape import shape_from_gguf
 
     try:

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from kvtune.artifacts.launch_script import parse_exec_argv
+from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import free_port
-from kvtune.models import demo_model_path
 from tests.conftest import launched_script
 
 pytestmark = pytest.mark.e2e

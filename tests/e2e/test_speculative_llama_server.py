@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvtune.models import demo_model_path
+from kvtune.launchers.models import demo_model_path
 from tests.e2e.conftest import kvtune
 
 STUDY = """\

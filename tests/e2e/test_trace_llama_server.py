@@ -31,8 +31,8 @@ from kvtune.bench.traces import fitted_trace
 from kvtune.errors import KvtuneError
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, gguf_shape, slot_context_choices
+from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port
-from kvtune.models import demo_model_path
 from kvtune.workload import Workload
 
 pytestmark = pytest.mark.e2e

@@ -28,7 +28,7 @@ STARTUP_TIMEOUT_S = 300.0
 
 @pytest.fixture(scope="module")
 def launcher(vllm_importable: None) -> VllmLauncher:
-    from kvtune.hf_model import demo_hf_model_path
+    from kvtune.launchers.hf_model import demo_hf_model_path
 
     return VllmLauncher.create(str(demo_hf_model_path()))
 

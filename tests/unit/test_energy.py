@@ -25,7 +25,7 @@ from kvtune.energy import (
     energy_metrics,
     open_meter,
 )
-from kvtune.nvml_recorded import Recorded
+from kvtune.testing.nvml_recorded import Recorded
 from tests.paths import NVML_DATA
 
 DATA = NVML_DATA

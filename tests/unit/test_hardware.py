@@ -12,8 +12,8 @@ import pytest
 from kvtune import hardware
 from kvtune.hardware import detect_hardware
 from kvtune.nvml import Interconnect, NvmlReport, read, record
-from kvtune.nvml_recorded import Recorded
 from kvtune.planner.gpus import CpuRam, pcie_bandwidth
+from kvtune.testing.nvml_recorded import Recorded
 from tests.paths import NVML_DATA
 
 DATA = NVML_DATA

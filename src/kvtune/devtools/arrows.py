@@ -24,9 +24,8 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: plain data, parsing of plain values, the process/NVML/GGUF boundaries
     ("kinds", "errors", "jsonsafe", "clock", "__init__"),
-    ("durations", "commands", "gguf_file", "nvml", "hf_convert", "vllm_python"),
-    ("workload", "models", "nvml_recorded"),
-    ("hf_model",),
+    ("durations", "commands", "gguf_file", "nvml"),
+    ("workload",),
     # pure domain: load generation, objectives, the KV planner
     ("objectives", "planner", "bench"),
     # the verdict: pure statistics over measurements (what to measure next, the decision)

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
 from kvtune.errors import SpecError
 from kvtune.kinds import Backend, KnobKind
 from kvtune.launchers.compile_cache import compile_cache_env
+from kvtune.launchers.models import cache_dir
 from kvtune.launchers.process import last_error_line
 from kvtune.launchers.startup_log import backend_startup_split
-from kvtune.models import cache_dir
 from kvtune.workload import Workload
 
 if TYPE_CHECKING:

@@ -59,7 +59,7 @@ from kvtune.launchers.llama_devices import (
 from kvtune.launchers.llama_memory import file_bytes, memory_fits
 from kvtune.launchers.llama_reuse import reuse_knobs
 from kvtune.launchers.llama_speculative import LlamaSpeculation
-from kvtune.models import resolve_model
+from kvtune.launchers.models import resolve_model
 from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget
 from kvtune.planner.kv import ModelShape
 from kvtune.planner.shape import shape_from_gguf

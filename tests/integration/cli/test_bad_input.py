@@ -1,9 +1,13 @@
 """Bad input costs a second, never a launch (issue 29): a table of what a careful user would
-mistype, on every command that starts trials or writes files. Each row: the argv, and a phrase
-the one-line error must contain. Every row must exit 2 with exactly one line on stderr, create no
-runs folder and no study database, and start no server: the llama-server kvtune finds is a
-script that logs every call (a `--help` or `--version` query is allowed; anything else would be
-a server launch).
+mistype, on every command. Each row: the argv after `kvtune`, the exit status (2 bad input; 75 a
+storage that does not answer, which a scheduler retries) and a phrase the error must contain.
+Every row must print exactly one line on stderr, `kvtune: error: ...` (typer's "Usage:" box never
+shows), mask the storage's password, write nothing (no runs folder, no study database, nothing
+in the current folder or beside the inputs) and start no server: the llama-server kvtune finds is
+a script that logs every call (a `--help` or `--version` query is allowed; anything else would
+be a server launch). `{d}`: the inputs folder; `{port}`: a local port nothing listens on.
+`kvtune plan` and `kvtune export-workers` have tables of their own (test_bad_input_plan.py,
+test_bad_input_cluster.py); here each has its usage errors.
 """
 
 from __future__ import annotations
@@ -14,47 +18,165 @@ import subprocess
 import sys
 from pathlib import Path
 
+import optuna
 import pytest
 
-ROWS: list[tuple[str, list[str], str]] = [
-    # what the user gave                                  argv after `kvtune`                            phrase
-    ("empty trace", ["run", "--workload", "trace:{d}/empty.csv"], "is empty"),
-    ("trace of unknown format", ["run", "--workload", "trace:{d}/bad.csv"], "unknown format"),
-    ("a shipped trace's name mistyped", ["run", "--workload", "trace:azure-conf"], "shipped traces: azure-conv"),
-    ("a trace that is not there", ["run", "--workload", "trace:{d}/nope.csv"], "does not exist"),
-    ("--workload of another kind", ["run", "--workload", "tracefile.csv"], "--workload takes multiturn or trace:FILE"),
-    ("a dataset that is not there", ["run", "--dataset", "{d}/nope.json"], "does not exist"),
-    ("a dataset without prompts", ["run", "--dataset", "{d}/no-prompts.json"], "has no prompts"),
+from kvtune.launchers.process import free_port
+
+BAD, RETRY = 2, 75
+PG = "postgresql://nobody:secret@127.0.0.1:{port}/kvtune"  # "secret" must never be printed
+GRPC = "grpc://127.0.0.1:{port}"
+URL = "http://127.0.0.1:{port}"  # `kvtune bench`'s server: refused before any request is sent
+W = ["worker", "--storage", "sqlite:///{d}/w.db", "--study", "s"]  # a worker's storage that is not there
+XW = ["export-workers", "-f", "slurm", "--storage", "sqlite:///{d}/w.db", "--study", "s", "--workers", "2"]
+
+ROWS: list[tuple[str, list[str], int, str]] = [
+    # what the user gave                         argv after `kvtune`                       exit  phrase
+    # -- the command line itself (typer's parsing, every command) --
+    ("a command mistyped", ["rn"], BAD, "no such command 'rn'; did you mean 'run'?"),
+    ("--version mistyped", ["--verison"], BAD, "no such option --verison; did you mean --version?"),
+    ("run: an option mistyped", ["run", "--trails", "3"], BAD, "no such option --trails; did you mean --trials"),
+    ("run: trials in words", ["run", "--trials", "ten"], BAD, "--trials takes a whole number, got 'ten'"),
+    (
+        "run: a fraction of a user",
+        ["run", "--concurrency", "1.5"],
+        BAD,
+        "--concurrency takes a whole number, got '1.5'",
+    ),
+    ("run: an option without its value", ["run", "--target"], BAD, "kvtune run: option --target requires an argument"),
+    ("run: a value given to a switch", ["run", "--setup-only=yes"], BAD, "option --setup-only does not take a value"),
+    ("run: a stray argument", ["run", "ttft<1s"], BAD, "kvtune run: got unexpected extra argument"),
+    ("run: a seed in words", ["run", "--seed", "x"], BAD, "--seed takes a whole number, got 'x'"),
+    ("run: workers in words", ["run", "--workers", "two"], BAD, "--workers takes a whole number, got 'two'"),
+    ("bench: no URL", ["bench"], BAD, "kvtune bench: missing argument"),
+    ("bench: a rate in words", ["bench", URL, "--rate", "fast"], BAD, "--rate takes a number, got 'fast'"),
+    ("bench: an option mistyped", ["bench", URL, "--concurreny", "4"], BAD, "did you mean --concurrency?"),
+    ("bench: an unknown arrival", ["bench", URL, "--arrival", "sometimes"], BAD, "must be one of poisson, gamma"),
+    ("bench: no requests", ["bench", URL, "--num-requests", "0"], BAD, "num_requests must be at least 1"),
+    ("worker: no storage", ["worker", "--study", "s"], BAD, "missing option --storage; give it, or set KVTUNE_STORAGE"),
+    ("worker: no study", ["worker", "--storage", "sqlite:///{d}/w.db"], BAD, "kvtune worker: missing option --study"),
+    ("worker: slots in words", [*W, "--slots", "two"], BAD, "--slots takes a whole number, got 'two'"),
+    ("worker: an option mistyped", [*W, "--gpus-per-trail", "1"], BAD, "did you mean --gpus-per-trial?"),
+    ("plan: a context in words", ["plan", "--context", "long"], BAD, "--context takes a whole number, got 'long'"),
+    ("plan: an option mistyped", ["plan", "--usres", "4"], BAD, "no such option --usres; did you mean --users"),
+    ("doctor: an option it does not have", ["doctor", "--json"], BAD, "kvtune doctor: no such option --json"),
+    ("doctor: a path left out", ["doctor", "--llama-server"], BAD, "option --llama-server requires an argument"),
+    ("show: no study", ["show"], BAD, "kvtune show: missing argument"),
+    ("show: --storage mistyped", ["show", "s", "--storge", "x"], BAD, "did you mean --storage?"),
+    ("show: two studies", ["show", "a", "b"], BAD, "kvtune show: got unexpected extra argument"),
+    ("report: no study", ["report"], BAD, "kvtune report: missing argument"),
+    ("report: an output left out", ["report", "s", "--output"], BAD, "option --output requires an argument"),
+    ("export: a trial by name", ["export", "s", "--trial", "best"], BAD, "--trial takes a whole number, got 'best'"),
+    (
+        "export: a format it does not write",
+        ["export", "s", "--format", "docker"],
+        BAD,
+        "unknown export format 'docker'",
+    ),
+    ("export: port 0", ["export", "s", "--port", "0"], BAD, "--port must be a TCP port, 1..65535, got 0"),
+    ("export: port 70000", ["export", "s", "--port", "70000"], BAD, "--port must be a TCP port, 1..65535, got 70000"),
+    ("export-workers: no storage", ["export-workers", "-f", "slurm"], BAD, "missing option --storage; give it, or set"),
+    ("export-workers: workers in words", [*XW, "--workers", "many"], BAD, "--workers takes a whole number, got 'many'"),
+    ("compare: no studies", ["compare"], BAD, "kvtune compare: missing argument"),
+    ("compare: an option mistyped", ["compare", "a", "b", "--reprot"], BAD, "did you mean --report?"),
+    ("proxy: no storage", ["proxy"], BAD, "kvtune proxy: missing option --storage"),
+    ("proxy: a port in words", ["proxy", "--storage", "sqlite:///{d}/p.db", "--port", "http"], BAD, "got 'http'"),
+    ("proxy: port 70000", ["proxy", "--storage", "sqlite:///{d}/p.db", "--port", "70000"], BAD, "1..65535"),
+    # -- what the flags say (kvtune's own checks) --
+    ("empty trace", ["run", "--workload", "trace:{d}/empty.csv"], BAD, "is empty"),
+    ("trace of unknown format", ["run", "--workload", "trace:{d}/bad.csv"], BAD, "unknown format"),
+    ("a shipped trace's name mistyped", ["run", "--workload", "trace:azure-conf"], BAD, "shipped traces: azure-conv"),
+    ("a trace that is not there", ["run", "--workload", "trace:{d}/nope.csv"], BAD, "does not exist"),
+    ("--workload of another kind", ["run", "--workload", "tracefile.csv"], BAD, "--workload takes multiturn or trace:"),
+    ("a dataset that is not there", ["run", "--dataset", "{d}/nope.json"], BAD, "does not exist"),
+    ("a dataset without prompts", ["run", "--dataset", "{d}/no-prompts.json"], BAD, "has no prompts"),
     (
         "conversations without human turns",
         ["run", "--dataset", "{d}/no-prompts.json", "--workload", "multiturn"],
+        BAD,
         "has no conversations",
     ),
-    ("a study file that is not there", ["run", "--study-file", "{d}/nope.yaml"], "does not exist"),
-    ("a study file naming a missing trace", ["run", "--study-file", "{d}/missing-trace.yaml"], "does not exist"),
-    ("a target that does not parse", ["run", "--target", "ttft<<1s"], "cannot parse target"),
-    ("no trials", ["run", "--trials", "0"], "trials must be at least 1"),
-    ("one confirmation pair", ["run", "--confirm-pairs", "1"], "confirm_pairs must be a whole number of at least 2"),
-    ("port 0", ["run", "--deploy-port", "0"], "--deploy-port must be a TCP port"),
-    ("port 70000", ["run", "--deploy-port", "70000"], "--deploy-port must be a TCP port"),
-    ("no users", ["run", "--concurrency", "0"], "concurrency must be at least 1"),
-    ("a time budget that is no duration", ["run", "--time-budget", "banana"], "is not a duration"),
-    ("an unknown backend", ["run", "--backend", "nope"], "unknown backend"),
-    ("a model that is not there", ["run", "--model", "{d}/nope.gguf"], "does not exist"),
-    ("an unknown objective", ["run", "--objective", "nope"], "unknown objective"),
-    ("an unknown sampler", ["run", "--sampler", "nope"], "unknown sampler"),
-    ("negative repeats", ["run", "--repeats", "-1"], "repeats must be"),
+    ("a study file that is not there", ["run", "--study-file", "{d}/nope.yaml"], BAD, "does not exist"),
+    ("a study file naming a missing trace", ["run", "--study-file", "{d}/missing-trace.yaml"], BAD, "does not exist"),
+    ("a target that does not parse", ["run", "--target", "ttft<<1s"], BAD, "cannot parse target"),
+    ("no trials", ["run", "--trials", "0"], BAD, "trials must be at least 1"),
+    (
+        "one confirmation pair",
+        ["run", "--confirm-pairs", "1"],
+        BAD,
+        "confirm_pairs must be a whole number of at least 2",
+    ),
+    ("port 0", ["run", "--deploy-port", "0"], BAD, "--deploy-port must be a TCP port"),
+    ("port 70000", ["run", "--deploy-port", "70000"], BAD, "--deploy-port must be a TCP port"),
+    ("no users", ["run", "--concurrency", "0"], BAD, "concurrency must be at least 1"),
+    ("no workers", ["run", "--workers", "0"], BAD, "--workers must be at least 1"),
+    ("a time budget that is no duration", ["run", "--time-budget", "banana"], BAD, "is not a duration"),
+    ("an unknown backend", ["run", "--backend", "nope"], BAD, "unknown backend"),
+    ("a model that is not there", ["run", "--model", "{d}/nope.gguf"], BAD, "does not exist"),
+    ("an unknown objective", ["run", "--objective", "nope"], BAD, "unknown objective"),
+    ("an unknown sampler", ["run", "--sampler", "nope"], BAD, "unknown sampler"),
+    ("negative repeats", ["run", "--repeats", "-1"], BAD, "repeats must be"),
+    ("repeats in words", ["run", "--repeats", "abc"], BAD, "--repeats must be a whole number or 'auto'"),
     (
         "setting up a study with a missing trace",
         ["run", "--setup-only", "--storage", "sqlite:///{d}/s.db", "--workload", "trace:{d}/nope.csv"],
+        BAD,
+        "does not exist",
+    ),
+    ("a worker with no slots", [*W, "--slots", "0"], BAD, "--slots must be at least 1"),
+    ("a worker's slot past its slots", [*W, "--slot", "2", "--slots", "2"], BAD, "--slot must be in 0..1, got 2"),
+    ("a worker's negative slot", [*W, "--slot", "-1"], BAD, "--slot must be in 0..0, got -1"),
+    ("a worker with negative GPUs", [*W, "--gpus-per-trial", "-1"], BAD, "--gpus-per-trial must be 0 or more"),
+    ("a worker for no study", ["worker", "--storage", "sqlite:///{d}/w.db", "--study", ""], BAD, "--study must name"),
+    # -- storages: a SQLite file that is not there is created by nobody --
+    ("a worker's SQLite file that is not there", W, BAD, "w.db does not exist"),
+    (
+        "show from a SQLite file that is not there",
+        ["show", "s", "--storage", "sqlite:///{d}/w.db"],
+        BAD,
         "does not exist",
     ),
     (
-        "a worker with no slots",
-        ["worker", "--slots", "0", "--storage", "sqlite:///{d}/w.db", "--study", "s"],
-        "--slots must be at least 1",
+        "report from a SQLite file that is not there",
+        ["report", "s", "--storage", "sqlite:///{d}/w.db"],
+        BAD,
+        "not exist",
     ),
+    (
+        "export from a SQLite file that is not there",
+        ["export", "s", "--storage", "sqlite:///{d}/w.db"],
+        BAD,
+        "not exist",
+    ),
+    ("a SQLite storage that is a folder", ["show", "s", "--storage", "sqlite:///{d}"], BAD, "is a folder"),
+    (
+        "a study that is not in the storage",
+        ["worker", "--storage", "sqlite:///{d}/db/s.db", "--study", "x"],
+        BAD,
+        "no study 'x'",
+    ),
+    ("a storage URL that does not parse", ["show", "s", "--storage", "postgres//db"], BAD, "cannot open storage"),
+    (
+        "a storage of an unknown kind",
+        ["show", "s", "--storage", "nosuchdb://x"],
+        BAD,
+        "cannot open storage nosuchdb://x",
+    ),
+    ("a proxy URL without a port", ["worker", "--storage", "grpc://db-host", "--study", "s"], BAD, "grpc://HOST:PORT"),
+    # -- storages that do not answer: named as unreachable, exit 75 (retry) --
+    ("show from a PostgreSQL that is down", ["show", "s", "--storage", PG], RETRY, "postgresql://nobody:***@127.0.0.1"),
+    ("report from a PostgreSQL that is down", ["report", "s", "--storage", PG], RETRY, "is unreachable"),
+    ("export from a PostgreSQL that is down", ["export", "s", "--storage", PG], RETRY, "is unreachable"),
+    ("a worker on a PostgreSQL that is down", ["worker", "--storage", PG, "--study", "s"], RETRY, "is unreachable"),
+    ("a run on a PostgreSQL that is down", ["run", "--storage", PG, "--study", "s"], RETRY, "is unreachable"),
+    ("a run behind a proxy that is down", ["run", "--storage", GRPC, "--study", "s"], RETRY, "is unreachable"),
+    ("a proxy in front of a PostgreSQL that is down", ["proxy", "--storage", PG], RETRY, "is unreachable"),
+    ("export-workers for a PostgreSQL that is down", [*XW[:3], "--storage", PG, *XW[5:]], RETRY, "is unreachable"),
+    ("show through a proxy that is down", ["show", "s", "--storage", GRPC], RETRY, "grpc://127.0.0.1:"),
+    ("a worker behind a proxy that is down", ["worker", "--storage", GRPC, "--study", "s"], RETRY, "is unreachable"),
 ]
+#: Commands that take --runs-dir: the suite points it into the test's folder, which must stay empty.
+RUNS_DIR_COMMANDS = {"run", "worker", "show", "report", "export", "compare", "export-workers"}
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +186,8 @@ def inputs(tmp_path_factory) -> Path:
     (d / "bad.csv").write_text("a,b\n1,2\n")
     (d / "no-prompts.json").write_text('{"x": 1}\n')
     (d / "missing-trace.yaml").write_text(f"study: s\nworkload:\n  trace: {d}/nope.csv\n")
+    (d / "db").mkdir()
+    optuna.create_study(study_name="other", storage=f"sqlite:///{d / 'db' / 's.db'}")  # a storage without study x
     server = d / "llama-server"
     server.write_text(
         f'#!/bin/sh\necho "$@" >> {d}/calls.log\ncase "$*" in *--help*|*--version*) exit 0;; esac\nsleep 30\n'
@@ -72,33 +196,66 @@ def inputs(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.mark.parametrize("what,argv,phrase", ROWS, ids=[r[0] for r in ROWS])
-def test_bad_input_is_one_line_exit_2_and_nothing_started(inputs, tmp_path, what, argv, phrase):
-    args = [a.replace("{d}", str(inputs)) for a in argv]
-    env = {**os.environ, "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server")}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvtune.cli",
-            *args,
-            *(["--runs-dir", str(tmp_path / "runs")] if args[0] != "plan" else []),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env=env,
+@pytest.fixture(scope="module")
+def closed_port() -> int:
+    """A local port nothing listens on: the OS just handed it out and it was closed again."""
+    return free_port()
+
+
+def listing(d: Path) -> list[str]:
+    """Every file and folder under `d` but the fake server's call log."""
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.name != "calls.log")
+
+
+def kvtune(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env
     )
+
+
+@pytest.mark.parametrize("what,argv,status,phrase", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input_is_one_line_and_nothing_started(inputs, closed_port, tmp_path, what, argv, status, phrase):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    before = listing(inputs)
+    args = [a.replace("{d}", str(inputs)).replace("{port}", str(closed_port)) for a in argv]
+    if args and args[0] in RUNS_DIR_COMMANDS:
+        args += ["--runs-dir", str(tmp_path / "runs")]
+    env = {
+        **os.environ,
+        "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server"),
+        "KVTUNE_PROXY_WAIT_S": "1",  # a proxy that is down is named in a second, not ten
+        "COLUMNS": "400",
+    }
+    env.pop("KVTUNE_STORAGE", None)
+    r = kvtune(args, cwd, env)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert r.returncode == 2, (what, r.returncode, r.stdout, r.stderr)
-    assert len(lines) == 1 and phrase in lines[0], (what, r.stderr)
+    assert r.returncode == status, (what, r.returncode, r.stdout, r.stderr)
+    assert len(lines) == 1 and lines[0].startswith("kvtune: error: ") and phrase in lines[0], (what, r.stderr)
+    assert "secret" not in r.stderr + r.stdout, f"{what}: the storage's password was printed"
     assert not (tmp_path / "runs").exists(), f"{what}: a runs folder was written"
-    assert not list(inputs.glob("*.db")), f"{what}: a study database was written"
+    assert not list(cwd.iterdir()), f"{what}: written in the current folder: {list(cwd.iterdir())}"
+    assert listing(inputs) == before, f"{what}: written beside the inputs (a study database?)"
     calls = (inputs / "calls.log").read_text().splitlines() if (inputs / "calls.log").exists() else []
     assert all("--help" in c or "--version" in c for c in calls), f"{what}: a server was started: {calls}"
 
 
-def test_version():
-    r = subprocess.run([sys.executable, "-m", "kvtune.cli", "--version"], capture_output=True, text=True, timeout=60)
+def test_a_worker_takes_its_storage_from_the_environment(closed_port, tmp_path):
+    """KVTUNE_STORAGE hands the URL (password included) to `kvtune worker` outside its argv."""
+    env = {**os.environ, "KVTUNE_STORAGE": PG.replace("{port}", str(closed_port))}
+    r = kvtune(["worker", "--study", "s", "--runs-dir", str(tmp_path / "runs")], tmp_path, env)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == RETRY and len(lines) == 1 and "is unreachable" in lines[0], r.stderr
+    assert f"127.0.0.1:{closed_port}" in lines[0] and "secret" not in r.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_help_and_version_still_print():
+    """The one-line errors leave help alone: `--help` on every level, a bare `kvtune`, `--version`."""
+    for args, status in ((["--help"], 0), (["run", "--help"], 0), (["worker", "--help"], 0), ([], 2)):
+        r = kvtune(args, Path.cwd(), {**os.environ, "COLUMNS": "200"})
+        assert r.returncode == status and "Usage: kvtune" in r.stdout and not r.stderr.strip(), (args, r.stderr)
+    r = kvtune(["worker", "--help"], Path.cwd(), {**os.environ, "COLUMNS": "200"})
+    assert "KVTUNE_STORAGE" in r.stdout
+    r = kvtune(["--version"], Path.cwd(), dict(os.environ))
     assert r.returncode == 0 and r.stdout.startswith("kvtune ")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kvtune.errors import KvtuneError
-from kvtune.models import demo_model_path
+from kvtune.launchers.models import demo_model_path
 
 BURSTGPT = (
     "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"

@@ -360,7 +360,7 @@ INJECTED_CPU = "Injected Test CPU 9000"  # not any machine's name, so the assert
 def recorded_results(name: str, backend: str = "llama-server") -> dict:
     """results() as measured on a host whose GPUs are the recording `name` (tests/unit/data/nvml)."""
     from kvtune import hardware
-    from kvtune.nvml_recorded import Recorded
+    from kvtune.testing.nvml_recorded import Recorded
 
     r = results()
     r["hardware"] = hardware.fingerprint(

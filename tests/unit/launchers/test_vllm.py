@@ -16,8 +16,8 @@ import pytest
 
 from kvtune.bench.server_metrics import parse_prometheus
 from kvtune.errors import ModelError, SpecError
-from kvtune.hf_model import MARKER, REQUIRED_FILES, convert_gguf_to_hf, is_complete
 from kvtune.launchers.base import Candidate
+from kvtune.launchers.hf_model import MARKER, REQUIRED_FILES, convert_gguf_to_hf, is_complete
 from kvtune.launchers.vllm import (
     CPU,
     GPU,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kvtune.errors import ModelError
-from kvtune.models import demo_model_path
+from kvtune.launchers.models import demo_model_path
 from kvtune.planner import decode_ceiling_tok_s, kv_bytes_per_sequence, kv_bytes_per_token
 from kvtune.planner.shape import shape_from_gguf, shape_from_hf_config, shape_from_path
 

@@ -10,10 +10,10 @@ import pytest
 
 from kvtune import hardware
 from kvtune.hardware import detect_hardware
-from kvtune.nvml_recorded import Recorded
 from kvtune.planner.gpus import CpuRam, named_budget
 from kvtune.planner.kv import ModelShape
 from kvtune.planner.suggest import ALL_LAYERS, suggest
+from kvtune.testing.nvml_recorded import Recorded
 from tests.paths import NVML_DATA
 
 GiB = 2**30

@@ -25,12 +25,12 @@ from typing import Any, Callable, Mapping
 
 from kvtune.commands import run_capture
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError
-from kvtune.hf_model import demo_hf_model_path
 from kvtune.launchers.flag_table import FlagInfo, vllm_flags
+from kvtune.launchers.hf_model import demo_hf_model_path
+from kvtune.launchers.models import cache_dir as kvtune_cache_dir
 from kvtune.launchers.process import last_error_line
 from kvtune.launchers.vllm import probe_cache
-from kvtune.models import cache_dir as kvtune_cache_dir
-from kvtune.vllm_python import vllm_python as find_vllm_python
+from kvtune.launchers.vllm_python import vllm_python as find_vllm_python
 
 CPU, GPU = "cpu", "gpu"
 INSTALL_HINT = (

@@ -17,8 +17,8 @@ from kvtune.launchers.vllm import GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.launchers.vllm.defaults import FALLBACK, PROBE, EngineDefaults, parse_probe, read_engine_defaults
 from kvtune.launchers.vllm.gpu_fit import kv_prediction, planned_kv_tokens
 from kvtune.launchers.vllm.logs import non_default_args, parse_startup_log
-from kvtune.nvml_recorded import Recorded
 from kvtune.planner.kv import ModelShape
+from kvtune.testing.nvml_recorded import Recorded
 from kvtune.workload import Workload
 from tests.paths import UNIT_DATA
 

@@ -26,8 +26,8 @@ from kvtune.launchers.vllm.gpu_fit import (
     rank_shape,
 )
 from kvtune.launchers.vllm.logs import non_default_args, parse_startup_log
-from kvtune.nvml_recorded import Recorded
 from kvtune.planner.kv import ModelShape
+from kvtune.testing.nvml_recorded import Recorded
 from kvtune.workload import Workload
 from tests.paths import UNIT_DATA
 

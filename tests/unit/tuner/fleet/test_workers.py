@@ -89,7 +89,7 @@ def _recorded_fingerprint(name: str, busy_free: int | None = None) -> dict:
     from pathlib import Path
 
     from kvtune import hardware
-    from kvtune.nvml_recorded import Recorded
+    from kvtune.testing.nvml_recorded import Recorded
 
     rec = json.loads((NVML_DATA / f"{name}.json").read_text())
     if busy_free is not None:

@@ -15,8 +15,8 @@ from kvtune import hardware
 from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.energy import EnergyReading, EnergySource, NvmlMeter
 from kvtune.launchers.vllm.parallel import world_size
-from kvtune.nvml_recorded import Recorded
 from kvtune.objectives.cost import Price
+from kvtune.testing.nvml_recorded import Recorded
 from kvtune.tuner.trial.gpus import TrialGpus, trial_gpus, visible
 from kvtune.tuner.trial.measure import MeteredBench, account, measure_repeats
 from kvtune.workload import Workload

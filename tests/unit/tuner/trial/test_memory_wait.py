@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvtune import hardware
-from kvtune.nvml_recorded import Recorded
+from kvtune.testing.nvml_recorded import Recorded
 from kvtune.tuner.trial.memory_wait import MEMORY_WAIT_S, POLL_S, SETTLE_S, MemorySnapshot, MemoryWait, visible_gpus
 from tests.paths import NVML_DATA
 

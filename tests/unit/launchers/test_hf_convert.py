@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kvtune import hf_convert
-from kvtune.hf_model import converter_python
+from kvtune.launchers import hf_convert
+from kvtune.launchers.hf_model import converter_python
 
 
 def test_the_conversion_script_stands_alone() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kvtune.vllm_python import ENV_VAR, beside_venv_python, vllm_python
+from kvtune.launchers.vllm_python import ENV_VAR, beside_venv_python, vllm_python
 
 
 def _sibling(tmp_path: Path, exists: bool = True) -> Path:

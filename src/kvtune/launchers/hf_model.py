@@ -22,12 +22,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kvtune import hf_convert
 from kvtune.commands import run_capture
 from kvtune.errors import ModelError
-from kvtune.hf_convert import MARKER
-from kvtune.models import cache_dir, demo_model_path
-from kvtune.vllm_python import vllm_python
+from kvtune.launchers import hf_convert
+from kvtune.launchers.hf_convert import MARKER
+from kvtune.launchers.models import cache_dir, demo_model_path
+from kvtune.launchers.vllm_python import vllm_python
 
 HF_DIRNAME = "SmolLM2-135M-Instruct-hf"
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
