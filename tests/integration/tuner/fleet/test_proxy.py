@@ -1,7 +1,10 @@
 """`kvtune proxy` in this process: the gRPC server on 127.0.0.1 in threads, SQLite behind it (no
 process started). What Optuna's proxy lacks and kvtune adds: heartbeats relayed into the
 database's own, stale trials named by the proxy and failed and re-queued by a worker, and a
-plain proxy refused."""
+plain proxy refused.
+
+Here, not in tests/unit, because gRPC listens on and dials real ports (a free one bound, and a
+port nothing listens on for the unreachable proxy): tests/unit opens no network socket."""
 
 from __future__ import annotations
 
