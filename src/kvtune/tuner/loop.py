@@ -8,23 +8,21 @@ worker, is failed and queued again, so the study re-runs it; finished trials are
 A measurement stops the moment a target can no longer hold (tuner/trial/stopping.py): the trial
 is then infeasible like any other miss. The budget counts launched configs, not asks
 (tuner/fleet/accounting.py). One trial's launch, measurement and score are the trial runner's
-(tuner/trial/runner.py); the finished trials are read through the record store
+(tuner/trial/runner.py); one ask -> evaluate -> tell, with the store's bookkeeping around it, is
+tuner/ask_tell.py's; the finished trials are read through the record store
 (tuner/fleet/records.py). The process that summarizes re-measures the baseline every
 `sentinel.SENTINEL_EVERY` measured trials (tuner/sentinel.py), so drift shows as a series.
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 
 from kvtune.clock import REAL_CLOCK, Clock
-from kvtune.jsonsafe import to_jsonable
-from kvtune.kinds import Direction, FailureKind
-from kvtune.launchers.base import Candidate, Launcher
+from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import reap_leftovers
 from kvtune.objectives.targets import Target
 from kvtune.study.noise import noise_of
@@ -32,8 +30,9 @@ from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.tuner import confirm as confirmation
 from kvtune.tuner import sentinel
+from kvtune.tuner.ask_tell import AskTell
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet import accounting, recovery, storage
+from kvtune.tuner.fleet import accounting, recovery
 from kvtune.tuner.fleet.budget import Budget, StopReason
 from kvtune.tuner.fleet.records import TrialRecords
 from kvtune.tuner.remeasure import Remeasurer
@@ -75,16 +74,25 @@ class Tuner:
     ):
         self.ctx = ctx
         self.clock = clock  # the loop's waits for other workers (virtual in tests)
-        self.space = space
         self.cb = callbacks or Callbacks()
         self.wait_for_others = wait_for_others
         self.records = TrialRecords(ctx.study)
         self.runner = TrialRunner(ctx.what, ctx.where, self.pid_file, on_phase=lambda n, p: self.cb.phase(n, p))
+        self.ask_tell = AskTell(ctx, space, self.records, self.runner, self.cb)
         self.budget_report: dict | None = None  # why the last run() stopped asking (results.json)
         self.sentinel_every = sentinel.SENTINEL_EVERY  # measured trials between baseline sentinels
         # A study set up for a scheduler has no creator waiting on it: each of its workers stays
         # while trials run elsewhere, so a dead worker's trial is re-queued and re-run by them.
         self.stay_while_others_run = False
+
+    @property
+    def space(self) -> SearchSpace:
+        """The search space the trials are asked over (held by the ask/tell step)."""
+        return self.ask_tell.space
+
+    @space.setter
+    def space(self, space: SearchSpace) -> None:
+        self.ask_tell.space = space
 
     # ---- the context, by name ---------------------------------------------------------------------
     @property
@@ -126,15 +134,7 @@ class Tuner:
         recovery.recover(self.study, self.run_dir, str(self.worker["host"]))
 
     def _surplus(self, trial: optuna.trial.Trial) -> bool:
-        """Workers that ask at the same moment can overshoot the budget; the lowest-numbered
-        running trials keep their places and the others step back (never a queued trial)."""
-        if storage.was_enqueued(self.study, trial):
-            return False
-        trials = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        # the budget counts measured configs only (see tuner/fleet/accounting.py), as run() does
-        free = accounting.load_budget(self.study, self._spec_budget()).trials - self._counts().measured
-        running = sorted(t.number for t in trials)
-        return trial.number not in running[: max(free, 0)]
+        return self.ask_tell.surplus(trial)
 
     def _counts(self) -> accounting.Spent:
         return accounting.spent(self.study)
@@ -286,68 +286,8 @@ class Tuner:
         return False
 
     def run_one(self) -> TrialOutcome | None:
-        """Ask one trial and run it; None when this worker stepped back (the budget is taken by
-        trials running elsewhere, or another worker measures this config right now)."""
-        with warnings.catch_warnings():  # ask/tell with heartbeats is what we mean to do
-            warnings.filterwarnings("ignore", message="Heartbeat of storage")
-            trial = self.study.ask()
-            trial.set_user_attr("worker", self.worker)  # at once: a trial without one is an orphan
-        if self._surplus(trial):
-            trial.set_user_attr("surplus", True)
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            return None
-        baseline = bool(trial.user_attrs.get("baseline"))
-        try:  # from the ask on: a SIGTERM (scancel, eviction) here must not leave it RUNNING
-            trial.set_user_attr("hardware", self.ctx.where.hardware)
-            self.records.refresh()  # other workers may have told trials since this one's last
-            with storage.heartbeat(self.study, trial):
-                candidate = Candidate() if baseline else self.space.suggest(trial)
-                if not baseline and recovery.running_elsewhere(self.study, trial):
-                    trial.set_user_attr("in_flight_elsewhere", True)
-                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                    return None
-                outcome = self._evaluate(trial, candidate, baseline)
-        except KeyboardInterrupt:
-            trial.set_user_attr("interrupted", True)
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            recovery.requeue(self.study, storage.frozen(self.study, trial))
-            raise
-        self._tell(trial, outcome)
-        accounting.tick_clock(self.study)
-        self.cb.trial_finished(outcome)
-        return outcome
-
-    def _evaluate(self, trial: optuna.trial.Trial, candidate: Candidate, baseline: bool) -> TrialOutcome:
-        """A copy of an earlier measurement of the same config, a pre-screen rejection, or a
-        launch and measurement by the trial runner."""
-        n = trial.number
-        outcome, port = self.runner.new_outcome(n, candidate, baseline, trial.user_attrs.get("warm_start"))
-        self.cb.trial_started(n, candidate, baseline)
-        # read what other workers told since run_one's refresh, right before the lookup (as the
-        # loop did before the record store): a config they measured meanwhile is a duplicate here
-        self.records.refresh()
-        same = self.records.find_measured(candidate)
-        if same is not None:
-            return _copy_of(outcome, same)
-        reason = self.launcher.precheck(candidate, self.spec.workload)
-        if reason:
-            return self.runner.infeasible(outcome, FailureKind.PRE_SCREEN, f"pre-screen: {reason}")
-        return self.runner.run(outcome, port, self.run_dir / "trials" / f"{n:04d}", self.records.measured_baseline())
-
-    def _tell(self, trial: optuna.trial.Trial, outcome: TrialOutcome) -> None:
-        for key, value in outcome.constraints.items():
-            trial.set_constraint(key, value)
-        stored = to_jsonable(outcome)
-        trial.set_user_attr("outcome", stored)
-        # Infeasible trials still need a value; the worst possible one, so no sampler (or
-        # reader of the raw study) mistakes a crash for a good result.
-        measured = outcome.objectives if outcome.metrics is not None else None
-        values = []
-        for i, o in enumerate(self.spec.objective_specs):
-            v = measured[i] if measured and i < len(measured) else None
-            values.append((0.0 if o.direction is Direction.MAXIMIZE else 1e12) if v is None else v)
-        self.study.tell(trial, values if len(values) > 1 else values[0])
-        self.records.add(stored)
+        """Ask one trial and run it (tuner/ask_tell.py); None when this worker stepped back."""
+        return self.ask_tell.run_one()
 
     # ---- confirmation ---------------------------------------------------------------------------
     def confirm(self) -> dict:
@@ -365,14 +305,3 @@ class Tuner:
         return confirmation.confirm(
             self.runner, self.records, self.cb, self.run_dir, left, self.launcher.server_defaults()
         )
-
-
-def _copy_of(outcome: TrialOutcome, same: TrialOutcome) -> TrialOutcome:
-    """`outcome` as a duplicate of the earlier trial `same`: its verdict and what ran, copied."""
-    outcome.duplicate_of = same.number
-    outcome.metrics = dict(same.metrics) if same.metrics is not None else None
-    outcome.reason, outcome.failure = same.reason, same.failure
-    outcome.constraints, outcome.objective = dict(same.constraints), same.objective
-    outcome.objectives = list(same.objectives)
-    outcome.argv, outcome.env, outcome.device_env = list(same.argv), dict(same.env), dict(same.device_env)
-    return outcome

@@ -1,0 +1,129 @@
+"""One trial, from Optuna's ask to its tell: the store's side of the loop (tuner/loop.py).
+
+`AskTell.run_one` asks a trial, records its worker at once (a trial without one is an orphan,
+tuner/fleet/recovery.py), steps back when the budget is taken by trials running elsewhere
+(`surplus`) or another worker measures the same config right now, evaluates it (a copy of an
+earlier measurement of the same config, a pre-screen rejection, or a launch and measurement by
+the trial runner) and tells the outcome with its constraints. Ctrl-C fails and re-queues the
+trial, so the study re-runs it. The loop decides how many trials to run; this decides nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+import optuna
+
+from kvtune.jsonsafe import to_jsonable
+from kvtune.kinds import Direction, FailureKind
+from kvtune.launchers.base import Candidate
+from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner.events import Callbacks
+from kvtune.tuner.fleet import accounting, recovery, storage
+from kvtune.tuner.fleet.budget import Budget
+from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.search.space import SearchSpace
+from kvtune.tuner.trial.runner import TrialRunner
+
+if TYPE_CHECKING:
+    from kvtune.tuner.loop import TunerContext
+
+
+class AskTell:
+    """Ask, evaluate and tell one trial of `ctx.study` over `space` (see the module docstring)."""
+
+    def __init__(
+        self, ctx: "TunerContext", space: SearchSpace, records: TrialRecords, runner: TrialRunner, cb: Callbacks
+    ):
+        self.ctx, self.space, self.records, self.runner, self.cb = ctx, space, records, runner, cb
+
+    def surplus(self, trial: optuna.trial.Trial) -> bool:
+        """Workers that ask at the same moment can overshoot the budget; the lowest-numbered
+        running trials keep their places and the others step back (never a queued trial)."""
+        if storage.was_enqueued(self.ctx.study, trial):
+            return False
+        trials = self.ctx.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        # the budget counts measured configs only (see tuner/fleet/accounting.py), as run() does
+        spec = self.ctx.what.spec
+        budget = accounting.load_budget(self.ctx.study, Budget(spec.trials, spec.time_budget_s))
+        free = budget.trials - accounting.spent(self.ctx.study).measured
+        running = sorted(t.number for t in trials)
+        return trial.number not in running[: max(free, 0)]
+
+    def run_one(self) -> TrialOutcome | None:
+        """Ask one trial and run it; None when this worker stepped back (the budget is taken by
+        trials running elsewhere, or another worker measures this config right now)."""
+        with warnings.catch_warnings():  # ask/tell with heartbeats is what we mean to do
+            warnings.filterwarnings("ignore", message="Heartbeat of storage")
+            trial = self.ctx.study.ask()
+            trial.set_user_attr("worker", self.ctx.where.worker)  # at once: a trial without one is an orphan
+        if self.surplus(trial):
+            trial.set_user_attr("surplus", True)
+            self.ctx.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return None
+        baseline = bool(trial.user_attrs.get("baseline"))
+        try:  # from the ask on: a SIGTERM (scancel, eviction) here must not leave it RUNNING
+            trial.set_user_attr("hardware", self.ctx.where.hardware)
+            self.records.refresh()  # other workers may have told trials since this one's last
+            with storage.heartbeat(self.ctx.study, trial):
+                candidate = Candidate() if baseline else self.space.suggest(trial)
+                if not baseline and recovery.running_elsewhere(self.ctx.study, trial):
+                    trial.set_user_attr("in_flight_elsewhere", True)
+                    self.ctx.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    return None
+                outcome = self._evaluate(trial, candidate, baseline)
+        except KeyboardInterrupt:
+            trial.set_user_attr("interrupted", True)
+            self.ctx.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            recovery.requeue(self.ctx.study, storage.frozen(self.ctx.study, trial))
+            raise
+        self._tell(trial, outcome)
+        accounting.tick_clock(self.ctx.study)
+        self.cb.trial_finished(outcome)
+        return outcome
+
+    def _evaluate(self, trial: optuna.trial.Trial, candidate: Candidate, baseline: bool) -> TrialOutcome:
+        """A copy of an earlier measurement of the same config, a pre-screen rejection, or a
+        launch and measurement by the trial runner."""
+        n = trial.number
+        outcome, port = self.runner.new_outcome(n, candidate, baseline, trial.user_attrs.get("warm_start"))
+        self.cb.trial_started(n, candidate, baseline)
+        # read what other workers told since run_one's refresh, right before the lookup (as the
+        # loop did before the record store): a config they measured meanwhile is a duplicate here
+        self.records.refresh()
+        same = self.records.find_measured(candidate)
+        if same is not None:
+            return _copy_of(outcome, same)
+        reason = self.ctx.what.launcher.precheck(candidate, self.ctx.what.spec.workload)
+        if reason:
+            return self.runner.infeasible(outcome, FailureKind.PRE_SCREEN, f"pre-screen: {reason}")
+        return self.runner.run(
+            outcome, port, self.ctx.run_dir / "trials" / f"{n:04d}", self.records.measured_baseline()
+        )
+
+    def _tell(self, trial: optuna.trial.Trial, outcome: TrialOutcome) -> None:
+        for key, value in outcome.constraints.items():
+            trial.set_constraint(key, value)
+        stored = to_jsonable(outcome)
+        trial.set_user_attr("outcome", stored)
+        # Infeasible trials still need a value; the worst possible one, so no sampler (or
+        # reader of the raw study) mistakes a crash for a good result.
+        measured = outcome.objectives if outcome.metrics is not None else None
+        values = []
+        for i, o in enumerate(self.ctx.what.spec.objective_specs):
+            v = measured[i] if measured and i < len(measured) else None
+            values.append((0.0 if o.direction is Direction.MAXIMIZE else 1e12) if v is None else v)
+        self.ctx.study.tell(trial, values if len(values) > 1 else values[0])
+        self.records.add(stored)
+
+
+def _copy_of(outcome: TrialOutcome, same: TrialOutcome) -> TrialOutcome:
+    """`outcome` as a duplicate of the earlier trial `same`: its verdict and what ran, copied."""
+    outcome.duplicate_of = same.number
+    outcome.metrics = dict(same.metrics) if same.metrics is not None else None
+    outcome.reason, outcome.failure = same.reason, same.failure
+    outcome.constraints, outcome.objective = dict(same.constraints), same.objective
+    outcome.objectives = list(same.objectives)
+    outcome.argv, outcome.env, outcome.device_env = list(same.argv), dict(same.env), dict(same.device_env)
+    return outcome
