@@ -15,7 +15,7 @@ from kvtune.cli.app import app, console, err_console
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
 from kvtune.errors import SpecError
-from kvtune.tuner.fleet.storage import unreachable
+from kvtune.tuner.fleet.connect import unreachable
 from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join, scheduler_task
 
 

@@ -28,7 +28,7 @@ from kvtune.tuner.fleet import accounting
 from kvtune.tuner.fleet import workers as worker_pool
 from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.fleet.setup import set_up_study
-from kvtune.tuner.fleet.storage import load_study, runs_root, sqlite_url
+from kvtune.tuner.fleet.storage import check_reachable, load_study, runs_root, sqlite_url
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.search import samplers
 from kvtune.tuner.search.importance import ImportanceSchedule
@@ -171,6 +171,8 @@ def open_session(
     opts.validate()
     if opts.workers > 1:
         _refuse_grid(spec)
+    if opts.storage:  # a database that is down: said before the runs folder is written
+        check_reachable(opts.storage)
     prepared = prepare(
         spec, launcher=launcher, runs_dir=opts.runs_dir, device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial)
     )
@@ -232,6 +234,7 @@ def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = N
     if not opts.storage:
         raise SpecError("--setup-only needs --storage URL: a database every worker reaches, e.g. postgresql://...")
     _refuse_grid(spec)
+    check_reachable(opts.storage)  # a database that is down: said before the runs folder is written
     prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir)
     _refuse_relative_targets(prepared)
     study = set_up_study(prepared, opts.storage, opts.gpus_per_trial)

@@ -4,8 +4,8 @@ storage that does not answer, which a scheduler retries) and a phrase the error 
 Every row must print exactly one line on stderr, `kvtune: error: ...` (typer's "Usage:" box never
 shows), mask the storage's password, write nothing (no runs folder, no study database, nothing
 in the current folder or beside the inputs) and start no server: the llama-server kvtune finds is
-a script that logs every call (a `--help` or `--version` query is allowed; anything else would
-be a server launch). `{d}`: the inputs folder; `{port}`: a local port nothing listens on.
+a script that logs every call (a `--help`, `--version` or `--list-devices` query is allowed; anything
+else would be a server launch). `{d}`: the inputs folder; `{port}`: a local port nothing listens on.
 `kvtune plan` and `kvtune export-workers` have tables of their own (test_bad_input_plan.py,
 test_bad_input_cluster.py); here each has its usage errors.
 """
@@ -170,11 +170,14 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("a worker on a PostgreSQL that is down", ["worker", "--storage", PG, "--study", "s"], RETRY, "is unreachable"),
     ("a run on a PostgreSQL that is down", ["run", "--storage", PG, "--study", "s"], RETRY, "is unreachable"),
     ("a run behind a proxy that is down", ["run", "--storage", GRPC, "--study", "s"], RETRY, "is unreachable"),
+    ("setting up a study in a PostgreSQL that is down", ["run", "--setup-only", "--storage", PG], RETRY, "unreachable"),
     ("a proxy in front of a PostgreSQL that is down", ["proxy", "--storage", PG], RETRY, "is unreachable"),
     ("export-workers for a PostgreSQL that is down", [*XW[:3], "--storage", PG, *XW[5:]], RETRY, "is unreachable"),
     ("show through a proxy that is down", ["show", "s", "--storage", GRPC], RETRY, "grpc://127.0.0.1:"),
     ("a worker behind a proxy that is down", ["worker", "--storage", GRPC, "--study", "s"], RETRY, "is unreachable"),
 ]
+#: What kvtune may ask the llama-server it finds without starting a server.
+QUERIES = ("--help", "--version", "--list-devices")
 #: Commands that take --runs-dir: the suite points it into the test's folder, which must stay empty.
 RUNS_DIR_COMMANDS = {"run", "worker", "show", "report", "export", "compare", "export-workers"}
 
@@ -217,10 +220,11 @@ def kvtune(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Comple
 def test_bad_input_is_one_line_and_nothing_started(inputs, closed_port, tmp_path, what, argv, status, phrase):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
+    (inputs / "calls.log").unlink(missing_ok=True)
     before = listing(inputs)
     args = [a.replace("{d}", str(inputs)).replace("{port}", str(closed_port)) for a in argv]
-    if args and args[0] in RUNS_DIR_COMMANDS:
-        args += ["--runs-dir", str(tmp_path / "runs")]
+    if args and args[0] in RUNS_DIR_COMMANDS:  # first, so that an option left without its value stays last
+        args[1:1] = ["--runs-dir", str(tmp_path / "runs")]
     env = {
         **os.environ,
         "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server"),
@@ -237,7 +241,7 @@ def test_bad_input_is_one_line_and_nothing_started(inputs, closed_port, tmp_path
     assert not list(cwd.iterdir()), f"{what}: written in the current folder: {list(cwd.iterdir())}"
     assert listing(inputs) == before, f"{what}: written beside the inputs (a study database?)"
     calls = (inputs / "calls.log").read_text().splitlines() if (inputs / "calls.log").exists() else []
-    assert all("--help" in c or "--version" in c for c in calls), f"{what}: a server was started: {calls}"
+    assert all(any(q in c for q in QUERIES) for c in calls), f"{what}: a server was started: {calls}"
 
 
 def test_a_worker_takes_its_storage_from_the_environment(closed_port, tmp_path):

@@ -18,6 +18,7 @@ from optuna.storages import BaseStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 
 from kvtune.errors import SpecError, StorageUnreachableError
+from kvtune.tuner.fleet.connect import open_error, redact  # noqa: F401 (redact: storage.redact, as callers read it)
 
 
 def runs_root(explicit: str | None = None) -> Path:
@@ -72,92 +73,53 @@ def rdb_storage(
 ) -> optuna.storages.RDBStorage:
     """Optuna's RDB storage with kvtune's heartbeats (`cls`: the proxy's relaying subclass;
     `heartbeat_s`, `grace_s`: default HEARTBEAT_S, GRACE_S)."""
-    engine: dict[str, Any]
-    if url.startswith("sqlite"):
-        engine = {"connect_args": {"timeout": 60}}
-    elif url.startswith("postgresql"):  # a database that does not answer fails in seconds, not minutes
-        engine = {"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
-    else:
-        engine = {}
     try:
         with quiet_experimental():
             return cls(
                 url,
-                engine_kwargs=engine,
+                engine_kwargs=_engine_kwargs(url),
                 skip_table_creation=read_only,
                 heartbeat_interval=heartbeat_s or HEARTBEAT_S,
                 grace_period=grace_s or GRACE_S,
                 heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY),
             )
-    except ImportError as e:
-        raise SpecError(
-            f"storage {url.split(':', 1)[0]!r} needs a database driver: {e.name or e} "
-            f"(for PostgreSQL: pip install 'kvtune[postgres]', i.e. psycopg)"
-        ) from e
     except Exception as e:  # sqlalchemy's connection and URL errors, Optuna's wrapping of them
-        raise unreachable(e, url) or SpecError(f"cannot open storage {redact(url)}: {_detail(e, url)}") from e
+        raise open_error(e, url) from e
+
+
+def check_reachable(url: str) -> None:
+    """`StorageUnreachableError` when the database or proxy at `url` does not answer (a SQLite
+    file always does). For a run to call before it writes anything, its runs folder included:
+    a storage that is down then costs a second and leaves nothing behind. Creates nothing there."""
+    if url.startswith("sqlite"):
+        return
+    address = grpc_address(url)
+    if address is not None:
+        connect_proxy(*address).close()
+        return
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(url, **_engine_kwargs(url))
+        try:
+            with engine.connect():
+                pass
+        finally:
+            engine.dispose()
+    except Exception as e:
+        raise open_error(e, url) from e
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    """SQLAlchemy's engine options for the storage at `url`."""
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 60}}
+    if url.startswith("postgresql"):  # a database that does not answer fails in seconds, not minutes
+        return {"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
+    return {}
 
 
 CONNECT_TIMEOUT_S = int(os.environ.get("KVTUNE_STORAGE_CONNECT_TIMEOUT_S", "10"))
-# SQLSTATE classes a database answers with when it was reached but refused the request: a wrong
-# password or role (28), a database that does not exist (3D). Bad input, not a storage that is down.
-_REFUSED_SQLSTATES = ("28", "3D")
-
-
-def unreachable(e: BaseException, url: str) -> StorageUnreachableError | None:
-    """`e` (or what caused it) as the storage at `url` not answering (a refused or timed-out
-    connection, a database starting or shutting down, a gRPC proxy UNAVAILABLE), else None. The
-    one place a foreign connection error becomes kvtune's transient one (exit 75: retry)."""
-    if url.startswith("sqlite"):
-        return None  # a local file: a wrong path or a broken file is bad input
-    chain = _chain(e)
-    if not any(_is_connection_error(c) for c in chain):
-        return None
-    return StorageUnreachableError(
-        f"storage {redact(url)} is unreachable: {_detail(e, url)}; check that it is up and that this "
-        f"host can reach it, then retry"
-    )
-
-
-def _is_connection_error(e: BaseException) -> bool:
-    """A database or proxy that did not answer, by the exception's kind (never its text)."""
-    import sqlalchemy.exc
-
-    if isinstance(e, (ConnectionError, TimeoutError)):
-        return True
-    if isinstance(e, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
-        state = getattr(e.orig, "sqlstate", None) or ""
-        return not state.startswith(_REFUSED_SQLSTATES)
-    code = getattr(e, "code", None)  # grpc.RpcError, without importing grpc (an optional extra)
-    return callable(code) and getattr(code(), "name", None) in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
-
-
-def _chain(e: BaseException) -> list[BaseException]:
-    """`e` and what caused it, outermost first."""
-    seen: list[BaseException] = []
-    cur: BaseException | None = e
-    while cur is not None and cur not in seen:
-        seen.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return seen
-
-
-def _detail(e: BaseException, url: str) -> str:
-    """The first line of the innermost cause (the driver's own words, not Optuna's "An exception
-    is raised during the commit"), any password in `url` masked."""
-    root = next((c for c in reversed(_chain(e)) if str(c).strip()), e)
-    text = str(root).strip().splitlines()[0] if str(root).strip() else type(root).__name__
-    password = _password(url)
-    return (text.replace(password, "***") if password else text)[:200]
-
-
-def _password(url: str) -> str | None:
-    import sqlalchemy.engine
-
-    try:
-        return sqlalchemy.engine.make_url(url).password
-    except Exception:  # not a database URL: nothing to mask
-        return None
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -276,15 +238,6 @@ def proxy_server(storage: BaseStorage, host: str, port: int, threads: int = 32, 
     if server.add_insecure_port(f"{host}:{port}") == 0:  # older grpcio returns 0, newer raises
         raise RuntimeError(f"Failed to bind to address {host}:{port}")
     return server
-
-
-def redact(url: str) -> str:
-    """A storage URL without its password, for messages and results."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}" if ":" in creds else url
-    return url
 
 
 def load_study(name: str, url: str, *, read_only: bool = False) -> optuna.Study:
