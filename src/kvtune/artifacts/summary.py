@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kvtune.artifacts import cost_energy, export
-from kvtune.errors import TargetError
+from kvtune.errors import EXIT_DONE, EXIT_NOTHING_FEASIBLE, TargetError
 from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target, loosened
@@ -22,9 +22,6 @@ from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
 from kvtune.study.results import best_outcome, write_results
 
-# `kvtune run` exit statuses (documented in the README).
-EXIT_OK = 0
-EXIT_NO_FEASIBLE = 1
 LAUNCH_SCRIPT = "launch-best.sh"
 VERIFY_SCRIPT = "verify-best.sh"  # `kvtune export --format bench` of the best trial
 
@@ -188,7 +185,7 @@ def summarize(
     best = best_outcome(outcomes, direction, payload.get("server_defaults"), objectives[0].key)
     baseline = next((o for o in outcomes if o.baseline), None)
     summary = StudySummary(
-        EXIT_OK if best else EXIT_NO_FEASIBLE,
+        EXIT_DONE if best else EXIT_NOTHING_FEASIBLE,  # the README's exit statuses (kvtune.errors)
         payload,
         results_path,
         best=best,
