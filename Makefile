@@ -49,13 +49,15 @@ test: $(STAMP) $(VLLM_STAMP) system-deps
 	$(PY) -m pytest -q -rs -p no:cacheprovider -n $(NPROC) tests/unit
 	KVTUNE_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 --ignore=tests/unit tests
 
-# The fast loop: tests/unit only (no process is started: no servers, no CLI children, no vLLM
-# install), spread over one pytest-xdist worker per core (about 80 s on an idle 2-core machine).
+# The fast loop: tests/unit only (no process is started and no network socket opened: no servers,
+# no CLI children, no vLLM install; tests/unit/conftest.py refuses both), spread over one
+# pytest-xdist worker per core (about 80 s on an idle 2-core machine).
 unit: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n $(NPROC) tests/unit
 
-# Tests that start real processes on this checkout: the fake server, the study driver, the
-# `kvtune` CLI, bash (a few minutes on 2 cores). No real llama-server or vLLM: those are tests/e2e.
+# Tests that start real processes or open real sockets on this checkout: the fake server (a child
+# process, or a thread on a port), the gRPC proxy, the study driver, the `kvtune` CLI, bash (a few
+# minutes on 2 cores). No real llama-server or vLLM: those are tests/e2e.
 integration: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/integration
 

@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from kvtune.commands import run_capture
 from kvtune.errors import ModelError
@@ -34,6 +35,7 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 # What the conversion imports: module name -> pip requirement.
 CONVERT_DEPS = {"torch": "torch", "transformers": "transformers", "gguf": "gguf", "accelerate": "accelerate"}
 CONVERT_TIMEOUT_S = 900.0
+Runner = Callable[..., tuple[int, str]]  # runs a command: (status, stdout+stderr)
 
 
 def is_complete(folder: Path) -> bool:
@@ -47,8 +49,9 @@ def converter_python(python: str | None = None) -> str:
     return vllm_python(python, needs=("torch", "transformers"))
 
 
-def missing_convert_deps(python: str | None = None) -> list[str]:
-    """The pip requirements the conversion lacks in `python` (default: `converter_python()`)."""
+def missing_convert_deps(python: str | None = None, run: Runner = run_capture) -> list[str]:
+    """The pip requirements the conversion lacks in `python` (default: `converter_python()`),
+    asked of that interpreter by `run` (a test passes a recorded answer)."""
     python = converter_python(python)
     if python == sys.executable:
         return [req for mod, req in CONVERT_DEPS.items() if importlib.util.find_spec(mod) is None]
@@ -56,7 +59,7 @@ def missing_convert_deps(python: str | None = None) -> list[str]:
         "import importlib.util as u, json; "
         f"print(json.dumps([r for m, r in {CONVERT_DEPS!r}.items() if u.find_spec(m) is None]))"
     )
-    rc, out = run_capture([python, "-c", code])
+    rc, out = run([python, "-c", code])
     if rc != 0:
         raise ModelError(f"cannot run {python} to convert the demo model: {_last_line(out)}")
     return json.loads(out.strip().splitlines()[-1])
@@ -75,12 +78,13 @@ def demo_hf_model_path(python: str | None = None, fetch: bool = True) -> Path:
     return convert_gguf_to_hf(gguf, target, python=python)
 
 
-def convert_gguf_to_hf(gguf: Path, target: Path, python: str | None = None) -> Path:
-    """Dequantize `gguf` into an HF folder at `target` (atomic); reuse a complete one."""
+def convert_gguf_to_hf(gguf: Path, target: Path, python: str | None = None, run: Runner = run_capture) -> Path:
+    """Dequantize `gguf` into an HF folder at `target` (atomic); reuse a complete one. `run`
+    runs the child interpreter (a test passes recorded outputs)."""
     if is_complete(target):
         return target
     python = converter_python(python)
-    missing = missing_convert_deps(python)
+    missing = missing_convert_deps(python, run)
     if missing:
         raise ModelError(
             f"converting {gguf.name} for vLLM needs {', '.join(missing)}: "
@@ -90,7 +94,7 @@ def convert_gguf_to_hf(gguf: Path, target: Path, python: str | None = None) -> P
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         script = Path(hf_convert.__file__).read_text()  # run as source: `python` may lack kvtune
-        rc, out = run_capture([python, "-c", script, str(gguf), str(tmp)], timeout_s=CONVERT_TIMEOUT_S)
+        rc, out = run([python, "-c", script, str(gguf), str(tmp)], timeout_s=CONVERT_TIMEOUT_S)
         if rc != 0 or not is_complete(tmp):
             raise ModelError(f"could not convert {gguf.name} to a Hugging Face folder: {_last_line(out)}")
         if target.exists() and not is_complete(target):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from kvtune.commands import run_capture
 from kvtune.planner.kv import ModelShape, cache_label, kv_cache_bytes
@@ -68,9 +68,13 @@ def parse_list_devices(text: str) -> tuple[Device, ...]:
     return tuple(out)
 
 
-def list_devices(binary: str) -> tuple[Device, ...]:
-    """The binary's offload devices; empty for a CPU build or a binary without --list-devices."""
-    rc, out = run_capture([binary, "--list-devices"], timeout_s=60)
+Runner = Callable[..., tuple[int, str]]
+
+
+def list_devices(binary: str, run: Runner = run_capture) -> tuple[Device, ...]:
+    """The binary's offload devices; empty for a CPU build or a binary without --list-devices.
+    `run` runs the command (a test passes recorded outputs)."""
+    rc, out = run([binary, "--list-devices"], timeout_s=60)
     return parse_list_devices(out) if rc == 0 else ()
 
 

@@ -9,6 +9,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import optuna
 
@@ -17,6 +18,7 @@ from kvtune.bench.inputs import check_workload_files
 from kvtune.bench.trace_sizing import TraceSizing, sized_workload
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob, Launcher
+from kvtune.launchers.process import free_port
 from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.study.sampler_choice import check_sampler_installed
@@ -68,10 +70,14 @@ def prepare(
     launcher: Launcher | None = None,
     runs_dir: str | None = None,
     device_env: dict[str, str] | None = None,
+    cpus_per_trial: int | None = None,
 ) -> Prepared:
     """The parts of a study. `device_env` is this worker's GPU slot (CUDA_VISIBLE_DEVICES): the
     launcher keeps only those GPUs before it offers knobs, so its pre-screen and its choices
-    (gpu-memory-utilization, n-gpu-layers) are about the memory this worker's trials get."""
+    (gpu-memory-utilization, n-gpu-layers) are about the memory this worker's trials get.
+    `cpus_per_trial` is the CPUs each trial's server gets where the study runs (a study set up
+    for a scheduler's workers: not this host's count): the space (threads up to it) and the
+    hardware class (its "cpus") are the study's, so every worker that joins builds the same."""
     check_sampler_installed(spec.sampler)  # before the baseline, not at the first sampled trial
     check_workload_files(spec.workload)  # a missing or malformed trace or dataset: before any launch
     targets = parse_study_targets(spec)
@@ -81,6 +87,8 @@ def prepare(
     if device_env:
         launcher.pin_gpus(hardware.visible_gpus(device_env))
     hw = hardware.fingerprint()
+    if cpus_per_trial is not None:
+        hw = {**hw, "cpus": cpus_per_trial, "host_cpus": hw["cpus"]}
     offered = launcher.default_knobs(spec.workload, hw["cpus"])
     knobs = merge_knobs(offered, spec.space)
     table = launcher.flag_table()
@@ -142,13 +150,15 @@ def open_tuner(
     bench: Bench | None = None,
     monitor: MonitorFactory | None = None,
     record_hardware: bool = True,
+    ports: Callable[[str], int] = free_port,
 ) -> Tuner:
     """Create or join the study. The creator stores the spec (so `kvtune worker` needs only the
     storage URL and study name) and queues the baseline as the first trial. `slot` is this
     worker's place (0 = the process that created the study): its sampler seed and CPU set;
-    `cpus` and `device_env` its CPUs and GPUs; `bench` replaces the load client and `monitor` the
-    interference monitor (tests); `record_hardware=False` leaves the study's hardware to its first
-    worker (a study set up on a login node for workers a scheduler places)."""
+    `cpus` and `device_env` its CPUs and GPUs; `bench` replaces the load client, `monitor` the
+    interference monitor and `ports` the pick of each server's port (tests);
+    `record_hardware=False` leaves the study's hardware to its first worker (a study set up on a
+    login node for workers a scheduler places)."""
     url = storage_url or storage.sqlite_url(p.run_dir)
     identity = p.spec.identity(p.launcher.model_path, p.space.knobs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -182,5 +192,5 @@ def open_tuner(
         what = dataclasses.replace(what, bench=bench)
     if monitor is not None:
         what = dataclasses.replace(what, monitor=monitor)
-    where = Placement.here(slot=slot, cpus=cpus, device_env=device_env, hardware=p.hardware)
+    where = Placement.here(slot=slot, cpus=cpus, device_env=device_env, hardware=p.hardware, ports=ports)
     return Tuner(TunerContext(what, where, study, p.run_dir), p.space, callbacks, wait_for_others)

@@ -1,24 +1,49 @@
 """`kvtune bench` measures a llama-server under the same prompt-cache policy as `kvtune run`
 (cache_prompt=false unless told otherwise) and says which policy it used.
 
-The tests here start no process; those that do are in tests/integration/bench/test_server_kind.py."""
+The tests here start no process and open no socket: the fake server's answers (the same
+`FakeOpenAI` the HTTP fake serves) and a refused connection come through httpx.MockTransport.
+Those that start processes are in tests/integration/bench/test_server_kind.py."""
 
+import httpx
 import pytest
 
 from kvtune.bench.server_kind import PromptCache, ServerKind, detect_server
-from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.testing.fake_openai import FakeOpenAI, JsonReply
 from kvtune.workload import Workload
 
 
+class Answering(httpx.MockTransport):
+    """The fake server's GET answers for a sync client (detect_server's), as it serves them over
+    HTTP; the paths asked are kept in `asked`."""
+
+    def __init__(self, fake: FakeOpenAI) -> None:
+        self.fake, self.asked = fake, []
+        super().__init__(self.answer)
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        self.asked.append(request.url.path)
+        reply = self.fake.get(request.url.path)
+        assert isinstance(reply, JsonReply) and not reply.delay_s
+        return httpx.Response(reply.status, json=reply.body)
+
+
+def refused(request: httpx.Request) -> httpx.Response:
+    """Nothing listens: every connection is refused, as httpx reports it."""
+    raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+
 def test_llama_server_is_detected_from_props():
-    with FakeOpenAIServer() as server:
-        assert detect_server(server.base_url).name == "llama-server"
-    with FakeOpenAIServer(llama_props=False) as server:
-        assert detect_server(server.base_url).name == "unknown"
+    llama = Answering(FakeOpenAI())
+    assert detect_server("http://fake-llama:8080", transport=llama).name == "llama-server"
+    assert llama.asked == ["/props"]
+    other = Answering(FakeOpenAI(llama_props=False))
+    assert detect_server("http://fake-other:8080", transport=other).name == "unknown"
+    assert other.asked == ["/props", "/version"]
 
 
 def test_nothing_listening_is_unknown_not_an_error():
-    assert detect_server("http://127.0.0.1:1").name == "unknown"
+    assert detect_server("http://127.0.0.1:1", transport=httpx.MockTransport(refused)).name == "unknown"
 
 
 @pytest.mark.parametrize(

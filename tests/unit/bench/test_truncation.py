@@ -3,9 +3,11 @@
 With ``ignore_eos`` and ``max_tokens=N`` every answer must have N tokens; fewer means the context
 filled up (prompt + chat template + output did not fit a slot) or the server ignored
 ``ignore_eos``, and a short answer must not pass for a fast one. Against the fake server's
-`truncate_at` and `omit_usage`, and canned streams through httpx.MockTransport.
+`truncate_at` and `omit_usage` (MockOpenAI: the fake as an httpx.MockTransport, on virtual
+time), and canned streams through httpx.MockTransport.
 
-The tests here start no process; those that do are in tests/integration/bench/test_truncation.py.
+The tests here start no process and open no socket; those that start processes are in
+tests/integration/bench/test_truncation.py.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import math
 import httpx
 import pytest
 
-from kvtune.bench.client import BenchOptions, run
+from kvtune.bench.client import BenchOptions, BenchRun, run
 from kvtune.objectives.targets import parse_target
-from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.testing.mock_openai import MockOpenAI
 from kvtune.workload import Workload
 
 
@@ -28,6 +30,11 @@ def _wl(**kw: object) -> Workload:
     )
     base.update(kw)
     return Workload(**base)  # type: ignore[arg-type]
+
+
+def _on(fake: MockOpenAI, wl: Workload, **options: object) -> BenchRun:
+    """Benchmark the fake server through its transport, on its virtual clock."""
+    return run(fake.base_url, wl, BenchOptions("m", transport=fake.transport(), clock=fake.clock, **options))  # type: ignore[arg-type]
 
 
 def _mock(*events: object) -> httpx.MockTransport:
@@ -44,8 +51,7 @@ def _chunk(text: str | None, finish: str | None = None, **extra: object) -> dict
 
 @pytest.mark.parametrize("finish", ["length", "stop"])
 def test_an_answer_shorter_than_max_tokens_is_a_failed_truncated_request(finish: str) -> None:
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, truncate_at=12, truncate_finish=finish) as srv:
-        res = run(srv.base_url, _wl(), BenchOptions("m"))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001, truncate_at=12, truncate_finish=finish), _wl())
     for s in res.samples:
         assert not s.ok and s.truncated
         assert s.error.startswith("truncated: 12 of 64 tokens") and finish in s.error
@@ -59,22 +65,23 @@ def test_an_answer_shorter_than_max_tokens_is_a_failed_truncated_request(finish:
 
 
 def test_full_answers_are_not_truncated() -> None:
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, truncate_at=64) as srv:
-        res = run(srv.base_url, _wl(), BenchOptions("m"))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001, truncate_at=64), _wl())
     assert all(s.ok and not s.truncated for s in res.samples)
     assert res.metrics["truncated_requests"] == 0 and res.metrics["tokens_counted_from_stream"] == 0
     assert not any("truncated" in n or "counted from the stream" in n for n in res.notes)
 
 
 def test_without_ignore_eos_a_short_answer_is_the_model_stopping() -> None:
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, truncate_at=12, truncate_finish="stop") as srv:
-        res = run(srv.base_url, _wl(), BenchOptions("m", extra_body={"ignore_eos": False}))
+    res = _on(
+        MockOpenAI(ttft_s=0.01, itl_s=0.001, truncate_at=12, truncate_finish="stop"),
+        _wl(),
+        extra_body={"ignore_eos": False},
+    )
     assert all(s.ok and s.output_tokens == 12 for s in res.samples)
 
 
 def test_without_usage_tokens_are_counted_from_the_stream_and_the_run_says_so() -> None:
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, omit_usage=True) as srv:
-        res = run(srv.base_url, _wl(output_tokens=16), BenchOptions("m"))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001, omit_usage=True), _wl(output_tokens=16))
     for s in res.samples:
         assert s.ok and s.tokens_from_stream and s.output_tokens == 16  # one per content chunk
     assert res.metrics["tokens_counted_from_stream"] == 3
@@ -83,8 +90,7 @@ def test_without_usage_tokens_are_counted_from_the_stream_and_the_run_says_so() 
 
 
 def test_without_usage_a_truncation_is_still_seen() -> None:
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001, omit_usage=True, truncate_at=5) as srv:
-        res = run(srv.base_url, _wl(output_tokens=16), BenchOptions("m"))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001, omit_usage=True, truncate_at=5), _wl(output_tokens=16))
     assert all(s.truncated and s.error.startswith("truncated: 5 of 16 tokens") for s in res.samples)
     assert res.metrics["tokens_counted_from_stream"] == 3
 

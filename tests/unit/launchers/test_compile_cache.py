@@ -1,8 +1,9 @@
 """vLLM's compile cache in one folder per model (launchers/compile_cache.py): every server of a
 study gets the same VLLM_CACHE_ROOT, a user's own is kept, and it is no part of any config.
 
-The runner builds (never starts) the servers here; the environment is the seam kvtune's cache
-folder is read from (KVTUNE_CACHE), so it is set for the test."""
+The runner builds (never starts) the servers here, on a fixed port that nothing binds (no socket
+is opened); the environment is the seam kvtune's cache folder is read from (KVTUNE_CACHE), so it
+is set for the test."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.runner import TrialRunner
 
 MODEL = "/cache/models/Llama-3.1-8B-Instruct"
+PORT = 18432  # every server's port here: never bound, the servers are built, not started
 
 
 def test_one_folder_per_model_named_for_it():
@@ -34,7 +36,7 @@ def test_a_cache_root_the_user_set_is_kept():
 
 def _runner(launcher, tmp_path: Path) -> TrialRunner:
     spec = StudySpec(study="s", backend="vllm").validate()
-    return TrialRunner(Subject(spec, launcher, []), Placement.here(), tmp_path / "pid.json")
+    return TrialRunner(Subject(spec, launcher, []), Placement.here(ports=lambda host: PORT), tmp_path / "pid.json")
 
 
 def _vllm(build: VllmBuild) -> VllmLauncher:

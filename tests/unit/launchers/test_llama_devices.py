@@ -5,9 +5,7 @@ conditions and the VRAM/RAM offload pre-screen on those devices."""
 
 from __future__ import annotations
 
-import stat
 from dataclasses import replace
-from pathlib import Path
 
 import optuna
 
@@ -82,15 +80,25 @@ def test_list_devices_outputs_parse() -> None:
     assert parse_list_devices("error: unknown argument: --list-devices") == ()
 
 
-def test_list_devices_runs_the_binary_once(tmp_path: Path) -> None:
-    fake = tmp_path / "llama-server"
-    fake.write_text(f"#!/bin/sh\ncat {DATA / 'llama_list_devices_cuda2.txt'}\n")
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    assert [d.name for d in list_devices(str(fake))] == ["CUDA0", "CUDA1"]
-    failing = tmp_path / "old-llama-server"
-    failing.write_text("#!/bin/sh\necho 'error: invalid argument: --list-devices' >&2\nexit 1\n")
-    failing.chmod(failing.stat().st_mode | stat.S_IEXEC)
-    assert list_devices(str(failing)) == ()
+class Recorded:
+    """A runner that answers each command with a recorded (status, output) and keeps the argv."""
+
+    def __init__(self, status: int, output: str) -> None:
+        self.answer = (status, output)
+        self.argvs: list[list[str]] = []
+
+    def __call__(self, argv: list[str], timeout_s: float = 30.0) -> tuple[int, str]:
+        self.argvs.append(list(argv))
+        return self.answer
+
+
+def test_list_devices_runs_the_binary_once() -> None:
+    cuda2 = Recorded(0, (DATA / "llama_list_devices_cuda2.txt").read_text())
+    assert [d.name for d in list_devices("/opt/llama/llama-server", run=cuda2)] == ["CUDA0", "CUDA1"]
+    assert cuda2.argvs == [["/opt/llama/llama-server", "--list-devices"]]
+    failing = Recorded(1, "error: invalid argument: --list-devices\n")  # an old build, on stderr
+    assert list_devices("/opt/old/llama-server", run=failing) == ()
+    assert failing.argvs == [["/opt/old/llama-server", "--list-devices"]]
 
 
 def test_a_cpu_build_gets_no_gpu_knobs() -> None:

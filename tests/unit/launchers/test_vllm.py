@@ -410,9 +410,14 @@ def test_hf_conversion_reuses_a_complete_folder_and_names_missing_packages(tmp_p
     assert is_complete(done)
     assert convert_gguf_to_hf(tmp_path / "absent.gguf", done, python="/nonexistent") == done
 
-    lacking = tmp_path / "py"
-    lacking.write_text('#!/bin/sh\necho \'["gguf", "accelerate"]\'\n')
-    lacking.chmod(0o755)
+    asked: list[list[str]] = []
+
+    def lacking(argv: list[str], timeout_s: float = 30.0) -> tuple[int, str]:
+        """The answer of a Python that has torch and transformers but not gguf or accelerate."""
+        asked.append(argv)
+        return 0, '["gguf", "accelerate"]\n'
+
     with pytest.raises(ModelError, match="pip install gguf accelerate"):
-        convert_gguf_to_hf(tmp_path / "m.gguf", tmp_path / "out", python=str(lacking))
+        convert_gguf_to_hf(tmp_path / "m.gguf", tmp_path / "out", python="/venv/bin/python", run=lacking)
     assert not (tmp_path / "out").exists()
+    assert [a[:2] for a in asked] == [["/venv/bin/python", "-c"]]  # asked once, converted nothing

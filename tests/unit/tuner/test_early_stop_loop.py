@@ -3,7 +3,9 @@ repeats share one watch, and a trial that can no longer meet its targets ends ea
 infeasible COMPLETE trial that says why (fake launcher: real processes and storage; in the loop
 the load is measured on virtual time, so a loaded machine cannot move a 300 ms TTFT).
 
-The tests here start no process; those that do are in tests/integration/tuner/test_early_stop_loop.py."""
+The tests here start no process and open no socket (the load client's hook is tested against
+MockOpenAI: the fake server as an httpx.MockTransport, on virtual time); those that start
+processes are in tests/integration/tuner/test_early_stop_loop.py."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from kvtune.launchers.base import Knob
 from kvtune.objectives.early_stop import EarlyStop
 from kvtune.objectives.metrics import RequestSample
 from kvtune.objectives.targets import parse_targets
-from kvtune.testing.fake_server import FakeOpenAIServer
+from kvtune.testing.mock_openai import MockOpenAI
 from kvtune.testing.virtual_bench import RecordingFakeLauncher
 from kvtune.tuner.trial.measure import measure_repeats
 from kvtune.workload import Workload
@@ -39,12 +41,17 @@ def after(n: int):
 
 
 # ---- the load client's hook ----------------------------------------------------------------
+def _on(fake: MockOpenAI, w: Workload, **options: object) -> BenchRun:
+    """Benchmark the fake server through its transport, on its virtual clock."""
+    return run(fake.base_url, w, BenchOptions("m", transport=fake.transport(), clock=fake.clock, **options))  # type: ignore[arg-type]
+
+
 def test_closed_loop_stop_cancels_in_flight_requests_and_keeps_what_it_heard():
     stop_when, heard = after(3)
     w = Workload(concurrency=4, prompt_tokens=8, output_tokens=4, num_requests=40, warmup_requests=2)
-    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.01) as srv:
-        res = run(srv.base_url, w, BenchOptions("m", stop_when=stop_when))
-        sent = srv.chat_requests
+    srv = MockOpenAI(ttft_s=0.05, itl_s=0.01)
+    res = _on(srv, w, stop_when=stop_when)
+    sent = srv.chat_requests
     assert res.stopped == "stop at 3" and res.planned == 40
     assert sorted(map(id, res.samples)) == sorted(map(id, heard))  # exactly the ones heard
     assert res.observed == 3 == res.metrics["num_requests"]
@@ -66,17 +73,16 @@ def test_open_loop_stop_sends_nothing_after():
         rate=20.0,
         arrival="constant",
     )
-    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.01) as srv:
-        res = run(srv.base_url, w, BenchOptions("m", stop_when=stop_when))
-        sent = srv.chat_requests
+    srv = MockOpenAI(ttft_s=0.05, itl_s=0.01)
+    res = _on(srv, w, stop_when=stop_when)
+    sent = srv.chat_requests
     assert res.stopped == "stop at 2" and res.planned == 40
     assert sorted(map(id, res.samples)) == sorted(map(id, heard))
     assert sent < 40
 
 
 def test_without_a_stop_the_run_is_whole():
-    with FakeOpenAIServer(ttft_s=0.01, itl_s=0.001) as srv:
-        res = run(srv.base_url, WL, BenchOptions("m", stop_when=lambda s: None))
+    res = _on(MockOpenAI(ttft_s=0.01, itl_s=0.001), WL, stop_when=lambda s: None)
     assert res.stopped is None and res.observed == res.planned == 16
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from kvtune.bench import client as bench_client
 from kvtune.launchers.base import Launcher
-from kvtune.launchers.process import process_start_ticks
+from kvtune.launchers.process import free_port, process_start_ticks
 from kvtune.objectives.targets import Target
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.trial.disturbance import MonitorFactory, watch_machine
@@ -38,8 +38,11 @@ class Subject:
 class Placement:
     """Where trials run: the host servers listen on, this worker's slot, its CPU set (servers are
     pinned to it), its GPU slot's environment (set on its servers only, e.g.
-    CUDA_VISIBLE_DEVICES), the host's hardware fingerprint, and the worker's identity (recorded
-    on each trial, so a dead worker's trial is recognised: see tuner/fleet/recovery.py)."""
+    CUDA_VISIBLE_DEVICES), the host's hardware fingerprint, the worker's identity (recorded
+    on each trial, so a dead worker's trial is recognised: see tuner/fleet/recovery.py), and how
+    a server's port on `host` is picked: one the OS says is free (a bind to port 0), or, in a
+    test whose servers are never started or are fakes behind a mocked transport, a fixed number
+    that nothing binds (tests/unit opens no socket)."""
 
     host: str = "127.0.0.1"
     slot: int = 0
@@ -47,6 +50,7 @@ class Placement:
     device_env: dict[str, str] = field(default_factory=dict)
     hardware: dict[str, Any] = field(default_factory=dict)
     worker: dict[str, Any] = field(default_factory=dict)
+    ports: Callable[[str], int] = free_port
 
     @classmethod
     def here(
@@ -56,6 +60,7 @@ class Placement:
         device_env: dict[str, str] | None = None,
         hardware: dict[str, Any] | None = None,
         host: str = "127.0.0.1",
+        ports: Callable[[str], int] = free_port,
     ) -> "Placement":
         """This process as the worker on `slot`."""
         return cls(
@@ -65,6 +70,7 @@ class Placement:
             device_env=dict(device_env or {}),
             hardware=hardware or {},
             worker=worker_identity(slot, cpus),
+            ports=ports,
         )
 
 

@@ -25,7 +25,7 @@ from kvtune.interference import Interference, Watch
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Launcher
-from kvtune.launchers.process import ServerProcess, free_port, last_error_line
+from kvtune.launchers.process import ServerProcess, last_error_line
 from kvtune.launchers.startup import StartupLimits
 from kvtune.nvml import GpuDevice
 from kvtune.objectives.targets import Target
@@ -97,9 +97,9 @@ class TrialRunner:
         self, number: int, candidate: Candidate, baseline: bool, warm_start: str | None = None
     ) -> tuple[TrialOutcome, int]:
         """The outcome to fill for `candidate` (its argv for a fresh port, its environment) and
-        that port."""
+        that port (picked as the placement picks them)."""
         host = self.where.host
-        port = free_port(host)
+        port = self.where.ports(host)
         outcome = TrialOutcome(
             number=number,
             candidate=candidate,
@@ -250,6 +250,7 @@ class TrialRunner:
             self.memory_wait,
             self.new_server,
             on_phase=lambda p: self.on_phase(n, p),
+            fresh_port=self.where.ports,
         )
 
     def _usd_per_hour(self, gpus: TrialGpus) -> float | None:

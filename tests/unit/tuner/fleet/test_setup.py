@@ -1,5 +1,7 @@
 """A study set up for a scheduler's workers: what is stored, what waits for the first worker,
-and what the export reads back. SQLite in the test's folder; no process is started."""
+and what the export reads back. SQLite in the test's folder; no process is started, and the
+trials that get as far as an outcome (duplicates, told without a launch) are given a fixed port
+that nothing binds."""
 
 import optuna
 import pytest
@@ -19,6 +21,8 @@ from kvtune.tuner.fleet.storage import sqlite_url
 from kvtune.tuner.loop import MAX_DUPLICATES_IN_A_ROW
 from kvtune.tuner.search.space import SearchSpace
 from tests.conftest import TINY
+
+PORT = 18433  # each trial's server port: never bound, no server is started here
 
 
 def prepared(tmp_path):
@@ -76,7 +80,7 @@ def _one_trial_running_elsewhere(tmp_path, trials=1):
     prep = prepare(spec, launcher=FakeLauncher(model_path="/models/m.gguf"), runs_dir=str(tmp_path / "runs"))
     url = sqlite_url(tmp_path)
     set_up_study(prep, url)
-    worker = open_tuner(prep, storage_url=url, wait_for_others=False)
+    worker = open_tuner(prep, storage_url=url, wait_for_others=False, ports=lambda host: PORT)
     elsewhere = worker.study.ask()  # the queued baseline, now RUNNING on the other node
     worker.clock = AnotherWorkerTells(worker.study, elsewhere)
     return worker

@@ -1,7 +1,7 @@
 """Measuring until the machine was quiet (tuner/trial/disturbance.py): `Attempts` decides whether a
 measurement is taken again, says why, and waits for quiet in bounded looks. Fake watches answer
 scripted windows and the sleep only records: no /proc, no clock, no real waiting. (The runner
-dropping and re-taking a measurement is tests/unit/tuner/trial/test_disturbed.py.)"""
+dropping and re-taking a measurement is tests/integration/tuner/trial/test_disturbed.py.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The trial runner's own pieces that need no server (tuner/trial/runner.py): the outcome it fills
 for a candidate, and scoring through the study's targets and objectives with the baseline passed
 in. Launching and measuring start a server process: tests/integration/tuner/trial/test_runner.py
-(and tests/unit/tuner/trial/test_disturbed.py for the re-measurement)."""
+(and tests/integration/tuner/trial/test_disturbed.py for the re-measurement). The servers here
+are never started, so their port is a fixed number that nothing binds (no socket is opened)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,13 @@ from kvtune.tuner.trial.runner import TrialRunner, request_extra_body
 from kvtune.workload import Workload
 
 WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=8, warmup_requests=1)
+PORT = 18431  # what the placement gives every server here: never bound, the servers never start
 
 
 def runner_for(tmp_path: Path, targets: list[str], **placement) -> TrialRunner:
     spec = StudySpec(study="r", workload=WL, targets=targets).validate()
     subject = Subject(spec, FakeLauncher(extra_env={"FAKE": "1"}), with_default_error_target(list(spec.targets)))
-    return TrialRunner(subject, Placement(**placement), tmp_path / "pid.json")
+    return TrialRunner(subject, Placement(**placement, ports=lambda host: PORT), tmp_path / "pid.json")
 
 
 def test_a_new_outcome_carries_the_candidates_argv_for_its_port_and_the_slots_pinning(tmp_path):
@@ -34,6 +36,7 @@ def test_a_new_outcome_carries_the_candidates_argv_for_its_port_and_the_slots_pi
     runner = runner_for(tmp_path, ["ttft<1s"], device_env=device_env)
     candidate = Candidate(flags={"speed": 2}, env={"X": "y"})
     outcome, port = runner.new_outcome(7, candidate, baseline=False, warm_start="old#3")
+    assert port == PORT  # the placement's pick
     assert outcome.argv == runner.launcher.command(candidate, port, "127.0.0.1")
     assert outcome.env == {"FAKE": "1", "X": "y"}
     assert outcome.device_env == device_env and outcome.device_env is not device_env
