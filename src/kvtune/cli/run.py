@@ -102,6 +102,7 @@ def run_options(f: RunFlags, choice: BackendChoice) -> RunOptions:
         warm_start_storage=f.warm_start_storage,
         allow_mixed_hardware=f.allow_mixed_hardware,
         setup_only=f.setup_only,
+        cpus_per_trial=f.cpus_per_trial,
     )
 
 

@@ -217,6 +217,13 @@ class RunFlags:
         help="Create the study in --storage (spec, baseline, budget) and run no trial: "
         "workers placed by Slurm or Kubernetes run it (see `kvtune export-workers`).",
     )
+    cpus_per_trial: Optional[int] = opt(
+        None,
+        "--cpus-per-trial",
+        help="With --setup-only: the CPUs each trial's server gets on the workers (default: this host's count). "
+        "The space (threads up to it) belongs to the study, so workers on any host build the same; a worker "
+        "with fewer CPUs is refused, one with more pins its servers to this many.",
+    )
     progress: str = opt(
         "auto", help="Progress display: auto (live table, bar and ETA on a terminal; plain lines otherwise) or plain."
     )

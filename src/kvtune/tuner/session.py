@@ -52,12 +52,20 @@ class RunOptions:
     warm_start_storage: str | None = None
     allow_mixed_hardware: bool = False
     setup_only: bool = False  # create the study in --storage for a scheduler's workers; run no trial
+    cpus_per_trial: int | None = None  # --setup-only: the CPUs each trial's server gets on the workers
 
     def validate(self) -> "RunOptions":
         if self.workers < 1:
             raise SpecError(f"--workers must be at least 1, got {self.workers}")
         if self.gpus_per_trial < 0:
             raise SpecError(f"--gpus-per-trial must be 0 or more, got {self.gpus_per_trial}")
+        if self.cpus_per_trial is not None and not self.setup_only:
+            raise SpecError(
+                "--cpus-per-trial sizes a study set up for a scheduler's workers: add --setup-only "
+                "(a study run here splits this host's CPUs with --workers)"
+            )
+        if self.cpus_per_trial is not None and self.cpus_per_trial < 1:
+            raise SpecError(f"--cpus-per-trial must be at least 1, got {self.cpus_per_trial}")
         if not 1 <= self.deploy_port <= 65535:
             raise SpecError(f"--deploy-port must be a TCP port, 1-65535, got {self.deploy_port}")
         return self
@@ -235,7 +243,7 @@ def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = N
         raise SpecError("--setup-only needs --storage URL: a database every worker reaches, e.g. postgresql://...")
     _refuse_grid(spec)
     check_reachable(opts.storage)  # a database that is down: said before the runs folder is written
-    prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir)
+    prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir, cpus_per_trial=opts.cpus_per_trial)
     _refuse_relative_targets(prepared)
     study = set_up_study(prepared, opts.storage, opts.gpus_per_trial)
     if opts.warm_start:

@@ -2,8 +2,10 @@
 
 `kvtune run --setup-only` creates the study in shared storage and runs no trial: the spec (so a
 worker needs only the URL and the name), the queued baseline, the budget, the GPUs per trial
-(the scheduler file asks for that many per worker) and the model path as resolved here (where a
-Kubernetes pod mounts the model's volume). Two things wait for the first worker: the
+(the scheduler file asks for that many per worker), the CPUs per trial (`--cpus-per-trial`, by
+default this host's count: the space's threads go up to it, and every worker builds the same
+space from it whatever its own host; see `workers.join`) and the model path as resolved here
+(where a Kubernetes pod mounts the model's volume). Two things wait for the first worker: the
 hardware fingerprint (the login node that set the study up is not where trials run) and the
 time budget's clock (a job can wait in the queue for hours; that is not tuning time).
 """
@@ -30,7 +32,8 @@ def set_up_study(prepared: Prepared, storage_url: str, gpus_per_trial: int = 0) 
     spec = prepared.spec
     accounting.store_budget(tuner.study, Budget(spec.trials, spec.time_budget_s))
     model = prepared.launcher.model_path  # as resolved here: where a container mounts the model
-    tuner.study.set_user_attr(PLACEMENT_ATTR, {"gpus_per_trial": gpus_per_trial, "model_path": model})
+    placement = {"gpus_per_trial": gpus_per_trial, "model_path": model, "cpus_per_trial": prepared.hardware["cpus"]}
+    tuner.study.set_user_attr(PLACEMENT_ATTR, placement)
     return tuner.study
 
 
@@ -41,6 +44,7 @@ class SetUpStudy:
     name: str
     spec: StudySpec
     gpus_per_trial: int
+    cpus_per_trial: int | None  # None: set up by a kvtune that did not store it
     finished_trials: int
     model_path: str | None  # the model as the set-up resolved it (the spec may name none: the demo)
 
@@ -56,6 +60,13 @@ def read_set_up(study_name: str, storage_url: str) -> SetUpStudy:
         name=study_name,
         spec=StudySpec.from_dict(study.user_attrs["spec"]),
         gpus_per_trial=int(placement.get("gpus_per_trial", 0)),
+        cpus_per_trial=stored_cpus_per_trial(placement),
         finished_trials=done,
         model_path=placement.get("model_path") or study.user_attrs["spec"].get("model"),
     )
+
+
+def stored_cpus_per_trial(placement: dict) -> int | None:
+    """The CPUs per trial a set-up stored (None: an older set-up, or a study not set up)."""
+    n = placement.get("cpus_per_trial")
+    return int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 1 else None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -32,7 +32,7 @@ from kvtune.launchers.process import die_with_parent
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.build import open_tuner, prepare
 from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.setup import PLACEMENT_ATTR
+from kvtune.tuner.fleet.setup import PLACEMENT_ATTR, stored_cpus_per_trial
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.trial.disturbance import MonitorFactory
 
@@ -144,6 +144,21 @@ def seat(
     return Seat(task.index, None, gpu_slot(0, gpus_per_trial, pool))
 
 
+def cpus_for_trials(per_trial: int, seat_cpus: set[int] | None, host_cpus: Sequence[int]) -> set[int]:
+    """The CPUs this worker's servers are pinned to in a study whose trials get `per_trial` CPUs:
+    the first `per_trial` of its seat (or of what the process may run on). Fewer is a one-line
+    refusal naming the difference: a trial on fewer cores is another hardware class, and more
+    would measure configs the rest of the study never had."""
+    mine = sorted(seat_cpus) if seat_cpus is not None else sorted(host_cpus)
+    if len(mine) < per_trial:
+        raise SpecError(
+            f"this worker has {len(mine)} CPU(s), the study's trials get {per_trial} (--cpus-per-trial at set-up): "
+            f"give the worker {per_trial} CPUs (sbatch --cpus-per-task {per_trial}, a pod's cpu request), "
+            f"or set up a study for {len(mine)}"
+        )
+    return set(mine[:per_trial])
+
+
 def join(
     storage_url: str,
     study_name: str,
@@ -160,10 +175,13 @@ def join(
     wait_for_others: bool = False,
     monitor: MonitorFactory | None = None,
     task: SchedulerTask | None = None,
+    host_cpus: Sequence[int] | None = None,
 ) -> Tuner:
     """A Tuner for an existing study, built from the spec stored in it (`monitor`: the
     interference monitor, see tuner/trial/disturbance.py; `task`: the scheduler task this
-    worker is, see `seat`)."""
+    worker is, see `seat`; `host_cpus`: the CPUs this process may run on, injected by tests).
+    A study set up with its CPUs per trial (tuner/fleet/setup.py) is joined with its own space,
+    whatever this host has: see `cpus_for_trials`."""
     where = seat(slot, slots, gpus_per_trial, task)
     study = storage.load_study(study_name, storage_url)
     if "spec" not in study.user_attrs:
@@ -172,7 +190,12 @@ def join(
     # Binaries and environments are this host's: the creator's paths may not exist here.
     spec.llama_server = llama_server
     spec.vllm_python = vllm_python
-    prepared = prepare(spec, launcher=launcher, runs_dir=runs_dir, device_env=where.device_env)
+    per_trial = stored_cpus_per_trial(study.user_attrs.get(PLACEMENT_ATTR) or {})
+    if per_trial is not None:  # the study's space, whatever this host has; servers pinned to it
+        where = replace(where, cpus=cpus_for_trials(per_trial, where.cpus, host_cpus or hardware.cpu_ids()))
+    prepared = prepare(
+        spec, launcher=launcher, runs_dir=runs_dir, device_env=where.device_env, cpus_per_trial=per_trial
+    )
     tuner = open_tuner(
         prepared,
         callbacks,
