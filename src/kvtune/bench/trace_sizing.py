@@ -80,6 +80,18 @@ class TraceSizing:
             line += f"; prefix reuse {self.reuse_before:.1%} -> {self.reuse_after:.1%} of prompt tokens"
         return line
 
+    def load_hint(self) -> str:
+        """What the replay asks of the server, and how to ask less, for a study none of whose
+        configs kept up: a production trace can be more than the hardware serves."""
+        reqs = self.replayed.requests
+        prompt, output = sum(r.input_tokens for r in reqs), sum(r.output_tokens for r in reqs)
+        span = self.replayed.offsets[-1] if reqs else 0.0
+        return (
+            f"the trace's {len(reqs)} requests bring {prompt} prompt and {output} output tokens within "
+            f"{span:.4g} s; if the server cannot keep up here, replay it slower (--trace-speed 0.25), "
+            f"shorter (--trace-length-scale 0.1) or fewer (--trace-requests N)"
+        )
+
     @property
     def _bounded(self) -> bool:
         return self.model_context is not None and self.max_tokens < self.p99_tokens

@@ -155,6 +155,8 @@ def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
         if miss.would_accept:
             flags = " ".join(f"--target '{t}'" for t in miss.would_accept)
             console.print(f"    {flags} would accept it", markup=False)
+    if p.trace_sizing is not None:
+        console.print(f"Trace: {p.trace_sizing.load_hint()}", markup=False)
     console.print(f"Per-trial results: {s.results_path}")
 
 

@@ -62,6 +62,11 @@ def test_the_model_bounds_the_clip_and_whole_blocks_are_kept(moon: str) -> None:
     )
 
 
+def test_the_load_hint_says_what_the_replay_asks(moon: str) -> None:
+    s = size_trace(Workload(trace=moon), model_context=2048 + CHAT)
+    assert s.load_hint().startswith("the trace's 4 requests bring 4596 prompt and 180 output tokens within 3 s")
+
+
 def test_an_unbounded_p99_clips_nothing_of_a_short_trace(moon: str) -> None:
     s = size_trace(Workload(trace=moon), model_context=None)
     assert (s.max_tokens, s.replayed.clipped, s.reuse_before, s.reuse_after) == (3010, 0, s.reuse_after, s.reuse_before)
