@@ -162,6 +162,7 @@ ROWS: list[tuple[str, list[str], int, str]] = [
         BAD,
         "cannot open storage nosuchdb://x",
     ),
+    ("an empty storage URL", ["worker", "--storage", "", "--study", "s"], BAD, "--storage must be a storage URL"),
     ("a proxy URL without a port", ["worker", "--storage", "grpc://db-host", "--study", "s"], BAD, "grpc://HOST:PORT"),
     # -- storages that do not answer: named as unreachable, exit 75 (retry) --
     ("show from a PostgreSQL that is down", ["show", "s", "--storage", PG], RETRY, "postgresql://nobody:***@127.0.0.1"),

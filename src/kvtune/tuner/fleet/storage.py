@@ -9,7 +9,7 @@ import json
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from optuna.storages._heartbeat import BaseHeartbeat
 
 from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.tuner.fleet.connect import open_error, redact  # noqa: F401 (redact: storage.redact, as callers read it)
+from kvtune.tuner.fleet.retry import Retrier, RetryingStorage, heartbeat_loop, unwrap
 
 
 def runs_root(explicit: str | None = None) -> Path:
@@ -56,11 +57,17 @@ def make_storage(url: str, *, read_only: bool = False) -> BaseStorage:
     """The study's storage: `grpc://host:port` is a `kvtune proxy` in front of the database (see
     `connect_proxy`); anything else is Optuna's RDB storage (SQLite file, PostgreSQL, MySQL) with
     heartbeats and retry of stale trials, so many workers on many hosts share one study and a dead
-    worker's trial is re-run. `read_only`: a reader (`kvtune show --storage`) creates no tables."""
+    worker's trial is re-run. `read_only`: a reader (`kvtune show --storage`) creates no tables.
+    Opening fails at once (a storage that is down: exit 75); every call after it is retried on
+    transient errors (tuner/fleet/retry.py), so a worker rides out a database restart."""
+    if not url.strip():
+        raise SpecError("--storage must be a storage URL (postgresql://..., grpc://HOST:PORT, sqlite:///PATH), got ''")
     address = grpc_address(url)
     if address is not None:
-        return connect_proxy(*address)
-    return rdb_storage(url, read_only=read_only)
+        inner: BaseStorage = connect_proxy(*address)
+    else:  # Optuna's in-process cache in front, as optuna.create_study puts it on a bare RDBStorage
+        inner = optuna.storages.get_storage(rdb_storage(url, read_only=read_only))
+    return RetryingStorage(inner, Retrier(url))
 
 
 def rdb_storage(
@@ -209,7 +216,7 @@ def connect_proxy(host: str, port: int, wait_s: float | None = None) -> ProxyCli
 def check_proxy(study: optuna.Study, url: str) -> None:
     """A worker behind a proxy needs `kvtune proxy` (heartbeats relayed, stale trials re-queued);
     it takes the proxy's heartbeat interval, which the proxy's grace period was set against."""
-    storage = study._storage
+    storage = unwrap(study._storage)
     if not isinstance(storage, ProxyClient):
         return
     advert = storage.get_study_system_attrs(study._study_id).get(PROXY_ATTR)
@@ -286,17 +293,19 @@ def open_study(name: str, url: str, directions: list[str], identity: dict) -> op
 # ---- the only place kvtune touches Optuna's private API -------------------------------------
 # Optuna offers no public way to (a) run a heartbeat thread for an ask/tell trial, (b) tell a
 # trial that was enqueued (fixed parameters) from one the sampler proposed, (c) read a frozen
-# copy of a trial by its handle. These helpers wrap the private names in one place;
+# copy of a trial by its handle. These helpers wrap the private names in one place (and
+# tuner/fleet/retry.py, for Optuna's heartbeat interface, `BaseHeartbeat`);
 # tests/unit/tuner/test_storage.py fails loudly if an Optuna upgrade moves them, and pyproject
 # pins the Optuna major version they were checked against.
 
 
 def heartbeat(study: optuna.Study, trial: optuna.trial.Trial):
     """A context manager that keeps `trial`'s heartbeat alive while it runs (a no-op for storages
-    without heartbeats), so a dead worker's trial is detected and re-queued elsewhere."""
-    from optuna.storages._heartbeat import get_heartbeat_thread
-
-    return get_heartbeat_thread(trial._trial_id, study._storage)
+    without heartbeats), so a dead worker's trial is detected and re-queued elsewhere. Not
+    Optuna's heartbeat thread, which dies on its first error: tuner/fleet/retry.py's
+    `HeartbeatLoop` survives a storage that stops answering and beats again when it answers."""
+    loop = heartbeat_loop(study._storage, trial._trial_id)
+    return loop if loop is not None else nullcontext()
 
 
 def was_enqueued(study: optuna.Study, trial: optuna.trial.Trial) -> bool:
