@@ -5,7 +5,9 @@ tuner/fleet/recovery.py), steps back when the budget is taken by trials running 
 (`surplus`) or another worker measures the same config right now, evaluates it (a copy of an
 earlier measurement of the same config, a pre-screen rejection, or a launch and measurement by
 the trial runner) and tells the outcome with its constraints. Ctrl-C fails and re-queues the
-trial, so the study re-runs it. The loop decides how many trials to run; this decides nothing.
+trial, so the study re-runs it. A trial taken over meanwhile (its heartbeat went silent for a
+grace period, so another worker failed and re-queued it) is left as it is: one line, no second
+tell, and the loop goes on. The loop decides how many trials to run; this decides nothing.
 """
 
 from __future__ import annotations
@@ -59,8 +61,7 @@ class AskTell:
             trial = self.ctx.study.ask()
             trial.set_user_attr("worker", self.ctx.where.worker)  # at once: a trial without one is an orphan
         if self.surplus(trial):
-            trial.set_user_attr("surplus", True)
-            self.ctx.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self._fail(trial, "surplus")
             return None
         baseline = bool(trial.user_attrs.get("baseline"))
         try:  # from the ask on: a SIGTERM (scancel, eviction) here must not leave it RUNNING
@@ -69,16 +70,15 @@ class AskTell:
             with storage.heartbeat(self.ctx.study, trial):
                 candidate = Candidate() if baseline else self.space.suggest(trial)
                 if not baseline and recovery.running_elsewhere(self.ctx.study, trial):
-                    trial.set_user_attr("in_flight_elsewhere", True)
-                    self.ctx.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    self._fail(trial, "in_flight_elsewhere")
                     return None
                 outcome = self._evaluate(trial, candidate, baseline)
         except KeyboardInterrupt:
-            trial.set_user_attr("interrupted", True)
-            self.ctx.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            recovery.requeue(self.ctx.study, storage.frozen(self.ctx.study, trial))
+            if self._fail(trial, "interrupted"):  # (one taken over was re-queued by its taker)
+                recovery.requeue(self.ctx.study, storage.frozen(self.ctx.study, trial))
             raise
-        self._tell(trial, outcome)
+        if not self._tell(trial, outcome):
+            return None
         accounting.tick_clock(self.ctx.study)
         self.cb.trial_finished(outcome)
         return outcome
@@ -102,11 +102,10 @@ class AskTell:
             outcome, port, self.ctx.run_dir / "trials" / f"{n:04d}", self.records.measured_baseline()
         )
 
-    def _tell(self, trial: optuna.trial.Trial, outcome: TrialOutcome) -> None:
-        for key, value in outcome.constraints.items():
-            trial.set_constraint(key, value)
+    def _tell(self, trial: optuna.trial.Trial, outcome: TrialOutcome) -> bool:
+        """Store `outcome` as the trial's result; False when the trial was taken over meanwhile
+        (then nothing of it is stored: its config is re-run as the trial re-queued)."""
         stored = to_jsonable(outcome)
-        trial.set_user_attr("outcome", stored)
         # Infeasible trials still need a value; the worst possible one, so no sampler (or
         # reader of the raw study) mistakes a crash for a good result.
         measured = outcome.objectives if outcome.metrics is not None else None
@@ -114,8 +113,42 @@ class AskTell:
         for i, o in enumerate(self.ctx.what.spec.objective_specs):
             v = measured[i] if measured and i < len(measured) else None
             values.append((0.0 if o.direction is Direction.MAXIMIZE else 1e12) if v is None else v)
-        self.ctx.study.tell(trial, values if len(values) > 1 else values[0])
+        try:
+            for key, value in outcome.constraints.items():
+                trial.set_constraint(key, value)
+            trial.set_user_attr("outcome", stored)
+            self.ctx.study.tell(trial, values if len(values) > 1 else values[0])
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            if not self._taken_over(trial):
+                raise
+            return False
         self.records.add(stored)
+        return True
+
+    def _fail(self, trial: optuna.trial.Trial, why: str) -> bool:
+        """Fail `trial`, marked with the user attr `why` (surplus, in_flight_elsewhere,
+        interrupted); False when it was taken over meanwhile (it is FAIL already)."""
+        try:
+            trial.set_user_attr(why, True)
+            self.ctx.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            if not self._taken_over(trial):
+                raise
+            return False
+        return True
+
+    def _taken_over(self, trial: optuna.trial.Trial) -> bool:
+        """Whether `trial` is no longer this worker's: finished by another (whose recovery found
+        its heartbeat silent for a grace period and re-queued it). Says so in one line."""
+        state = storage.frozen(self.ctx.study, trial).state
+        if state == optuna.trial.TrialState.RUNNING:
+            return False
+        self.cb.phase(
+            trial.number,
+            f"trial {trial.number} was taken over ({state.name} in the study: its heartbeat was silent "
+            f"for {storage.GRACE_S} s and it was re-queued); leaving it",
+        )
+        return True
 
 
 def _copy_of(outcome: TrialOutcome, same: TrialOutcome) -> TrialOutcome:

@@ -11,34 +11,54 @@ from kvtune.errors import SpecError, StorageUnreachableError
 # SQLSTATE classes a database answers with when it was reached but refused the request: a wrong
 # password or role (28), a database that does not exist (3D). Bad input, not a storage that is down.
 _REFUSED_SQLSTATES = ("28", "3D")
+# SQLSTATEs that pass on their own, whatever exception class the driver maps them to: a broken
+# connection (08), a transaction rolled back by a serialization failure or a deadlock (40),
+# too many connections (53300), the server shutting down or starting up (57P01..57P03).
+_TRANSIENT_SQLSTATES = ("08", "40", "53300", "57P")
+# gRPC statuses of a proxy that did not answer (kvtune's proxy also answers UNAVAILABLE when the
+# database behind it did not: tuner/fleet/proxy.py).
+_TRANSIENT_GRPC = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
 
-def unreachable(e: BaseException, url: str) -> StorageUnreachableError | None:
+def unreachable(e: BaseException, url: str, retried_s: float | None = None) -> StorageUnreachableError | None:
     """`e` (or what caused it) as the storage at `url` not answering (a refused or timed-out
     connection, a database starting or shutting down, a gRPC proxy UNAVAILABLE), else None. The
-    one place a foreign connection error becomes kvtune's transient one (exit 75: retry)."""
-    if url.startswith("sqlite"):
-        return None  # a local file: a wrong path or a broken file is bad input
-    chain = _chain(e)
-    if not any(_is_connection_error(c) for c in chain):
+    one place a foreign connection error becomes kvtune's transient one (exit 75: retry).
+    `retried_s`: how long the caller retried before giving up (tuner/fleet/retry.py)."""
+    if not transient(e, url):
         return None
+    tried = f" (retried for {retried_s:.0f} s)" if retried_s is not None else ""
     return StorageUnreachableError(
-        f"storage {redact(url)} is unreachable: {_detail(e, url)}; check that it is up and that this "
-        f"host can reach it, then retry"
+        f"storage {redact(url)} is unreachable: {_detail(e, url)}{tried}; check that it is up and that "
+        f"this host can reach it, then retry"
     )
 
 
+def transient(e: BaseException, url: str) -> bool:
+    """Whether `e` (or what caused it) may pass on its own: the storage at `url` did not answer,
+    dropped the connection, is restarting, or rolled the transaction back. A retry may succeed;
+    anything else (a bug, a refusal, a finished trial) would fail the same way again. A SQLite
+    file is never transient: a wrong path or a broken file is bad input."""
+    if url.startswith("sqlite"):
+        return False
+    return any(_is_connection_error(c) for c in _chain(e))
+
+
 def _is_connection_error(e: BaseException) -> bool:
-    """A database or proxy that did not answer, by the exception's kind (never its text)."""
+    """A database or proxy that did not answer, by the exception's kind and code (never its text)."""
     import sqlalchemy.exc
 
-    if isinstance(e, (ConnectionError, TimeoutError)):
+    if isinstance(e, (ConnectionError, TimeoutError, sqlalchemy.exc.DisconnectionError)):
         return True
-    if isinstance(e, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+    if isinstance(e, sqlalchemy.exc.DBAPIError):
         state = getattr(e.orig, "sqlstate", None) or ""
-        return not state.startswith(_REFUSED_SQLSTATES)
+        if e.connection_invalidated or state.startswith(_TRANSIENT_SQLSTATES):
+            return True
+        if isinstance(e, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+            return not state.startswith(_REFUSED_SQLSTATES)
+        return False
     code = getattr(e, "code", None)  # grpc.RpcError, without importing grpc (an optional extra)
-    return callable(code) and getattr(code(), "name", None) in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+    return callable(code) and getattr(code(), "name", None) in _TRANSIENT_GRPC
 
 
 def _chain(e: BaseException) -> list[BaseException]:

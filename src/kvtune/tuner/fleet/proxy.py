@@ -16,6 +16,9 @@ proxy adds the two missing halves on the server side, where the database is:
   re-queue of an orphaned trial in recovery.py use public calls only, and work through it.
 
 Warm start, the budget, the clock and confirmations are study and trial attrs: they pass through.
+A database that does not answer the proxy (restarting, a dropped connection) is answered to the
+worker as gRPC UNAVAILABLE (`TransientAsUnavailable`), never as a bare UNKNOWN, so the worker's
+retries (tuner/fleet/retry.py) ride out a database restart behind the proxy as in front of it.
 The proxy has no TLS and no authentication: whoever reaches its port can write to the study.
 """
 
@@ -28,6 +31,7 @@ from optuna.storages import BaseStorage
 
 from kvtune.errors import SpecError
 from kvtune.tuner.fleet import storage
+from kvtune.tuner.fleet.connect import redact, transient
 
 
 class HeartbeatRelay(optuna.storages.RDBStorage):
@@ -47,6 +51,35 @@ class HeartbeatRelay(optuna.storages.RDBStorage):
         return {**super().get_study_system_attrs(study_id), storage.PROXY_ATTR: advert}
 
 
+class TransientAsUnavailable:
+    """A gRPC server interceptor: a call that failed because the database at `url` did not
+    answer is aborted with UNAVAILABLE (which a worker retries) and the driver's first line,
+    password masked; any other error goes on as Optuna's servicer raised it."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def intercept_service(self, continuation: Any, details: Any) -> Any:
+        import grpc
+
+        handler = continuation(details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        call = handler.unary_unary
+
+        def guarded(request: Any, context: Any) -> Any:
+            try:
+                return call(request, context)
+            except Exception as e:
+                if not transient(e, self.url):
+                    raise
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"database {redact(self.url)} did not answer the proxy")
+
+        return grpc.unary_unary_rpc_method_handler(
+            guarded, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        )
+
+
 def open_backend(url: str) -> BaseStorage:
     """The proxied database, with Optuna's in-process cache in front (as Optuna's proxy docs ask)."""
     if storage.grpc_address(url) is not None:
@@ -63,7 +96,8 @@ class StorageProxy:
         self.url, self.host, self.port = url, host, port
         self.backend = backend if backend is not None else open_backend(url)
         try:
-            self._server = storage.proxy_server(self.backend, host, port, interceptors=interceptors)
+            guard = TransientAsUnavailable(url)
+            self._server = storage.proxy_server(self.backend, host, port, interceptors=(guard, *interceptors))
         except ImportError as e:
             raise SpecError(f"kvtune proxy needs grpcio: {e.name or e} (pip install 'kvtune[proxy]')") from e
         except RuntimeError as e:  # grpc: "Failed to bind to address"

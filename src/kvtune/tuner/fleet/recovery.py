@@ -18,6 +18,7 @@ import optuna
 
 from kvtune.clock import REAL_CLOCK
 from kvtune.launchers.process import process_start_ticks
+from kvtune.tuner.fleet.retry import settling
 from kvtune.tuner.fleet.storage import GRACE_S, quiet_experimental
 
 
@@ -29,20 +30,27 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
     - Same host (`host`), at once: a RUNNING trial whose worker process is dead (kvtune was
       SIGKILLed, the machine rebooted) is failed and re-queued without waiting for the grace
       period. Ctrl-C re-queues its own trial as it stops (see `Tuner.run_one`).
+
+    Within a grace period of the storage not answering this worker (tuner/fleet/retry.py's
+    `settling`), no trial is called stale or orphaned: every heartbeat is then old by the
+    outage, its worker alive and about to beat again. Only a heartbeat that stays silent for a
+    grace period after the storage answers again re-queues its trial.
     """
-    with quiet_experimental():
-        optuna.storages.fail_stale_trials(study)
+    silent_ok = not settling(study._storage, GRACE_S)
+    if silent_ok:
+        with quiet_experimental():
+            optuna.storages.fail_stale_trials(study)
     now = REAL_CLOCK.wall()
     with host_lock(run_dir):
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             owner = t.user_attrs.get("worker") or {}
             # killed between ask and recording its worker: no owner, no heartbeat
             started = t.datetime_start
-            orphaned = ownerless(t) and started is not None and now - started.timestamp() > GRACE_S
+            orphaned = silent_ok and ownerless(t) and started is not None and now - started.timestamp() > GRACE_S
             if orphaned or (owner.get("host") == host and not alive(owner)):
                 try:
                     study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-                except (RuntimeError, ValueError):
+                except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError):
                     continue  # another worker got there first
                 requeue(study, t)
 
