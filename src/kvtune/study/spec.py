@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -200,6 +201,8 @@ class StudySpec:
         return self.primary.name == "capacity"
 
     def validate(self) -> "StudySpec":
+        if self.study is not None:
+            check_study_name(self.study)
         if self.backend not in BACKENDS:
             raise SpecError(f"unknown backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
         names = [o.name for o in self.objective]
@@ -343,3 +346,29 @@ def build_spec(file_data: dict[str, Any], overrides: SpecOverrides | None = None
     if given.seed is not None and "seed" not in workload:
         workload["seed"] = given.seed
     return StudySpec(**values, workload=Workload(**workload)).validate()
+
+
+_STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]*")
+
+
+def check_study_name(name: str) -> str:
+    """A study name is a folder under the runs folder and a key in shared storage: letters,
+    digits and . _ + = @ - (starting with a letter or digit), so it can never be empty, climb out
+    of the runs folder (/, ..) or read as a flag."""
+    if not _STUDY_NAME.fullmatch(name or ""):
+        raise SpecError(
+            f"--study {name!r} is not a study name: use letters, digits and . _ - "
+            f"(starting with a letter or digit), e.g. my-box-ttft"
+        )
+    return name
+
+
+def study_name_part(text: str) -> str:
+    """`text` (a model path or hub id) as part of a default study name: a local path's last
+    component, a hub id's org/name as org--name, anything else outside the name's characters
+    as '-'."""
+    last = text.rstrip("/")
+    if last.startswith(("/", "./", "../", "~")):
+        last = last.rsplit("/", 1)[-1]
+    slug = re.sub(r"[^A-Za-z0-9._+=@-]", "-", last.replace("/", "--")).strip("-.")
+    return slug or "model"

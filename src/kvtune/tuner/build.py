@@ -23,7 +23,7 @@ from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.study.sampler_choice import check_sampler_installed
 from kvtune.study.space import merge_knobs
-from kvtune.study.spec import StudySpec
+from kvtune.study.spec import StudySpec, study_name_part
 from kvtune.tuner.fleet import storage
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
 from kvtune.tuner.search import samplers
@@ -52,7 +52,9 @@ def parse_study_targets(spec: StudySpec) -> list[Target]:
 
 
 def default_study_name(spec: StudySpec, launcher: Launcher) -> str:
-    return f"{launcher.served_model_name()}-{spec.backend}-{spec.fingerprint()}"
+    """model-backend-fingerprint, the model as a name part (vLLM serves a folder by its path or a
+    hub id: `study_name_part` keeps the study's folder inside the runs folder)."""
+    return f"{study_name_part(launcher.served_model_name())}-{spec.backend}-{spec.fingerprint()}"
 
 
 def make_sampler(spec: StudySpec, knobs: list[Knob], n_existing: int, slot: int = 0) -> optuna.samplers.BaseSampler:

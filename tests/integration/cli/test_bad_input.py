@@ -22,6 +22,7 @@ import optuna
 import pytest
 
 from kvtune.launchers.process import free_port
+from tests.paths import UNIT_DATA
 
 BAD, RETRY = 2, 75
 PG = "postgresql://nobody:secret@127.0.0.1:{port}/kvtune"  # "secret" must never be printed
@@ -123,6 +124,28 @@ ROWS: list[tuple[str, list[str], int, str]] = [
         BAD,
         "does not exist",
     ),
+    # -- the study file's space: checked against the build's --help (the fake prints the recorded one) --
+    (
+        "a vLLM flag given to llama-server",
+        ["run", "--study-file", "{d}/vllm-flag.yaml"],
+        BAD,
+        "space.max-num-seqs: llama-server has no --max-num-seqs",
+    ),
+    ("a flag mistyped", ["run", "--study-file", "{d}/typo-flag.yaml"], BAD, "did you mean ubatch-size?"),
+    ("a choice the flag lacks", ["run", "--study-file", "{d}/maybe.yaml"], BAD, "'maybe' is not a choice"),
+    ("on/off unquoted in YAML", ["run", "--study-file", "{d}/unquoted-on.yaml"], BAD, 'quote it, e.g. "on"'),
+    ("a number flag given words", ["run", "--study-file", "{d}/words.yaml"], BAD, "'many' is not a number"),
+    # -- names and placement --
+    ("an empty study name", ["run", "--study", ""], BAD, "--study '' is not a study name"),
+    ("a study name with a slash", ["run", "--study", "a/b"], BAD, "--study 'a/b' is not a study name"),
+    ("a study name that climbs", ["run", "--study", ".."], BAD, "--study '..' is not a study name"),
+    ("CPUs per trial without a set-up", ["run", "--cpus-per-trial", "2"], BAD, "add --setup-only"),
+    (
+        "no CPUs per trial",
+        ["run", "--setup-only", "--storage", "sqlite:///{d}/s.db", "--cpus-per-trial", "0"],
+        BAD,
+        "--cpus-per-trial must be at least 1",
+    ),
     ("a worker with no slots", [*W, "--slots", "0"], BAD, "--slots must be at least 1"),
     ("a worker's slot past its slots", [*W, "--slot", "2", "--slots", "2"], BAD, "--slot must be in 0..1, got 2"),
     ("a worker's negative slot", [*W, "--slot", "-1"], BAD, "--slot must be in 0..0, got -1"),
@@ -190,11 +213,18 @@ def inputs(tmp_path_factory) -> Path:
     (d / "bad.csv").write_text("a,b\n1,2\n")
     (d / "no-prompts.json").write_text('{"x": 1}\n')
     (d / "missing-trace.yaml").write_text(f"study: s\nworkload:\n  trace: {d}/nope.csv\n")
+    (d / "vllm-flag.yaml").write_text("space:\n  max-num-seqs: [2, 4]\n")
+    (d / "typo-flag.yaml").write_text("space:\n  ubatch-sise: [64, 128]\n")
+    (d / "maybe.yaml").write_text('space:\n  flash-attn: "maybe"\n')
+    (d / "unquoted-on.yaml").write_text("space:\n  flash-attn: [on, off]\n")
+    (d / "words.yaml").write_text("space:\n  parallel: [many]\n")
+    (d / "help.txt").write_text((UNIT_DATA / "llama_server_help.txt").read_text())
     (d / "db").mkdir()
     optuna.create_study(study_name="other", storage=f"sqlite:///{d / 'db' / 's.db'}")  # a storage without study x
     server = d / "llama-server"
     server.write_text(
-        f'#!/bin/sh\necho "$@" >> {d}/calls.log\ncase "$*" in *--help*|*--version*) exit 0;; esac\nsleep 30\n'
+        f'#!/bin/sh\necho "$@" >> {d}/calls.log\ncase "$*" in *--help*) cat {d}/help.txt; exit 0;; '
+        f"*--version*) exit 0;; esac\nsleep 30\n"
     )
     server.chmod(server.stat().st_mode | stat.S_IXUSR)
     return d
