@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -162,12 +163,23 @@ def checked(targets: list[Target], result: Any) -> int:
     return 1 if missed or (failed and failed == result.metrics.get("num_requests")) else 0
 
 
+def check_local_files(f: BenchFlags, workload: Workload) -> None:
+    """The trace, dataset and tokenizer named: read before the server is asked anything, so a
+    typo is that file's one line, not "cannot reach" when the server is down too."""
+    from kvtune.bench.inputs import check_workload_files
+
+    check_workload_files(workload)
+    if f.tokenizer and ("/" in f.tokenizer or f.tokenizer.endswith(".gguf")) and not Path(f.tokenizer).exists():
+        raise SpecError(f"--tokenizer {f.tokenizer!r} does not exist: give a GGUF file or an HF folder")
+
+
 def bench(**flags: Any) -> None:
     """Measure a running server (vLLM bench serve style): TTFT, TPOT, ITL, E2EL, throughput, goodput."""
     f = BenchFlags(**flags)
     targets = bench_targets(f)
     base = base_url(f.url)
     workload = bench_workload(f)
+    check_local_files(f, workload)
     result, model_name = measure(f, base, workload, targets)
     print_result(result)
     save_result(f, result, model_name, base)

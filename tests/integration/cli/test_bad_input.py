@@ -135,6 +135,10 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("a choice the flag lacks", ["run", "--study-file", "{d}/maybe.yaml"], BAD, "'maybe' is not a choice"),
     ("on/off unquoted in YAML", ["run", "--study-file", "{d}/unquoted-on.yaml"], BAD, 'quote it, e.g. "on"'),
     ("a number flag given words", ["run", "--study-file", "{d}/words.yaml"], BAD, "'many' is not a number"),
+    # -- kvtune bench: local files read before the server is asked anything (nothing listens here) --
+    ("bench: a dataset that is not there", ["bench", URL, "--dataset", "{d}/nope.json"], BAD, "does not exist"),
+    ("bench: a tokenizer that is not there", ["bench", URL, "--tokenizer", "{d}/nope.gguf"], BAD, "does not exist"),
+    ("bench: a trace that is not there", ["bench", URL, "--workload", "trace:{d}/nope.csv"], BAD, "does not exist"),
     # -- names and placement --
     ("an empty study name", ["run", "--study", ""], BAD, "--study '' is not a study name"),
     ("a study name with a slash", ["run", "--study", "a/b"], BAD, "--study 'a/b' is not a study name"),
