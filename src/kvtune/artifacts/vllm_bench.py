@@ -16,7 +16,11 @@ what vLLM's benchmark cannot express. Checked against vLLM 0.32's `vllm bench se
   with fewer hash ids than blocks (Azure, BurstGPT: none) gets fresh ids, so it shares nothing;
 - conversations (multi-turn): `vllm bench serve` sends independent requests, so there is no
   line, only a note naming vLLM's separate multi-turn benchmark (benchmarks/multi_turn): a
-  single-turn line of the same lengths would read as the same load and is not.
+  single-turn line of the same lengths would read as the same load and is not;
+- goodput: the study's per-request SLOs (--slo) as ``--goodput ttft:2000 tpot:100`` (KEY:VALUE
+  in ms, one argument each, keys ttft, tpot, e2el: serve.py's parse_goodput); vLLM counts a
+  request good at value <= limit. A percentile target (ttft_p95<1s) is no per-request limit,
+  so a study without an SLO gets no --goodput.
 Pure: workload and trial in, argv and notes out (the trace file is read, as the run reads it).
 """
 
@@ -29,12 +33,10 @@ from pathlib import Path
 
 from kvtune.bench.traces import FittedTrace, fitted_trace
 from kvtune.errors import SpecError
-from kvtune.objectives.targets import Target
+from kvtune.objectives.slo import Slo
 from kvtune.study.spec import StudySpec
 from kvtune.workload import Workload
 
-# Target metrics vLLM's --goodput understands (ms).
-GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 DEMO_HF_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the demo model (spec model None or "demo")
 UNKNOWN_HF_ID = "<the model's Hugging Face id>"
 # What vLLM's ShareGPT reader keeps (benchmarks/datasets.py: is_valid_sequence), fixed.
@@ -88,9 +90,10 @@ def served_model(trial: dict, spec: StudySpec) -> ServedModel:
     return ServedModel(name=name, path=path, tokenizer=tokenizer)
 
 
-def vllm_line(w: Workload, targets: list[Target], model: ServedModel) -> VllmLine:
+def vllm_line(w: Workload, slo: Slo | None, model: ServedModel) -> VllmLine:
     """The same load as `vllm bench serve` flags (the script appends the base URL and, for a
-    trace, ``--dataset-path`` of the rows it writes), with notes on what it cannot express."""
+    trace, ``--dataset-path`` of the rows it writes), with notes on what it cannot express;
+    goodput counted against the study's per-request SLOs `slo`, if it had any."""
     notes: list[str] = []
     rows: list[str] = []
     if w.multiturn:  # a single-turn line beside it would read as the same load: there is none
@@ -121,10 +124,16 @@ def vllm_line(w: Workload, targets: list[Target], model: ServedModel) -> VllmLin
     args += [*dataset, "--ignore-eos", "--num-warmups", w.warmup_requests, "--seed", w.seed]
     args += _schedule(w, notes, has_count="--num-prompts" in dataset)
     args += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99"]
-    goodput = [f"{t.metric}:{t.threshold:g}" for t in targets if t.metric in GOODPUT_METRICS and t.upper]
-    if goodput:
-        args += ["--goodput", *goodput]
+    args += goodput_args(slo)
     return VllmLine([str(a) for a in args], notes, rows)
+
+
+def goodput_args(slo: Slo | None) -> list[str]:
+    """``--goodput ttft:2000 tpot:100``: vLLM's goodput counts the requests meeting the same
+    per-request SLOs as kvtune's slo_attainment; none without an SLO (targets are no SLOs)."""
+    if slo is None:
+        return []
+    return ["--goodput", *(f"{lim.metric}:{round(lim.seconds * 1000, 3):.12g}" for lim in slo.limits)]
 
 
 def _schedule(w: Workload, notes: list[str], has_count: bool) -> list[object]:

@@ -63,6 +63,8 @@ def metrics_table(metrics: dict) -> list[tuple[str, str]]:
     add("Total generated tokens", "total_output_tokens")
     add("Request throughput (req/s)", "request_throughput")
     add("Request goodput (req/s)", "request_goodput")
+    if "slo_attainment" in m:  # --slo: the share of requests that met every per-request SLO
+        rows.append(("SLO attainment (%)", _fmt(100.0 * m["slo_attainment"])))
     add("Output token throughput (tok/s)", "output_throughput")
     add("Total token throughput (tok/s)", "total_token_throughput")
     add("Peak concurrent requests", "max_concurrent_requests")

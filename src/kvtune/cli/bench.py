@@ -19,7 +19,8 @@ from kvtune.cli.bench_flags import BenchFlags
 from kvtune.cli.flag_record import command_signature
 from kvtune.cli.flag_values import pause_seconds, seconds, trace_of
 from kvtune.errors import SpecError
-from kvtune.objectives.targets import Target, parse_targets
+from kvtune.objectives.slo import Slo, slo_field
+from kvtune.objectives.targets import RATE_METRICS, Target, parse_targets
 from kvtune.workload import Workload
 
 
@@ -33,6 +34,19 @@ def bench_targets(f: BenchFlags) -> list[Target]:
             f"have: give an absolute threshold, e.g. 'ttft<1s'"
         )
     return targets
+
+
+def bench_slo(f: BenchFlags, targets: list[Target]) -> Slo | None:
+    """--slo, parsed as kvtune run parses it; a slo_attainment target without one is one line,
+    exit 2 (nothing would be measured for it, so it could only be missed)."""
+    if f.slo is None:
+        wanting = next((t for t in targets if t.metric == "slo_attainment"), None)
+        if wanting is not None:
+            raise SpecError(
+                f"target {wanting.text!r} needs per-request SLOs to measure: add --slo, e.g. 'ttft<2s,tpot<100ms'"
+            )
+        return None
+    return slo_field(f.slo)
 
 
 def base_url(url: str) -> str:
@@ -95,8 +109,9 @@ def cache_policy(text: Optional[str], workload: Workload) -> Any:
         raise SpecError(f"--prompt-cache must be one of {', '.join(PromptCache.values())}, got {text!r}") from None
 
 
-def measure(f: BenchFlags, base: str, workload: Workload, targets: list[Target]) -> Any:
-    """Run the load against the server at `base`; the bench result."""
+def measure(f: BenchFlags, base: str, workload: Workload, targets: list[Target], slo: Slo | None) -> Any:
+    """Run the load against the server at `base`; the bench result. Goodput is as a trial counts
+    it (requests meeting every absolute latency target); `slo` adds slo_attainment."""
     from kvtune.bench.client import BenchOptions, detect_model, resolve_api_key, slo_goodput
     from kvtune.bench.client import run as bench_run
     from kvtune.bench.server_kind import detect_server
@@ -108,12 +123,15 @@ def measure(f: BenchFlags, base: str, workload: Workload, targets: list[Target])
     latency = {t.metric: t.threshold for t in targets if t.upper and t.metric in ("ttft", "tpot", "e2el")}
     console.print(f"benchmarking {base} ({model_name}): {workload.describe()}", markup=False)
     console.print(f"server: {server.name}; {server.describe_policy(policy, workload)}", markup=False)
+    if slo is not None:
+        console.print(f"per-request SLOs: {slo.describe()} (slo_attainment: the share meeting all)", markup=False)
     options = BenchOptions(
         model_name,
         api_key=key,
         tokenizer=f.tokenizer,
         extra_body=server.cache_body(policy),
         goodput_fn=slo_goodput(latency) if latency else None,
+        slo=slo,
         scrape_metrics=True,
         on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]"),
     )
@@ -177,10 +195,11 @@ def bench(**flags: Any) -> None:
     """Measure a running server (vLLM bench serve style): TTFT, TPOT, ITL, E2EL, throughput, goodput."""
     f = BenchFlags(**flags)
     targets = bench_targets(f)
+    slo = bench_slo(f, targets)
     base = base_url(f.url)
     workload = bench_workload(f)
     check_local_files(f, workload)
-    result, model_name = measure(f, base, workload, targets)
+    result, model_name = measure(f, base, workload, targets, slo)
     print_result(result)
     save_result(f, result, model_name, base)
     raise typer.Exit(checked(targets, result))
@@ -211,6 +230,6 @@ def _shown(t: Target, metrics: dict) -> str:
     v = t.value(metrics)
     if v == float("inf"):
         return "no value: requests failed"
-    if t.metric == "error_rate":
+    if t.metric in RATE_METRICS:  # error_rate, slo_attainment: shares
         return f"{v * 100:.1f}%"
     return f"{v:.0f} ms" if t.key.endswith("_ms") else f"{v:.1f}"

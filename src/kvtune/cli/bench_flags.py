@@ -78,6 +78,11 @@ class BenchFlags:
         "-t",
         help="Targets to check, e.g. 'ttft<1s' (exit 1 when one is missed); latency ones also define goodput (requests meeting all of them per second).",
     )
+    slo: Optional[str] = opt(
+        None,
+        "--slo",
+        help="Per-request SLOs, e.g. 'ttft<2s,tpot<100ms' (ttft, tpot, e2el; as kvtune run --slo): adds slo_attainment, the share of requests meeting all of them, which a target can check ('slo_attainment>99%').",
+    )
     api_key: Optional[str] = opt(
         None, "--api-key", help="Bearer token (default $OPENAI_API_KEY); never printed or saved."
     )

@@ -59,6 +59,15 @@ def test_the_script_runs_and_exits_on_the_targets(tmp_path) -> None:
     assert "targets missed: ttft_p95<1ms" in missed.stdout
 
 
+def test_the_script_of_a_study_with_an_slo_measures_its_attainment_and_checks_its_target(tmp_path) -> None:
+    r = results(slo="ttft<2s,tpot<100ms", targets=["slo_attainment>99%"])
+    with FakeOpenAIServer(ttft_s=0.02, itl_s=0.002) as server:
+        path = export.write(tmp_path / "slo.sh", "bench", ov.pick_trial(r).to_dict(), r)
+        held = _run(path, server.base_url)
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert "target slo_attainment>99%: met (100.0%)" in held.stdout and "--goodput ttft:2000 tpot:100" in held.stdout
+
+
 def test_the_studys_model_is_the_tokenizer_when_it_is_on_this_box(tmp_path) -> None:
     model = tmp_path / "it's a model.gguf"
     model.write_text("x")

@@ -54,6 +54,13 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("bench: an option mistyped", ["bench", URL, "--concurreny", "4"], BAD, "did you mean --concurrency?"),
     ("bench: an unknown arrival", ["bench", URL, "--arrival", "sometimes"], BAD, "must be one of poisson, gamma"),
     ("bench: no requests", ["bench", URL, "--num-requests", "0"], BAD, "num_requests must be at least 1"),
+    ("bench: an SLO without a unit", ["bench", URL, "--slo", "ttft<2"], BAD, "SLO 'ttft<2' needs a time unit"),
+    (
+        "bench: an attainment target without an SLO",
+        ["bench", URL, "--target", "slo_attainment>99%"],
+        BAD,
+        "needs per-request SLOs to measure: add --slo",
+    ),
     ("worker: no storage", ["worker", "--study", "s"], BAD, "missing option --storage; give it, or set KVTUNE_STORAGE"),
     ("worker: no study", ["worker", "--storage", "sqlite:///{d}/w.db"], BAD, "kvtune worker: missing option --study"),
     ("worker: slots in words", [*W, "--slots", "two"], BAD, "--slots takes a whole number, got 'two'"),

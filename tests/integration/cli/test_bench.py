@@ -100,6 +100,21 @@ def test_bench_checks_targets_and_exits_1_when_one_is_missed():
     assert "targets missed: ttft_p95<1ms" in missed.stdout
 
 
+def test_bench_slo_reports_attainment_as_a_trial_does_and_checks_a_target_on_it():
+    with FakeOpenAIServer(ttft_s=0.05, itl_s=0.005) as server:
+        held = _bench(server.base_url, "--slo", "ttft<2s,tpot<100ms", "--target", "slo_attainment>99%")
+        missed = _bench(server.base_url, "--slo", "ttft<1ms", "--target", "slo_attainment>99%")
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert "per-request SLOs: TTFT < 2 s, TPOT < 100 ms" in held.stdout
+    rows = dict(
+        c for c in ([x.strip() for x in line.split("│")[1:-1]] for line in held.stdout.splitlines()) if len(c) == 2
+    )
+    assert rows["SLO attainment (%)"] == "100"  # every request of the fake met both limits
+    assert "target slo_attainment>99%: met (100.0%)" in held.stdout
+    assert missed.returncode == 1, missed.stdout + missed.stderr
+    assert "target slo_attainment>99%: missed (0.0%)" in missed.stdout
+
+
 def test_bench_refuses_a_relative_target_in_one_line():
     r = _bench("http://127.0.0.1:1", "--target", "ttft<0.8x")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "relative" in r.stderr

@@ -49,7 +49,8 @@ def test_the_script_carries_the_workload_targets_and_the_vllm_line() -> None:
     assert [args[i + 1] for i, a in enumerate(args) if a == "--target"] == ["ttft_p95<60000ms", "error_rate<1%"]
     vllm = shlex.split(next(line for line in text.splitlines() if line.startswith("printf")))[2]
     assert vllm.startswith("vllm bench serve --backend openai-chat --endpoint /v1/chat/completions")
-    assert "--max-concurrency 2" in vllm and "--random-input-len 32" in vllm and "--goodput ttft:60000" in vllm
+    assert "--max-concurrency 2" in vllm and "--random-input-len 32" in vllm
+    assert "--goodput" not in vllm and "--slo" not in args  # no per-request SLO: a p95 target is none
 
 
 def test_relative_targets_are_fixed_at_the_baselines_threshold() -> None:
@@ -145,3 +146,34 @@ def test_a_multiturn_study_replays_its_conversations_with_the_prompt_cache_on() 
 def test_single_turn_studies_send_no_conversation_flags() -> None:
     args = _bench_argv(script(results()))
     assert "--workload" not in args and "--turns" not in args and "--prompt-cache" not in args
+
+
+def _targets(args: list[str]) -> list[str]:
+    return [args[i + 1] for i, a in enumerate(args) if a == "--target"]
+
+
+def test_a_study_with_an_slo_passes_it_to_kvtune_bench_and_builds_vllms_goodput_from_it() -> None:
+    text = script(results(slo="ttft<2s,tpot<100ms", targets=["ttft_p95<60s", "slo_attainment>99%"]))
+    args = _bench_argv(text)
+    assert args[args.index("--slo") + 1] == "ttft<2s,tpot<100ms" and args.count("--slo") == 1
+    assert _targets(args) == ["ttft_p95<60000ms", "slo_attainment>99%", "error_rate<1%"]
+    vllm = shlex.split(shlex.split(next(line for line in text.splitlines() if line.startswith("printf")))[2])
+    assert vllm[vllm.index("--goodput") + 1 :] == ["ttft:2000", "tpot:100"]  # from the SLO, not the targets
+    assert "# per-request SLOs: ttft<2s,tpot<100ms" in text.splitlines()
+
+
+def test_an_slo_without_an_attainment_target_is_measured_not_checked() -> None:
+    args = _bench_argv(script(results(slo="e2el<5s")))
+    assert args[args.index("--slo") + 1] == "e2el<5s" and _targets(args) == ["ttft_p95<60000ms", "error_rate<1%"]
+
+
+def test_a_trace_study_without_an_slo_checks_only_its_own_targets() -> None:
+    fit = {"trace": "mooncake-conv", "trace_requests": 3, "trace_max_tokens": 600}
+    text = script(results(workload={**results()["spec"]["workload"], **fit}, targets=[]))
+    args = _bench_argv(text)
+    assert _targets(args) == ["error_rate<1%"]  # the one target the study added, nothing about SLOs
+    assert "--slo" not in args and "slo_attainment" not in text
+    assert args[args.index("--trace-max-tokens") + 1] == "600"  # the clip the study measured with
+    vllm = next(line for line in text.splitlines() if line.startswith("printf"))
+    assert "timed_trace" in vllm and "--goodput" not in vllm
+    assert "# per-request SLOs: none (the study had no --slo)" in text.splitlines()
