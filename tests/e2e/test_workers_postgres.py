@@ -162,3 +162,99 @@ def frozen_mid_trial(victim: subprocess.Popen, url: str, study: str, host: str, 
             victim.send_signal(signal.SIGCONT)  # it finished meanwhile: look again
         time.sleep(0.2)
     return None
+
+
+def test_a_worker_study_ends_confirmed_even_when_its_confirmer_dies(tmp_path, postgres_url):
+    """Issue 31 item 2: a study set up for workers is confirmed by the one elected; SIGKILLed
+    mid-confirmation, it is taken over by a worker that comes later (another host: only the
+    claim's beat tells it died) and resumed from its runs; `kvtune show` names the verdict."""
+    from kvtune.tuner.fleet import claims
+
+    beats = {"KVTUNE_HEARTBEAT_S": "1", "KVTUNE_GRACE_S": "4"}  # a dead claim is failed after 12 s
+    confirm = ("--confirm-top", "2", "--confirm-pairs", "3", *WIDE)
+    setup = driver(tmp_path, postgres_url, "confirmed", "--setup-only", *confirm)
+    assert setup.wait(timeout=120) == 0, setup.stderr.read() if setup.stderr else ""
+    workers = {
+        host: driver(
+            tmp_path,
+            postgres_url,
+            "confirmed",
+            "--join",
+            "--slot",
+            str(i),
+            *confirm,
+            env={**beats, "KVTUNE_WORKER_HOST": host},
+        )
+        for i, host in enumerate(("host-a", "host-b"))
+    }
+    holder = confirming(postgres_url, "confirmed", {p.pid for p in workers.values()})
+    os.kill(holder, signal.SIGKILL)
+    for p in workers.values():
+        p.communicate(timeout=300)
+    s = optuna.load_study(study_name="confirmed", storage=postgres_url)
+    before = stored_runs(s)
+    assert before and "verdict" not in s.user_attrs
+    show = subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", "show", "confirmed", "--storage", postgres_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+    assert "not confirmed yet" in show.stdout and "kvtune confirm --storage" in show.stdout
+    late = driver(
+        tmp_path,
+        postgres_url,
+        "confirmed",
+        "--join",
+        "--slot",
+        "2",
+        *confirm,
+        env={**beats, "KVTUNE_WORKER_HOST": "host-c"},
+    )
+    out, err = late.communicate(timeout=300)
+    assert late.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["confirmation"] == "confirmed here"
+    s = optuna.load_study(study_name="confirmed", storage=postgres_url)
+    assert "verdict" in s.user_attrs and s.user_attrs["confirmed"]["by"]["host"] == "host-c"
+    after = stored_runs(s)
+    assert after[: len(before)] == before and len(after) > len(before)  # resumed from the dead one's runs
+    side = optuna.load_study(study_name=claims.side_name("confirmed"), storage=postgres_url)
+    states = [t.state for t in side.trials]
+    assert optuna.trial.TrialState.RUNNING not in states and states.count(optuna.trial.TrialState.COMPLETE) == 1
+    show = subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", "show", "confirmed", "--storage", postgres_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+    assert "Verdict: " in show.stdout and "not confirmed yet" not in show.stdout
+    print(show.stdout)
+
+
+def stored_runs(s: optuna.Study) -> list[dict]:
+    runs = [
+        {"trial": n, **r} for n, c in (s.user_attrs.get("confirmations") or {}).items() for r in c.get("runs") or []
+    ]
+    return sorted(runs, key=lambda r: r.get("at") or 0.0)
+
+
+def confirming(url: str, study: str, pids: set[int]) -> int:
+    """The pid of the worker that holds the confirmation, once it stored a run of it."""
+    from kvtune.tuner.fleet import claims
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            side = optuna.load_study(study_name=claims.side_name(study), storage=url)
+            s = optuna.load_study(study_name=study, storage=url)
+        except KeyError:
+            time.sleep(0.5)
+            continue
+        held = [t for t in side.trials if t.state == optuna.trial.TrialState.RUNNING]
+        owners = [int(t.user_attrs.get("owner", {}).get("pid", 0)) for t in sorted(held, key=lambda t: t.number)]
+        if stored_runs(s) and owners and owners[0] in pids:
+            return owners[0]
+        time.sleep(0.2)
+    raise AssertionError("no worker started confirming")

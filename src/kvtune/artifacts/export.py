@@ -30,6 +30,7 @@ from kvtune.artifacts import bench_script, csv_export, launch_script
 from kvtune.errors import BackendError, SpecError
 from kvtune.launchers.base import MODELS_DIR, ContainerSpec
 from kvtune.launchers.registry import launcher_class
+from kvtune.study import unconfirmed
 from kvtune.study.spec import StudySpec
 
 FORMATS = ("bash", "systemd", "compose", "k8s")
@@ -154,6 +155,9 @@ def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
             f"{len(trial_gpus(trial))} GPU(s)"
         )
     lines.append(f"tuned on 127.0.0.1 (a free port per trial); this serves on {host}:{port}")
+    note = unconfirmed.line(results)  # searched by workers, confirmed by nobody yet
+    if note:
+        lines.append(note)
     return [_clean(x) for x in lines]
 
 

@@ -31,6 +31,7 @@ from kvtune.artifacts.plots import (
     plot_pareto,
     plot_slice,
 )
+from kvtune.study import unconfirmed
 from kvtune.study.disturbed import disturbed_measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
@@ -269,6 +270,11 @@ def _what_it_can_do(results: dict) -> str:
 
 
 def _named(results: dict) -> str:
+    note = unconfirmed.line(results)  # searched by workers, confirmed by nobody yet
+    return (f"<p id='not-confirmed' class='note'>{esc(note)}</p>" if note else "") + _named_best(results)
+
+
+def _named_best(results: dict) -> str:
     named = results.get("named_best") or {}
     verdict = results.get("verdict")
     if isinstance(verdict, dict):  # the verdict's lines, as the run's summary prints them

@@ -1,6 +1,6 @@
 """The command line: parse flags into options, call library code, print. Thin by design.
 
-One module per command group (run, bench, worker, plan, doctor, and the study readers show/report/
+One module per command group (run, bench, worker, confirm, plan, doctor, and the study readers show/report/
 export); this package is the only code that writes to the console (with progress.py, the
 console layer of a running study). Expected errors are `KvtuneError`s: `main` prints them as one
 line and exits with their status (2).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 # The commands register themselves on `app` when imported.
-from kvtune.cli import bench, cluster, compare, doctor, plan, proxy, run, study, worker  # noqa: E402,F401,I001 (help lists them in this order)
+from kvtune.cli import bench, cluster, compare, confirm, doctor, plan, proxy, run, study, worker  # noqa: E402,F401,I001 (help lists them in this order)
 from kvtune.cli.app import app, console, err_console  # noqa: F401  (the package's API)
 
 

@@ -1,4 +1,6 @@
-"""Reading a study that ran: `kvtune show`, `kvtune report`, `kvtune export` (all from results.json)."""
+"""Reading a study that ran: `kvtune show`, `kvtune report`, `kvtune export` (all from results.json,
+or with --storage from the study's storage; a study its workers searched and nobody confirmed yet
+says so: study/unconfirmed.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from kvtune.cli.app import app, console, err_console
@@ -113,6 +116,7 @@ def show(
         print_verdict(results["verdict"], console)
     elif why:
         console.print(f"why the best: {why}", markup=False)
+    _say_unconfirmed(results, console)
     if ov["failures"]:
         console.print("[bold]failures by reason[/bold]")
         for f in ov["failures"]:
@@ -120,6 +124,15 @@ def show(
                 f"  {f['count']:>3} x {f['category']}  (trials {f['trials']}) e.g. {f['example']}", markup=False
             )
     _show_disturbed(ov["trials"])
+
+
+def _say_unconfirmed(results: dict, to: Console) -> None:
+    """A study its workers searched, not confirmed yet: say so, and how (study/unconfirmed.py)."""
+    from kvtune.study import unconfirmed
+
+    note = unconfirmed.line(results)
+    if note:
+        to.print(note, style="yellow", markup=False, soft_wrap=True)
 
 
 def _show_disturbed(trials: list) -> None:
@@ -215,6 +228,8 @@ def export(
     results, _, _ = _study_results(study, runs_dir, storage)
     # csv holds every trial: it needs no feasible one
     chosen = {} if format in exporter.STUDY_FORMATS else pick_trial(results, trial).to_dict()
+    if chosen:
+        _say_unconfirmed(results, err_console)
     if output:
         exporter.write(output, format, chosen, results, host, port)
         err_console.print(

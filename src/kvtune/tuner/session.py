@@ -24,7 +24,7 @@ from kvtune.study.results import build_payload, write_results
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
 from kvtune.tuner.build import Prepared, open_tuner, prepare
-from kvtune.tuner.fleet import accounting
+from kvtune.tuner.fleet import accounting, confirmer
 from kvtune.tuner.fleet import workers as worker_pool
 from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.fleet.setup import set_up_study
@@ -155,7 +155,7 @@ class Session:
                 p.wait()
             if self.prepared.spec.confirm_top > 0:
                 on_confirm(self.prepared.spec.confirm_top)
-                self.tuner.confirm()
+                self._confirm()
             return self.tuner.outcomes()
         except KeyboardInterrupt:
             for p in self.workers:
@@ -163,6 +163,16 @@ class Session:
             for p in self.workers:
                 p.wait()
             raise
+
+    def _confirm(self) -> None:
+        """The confirmation. On a storage other hosts share (--storage), through the election
+        of tuner/fleet/confirmer.py, so a `kvtune confirm` elsewhere waits for this one (and
+        takes over if this process dies) instead of confirming twice."""
+        if not self.options.storage:
+            self.tuner.confirm()
+            return
+        phase = self.tuner.cb.phase
+        confirmer.confirm_study(self.tuner, self.storage_url, wait=True, on_wait=lambda line: phase(-1, line))
 
 
 def open_session(

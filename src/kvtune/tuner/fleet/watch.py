@@ -6,7 +6,8 @@ Reading only: no table is created, nothing is written (no clock tick, no recover
 and PostgreSQL readers never block writers, so watching cannot slow the workers. The payload is
 results.json's own (`study.results.build_payload`) over the trials told so far, so `show` and
 `report` print what they print for a finished study; what only the running host knows (the
-backend's version, the importance fit) is left out.
+backend's version, the importance fit) is left out. A study set up for workers whose
+confirmation has not run carries the note that says so (study/unconfirmed.py).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvtune.errors import SpecError
+from kvtune.study import unconfirmed
 from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.build import parse_study_targets
-from kvtune.tuner.fleet import accounting, storage
+from kvtune.tuner.fleet import accounting, confirmer, storage
 from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.fleet.records import TrialRecords
 
@@ -59,6 +61,8 @@ def read_study(name: str, url: str) -> tuple[dict, Progress]:
         spec.objective_specs,
         outcomes,
     )
+    if confirmer.pending(study):  # set up for workers, not confirmed yet: every reader says so
+        payload[unconfirmed.KEY] = unconfirmed.note(name, storage.redact(url))
     spent = accounting.spent(study)
     budget = accounting.load_budget(study, Budget(spec.trials, spec.time_budget_s))
     return payload, Progress(spent.running, spent.waiting, spent.measured, budget.trials)
