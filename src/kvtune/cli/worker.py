@@ -12,9 +12,11 @@ from typing import Optional
 import typer
 
 from kvtune.cli.app import app, console, err_console
+from kvtune.cli.confirm import confirm_at_end
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
 from kvtune.errors import SpecError
+from kvtune.tuner.fleet.confirmer import ends_with_confirmation
 from kvtune.tuner.fleet.connect import unreachable
 from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join, scheduler_task
 
@@ -64,6 +66,8 @@ def worker(
     interrupt_on_sigterm()
     try:
         outcomes = tuner.run()
+        if ends_with_confirmation(tuner):  # set up for a scheduler: the worker elected confirms
+            confirm_at_end(tuner, storage, console)
     except KeyboardInterrupt:
         err_console.print("worker interrupted: its trial is re-queued for another worker")
         raise typer.Exit(130) from None

@@ -4,6 +4,8 @@ benchmark: kill it at any moment, start it again, and check the study.
     python -m kvtune.testing.driver --runs-dir D --study S --trials N [--faults]
 
 With --faults, trials draw faults (crashes, hangs, HTTP errors, rejected flags, slow starts).
+With --setup-only --confirm-top N the study asks for a confirmation, and its --join workers end
+as `kvtune worker` does: the one elected confirms (its JSON line says how each ended).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec, parse_objectives
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.fleet import confirmer
+from kvtune.tuner.loop import Tuner
 from kvtune.tuner.trial.disturbance import unwatched
 from kvtune.workload import Workload
 
@@ -69,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         help="TTFT of speed 1 without faults (speed s: this / s); a test on a loaded "
         "machine widens the gaps so scheduling delay cannot reorder the configs",
     )
+    p.add_argument(
+        "--confirm-top",
+        type=int,
+        default=0,
+        help="the study's --confirm-top (default 0: no confirmation, the crash and soak tests' speed); "
+        "with N > 0 a study set up for workers is confirmed by the --join worker elected, as by `kvtune worker`",
+    )
+    p.add_argument("--confirm-pairs", type=int, default=3, help="the study's --confirm-pairs")
     a = p.parse_args(argv)
     # a request may take its TTFT plus a loaded machine's delay, never a timeout by design
     timeout_s = max(1.0, 3 * a.base_ttft_ms / 1000)
@@ -86,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         workload=workload,
         seed=a.seed,
         startup_timeout_s=2,
-        confirm_top=0,
+        confirm_top=a.confirm_top,
+        confirm_pairs=a.confirm_pairs,
         objective=parse_objectives("output_throughput" if a.faults else "ttft_p95"),
     ).validate()
     # Without faults, TTFT 200/100/50 ms for speed 1/2/4 (--base-ttft-ms scales them): the best
@@ -124,11 +137,21 @@ def main(argv: list[str] | None = None) -> int:
         tuner.study.sampler = optuna.samplers.RandomSampler(seed=a.seed + len(tuner.study.trials))
     try:
         outcomes = tuner.run()
+        ending = _confirm(tuner, a.storage) if a.join else None
     except KeyboardInterrupt:
         print(json.dumps({"interrupted": True}))
         return 130
-    print(json.dumps({"trials": len(outcomes), "feasible": sum(o.feasible for o in outcomes)}))
+    print(json.dumps({"trials": len(outcomes), "feasible": sum(o.feasible for o in outcomes), "confirmation": ending}))
     return 0
+
+
+def _confirm(tuner: Tuner, url: str) -> str | None:
+    """A worker's last step, as `kvtune worker` takes it (tuner/fleet/confirmer.py): in a study
+    set up for workers that asks for a confirmation, the worker elected confirms, the others
+    leave. How it ended for this one (None: the study asks for none)."""
+    if not confirmer.ends_with_confirmation(tuner):
+        return None
+    return confirmer.confirm_study(tuner, url, wait=False).ending.value
 
 
 if __name__ == "__main__":
