@@ -42,12 +42,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/kvtune run --study-file studies/smollm2-cpu-latency.yaml || [ $$? -eq 1 ]
 
-# The unit tests spread over the cores (pytest-xdist), then everything that starts processes one
-# test at a time (contract, integration, e2e: real servers must not share the cores). The e2e
-# tests drive the CPU build of vLLM in its venv, whatever KVTUNE_VLLM_PYTHON says outside.
+# The unit tests spread over the cores (pytest-xdist), and the bad-input suites (short `kvtune`
+# processes that must refuse at once; no server, nothing timed), then everything else that
+# starts processes one test at a time (contract, integration, e2e: real servers must not share
+# the cores). The e2e tests drive the CPU build of vLLM in its venv, whatever
+# KVTUNE_VLLM_PYTHON says outside.
+BAD_INPUT := tests/integration/cli/test_bad_input*.py
 test: $(STAMP) $(VLLM_STAMP) system-deps
 	$(PY) -m pytest -q -rs -p no:cacheprovider -n $(NPROC) tests/unit
-	KVTUNE_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 --ignore=tests/unit tests
+	$(PY) -m pytest -q -rs -p no:cacheprovider -n $(NPROC) $(BAD_INPUT)
+	KVTUNE_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -p no:cacheprovider --durations=25 --ignore=tests/unit --ignore-glob='$(BAD_INPUT)' tests
 
 # The fast loop: tests/unit only (no process is started and no network socket opened: no servers,
 # no CLI children, no vLLM install; tests/unit/conftest.py refuses both), spread over one
@@ -59,7 +63,8 @@ unit: $(STAMP)
 # process, or a thread on a port), the gRPC proxy, the study driver, the `kvtune` CLI, bash (a few
 # minutes on 2 cores). No real llama-server or vLLM: those are tests/e2e.
 integration: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/integration
+	$(PY) -m pytest -q -p no:cacheprovider -n $(NPROC) $(BAD_INPUT)
+	$(PY) -m pytest -q -p no:cacheprovider --ignore-glob='$(BAD_INPUT)' tests/integration
 
 # What CI checks besides the tests: lint and format (ruff), types (mypy, configured in
 # pyproject.toml), the import layering (src/kvtune/devtools/arrows.py) and the module and
