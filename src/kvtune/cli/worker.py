@@ -2,7 +2,12 @@
 
 Started by a scheduler (a Slurm array task, a Kubernetes Indexed Job pod: `kvtune
 export-workers`), the worker takes its task index as its name and pins nothing: the scheduler's
-CUDA_VISIBLE_DEVICES (or the container's own GPUs) are its servers' GPUs."""
+CUDA_VISIBLE_DEVICES (or the container's own GPUs) are its servers' GPUs.
+
+A storage hiccup (a database restart, a proxy restarted) is ridden out: every storage call is
+retried for up to KVTUNE_STORAGE_RETRY_S (tuner/fleet/retry.py) and the heartbeat survives it.
+A storage still down after that exits 75 (EX_TEMPFAIL: the scheduler runs the worker again);
+bad input exits 2."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from kvtune.cli.app import app, console, err_console
 from kvtune.cli.confirm import confirm_at_end
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
-from kvtune.errors import SpecError
+from kvtune.errors import KvtuneError, SpecError
 from kvtune.tuner.fleet.confirmer import ends_with_confirmation
 from kvtune.tuner.fleet.connect import unreachable
 from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join, scheduler_task
@@ -71,7 +76,9 @@ def worker(
     except KeyboardInterrupt:
         err_console.print("worker interrupted: its trial is re-queued for another worker")
         raise typer.Exit(130) from None
-    except Exception as e:  # the storage went away mid-study: exit 75, the scheduler retries
+    except KvtuneError:  # e.g. the storage stayed unreachable through every retry: exit 75
+        raise
+    except Exception as e:  # a transient error outside the retried storage calls: exit 75 too
         lost = unreachable(e, storage)
         if lost is None:
             raise

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 
+from kvtune.errors import KvtuneError
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec, parse_objectives
@@ -141,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(json.dumps({"interrupted": True}))
         return 130
+    except KvtuneError as e:  # as kvtune's CLI ends: one line, its exit status (75: the storage stayed down)
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
     print(json.dumps({"trials": len(outcomes), "feasible": sum(o.feasible for o in outcomes), "confirmation": ending}))
     return 0
 
