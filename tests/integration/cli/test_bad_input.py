@@ -154,6 +154,26 @@ ROWS: list[tuple[str, list[str], int, str]] = [
         "not an executable",
     ),
     ("doctor: a llama-server that is not there", ["doctor", "--llama-server", "{d}/nope"], BAD, "not an executable"),
+    # -- kvtune confirm: the study and its storage --
+    (
+        "confirm: no study",
+        ["confirm", "--storage", "sqlite:///{d}/w.db"],
+        BAD,
+        "kvtune confirm: missing option --study",
+    ),
+    (
+        "confirm: a SQLite file that is not there",
+        ["confirm", "--storage", "sqlite:///{d}/w.db", "--study", "s"],
+        BAD,
+        "w.db does not exist",
+    ),
+    ("confirm: a PostgreSQL that is down", ["confirm", "--storage", PG, "--study", "s"], RETRY, "is unreachable"),
+    (
+        "confirm: an option mistyped",
+        ["confirm", "--storage", PG, "--study", "s", "--gpus-per-trail", "1"],
+        BAD,
+        "did you mean --gpus-per-trial?",
+    ),
     # -- names and placement --
     ("an empty study name", ["run", "--study", ""], BAD, "--study '' is not a study name"),
     ("a study name with a slash", ["run", "--study", "a/b"], BAD, "--study 'a/b' is not a study name"),
@@ -222,7 +242,7 @@ ROWS: list[tuple[str, list[str], int, str]] = [
 #: What kvtune may ask the llama-server it finds without starting a server.
 QUERIES = ("--help", "--version", "--list-devices")
 #: Commands that take --runs-dir: the suite points it into the test's folder, which must stay empty.
-RUNS_DIR_COMMANDS = {"run", "worker", "show", "report", "export", "compare", "export-workers"}
+RUNS_DIR_COMMANDS = {"run", "worker", "confirm", "show", "report", "export", "compare", "export-workers"}
 
 
 @pytest.fixture(scope="module")
