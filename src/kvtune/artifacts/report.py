@@ -32,6 +32,7 @@ from kvtune.artifacts.plots import (
     plot_slice,
 )
 from kvtune.study import unconfirmed
+from kvtune.study.capacity_text import capacity_unit, outcome_sentence
 from kvtune.study.disturbed import disturbed_measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
@@ -64,6 +65,8 @@ def _header(info: dict) -> str:
     c, best = info["counts"], info["best"]
     hw, w = info["hardware"], info["workload"]
     label = objective_label(info["objectives"][0])
+    if info["objectives"][0].name == "capacity":
+        label = f"capacity ({capacity_unit(w)})"  # users, req/s or x recorded rate (a trace)
     fig = info["best_figure"]
     counted = (
         f"trials: {c['feasible']} feasible, {c['infeasible']} not"
@@ -101,6 +104,9 @@ def _header(info: dict) -> str:
         ("targets", ", ".join(info["targets"]) or "none"),
         ("objective", ", ".join(f"{objective_label(o)} ({o.direction})" for o in info["objectives"])),
     ]
+    held = outcome_sentence(best.confirmation, best.metrics) if best else None
+    if held:
+        items.append(("capacity on the trace", held))
     return (
         f"<header id='summary'><h1>kvtune report: {esc(info['study'])}</h1>"
         f"<div class='sub'>{esc(info['backend_version'])}</div><div class='cards'>"

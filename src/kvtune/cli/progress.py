@@ -17,6 +17,7 @@ from rich.table import Table
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import ProgressMode
 from kvtune.launchers.base import Candidate
+from kvtune.study.capacity_text import capacity_figure
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.events import Callbacks
 
@@ -43,7 +44,7 @@ def row_extra(o: TrialOutcome) -> str:
     m = o.metrics or {}
     extra = ""
     if "capacity" in m:
-        extra += f"  capacity {m['capacity']:g}"
+        extra += f"  capacity {capacity_figure(m)}"
     if m.get("repeats"):
         extra += f"  {m['repeats']:g} runs"
     if o.spread:

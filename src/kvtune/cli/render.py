@@ -15,6 +15,7 @@ from kvtune.cli.progress import fmt_flags
 from kvtune.durations import format_duration
 from kvtune.launchers.base import Candidate
 from kvtune.objectives import noise as noise_mod
+from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.disturbed import DisturbedMeasurement
 from kvtune.study.naming import headline
 from kvtune.study.noise import OBJECTIVE
@@ -62,6 +63,9 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     noise = noise_mod.from_dict((s.payload.get("noise") or {}).get(OBJECTIVE))
     why = f"; why this one: {named['why']}" if named.get("why") and not s.payload.get("verdict") else ""
     console.print(f"{p.spec.primary.name}: {headline(best, noise)}; evidence: {best.evidence}{why}", markup=False)
+    held = outcome_sentence(best.confirmation, best.metrics)  # capacity on a trace, with its unit
+    if held:
+        console.print(f"capacity on the trace: trial {best.number} {held}", markup=False)
     for pair in noise.inconsistent:
         console.print(
             f"[yellow]Inconsistent measurements[/yellow] of trial {pair['trial']}: "

@@ -13,6 +13,8 @@ from rich.table import Table
 
 from kvtune.cli.app import app, console, err_console
 from kvtune.cli.progress import fmt_flags, fmt_ms
+from kvtune.study.capacity_text import outcome_sentence
+from kvtune.study.outcome import TrialOutcome
 
 
 def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
@@ -99,6 +101,7 @@ def show(
                 f"({'re-measured' if again else 'first measurement'}; {t.evidence})",
                 markup=False,
             )
+            _say_trace_capacity(t, console)
         else:
             console.print(f"{label}: none yet")
     change = ov["objective_change"]
@@ -124,6 +127,13 @@ def show(
                 f"  {f['count']:>3} x {f['category']}  (trials {f['trials']}) e.g. {f['example']}", markup=False
             )
     _show_disturbed(ov["trials"])
+
+
+def _say_trace_capacity(t: TrialOutcome, to: Console) -> None:
+    """A capacity on a trace, with its unit: "holds this trace at 2.5x its recorded rate ..."."""
+    held = outcome_sentence(t.confirmation, t.metrics)
+    if held:
+        to.print(f"  capacity on the trace: {held}", markup=False)
 
 
 def _say_unconfirmed(results: dict, to: Console) -> None:

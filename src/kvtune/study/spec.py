@@ -213,6 +213,11 @@ class StudySpec:
             raise SpecError(
                 "the capacity objective needs absolute targets (e.g. 'ttft_p95<1s'), not ones relative to the baseline"
             )
+        if "capacity" in names and self.workload.trace is not None and self.workload.trace_speed != 1.0:
+            raise SpecError(  # the speed is what capacity on a trace searches (tuner/trial/trace_capacity.py)
+                f"the capacity objective on a trace searches the replay speed itself (from 1x, reported as a "
+                f"multiple of the recorded rate): drop --trace-speed {self.workload.trace_speed:g} (workload.trace_speed)"
+            )
         if "cost_per_mtok" in names and price is None:
             raise SpecError(
                 "the cost_per_mtok objective needs a price: --price-per-hour USD (the "

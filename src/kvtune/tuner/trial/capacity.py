@@ -21,8 +21,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
+from typing import Any, Sequence
 
+from kvtune.bench.options import BenchRun
+from kvtune.objectives.targets import Target
 from kvtune.workload import Workload
 
 MAX_CONCURRENCY = 256
@@ -46,6 +48,15 @@ class CapacityPlan:
     min_open_duration_s: float = 20.0  # open loop: each level sends at least this long
     ramp: bool = True  # users ramp in over one typical request duration
     recheck: bool = True  # the first breaking level is measured once more
+
+
+def level_status(run: BenchRun, targets: Sequence[Target]) -> LevelStatus:
+    """One level's verdict: client-limited when the open loop fell behind its schedule (the server
+    was not offered that load, so the level says nothing about it), else held when every target
+    is met. The user-count / rate search and the trace-speed search judge levels the same way."""
+    if run.fell_behind:
+        return LevelStatus.CLIENT_LIMITED
+    return LevelStatus.HELD if all(t.met(run.metrics) for t in targets) else LevelStatus.BROKE
 
 
 def is_open(w: Workload) -> bool:

@@ -35,6 +35,7 @@ from kvtune.tuner.trial.capacity import (
     CapacityPlan,
     LevelStatus,
     is_open,
+    level_status,
     level_workload,
     ramp_for,
     typical_duration_s,
@@ -205,10 +206,7 @@ class _CapacitySearch:
         w = level_workload(self.workload, load, self.plan, first=not self.results, typical_s=self.typical_s)
         ramp = ramp_for(self.plan, self.typical_s)
         run = self.bench(self.base_url, w, replace(self.options, ramp_s=ramp) if ramp else self.options)
-        if run.fell_behind:
-            status = LevelStatus.CLIENT_LIMITED
-        else:
-            status = LevelStatus.HELD if all(t.met(run.metrics) for t in self.targets) else LevelStatus.BROKE
+        status = level_status(run, self.targets)
         self.results[load] = run
         self.typical_s = typical_duration_s(run.metrics) or self.typical_s
         self.m.runs.append(

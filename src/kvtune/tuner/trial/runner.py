@@ -45,6 +45,7 @@ from kvtune.tuner.trial.measure import (
 )
 from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.trial.stopping import watched_targets
+from kvtune.tuner.trial.trace_capacity import measure_trace_capacity
 from kvtune.workload import Workload
 
 Phase = Callable[[int, str], None]  # (trial number, what it is doing now)
@@ -302,11 +303,14 @@ class TrialRunner:
             scrape_metrics=self.launcher.scrapes_metrics,
         )  # vLLM: /metrics before, during, after
         if spec.primary.name == "capacity":
+            on_trace = workload.trace is not None  # a trace's load is its replay speed
 
             def on_level(load: float, ok: bool) -> None:
-                self.on_phase(n, f"load {load:g}: {'targets hold' if ok else 'a target breaks'}")
+                level = f"trace at {load:g}x speed" if on_trace else f"load {load:g}"
+                self.on_phase(n, f"{level}: {'targets hold' if ok else 'a target breaks'}")
 
-            return measure_capacity(bench, base_url, workload, self.targets, options, on_level=on_level)
+            search = measure_trace_capacity if on_trace else measure_capacity
+            return search(bench, base_url, workload, self.targets, options, on_level=on_level)
         runs, auto = spec.repeat_plan
         measured = measure_repeats(
             bench, base_url, workload, runs, options, watched, converge_on=spec.primary.key if auto else None
