@@ -1,10 +1,15 @@
-"""The verification script against a real llama-server: a priced study of the demo model, the
-deployed server started from its own launch script, and `verify-best.sh` run against it: exit 0
-with the study's loose target, non-zero with an impossible one.
+"""The verification script against a real llama-server: a study of the demo model, the deployed
+server started from its own launch script, and the study's generated `verify-best.sh` run against
+it: exit 0 when it checks what the study measured, non-zero with an impossible target.
 
-The study is the baseline alone (--trials 1, no confirmation): what is checked is the script, not
-the search. The impossible target comes from a copy of the study whose results.json asks for a
-TTFT p95 under 1 ms (no server answers that fast), exported the same way.
+The first study is priced and has targets and per-request SLOs (--slo, and a target on their
+attainment): the script passes the SLO to `kvtune bench --slo`, checks slo_attainment, and prints
+vLLM's --goodput from the SLO. The second replays a shipped trace without an SLO (issue 30: its
+script checked `slo_attainment > 99%` and exited 1 on every server): the script replays the same
+fitted trace and checks only the study's own target. Each study is the baseline alone (--trials 1,
+no confirmation): what is checked is the script, not the search. The impossible target comes from
+a copy of the first study whose results.json asks for a TTFT p95 under 1 ms (no server answers
+that fast), exported the same way. The SLO's limits are loose (a 2-core box shared with others).
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ def _kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-def _verify(script: Path) -> subprocess.CompletedProcess:
+def _verify(script: Path, *url: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(script)],
+        ["bash", str(script), *url],
         capture_output=True,
         text=True,
         timeout=600,
@@ -41,7 +46,28 @@ def _verify(script: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_verify_script_passes_a_loose_target_and_fails_an_impossible_one(tmp_path: Path, llama_server: str) -> None:
+def _launch_script(study: Path, port: int, tmp_path: Path) -> Path:
+    """The best config's launch script, exported to serve on `port`."""
+    launch = tmp_path / f"launch-{study.name}.sh"
+    e = _kvtune("export", str(study), "--format", "bash", "--port", str(port), "-o", str(launch), cwd=tmp_path)
+    assert e.returncode == 0, e.stderr
+    return launch
+
+
+def _serve_and_verify(launch: Path, port: int, tmp_path: Path, *scripts: Path) -> list[subprocess.CompletedProcess]:
+    """Each verification script's run against the server `launch` starts (stopped after)."""
+    server = ServerProcess(argv=["bash", str(launch)], env={}, log_path=tmp_path / "server.log", port=port)
+    server.start()
+    try:
+        server.wait_ready(180)
+        return [_verify(s, f"http://127.0.0.1:{port}") for s in scripts]
+    finally:
+        server.stop()
+
+
+def test_verify_script_of_a_study_with_targets_and_an_slo_passes_and_an_impossible_target_fails(
+    tmp_path: Path, llama_server: str
+) -> None:
     runs = tmp_path / "runs"
     r = _kvtune(
         "run",
@@ -58,6 +84,10 @@ def test_verify_script_passes_a_loose_target_and_fails_an_impossible_one(tmp_pat
         "--no-informed-start",
         "--target",
         "ttft<120s",
+        "--slo",
+        "ttft<120s,tpot<10s",
+        "--target",
+        "slo_attainment>99%",
         "--concurrency",
         "2",
         "--prompt-tokens",
@@ -84,10 +114,7 @@ def test_verify_script_passes_a_loose_target_and_fails_an_impossible_one(tmp_pat
     assert (study / "verify-best.sh").is_file()
 
     port = free_port()
-    launch, loose = tmp_path / "launch.sh", tmp_path / "verify.sh"
-    for fmt, out in (("bash", launch), ("bench", loose)):
-        e = _kvtune("export", str(study), "--format", fmt, "--port", str(port), "-o", str(out), cwd=tmp_path)
-        assert e.returncode == 0, e.stderr
+    launch = _launch_script(study, port, tmp_path)
     strict_dir = tmp_path / "strict"
     shutil.copytree(study, strict_dir, ignore=shutil.ignore_patterns("trials", "*.db"))
     strict_results = dict(results, spec={**results["spec"], "targets": ["ttft<1ms"]})
@@ -96,18 +123,58 @@ def test_verify_script_passes_a_loose_target_and_fails_an_impossible_one(tmp_pat
     e = _kvtune("export", str(strict_dir), "--format", "bench", "--port", str(port), "-o", str(strict), cwd=tmp_path)
     assert e.returncode == 0, e.stderr
 
-    server = ServerProcess(argv=["bash", str(launch)], env={}, log_path=tmp_path / "server.log", port=port)
-    server.start()
-    try:
-        server.wait_ready(180)
-        held = _verify(loose)
-        missed = _verify(strict)
-    finally:
-        server.stop()
+    held, missed = _serve_and_verify(launch, port, tmp_path, study / "verify-best.sh", strict)
     assert held.returncode == 0, held.stdout + held.stderr
     assert "vllm bench serve" in held.stdout and "target ttft_p95<120000ms: met" in held.stdout
     # the demo GGUF's stem is what the server serves; vLLM tokenizes with the demo's HF id
     assert "--model SmolLM2-135M-Instruct.Q4_1 --tokenizer HuggingFaceTB/SmolLM2-135M-Instruct" in held.stdout
     assert "target error_rate<1%: met" in held.stdout
+    assert "target slo_attainment>99%: met (100.0%)" in held.stdout  # measured with the study's SLO
+    assert "--goodput ttft:120000 tpot:10000 --base-url" in held.stdout  # vLLM's goodput: the SLO
     assert missed.returncode == 1, missed.stdout + missed.stderr
     assert "targets missed: ttft_p95<1ms" in missed.stdout
+
+
+def test_the_verify_script_of_a_trace_study_without_an_slo_passes_on_the_best_configs_server(
+    tmp_path: Path, llama_server: str
+) -> None:
+    runs = tmp_path / "runs"
+    r = _kvtune(
+        "run",
+        "--study",
+        "trace",
+        "--runs-dir",
+        str(runs),
+        "--llama-server",
+        llama_server,
+        "--trials",
+        "1",
+        "--confirm-top",
+        "0",
+        "--no-informed-start",
+        "--workload",
+        "trace:azure-conv",
+        "--trace-length-scale",
+        "0.25",
+        "--trace-speed",
+        "4",
+        "--concurrency",
+        "2",
+        "--num-requests",
+        "4",
+        "--warmup-requests",
+        "1",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    study = runs / "trace"
+    verify = study / "verify-best.sh"
+    text = verify.read_text()
+    bench = shlex.split(next(line for line in text.splitlines() if line.startswith("exec ")))
+    assert "slo_attainment" not in text and "--slo" not in bench  # the study had no SLO
+    assert bench[bench.index("--workload") + 1] == "trace:azure-conv" and "--trace-max-tokens" in bench  # its fit
+    port = free_port()
+    [held] = _serve_and_verify(_launch_script(study, port, tmp_path), port, tmp_path, verify)
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert "target error_rate<1%: met" in held.stdout and "slo_attainment" not in held.stdout
+    assert "--dataset-name timed_trace" in held.stdout and "--goodput" not in held.stdout
