@@ -3,14 +3,14 @@
 What a study measured on the tuning box is a claim until it is seen on the production box. The
 script re-runs the study's workload (users or rate, prompt and output lengths, requests, warm-up,
 dataset and its length filter, shared prefix, trace and its fit, conversations and their turns,
-seed) against the deployed server with `kvtune bench`, with the study's
-targets and nothing else (relative ones fixed at the thresholds the baseline gave them, and the
-error-rate target the study added) and its per-request SLOs (`--slo`, only when the study had
-them: they give slo_attainment, which a target may check), and exits with kvtune bench's status:
-0 when every target held, 1 when one was missed. It first prints the equivalent `vllm bench serve` command line (vllm_bench.py), for
-whoever wants the figure from vLLM's own benchmark, with a note for each part of the load it
-cannot express. A capacity study is checked at the capacity it found. Pure:
-results in, script text out; `export.write` makes it executable.
+seed) against the deployed server with `kvtune bench`, with the study's targets and nothing else
+(relative ones fixed at the thresholds the baseline gave them, and the error-rate target the study
+added) and its per-request SLOs (`--slo`, only when the study had them: they give slo_attainment,
+which a target may check), and exits with kvtune bench's status: 0 when every target held, 1 when
+one was missed. It first prints the equivalent `vllm bench serve` command line (vllm_bench.py),
+for whoever wants the figure from vLLM's own benchmark, with a note for each part of the load it
+cannot express. A capacity study is checked at the capacity it found (a trace at the replay speed
+it held). Pure: results in, script text out; `export.write` makes it executable.
 """
 
 from __future__ import annotations
@@ -46,13 +46,16 @@ def absolute_targets(results: dict) -> list[Target]:
 
 
 def load_for(trial: dict, spec: StudySpec) -> Workload:
-    """The workload to re-run; a capacity study's at the capacity the trial reached."""
+    """The workload to re-run; a capacity study's at the capacity the trial reached (on a trace,
+    the replay's speed factor: tuner/trial/trace_capacity.py)."""
     w = spec.workload
     if not spec.is_capacity:
         return w
     capacity = (trial.get("metrics") or {}).get("capacity")
     if not capacity:
         raise SpecError(f"trial {trial.get('number')} held no load: there is no capacity to verify")
+    if w.trace is not None:
+        return replace(w, trace_speed=capacity)
     return replace(w, rate=capacity) if w.mode == "open" else replace(w, concurrency=int(capacity))
 
 

@@ -78,6 +78,22 @@ def test_open_loop_and_capacity_studies() -> None:
         export.render("bench", trial, r)
 
 
+def test_a_capacity_study_on_a_trace_is_checked_at_the_replay_speed_it_held() -> None:
+    fit = {"trace": "mooncake-conv", "trace_requests": 3, "trace_length_scale": 0.125}
+    r = results(workload={**results()["spec"]["workload"], **fit}, objective="capacity")
+    trial = ov.pick_trial(r).to_dict()
+    trial["metrics"].update(capacity=2.5, capacity_trace_speed=2.5)
+    text = export.render("bench", trial, r)
+    args = _bench_argv(text)
+    assert args[args.index("--trace-speed") + 1] == "2.5" and args[args.index("--concurrency") + 1] == "2"
+    lines = text.splitlines()
+    rows = lines[lines.index("cat > \"$VLLM_TRACE\" <<'KVTUNE_TRACE'") + 1 : lines.index("KVTUNE_TRACE")]
+    at_1x = script(results(workload={**results()["spec"]["workload"], **fit})).splitlines()
+    rows_1x = at_1x[at_1x.index("cat > \"$VLLM_TRACE\" <<'KVTUNE_TRACE'") + 1 : at_1x.index("KVTUNE_TRACE")]
+    times, times_1x = ([json.loads(x)["timestamp"] for x in rs] for rs in (rows, rows_1x))
+    assert times == pytest.approx([t / 2.5 for t in times_1x], abs=1e-5)  # vLLM replays it 2.5x faster too
+
+
 def _bench_argv(text: str) -> list[str]:
     return shlex.split(next(line for line in text.splitlines() if line.startswith("exec ")))
 
