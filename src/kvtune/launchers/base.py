@@ -320,6 +320,13 @@ class Launcher(ABC):
             return {}
         return compile_cache_env(self.model_path, os.environ, cache_dir())
 
+    @classmethod
+    def flags_of(cls, spec: LaunchSpec) -> "FlagTable | None":
+        """The flags of the build `spec` names, read without the model (the binary's --help, the
+        vLLM probe): what a study file's `space:` is checked against before the model is read
+        (seconds for a large GGUF). None: the build cannot say, or the backend reads none."""
+        return None
+
     def flag_table(self) -> "FlagTable | None":
         """The flags this build takes, read from the build (launchers/flag_table.py): a study
         file's `space:` is checked against it before any server starts. None: the build could

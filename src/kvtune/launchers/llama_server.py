@@ -226,6 +226,11 @@ class LlamaServerLauncher(Launcher):
             *self.extra_args,
         ]
 
+    @classmethod
+    def flags_of(cls, spec: LaunchSpec) -> FlagTable | None:
+        defaults = read_help(find_llama_server(spec.llama_server))
+        return FlagTable(NAME, defaults.source, defaults.flags) if defaults.flags else None
+
     def flag_table(self) -> FlagTable | None:
         """The flags this build's --help lists (None when no --help was read)."""
         if not self.defaults.flags:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from kvtune.errors import BackendError
 from kvtune.kinds import Backend
 from kvtune.launchers.base import Launcher, LaunchSpec
+from kvtune.launchers.flag_table import FlagTable
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.vllm import VllmLauncher
 
@@ -27,6 +28,11 @@ def launcher_class(backend: str) -> type[Launcher]:
         return LAUNCHERS[Backend(backend)]
     except ValueError:
         raise BackendError(f"unknown backend {backend!r}: use one of {', '.join(b.value for b in LAUNCHERS)}") from None
+
+
+def build_flags(spec: LaunchSpec) -> FlagTable | None:
+    """The flags the study's server build takes, read before its model (see `Launcher.flags_of`)."""
+    return launcher_class(spec.backend).flags_of(spec)
 
 
 def create_launcher(spec: LaunchSpec) -> Launcher:

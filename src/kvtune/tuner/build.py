@@ -19,10 +19,10 @@ from kvtune.bench.trace_sizing import TraceSizing, sized_workload
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.process import free_port
-from kvtune.launchers.registry import create_launcher
+from kvtune.launchers.registry import build_flags, create_launcher
 from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.study.sampler_choice import check_sampler_installed
-from kvtune.study.space import merge_knobs
+from kvtune.study.space import merge_knobs, parse_space
 from kvtune.study.spec import StudySpec, study_name_part
 from kvtune.tuner.fleet import storage
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
@@ -83,6 +83,10 @@ def prepare(
     check_sampler_installed(spec.sampler)  # before the baseline, not at the first sampled trial
     check_workload_files(spec.workload)  # a missing or malformed trace or dataset: before any launch
     targets = parse_study_targets(spec)
+    if launcher is None:
+        early = build_flags(spec)  # the study file's flags, checked before the model is read
+        if early is not None:
+            early.check_space(spec.space, [k for k in parse_space(spec.space).values() if k is not None])
     launcher = launcher or create_launcher(spec)  # bad backend, model, binary: fails here
     asked = spec  # the study's default name is of the words given, before a trace is sized
     spec, sizing = _sized(spec, launcher)

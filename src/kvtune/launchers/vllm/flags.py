@@ -187,6 +187,11 @@ class VllmLauncher(Launcher):
         )
         return overlay_suggestion(guess, knobs, vllm.flags)
 
+    @classmethod
+    def flags_of(cls, spec: LaunchSpec) -> FlagTable | None:
+        build = detect_build(spec.vllm_python)  # probed once per process (and kept on disk for CPU builds)
+        return FlagTable("vllm", f"{build.version}'s argument parser", build.flags) if build.flags else None
+
     def flag_table(self) -> FlagTable | None:
         """The flags this build's argument parser takes (None when the probe could not read it)."""
         if not self.build.flags:
