@@ -22,6 +22,7 @@ the clip is the sizing's, not a flag.
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,36 @@ def test_each_shipped_trace_fits_and_replays_without_a_clip_flag(tmp_path, llama
     assert [s.output_tokens for s in result.samples] == [r.output_tokens for r in want]
     for s, r in zip(result.samples, want):  # the template allowance bounds what the server counted
         assert r.input_tokens < s.prompt_tokens <= r.input_tokens + w.template_tokens <= per_slot, (s, r)
+
+
+def test_capacity_on_a_trace_prints_the_speed_factor_it_holds(tmp_path, llama_server: str) -> None:
+    """`kvtune run --workload trace:azure-conv --objective capacity` (issue 30 item 2): every trial
+    replays the trace's first 6 requests faster and faster (tuner/trial/trace_capacity.py); the
+    summary and `kvtune show` say the speed held as a multiple of the recorded rate, and
+    results.json records it with each replay's speed."""
+    import json
+    import re
+    import sys
+    from subprocess import run as run_process
+
+    def kvtune(*args: str) -> Any:
+        argv = [sys.executable, "-m", "kvtune.cli", *args]
+        return run_process(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+
+    r = kvtune(
+        "run", "--workload", "trace:azure-conv", "--objective", "capacity", "--target", "ttft_p95<5s",
+        "--trials", "2", "--trace-requests", "6", "--trace-length-scale", "0.1", "--warmup-requests", "1",
+        "--confirm-top", "0", "--study", "tcap", "--runs-dir", str(tmp_path), "--progress", "plain",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    said = re.search(r"capacity on the trace: trial (\d+) holds this trace at ([0-9.]+)x its recorded rate", r.stdout)
+    assert said, r.stdout[-3000:]
+    results = json.loads((tmp_path / "tcap" / "results.json").read_text())
+    best = next(t for t in results["trials"] if t["number"] == int(said[1]))
+    speed = best["metrics"]["capacity_trace_speed"]
+    assert speed == best["metrics"]["capacity"] == float(said[2]) > 0
+    levels = best["load_levels"]
+    assert levels[0]["load"] == 1.0 and all(lv["unit"] == "x recorded rate" for lv in levels)
+    assert levels[-1] == {**levels[-1], "load": speed, "recheck": True, "status": "held"}  # re-checked
+    shown = kvtune("show", "tcap", "--runs-dir", str(tmp_path))
+    assert shown.returncode == 0 and f"holds this trace at {speed:g}x its recorded rate" in shown.stdout, shown.stdout
