@@ -24,6 +24,8 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
     from kvtune.errors import SpecError
     from kvtune.tuner.fleet.storage import runs_root
 
+    if not study.strip():  # Path("") is the current folder: it would read ./results.json
+        raise SpecError("the study name is empty: give a study name or its run directory")
     d = Path(study) if Path(study).is_dir() else runs_root(runs_dir) / study
     f = d / "results.json"
     if not f.is_file():
@@ -61,6 +63,8 @@ def _comparison_file(study: str, runs_dir: Optional[str]) -> Path | None:
     from kvtune.artifacts.compare import COMPARE_FILE
     from kvtune.tuner.fleet.storage import runs_root
 
+    if not study.strip():  # Path("") is the current folder: it would read ./results.json
+        raise SpecError("the study name is empty: give a study name or its run directory")
     d = Path(study) if Path(study).is_dir() else runs_root(runs_dir) / study
     f = d / COMPARE_FILE
     return f if f.is_file() and not (d / "results.json").is_file() else None

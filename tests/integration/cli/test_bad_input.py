@@ -190,6 +190,8 @@ ROWS: list[tuple[str, list[str], int, str]] = [
         BAD,
         "did you mean --gpus-per-trial?",
     ),
+    ("show: an empty study name", ["show", ""], BAD, "the study name is empty"),
+    ("report: an empty study name", ["report", ""], BAD, "the study name is empty"),
     # -- names and placement --
     ("an empty study name", ["run", "--study", ""], BAD, "--study '' is not a study name"),
     ("a study name with a slash", ["run", "--study", "a/b"], BAD, "--study 'a/b' is not a study name"),
