@@ -13,6 +13,7 @@ from rich.table import Table
 
 from kvtune.cli.app import app, console, err_console
 from kvtune.cli.progress import fmt_flags, fmt_ms
+from kvtune.errors import SpecError
 from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.outcome import TrialOutcome
 
