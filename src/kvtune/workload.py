@@ -16,6 +16,10 @@ are synthetic (`prompt_tokens` each) unless `dataset` names a ShareGPT JSON or J
 ``shared_prefix_fraction > 0`` every request also carries a system prompt of
 `shared_prefix_tokens`, the same one for that fraction of requests and a unique one for the
 rest, so every request does the same work and only a prefix cache tells them apart.
+`prompt_spread` / `output_spread` > 0 draw each synthetic request's lengths from a lognormal of
+mean `prompt_tokens` / `output_tokens` and that sigma of log (bench/lengths.py, seeded by `seed`
+and the request's index, so two configs get the same draws), clamped to [1, `length_cap`]: the
+p99, which `request_tokens` sizes a slot for, so every drawn request fits.
 
 With `trace` (a trace file, or a shipped excerpt's name: bench/traces.py) the measured phase
 replays the trace instead: an open loop at the trace's arrival times, each request with the
@@ -85,6 +89,9 @@ class Workload:
     dataset_max_tokens: int | None = None
     shared_prefix_fraction: float = 0.0
     shared_prefix_tokens: int = 0
+    # Sigma of log of the lognormal synthetic lengths are drawn from; 0 = the constant length.
+    prompt_spread: float = 0.0
+    output_spread: float = 0.0
     # Trace replay (bench/traces.py): a file or shipped name; None = no trace.
     trace: str | None = None
     trace_requests: int | None = None
@@ -124,7 +131,7 @@ class Workload:
         """
         if self.trace is not None and self.trace_max_tokens is not None:
             return self.trace_max_tokens + self.template_tokens
-        prompt = self.prompt_tokens
+        prompt = length_cap(self.prompt_tokens, self.prompt_spread)
         if self.dataset and self.dataset_max_tokens:
             prompt = self.dataset_max_tokens
         if self.multiturn:
@@ -133,7 +140,7 @@ class Workload:
             # the whole last turn: every turn's input and answer, the chat template's share
             turn = prompt + self.output_tokens + TEMPLATE_TOKENS_PER_TURN
             return TEMPLATE_TOKENS + self.shared_prefix_tokens + self.turns * turn
-        return prompt + self.shared_prefix_tokens + self.output_tokens
+        return prompt + self.shared_prefix_tokens + length_cap(self.output_tokens, self.output_spread)
 
     @property
     def trace_request_count(self) -> int | None:
@@ -155,7 +162,10 @@ class Workload:
             return f"the trace's requests clipped to {self.trace_max_tokens} + {self.template_tokens} template tokens"
         if self.trace is not None:
             return f"trace not sized: prompt {self.prompt_tokens} + output {self.output_tokens}"
-        return f"prompt {self.prompt_tokens} + output {self.output_tokens}"
+        prompt = length_cap(self.prompt_tokens, self.prompt_spread)
+        output = length_cap(self.output_tokens, self.output_spread)
+        p99 = " (p99 of the drawn lengths)" if self.prompt_spread or self.output_spread else ""
+        return f"prompt {prompt} + output {output}{p99}"
 
     def describe(self) -> str:
         """The load in words, for the headers of kvtune run, kvtune bench and the report: a
@@ -184,6 +194,10 @@ class Workload:
         else:
             users = f"{self.concurrency} concurrent users"
         prompts = f"prompts of {self.dataset}" if self.dataset else f"{self.prompt_tokens} prompt"
+        if self.prompt_spread > 0:
+            prompts = "prompts " + spread_words(self.prompt_tokens, self.prompt_spread)
+        if self.output_spread > 0:
+            return f"{users}, {prompts} / outputs {spread_words(self.output_tokens, self.output_spread)}"
         return f"{users}, {prompts} / {self.output_tokens} output tokens"
 
     def validate(self) -> "Workload":
@@ -240,9 +254,25 @@ class Workload:
                 "workload.shared_prefix_fraction > 0 needs shared_prefix_tokens >= 1 "
                 "(the length of the shared system prompt)"
             )
+        self._validate_spreads()
         self._validate_trace()
         self._validate_multiturn()
         return self
+
+    def _validate_spreads(self) -> None:
+        """Spreads are a sigma of log (finite, >= 0) and only for lengths kvtune synthesizes."""
+        owners = {"prompt_spread": ("trace", "dataset", "multiturn"), "output_spread": ("trace", "multiturn")}
+        for name, own in owners.items():
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
+                raise SpecError(
+                    f"workload.{name} must be a finite number >= 0 (sigma of log; 0 = constant), got {value}"
+                )
+            clash = [n for n in own if getattr(self, n)]
+            if value > 0 and clash:
+                raise SpecError(
+                    f"workload.{name} draws synthetic lengths, but {' and '.join(clash)} sets its own: drop {name}"
+                )
 
     def _validate_multiturn(self) -> None:
         if not self.multiturn:
@@ -314,6 +344,9 @@ class Workload:
         if not self.multiturn:
             for name in _MULTITURN_FIELDS:
                 d.pop(name)
+        for name in ("prompt_spread", "output_spread"):  # newer keys, left out at 0 (the same names)
+            if d[name] == 0:
+                d.pop(name)
         return d
 
 
@@ -330,6 +363,27 @@ _TRACE_FIELDS = (
 _TRACE_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _TRACE_FIELDS}
 _MULTITURN_FIELDS = ("multiturn", "turns", "think_time_s", "conversation_max_tokens")
 _MULTITURN_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _MULTITURN_FIELDS}
+
+
+Z99 = 2.3263478740408408  # the standard normal's 99th percentile
+
+
+def lognormal_mu(mean: float, sigma: float) -> float:
+    """The mu of log of the lognormal whose mean is `mean` at this `sigma`: E = exp(mu + sigma²/2)."""
+    return math.log(mean) - sigma * sigma / 2
+
+
+def length_cap(mean: int, spread: float) -> int:
+    """The largest length a request draws (and the one a slot is sized for): the lognormal's
+    p99, never below the mean itself; `mean` when spread is 0 (the constant length)."""
+    if spread <= 0:
+        return mean
+    return max(mean, math.ceil(math.exp(lognormal_mu(mean, spread) + Z99 * spread)))
+
+
+def spread_words(mean: int, spread: float) -> str:
+    """A drawn length in words, for describe(): "~lognormal(mean 200, sigma 0.5) up to 565"."""
+    return f"~lognormal(mean {mean}, sigma {spread:g}) up to {length_cap(mean, spread)}"
 
 
 def _positive(x: float) -> bool:

@@ -133,3 +133,48 @@ def test_the_load_in_words_names_what_is_replayed(fields, words):
     """kvtune run's header, kvtune bench's and the report's: a multi-turn study's header said
     "4 concurrent users, ~128 prompt tokens" as if every request were a first turn."""
     assert Workload(**fields).validate().describe() == words
+
+
+def test_drawn_lengths_size_the_slot_for_their_p99_not_their_mean():
+    w = Workload(prompt_tokens=200, output_tokens=64, prompt_spread=0.5, output_spread=0.3).validate()
+    p99_prompt = math.ceil(math.exp(math.log(200) - 0.5**2 / 2 + 2.3263478740408408 * 0.5))
+    p99_output = math.ceil(math.exp(math.log(64) - 0.3**2 / 2 + 2.3263478740408408 * 0.3))
+    assert (p99_prompt, p99_output) == (565, 123)
+    assert w.request_tokens == p99_prompt + p99_output > Workload().request_tokens == 264
+    assert w.request_parts() == "prompt 565 + output 123 (p99 of the drawn lengths)"
+    shared = Workload(prompt_spread=0.5, shared_prefix_fraction=0.5, shared_prefix_tokens=30)
+    assert shared.request_tokens == 565 + 30 + 64
+    # a dataset's prompts are filtered to dataset_max_tokens; only the output is drawn
+    data = Workload(dataset="d.jsonl", dataset_max_tokens=400, output_spread=0.3)
+    assert data.validate().request_tokens == 400 + 123
+    assert Workload(prompt_spread=0.0).request_tokens == 264  # spread 0: today's constant
+
+
+def test_drawn_lengths_are_described_and_saved_only_when_set():
+    w = Workload(prompt_spread=0.5)
+    assert w.describe() == "8 concurrent users, prompts ~lognormal(mean 200, sigma 0.5) up to 565 / 64 output tokens"
+    both = Workload(prompt_spread=0.5, output_spread=0.3).describe()
+    assert both.endswith("/ outputs ~lognormal(mean 64, sigma 0.3) up to 123")
+    assert "prompt_spread" not in Workload().to_dict()  # a study's name and record as before
+    assert Workload(output_spread=0.3).to_dict()["output_spread"] == 0.3
+    assert Workload(**Workload(prompt_spread=0.5).to_dict()) == Workload(prompt_spread=0.5)
+
+
+@pytest.mark.parametrize(
+    ("kw", "phrase"),
+    [
+        ({"prompt_spread": -0.1}, "workload.prompt_spread must be a finite number >= 0"),
+        ({"output_spread": math.inf}, "workload.output_spread must be a finite number >= 0"),
+        ({"output_spread": math.nan}, "workload.output_spread must be a finite number >= 0"),
+        ({"prompt_spread": "wide"}, "workload.prompt_spread must be a finite number >= 0"),
+        ({"prompt_spread": 0.5, "dataset": "d.json"}, "but dataset sets its own: drop prompt_spread"),
+        ({"prompt_spread": 0.5, "trace": "azure-conv"}, "but trace sets its own: drop prompt_spread"),
+        ({"output_spread": 0.5, "trace": "azure-conv"}, "but trace sets its own: drop output_spread"),
+        ({"output_spread": 0.5, "multiturn": True}, "but multiturn sets its own: drop output_spread"),
+    ],
+)
+def test_a_bad_spread_is_one_line_naming_the_field(kw, phrase):
+    with pytest.raises(SpecError) as e:
+        Workload(**kw).validate()
+    assert phrase in str(e.value) and "\n" not in str(e.value)
+    assert Workload(output_spread=0.5, dataset="d.json").validate().output_spread == 0.5  # an answer length is ours

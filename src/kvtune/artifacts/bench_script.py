@@ -90,6 +90,8 @@ def bench_args(w: Workload, targets: list[Target], slo: Slo | None = None) -> li
             args += ["--dataset-max-tokens", w.dataset_max_tokens]
     args += _trace_args(w)
     args += _multiturn_args(w)
+    for flag, spread in (("--prompt-spread", w.prompt_spread), ("--output-spread", w.output_spread)):
+        args += [flag, spread] if spread else []  # the same seeded draws as the study's
     if w.shared_prefix_fraction:
         args += ["--shared-prefix-fraction", w.shared_prefix_fraction, "--shared-prefix-tokens", w.shared_prefix_tokens]
     if w.reuses_prefixes:  # a trace, conversations, a shared prefix: the tuner measured them cached

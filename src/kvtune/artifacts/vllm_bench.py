@@ -169,6 +169,8 @@ def _sharegpt_dataset(w: Workload, notes: list[str]) -> list[object]:
 
 def _random_dataset(w: Workload, notes: list[str]) -> list[object]:
     f = w.shared_prefix_fraction
+    if w.prompt_spread or w.output_spread:
+        notes.append("vllm bench serve draws no lognormal lengths: its requests have the constant means")
     if not f:
         return [
             "--dataset-name",

@@ -31,6 +31,7 @@ import httpx
 from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
 from kvtune.bench.conversations import conversation_source
 from kvtune.bench.datasets import load_prompts
+from kvtune.bench.lengths import prompt_size_words
 from kvtune.bench.loops import OPEN_LEAD_S, Stopper, closed_loop, open_loop, ramp_offset
 from kvtune.bench.multiturn import ConversationLoop, planned_turns, turn_metrics
 from kvtune.bench.options import BenchOptions, BenchRun, resolve_api_key, slo_goodput
@@ -113,10 +114,10 @@ def _prompt_source(
     words = tok.single_token_words() if tok is not None else []
     notes.append(note)
     desc = (
-        f"synthetic, exactly {workload.prompt_tokens} tokens of prompt text ({tok and tok.name}; "
+        f"synthetic, exactly {prompt_size_words(workload)} tokens of prompt text ({tok and tok.name}; "
         f"chat template not counted)"
         if words
-        else f"synthetic, about {workload.prompt_tokens} tokens (approximation: ~1 token per "
+        else f"synthetic, about {prompt_size_words(workload)} tokens (approximation: ~1 token per "
         f"common English word, nonce ~10 tokens)"
     )
     if workload.shared_prefix_fraction > 0:
@@ -128,12 +129,12 @@ def _prompt_source(
 
 
 def _body_maker(o: BenchOptions, source: PromptSource | TracePromptSource, workload: Workload) -> Callable[[int], dict]:
-    """Request `i`'s JSON body; a trace's request asks for the trace's own output length."""
+    """Request `i`'s JSON body, asking for the source's output length of request `i` (a trace's
+    own, or one drawn from the workload's output spread)."""
 
     def body(i: int) -> dict:
         b = build_body(o.model, source.prompt(i), workload, o.extra_body)
-        if isinstance(source, TracePromptSource):
-            b["max_tokens"] = source.output_tokens(i)
+        b["max_tokens"] = source.output_tokens(i)
         return b
 
     return body

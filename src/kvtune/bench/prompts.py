@@ -12,7 +12,8 @@ prefill look free. Every prompt therefore starts with a nonce, and the rest is f
   and in the shared-prefix workload adds a system prompt of `shared_prefix_tokens`: the same
   one for `shared_prefix_fraction` of requests (spread evenly) and a unique one, of the same
   length, for the others, so every request does the same work and only a prefix cache can tell
-  them apart.
+  them apart. Synthetic lengths are drawn per request when the workload has a spread
+  (lengths.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 
+from kvtune.bench.lengths import output_length, prompt_length
 from kvtune.workload import Workload
 
 # Common lowercase English words; each is about one token (with its leading space) for
@@ -154,10 +156,14 @@ class PromptSource:
 
     def _user(self, index: int) -> str:
         if self.dataset is None:
-            return self._text(index, self.workload.prompt_tokens, "prompt")
+            return self._text(index, prompt_length(self.workload, index), "prompt")
         text = self.dataset[self._order[index % len(self._order)]]
         # Dataset prompts repeat when the run outlasts the file: the nonce keeps them apart.
         return prompt_nonce(index, self.workload.seed, self.salt) + text
+
+    def output_tokens(self, index: int) -> int:
+        """Request `index`'s forced output length: drawn when `output_spread` > 0 (lengths.py)."""
+        return output_length(self.workload, index)
 
     def prompt(self, index: int) -> Prompt:
         w = self.workload
@@ -170,7 +176,7 @@ class PromptSource:
             system = self._text(-1 if shared else index, w.shared_prefix_tokens, "shared" if shared else "system")
         tokens = None
         if self.dataset is None and self.words:
-            tokens = w.prompt_tokens + (w.shared_prefix_tokens if system is not None else 0)
+            tokens = prompt_length(w, index) + (w.shared_prefix_tokens if system is not None else 0)
         elif self.count is not None:
             tokens = self.count(user) + (self.count(system) if system is not None else 0)
         return Prompt(user=user, system=system, shared_prefix=shared, tokens=tokens)

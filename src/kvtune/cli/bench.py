@@ -65,6 +65,8 @@ def bench_workload(f: BenchFlags) -> Workload:
         concurrency=f.concurrency,
         prompt_tokens=f.prompt_tokens,
         output_tokens=f.output_tokens,
+        prompt_spread=f.prompt_spread,
+        output_spread=f.output_spread,
         num_requests=f.num_requests,
         warmup_requests=f.warmup_requests,
         request_timeout_s=f.timeout,

@@ -22,6 +22,13 @@ class BenchFlags:
     duration: Optional[float] = opt(None, help="Send for this many seconds instead of --num-requests.")
     prompt_tokens: int = opt(200, help="Prompt length in tokens (exact with --tokenizer).")
     output_tokens: int = opt(64, help="Output tokens per request (forced with ignore_eos).")
+    prompt_spread: float = opt(
+        0.0,
+        help="Draw each prompt's length from a lognormal of mean --prompt-tokens and this sigma of log, e.g. 0.5 (0: constant); seeded by --seed, clamped to [1, its p99].",
+    )
+    output_spread: float = opt(
+        0.0, help="The same for output lengths: lognormal of mean --output-tokens and this sigma (0: constant)."
+    )
     num_requests: int = opt(32, help="Measured requests.")
     warmup_requests: int = opt(8, help="Warm-up requests, not measured.")
     dataset: Optional[str] = opt(None, help="ShareGPT JSON or JSONL of prompts.")

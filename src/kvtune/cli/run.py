@@ -32,6 +32,8 @@ def workload_overrides(f: RunFlags) -> WorkloadOverrides:
         concurrency=f.concurrency,
         prompt_tokens=f.prompt_tokens,
         output_tokens=f.output_tokens,
+        prompt_spread=f.prompt_spread,
+        output_spread=f.output_spread,
         num_requests=f.num_requests,
         warmup_requests=f.warmup_requests,
         rate=f.rate,

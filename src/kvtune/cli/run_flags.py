@@ -109,6 +109,13 @@ class RunFlags:
     concurrency: Optional[int] = opt(None, help="Concurrent users (default 8).")
     prompt_tokens: Optional[int] = opt(None, help="Approximate prompt length in tokens (default 200).")
     output_tokens: Optional[int] = opt(None, help="Output tokens per request, forced with ignore_eos (default 64).")
+    prompt_spread: Optional[float] = opt(
+        None,
+        help="Draw each prompt's length from a lognormal of mean --prompt-tokens and this sigma of log, e.g. 0.5 (default 0: constant); seeded by --seed, clamped to its p99, which sizes the slots.",
+    )
+    output_spread: Optional[float] = opt(
+        None, help="The same for output lengths: lognormal of mean --output-tokens and this sigma (default 0)."
+    )
     num_requests: Optional[int] = opt(None, help="Measured requests per trial (default 32).")
     warmup_requests: Optional[int] = opt(None, help="Warm-up requests per trial, not measured (default 8).")
     rate: Optional[float] = opt(

@@ -34,6 +34,8 @@ class WorkloadOverrides:
     dataset_max_tokens: int | None = None
     shared_prefix_fraction: float | None = None
     shared_prefix_tokens: int | None = None
+    prompt_spread: float | None = None  # --prompt-spread: sigma of log of drawn prompt lengths
+    output_spread: float | None = None
     # trace replay (--workload trace:FILE, --trace-*)
     trace: str | None = None
     trace_requests: int | None = None
