@@ -16,6 +16,7 @@ from rich.table import Table
 
 from kvtune.cli.app import app, console
 from kvtune.cli.bench_flags import BenchFlags
+from kvtune.cli.bench_sweep import check_sweep, curve_table, parse_rates, sweep, sweep_verdict
 from kvtune.cli.flag_record import command_signature
 from kvtune.cli.flag_values import pause_seconds, seconds, trace_of
 from kvtune.errors import SpecError
@@ -58,6 +59,8 @@ def base_url(url: str) -> str:
 
 def bench_workload(f: BenchFlags) -> Workload:
     """The checked workload the flags describe."""
+    rates = parse_rates(f.rate)
+    rate = rates[0] if rates else None  # a sweep's workload is checked at its first rate
     multiturn = _multiturn(
         f.workload_kind, turns=f.turns, think_time=f.think_time, max_tokens=f.conversation_max_tokens
     )
@@ -71,8 +74,8 @@ def bench_workload(f: BenchFlags) -> Workload:
         warmup_requests=f.warmup_requests,
         request_timeout_s=f.timeout,
         seed=f.seed,
-        mode="open" if f.rate is not None else "closed",
-        rate=f.rate,
+        mode="open" if rate is not None else "closed",
+        rate=rate,
         arrival=f.arrival,
         burstiness=f.burstiness,
         duration_s=f.duration,
@@ -132,7 +135,7 @@ def measure(f: BenchFlags, base: str, workload: Workload, targets: list[Target],
         api_key=key,
         tokenizer=f.tokenizer,
         extra_body=server.cache_body(policy),
-        goodput_fn=slo_goodput(latency) if latency else None,
+        goodput_fn=slo_goodput(latency) if latency else (slo.met if slo is not None else None),
         slo=slo,
         scrape_metrics=True,
         on_phase=lambda ph: console.print(f"[dim]... {ph}[/dim]"),
@@ -200,11 +203,28 @@ def bench(**flags: Any) -> None:
     slo = bench_slo(f, targets)
     base = base_url(f.url)
     workload = bench_workload(f)
+    rates = parse_rates(f.rate)
+    check_sweep(rates, f.save)
     check_local_files(f, workload)
+    if rates is not None and len(rates) > 1:
+        raise typer.Exit(rate_sweep(f, base, workload, rates, targets, slo))
     result, model_name = measure(f, base, workload, targets, slo)
     print_result(result)
     save_result(f, result, model_name, base)
     raise typer.Exit(checked(targets, result))
+
+
+def rate_sweep(
+    f: BenchFlags, base: str, workload: Workload, rates: list[float], targets: list[Target], slo: Slo | None
+) -> int:
+    """--rate 1,2,4,8: one run per rate (cli/bench_sweep.py), the goodput curve, its exit status."""
+    rows = sweep(workload, rates, lambda w: measure(f, base, w, targets, slo)[0], targets)
+    goodput = slo is not None or any(t.upper and t.metric in ("ttft", "tpot", "e2el") for t in targets)
+    console.print(curve_table(rows, goodput=goodput, targets=bool(targets)))
+    line, status = sweep_verdict(rows, targets)
+    if line:
+        console.print(line, markup=False)
+    return status
 
 
 bench.__signature__, bench.__annotations__ = command_signature(BenchFlags)  # type: ignore[attr-defined]

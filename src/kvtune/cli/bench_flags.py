@@ -16,7 +16,10 @@ class BenchFlags:
 
     url: str = arg(..., help="Base URL of a running OpenAI-compatible server, e.g. http://127.0.0.1:8000")
     concurrency: int = opt(8, help="Concurrent users (closed loop).")
-    rate: Optional[float] = opt(None, help="Requests per second (open loop, arrivals precomputed from --seed).")
+    rate: Optional[str] = opt(
+        None,
+        help="Requests per second (open loop, arrivals precomputed from --seed); a list such as 1,2,4,8 sweeps the rates, one run each, and prints the goodput curve.",
+    )
     arrival: str = opt("poisson", help="Open-loop arrivals: poisson, gamma or constant.")
     burstiness: float = opt(1.0, help="Gamma shape for --arrival gamma (1 = Poisson, <1 burstier).")
     duration: Optional[float] = opt(None, help="Send for this many seconds instead of --num-requests.")

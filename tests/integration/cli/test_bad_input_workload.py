@@ -1,7 +1,8 @@
 """Drawn lengths given wrong cost a second, never a launch (issue 30 item 4), in the pattern of
 test_bad_input.py: a negative, infinite or non-numeric spread, a spread on lengths the workload
 does not synthesize (a dataset's prompts, a trace's, a conversation's), on `kvtune run` (flags and
-the study file's `workload:` keys) and on `kvtune bench`. Each row must exit 2 with exactly one
+the study file's `workload:` keys) and on `kvtune bench`; and a `kvtune bench --rate` sweep
+given wrong. Each row must exit 2 with exactly one
 line on stderr, `kvtune: error: ...`, write no runs folder, nothing in the current folder or
 beside the inputs, and start no server (the llama-server kvtune finds is a script that logs
 every call; a `--help`, `--version` or `--list-devices` query is no launch). `{d}`: the inputs
@@ -58,6 +59,13 @@ ROWS: list[tuple[str, list[str], str]] = [
         "workload has unknown key(s) ['prompt_sprad']",
     ),
     ("bench: a negative spread", ["bench", URL, "--output-spread", "-1"], "output_spread must be a finite number >= 0"),
+    ("bench: a rate list in words", ["bench", URL, "--rate", "1,2,many"], "--rate takes a number, got 'many'"),
+    ("bench: a negative rate in a sweep", ["bench", URL, "--rate", "2,-1"], "workload.rate must be a positive number"),
+    (
+        "bench: a sweep saved to one file",
+        ["bench", URL, "--rate", "1,2", "--save", "{d}/r.json"],
+        "--save writes one run's JSON",
+    ),
     ("bench: a NaN spread", ["bench", URL, "--prompt-spread", "nan"], "prompt_spread must be a finite number >= 0"),
 ]
 
