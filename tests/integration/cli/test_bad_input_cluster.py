@@ -17,7 +17,7 @@ from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.build import prepare
-from kvtune.tuner.fleet.setup import set_up_study
+from kvtune.tuner.fleet.setup import PLACEMENT_ATTR, set_up_study
 from tests.conftest import TINY
 
 SLURM = ["-f", "slurm", "--study", "fleet", "--workers", "2", "--mem", "4G", "-o", "{o}/workers.sbatch"]
@@ -51,7 +51,11 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("an unknown format", ["-f", "pbs", "--study", "fleet", "--workers", "2"], "unknown --format 'pbs'"),
     ("a study that is not there", [*SLURM, "--study", "nope"], "no study 'nope'"),
     ("no memory", ["-f", "slurm", "--study", "fleet", "--workers", "2"], "--mem is needed"),
-    ("a space that does not say its CPUs", [*SLURM, "--study", "nothreads"], "--cpus-per-worker is needed"),
+    (
+        "an older set-up that stored no CPUs, with no threads knob",
+        [*SLURM, "--study", "nothreads"],
+        "--cpus-per-worker is needed",
+    ),
     ("Kubernetes without an image", [*K8S[:8], "-o", "{o}/w.yaml"], "needs --image"),
     ("a namespace Kubernetes refuses", [*K8S, "--namespace", "Tuning_1"], "--namespace must be a Kubernetes namespace"),
     ("a relative runs folder in a container", [*K8S, "--runs-dir", "runs"], "--runs-dir must be an absolute path"),
@@ -61,14 +65,19 @@ ROWS: list[tuple[str, list[str], str]] = [
 
 @pytest.fixture(scope="module")
 def storage(tmp_path_factory) -> str:
-    """Two set-up studies: `fleet` (its space tries up to 6 threads), `nothreads` (no threads knob)."""
+    """Two set-up studies: `fleet` (its space tries up to 6 threads, 6 CPUs per trial), `nothreads`
+    (no threads knob, set up as an older kvtune did: no CPUs per trial stored)."""
     d = tmp_path_factory.mktemp("cluster-bad-input")
     url = f"sqlite:///{d}/studies.db"
     for name, knobs in (("fleet", (Knob("threads", KnobKind.INT, low=1, high=6),)), ("nothreads", ())):
         launcher = FakeLauncher(model_path="/models/m/model.gguf")
         launcher.knobs = (*launcher.knobs, *knobs)
         spec = StudySpec(study=name, trials=5, workload=TINY).validate()
-        set_up_study(prepare(spec, launcher=launcher, runs_dir=str(d / "runs")), url)
+        study = set_up_study(prepare(spec, launcher=launcher, runs_dir=str(d / "runs"), cpus_per_trial=6), url)
+        if name == "nothreads":  # as a kvtune from before --cpus-per-trial set it up: no CPUs stored
+            placement = dict(study.user_attrs[PLACEMENT_ATTR])
+            del placement["cpus_per_trial"]
+            study.set_user_attr(PLACEMENT_ATTR, placement)
     return url
 
 

@@ -49,7 +49,9 @@ def set_up(tmp_path: Path, gpus: int, threads: int | None = None) -> str:
     launcher = FakeLauncher(model_path="/models/m/model.gguf")
     if threads is not None:
         launcher.knobs = (*launcher.knobs, Knob("threads", KnobKind.INT, low=1, high=threads))
-    set_up_study(prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs")), url, gpus_per_trial=gpus)
+    # each trial gets as many CPUs as the space's threads (--cpus-per-trial at set-up), else 1: never this host's count
+    prepared = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"), cpus_per_trial=threads or 1)
+    set_up_study(prepared, url, gpus_per_trial=gpus)
     return url
 
 
