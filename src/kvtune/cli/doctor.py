@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import shutil
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -22,7 +21,7 @@ import typer
 from kvtune import nvml as nvml_reader
 from kvtune.cli.app import app, console
 from kvtune.commands import run_capture
-from kvtune.errors import KvtuneError, SpecError
+from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_devices import Device, parse_list_devices
 from kvtune.launchers.llama_server import find_llama_server
 from kvtune.launchers.vllm.build import CPU, Runner, VllmBuild, VllmProbe, build_from_probe, probe, vllm_python
@@ -267,9 +266,6 @@ def doctor(
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="llama-server binary to check."),
 ) -> None:
     """What kvtune finds here: GPUs, vLLM and llama-server builds, and what each backend needs."""
-    for flag, given in (("--vllm-python", vllm_python_path), ("--llama-server", llama_server)):
-        if given is not None and shutil.which(given) is None:  # a file, or a command on PATH
-            raise SpecError(f"{flag} {given!r} is not an executable file: give the path of one to check")
     probes = Probes(
         find_llama=lambda: find_llama_server(llama_server), vllm_pythons=default_vllm_pythons(vllm_python_path)
     )

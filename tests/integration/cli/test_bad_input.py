@@ -162,14 +162,6 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("bench: a dataset that is not there", ["bench", URL, "--dataset", "{d}/nope.json"], BAD, "does not exist"),
     ("bench: a tokenizer that is not there", ["bench", URL, "--tokenizer", "{d}/nope.gguf"], BAD, "does not exist"),
     ("bench: a trace that is not there", ["bench", URL, "--workload", "trace:{d}/nope.csv"], BAD, "does not exist"),
-    # -- kvtune doctor: an interpreter or binary named that is not there --
-    (
-        "doctor: a vLLM Python that is not there",
-        ["doctor", "--vllm-python", "{d}/nope/python"],
-        BAD,
-        "not an executable",
-    ),
-    ("doctor: a llama-server that is not there", ["doctor", "--llama-server", "{d}/nope"], BAD, "not an executable"),
     # -- kvtune confirm: the study and its storage --
     (
         "confirm: no study",
