@@ -19,6 +19,7 @@ Pure but for `read_help`, which runs the binary through `commands.run_capture`.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -154,6 +155,19 @@ def read_help(binary: str, run: Runner = run_capture) -> LlamaDefaults:
     if not values:
         return replace(FALLBACK, source=f"{FALLBACK.source}: `{binary} --help` named no defaults")
     return LlamaDefaults(values, f"`{binary} --help`", parse_spec_types(out), parse_llama_flags(out))
+
+
+def installed_help(binary: str) -> LlamaDefaults:
+    """`read_help` once per binary file and process: a study reads it twice at start-up (the
+    study file's flags are checked before the model is read, then the launcher is built), and
+    a replaced binary (another size or mtime) is read again."""
+    st = os.stat(binary)
+    return _installed_help(os.path.abspath(binary), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _installed_help(binary: str, size: int, mtime_ns: int) -> LlamaDefaults:
+    return read_help(binary)
 
 
 _SPEC_TYPES = re.compile(r"^--spec-type\s+([a-z0-9][\w,-]*)", re.MULTILINE)

@@ -45,8 +45,8 @@ from kvtune.launchers.llama_binary import (
     LlamaDefaults,
     binary_version,
     find_llama_server,
+    installed_help,
     parse_load_facts,
-    read_help,
 )
 from kvtune.launchers.llama_devices import (
     SPLIT_MODES,
@@ -180,7 +180,7 @@ class LlamaServerLauncher(Launcher):
             memory_bytes=memory or None,
             reserve_bytes=int(memory * RESERVE_FRACTION),
             devices=list_devices(binary),
-            defaults=read_help(binary),
+            defaults=installed_help(binary),
             draft_model=draft,
             draft_shape=gguf_shape(Path(draft)) if draft else None,
             speculative=spec.speculative,
@@ -228,7 +228,7 @@ class LlamaServerLauncher(Launcher):
 
     @classmethod
     def flags_of(cls, spec: LaunchSpec) -> FlagTable | None:
-        defaults = read_help(find_llama_server(spec.llama_server))
+        defaults = installed_help(find_llama_server(spec.llama_server))
         return FlagTable(NAME, defaults.source, defaults.flags) if defaults.flags else None
 
     def flag_table(self) -> FlagTable | None:

@@ -83,7 +83,8 @@ def prepare(
     check_sampler_installed(spec.sampler)  # before the baseline, not at the first sampled trial
     check_workload_files(spec.workload)  # a missing or malformed trace or dataset: before any launch
     targets = parse_study_targets(spec)
-    if launcher is None:
+    injected = launcher is not None
+    if not injected:
         early = build_flags(spec)  # the study file's flags, checked before the model is read
         if early is not None:
             early.check_space(spec.space, [k for k in parse_space(spec.space).values() if k is not None])
@@ -97,7 +98,7 @@ def prepare(
         hw = {**hw, "cpus": cpus_per_trial, "host_cpus": hw["cpus"]}
     offered = launcher.default_knobs(spec.workload, hw["cpus"])
     knobs = merge_knobs(offered, spec.space)
-    table = launcher.flag_table()
+    table = launcher.flag_table() if injected else None  # else checked above, before the model
     if table is not None:  # a flag the build lacks, or a value it cannot take: before any launch
         table.check_space(spec.space, knobs, [k.name for k in offered])
     if spec.sampler is samplers.SamplerKind.GRID:
