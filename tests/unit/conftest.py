@@ -11,6 +11,18 @@ import subprocess
 
 import pytest
 
+# matplotlib lists the system fonts with `fc-list` (a child process) the first time it is imported
+# on a machine with no font cache (~/.cache/matplotlib): a fresh CI machine. That is the
+# environment's one-time set-up, not a test starting a process, so it happens here, before the
+# guard below is in force; afterwards the cache is read from disk.
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.font_manager  # noqa: F401  (builds the font cache once)
+except ImportError:  # the report tests say what is missing themselves
+    pass
+
 RULE = "tests/unit opens no network socket and starts no process: inject a fake, or move the test to tests/integration"
 
 
