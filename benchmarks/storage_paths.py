@@ -2,11 +2,14 @@
 proxy`, with 1, 4 and 16 workers whose trials cost nothing (benchmarks/workers.py --storage-paths).
 
 Trials per hour count from the first trial's start to the last tell (the workers' Python
-start-up is left out). A zero-cost worker makes the storage calls kvtune's loop makes per trial (tuner/loop.py), with no
-server and no load: recovery (the stale-trial check and the running-trial scan), ask, the owner
-attr, the running-elsewhere check, one heartbeat, the outcome attr and tell. So the figures are
-the storage path's own ceiling. The sampler is Optuna's random one, which reads no trials: TPE's
-own cost would hide the storage's. Round trips are counted where they happen:
+start-up is left out). A zero-cost worker is kvtune's own worker (tuner/fleet/workers.py `join`,
+the loop of tuner/loop.py and tuner/ask_tell.py: recovery, the budget and surplus checks, ask,
+the worker and hardware attrs, the record refreshes, the running-elsewhere check, the heartbeat,
+the constraints, the outcome, tell, the session clock) with one part replaced: the measurement,
+which returns fixed figures at once instead of launching a server and driving load. So every
+storage call a real trial makes is made and counted, and the figures are the storage path's own
+ceiling. The sampler is Optuna's random one, which reads no trials: TPE's own cost would hide
+the storage's. Round trips are counted where they happen:
 
 - directly: each worker counts its SQL statements and commits (SQLAlchemy events): one round trip
   to PostgreSQL each;
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -53,32 +55,58 @@ def count_sql() -> Tally:
     return tally
 
 
+def zero_cost_measurement(runner):  # type: ignore[no-untyped-def]
+    """`TrialRunner.run` without a server: the candidate's speed gives its TTFT at once (the fake
+    launcher's 200 ms / speed, every request answered), then the trial is judged as a measured
+    one is. Everything around it (the loop's and the store's storage calls) is kvtune's own."""
+
+    def run(outcome, port, trial_dir, baseline, workload=None, early_stop=True):  # type: ignore[no-untyped-def]
+        speed = float(outcome.candidate.flags.get("speed", 1.0))
+        outcome.metrics = {
+            "num_requests": 24,
+            "completed": 24,
+            "failed": 0,
+            "error_rate": 0.0,
+            "p95_ttft_ms": 200.0 / speed,
+            "output_throughput": 10.0 * speed,
+        }
+        runner.judge(outcome, baseline)
+        return outcome
+
+    return run
+
+
+def set_up(url: str, study_name: str, trials: int, run_dir: str) -> None:
+    """The study, as `kvtune run --setup-only` stores it (the fake launcher's continuous speed
+    knob: every trial a new config), no confirmation (its cost is not the storage's)."""
+    import contextlib
+    import io
+
+    from kvtune.testing import driver
+
+    argv = ["--setup-only", "--continuous", "--storage", url, "--study", study_name, "--trials", str(trials)]
+    with contextlib.redirect_stdout(io.StringIO()):  # its JSON line is not the table's
+        status = driver.main([*argv, "--runs-dir", run_dir])
+    if status != 0:
+        raise SystemExit(f"could not set up {study_name}")
+
+
 def worker_main(url: str, study_name: str, trials: int, run_dir: str) -> int:
-    """One zero-cost worker: kvtune's per-trial storage calls until `trials` are told."""
-    from kvtune.launchers.process import process_start_ticks
-    from kvtune.tuner.fleet import recovery, storage
+    """One zero-cost worker: kvtune's worker loop until the study's budget is told."""
+    from kvtune.kinds import KnobKind
+    from kvtune.launchers.base import Knob
+    from kvtune.testing.fake_launcher import FakeLauncher
+    from kvtune.tuner.fleet.workers import join
+    from kvtune.tuner.trial.disturbance import unwatched
 
     sql = count_sql()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = storage.load_study(study_name, url)
-    study.sampler = optuna.samplers.RandomSampler(seed=os.getpid())
-    host = socket.gethostname()
-    owner = {"host": host, "pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())}
-    told = 0
-    while True:
-        recovery.recover(study, Path(run_dir), host)
-        if len(study.get_trials(deepcopy=False, states=(S.COMPLETE,))) >= trials:
-            break
-        t = study.ask(SPACE)
-        t.set_user_attr("worker", owner)
-        if recovery.running_elsewhere(study, t):
-            study.tell(t, state=S.FAIL)
-            continue
-        with storage.heartbeat(study, t):
-            value = t.params["x"]  # the trial: nothing
-        t.set_user_attr("outcome", {"number": t.number, "value": value})
-        study.tell(t, value)
-        told += 1
+    launcher = FakeLauncher()
+    launcher.knobs = (Knob("speed", KnobKind.FLOAT, low=1.0, high=4.0),)  # as the set-up's --continuous
+    tuner = join(url, study_name, launcher=launcher, runs_dir=run_dir, monitor=unwatched)
+    tuner.study.sampler = optuna.samplers.RandomSampler(seed=os.getpid())
+    tuner.runner.run = zero_cost_measurement(tuner.runner)  # type: ignore[method-assign]
+    told = len(tuner.run())
     print(json.dumps({"told": told, "sql": sql.value}))
     return 0
 
@@ -104,7 +132,7 @@ def one_run(workers: int, trials: int, postgres: str, proxied: bool, root: Path,
     from kvtune.tuner.fleet.proxy import StorageProxy
 
     name = f"paths-{'proxy' if proxied else 'pg'}-w{workers}-{int(time.time() * 1000) % 10**8}"
-    storage.open_study(name, postgres, ["minimize"], {"bench": name})
+    set_up(postgres, name, trials, str(root / name))
     (rpc, interceptor), proxy, url = count_rpcs(), None, postgres
     if proxied:
         port = free_port()
