@@ -5,10 +5,11 @@ Everything lives in one temporary folder: a generated munge key, slurm.conf, the
 folders, the logs. sbatch, squeue and scancel find this cluster through SLURM_CONF (see `env`).
 
 What works in a container without systemd or a writable cgroup tree: proctrack/linuxproc (a job's
-processes are found through /proc parent links), TaskPlugin=task/none (no binding, no cgroup.conf),
-no accounting, SlurmUser=root. The node is given more CPUs (and memory) than the machine has
-(SlurmdParameters=config_overrides) so that a test's array tasks, each asking for 2 CPUs, run
-side by side even on 2 cores: the fake servers they start are idle most of the time.
+processes are found through /proc parent links), TaskPlugin=task/affinity (each task bound to the
+CPUs it was granted with sched_setaffinity, as a production cluster's task/affinity or
+task/cgroup binds them; no cgroup.conf), no accounting, SlurmUser=root. The node has the CPUs
+this process may run on, so a binding names CPUs that exist; it is given more memory than a
+test asks for (SlurmdParameters=config_overrides: Slurm's default RealMemory is 1 MB).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pathlib import Path
 from kvtune.launchers.process import free_port
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol")
-NODE_CPUS = 8
+# The CPUs this process may run on: task/affinity binds each task to some of them.
+NODE_CPUS = len(os.sched_getaffinity(0))
 # What the node says it has, whatever the machine has (config_overrides): sbatch refuses a
 # job whose --mem exceeds it (Slurm's default RealMemory is 1 MB). Not consumable (CR_Core).
 NODE_MEMORY_MB = 8192
@@ -57,7 +59,7 @@ def slurm_conf(base: Path, node: str, ctld_port: int, slurmd_port: int) -> str:
             f"AuthInfo=socket={base / 'munge.socket'}",
             "MpiDefault=none",
             "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
+            "TaskPlugin=task/affinity",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
             "SchedulerType=sched/backfill",

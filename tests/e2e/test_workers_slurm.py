@@ -1,7 +1,9 @@
 """Workers placed by a real Slurm: the exported sbatch script is submitted to a single-node cluster
 (tests/e2e/slurm_cluster.py), its 3 array tasks share a study in a real PostgreSQL, the first
 task seen measuring a trial is `scancel`ed mid-trial, and the study still measures every config
-exactly once, loses no trial and leaves no process behind.
+exactly once, loses no trial and leaves no process behind. --cpus-per-task is honoured where it
+counts: Slurm binds each task to the CPU it granted (task/affinity), and every trial records
+that its worker ran on exactly that many CPUs (not the machine's count).
 
 The workers run the fake launcher (kvtune.testing.driver --join, given to the export as
 --worker-command): the script is otherwise exactly what `kvtune export-workers` writes, with
@@ -29,7 +31,7 @@ from tests.e2e.test_workers_postgres import TRIALS, check_exactly_once
 pytestmark = pytest.mark.e2e
 STUDY = "slurm-share"
 WORKERS = 3
-CPUS_PER_WORKER = 2  # 3 tasks x 2 CPUs fit the test node's 8 side by side
+CPUS_PER_WORKER = 1  # the study's trials get 1 CPU; on 2 cores two tasks run side by side, the third after
 # Quick recovery should a worker die without its SIGTERM handler (the test expects the handler).
 FAST_RECOVERY = {"KVTUNE_HEARTBEAT_S": "1", "KVTUNE_GRACE_S": "4"}
 
@@ -59,6 +61,7 @@ def _set_up(tmp_path: Path, url: str) -> None:
     """The study in PostgreSQL, no trial run: what `kvtune run --setup-only` does, on the fake launcher."""
     argv = [sys.executable, "-m", "kvtune.testing.driver", "--setup-only", "--runs-dir", str(tmp_path / "setup")]
     argv += ["--storage", url, "--study", STUDY, "--trials", str(TRIALS), "--requests", "24"]
+    argv += ["--cpus-per-trial", str(CPUS_PER_WORKER)]  # the workers' share, not this host's count
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
@@ -197,6 +200,11 @@ def test_slurm_array_workers_survive_a_scancel(tmp_path, postgres_url, slurm):
     assert retried and retried[0].params == victim.params  # re-run by another worker: not lost
     left = [t.number for t in s.trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)]
     assert left == []
+    # Slurm bound each task to its granted CPU, and kvtune saw exactly that: the process's own
+    # CPUs (host_cpus: its affinity) and the set its servers were pinned to
+    for t in complete:
+        assert t.user_attrs["hardware"]["host_cpus"] == CPUS_PER_WORKER, t.user_attrs["hardware"]
+        assert len(t.user_attrs["worker"]["cpus"]) == CPUS_PER_WORKER, t.user_attrs["worker"]
     log = (tmp_path / f"kvtune-{STUDY}-{job}_{task}.log").read_text()
     assert '"interrupted": true' in log
     assert _processes_with(mark) == []  # no worker, no fake server left

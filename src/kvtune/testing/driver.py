@@ -82,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         "with N > 0 a study set up for workers is confirmed by the --join worker elected, as by `kvtune worker`",
     )
     p.add_argument("--confirm-pairs", type=int, default=3, help="the study's --confirm-pairs")
+    p.add_argument(
+        "--cpus-per-trial",
+        type=int,
+        default=None,
+        help="--setup-only: the CPUs each worker's trials get (kvtune run --setup-only --cpus-per-trial)",
+    )
     a = p.parse_args(argv)
     # a request may take its TTFT plus a loaded machine's delay, never a timeout by design
     timeout_s = max(1.0, 3 * a.base_ttft_ms / 1000)
@@ -117,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.setup_only:
         from kvtune.tuner.fleet.setup import set_up_study
 
-        set_up_study(prepare(spec, launcher=launcher, runs_dir=a.runs_dir), a.storage)
+        prepared = prepare(spec, launcher=launcher, runs_dir=a.runs_dir, cpus_per_trial=a.cpus_per_trial)
+        set_up_study(prepared, a.storage)
         print(json.dumps({"set_up": a.study}))
         return 0
     if a.join:  # as `kvtune worker` does: a scheduler's task index names it, SIGTERM re-queues
