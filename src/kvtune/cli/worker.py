@@ -16,6 +16,7 @@ from typing import Optional
 
 import typer
 
+from kvtune import hardware
 from kvtune.cli.app import app, console, err_console
 from kvtune.cli.confirm import confirm_at_end
 from kvtune.cli.one_study import interrupt_on_sigterm
@@ -23,7 +24,7 @@ from kvtune.cli.progress import make_reporter
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.tuner.fleet.confirmer import ends_with_confirmation
 from kvtune.tuner.fleet.connect import unreachable
-from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join, scheduler_task
+from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join, scheduler_task, unbound_cpus_warning
 
 
 @app.command()
@@ -54,6 +55,9 @@ def worker(
         devices = os.environ.get("CUDA_VISIBLE_DEVICES")
         gpus = f"GPUs {devices} (CUDA_VISIBLE_DEVICES, as the scheduler set it)" if devices else "the GPUs it was given"
         console.print(f"worker: {task.describe()}; servers run on {gpus if gpus_per_trial else 'CPUs'}")
+        unbound = unbound_cpus_warning(os.environ, hardware.cpu_count())
+        if unbound:
+            err_console.print(unbound)
     reporter = make_reporter("plain", console, 0)
     tuner = join(
         storage,

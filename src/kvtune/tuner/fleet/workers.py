@@ -119,6 +119,21 @@ def scheduler_task(env: Mapping[str, str] | None = None) -> SchedulerTask | None
     return None
 
 
+def unbound_cpus_warning(env: Mapping[str, str], process_cpus: int) -> str | None:
+    """A line for a Slurm task that may run on more CPUs than it was granted (a cluster whose
+    TaskPlugin binds nothing): its servers are pinned to the first CPUs of what it sees, and so
+    are those of every other task on the node: their trials would share cores. None when the
+    task sees what it was granted (task/affinity or task/cgroup bound it) or Slurm did not place it."""
+    granted = env.get("SLURM_CPUS_PER_TASK", "")
+    if "SLURM_JOB_ID" not in env or not granted.isdigit() or process_cpus <= int(granted):
+        return None
+    return (
+        f"warning: Slurm granted this task {granted} CPU(s) but it may run on {process_cpus}: the cluster binds "
+        "no CPUs (TaskPlugin task/none), so tasks on one node pin their servers to the same first CPUs and "
+        "their measurements share cores; ask the admins for task/affinity or task/cgroup, or run one task per node"
+    )
+
+
 @dataclass(frozen=True)
 class Seat:
     """Where a worker sits: `slot` names it (its trials, its pid file, its sampler seed); `cpus`

@@ -150,3 +150,14 @@ def test_under_a_scheduler_slots_are_refused_and_without_one_they_cut_the_host()
         seat(1, 2, 0, SchedulerTask("slurm", 0, "9"))
     on_host = seat(1, 2, 1, None, pool=["0", "1"])
     assert (on_host.slot, on_host.device_env["CUDA_VISIBLE_DEVICES"]) == (1, "1")
+
+
+def test_a_slurm_task_that_sees_more_cpus_than_granted_is_warned():
+    from kvtune.tuner.fleet.workers import unbound_cpus_warning
+
+    slurm = {"SLURM_JOB_ID": "7", "SLURM_ARRAY_TASK_ID": "1", "SLURM_CPUS_PER_TASK": "2"}
+    line = unbound_cpus_warning(slurm, process_cpus=8)
+    assert line is not None and "granted this task 2 CPU(s) but it may run on 8" in line and "\n" not in line
+    assert unbound_cpus_warning(slurm, process_cpus=2) is None  # bound to what it was granted
+    assert unbound_cpus_warning({**slurm, "SLURM_CPUS_PER_TASK": ""}, process_cpus=8) is None  # no --cpus-per-task
+    assert unbound_cpus_warning({"SLURM_CPUS_PER_TASK": "2"}, process_cpus=8) is None  # not a Slurm job
