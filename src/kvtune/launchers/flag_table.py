@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob
+from kvtune.launchers.flag_ranges import check_ranges
 
 
 class Takes:
@@ -99,6 +100,8 @@ class FlagTable:
         are kvtune's to render. An ``env:NAME`` entry is an environment variable, not a flag."""
         by_name = {k.name: k for k in knobs}
         own = set(kvtune_knobs) | set(KVTUNE_KNOBS.get(self.backend, ()))
+        given = {str(n).lstrip("-") for n in space}
+        check_ranges(self.backend, {n: k for n, k in by_name.items() if n in given})
         for raw_name in space:
             name = str(raw_name).lstrip("-")
             if name.startswith("env:"):

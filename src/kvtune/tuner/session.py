@@ -191,6 +191,7 @@ def open_session(
         _refuse_grid(spec)
     if opts.storage:  # a database that is down: said before the runs folder is written
         check_reachable(opts.storage)
+    warm_source = _warm_start_source(opts, opts.storage)  # a study that is not there: before anything
     prepared = prepare(
         spec, launcher=launcher, runs_dir=opts.runs_dir, device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial)
     )
@@ -218,12 +219,19 @@ def open_session(
     accounting.begin_clock(tuner.study)
     session = Session(opts, prepared, tuner, url)
     session_ref.append(session)
-    if opts.warm_start:
-        source_url = opts.warm_start_storage or opts.storage or sqlite_url(runs_root(opts.runs_dir) / opts.warm_start)
-        session.warm_start_labels = enqueue_warm_start(
-            tuner.study, load_study(opts.warm_start, source_url), prepared.space.knobs
-        )
+    if warm_source is not None:
+        session.warm_start_labels = enqueue_warm_start(tuner.study, warm_source, prepared.space.knobs)
     return session
+
+
+def _warm_start_source(opts: RunOptions, storage: str | None) -> optuna.Study | None:
+    """The --warm-start study, read before anything is prepared or written: a name mistyped is
+    one line, not a study opened and a runs folder made first. Its storage: --warm-start-storage,
+    else `storage`, else its own SQLite file in the runs folder."""
+    if not opts.warm_start:
+        return None
+    url = opts.warm_start_storage or storage or sqlite_url(runs_root(opts.runs_dir) / opts.warm_start)
+    return load_study(opts.warm_start, url)
 
 
 def _refuse_grid(spec: StudySpec) -> None:
@@ -253,10 +261,10 @@ def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = N
         raise SpecError("--setup-only needs --storage URL: a database every worker reaches, e.g. postgresql://...")
     _refuse_grid(spec)
     check_reachable(opts.storage)  # a database that is down: said before the runs folder is written
+    warm_source = _warm_start_source(opts, opts.storage)
     prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir, cpus_per_trial=opts.cpus_per_trial)
     _refuse_relative_targets(prepared)
     study = set_up_study(prepared, opts.storage, opts.gpus_per_trial)
-    if opts.warm_start:
-        source_url = opts.warm_start_storage or opts.storage
-        enqueue_warm_start(study, load_study(opts.warm_start, source_url), prepared.space.knobs)
+    if warm_source is not None:
+        enqueue_warm_start(study, warm_source, prepared.space.knobs)
     return prepared, study

@@ -158,6 +158,44 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("a choice the flag lacks", ["run", "--study-file", "{d}/maybe.yaml"], BAD, "'maybe' is not a choice"),
     ("on/off unquoted in YAML", ["run", "--study-file", "{d}/unquoted-on.yaml"], BAD, 'quote it, e.g. "on"'),
     ("a number flag given words", ["run", "--study-file", "{d}/words.yaml"], BAD, "'many' is not a number"),
+    ("no slots", ["run", "--study-file", "{d}/parallel0.yaml"], BAD, "space.parallel: 0 is out of range"),
+    ("negative threads", ["run", "--study-file", "{d}/threads-neg.yaml"], BAD, "space.threads: -2 is out of range"),
+    ("a fraction of a slot", ["run", "--study-file", "{d}/parallel-half.yaml"], BAD, "1.5 is not a whole number"),
+    # -- the study file's other keys --
+    ("a study file's unknown key", ["run", "--study-file", "{d}/unknown-key.yaml"], BAD, "unknown key(s) ['bogus']"),
+    ("a workload's unknown key", ["run", "--study-file", "{d}/workload-key.yaml"], BAD, "workload has unknown key"),
+    ("a study file that is no YAML", ["run", "--study-file", "{d}/broken.yaml"], BAD, "is not valid YAML at line"),
+    ("a study file that is a list", ["run", "--study-file", "{d}/a-list.yaml"], BAD, "must be a mapping of keys"),
+    ("a study file's target", ["run", "--study-file", "{d}/target.yaml"], BAD, "targets: cannot parse target"),
+    ("a study file's trials", ["run", "--study-file", "{d}/trials0.yaml"], BAD, "trials must be at least 1"),
+    ("a study file's backend", ["run", "--study-file", "{d}/backend.yaml"], BAD, "unknown backend 'nope'"),
+    ("a study file's model", ["run", "--study-file", "{d}/model.yaml"], BAD, "nope.gguf' does not exist"),
+    ("a study file's llama-server", ["run", "--study-file", "{d}/binary.yaml"], BAD, "which is not an executable file"),
+    ("a study file's draft model", ["run", "--study-file", "{d}/draft.yaml"], BAD, "pass --draft-model"),
+    ("a study file's time budget", ["run", "--study-file", "{d}/budget.yaml"], BAD, "'banana' is not a duration"),
+    ("a study file's SLO", ["run", "--study-file", "{d}/slo.yaml"], BAD, "slo must be per-request SLOs"),
+    ("a study file's seed", ["run", "--study-file", "{d}/seed.yaml"], BAD, "seed must be an integer, got 'x'"),
+    ("a study file's objective", ["run", "--study-file", "{d}/objective.yaml"], BAD, "unknown objective 'nope'"),
+    ("a study file's users", ["run", "--study-file", "{d}/users0.yaml"], BAD, "concurrency must be at least 1"),
+    ("a study file's confirmation", ["run", "--study-file", "{d}/confirm.yaml"], BAD, "confirm_top must be 0 or more"),
+    # -- paths and durations on the command line --
+    ("a llama-server that is not there", ["run", "--llama-server", "{d}/nope"], BAD, "which is not an executable"),
+    ("a draft model that is not there", ["run", "--draft-model", "{d}/nope.gguf"], BAD, "pass --draft-model"),
+    (
+        "a vLLM Python that is not there",
+        ["run", "--backend", "vllm", "--vllm-python", "{d}/nope"],
+        BAD,
+        "nope: cannot run",
+    ),
+    ("a start-up timeout in words", ["run", "--startup-timeout", "x"], BAD, "--startup-timeout 'x' is not a duration"),
+    ("a negative start-up timeout", ["run", "--startup-timeout", "-5"], BAD, "--startup-timeout '-5' is negative"),
+    ("a warm start from no study", ["run", "--warm-start", "nosuch"], BAD, "no study 'nosuch'"),
+    (
+        "a set-up warm-started from no study",
+        ["run", "--setup-only", "--storage", "sqlite:///{d}/db/s.db", "--warm-start", "nosuch"],
+        BAD,
+        "no study 'nosuch'",
+    ),
     # -- kvtune bench: local files read before the server is asked anything (nothing listens here) --
     ("bench: a dataset that is not there", ["bench", URL, "--dataset", "{d}/nope.json"], BAD, "does not exist"),
     ("bench: a tokenizer that is not there", ["bench", URL, "--tokenizer", "{d}/nope.gguf"], BAD, "does not exist"),
@@ -267,6 +305,29 @@ def inputs(tmp_path_factory) -> Path:
     (d / "maybe.yaml").write_text('space:\n  flash-attn: "maybe"\n')
     (d / "unquoted-on.yaml").write_text("space:\n  flash-attn: [on, off]\n")
     (d / "words.yaml").write_text("space:\n  parallel: [many]\n")
+    (d / "parallel0.yaml").write_text("space:\n  parallel: [0]\n")
+    (d / "threads-neg.yaml").write_text("space:\n  threads: [-2]\n")
+    (d / "parallel-half.yaml").write_text("space:\n  parallel: [1.5]\n")
+    study_files = {
+        "unknown-key": "bogus: 1",
+        "workload-key": "workload:\n  bogus: 1",
+        "broken": "space: [",
+        "a-list": "- a\n- b",
+        "target": 'targets: ["ttft<<1s"]',
+        "trials0": "trials: 0",
+        "backend": "backend: nope",
+        "model": f"model: {d}/nope.gguf",
+        "binary": f"llama_server: {d}/nope",
+        "draft": f"draft_model: {d}/nope.gguf",
+        "budget": "time_budget: banana",
+        "slo": 'slo: ["ttft<2"]',
+        "seed": "seed: x",
+        "objective": "objective: nope",
+        "users0": "workload:\n  concurrency: 0",
+        "confirm": "confirm_top: -1",
+    }
+    for name, text in study_files.items():
+        (d / f"{name}.yaml").write_text(text + "\n")
     (d / "help.txt").write_text((UNIT_DATA / "llama_server_help.txt").read_text())
     (d / "db").mkdir()
     optuna.create_study(study_name="other", storage=f"sqlite:///{d / 'db' / 's.db'}")  # a storage without study x

@@ -6,6 +6,8 @@ build probe's dump (launchers/vllm/build.py PROBE_CODE)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kvtune.errors import SpecError
@@ -104,3 +106,39 @@ def test_vllm_table_from_the_probe_dump():
         table.check_space({"parallel": [2]}, merge_knobs(offered, {"parallel": [2]}), ["max-num-seqs"])
     with pytest.raises(SpecError, match="'fp4' is not a choice"):
         table.check_space({"kv-cache-dtype": "fp4"}, merge_knobs(offered, {"kv-cache-dtype": "fp4"}), [])
+
+
+@pytest.mark.parametrize(
+    "space,phrase",
+    [
+        (
+            {"parallel": [0]},
+            "space.parallel: 0 is out of range: --parallel takes a whole number of at least 1 (or -1 = auto)",
+        ),
+        ({"parallel": [1.5]}, "space.parallel: 1.5 is not a whole number"),
+        ({"threads": {"low": -1, "high": 4}}, "space.threads: -1 is out of range"),  # -1 is a value, not a range's end
+        ({"ctx-per-slot": [0, 512]}, "space.ctx-per-slot: 0 is out of range"),
+        ({"batch-size": {"low": 0, "high": 512}}, "space.batch-size: 0 is out of range"),
+    ],
+)
+def test_a_number_outside_the_flags_documented_range_is_refused(space, phrase):
+    with pytest.raises(SpecError, match=re.escape(phrase)):
+        check(space)
+
+
+def test_documented_special_values_and_ranges_inside_pass():
+    check({"parallel": [-1, 1, 8]})  # -1 = auto
+    check({"threads": {"low": 1, "high": 16}, "ctx-size": [0, 4096]})  # ctx-size 0 = the model's own
+
+
+def test_a_share_must_be_more_than_nothing_and_at_most_all():
+    from kvtune.launchers.flag_ranges import check_ranges
+
+    gmu = lambda *v: {"gpu-memory-utilization": Knob("gpu-memory-utilization", KnobKind.CHOICES, choices=v)}  # noqa: E731
+    check_ranges("vllm", gmu(0.5, 0.95, 1.0))
+    for bad in (0.0, 1.2):
+        with pytest.raises(
+            SpecError,
+            match=f"{bad!r} is out of range: --gpu-memory-utilization takes a number of more than 0 and at most 1",
+        ):
+            check_ranges("vllm", gmu(bad))
