@@ -295,7 +295,12 @@ RUNS_DIR_COMMANDS = {"run", "worker", "confirm", "show", "report", "export", "co
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("bad-input")
+    return make_inputs(tmp_path_factory.mktemp("bad-input"))
+
+
+def make_inputs(d: Path) -> Path:
+    """The rows' `{d}`: bad traces, datasets and study files, a storage without the study asked
+    for, and the llama-server script that logs its calls (benchmarks/bad_input.py uses it too)."""
     (d / "empty.csv").write_text("")
     (d / "bad.csv").write_text("a,b\n1,2\n")
     (d / "no-prompts.json").write_text('{"x": 1}\n')
