@@ -19,6 +19,7 @@ from kvtune.cli.run_flags import RunFlags
 from kvtune.durations import parse_duration
 from kvtune.errors import SpecError
 from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
+from kvtune.study.study_file import load_study_file
 from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool
 from kvtune.tuner.multi_backend import BackendChoice, parse_backends, single_backend_model
 from kvtune.tuner.session import RunOptions, study_spec
@@ -93,6 +94,7 @@ def run_options(f: RunFlags, choice: BackendChoice) -> RunOptions:
         check_gpu_slots(f.workers, f.gpus_per_trial, gpu_pool())
     return RunOptions(
         study_file=f.study_file,
+        file_data=load_study_file(f.study_file) if f.study_file else None,  # read and checked once
         spec_overrides=spec_overrides(f, choice),
         runs_dir=f.runs_dir,
         deploy_host=f.deploy_host,

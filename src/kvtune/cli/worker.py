@@ -24,7 +24,14 @@ from kvtune.cli.progress import make_reporter
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.tuner.fleet.confirmer import ends_with_confirmation
 from kvtune.tuner.fleet.connect import unreachable
-from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool, join, scheduler_task, unbound_cpus_warning
+from kvtune.tuner.fleet.workers import (
+    SchedulerTask,
+    check_gpu_slots,
+    gpu_pool,
+    join,
+    scheduler_task,
+    unbound_cpus_warning,
+)
 
 
 @app.command()
@@ -52,12 +59,7 @@ def worker(
     _check_flags(study, slot, slots, gpus_per_trial)
     task = scheduler_task()
     if task is not None:
-        devices = os.environ.get("CUDA_VISIBLE_DEVICES")
-        gpus = f"GPUs {devices} (CUDA_VISIBLE_DEVICES, as the scheduler set it)" if devices else "the GPUs it was given"
-        console.print(f"worker: {task.describe()}; servers run on {gpus if gpus_per_trial else 'CPUs'}")
-        unbound = unbound_cpus_warning(os.environ, hardware.cpu_count())
-        if unbound:
-            err_console.print(unbound)
+        _say_where(task, gpus_per_trial)
     reporter = make_reporter("plain", console, 0)
     tuner = join(
         storage,
@@ -88,6 +90,21 @@ def worker(
             raise
         raise lost from e
     console.print(f"worker {tuner.ctx.where.slot}: study {study} has {len(outcomes)} finished trials; leaving")
+
+
+def _say_where(task: SchedulerTask, gpus_per_trial: int) -> None:
+    """The scheduler task this worker is and what its servers run on; a warning when Slurm
+    granted fewer CPUs than the task may run on (the cluster binds none)."""
+    devices = hardware.cuda_visible_devices(os.environ)
+    gpus = (
+        f"GPUs {','.join(devices)} (CUDA_VISIBLE_DEVICES, as the scheduler set it)"
+        if devices
+        else "the GPUs it was given"
+    )
+    console.print(f"worker: {task.describe()}; servers run on {gpus if gpus_per_trial else 'CPUs'}")
+    unbound = unbound_cpus_warning(os.environ, hardware.cpu_count())
+    if unbound:
+        err_console.print(unbound)
 
 
 def _check_flags(study: str, slot: int, slots: int, gpus_per_trial: int) -> None:

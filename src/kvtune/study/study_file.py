@@ -77,11 +77,10 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
             data["targets"] = [t]
         elif not (isinstance(t, list) and all(isinstance(x, str) for x in t)):
             raise SpecError("targets must be a list of strings such as 'ttft<1s'")
-        for text in data["targets"]:
-            try:
-                parse_target(text)
-            except TargetError as e:  # the file's error, said as one: where, then what
-                raise SpecError(f"targets: {e}") from e
+        try:  # parsed once, here: the spec keeps these Targets (study/spec.py _typed_targets)
+            data["targets"] = [parse_target(text) for text in data["targets"]]
+        except TargetError as e:  # the file's error, said as one: where, then what
+            raise SpecError(f"targets: {e}") from e
     if "time_budget" in data:  # "2h", "90m", or seconds
         data["time_budget_s"] = parse_duration(data.pop("time_budget"), what="time_budget")
     if "workload" in data:  # checked here; kept as the keys given (build_spec needs to know which)

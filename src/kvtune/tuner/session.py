@@ -12,7 +12,7 @@ import signal
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import optuna
 
@@ -35,12 +35,15 @@ from kvtune.tuner.search.importance import ImportanceSchedule
 from kvtune.tuner.search.warmstart import enqueue_warm_start
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
-    """`kvtune run`'s flags. Study settings (None = not given: the study file or the default
-    decides) become the StudySpec; the rest say where and how this run executes."""
+    """`kvtune run`'s flags, checked once and never changed (a backend's leg of a comparison is
+    a `replace`d copy). Study settings (None = not given: the study file or the default decides)
+    become the StudySpec; the rest say where and how this run executes. `file_data`: the study
+    file as read and checked once (study_file.load_study_file); None: read when first needed."""
 
     study_file: Path | None = None
+    file_data: Mapping[str, Any] | None = field(default=None, repr=False)
     spec_overrides: SpecOverrides = field(default_factory=SpecOverrides)  # StudySpec fields given
     runs_dir: str | None = None
     deploy_host: str = "127.0.0.1"
@@ -73,6 +76,8 @@ class RunOptions:
 
 def study_spec(opts: RunOptions) -> StudySpec:
     """The study file's values, then the flags given, over the defaults."""
+    if opts.file_data is not None:
+        return build_spec(dict(opts.file_data), opts.spec_overrides)
     file_data = load_study_file(opts.study_file) if opts.study_file else {}
     return build_spec(file_data, opts.spec_overrides)
 

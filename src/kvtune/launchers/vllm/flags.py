@@ -62,10 +62,10 @@ from kvtune.launchers.vllm.screen import (
 from kvtune.launchers.vllm.speculative import speculative_knobs
 from kvtune.launchers.vllm.values import (
     _pow2_range,
+    gpus_in_view,
     id_list,
     max_len_choices,
     server_defaults,
-    visible_gpus,
 )
 from kvtune.planner.gpus import CpuRam, GpuInfo, hardware_budget
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
@@ -156,7 +156,7 @@ class VllmLauncher(Launcher):
         cls, model: str, python: str | None = None, served_name: str | None = None, build: VllmBuild | None = None
     ) -> "VllmLauncher":
         build = build or detect_build(python)
-        gpus = () if build.kind == CPU else visible_gpus(hardware.gpu_infos(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+        gpus = () if build.kind == CPU else gpus_in_view(hardware.gpu_infos(), os.environ)
         # Read on GPU builds, where the defaults size the pre-screen and the plan; the CPU build
         # sets the KV cache itself and CPU_KV_DTYPES decides its dtypes, so its start-up skips
         # the probe (it imports torch).

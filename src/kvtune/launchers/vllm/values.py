@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Mapping
 
+from kvtune.hardware import cuda_visible_devices
 from kvtune.launchers.vllm.defaults import EngineDefaults
 from kvtune.planner.gpus import GpuInfo
 from kvtune.workload import Workload
@@ -67,13 +68,11 @@ def _pow2_range(low: int, high: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def visible_gpus(gpus: list[GpuInfo], cuda_visible: str | None) -> tuple[GpuInfo, ...]:
-    """The GPUs a server sees under CUDA_VISIBLE_DEVICES, in its order (all when unset or not
-    plain indices, e.g. UUIDs)."""
-    if cuda_visible is None:
-        return tuple(gpus)
-    parts = [p.strip() for p in cuda_visible.split(",") if p.strip()]
-    if not all(p.isdigit() for p in parts):
+def gpus_in_view(gpus: list[GpuInfo], env: Mapping[str, str]) -> tuple[GpuInfo, ...]:
+    """The GPUs a server sees under `env`'s CUDA_VISIBLE_DEVICES, in its order (all when unset or
+    not plain indices, e.g. UUIDs); parsed by hardware.cuda_visible_devices, the one parser."""
+    parts = cuda_visible_devices(env)
+    if parts is None or not all(p.isdigit() for p in parts):
         return tuple(gpus)
     by_index = {g.index: g for g in gpus}
     return tuple(by_index[int(p)] for p in parts if int(p) in by_index)

@@ -15,7 +15,7 @@ import pytest
 from kvtune import hardware
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import GPU, GiB, VllmBuild, VllmLauncher
-from kvtune.launchers.vllm.flags import visible_gpus
+from kvtune.launchers.vllm.flags import gpus_in_view
 from kvtune.launchers.vllm.gpu_fit import (
     ACTIVATION_RESERVE_BYTES,
     CUDA_GRAPH_RESERVE_BYTES,
@@ -125,8 +125,8 @@ def test_pinned_gpus_are_the_ones_sized() -> None:
     lau.pin_gpus(frozenset({2, 3}))
     assert [g.index for g in lau.gpus] == [2, 3]
     assert "the 2 GPU(s) this trial gets" in lau.precheck(Candidate(flags={"tensor-parallel-size": 4}), WL)
-    assert [g.index for g in visible_gpus(list(gpus("h100_sxm_x8_nvlink")), "5,1")] == [5, 1]
-    assert len(visible_gpus(list(gpus("h100_sxm_x8_nvlink")), "GPU-aaaa")) == 8
+    assert [g.index for g in gpus_in_view(list(gpus("h100_sxm_x8_nvlink")), {"CUDA_VISIBLE_DEVICES": "5,1"})] == [5, 1]
+    assert len(gpus_in_view(list(gpus("h100_sxm_x8_nvlink")), {"CUDA_VISIBLE_DEVICES": "GPU-aaaa"})) == 8
 
 
 def test_without_gpu_facts_or_shape_nothing_is_refused() -> None:

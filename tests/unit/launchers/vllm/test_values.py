@@ -10,11 +10,11 @@ from kvtune.launchers.vllm.defaults import FALLBACK
 from kvtune.launchers.vllm.values import (
     GPU_BLOCK_SIZE,
     V1_DEFAULTS,
+    gpus_in_view,
     id_list,
     max_len_choices,
     parse_id_list,
     server_defaults,
-    visible_gpus,
 )
 from kvtune.planner.gpus import GpuInfo
 from kvtune.workload import Workload
@@ -54,11 +54,13 @@ def gpu(index: int) -> GpuInfo:
 
 def test_visible_gpus_follow_cuda_visible_devices_in_its_order():
     gpus = [gpu(0), gpu(1), gpu(2)]
-    assert [g.index for g in visible_gpus(gpus, "2,0")] == [2, 0]
-    assert [g.index for g in visible_gpus(gpus, " 1 , 7 ")] == [1]  # 7 is not on this host
-    assert visible_gpus(gpus, None) == tuple(gpus)
-    assert visible_gpus(gpus, "GPU-1a2b") == tuple(gpus)  # UUIDs: not plain indices, all of them
-    assert visible_gpus(gpus, "") == ()
+    assert [g.index for g in gpus_in_view(gpus, {"CUDA_VISIBLE_DEVICES": "2,0"})] == [2, 0]
+    assert [g.index for g in gpus_in_view(gpus, {"CUDA_VISIBLE_DEVICES": " 1 , 7 "})] == [1]  # 7 is not on this host
+    assert gpus_in_view(gpus, {}) == tuple(gpus)
+    assert gpus_in_view(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-1a2b"}) == tuple(
+        gpus
+    )  # UUIDs: not plain indices, all of them
+    assert gpus_in_view(gpus, {"CUDA_VISIBLE_DEVICES": ""}) == ()
 
 
 def test_server_defaults_are_the_devices_own_for_the_knobs_tuned():
