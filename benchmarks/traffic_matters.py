@@ -53,11 +53,15 @@ from typing import Any, Sequence
 
 from kvtune.jsonsafe import dumps
 from kvtune.objectives.decisions import PairedInterval, paired_interval
-from kvtune.objectives.noise import Noise, pool
+from kvtune.objectives.noise import Noise, pool, t95
 from kvtune.objectives.targets import Target, with_default_error_target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.remeasure import mean_metrics
+from kvtune.verdict.stats import POWER, t_quantile
+
+# The difference the comparison must be able to see (issue 30): 15% at 80% power.
+WANTED_EFFECT = 0.15
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY_FILE = REPO / "studies" / "smollm2-cpu-llamacpp.yaml"
@@ -207,6 +211,27 @@ def own_vs_other(ms: Sequence[Measured], workload: str, key: str = OBJECTIVE) ->
     return paired_interval(pairs, noise_of(ms, key)) if pairs else None
 
 
+def detectable(iv: PairedInterval) -> tuple[float, int]:
+    """The smallest ratio difference these paired rounds detect with 80% power in a two-sided
+    95% test, exp((t_0.975 + t_0.80) * se) - 1 with `iv`'s standard error and degrees of
+    freedom, and the rounds that would detect WANTED_EFFECT (the same noise, n scaled by the
+    square of the ratio of the two log effects)."""
+    se = (iv.high - iv.low) / 2 / t95(iv.dof)
+    factor = t95(iv.dof) + t_quantile(POWER, iv.dof)
+    smallest = math.exp(factor * se) - 1
+    rounds = math.ceil(iv.pairs * (factor * se / math.log1p(WANTED_EFFECT)) ** 2)
+    return smallest, max(rounds, 2)
+
+
+def power_text(iv: PairedInterval | None) -> str:
+    """What the comparison could have seen: 'smallest detectable +X% (80% power); N rounds for 15%'."""
+    if iv is None:
+        return "no pair"
+    smallest, rounds = detectable(iv)
+    enough = "enough for" if smallest <= WANTED_EFFECT else f"{rounds} rounds would detect"
+    return f"smallest detectable {smallest:+.0%} ({POWER:.0%} power); {enough} {WANTED_EFFECT:.0%}"
+
+
 def targets_on_mean(targets: Sequence[Target], reference: dict[str, Any], runs: Sequence[Measured]) -> str:
     """'' when the mean of `runs` meets every target (relative ones resolved against
     `reference`), else what it misses; a run that failed outright decides on its own."""
@@ -240,7 +265,7 @@ def verdict(ms: Sequence[Measured], misses: dict[tuple[str, str], str], same: bo
         elif iv.high < 0:
             lines.append(f"under {LABEL[w]} the other study's best is faster beyond the noise: {iv.ratio_text()}")
         else:
-            lines.append(f"under {LABEL[w]} the two are within the noise: {iv.ratio_text()}")
+            lines.append(f"under {LABEL[w]} not detected: {iv.ratio_text()}; {power_text(iv)}")
     head = {0: "No measurable difference", 1: "Partly", 2: "Yes"}[beats]
     return f"{head}: " + "; ".join(lines) + "."
 
@@ -264,6 +289,7 @@ def render(facts: dict[str, Any], bests: dict[str, Best], ms: Sequence[Measured]
         + " | ".join("no pair" if iv is None else iv.ratio_text() for iv in ivs)
         + " |"
     )
+    out.append("| what these rounds could detect | " + " | ".join(power_text(iv) for iv in ivs) + " |")
     out += ["", "| config | workload | " + " | ".join(label for _, label in SHOWN[1:]) + " | targets on the mean |"]
     out += ["|---|---|" + "---|" * len(SHOWN)]
     for c in WORKLOADS:

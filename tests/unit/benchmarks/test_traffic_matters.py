@@ -207,6 +207,8 @@ def test_the_table_has_both_configs_under_both_workloads_with_the_ratio_and_the_
     assert lines[head + 3].startswith("| best of multi-turn (trial 2) | 16")
     assert "(targets met 3/3)" in lines[head + 2]
     assert lines[head + 4].startswith("| the column's own best / the other, paired, 95% | +25.0% [")
+    assert lines[head + 5].startswith("| what these rounds could detect | smallest detectable +")
+    assert "(80% power)" in lines[head + 5] and "15%" in lines[head + 5]
     # later-turn TTFT exists only under the conversations
     row = next(line for line in lines if line.startswith("| best of random prompts | random prompts |"))
     assert "| n/a |" in row and row.endswith("| met |")
@@ -221,7 +223,10 @@ def test_the_table_has_both_configs_under_both_workloads_with_the_ratio_and_the_
 def test_a_missed_target_answers_even_within_the_noise_and_the_same_config_says_no() -> None:
     ms = measured(own=20.0, other=20.0)
     misses = {(c, w): "" for c in tm.WORKLOADS for w in tm.WORKLOADS}
-    assert tm.verdict(ms, misses, same=False).startswith("No measurable difference: under random prompts the two")
+    assert tm.verdict(ms, misses, same=False).startswith(
+        "No measurable difference: under random prompts not detected: "
+    )
+    assert "smallest detectable +" in tm.verdict(ms, misses, same=False)
     misses[("random", "multiturn")] = "error_rate 0.5 breaks error_rate<1%"
     assert tm.verdict(ms, misses, same=False).startswith("Partly: ")
     assert "the best of random prompts misses the targets (error_rate 0.5" in tm.verdict(ms, misses, same=False)
@@ -237,3 +242,15 @@ def test_a_study_without_a_best_says_so_and_names_a_busy_machine(tmp_path) -> No
     assert text.endswith(f"nothing to compare (see {tmp_path / 'random.log'})")
     p["disturbed"] = []
     assert "disturbed" not in tm.no_best(p, "random", tmp_path / "random.log")
+
+
+def test_the_detectable_difference_shrinks_with_rounds_and_says_how_many_detect_15_percent() -> None:
+    from kvtune.objectives.decisions import PairedInterval
+
+    noisy = PairedInterval(0.0, -0.2, 0.2, pairs=3, dof=2, source="3 pairs' own spread")
+    smallest, rounds = tm.detectable(noisy)
+    assert smallest > 0.15 and rounds > 3  # too few rounds: more are needed for 15%
+    tight = PairedInterval(0.0, -0.02, 0.02, pairs=20, dof=19, source="20 pairs' own spread")
+    small, enough = tm.detectable(tight)
+    assert small < 0.15 and enough <= 20
+    assert "enough for 15%" in tm.power_text(tight) and "rounds would detect 15%" in tm.power_text(noisy)
