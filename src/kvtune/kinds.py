@@ -1,5 +1,5 @@
 """The enums of kvtune's typed core: backends, failure kinds, knob kinds, directions, progress
-modes. (Workload modes and endpoints are checked words in workload.py: MODES, ENDPOINTS.)
+modes. (Workload modes and endpoints are checked words in workload/: MODES, ENDPOINTS.)
 
 A leaf module (it imports nothing of kvtune), so every layer can use the same kinds: the
 launchers classify a failed start with `FailureKind`, the tuner records it on the trial outcome,

@@ -92,10 +92,10 @@ def test_a_multi_turn_workload_sizes_the_slot_for_its_last_turn_and_round_trips(
         ({"multiturn": True, "turns": 0}, "workload.turns must be at least 1, got 0"),
         ({"multiturn": True, "think_time_s": -1}, "workload.think_time_s must be a number of seconds >= 0, got -1"),
         (
-            {"multiturn": True, "mode": "open", "rate": 2.0},
-            "workload.multiturn runs a closed loop of chat conversations: drop rate, mode: open",
+            {"multiturn": True, "duration_s": 60.0},
+            "workload.multiturn runs chat conversations: drop duration_s (or set mode: open)",
         ),
-        ({"multiturn": True, "endpoint": "completions"}, "workload.multiturn runs a closed loop of chat conversations"),
+        ({"multiturn": True, "endpoint": "completions"}, "workload.multiturn runs chat conversations: drop endpoint"),
         (
             {"multiturn": True, "conversation_max_tokens": 100},
             "workload.conversation_max_tokens (100) cannot hold one turn: at least prompt + output + 32",

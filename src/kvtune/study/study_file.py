@@ -105,7 +105,7 @@ def parse_workload(raw: Any) -> Workload:
     if unknown:
         raise SpecError(f"workload has unknown key(s) {sorted(map(str, unknown))}; allowed: {', '.join(known)}")
     numbers = {"request_timeout_s", "burstiness", "shared_prefix_fraction", "trace_speed", "trace_length_scale"}
-    numbers |= {"think_time_s", "prompt_spread", "output_spread"}
+    numbers |= {"think_time_s", "prompt_spread", "output_spread", "think_spread"}
     optional_numbers = {"rate", "duration_s", "trace_window_s"}
     strings = {"mode", "arrival", "endpoint", "trace_time_unit"}
     for k, v in raw.items():

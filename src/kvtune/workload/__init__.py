@@ -15,7 +15,9 @@ Either runs `num_requests` requests, or sends for `duration_s` seconds when that
 are synthetic (`prompt_tokens` each) unless `dataset` names a ShareGPT JSON or JSONL file; with
 ``shared_prefix_fraction > 0`` every request also carries a system prompt of
 `shared_prefix_tokens`, the same one for that fraction of requests and a unique one for the
-rest, so every request does the same work and only a prefix cache tells them apart.
+rest, so every request does the same work and only a prefix cache tells them apart; with
+`shared_prefix_groups` k > 1 the sharing requests are split among k distinct shared system
+prompts (the j-th sharing request gets group j % k), as subsets of users share different ones.
 `prompt_spread` / `output_spread` > 0 draw each synthetic request's lengths from a lognormal of
 mean `prompt_tokens` / `output_tokens` and that sigma of log (bench/lengths.py, seeded by `seed`
 and the request's index, so two configs get the same draws), clamped to [1, `length_cap`]: the
@@ -31,10 +33,13 @@ numeric timestamps are read in `trace_time_unit` (auto: the rule of bench/trace_
 `trace_model` / `trace_log_type` keep only a BurstGPT trace's rows of that Model / Log Type.
 
 With ``multiturn`` (bench/multiturn.py) each of `concurrency` users holds one conversation at a
-time: `turns` turns of `prompt_tokens` new input each (all human turns of a ShareGPT record when
-`dataset` is set), every request carrying the history so far (earlier prompts and the server's
-own answers), `think_time_s` between a user's turns. ``ceil(num_requests / turns)`` conversations
-are measured; one ends early when its next turn would not fit `conversation_max_tokens` (default:
+time (``mode="open"``: conversations start at `rate` per second at the open loop's arrival times
+instead, each then running its turns; `concurrency` only sizes the warm-up): `turns` turns of
+`prompt_tokens` new input each (all human turns of a ShareGPT record when `dataset` is set), every
+request carrying the history so far (earlier prompts and the server's own answers),
+`think_time_s` between a user's turns (`think_spread` > 0: each pause drawn from a lognormal of
+that mean, seeded by `seed`, the conversation and the turn). ``ceil(num_requests / turns)``
+conversations are measured (open loop with `duration_s`: those starting in it); one ends early when its next turn would not fit `conversation_max_tokens` (default:
 `request_tokens`, the context kvtune sizes a slot for). Only a conversation's first turn carries a
 nonce, so its turns share their prefix and different conversations do not.
 Secrets (an API key) never live here: a workload is saved with the results.
@@ -46,14 +51,24 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from kvtune.errors import SpecError
+from kvtune.workload.checks import (
+    MULTITURN_FIELDS,
+    TEMPLATE_TOKENS,
+    TEMPLATE_TOKENS_PER_TURN,
+    check_multiturn,
+    check_prefix_groups,
+    check_spreads,
+)
+from kvtune.workload.lognormal import Z99, length_cap, lognormal_mu, spread_words, think_words
+
+__all__ = [
+    "ARRIVALS", "ENDPOINTS", "MODES", "REQUEST_TEMPLATE_TOKENS", "TEMPLATE_TOKENS", "TEMPLATE_TOKENS_PER_TURN",
+    "TRACE_TIME_UNITS", "Workload", "Z99", "length_cap", "lognormal_mu", "spread_words",
+]  # fmt: skip
 
 ARRIVALS = ("poisson", "gamma", "constant")  # bench/arrivals.py draws the gaps
 
 MODES = ("closed", "open")
-# Tokens the chat template adds: once per conversation (a default system prompt, as SmolLM2's
-# template writes one) and per turn (role markers of the user message and of the answer).
-TEMPLATE_TOKENS = 32
-TEMPLATE_TOKENS_PER_TURN = 12
 # What one request adds to its prompt text, by endpoint: a chat request the template's system
 # prompt and role markers (a fixed allowance, not counted per model: the demo model's template
 # measured 30 tokens on llama-server, usage.prompt_tokens of a one-token message being 31;
@@ -89,6 +104,8 @@ class Workload:
     dataset_max_tokens: int | None = None
     shared_prefix_fraction: float = 0.0
     shared_prefix_tokens: int = 0
+    # Distinct shared system prompts the sharing requests are split among (1: one for all).
+    shared_prefix_groups: int = 1
     # Sigma of log of the lognormal synthetic lengths are drawn from; 0 = the constant length.
     prompt_spread: float = 0.0
     output_spread: float = 0.0
@@ -107,6 +124,8 @@ class Workload:
     turns: int = 4
     think_time_s: float = 0.0
     conversation_max_tokens: int | None = None
+    # Sigma of log of the lognormal each think time is drawn from (mean think_time_s); 0 = constant.
+    think_spread: float = 0.0
 
     @property
     def reuses_prefixes(self) -> bool:
@@ -180,15 +199,7 @@ class Workload:
                 ) + f"its first {window:g} s"
             return f"trace {self.trace} at its own arrival times and lengths, {cut}"
         if self.multiturn:
-            think = f", {self.think_time_s:g} s think time" if self.think_time_s > 0 else ""
-            if self.dataset:
-                what, size = f"conversations of {self.dataset} (each record's human turns)", ""
-            else:
-                what, size = f"conversations of {self.turns} turns", f"{self.prompt_tokens} new prompt / "
-            return (
-                f"{self.concurrency} concurrent users replaying {self.conversations} {what}{think}, each turn "
-                f"carrying the history so far; {size}{self.output_tokens} output tokens per turn"
-            )
+            return self._describe_conversations()
         if self.rate is not None:
             users = f"open loop at {self.rate:g} req/s ({self.arrival})"
         else:
@@ -197,8 +208,36 @@ class Workload:
         if self.prompt_spread > 0:
             prompts = "prompts " + spread_words(self.prompt_tokens, self.prompt_spread)
         if self.output_spread > 0:
-            return f"{users}, {prompts} / outputs {spread_words(self.output_tokens, self.output_spread)}"
-        return f"{users}, {prompts} / {self.output_tokens} output tokens"
+            return (
+                f"{users}, {prompts} / outputs {spread_words(self.output_tokens, self.output_spread)}{self._shared()}"
+            )
+        return f"{users}, {prompts} / {self.output_tokens} output tokens{self._shared()}"
+
+    def _shared(self) -> str:
+        """The shared system prompt in words, when some requests share one."""
+        if self.shared_prefix_fraction <= 0:
+            return ""
+        k = self.shared_prefix_groups
+        groups = f", in {k} groups (each group its own prompt)" if k > 1 else ""
+        return f"; a {self.shared_prefix_tokens}-token system prompt shared by {self.shared_prefix_fraction:.0%} of requests{groups}"
+
+    def _describe_conversations(self) -> str:
+        """Conversations in words: who starts them (users, or an open loop's rate), their turns."""
+        think = think_words(self.think_time_s, self.think_spread)
+        think = f", {think}" if think else ""
+        if self.dataset:
+            what, size = f"conversations of {self.dataset} (each record's human turns)", ""
+        else:
+            what, size = f"conversations of {self.turns} turns", f"{self.prompt_tokens} new prompt / "
+        if self.mode == "open":
+            start = f"conversations starting at {self.rate:g}/s ({self.arrival})"
+            if self.duration_s is not None:
+                who = f"{what}, {start} for {self.duration_s:g} s"
+            else:
+                who = f"{self.conversations} {what}, {start}"
+        else:
+            who = f"{self.concurrency} concurrent users replaying {self.conversations} {what}"
+        return f"{who}{think}, each turn carrying the history so far; {size}{self.output_tokens} output tokens per turn"
 
     def validate(self) -> "Workload":
         for name in ("concurrency", "prompt_tokens", "output_tokens", "num_requests"):
@@ -254,48 +293,11 @@ class Workload:
                 "workload.shared_prefix_fraction > 0 needs shared_prefix_tokens >= 1 "
                 "(the length of the shared system prompt)"
             )
-        self._validate_spreads()
+        check_spreads(self)
+        check_prefix_groups(self)
         self._validate_trace()
-        self._validate_multiturn()
+        check_multiturn(self)
         return self
-
-    def _validate_spreads(self) -> None:
-        """Spreads are a sigma of log (finite, >= 0) and only for lengths kvtune synthesizes."""
-        owners = {"prompt_spread": ("trace", "dataset", "multiturn"), "output_spread": ("trace", "multiturn")}
-        for name, own in owners.items():
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
-                raise SpecError(
-                    f"workload.{name} must be a finite number >= 0 (sigma of log; 0 = constant), got {value}"
-                )
-            clash = [n for n in own if getattr(self, n)]
-            if value > 0 and clash:
-                raise SpecError(
-                    f"workload.{name} draws synthetic lengths, but {' and '.join(clash)} sets its own: drop {name}"
-                )
-
-    def _validate_multiturn(self) -> None:
-        if not self.multiturn:
-            for name in _MULTITURN_FIELDS[1:]:
-                if getattr(self, name) != _MULTITURN_DEFAULTS[name]:
-                    raise SpecError(f"workload.{name} applies to multi-turn only: set workload.multiturn: true")
-            return
-        clash = [n for n in ("trace", "rate", "duration_s") if getattr(self, n) is not None]
-        clash += ["mode: open"] if self.mode == "open" else []
-        clash += ["endpoint: completions"] if self.endpoint != "chat" else []
-        clash += ["shared_prefix_fraction"] if self.shared_prefix_fraction > 0 else []
-        if clash:
-            raise SpecError(f"workload.multiturn runs a closed loop of chat conversations: drop {', '.join(clash)}")
-        if self.turns < 1:
-            raise SpecError(f"workload.turns must be at least 1, got {self.turns}")
-        if not (isinstance(self.think_time_s, (int, float)) and 0 <= self.think_time_s < math.inf):
-            raise SpecError(f"workload.think_time_s must be a number of seconds >= 0, got {self.think_time_s}")
-        least = self.prompt_tokens + self.output_tokens + TEMPLATE_TOKENS
-        if self.conversation_max_tokens is not None and self.conversation_max_tokens < least:
-            raise SpecError(
-                f"workload.conversation_max_tokens ({self.conversation_max_tokens}) cannot hold one turn: "
-                f"at least prompt + output + {TEMPLATE_TOKENS} template tokens = {least}"
-            )
 
     def _validate_trace(self) -> None:
         if self.trace is None:
@@ -342,11 +344,17 @@ class Workload:
             if d.get(name, None) == _TRACE_DEFAULTS[name]:
                 d.pop(name, None)
         if not self.multiturn:
-            for name in _MULTITURN_FIELDS:
+            for name in MULTITURN_FIELDS:
                 d.pop(name)
-        for name in ("prompt_spread", "output_spread"):  # newer keys, left out at 0 (the same names)
-            if d[name] == 0:
-                d.pop(name)
+        # newer keys, left out at their defaults (a workload without them keeps its study's name)
+        for name, default in (
+            ("prompt_spread", 0),
+            ("output_spread", 0),
+            ("think_spread", 0),
+            ("shared_prefix_groups", 1),
+        ):
+            if d.get(name, default) == default:
+                d.pop(name, None)
         return d
 
 
@@ -361,29 +369,6 @@ _TRACE_FIELDS = (
     *_TRACE_READ_FIELDS,
 )
 _TRACE_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _TRACE_FIELDS}
-_MULTITURN_FIELDS = ("multiturn", "turns", "think_time_s", "conversation_max_tokens")
-_MULTITURN_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _MULTITURN_FIELDS}
-
-
-Z99 = 2.3263478740408408  # the standard normal's 99th percentile
-
-
-def lognormal_mu(mean: float, sigma: float) -> float:
-    """The mu of log of the lognormal whose mean is `mean` at this `sigma`: E = exp(mu + sigma²/2)."""
-    return math.log(mean) - sigma * sigma / 2
-
-
-def length_cap(mean: int, spread: float) -> int:
-    """The largest length a request draws (and the one a slot is sized for): the lognormal's
-    p99, never below the mean itself; `mean` when spread is 0 (the constant length)."""
-    if spread <= 0:
-        return mean
-    return max(mean, math.ceil(math.exp(lognormal_mu(mean, spread) + Z99 * spread)))
-
-
-def spread_words(mean: int, spread: float) -> str:
-    """A drawn length in words, for describe(): "~lognormal(mean 200, sigma 0.5) up to 565"."""
-    return f"~lognormal(mean {mean}, sigma {spread:g}) up to {length_cap(mean, spread)}"
 
 
 def _positive(x: float) -> bool:
