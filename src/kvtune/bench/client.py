@@ -32,8 +32,8 @@ from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
 from kvtune.bench.conversations import conversation_source
 from kvtune.bench.datasets import load_prompts
 from kvtune.bench.lengths import prompt_size_words
-from kvtune.bench.loops import OPEN_LEAD_S, Stopper, closed_loop, open_loop, ramp_offset
-from kvtune.bench.multiturn import ConversationLoop, planned_turns, turn_metrics
+from kvtune.bench.loops import OPEN_LEAD_S, Stopper, closed_loop, fell_behind_schedule, open_loop, ramp_offset
+from kvtune.bench.multiturn import ConversationLoop, conversation_starts, planned_turns, turn_metrics
 from kvtune.bench.options import BenchOptions, BenchRun, resolve_api_key, slo_goodput
 from kvtune.bench.prefix_reuse import hit_rate_note, prefix_cache_hit_rate
 from kvtune.bench.prompts import PromptSource
@@ -58,10 +58,6 @@ __all__ = [
     "run_benchmark",
     "slo_goodput",
 ]
-
-# The open loop fell behind when the p99 send lag exceeds max(50 ms, 10% of the mean gap).
-FELL_BEHIND_MIN_S = 0.050
-FELL_BEHIND_GAP_FRACTION = 0.10
 
 
 def _tokenizer(tokenizer: Tokenizer | str | Path | None) -> tuple[Tokenizer | None, str]:
@@ -121,9 +117,10 @@ def _prompt_source(
         f"common English word, nonce ~10 tokens)"
     )
     if workload.shared_prefix_fraction > 0:
+        k = workload.shared_prefix_groups
         desc += (
             f", after a {workload.shared_prefix_tokens}-token system prompt shared by "
-            f"{workload.shared_prefix_fraction:.0%} of requests (unique for the others)"
+            f"{workload.shared_prefix_fraction:.0%} of requests{f' in {k} groups' if k > 1 else ''} (unique for the others)"
         )
     return PromptSource(workload, salt, words=words), desc
 
@@ -191,7 +188,7 @@ async def run_benchmark(base_url: str, workload: Workload, options: BenchOptions
         if scraper is not None:
             server_metrics = await scraper.finish()
     metrics = {**acceptance_from(server_metrics), **_summary(samples, duration_s, o, notes, server_metrics)}
-    fell_behind = _fell_behind(workload, _offered_rate(workload, offsets), samples, metrics, notes)
+    fell_behind = fell_behind_schedule(_offered_rate(workload, offsets), samples, metrics, notes)
     return BenchRun(
         samples,
         warmup,
@@ -329,14 +326,20 @@ async def _run_conversations(base: str, workload: Workload, o: BenchOptions) -> 
             await scraper.start()
         if o.on_phase:
             o.on_phase("measuring")
-        samples, duration_s = await loop.run(0, workload.conversations, workload.concurrency, stopper)
+        if workload.mode == "open":  # sessions start at the schedule's times, not as users free up
+            samples, duration_s = await loop.run_open(conversation_starts(workload), stopper)
+        else:
+            samples, duration_s = await loop.run(0, workload.conversations, workload.concurrency, stopper)
         if scraper is not None:
             server_metrics = await scraper.finish()
     notes.append(loop.stats.describe())
     metrics = _summary(samples, duration_s, o, notes, server_metrics)
     metrics["conversations_cut_by_context"] = float(loop.stats.cut_by_context)
+    rate = workload.rate if workload.mode == "open" else None
+    behind = fell_behind_schedule(rate, samples, metrics, notes, "conversations/s")
     return BenchRun(
-        samples, warmup, duration_s, metrics, prompt_tokens_exact=source.exact, prompt_source=source.describe(),
+        samples, warmup, duration_s, metrics, mode=workload.mode, fell_behind=behind,
+        prompt_tokens_exact=source.exact, prompt_source=source.describe(),
         server_metrics=server_metrics, workload=workload.to_dict(), endpoint=CHAT_PATH, notes=notes,
         stopped=stopper.reason, planned=planned_turns(workload), sent=stopper.sent,
     )  # fmt: skip
@@ -347,27 +350,6 @@ def _offered_rate(workload: Workload, offsets: list[float]) -> float | None:
     if workload.trace is not None:
         return (len(offsets) - 1) / offsets[-1] if len(offsets) > 1 and offsets[-1] > 0 else None
     return workload.rate if workload.mode == "open" else None
-
-
-def _fell_behind(
-    workload: Workload, rate: float | None, samples: list[RequestSample], metrics: dict[str, float], notes: list[str]
-) -> bool:
-    """Whether the open loop could not keep to its schedule (metrics and notes say so too)."""
-    if rate is None or not samples:
-        return False
-    threshold_s = max(FELL_BEHIND_MIN_S, FELL_BEHIND_GAP_FRACTION / rate)
-    metrics["schedule_lag_threshold_ms"] = 1000.0 * threshold_s
-    metrics["offered_rate"] = rate
-    fell_behind = metrics.get("p99_schedule_lag_ms", 0.0) > 1000.0 * threshold_s
-    metrics["fell_behind"] = 1.0 if fell_behind else 0.0
-    if fell_behind:
-        notes.append(
-            f"client fell behind its schedule: p99 send lag "
-            f"{metrics['p99_schedule_lag_ms']:.0f} ms > {1000 * threshold_s:.0f} ms, so the "
-            f"server got less than {rate:g} req/s; the client (CPU, event loop) may be "
-            f"the bottleneck, not the server"
-        )
-    return fell_behind
 
 
 def run(base_url: str, workload: Workload, options: BenchOptions) -> BenchRun:

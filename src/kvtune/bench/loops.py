@@ -5,7 +5,8 @@ optional ramp: the users' first requests spread over `ramp_s`). An open loop sen
 ``start + offsets[i]`` whatever the server is doing (no coordinated omission: arrivals.py fixes
 the schedule before the run). Both read and wait on the injected `Clock` only, so a virtual clock
 makes their timings exact in tests, and both hand each finished measured request to a `Stopper`,
-which ends the phase early once `BenchOptions.stop_when` gives a reason.
+which ends the phase early once `BenchOptions.stop_when` gives a reason. `fell_behind_schedule`
+says when an open loop (of requests, or of conversation starts) could not keep to its schedule.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from kvtune.objectives.metrics import RequestSample
 
 # Seconds between creating the open-loop schedule and its first due time.
 OPEN_LEAD_S = 0.005
+# The open loop fell behind when the p99 send lag exceeds max(50 ms, 10% of the mean gap).
+FELL_BEHIND_MIN_S = 0.050
+FELL_BEHIND_GAP_FRACTION = 0.10
 
 
 class Stopper:
@@ -152,3 +156,26 @@ async def open_loop(
     await stop.gather()
     done = [samples[i] for i in sorted(samples)]
     return done, span(done)
+
+
+def fell_behind_schedule(
+    rate: float | None, samples: list[RequestSample], metrics: dict[str, float], notes: list[str], unit: str = "req/s"
+) -> bool:
+    """Whether the open loop could not keep to its schedule (metrics and notes say so too): the
+    p99 lag of the sends that had a due time (requests, or conversations' first turns) against
+    max(50 ms, 10% of the mean gap). `rate` None (a closed loop): never."""
+    if rate is None or not samples:
+        return False
+    threshold_s = max(FELL_BEHIND_MIN_S, FELL_BEHIND_GAP_FRACTION / rate)
+    metrics["schedule_lag_threshold_ms"] = 1000.0 * threshold_s
+    metrics["offered_rate"] = rate
+    fell_behind = metrics.get("p99_schedule_lag_ms", 0.0) > 1000.0 * threshold_s
+    metrics["fell_behind"] = 1.0 if fell_behind else 0.0
+    if fell_behind:
+        notes.append(
+            f"client fell behind its schedule: p99 send lag "
+            f"{metrics['p99_schedule_lag_ms']:.0f} ms > {1000 * threshold_s:.0f} ms, so the "
+            f"server got less than {rate:g} {unit}; the client (CPU, event loop) may be "
+            f"the bottleneck, not the server"
+        )
+    return fell_behind

@@ -1,8 +1,13 @@
-"""Multi-turn conversations in a closed loop: each user holds one conversation at a time.
+"""Multi-turn conversations: a closed loop where each user holds one conversation at a time, or
+an open loop where conversations start at precomputed arrival times.
 
-A user sends turn 1, reads the server's answer, waits `think_time_s`, then sends turn 2 with the
-whole history (its earlier turns and the server's *actual* answers, as a chat client does), and so
-on; when a conversation ends it starts the next one not yet taken. A conversation ends at its last
+A user sends turn 1, reads the server's answer, waits `think_time_s` (drawn per turn with
+`think_spread`: lengths.py `think_pause`), then sends turn 2 with the whole history (its earlier
+turns and the server's *actual* answers, as a chat client does), and so on; in the closed loop
+(`run`) when a conversation ends its user starts the next one not yet taken. In the open loop
+(`run_open`) conversation c starts at its offset whatever the others are doing, as real sessions
+arrive (arrivals.py's schedule, so a slow server is not offered fewer sessions); its first turn
+records the intended start, so the schedule lag says whether the client kept up. A conversation ends at its last
 turn, at a failed turn (there is no answer to continue from), or when its next turn would not fit
 the context `ceiling`: the tokens the server counted for the last request (its prompt plus answer,
 ``usage``) plus the new turn, its answer and the template's share. Every sample says which
@@ -19,8 +24,10 @@ from typing import Callable
 
 import httpx
 
+from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
 from kvtune.bench.conversations import ConversationSource
-from kvtune.bench.loops import Stopper, span
+from kvtune.bench.lengths import think_pause
+from kvtune.bench.loops import OPEN_LEAD_S, Stopper, span
 from kvtune.bench.stream import one_request
 from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.objectives.metrics import RequestSample, percentile
@@ -68,8 +75,9 @@ class ConversationLoop:
         need = used + self.source.tokens(turn_text) + self.workload.output_tokens + TEMPLATE_TOKENS_PER_TURN
         return need + (TEMPLATE_TOKENS if first else 0) <= self.ceiling
 
-    async def conversation(self, c: int, keep: Callable[[RequestSample], bool]) -> None:
-        """Run conversation `c` to its end; `keep` records each turn (False: the phase stopped)."""
+    async def conversation(self, c: int, keep: Callable[[RequestSample], bool], start: float | None = None) -> None:
+        """Run conversation `c` to its end; `keep` records each turn (False: the phase stopped).
+        `start`: the open loop's due time of its first turn (recorded as the intended send)."""
         history: Messages = []
         used = 0
         turns = self.source.turns(c)[: self.max_turns]
@@ -78,14 +86,17 @@ class ConversationLoop:
             if not self.fits(used, text, k == 1):
                 self.stats.cut_by_context += 1
                 return
-            if k > 1 and self.workload.think_time_s > 0:
-                await self.clock.asleep(self.workload.think_time_s)
+            pause = think_pause(self.workload, c, k) if k > 1 else 0.0
+            if pause > 0:
+                await self.clock.asleep(pause)
             user = {"role": "user", "content": text}
             answer: list[str] = []
-            body, due = self.body(history + [user]), self.clock.monotonic()
+            body = self.body(history + [user])
+            due = start if k == 1 and start is not None else self.clock.monotonic()
+            intended = start if k == 1 else None
             timeout_s = self.workload.request_timeout_s
             sample = await one_request(
-                self.client, self.url, body, timeout_s, due, secret=self.secret, clock=self.clock, answer=answer
+                self.client, self.url, body, timeout_s, due, intended, self.secret, self.clock, answer
             )
             sample.conversation, sample.turn = c, k
             self.stats.turns_sent += 1
@@ -105,14 +116,8 @@ class ConversationLoop:
         (samples in conversation and turn order, first send to last end)."""
         stop = stopper or Stopper(None)
         samples: list[RequestSample] = []
+        keep = _keeper(stop, samples)
         taken = 0
-
-        def keep(sample: RequestSample) -> bool:
-            stop.sent += 1
-            if stop.keep(sample):
-                samples.append(sample)
-                return stop.reason is None
-            return False
 
         async def user() -> None:
             nonlocal taken
@@ -125,6 +130,54 @@ class ConversationLoop:
         await stop.gather()
         samples.sort(key=lambda s: (s.conversation or 0, s.turn or 0))
         return samples, span(samples)
+
+    async def run_open(self, offsets: list[float], stopper: Stopper | None = None) -> tuple[list[RequestSample], float]:
+        """Conversation c (0, 1, ...) starts at ``start + offsets[c]`` whatever the others are
+        doing (a start the scheduler reaches late goes out at once, its lag recorded); each then
+        runs its turns. Nothing more starts once `stopper` stops the run."""
+        stop = stopper or Stopper(None)
+        samples: list[RequestSample] = []
+        keep = _keeper(stop, samples)
+        start = self.clock.monotonic() + OPEN_LEAD_S
+
+        async def starter() -> None:
+            for c, offset in enumerate(offsets):
+                due = start + offset
+                if due > self.clock.monotonic():
+                    await self.clock.asleep(due - self.clock.monotonic())
+                stop.tasks.append(asyncio.create_task(self.conversation(c, keep, due)))
+
+        stop.tasks.append(asyncio.create_task(starter()))
+        # every conversation is started (or the stop cancelled the starter) before the waiting starts
+        await asyncio.gather(stop.tasks[0], return_exceptions=True)
+        await stop.gather()
+        samples.sort(key=lambda s: (s.conversation or 0, s.turn or 0))
+        return samples, span(samples)
+
+
+def _keeper(stop: Stopper, samples: list[RequestSample]) -> Callable[[RequestSample], bool]:
+    """`keep` for a phase's conversations: counts the turn sent, records it unless the stop came
+    first; False ends the conversation (the phase stopped)."""
+
+    def keep(sample: RequestSample) -> bool:
+        stop.sent += 1
+        if stop.keep(sample):
+            samples.append(sample)
+            return stop.reason is None
+        return False
+
+    return keep
+
+
+def conversation_starts(workload: Workload) -> list[float]:
+    """An open loop's conversation start offsets (seconds from the phase start): those in
+    `duration_s` when set, else `workload.conversations` of them; empty for a closed loop."""
+    w = workload
+    if w.mode != "open" or w.rate is None:
+        return []
+    if w.duration_s is not None:
+        return arrival_offsets_for(w.duration_s, w.rate, w.arrival, w.burstiness, w.seed)
+    return arrival_offsets(w.conversations, w.rate, w.arrival, w.burstiness, w.seed)
 
 
 def turn_metrics(samples: list[RequestSample]) -> dict[str, float]:
@@ -149,5 +202,9 @@ def turn_metrics(samples: list[RequestSample]) -> dict[str, float]:
 
 def planned_turns(workload: Workload) -> int | None:
     """The turns a multi-turn run plans: every turn of its synthetic conversations (the context
-    may end some early); None for a dataset's, whose conversations differ in length."""
-    return None if workload.dataset is not None else workload.conversations * workload.turns
+    may end some early; an open loop's: those its schedule starts); None for a dataset's, whose
+    conversations differ in length."""
+    if workload.dataset is not None:
+        return None
+    started = len(conversation_starts(workload)) if workload.mode == "open" else workload.conversations
+    return started * workload.turns

@@ -12,8 +12,10 @@ prefill look free. Every prompt therefore starts with a nonce, and the rest is f
   and in the shared-prefix workload adds a system prompt of `shared_prefix_tokens`: the same
   one for `shared_prefix_fraction` of requests (spread evenly) and a unique one, of the same
   length, for the others, so every request does the same work and only a prefix cache can tell
-  them apart. Synthetic lengths are drawn per request when the workload has a spread
-  (lengths.py).
+  them apart. With `shared_prefix_groups` k > 1 the sharing requests are dealt round-robin
+  among k shared system prompts (`shared_prefix_group`), so k subsets of requests each reuse
+  their own prefix, as a server's tenants or apps do. Synthetic lengths are drawn per request
+  when the workload has a spread (lengths.py).
 """
 
 from __future__ import annotations
@@ -105,6 +107,14 @@ def shared_prefix_member(index: int, fraction: float) -> bool:
     return int((index + 1) * fraction) > int(index * fraction)
 
 
+def shared_prefix_group(index: int, fraction: float, groups: int) -> int:
+    """The group of member request `index`: the j-th sharing request (counting from 0) gets
+    j % `groups`, so each group gets every k-th sharer (whatever `fraction` spaces them by)
+    and the groups' sizes differ by one at most."""
+    j = index if fraction >= 1 else int((index + 1) * fraction) - 1
+    return j % groups
+
+
 @dataclass(frozen=True)
 class Prompt:
     """One request's text. `system` is None unless the workload has a shared-prefix part."""
@@ -112,6 +122,7 @@ class Prompt:
     user: str
     system: str | None = None
     shared_prefix: bool = False
+    group: int | None = None  # which shared system prompt, for a sharing request
     # Exact tokens of the prompt text (system + user, no template) when a tokenizer knows them.
     tokens: int | None = None
 
@@ -168,15 +179,18 @@ class PromptSource:
     def prompt(self, index: int) -> Prompt:
         w = self.workload
         user = self._user(index)
-        system = None
+        system, group = None, None
         shared = False
         if w.shared_prefix_fraction > 0 and w.shared_prefix_tokens > 0:
             shared = shared_prefix_member(index, w.shared_prefix_fraction)
-            # The shared one is the same for the whole run (index -1); the others are unique.
-            system = self._text(-1 if shared else index, w.shared_prefix_tokens, "shared" if shared else "system")
+            # Group g's shared one is the same for the whole run (key -1 - g, never a request's
+            # index); the others are unique.
+            group = shared_prefix_group(index, w.shared_prefix_fraction, w.shared_prefix_groups) if shared else None
+            key = index if group is None else -1 - group
+            system = self._text(key, w.shared_prefix_tokens, "shared" if shared else "system")
         tokens = None
         if self.dataset is None and self.words:
             tokens = prompt_length(w, index) + (w.shared_prefix_tokens if system is not None else 0)
         elif self.count is not None:
             tokens = self.count(user) + (self.count(system) if system is not None else 0)
-        return Prompt(user=user, system=system, shared_prefix=shared, tokens=tokens)
+        return Prompt(user=user, system=system, shared_prefix=shared, group=group, tokens=tokens)
