@@ -94,6 +94,7 @@ def bench_args(w: Workload, targets: list[Target], slo: Slo | None = None) -> li
         args += [flag, spread] if spread else []  # the same seeded draws as the study's
     if w.shared_prefix_fraction:
         args += ["--shared-prefix-fraction", w.shared_prefix_fraction, "--shared-prefix-tokens", w.shared_prefix_tokens]
+        args += ["--prefix-groups", w.shared_prefix_groups] if w.shared_prefix_groups > 1 else []
     if w.reuses_prefixes:  # a trace, conversations, a shared prefix: the tuner measured them cached
         args += ["--prompt-cache", "on"]
     if slo is not None:
@@ -129,6 +130,8 @@ def _multiturn_args(w: Workload) -> list[object]:
     args: list[object] = ["--workload", "multiturn", "--turns", w.turns]
     if w.think_time_s > 0:  # 0 is kvtune bench's default
         args += ["--think-time", w.think_time_s]
+    if w.think_spread > 0:  # the same seeded pauses as the study's
+        args += ["--think-spread", w.think_spread]
     if w.conversation_max_tokens is not None:
         args += ["--conversation-max-tokens", w.conversation_max_tokens]
     return args

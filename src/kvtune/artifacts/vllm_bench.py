@@ -180,6 +180,12 @@ def _random_dataset(w: Workload, notes: list[str]) -> list[object]:
             "--random-output-len",
             w.output_tokens,
         ]
+    k = w.shared_prefix_groups
+    if f == 1.0 and k > 1:  # every request shares one of k prefixes: vLLM's prefix repetition
+        per_group = max(1, w.num_requests // k)
+        if k * per_group != w.num_requests:
+            notes.append(f"vllm bench serve uses each of {k} prefixes equally often: {k * per_group} requests")
+        return _prefix_repetition(w, k, per_group)
     if f == 1.0:  # one prefix for every request: vLLM's random prefix
         return [
             "--dataset-name",
@@ -193,10 +199,16 @@ def _random_dataset(w: Workload, notes: list[str]) -> list[object]:
         ]
     per_prefix = nearest_repeats(f, w.num_requests)
     prefixes = w.num_requests // per_prefix
+    shared = f"one prefix among {f:.0%} of requests" + (f" (in {k} groups)" if k > 1 else "")
     notes.append(
-        f"vllm bench serve cannot share one prefix among {f:.0%} of requests: {prefixes} prefixes used "
+        f"vllm bench serve cannot share {shared}: {prefixes} prefixes used "
         f"{per_prefix} times each, so {1 - 1 / per_prefix:.0%} of {prefixes * per_prefix} requests reuse one"
     )
+    return _prefix_repetition(w, prefixes, per_prefix)
+
+
+def _prefix_repetition(w: Workload, prefixes: int, per_prefix: int) -> list[object]:
+    """vLLM's prefix_repetition dataset: `prefixes` shared prefixes, each used `per_prefix` times."""
     return [
         "--dataset-name",
         "prefix_repetition",

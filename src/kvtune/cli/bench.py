@@ -61,9 +61,7 @@ def bench_workload(f: BenchFlags) -> Workload:
     """The checked workload the flags describe."""
     rates = parse_rates(f.rate)
     rate = rates[0] if rates else None  # a sweep's workload is checked at its first rate
-    multiturn = _multiturn(
-        f.workload_kind, turns=f.turns, think_time=f.think_time, max_tokens=f.conversation_max_tokens
-    )
+    multiturn = _multiturn(f)
     return Workload(
         concurrency=f.concurrency,
         prompt_tokens=f.prompt_tokens,
@@ -85,6 +83,7 @@ def bench_workload(f: BenchFlags) -> Workload:
         dataset_max_tokens=f.dataset_max_tokens,
         shared_prefix_fraction=f.shared_prefix_fraction,
         shared_prefix_tokens=f.shared_prefix_tokens,
+        shared_prefix_groups=f.prefix_groups,
         trace=trace_of(f.workload_kind),
         trace_requests=f.trace_requests,
         trace_window_s=seconds(f.trace_window, "--trace-window"),
@@ -97,6 +96,7 @@ def bench_workload(f: BenchFlags) -> Workload:
         multiturn=multiturn,
         turns=4 if f.turns is None else f.turns,
         think_time_s=pause_seconds(f.think_time, "--think-time") or 0.0,
+        think_spread=f.think_spread or 0.0,
         conversation_max_tokens=f.conversation_max_tokens,
     ).validate()
 
@@ -231,17 +231,17 @@ bench.__signature__, bench.__annotations__ = command_signature(BenchFlags)  # ty
 app.command()(bench)
 
 
-def _multiturn(
-    kind: Optional[str], *, turns: Optional[int], think_time: Optional[str], max_tokens: Optional[int]
-) -> bool:
+def _multiturn(f: BenchFlags) -> bool:
     """Whether --workload asks for conversations; their flags without it are one line, exit 2."""
-    if kind == "multiturn":
+    if f.workload_kind == "multiturn":
         return True
-    given = [
-        f
-        for f, v in (("--turns", turns), ("--think-time", think_time), ("--conversation-max-tokens", max_tokens))
-        if v is not None
-    ]
+    flags = (
+        ("--turns", f.turns),
+        ("--think-time", f.think_time),
+        ("--think-spread", f.think_spread),
+        ("--conversation-max-tokens", f.conversation_max_tokens),
+    )
+    given = [name for name, v in flags if v is not None]
     if given:
         raise SpecError(f"{given[0]} applies to --workload multiturn only: add --workload multiturn")
     return False

@@ -18,7 +18,7 @@ class BenchFlags:
     concurrency: int = opt(8, help="Concurrent users (closed loop).")
     rate: Optional[str] = opt(
         None,
-        help="Requests per second (open loop, arrivals precomputed from --seed); a list such as 1,2,4,8 sweeps the rates, one run each, and prints the goodput curve.",
+        help="Requests per second (open loop, arrivals precomputed from --seed); a list such as 1,2,4,8 sweeps the rates, one run each, and prints the goodput curve. With --workload multiturn: conversations starting per second (--concurrency then sizes only the warm-up).",
     )
     arrival: str = opt("poisson", help="Open-loop arrivals: poisson, gamma or constant.")
     burstiness: float = opt(1.0, help="Gamma shape for --arrival gamma (1 = Poisson, <1 burstier).")
@@ -45,6 +45,11 @@ class BenchFlags:
     turns: Optional[int] = opt(None, "--turns", help="--workload multiturn: turns per conversation (default 4).")
     think_time: Optional[str] = opt(
         None, "--think-time", help="--workload multiturn: a user's pause between turns, e.g. 2s (default 0)."
+    )
+    think_spread: Optional[float] = opt(
+        None,
+        "--think-spread",
+        help="--workload multiturn: draw each pause from a lognormal of mean --think-time and this sigma of log, e.g. 0.5 (default 0: constant); seeded by --seed, the conversation and the turn, clamped to its p99.",
     )
     conversation_max_tokens: Optional[int] = opt(
         None,
@@ -79,6 +84,11 @@ class BenchFlags:
     )
     shared_prefix_fraction: float = opt(0.0, help="Fraction of requests sharing one long system prompt.")
     shared_prefix_tokens: int = opt(0, help="Length of the (shared or unique) system prompt.")
+    prefix_groups: int = opt(
+        1,
+        "--prefix-groups",
+        help="Split the requests sharing a system prompt (--shared-prefix-fraction) among N distinct shared prompts, dealt in turn (default 1: one for all).",
+    )
     endpoint: str = opt("chat", help="chat (/v1/chat/completions) or completions (/v1/completions).")
     model: Optional[str] = opt(None, help="Model name to send (default: the first one /v1/models lists).")
     tokenizer: Optional[str] = opt(None, help="GGUF file or HF folder whose tokenizer makes prompt sizes exact.")

@@ -42,6 +42,7 @@ def workload_overrides(f: RunFlags) -> WorkloadOverrides:
         endpoint=f.endpoint,
         shared_prefix_fraction=f.shared_prefix_fraction,
         shared_prefix_tokens=f.shared_prefix_tokens,
+        shared_prefix_groups=f.prefix_groups,
         trace=trace_of(f.workload_kind),
         trace_requests=f.trace_requests,
         trace_window_s=seconds(f.trace_window, "--trace-window"),
@@ -54,6 +55,7 @@ def workload_overrides(f: RunFlags) -> WorkloadOverrides:
         multiturn=True if f.workload_kind == "multiturn" else None,
         turns=f.turns,
         think_time_s=pause_seconds(f.think_time, "--think-time"),
+        think_spread=f.think_spread,
     )
 
 

@@ -119,7 +119,8 @@ class RunFlags:
     num_requests: Optional[int] = opt(None, help="Measured requests per trial (default 32).")
     warmup_requests: Optional[int] = opt(None, help="Warm-up requests per trial, not measured (default 8).")
     rate: Optional[float] = opt(
-        None, help="Open loop: requests per second instead of concurrent users (Poisson arrivals)."
+        None,
+        help="Open loop: requests per second instead of concurrent users (Poisson arrivals); with --workload multiturn, conversations starting per second, each then running its turns.",
     )
     dataset: Optional[str] = opt(None, help="Prompts from a ShareGPT JSON or JSONL file instead of synthetic ones.")
     endpoint: Optional[str] = opt(None, help="chat (default) or completions.")
@@ -127,6 +128,11 @@ class RunFlags:
         None, help="Fraction of requests sharing one long system prompt (tunes prefix caching honestly)."
     )
     shared_prefix_tokens: Optional[int] = opt(None, help="Length of that system prompt in tokens.")
+    prefix_groups: Optional[int] = opt(
+        None,
+        "--prefix-groups",
+        help="Split the requests sharing a system prompt among N distinct shared prompts, dealt in turn, as subsets of users share different ones (default 1).",
+    )
     seed: Optional[int] = opt(None, help="Sampler and prompt seed (default 0).")
     workload_kind: Optional[str] = opt(
         None,
@@ -168,6 +174,11 @@ class RunFlags:
     turns: Optional[int] = opt(None, "--turns", help="--workload multiturn: turns per conversation (default 4).")
     think_time: Optional[str] = opt(
         None, "--think-time", help="--workload multiturn: a user's pause between turns, e.g. 2s (default 0)."
+    )
+    think_spread: Optional[float] = opt(
+        None,
+        "--think-spread",
+        help="--workload multiturn: draw each pause from a lognormal of mean --think-time and this sigma of log, e.g. 0.5 (default 0: constant); seeded by --seed, the conversation and the turn.",
     )
     slo: Optional[str] = opt(
         None,

@@ -34,6 +34,7 @@ class WorkloadOverrides:
     dataset_max_tokens: int | None = None
     shared_prefix_fraction: float | None = None
     shared_prefix_tokens: int | None = None
+    shared_prefix_groups: int | None = None  # --prefix-groups: distinct shared system prompts
     prompt_spread: float | None = None  # --prompt-spread: sigma of log of drawn prompt lengths
     output_spread: float | None = None
     # trace replay (--workload trace:FILE, --trace-*)
@@ -51,6 +52,7 @@ class WorkloadOverrides:
     turns: int | None = None
     think_time_s: float | None = None
     conversation_max_tokens: int | None = None
+    think_spread: float | None = None  # --think-spread: sigma of log of drawn think times
 
     def given(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

@@ -149,7 +149,7 @@ def test_bench_replays_multi_turn_conversations_with_the_prompt_cache_on(tmp_pat
         (["--think-time", "2s"], "--think-time applies to --workload multiturn only"),
         (["--workload", "multiturn", "--turns", "0"], "workload.turns must be at least 1, got 0"),
         (["--workload", "multiturn", "--think-time", "soon"], "--think-time 'soon' is not a duration"),
-        (["--workload", "multiturn", "--rate", "2"], "workload.multiturn runs a closed loop of chat conversations"),
+        (["--workload", "multiturn", "--think-spread", "0.5"], "draws think times around think_time_s, which is 0"),
         (["--workload", "chat"], "--workload takes multiturn or trace:FILE"),
     ],
 )

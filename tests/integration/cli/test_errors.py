@@ -39,7 +39,7 @@ def kvtune(*args, cwd):
         (["--startup-stall", "soon"], "--startup-stall 'soon' is not a duration"),
         (["--turns", "3"], "workload.turns applies to multi-turn only"),
         (["--workload", "multiturn", "--turns", "0"], "workload.turns must be at least 1, got 0"),
-        (["--workload", "multiturn", "--rate", "2"], "workload.multiturn runs a closed loop of chat conversations"),
+        (["--workload", "multiturn", "--think-spread", "0.5"], "draws think times around think_time_s, which is 0"),
         (["--workload", "chat"], "--workload takes multiturn or trace:FILE"),
     ],
 )
