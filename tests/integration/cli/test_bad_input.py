@@ -178,6 +178,16 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("a study file's objective", ["run", "--study-file", "{d}/objective.yaml"], BAD, "unknown objective 'nope'"),
     ("a study file's users", ["run", "--study-file", "{d}/users0.yaml"], BAD, "concurrency must be at least 1"),
     ("a study file's confirmation", ["run", "--study-file", "{d}/confirm.yaml"], BAD, "confirm_top must be 0 or more"),
+    # -- drawn workloads --
+    (
+        "think times drawn around none",
+        ["run", "--workload", "multiturn", "--think-spread", "0.5"],
+        BAD,
+        "draws think times around think_time_s, which is 0",
+    ),
+    ("think times without turns", ["run", "--think-spread", "0.5"], BAD, "think_spread applies to multi-turn only"),
+    ("no prefix groups", ["run", "--prefix-groups", "0"], BAD, "shared_prefix_groups must be an integer >= 1"),
+    ("prefix groups of nothing shared", ["run", "--prefix-groups", "2"], BAD, "set shared_prefix_fraction > 0"),
     # -- paths and durations on the command line --
     ("a llama-server that is not there", ["run", "--llama-server", "{d}/nope"], BAD, "which is not an executable"),
     ("a draft model that is not there", ["run", "--draft-model", "{d}/nope.gguf"], BAD, "pass --draft-model"),
