@@ -9,8 +9,9 @@ A measurement stops the moment a target can no longer hold (tuner/trial/stopping
 is then infeasible like any other miss. The budget counts launched configs, not asks
 (tuner/fleet/accounting.py). One trial's launch, measurement and score are the trial runner's
 (tuner/trial/runner.py); one ask -> evaluate -> tell, with the store's bookkeeping around it, is
-tuner/ask_tell.py's; the finished trials are read through the record store
-(tuner/fleet/records.py). The process that summarizes re-measures the baseline every
+tuner/ask_tell.py's; what the study holds so far (the finished trials, the counts the budget is
+charged with, recovery) is the ledger's (tuner/ledger.py, over the record store
+tuner/fleet/records.py). The process that summarizes re-measures the baseline every
 `sentinel.SENTINEL_EVERY` measured trials (tuner/sentinel.py), so drift shows as a series.
 """
 
@@ -25,7 +26,6 @@ from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import reap_leftovers
 from kvtune.objectives.targets import Target
-from kvtune.study.noise import noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.tuner import confirm as confirmation
@@ -35,6 +35,7 @@ from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet import accounting, recovery
 from kvtune.tuner.fleet.budget import Budget, StopReason
 from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.ledger import StudyLedger
 from kvtune.tuner.remeasure import Remeasurer
 from kvtune.tuner.search.space import SearchSpace
 from kvtune.tuner.trial.context import Placement, Subject
@@ -79,6 +80,14 @@ class Tuner:
         self.records = TrialRecords(ctx.study)
         self.runner = TrialRunner(ctx.what, ctx.where, self.pid_file, on_phase=lambda n, p: self.cb.phase(n, p))
         self.ask_tell = AskTell(ctx, space, self.records, self.runner, self.cb)
+        self.ledger = StudyLedger(
+            ctx.study,
+            self.records,
+            ctx.run_dir,
+            str(ctx.where.worker["host"]),
+            lambda: self.space.size(),
+            ctx.what.spec.primary.key,
+        )
         self.budget_report: dict | None = None  # why the last run() stopped asking (results.json)
         self.sentinel_every = sentinel.SENTINEL_EVERY  # measured trials between baseline sentinels
         # A study set up for a scheduler has no creator waiting on it: each of its workers stays
@@ -123,42 +132,21 @@ class Tuner:
     def pid_file(self) -> Path:
         return self.run_dir / f"server.pid.{self.ctx.where.slot}.json"
 
-    # ---- bookkeeping over the stored trials -------------------------------------------------
+    # ---- the study so far (tuner/ledger.py) -----------------------------------------------------
     def outcomes(self) -> list[TrialOutcome]:
         """Every finished trial (other workers' too), with its confirmation."""
-        self.records.refresh()
-        return self.records.outcomes()
+        return self.ledger.outcomes()
 
-    def _recover(self) -> None:
-        """Re-queue trials whose worker is gone (see tuner/fleet/recovery.py)."""
-        recovery.recover(self.study, self.run_dir, str(self.worker["host"]))
+    def completed(self) -> int:
+        """Configs measured so far: what --trials counts."""
+        return self.ledger.completed()
+
+    def study_report(self) -> dict:
+        """results.json's "sentinel" and "verdict" blocks (tuner/ledger.py)."""
+        return self.ledger.report(self.sentinel_every)
 
     def _surplus(self, trial: optuna.trial.Trial) -> bool:
         return self.ask_tell.surplus(trial)
-
-    def _counts(self) -> accounting.Spent:
-        return accounting.spent(self.study)
-
-    def completed(self) -> int:
-        """Configs measured so far: what --trials counts (pre-screen rejections and duplicates
-        are free)."""
-        return self._counts().measured
-
-    def _tried_all(self) -> bool:
-        """Every candidate of a finite space has a finished trial of its own (measured or
-        rejected before launch): asking more could only give duplicates. A trial that failed
-        transiently does not count: its config is to be measured again."""
-        size = self.space.size()
-        if size is None:
-            return False
-        done = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-
-        def settled(t: optuna.trial.FrozenTrial) -> bool:
-            outcome = t.user_attrs.get("outcome") or {}
-            return outcome.get("duplicate_of") is None and not outcome.get("transient")
-
-        tried = [t for t in done if not t.user_attrs.get("baseline") and settled(t)]
-        return len(tried) >= size
 
     def _spec_budget(self) -> Budget:
         return Budget(self.spec.trials, self.spec.time_budget_s)
@@ -173,7 +161,7 @@ class Tuner:
             note = reap_leftovers(f)
             if note:
                 self.cb.phase(-1, note)
-        self._recover()
+        self.ledger.recover()
         if self.wait_for_others:
             accounting.store_budget(self.study, self._spec_budget())
             accounting.begin_clock(self.study)
@@ -182,7 +170,7 @@ class Tuner:
         budget = accounting.load_budget(self.study, self._spec_budget())
         stop = self._ask_until_spent(budget)
         outcomes = self.outcomes()
-        used, elapsed = self._counts(), accounting.elapsed_s(self.study)
+        used, elapsed = self.ledger.counts(), accounting.elapsed_s(self.study)
         culprits = accounting.blame(outcomes, self.launcher, self.spec.workload) if stop is StopReason.ASKS else []
         message = accounting.stop_message(stop, budget, used, elapsed, culprits) if stop else ""
         self.budget_report = accounting.report(stop, budget, used, elapsed, message)
@@ -192,7 +180,7 @@ class Tuner:
         """Run trials until `budget` says stop; why it stopped."""
         duplicates = 0
         while True:
-            c = self._counts()
+            c = self.ledger.counts()
             stop = budget.stop_reason(c.measured, c.asked, accounting.elapsed_s(self.study))
             if stop is StopReason.TRIALS:
                 return stop
@@ -202,7 +190,7 @@ class Tuner:
                     return stop
                 self._wait_for_others()
                 continue
-            if c.waiting == 0 and self._tried_all():
+            if c.waiting == 0 and self.ledger.tried_all():
                 # one may yet die and be re-queued; one killed before it named its worker is
                 # settled (after the grace period) before the summary calls the study finished
                 orphans = self.wait_for_others and recovery.ownerless_running(self.study)
@@ -224,8 +212,8 @@ class Tuner:
                 if not self._outwait_others(waits):
                     return accounting.EXHAUSTED
                 duplicates = 0  # a trial that died elsewhere was re-queued: this worker runs it
-            self._recover()
-            if self._counts().measured < budget.trials:  # the end point is the confirmation's
+            self.ledger.recover()
+            if self.ledger.counts().measured < budget.trials:  # the end point is the confirmation's
                 self.sentinel()
 
     # ---- the baseline sentinel (tuner/sentinel.py) ---------------------------------------------
@@ -233,7 +221,7 @@ class Tuner:
         """Re-measure the baseline when a sentinel point is due (only in the process that
         summarizes: a multi-worker study measures each point once) and fits in `time_left_s`
         (None: no time budget). The run, or None."""
-        measured = self._counts().measured
+        measured = self.ledger.counts().measured
         if not self.wait_for_others or not sentinel.due(self.study, measured, end, self.sentinel_every):
             return None
         self.records.refresh()
@@ -252,32 +240,16 @@ class Tuner:
     def _remeasurer(self) -> Remeasurer:
         return Remeasurer(self.runner, self.records, self.cb, self.run_dir)
 
-    def study_report(self) -> dict:
-        """results.json's "sentinel" (the baseline series and its drift) and "verdict" (the
-        confirmation's decision, verdict/record.py) blocks, read from the study (so a resumed study shows them too)."""
-        self.records.refresh()
-        outcomes = self.records.outcomes()
-        noise = noise_of(outcomes, objective_key=self.spec.primary.key)
-        baseline = next((o for o in outcomes if o.baseline), None)
-        out: dict = {}
-        block = sentinel.report(self.study, baseline, noise, self.sentinel_every)
-        if block is not None:
-            out["sentinel"] = block
-        verdict = self.study.user_attrs.get(confirmation.VERDICT_ATTR)
-        if verdict is not None:
-            out["verdict"] = verdict
-        return out
-
     def _wait_for_others(self) -> None:
         self.clock.sleep(WAIT_FOR_OTHERS_S)
-        self._recover()
+        self.ledger.recover()
 
     def _outwait_others(self, waits: bool) -> bool:
         """Before a worker that `waits` calls the space exhausted: while trials run on other
         workers, one may die and be re-queued, and a worker that left could not re-run it.
         Whether one was re-queued (then it is this worker's to run)."""
         while waits:
-            c = self._counts()
+            c = self.ledger.counts()
             if c.waiting:
                 return True
             if not c.running:

@@ -1,0 +1,87 @@
+"""What a study holds so far, read from its storage: the finished trials, the counts the budget
+is charged with, whether a finite space is tried out, the re-queueing of a dead worker's trial,
+and results.json's study-level blocks. The loop (tuner/loop.py) decides what to do next from
+these; this decides nothing. Split from the Tuner so that the loop reads as a loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import optuna
+
+from kvtune.study.noise import noise_of
+from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner import confirm as confirmation
+from kvtune.tuner import sentinel
+from kvtune.tuner.fleet import accounting, recovery
+from kvtune.tuner.fleet.records import TrialRecords
+
+
+class StudyLedger:
+    """The study's bookkeeping: `study` in storage, its trial `records`, this worker's `host`
+    and `run_dir` (for recovery), the size of the space asked over (`space_size`: None when
+    infinite) and the key of the primary objective (for the noise in the report)."""
+
+    def __init__(
+        self,
+        study: optuna.Study,
+        records: TrialRecords,
+        run_dir: Path,
+        host: str,
+        space_size: Callable[[], int | None],
+        objective_key: str,
+    ):
+        self.study, self.records, self.run_dir, self.host = study, records, run_dir, host
+        self.space_size, self.objective_key = space_size, objective_key
+
+    def outcomes(self) -> list[TrialOutcome]:
+        """Every finished trial (other workers' too), with its confirmation."""
+        self.records.refresh()
+        return self.records.outcomes()
+
+    def recover(self) -> None:
+        """Re-queue trials whose worker is gone (see tuner/fleet/recovery.py)."""
+        recovery.recover(self.study, self.run_dir, self.host)
+
+    def counts(self) -> accounting.Spent:
+        """Measured, pre-screened, duplicate, running and waiting trials (the budget's charge)."""
+        return accounting.spent(self.study)
+
+    def completed(self) -> int:
+        """Configs measured so far: what --trials counts (pre-screen rejections and duplicates
+        are free)."""
+        return self.counts().measured
+
+    def tried_all(self) -> bool:
+        """Every candidate of a finite space has a finished trial of its own (measured or
+        rejected before launch): asking more could only give duplicates. A trial that failed
+        transiently does not count: its config is to be measured again."""
+        size = self.space_size()
+        if size is None:
+            return False
+        done = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+
+        def settled(t: optuna.trial.FrozenTrial) -> bool:
+            outcome = t.user_attrs.get("outcome") or {}
+            return outcome.get("duplicate_of") is None and not outcome.get("transient")
+
+        tried = [t for t in done if not t.user_attrs.get("baseline") and settled(t)]
+        return len(tried) >= size
+
+    def report(self, sentinel_every: int) -> dict:
+        """results.json's "sentinel" (the baseline series and its drift) and "verdict" (the
+        confirmation's decision, verdict/record.py) blocks, read from the study (so a resumed
+        study shows them too)."""
+        outcomes = self.outcomes()
+        noise = noise_of(outcomes, objective_key=self.objective_key)
+        baseline = next((o for o in outcomes if o.baseline), None)
+        out: dict = {}
+        block = sentinel.report(self.study, baseline, noise, sentinel_every)
+        if block is not None:
+            out["sentinel"] = block
+        verdict = self.study.user_attrs.get(confirmation.VERDICT_ATTR)
+        if verdict is not None:
+            out["verdict"] = verdict
+        return out
