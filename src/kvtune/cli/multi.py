@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 from dataclasses import asdict
 
 from kvtune.artifacts.compare import COMPARE_FILE, compare_studies, write_comparison
@@ -17,6 +16,7 @@ from kvtune.cli.app import err_console
 from kvtune.cli.compare import print_comparison
 from kvtune.cli.consoles import make_console
 from kvtune.cli.one_study import run_study
+from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.durations import format_duration
 from kvtune.jsonsafe import dumps
 from kvtune.launchers.registry import create_launcher
@@ -28,11 +28,16 @@ INTERRUPTED = 130
 
 
 def run_backends(
-    opts: RunOptions, choice: BackendChoice, hf_model: str | None, mode: str, factory: LauncherFactory = create_launcher
+    opts: RunOptions,
+    choice: BackendChoice,
+    hf_model: str | None,
+    mode: str,
+    factory: LauncherFactory = create_launcher,
+    clock: Clock = REAL_CLOCK,
 ) -> int:
     """Plan, run each backend's study, compare. Exit status: 0 with a best overall, 1 when no
     backend found a feasible config, 130 when interrupted (the same command resumes)."""
-    began = time.monotonic()
+    began = clock.monotonic()
     plan = plan_backends(opts, choice, hf_model, factory)
     out = make_console(quiet=mode in ("quiet", "jsonl"))
     for s in plan.skipped:
@@ -45,14 +50,14 @@ def run_backends(
         f"[bold]{len(plan.legs)} backend(s), one after the other[/bold] ({plan.split_note()}), "
         f"each its own study: {', '.join(leg.study for leg in plan.legs)}"
     )
-    prepared_s = time.monotonic() - began
+    prepared_s = clock.monotonic() - began
     walls: dict[str, float] = {}
     for i, leg in enumerate(plan.legs, 1):
         out.print()
         out.rule(f"{leg.backend} ({i} of {len(plan.legs)}): study {leg.study}")
-        start = time.monotonic()
+        start = clock.monotonic()
         code = run_study(leg.options, mode, launcher=leg.launcher, print_best=False)
-        walls[leg.study] = round(time.monotonic() - start, 1)
+        walls[leg.study] = round(clock.monotonic() - start, 1)
         if code == INTERRUPTED:
             left = [x.backend for x in plan.legs[i:]]
             if left:
@@ -65,7 +70,7 @@ def run_backends(
     out.print()
     out.rule("Which backend?")
     print_comparison(c, out)
-    total = time.monotonic() - began
+    total = clock.monotonic() - began
     legs = ", ".join(f"{leg.backend} {format_duration(walls[leg.study])}" for leg in plan.legs)
     out.print(
         f"Wall time {format_duration(total)}: {legs} (start-ups and confirmation included), "
@@ -73,7 +78,7 @@ def run_backends(
     )
     out.print(f"Comparison: {path}  (again: kvtune compare {' '.join(s for s, _ in studies)})")
     if mode == "jsonl":
-        print(dumps({"event": "comparison", "time": time.time(), **c.to_dict()}), flush=True)
+        print(dumps({"event": "comparison", "time": clock.wall(), **c.to_dict()}), flush=True)
     elif mode == "quiet" and c.winner is not None and c.winner.best_argv:
         print(shlex.join(c.winner.best_argv))
     return 0 if c.winner is not None else 1

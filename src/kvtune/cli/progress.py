@@ -6,7 +6,6 @@ Console-layer code (like cli.py): the tuner only calls the three callbacks.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich.console import Console, Group, JustifyMethod
@@ -14,6 +13,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from kvtune.clock import REAL_CLOCK
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import ProgressMode
 from kvtune.launchers.base import Candidate
@@ -177,7 +177,7 @@ class JsonlReporter(PlainReporter):
     final summary event)."""
 
     def emit(self, event: str, **fields: Any) -> None:
-        print(dumps({"event": event, "time": time.time(), **fields}), flush=True)
+        print(dumps({"event": event, "time": REAL_CLOCK.wall(), **fields}), flush=True)
 
     def started(self, n: int, c: Candidate, baseline: bool) -> None:
         self.emit("trial_started", trial=n, baseline=baseline, candidate=c.to_dict())
