@@ -95,7 +95,7 @@ def gpu_count(hardware: dict) -> int:
     return 0 if acc.startswith("none") or acc in ("", "cpu") else 1
 
 
-def trial_gpus(trial: dict) -> list[str]:
+def recorded_gpus(trial: dict) -> list[str]:
     """The GPUs the trial's server was pinned to (its worker slot's CUDA_VISIBLE_DEVICES), or []
     when it saw every GPU of the host."""
     return hardware.cuda_visible_devices(trial.get("device_env") or {}) or []
@@ -103,7 +103,7 @@ def trial_gpus(trial: dict) -> list[str]:
 
 def trial_gpu_count(trial: dict, results: dict) -> int:
     """GPUs to reserve for the trial: its slot's, else every GPU the study ran on."""
-    return len(trial_gpus(trial)) or gpu_count(results.get("hardware") or {})
+    return len(recorded_gpus(trial)) or gpu_count(results.get("hardware") or {})
 
 
 def deploy_env(trial: dict) -> dict[str, str]:
@@ -148,11 +148,11 @@ def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
             f"measured: output {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 "
             f"{ms('p95_ttft_ms')}, TPOT p95 {ms('p95_tpot_ms')}, E2EL p95 {ms('p95_e2el_ms')}"
         )
-    if trial_gpus(trial):
+    if recorded_gpus(trial):
         lines.append(
-            f"GPUs: measured with CUDA_VISIBLE_DEVICES={','.join(trial_gpus(trial))} (a worker's "
+            f"GPUs: measured with CUDA_VISIBLE_DEVICES={','.join(recorded_gpus(trial))} (a worker's "
             f"slot, in PCI bus order); bash and systemd keep it, containers reserve "
-            f"{len(trial_gpus(trial))} GPU(s)"
+            f"{len(recorded_gpus(trial))} GPU(s)"
         )
     lines.append(f"tuned on 127.0.0.1 (a free port per trial); this serves on {host}:{port}")
     note = unconfirmed.line(results)  # searched by workers, confirmed by nobody yet

@@ -39,7 +39,7 @@ from kvtune.bench.prefix_reuse import hit_rate_note, prefix_cache_hit_rate
 from kvtune.bench.prompts import PromptSource
 from kvtune.bench.server_metrics import METRICS_PATH, Scraper, acceptance_from
 from kvtune.bench.server_timing import max_concurrency, server_timing_summary
-from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, chat_body, redact
+from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, chat_body, redact_secret
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
 from kvtune.bench.trace_prompts import TracePromptSource
 from kvtune.bench.traces import fitted_trace
@@ -366,7 +366,7 @@ def detect_model(base_url: str, *, api_key: str | None = None, transport: httpx.
         with httpx.Client(timeout=10.0, headers=headers, transport=transport) as c:
             r = c.get(url)
     except httpx.HTTPError as e:
-        raise SpecError(redact(f"cannot reach {url}: {type(e).__name__}: {e}", api_key)) from e
+        raise SpecError(redact_secret(f"cannot reach {url}: {type(e).__name__}: {e}", api_key)) from e
     if r.status_code != 200:
         hint = " (check --api-key / OPENAI_API_KEY)" if r.status_code in (401, 403) else ""
         raise SpecError(f"{url} answered HTTP {r.status_code}{hint}; pass --model")

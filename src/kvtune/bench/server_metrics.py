@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from kvtune.bench.stream import redact
+from kvtune.bench.stream import redact_secret
 
 METRICS_PATH = "/metrics"
 METRICS_INTERVAL_S = 0.5
@@ -116,7 +116,7 @@ class Scraper:
         try:
             r = await self.client.get(self.url, timeout=5.0)
         except httpx.HTTPError as e:
-            self.reason = redact(f"GET {METRICS_PATH} failed: {type(e).__name__}: {e}", self.secret)
+            self.reason = redact_secret(f"GET {METRICS_PATH} failed: {type(e).__name__}: {e}", self.secret)
             return None
         if r.status_code != 200:
             hint = " (llama-server needs --metrics)" if r.status_code in (404, 501) else ""

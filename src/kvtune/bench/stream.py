@@ -196,7 +196,7 @@ def _int(d: dict[str, Any] | None, key: str) -> int | None:
     return int(v)
 
 
-def redact(text: str, secret: str | None) -> str:
+def redact_secret(text: str, secret: str | None) -> str:
     """`text` without `secret` (an API key), whole or in the parts servers echo."""
     if not secret:
         return text
@@ -235,5 +235,5 @@ async def one_request(
         s.error = f"{type(e).__name__}: {e}"[:300]
     s.end_time = clock.monotonic()
     if s.error:
-        s.error = redact(s.error, secret)
+        s.error = redact_secret(s.error, secret)
     return s

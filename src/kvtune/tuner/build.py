@@ -57,7 +57,7 @@ def default_study_name(spec: StudySpec, launcher: Launcher) -> str:
     return f"{study_name_part(launcher.served_model_name())}-{spec.backend}-{spec.fingerprint()}"
 
 
-def make_sampler(spec: StudySpec, knobs: list[Knob], n_existing: int, slot: int = 0) -> optuna.samplers.BaseSampler:
+def study_sampler(spec: StudySpec, knobs: list[Knob], n_existing: int, slot: int = 0) -> optuna.samplers.BaseSampler:
     """The study's search (`spec.sampler`, default TPE with constraints set per trial by
     `trial.set_constraint`) for the worker on `slot`. The seed moves with the number of stored
     trials so a resumed study does not re-propose its first random points, and with the slot so
@@ -193,7 +193,7 @@ def open_tuner(
             guess = p.launcher.informed_start(p.space.knobs, p.spec.workload)
             if guess:
                 study.enqueue_trial(guess, user_attrs={"informed_start": True})
-    study.sampler = make_sampler(p.spec, p.space.knobs, len(study.trials), slot)
+    study.sampler = study_sampler(p.spec, p.space.knobs, len(study.trials), slot)
     what = Subject(p.spec, p.launcher, p.targets)
     if bench is not None:
         what = dataclasses.replace(what, bench=bench)

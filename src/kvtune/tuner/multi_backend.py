@@ -29,7 +29,7 @@ from kvtune.tuner.build import parse_study_targets
 from kvtune.tuner.session import RunOptions, study_spec
 
 AUTO = "auto"
-DEMO = "demo"  # resolve_model's name for the demo model (a GGUF for llama-server, an HF folder for vLLM)
+DEMO = "demo"  # the models' name for the demo model (a GGUF for llama-server, an HF folder for vLLM)
 LLAMA_SERVER, VLLM = BACKENDS
 # Failures that mean "this backend cannot serve this model here" (not installed, no usable model,
 # no device): the run goes on with the others. A SpecError (bad flags, study file) stops everything.

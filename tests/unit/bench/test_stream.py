@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from kvtune.bench.prompts import Prompt
-from kvtune.bench.stream import CHAT_PATH, build_body, expected_tokens, one_request, redact
+from kvtune.bench.stream import CHAT_PATH, build_body, expected_tokens, one_request, redact_secret
 from kvtune.objectives.metrics import RequestSample
 from kvtune.testing.virtual_time import VirtualClock
 from kvtune.workload import Workload
@@ -151,7 +151,7 @@ def test_expected_tokens(body: dict, expected: int | None) -> None:
 
 
 def test_redact_scrubs_the_key_whole_and_the_parts_servers_echo():
-    assert redact(f"bad key {KEY}", KEY) == "bad key ***"
-    assert redact(f"bad key {KEY[:8]}...{KEY[-6:]}", KEY) == "bad key ***...***"
-    assert redact("short sk-1 here", "sk-1") == "short *** here"
-    assert redact("nothing to hide", None) == "nothing to hide"
+    assert redact_secret(f"bad key {KEY}", KEY) == "bad key ***"
+    assert redact_secret(f"bad key {KEY[:8]}...{KEY[-6:]}", KEY) == "bad key ***...***"
+    assert redact_secret("short sk-1 here", "sk-1") == "short *** here"
+    assert redact_secret("nothing to hide", None) == "nothing to hide"

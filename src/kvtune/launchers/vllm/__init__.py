@@ -4,7 +4,7 @@ choices it offers) and `logs` (reading a failed start and the start-up facts). C
 from here; the parts stay small enough to read in one sitting.
 """
 
-from kvtune.launchers.vllm.build import CPU, GPU, INSTALL_HINT, VllmBuild, detect_build, resolve_model
+from kvtune.launchers.vllm.build import CPU, GPU, INSTALL_HINT, VllmBuild, detect_build, vllm_model
 from kvtune.launchers.vllm.flags import ENV_THREADS_BIND, NAME, VllmLauncher, hf_shape, render_flags
 from kvtune.launchers.vllm.logs import classify_failure, parse_startup_log
 from kvtune.launchers.vllm.screen import FP8_CPU_FLAGS, KV_RAM_FRACTION, THREADS_BIND, GiB, MiB
@@ -31,5 +31,5 @@ __all__ = [
     "parse_id_list",
     "parse_startup_log",
     "render_flags",
-    "resolve_model",
+    "vllm_model",
 ]

@@ -214,7 +214,7 @@ def detect_build(
     return build_from_probe(probe(python, run, cache))
 
 
-def resolve_model(model: str | None, build: VllmBuild, flag: str = "--model") -> str:
+def vllm_model(model: str | None, build: VllmBuild, flag: str = "--model") -> str:
     """The model vLLM serves: the demo model as an HF folder (converted with the build's own
     interpreter), else the user's folder or hub id. A file is refused: GGUF is llama-server's.
     `flag` names the option it came from in errors (--draft-model for a draft: in a study of

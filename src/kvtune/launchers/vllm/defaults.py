@@ -98,7 +98,7 @@ FALLBACK_VALUES: dict[str, Any] = {
 FALLBACK = EngineDefaults(FALLBACK_VALUES, KV_CACHE_DTYPES_033, "kvtune's table (vLLM 0.33; no vLLM read)")
 
 
-def parse_probe(text: str) -> EngineDefaults | None:
+def parse_engine_defaults(text: str) -> EngineDefaults | None:
     """The probe's JSON line (the last line of its output; vLLM logs before it) as
     EngineDefaults; None when there is no such line or it lacks the dtype choices."""
     for line in reversed(text.strip().splitlines()):
@@ -126,7 +126,7 @@ def read_engine_defaults(python: str, run: Runner = run_capture) -> EngineDefaul
     saying why) when the probe cannot run there or prints nothing kvtune can read. `run` is
     injected by tests (a recorded probe output)."""
     rc, out = run([python, "-c", PROBE], timeout_s=PROBE_TIMEOUT_S)
-    read = parse_probe(out) if rc == 0 else None
+    read = parse_engine_defaults(out) if rc == 0 else None
     if read is not None:
         return read
     why = "the probe failed" if rc != 0 else "the probe printed no defaults"

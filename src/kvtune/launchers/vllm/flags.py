@@ -46,7 +46,7 @@ from kvtune.launchers.base import (
 )
 from kvtune.launchers.flag_table import FlagTable
 from kvtune.launchers.vllm import screen
-from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, resolve_model
+from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, vllm_model
 from kvtune.launchers.vllm.defaults import FALLBACK, EngineDefaults, installed_engine_defaults
 from kvtune.launchers.vllm.gpu_fit import kv_prediction
 from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
@@ -146,8 +146,8 @@ class VllmLauncher(Launcher):
     @classmethod
     def from_spec(cls, spec: LaunchSpec) -> "VllmLauncher":
         build = detect_build(spec.vllm_python)
-        launcher = cls.create(resolve_model(spec.model, build), build=build)
-        launcher.draft_model = resolve_model(spec.draft_model, build, "--draft-model") if spec.draft_model else None
+        launcher = cls.create(vllm_model(spec.model, build), build=build)
+        launcher.draft_model = vllm_model(spec.draft_model, build, "--draft-model") if spec.draft_model else None
         launcher.speculative = spec.speculative
         return launcher
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kvtune.launchers.vllm.defaults import parse_probe, read_engine_defaults
+from kvtune.launchers.vllm.defaults import parse_engine_defaults, read_engine_defaults
 from tests.paths import UNIT_DATA
 
 PYTHON = os.environ.get("KVTUNE_VLLM_PYTHON") or sys.executable
@@ -31,7 +31,7 @@ def test_the_probe_reads_the_installed_vllm() -> None:
     read = read_engine_defaults(PYTHON)
     assert "read from the installed package" in read.source, read.source
     assert 0 < read.gpu_memory_utilization <= 1 and "auto" in read.kv_cache_dtypes
-    recorded = parse_probe((UNIT_DATA / "vllm_engine_defaults_0.32.txt").read_text())
+    recorded = parse_engine_defaults((UNIT_DATA / "vllm_engine_defaults_0.32.txt").read_text())
     assert recorded is not None
     if read.source == recorded.source:  # the version the fixture was recorded from
         assert read == recorded

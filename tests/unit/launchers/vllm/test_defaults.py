@@ -14,7 +14,7 @@ import pytest
 from kvtune import hardware
 from kvtune.launchers.base import Candidate
 from kvtune.launchers.vllm import GPU, GiB, VllmBuild, VllmLauncher
-from kvtune.launchers.vllm.defaults import FALLBACK, PROBE, EngineDefaults, parse_probe, read_engine_defaults
+from kvtune.launchers.vllm.defaults import FALLBACK, PROBE, EngineDefaults, parse_engine_defaults, read_engine_defaults
 from kvtune.launchers.vllm.gpu_fit import kv_prediction, planned_kv_tokens
 from kvtune.launchers.vllm.logs import non_default_args, parse_startup_log
 from kvtune.planner.kv import ModelShape
@@ -32,7 +32,7 @@ WL = Workload(concurrency=8, prompt_tokens=1000, output_tokens=200)
 
 
 def engine(text: str) -> EngineDefaults:
-    read = parse_probe(text)
+    read = parse_engine_defaults(text)
     assert read is not None
     return read
 
@@ -80,7 +80,7 @@ def test_the_probe_runs_with_the_given_python_and_falls_back_when_it_fails() -> 
     failed = read_engine_defaults("/nowhere/python", run=lambda argv, timeout_s: (1, "ModuleNotFoundError: vllm"))
     assert failed.values == FALLBACK.values and failed.kv_cache_dtypes == FALLBACK.kv_cache_dtypes
     assert "the probe failed with /nowhere/python" in failed.source
-    assert parse_probe("no json here\n") is None and parse_probe('{"defaults": {}}') is None
+    assert parse_engine_defaults("no json here\n") is None and parse_engine_defaults('{"defaults": {}}') is None
 
 
 def test_precheck_takes_the_installed_vllms_kv_cache_dtypes() -> None:

@@ -185,14 +185,14 @@ def test_planned_tokens_need_weights() -> None:
 
 def test_a_model_folder_without_config_json_is_refused_before_any_launch(tmp_path: Path) -> None:
     from kvtune.errors import ModelError
-    from kvtune.launchers.vllm import resolve_model
+    from kvtune.launchers.vllm import vllm_model
 
     build = VllmBuild(GPU, "vllm 0.32.0", python="/venv/bin/python", gpu_count=1)
     with pytest.raises(ModelError, match="has no config.json"):
-        resolve_model(str(tmp_path), build)
+        vllm_model(str(tmp_path), build)
     (tmp_path / "config.json").write_text("{}")
-    assert resolve_model(str(tmp_path), build) == str(tmp_path)
-    assert resolve_model("meta-llama/Llama-3.1-8B-Instruct", build) == "meta-llama/Llama-3.1-8B-Instruct"
+    assert vllm_model(str(tmp_path), build) == str(tmp_path)
+    assert vllm_model("meta-llama/Llama-3.1-8B-Instruct", build) == "meta-llama/Llama-3.1-8B-Instruct"
 
 
 def test_the_informed_start_on_gpus_is_kvtune_plans_suggestion() -> None:

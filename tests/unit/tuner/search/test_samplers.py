@@ -11,7 +11,7 @@ from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import make_sampler, open_tuner, prepare
+from kvtune.tuner.build import open_tuner, prepare, study_sampler
 from kvtune.tuner.search import samplers
 from kvtune.tuner.search.samplers import SamplerKind, grid_space, worker_seed
 from kvtune.workload import Workload
@@ -92,9 +92,9 @@ def first_proposals(sampler: optuna.samplers.BaseSampler, n: int = 4) -> list[di
 
 def test_workers_started_together_propose_different_start_up_points():
     spec = StudySpec(seed=3, trials=30).validate()
-    slot0 = first_proposals(make_sampler(spec, KNOBS, n_existing=1, slot=0))
-    slot1 = first_proposals(make_sampler(spec, KNOBS, n_existing=1, slot=1))
-    again = first_proposals(make_sampler(spec, KNOBS, n_existing=1, slot=0))
+    slot0 = first_proposals(study_sampler(spec, KNOBS, n_existing=1, slot=0))
+    slot1 = first_proposals(study_sampler(spec, KNOBS, n_existing=1, slot=1))
+    again = first_proposals(study_sampler(spec, KNOBS, n_existing=1, slot=0))
     assert slot0 == again  # deterministic for a seed
     assert slot0 != slot1
 
