@@ -49,6 +49,7 @@ def main() -> int:
     ap.add_argument("--slowest", type=int, default=10, help="how many of the slowest rows to list")
     a = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="kvtune-bad-input-"))
+    (root / "inputs").mkdir()
     d = make_inputs(root / "inputs")
     port = free_port()
     timed = []

@@ -114,6 +114,10 @@ def test_a_set_up_study_is_finished_and_confirmed_by_workers_of_other_core_count
     assert VERDICT_ATTR in study.user_attrs and CONFIRMED_ATTR in study.user_attrs
     shown = kvtune("show", "cluster", "--storage", pg.url, cwd=tmp_path)
     assert shown.returncode == 0 and "not confirmed yet" not in shown.stdout, shown.stdout + shown.stderr
+    # what an operator sees (pytest -s): each worker's last lines, then kvtune show
+    for name, code, (out, err) in zip(("2-CPU worker", "1-CPU worker"), codes, outs):
+        print(f"\n--- {name}, exit {code}:\n" + "\n".join((out + err).strip().splitlines()[-6:]))
+    print(f"\n--- kvtune show cluster --storage ...\n{shown.stdout}")
 
 
 def test_a_worker_with_fewer_cpus_than_a_trial_gets_is_refused_before_it_starts_anything(tmp_path, pg, llama_server):
