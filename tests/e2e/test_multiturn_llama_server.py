@@ -82,3 +82,53 @@ def test_prompt_cache_makes_later_turns_faster(tmp_path, llama_server: str) -> N
     assert off["median_ttft_ms_later"] > off["median_ttft_ms_turn1"]
     assert off["prefix_cache_hit_rate"] == 0.0
     assert not math.isnan(on["prefix_cache_hit_rate"]) and on["prefix_cache_hit_rate"] > 0.3
+
+
+def test_conversations_arrive_open_loop_with_drawn_think_times(tmp_path, llama_server: str) -> None:
+    """Sessions that arrive (issue 30 item 4): 4 conversations of 2 turns start at 2 per second
+    (constant gaps of 0.5 s), whatever the server is doing, each pausing a drawn think time
+    (mean 0.3 s, sigma 0.5) before its second turn; against a real llama-server every turn is
+    answered, each conversation's second turn carries its first (the server counts more prompt
+    tokens), and the first turns left on the schedule (their recorded send lag is small)."""
+    try:
+        model = demo_model_path()
+    except KvtuneError as e:
+        pytest.skip(str(e))
+    launcher = LlamaServerLauncher(binary=llama_server, model_path=str(model))
+    port = free_port()
+    cand = Candidate(flags={"parallel": 4, "ctx-per-slot": 1024, "threads": 2})
+    proc = ServerProcess(
+        argv=launcher.command(cand, port), env=launcher.environment(cand), log_path=tmp_path / "server.log", port=port
+    )
+    wl = Workload(
+        multiturn=True,
+        turns=2,
+        prompt_tokens=40,
+        output_tokens=4,
+        concurrency=1,
+        num_requests=8,  # four conversations of two turns
+        warmup_requests=1,
+        mode="open",
+        rate=2.0,
+        arrival="constant",
+        think_time_s=0.3,
+        think_spread=0.5,
+        request_timeout_s=120,
+    )
+    proc.start()
+    try:
+        proc.wait_ready(180)
+        r = run(proc.base_url, wl, BenchOptions(launcher.served_model_name(), tokenizer=str(model)))
+    finally:
+        proc.stop()
+    assert [s.error for s in r.samples if not s.ok] == []
+    assert sorted((s.conversation, s.turn) for s in r.samples) == [(c, k) for c in range(4) for k in (1, 2)]
+    for c in range(4):
+        first, second = sorted((s for s in r.samples if s.conversation == c), key=lambda s: s.turn)
+        assert second.prompt_tokens > first.prompt_tokens + 40  # the history came along
+        assert second.send_time - first.send_time >= first.e2el_s  # it waited for the answer, then thought
+    starts = sorted((s for s in r.samples if s.turn == 1), key=lambda s: s.conversation)
+    assert all(s.intended_send_time is not None for s in starts)
+    gaps = [b.intended_send_time - a.intended_send_time for a, b in zip(starts, starts[1:])]
+    assert all(abs(g - 0.5) < 1e-6 for g in gaps), gaps  # the schedule: 2 conversations per second
+    assert max(s.schedule_lag_s for s in starts) < 0.5  # the client kept to it
