@@ -233,7 +233,7 @@ def judge(
     low, high = obj.interval()
     best_gain = math.exp(high if goal.maximize else -low) - 1
     if best_gain < policy.margin:
-        return _stats_verdict(DecisionKind.TIED, wording.tied(chosen, policy.margin), *args)
+        return _stats_verdict(DecisionKind.TIED, wording.tied(chosen, policy.margin, best_gain), *args)
     return _stats_verdict(DecisionKind.NOT_ENOUGH_EVIDENCE, wording.unresolved(chosen, p), *args)
 
 

@@ -40,7 +40,14 @@ def futile(chosen: int, pairs: int) -> str:
     return f"{_trial(chosen)} measured no better than the defaults after {pairs} pairs on fresh servers: stopped there"
 
 
-def tied(chosen: int, margin: float) -> str:
+def tied(chosen: int, margin: float, best_gain: float | None = None) -> str:
+    """Tied: the largest gain the interval allows is below `margin`; when even that is a loss
+    (`best_gain` < 0), the candidate is measurably worse, and the text says so, not "tied"."""
+    if best_gain is not None and best_gain < 0:
+        return (
+            f"{_trial(chosen)} is worse than the defaults: its gain is at most {best_gain * 100:+.1f}% "
+            f"at 95% confidence"
+        )
     return f"{_trial(chosen)} and the defaults are tied: any gain is below {margin * 100:.0f}% at 95% confidence"
 
 

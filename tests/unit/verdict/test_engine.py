@@ -209,3 +209,13 @@ def test_a_config_that_met_a_target_narrowly_is_tested_after_one_that_met_it_cle
     # without headroom the throughput decides alone
     step = next_step(Evidence(CONFIGS, runs), goal, Policy(cap=6, every=3, screen=1, headroom=0.0))
     assert step == Measure(1, Role.PROOF)
+
+
+def test_a_candidate_measurably_worse_is_called_worse_not_tied():
+    """At the cap, an interval wholly below zero keeps the defaults (a tie's decision) and says
+    the candidate is worse: 'tied' read wrong for -15% [-17%, -13%] (seen in a cluster study)."""
+    policy = Policy(cap=3, every=3, screen=1, margin=0.05)
+    worse, _ = drive(searched(100, 110, 90), {0: [100.0, 100.5, 99.8], 1: [85.2, 84.9, 85.1]}, policy=policy)
+    assert worse.kind is DecisionKind.TIED and worse.named == 0
+    assert "trial 1 is worse than the defaults: its gain is at most -1" in worse.reason
+    assert "tied" not in worse.reason
