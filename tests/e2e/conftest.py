@@ -11,13 +11,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
 from kvtune.commands import run_capture
 from kvtune.errors import KvtuneError
-from kvtune.launchers.llama_server import find_llama_server
+from kvtune.launchers.base import Candidate
+from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
+from kvtune.launchers.models import demo_model_path
+from kvtune.launchers.process import ServerProcess, free_port
 from tests.paths import vllm_python
 
 HERE = Path(__file__).parent
@@ -37,6 +42,28 @@ def llama_server() -> str:
         return find_llama_server()
     except KvtuneError as e:
         pytest.skip(str(e))
+
+
+@contextmanager
+def demo_llama_server(
+    binary: str, flags: dict[str, Any], log: Path
+) -> Iterator[tuple[ServerProcess, LlamaServerLauncher, Path]]:
+    """A real llama-server serving the demo model with `flags` (kvtune's knob names), ready to
+    answer; stopped on exit. Yields the server, its launcher and the model's path (a skip names
+    why the demo model cannot be had; CI fails a skip)."""
+    try:
+        model = demo_model_path()
+    except KvtuneError as e:
+        pytest.skip(str(e))
+    launcher = LlamaServerLauncher(binary=binary, model_path=str(model))
+    cand, port = Candidate(flags=flags), free_port()
+    proc = ServerProcess(argv=launcher.command(cand, port), env=launcher.environment(cand), log_path=log, port=port)
+    proc.start()
+    try:
+        proc.wait_ready(180)
+        yield proc, launcher, model
+    finally:
+        proc.stop()
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port
 from kvtune.workload import Workload
+from tests.e2e.conftest import demo_llama_server
 
 pytestmark = pytest.mark.e2e
 WL = Workload(
@@ -90,16 +91,6 @@ def test_conversations_arrive_open_loop_with_drawn_think_times(tmp_path, llama_s
     (mean 0.3 s, sigma 0.5) before its second turn; against a real llama-server every turn is
     answered, each conversation's second turn carries its first (the server counts more prompt
     tokens), and the first turns left on the schedule (their recorded send lag is small)."""
-    try:
-        model = demo_model_path()
-    except KvtuneError as e:
-        pytest.skip(str(e))
-    launcher = LlamaServerLauncher(binary=llama_server, model_path=str(model))
-    port = free_port()
-    cand = Candidate(flags={"parallel": 4, "ctx-per-slot": 1024, "threads": 2})
-    proc = ServerProcess(
-        argv=launcher.command(cand, port), env=launcher.environment(cand), log_path=tmp_path / "server.log", port=port
-    )
     wl = Workload(
         multiturn=True,
         turns=2,
@@ -115,12 +106,9 @@ def test_conversations_arrive_open_loop_with_drawn_think_times(tmp_path, llama_s
         think_spread=0.5,
         request_timeout_s=120,
     )
-    proc.start()
-    try:
-        proc.wait_ready(180)
+    flags = {"parallel": 4, "ctx-per-slot": 1024, "threads": 2}
+    with demo_llama_server(llama_server, flags, tmp_path / "server.log") as (proc, launcher, model):
         r = run(proc.base_url, wl, BenchOptions(launcher.served_model_name(), tokenizer=str(model)))
-    finally:
-        proc.stop()
     assert [s.error for s in r.samples if not s.ok] == []
     assert sorted((s.conversation, s.turn) for s in r.samples) == [(c, k) for c in range(4) for k in (1, 2)]
     for c in range(4):
