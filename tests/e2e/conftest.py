@@ -46,18 +46,20 @@ def llama_server() -> str:
 
 @contextmanager
 def demo_llama_server(
-    binary: str, flags: dict[str, Any], log: Path
+    binary: str, flags: dict[str, Any], log: Path, extra_args: tuple[str, ...] = ()
 ) -> Iterator[tuple[ServerProcess, LlamaServerLauncher, Path]]:
     """A real llama-server serving the demo model with `flags` (kvtune's knob names), ready to
     answer; stopped on exit. Yields the server, its launcher and the model's path (a skip names
-    why the demo model cannot be had; CI fails a skip)."""
+    why the demo model cannot be had; CI fails a skip). `extra_args`: appended to the argv
+    kvtune renders (e.g. --metrics)."""
     try:
         model = demo_model_path()
     except KvtuneError as e:
         pytest.skip(str(e))
     launcher = LlamaServerLauncher(binary=binary, model_path=str(model))
     cand, port = Candidate(flags=flags), free_port()
-    proc = ServerProcess(argv=launcher.command(cand, port), env=launcher.environment(cand), log_path=log, port=port)
+    argv = launcher.command(cand, port) + list(extra_args)
+    proc = ServerProcess(argv=argv, env=launcher.environment(cand), log_path=log, port=port)
     proc.start()
     try:
         proc.wait_ready(180)

@@ -22,11 +22,9 @@ from kvtune.bench.prompts import exact_prompt
 from kvtune.bench.report import metrics_table, to_vllm_json
 from kvtune.bench.tokenizer import load_tokenizer
 from kvtune.errors import KvtuneError
-from kvtune.launchers.base import Candidate
-from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
-from kvtune.launchers.models import demo_model_path
-from kvtune.launchers.process import ServerProcess, free_port
+from kvtune.launchers.llama_server import find_llama_server
 from kvtune.workload import Workload
+from tests.e2e.conftest import demo_llama_server
 
 pytestmark = pytest.mark.e2e
 NOISE = 0.35  # generous on purpose: a shared CPU
@@ -54,22 +52,13 @@ def _pooled(runs) -> dict[str, float]:
 def server(tmp_path_factory):
     try:
         binary = find_llama_server()
-        model = demo_model_path()
     except KvtuneError as e:
         pytest.skip(str(e))
-    launcher = LlamaServerLauncher(binary=binary, model_path=str(model))
-    port = free_port()
     # 8 slots: the two concurrent paths (2 users each) never wait for a slot.
-    cand = Candidate(flags={"parallel": 8, "ctx-per-slot": 512, "threads": 2})
-    argv = launcher.command(cand, port) + ["--metrics"]
+    flags = {"parallel": 8, "ctx-per-slot": 512, "threads": 2}
     log = tmp_path_factory.mktemp("bench-e2e") / "server.log"
-    proc = ServerProcess(argv=argv, env=launcher.environment(cand), log_path=log, port=port)
-    proc.start()
-    try:
-        proc.wait_ready(180)
-        yield proc, launcher, model
-    finally:
-        proc.stop()
+    with demo_llama_server(binary, flags, log, extra_args=("--metrics",)) as started:
+        yield started
 
 
 def test_bench_path_and_tuner_path_agree(server) -> None:
