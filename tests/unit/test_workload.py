@@ -123,6 +123,14 @@ def test_an_impossible_multi_turn_setting_is_one_line(fields, message):
             "trace azure-conv at its own arrival times and lengths, the requests of its first 60 s",
         ),
         (
+            {"trace": "mooncake-conv", "trace_length_scale": 0.014},
+            "trace mooncake-conv at its own arrival times, lengths scaled by 0.014, its first 32 requests",
+        ),
+        (
+            {"trace": "azure-conv", "trace_speed": 2.5},
+            "trace azure-conv at 2.5x its recorded rate, its own lengths, its first 32 requests",
+        ),
+        (
             {"multiturn": True, "turns": 4, "think_time_s": 1.0, "concurrency": 4, "num_requests": 16},
             "4 concurrent users replaying 4 conversations of 4 turns, 1 s think time, each turn carrying the "
             "history so far; 200 new prompt / 64 output tokens per turn",

@@ -59,7 +59,14 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
         return _set_up_only(opts, spec, launcher)
     out = make_console(quiet=mode in ("quiet", "jsonl"))
     late = _LateReporter()
-    session = open_session(opts, spec, late.callbacks(), on_prepared=lambda p: print_header(p, out), launcher=launcher)
+    session = open_session(
+        opts,
+        spec,
+        late.callbacks(),
+        on_prepared=lambda p: print_header(p, out),
+        launcher=launcher,
+        on_probe=lambda line: out.print(f"[dim]{line}[/dim]"),
+    )
     if session.warm_start_labels:
         out.print(f"warm start: queued {', '.join(session.warm_start_labels)} (adapted to this search space)")
     done = session.tuner.completed()

@@ -33,6 +33,8 @@ def print_header(p: Prepared, console: Console) -> None:
     if p.trace_sizing is not None:
         console.print(f"workload {w.describe()} (+{w.warmup_requests} warm-up, not measured)", markup=False)
         console.print(f"trace    {p.trace_sizing.describe()}", markup=False)
+        if p.host_fit is not None:
+            console.print(f"host     {p.host_fit.describe()}", markup=False)
     else:
         console.print(
             f"workload {w.describe()}; {w.num_requests} requests (+{w.warmup_requests} warm-up, not measured)"

@@ -15,6 +15,7 @@ import optuna
 
 from kvtune import hardware
 from kvtune.bench.inputs import check_workload_files
+from kvtune.bench.trace_demand import HostFit
 from kvtune.bench.trace_sizing import TraceSizing, sized_workload
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob, Launcher
@@ -32,6 +33,10 @@ from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import MonitorFactory
 from kvtune.tuner.trial.measure import Bench
 
+# A trace's spec and sizing fitted to this host, and what the fit did (None: nothing to say).
+Fitted = tuple[StudySpec, TraceSizing, HostFit | None]
+TraceFitter = Callable[[StudySpec, TraceSizing, Launcher, str, Path], Fitted]
+
 
 @dataclass
 class Prepared:
@@ -44,6 +49,8 @@ class Prepared:
     hardware: dict
     # How a trace's slots were sized (bench/trace_sizing.py); None: the workload has no trace.
     trace_sizing: TraceSizing | None = None
+    # The trace's replay sized to this host's measured speed (tuner/trace_fit.py); None: not fitted.
+    host_fit: HostFit | None = None
 
 
 def parse_study_targets(spec: StudySpec) -> list[Target]:
@@ -73,13 +80,17 @@ def prepare(
     runs_dir: str | None = None,
     device_env: dict[str, str] | None = None,
     cpus_per_trial: int | None = None,
+    fit_trace: TraceFitter | None = None,
 ) -> Prepared:
     """The parts of a study. `device_env` is this worker's GPU slot (CUDA_VISIBLE_DEVICES): the
     launcher keeps only those GPUs before it offers knobs, so its pre-screen and its choices
     (gpu-memory-utilization, n-gpu-layers) are about the memory this worker's trials get.
     `cpus_per_trial` is the CPUs each trial's server gets where the study runs (a study set up
     for a scheduler's workers: not this host's count): the space (threads up to it) and the
-    hardware class (its "cpus") are the study's, so every worker that joins builds the same."""
+    hardware class (its "cpus") are the study's, so every worker that joins builds the same.
+    `fit_trace` sizes a trace's replay to this host (tuner/trace_fit.py; it starts the defaults
+    once, so it runs after every check, after the GPU pin) and the space's slot sizes follow the
+    fitted workload: `kvtune run` passes one; a study set up for other hosts does not."""
     check_sampler_installed(spec.sampler)  # before the baseline, not at the first sampled trial
     check_workload_files(spec.workload)  # a missing or malformed trace or dataset: before any launch
     targets = parse_study_targets(spec)
@@ -90,7 +101,8 @@ def prepare(
             early.check_space(spec.space, [k for k in parse_space(spec.space).values() if k is not None])
     launcher = launcher or create_launcher(spec)  # bad backend, model, binary: fails here
     asked = spec  # the study's default name is of the words given, before a trace is sized
-    spec, sizing = _sized(spec, launcher)
+    spec, sizing = sized_spec(spec, launcher)
+    name = spec.study or default_study_name(asked, launcher)
     if device_env:
         launcher.pin_gpus(hardware.visible_gpus(device_env))
     hw = hardware.fingerprint()
@@ -103,8 +115,13 @@ def prepare(
         table.check_space(spec.space, knobs, [k.name for k in offered])
     if spec.sampler is samplers.SamplerKind.GRID:
         samplers.grid_space(knobs)  # a continuous range fails here, before the study exists
-    name = spec.study or default_study_name(asked, launcher)
-    directory = storage.run_dir(storage.runs_root(runs_dir), name)
+    directory = storage.run_dir(storage.runs_root(runs_dir), name)  # made once everything is checked
+    host_fit = None
+    if fit_trace is not None and sizing is not None:  # after every check: a typo never costs a launch
+        fitted, sizing, host_fit = fit_trace(spec, sizing, launcher, name, directory)
+        if fitted is not spec:  # the slot sizes offered follow the fitted lengths
+            spec, offered = fitted, launcher.default_knobs(fitted.workload, hw["cpus"])
+            knobs = merge_knobs(offered, spec.space)
     return Prepared(
         spec=spec,
         targets=targets,
@@ -114,10 +131,11 @@ def prepare(
         run_dir=directory,
         hardware=hw,
         trace_sizing=sizing,
+        host_fit=host_fit,
     )
 
 
-def _sized(spec: StudySpec, launcher: Launcher) -> tuple[StudySpec, TraceSizing | None]:
+def sized_spec(spec: StudySpec, launcher: Launcher) -> tuple[StudySpec, TraceSizing | None]:
     """The spec with its trace's clip set from the trace and the model's context, so every
     slot size derived from the workload (llama-server's per-slot context, vLLM's max-model-len)
     holds the trace's requests; an unfittable trace is refused here, before any launch."""

@@ -33,6 +33,7 @@ from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.search import samplers
 from kvtune.tuner.search.importance import ImportanceSchedule
 from kvtune.tuner.search.warmstart import enqueue_warm_start
+from kvtune.tuner.trace_fit import HostFitter, SpeedProbe, length_scale_given
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,7 @@ class RunOptions:
 
 def study_spec(opts: RunOptions) -> StudySpec:
     """The study file's values, then the flags given, over the defaults."""
-    if opts.file_data is not None:
-        return build_spec(dict(opts.file_data), opts.spec_overrides)
-    file_data = load_study_file(opts.study_file) if opts.study_file else {}
-    return build_spec(file_data, opts.spec_overrides)
+    return build_spec(dict(_file_data(opts)), opts.spec_overrides)
 
 
 @dataclass
@@ -186,24 +184,36 @@ def open_session(
     callbacks: Callbacks,
     on_prepared: Callable[[Prepared], None] = lambda p: None,
     launcher: Launcher | None = None,
+    on_probe: Callable[[str], None] = lambda line: None,
+    probe: SpeedProbe | None = None,
 ) -> Session:
-    """Prepare the parts, open (or resume) the study, queue a warm start. `on_prepared` runs
-    before the study is opened (the CLI prints its header there, before any slow step).
-    `launcher`: one already built (a multi-backend run builds each backend's first; tests pass
-    a fake); default: the spec's backend."""
+    """Prepare the parts, size a trace's replay to this host (tuner/trace_fit.py: a probe of the
+    defaults, reported through `on_probe`; `probe` replaces it in tests), open (or resume) the
+    study, queue a warm start. `on_prepared` runs before the study is opened (the CLI prints
+    its header there). `launcher`: one already built (a multi-backend run builds each backend's
+    first; tests pass a fake); default: the spec's backend."""
     opts.validate()
     if opts.workers > 1:
         _refuse_grid(spec)
     if opts.storage:  # a database that is down: said before the runs folder is written
         check_reachable(opts.storage)
     warm_source = _warm_start_source(opts, opts.storage)  # a study that is not there: before anything
+    fitter = None
+    if not length_scale_given(_file_data(opts), opts.spec_overrides.workload.trace_length_scale):
+        fitter = HostFitter(
+            lambda run_dir: opts.storage or sqlite_url(run_dir), worker_pool.cpu_slot(0, opts.workers), on_probe, probe
+        )
     prepared = prepare(
-        spec, launcher=launcher, runs_dir=opts.runs_dir, device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial)
+        spec,
+        launcher=launcher,
+        runs_dir=opts.runs_dir,
+        device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial),
+        fit_trace=fitter,
     )
     if opts.workers > 1:
         _refuse_relative_targets(prepared)
-    on_prepared(prepared)
     url = opts.storage or sqlite_url(prepared.run_dir)
+    on_prepared(prepared)
     session_ref: list[Session] = []
 
     def finished(outcome: TrialOutcome) -> None:
@@ -227,6 +237,13 @@ def open_session(
     if warm_source is not None:
         session.warm_start_labels = enqueue_warm_start(tuner.study, warm_source, prepared.space.knobs)
     return session
+
+
+def _file_data(opts: RunOptions) -> Mapping[str, Any]:
+    """The study file's values (read once: `file_data`), {} without a study file."""
+    if opts.file_data is not None:
+        return opts.file_data
+    return load_study_file(opts.study_file) if opts.study_file else {}
 
 
 def _warm_start_source(opts: RunOptions, storage: str | None) -> optuna.Study | None:

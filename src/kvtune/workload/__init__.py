@@ -197,7 +197,13 @@ class Workload:
                 cut = (
                     f"its first {n} requests in " if n is not None else "the requests of "
                 ) + f"its first {window:g} s"
-            return f"trace {self.trace} at its own arrival times and lengths, {cut}"
+            if self.trace_speed == 1 and self.trace_length_scale == 1:
+                return f"trace {self.trace} at its own arrival times and lengths, {cut}"
+            times = "its own arrival times" if self.trace_speed == 1 else f"{self.trace_speed:g}x its recorded rate"
+            lengths = (
+                "its own lengths" if self.trace_length_scale == 1 else f"lengths scaled by {self.trace_length_scale:g}"
+            )
+            return f"trace {self.trace} at {times}, {lengths}, {cut}"
         if self.multiturn:
             return self._describe_conversations()
         if self.rate is not None:

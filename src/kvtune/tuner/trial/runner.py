@@ -78,7 +78,7 @@ class TrialRunner:
         self.monitor, self.sleep = monitor or what.monitor, sleep
         # The model's own tokenizer (GGUF vocab or HF) makes synthetic prompts exact; loaded
         # once per study, None when unavailable (prompts are then a stated approximation).
-        self.tokenizer = _study_tokenizer(what.launcher)
+        self.tokenizer = study_tokenizer(what.launcher)
         latency = {
             t.metric: t.threshold
             for t in what.targets
@@ -330,7 +330,8 @@ def request_extra_body(launcher: Launcher, workload: Workload) -> dict[str, Any]
     return extra_body
 
 
-def _study_tokenizer(launcher: Launcher) -> Any:
+def study_tokenizer(launcher: Launcher) -> Any:
+    """The model's tokenizer (GGUF vocab or HF folder), None when there is none to load."""
     path = launcher.model_path
     if not path or not Path(str(path)).exists():
         return None
