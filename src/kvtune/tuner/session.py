@@ -18,12 +18,13 @@ import optuna
 
 from kvtune.errors import SpecError
 from kvtune.launchers.base import Launcher
+from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.overrides import SpecOverrides
 from kvtune.study.results import build_payload, write_results
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
-from kvtune.tuner.build import Prepared, open_tuner, prepare
+from kvtune.tuner.build import Prepared, open_tuner, parse_study_targets, prepare
 from kvtune.tuner.fleet import accounting, confirmer
 from kvtune.tuner.fleet import workers as worker_pool
 from kvtune.tuner.fleet.budget import Budget
@@ -203,6 +204,8 @@ def open_session(
         fitter = HostFitter(
             lambda run_dir: opts.storage or sqlite_url(run_dir), worker_pool.cpu_slot(0, opts.workers), on_probe, probe
         )
+    if opts.workers > 1:
+        _refuse_relative_targets(parse_study_targets(spec))
     prepared = prepare(
         spec,
         launcher=launcher,
@@ -210,8 +213,6 @@ def open_session(
         device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial),
         fit_trace=fitter,
     )
-    if opts.workers > 1:
-        _refuse_relative_targets(prepared)
     url = opts.storage or sqlite_url(prepared.run_dir)
     on_prepared(prepared)
     session_ref: list[Session] = []
@@ -266,8 +267,8 @@ def _refuse_grid(spec: StudySpec) -> None:
         )
 
 
-def _refuse_relative_targets(prepared: Prepared) -> None:
-    if any(t.relative for t in prepared.targets):
+def _refuse_relative_targets(targets: list[Target]) -> None:
+    if any(t.relative for t in targets):
         raise SpecError(
             "targets relative to the baseline (e.g. 'ttft<0.8x') need the baseline "
             "measured first: use --workers 1, or absolute targets"
@@ -284,8 +285,8 @@ def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = N
     _refuse_grid(spec)
     check_reachable(opts.storage)  # a database that is down: said before the runs folder is written
     warm_source = _warm_start_source(opts, opts.storage)
+    _refuse_relative_targets(parse_study_targets(spec))
     prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir, cpus_per_trial=opts.cpus_per_trial)
-    _refuse_relative_targets(prepared)
     study = set_up_study(prepared, opts.storage, opts.gpus_per_trial)
     if warm_source is not None:
         enqueue_warm_start(study, warm_source, prepared.space.knobs)
