@@ -16,7 +16,7 @@ from rich.table import Table
 
 from kvtune.cli.app import app, console
 from kvtune.cli.bench_flags import BenchFlags
-from kvtune.cli.bench_sweep import check_sweep, curve_table, parse_rates, sweep, sweep_verdict
+from kvtune.cli.bench_sweep import check_sweep, curve_table, parse_rates, rate_unit, sweep, sweep_verdict
 from kvtune.cli.flag_record import command_signature
 from kvtune.cli.flag_values import pause_seconds, seconds, trace_of
 from kvtune.errors import SpecError
@@ -220,8 +220,9 @@ def rate_sweep(
     """--rate 1,2,4,8: one run per rate (cli/bench_sweep.py), the goodput curve, its exit status."""
     rows = sweep(workload, rates, lambda w: measure(f, base, w, targets, slo)[0], targets)
     goodput = slo is not None or any(t.upper and t.metric in ("ttft", "tpot", "e2el") for t in targets)
-    console.print(curve_table(rows, goodput=goodput, targets=bool(targets)))
-    line, status = sweep_verdict(rows, targets)
+    unit = rate_unit(workload)  # conversations/s for multi-turn: the achieved column stays req/s
+    console.print(curve_table(rows, goodput=goodput, targets=bool(targets), unit=unit))
+    line, status = sweep_verdict(rows, targets, unit)
     if line:
         console.print(line, markup=False)
     return status

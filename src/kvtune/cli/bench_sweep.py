@@ -74,10 +74,16 @@ def _cell(v: float | None, fmt: str) -> str:
     return "-" if v is None else ("inf" if v == float("inf") else format(v, fmt))
 
 
-def curve_table(rows: list[SweepRow], *, goodput: bool, targets: bool) -> Table:
+def rate_unit(workload: Workload) -> str:
+    """What --rate counts: requests, or (multi-turn) conversations started per second; the
+    achieved column is always requests per second (each turn is one)."""
+    return "conversations/s" if workload.multiturn else "req/s"
+
+
+def curve_table(rows: list[SweepRow], *, goodput: bool, targets: bool, unit: str = "req/s") -> Table:
     """The goodput curve: one row per rate; goodput and missed targets only when asked for."""
     table = Table(title="goodput curve")
-    heads = ["rate (req/s)", "achieved (req/s)", "output tok/s", "p95 TTFT (ms)", "p95 TPOT (ms)"]
+    heads = [f"rate ({unit})", "achieved (req/s)", "output tok/s", "p95 TTFT (ms)", "p95 TPOT (ms)"]
     heads += ["goodput (req/s)"] if goodput else []
     heads += ["targets"] if targets else []
     for h in heads:
@@ -91,7 +97,7 @@ def curve_table(rows: list[SweepRow], *, goodput: bool, targets: bool) -> Table:
     return table
 
 
-def sweep_verdict(rows: list[SweepRow], targets: list[Target]) -> tuple[str, int]:
+def sweep_verdict(rows: list[SweepRow], targets: list[Target], unit: str = "req/s") -> tuple[str, int]:
     """The sweep's last line and exit status: the highest rate meeting every target (status 0),
     none (1); without targets 0 unless every request of every rate failed."""
     failed = all(r.metrics.get("failed", 0) and r.metrics.get("failed") == r.metrics.get("num_requests") for r in rows)
@@ -99,5 +105,5 @@ def sweep_verdict(rows: list[SweepRow], targets: list[Target]) -> tuple[str, int
         return ("every request of every rate failed" if failed else ""), 1 if failed else 0
     held = [r.rate for r in rows if not r.missed]
     if not held:
-        return f"no rate met every target (lowest tried: {rows[0].rate:g} req/s)", 1
-    return f"highest rate meeting every target: {max(held):g} req/s", 0
+        return f"no rate met every target (lowest tried: {rows[0].rate:g} {unit})", 1
+    return f"highest rate meeting every target: {max(held):g} {unit}", 0

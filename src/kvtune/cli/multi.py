@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
 
 from kvtune.artifacts.compare import COMPARE_FILE, compare_studies, write_comparison
 from kvtune.cli.app import err_console
@@ -51,19 +53,11 @@ def run_backends(
         f"each its own study: {', '.join(leg.study for leg in plan.legs)}"
     )
     prepared_s = clock.monotonic() - began
-    walls: dict[str, float] = {}
-    for i, leg in enumerate(plan.legs, 1):
-        out.print()
-        out.rule(f"{leg.backend} ({i} of {len(plan.legs)}): study {leg.study}")
-        start = clock.monotonic()
-        code = run_study(leg.options, mode, launcher=leg.launcher, print_best=False)
-        walls[leg.study] = round(clock.monotonic() - start, 1)
-        if code == INTERRUPTED:
-            left = [x.backend for x in plan.legs[i:]]
-            if left:
-                err_console.print(f"not run: {', '.join(left)}")
-            return INTERRUPTED
     root = runs_root(opts.runs_dir)
+    walls: dict[str, float] = {}
+    code = _run_legs(plan.legs, mode, out, clock, root, walls)
+    if code == INTERRUPTED:
+        return INTERRUPTED
     studies = [(leg.study, json.loads((root / leg.study / "results.json").read_text())) for leg in plan.legs]
     c = compare_studies(studies, name=plan.name, skipped=[asdict(s) for s in plan.skipped], wall_s=walls, at_least=1)
     path = write_comparison(root / plan.name / COMPARE_FILE, c)
@@ -82,3 +76,38 @@ def run_backends(
     elif mode == "quiet" and c.winner is not None and c.winner.best_argv:
         print(shlex.join(c.winner.best_argv))
     return 0 if c.winner is not None else 1
+
+
+def _run_legs(legs: list, mode: str, out: Any, clock: Clock, root: Path, walls: dict[str, float]) -> int:
+    """Each backend's study in turn (their wall times into `walls`); INTERRUPTED stops the rest.
+    A trace is replayed with the length scale the first study fitted, by every backend."""
+    scale: float | None = None
+    for i, leg in enumerate(legs, 1):
+        out.print()
+        out.rule(f"{leg.backend} ({i} of {len(legs)}): study {leg.study}")
+        options = leg.options
+        if scale is not None:
+            out.print(f"[dim]trace lengths scaled by {scale:g}, as the first backend's study fitted them[/dim]")
+            options = replace(options, spec_overrides=options.spec_overrides.with_workload(trace_length_scale=scale))
+        start = clock.monotonic()
+        code = run_study(options, mode, launcher=leg.launcher, print_best=False)
+        walls[leg.study] = round(clock.monotonic() - start, 1)
+        if code == INTERRUPTED:
+            left = [x.backend for x in legs[i:]]
+            if left:
+                err_console.print(f"not run: {', '.join(left)}")
+            return INTERRUPTED
+        if scale is None:
+            scale = fitted_trace_scale(root / leg.study)
+    return 0
+
+
+def fitted_trace_scale(study_dir: Path) -> float | None:
+    """The trace length scale a finished study ran with (its results.json), so every backend of
+    a comparison replays the same requests: a second probe, of another server, would size them
+    otherwise. None: no trace, or no results."""
+    try:
+        workload = json.loads((study_dir / "results.json").read_text())["spec"]["workload"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return float(workload.get("trace_length_scale", 1.0)) if workload.get("trace") else None

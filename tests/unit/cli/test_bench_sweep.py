@@ -10,7 +10,15 @@ import pytest
 from rich.console import Console
 
 from kvtune.bench.client import BenchOptions, run
-from kvtune.cli.bench_sweep import SweepRow, check_sweep, curve_table, parse_rates, sweep, sweep_verdict
+from kvtune.cli.bench_sweep import (
+    SweepRow,
+    check_sweep,
+    curve_table,
+    parse_rates,
+    rate_unit,
+    sweep,
+    sweep_verdict,
+)
 from kvtune.errors import SpecError
 from kvtune.objectives.targets import parse_targets
 from kvtune.testing.mock_openai import MockOpenAI
@@ -66,3 +74,16 @@ def test_goodput_is_a_column_when_asked_for_and_the_verdict_says_when_nothing_he
     failed = [SweepRow(1.0, {"failed": 4, "num_requests": 4}, ())]
     assert sweep_verdict(failed, []) == ("every request of every rate failed", 1)
     assert sweep_verdict([SweepRow(1.0, {"failed": 0, "num_requests": 4}, ())], []) == ("", 0)
+
+
+def test_a_sweep_of_conversations_counts_conversations_started_and_requests_achieved():
+    """--rate with --workload multiturn starts conversations at the rate: the rate column and the
+    verdict say conversations/s, the achieved column stays requests/s (each turn is one)."""
+    conv = Workload(multiturn=True, turns=3, num_requests=6)
+    assert rate_unit(conv) == "conversations/s" and rate_unit(Workload()) == "req/s"
+    rows = [SweepRow(0.5, {"request_throughput": 1.4}, ())]
+    text = rendered(curve_table(rows, goodput=False, targets=True, unit=rate_unit(conv)))
+    assert "rate (conversations/s)" in text and "achieved (req/s)" in text
+    assert sweep_verdict(rows, parse_targets(["ttft<1s"]), rate_unit(conv))[0] == (
+        "highest rate meeting every target: 0.5 conversations/s"
+    )
