@@ -120,3 +120,39 @@ def test_conversations_arrive_open_loop_with_drawn_think_times(tmp_path, llama_s
     gaps = [b.intended_send_time - a.intended_send_time for a, b in zip(starts, starts[1:])]
     assert all(abs(g - 0.5) < 1e-6 for g in gaps), gaps  # the schedule: 2 conversations per second
     assert all(s.schedule_lag_s is not None for s in starts)  # recorded; no bound (machine-dependent)
+
+
+def test_conversations_of_a_group_share_their_system_prompt_in_the_servers_cache(tmp_path, llama_server: str) -> None:
+    """System prompts shared by subsets of users (issue 30 item 4), against a real llama-server
+    with one slot: every conversation opens with a 200-token system prompt; when all share one
+    (fraction 1), each conversation's first turn finds it in the slot the previous conversation
+    left (the server's own timings.cache_n covers it); when each has its own (fraction 0 of the
+    same length), a first turn finds only the chat template's opening tokens."""
+
+    def wl(fraction: float) -> Workload:
+        return Workload(
+            multiturn=True,
+            turns=2,
+            prompt_tokens=30,
+            output_tokens=4,
+            concurrency=1,
+            num_requests=6,  # three conversations of two turns
+            warmup_requests=1,
+            shared_prefix_fraction=fraction,
+            shared_prefix_tokens=200,
+            request_timeout_s=120,
+        )
+
+    flags = {"parallel": 1, "ctx-per-slot": 2048, "threads": 2}
+    with demo_llama_server(llama_server, flags, tmp_path / "server.log") as (proc, launcher, model):
+        options = BenchOptions(launcher.served_model_name(), tokenizer=str(model), extra_body={"cache_prompt": True})
+        shared = run(proc.base_url, wl(1.0), options)
+        unique = run(proc.base_url, wl(1e-9), options)  # a fraction > 0 that no conversation reaches
+    for r in (shared, unique):
+        assert [s.error for s in r.samples if not s.ok] == []
+        assert all(s.prompt_tokens >= 230 for s in r.samples)  # both carry a 200-token system prompt
+    first = [s.server_timings["cache_n"] for s in shared.samples if s.turn == 1 and s.server_timings]
+    alone = [s.server_timings["cache_n"] for s in unique.samples if s.turn == 1 and s.server_timings]
+    assert len(first) == len(alone) == 3
+    assert all(n >= 200 for n in first), first  # the shared system prompt came from the cache
+    assert all(n < 50 for n in alone), alone  # only the template's opening tokens

@@ -15,7 +15,7 @@ import random
 from typing import Callable
 
 from kvtune.bench.datasets import load_conversations
-from kvtune.bench.prompts import _WORDS, exact_prompt, prompt_nonce, synthetic_prompt
+from kvtune.bench.prompts import _WORDS, PromptSource, exact_prompt, prompt_nonce, synthetic_prompt
 from kvtune.workload import Workload
 
 
@@ -42,6 +42,15 @@ class ConversationSource:
         self._order = list(range(len(dataset or [])))
         random.Random(f"kvtune-conversations:{workload.seed}").shuffle(self._order)
         self._described = described
+        # The system prompts: shared by groups of conversations, as single requests share them.
+        self._systems = PromptSource(workload, salt, words=self.words or None)
+
+    def system(self, c: int) -> str | None:
+        """Conversation `c`'s system prompt (every turn carries it first), None without a
+        shared-prefix part: `shared_prefix_fraction` of conversations share one of
+        `shared_prefix_groups` prompts (conversation c is dealt as request c would be), the
+        rest have a unique one of the same length, so only a prefix cache tells them apart."""
+        return self._systems.system(c)[0]
 
     def turns(self, c: int) -> list[str]:
         """The user turns of conversation `c`, the first with the conversation's nonce."""
@@ -71,13 +80,20 @@ class ConversationSource:
     def describe(self) -> str:
         w = self.workload
         if self.dataset:
-            return f"multi-turn, {self._described}; each conversation's first turn opens with a unique nonce"
+            return f"multi-turn, {self._described}; each conversation's first turn opens with a unique nonce{self._shared()}"
         size = f"exactly {w.prompt_tokens}" if self.words else f"about {w.prompt_tokens}"
         think = f", {w.think_time_s:g} s think time" if w.think_time_s > 0 else ""
         return (
             f"multi-turn, synthetic: {w.turns} turns of {size} new tokens and {w.output_tokens} output "
-            f"tokens each{think}; a nonce opens each conversation only"
+            f"tokens each{think}; a nonce opens each conversation only{self._shared()}"
         )
+
+    def _shared(self) -> str:
+        w = self.workload
+        if w.shared_prefix_fraction <= 0:
+            return ""
+        groups = f" in {w.shared_prefix_groups} groups" if w.shared_prefix_groups > 1 else ""
+        return f"; a {w.shared_prefix_tokens}-token system prompt shared by {w.shared_prefix_fraction:.0%} of conversations{groups}"
 
 
 def conversation_source(

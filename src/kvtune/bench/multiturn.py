@@ -78,8 +78,9 @@ class ConversationLoop:
     async def conversation(self, c: int, keep: Callable[[RequestSample], bool], start: float | None = None) -> None:
         """Run conversation `c` to its end; `keep` records each turn (False: the phase stopped).
         `start`: the open loop's due time of its first turn (recorded as the intended send)."""
-        history: Messages = []
-        used = 0
+        system = self.source.system(c)
+        history: Messages = [] if system is None else [{"role": "system", "content": system}]
+        used = 0 if system is None else self.source.tokens(system)
         turns = self.source.turns(c)[: self.max_turns]
         self.stats.started += 1
         for k, text in enumerate(turns, 1):

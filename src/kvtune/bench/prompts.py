@@ -176,18 +176,22 @@ class PromptSource:
         """Request `index`'s forced output length: drawn when `output_spread` > 0 (lengths.py)."""
         return output_length(self.workload, index)
 
+    def system(self, index: int) -> tuple[str | None, bool, int | None]:
+        """Request (or conversation) `index`'s system prompt, whether it is a shared one, and
+        its group: None, False, None without a shared-prefix part. Group g's shared prompt is
+        the same for the whole run (key -1 - g, never a request's index); the others are unique."""
+        w = self.workload
+        if not (w.shared_prefix_fraction > 0 and w.shared_prefix_tokens > 0):
+            return None, False, None
+        shared = shared_prefix_member(index, w.shared_prefix_fraction)
+        group = shared_prefix_group(index, w.shared_prefix_fraction, w.shared_prefix_groups) if shared else None
+        key = index if group is None else -1 - group
+        return self._text(key, w.shared_prefix_tokens, "shared" if shared else "system"), shared, group
+
     def prompt(self, index: int) -> Prompt:
         w = self.workload
         user = self._user(index)
-        system, group = None, None
-        shared = False
-        if w.shared_prefix_fraction > 0 and w.shared_prefix_tokens > 0:
-            shared = shared_prefix_member(index, w.shared_prefix_fraction)
-            # Group g's shared one is the same for the whole run (key -1 - g, never a request's
-            # index); the others are unique.
-            group = shared_prefix_group(index, w.shared_prefix_fraction, w.shared_prefix_groups) if shared else None
-            key = index if group is None else -1 - group
-            system = self._text(key, w.shared_prefix_tokens, "shared" if shared else "system")
+        system, shared, group = self.system(index)
         tokens = None
         if self.dataset is None and self.words:
             tokens = prompt_length(w, index) + (w.shared_prefix_tokens if system is not None else 0)

@@ -41,7 +41,10 @@ request carrying the history so far (earlier prompts and the server's own answer
 that mean, seeded by `seed`, the conversation and the turn). ``ceil(num_requests / turns)``
 conversations are measured (open loop with `duration_s`: those starting in it); one ends early when its next turn would not fit `conversation_max_tokens` (default:
 `request_tokens`, the context kvtune sizes a slot for). Only a conversation's first turn carries a
-nonce, so its turns share their prefix and different conversations do not.
+nonce, so its turns share their prefix and different conversations do not, unless
+``shared_prefix_fraction`` > 0: then every conversation opens with a system prompt of
+`shared_prefix_tokens`, one of `shared_prefix_groups` shared ones for that fraction of
+conversations (dealt as single requests are) and a unique one for the rest.
 Secrets (an API key) never live here: a workload is saved with the results.
 """
 
@@ -219,13 +222,13 @@ class Workload:
             )
         return f"{users}, {prompts} / {self.output_tokens} output tokens{self._shared()}"
 
-    def _shared(self) -> str:
-        """The shared system prompt in words, when some requests share one."""
+    def _shared(self, who: str = "requests") -> str:
+        """The shared system prompt in words, when some requests (or conversations) share one."""
         if self.shared_prefix_fraction <= 0:
             return ""
         k = self.shared_prefix_groups
         groups = f", in {k} groups (each group its own prompt)" if k > 1 else ""
-        return f"; a {self.shared_prefix_tokens}-token system prompt shared by {self.shared_prefix_fraction:.0%} of requests{groups}"
+        return f"; a {self.shared_prefix_tokens}-token system prompt shared by {self.shared_prefix_fraction:.0%} of {who}{groups}"
 
     def _describe_conversations(self) -> str:
         """Conversations in words: who starts them (users, or an open loop's rate), their turns."""
@@ -243,7 +246,10 @@ class Workload:
                 who = f"{self.conversations} {what}, {start}"
         else:
             who = f"{self.concurrency} concurrent users replaying {self.conversations} {what}"
-        return f"{who}{think}, each turn carrying the history so far; {size}{self.output_tokens} output tokens per turn"
+        return (
+            f"{who}{think}, each turn carrying the history so far; {size}{self.output_tokens} output tokens per turn"
+            f"{self._shared('conversations')}"
+        )
 
     def validate(self) -> "Workload":
         for name in ("concurrency", "prompt_tokens", "output_tokens", "num_requests"):

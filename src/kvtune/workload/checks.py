@@ -67,7 +67,6 @@ def check_multiturn(w: "Workload") -> None:
     clash = ["trace"] if w.trace is not None else []
     clash += ["duration_s (or set mode: open)"] if w.duration_s is not None and w.mode != "open" else []
     clash += ["endpoint: completions"] if w.endpoint != "chat" else []
-    clash += ["shared_prefix_fraction"] if w.shared_prefix_fraction > 0 else []
     if clash:
         raise SpecError(f"workload.multiturn runs chat conversations: drop {', '.join(clash)}")
     if w.turns < 1:
