@@ -154,3 +154,33 @@ def test_ctrl_c_records_the_trial_as_interrupted_and_stops_the_server(tmp_path):
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out + err
     assert len(finished_numbers(run_dir, "c")) == 2
+
+
+def test_ctrl_c_during_a_traces_speed_probe_stops_its_server_and_exits_130(tmp_path):
+    """Ctrl-C while `kvtune run --workload trace:...` probes the server's defaults (before any
+    study exists, tuner/host_speed.py): exit 130 with one line, no traceback, the probe's server
+    gone and its record removed."""
+    run_dir = tmp_path / "p"
+    argv = [sys.executable, "-m", "kvtune.cli", "run", "--runs-dir", str(tmp_path), "--study", "p"]
+    argv += ["--workload", "trace:mooncake-conv", "--trials", "2"]
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_default_sigint,
+    )
+    pid_file = run_dir / "host-speed" / "server.pid"
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pid_file.exists(), "the probe started no server"
+    server_pid = json.loads(pid_file.read_text())["pid"]
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "interrupted before the first trial" in err and "Traceback" not in err
+    assert gone(server_pid)
+    assert not pid_file.exists() and not (run_dir / "study.db").exists()

@@ -59,14 +59,21 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
         return _set_up_only(opts, spec, launcher)
     out = make_console(quiet=mode in ("quiet", "jsonl"))
     late = _LateReporter()
-    session = open_session(
-        opts,
-        spec,
-        late.callbacks(),
-        on_prepared=lambda p: print_header(p, out),
-        launcher=launcher,
-        on_probe=lambda line: out.print(f"[dim]{line}[/dim]"),
-    )
+    try:
+        session = open_session(
+            opts,
+            spec,
+            late.callbacks(),
+            on_prepared=lambda p: print_header(p, out),
+            launcher=launcher,
+            on_probe=lambda line: out.print(f"[dim]{line}[/dim]"),
+        )
+    except KeyboardInterrupt:  # e.g. during a trace's speed probe: no study exists yet
+        err_console.print(
+            "\ninterrupted before the first trial: nothing was measured and the server stopped. "
+            "Run the same command to start again."
+        )
+        return 130
     if session.warm_start_labels:
         out.print(f"warm start: queued {', '.join(session.warm_start_labels)} (adapted to this search space)")
     done = session.tuner.completed()
