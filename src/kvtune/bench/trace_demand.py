@@ -2,7 +2,7 @@
 it cannot: decided from a measured speed, before the first trial.
 
 A production trace comes from a fleet. Replayed at its recorded lengths against one server it can
-ask far more than that server answers: Mooncake's first 32 requests bring ~150k prompt tokens
+ask far more than that server answers: Mooncake's first 32 requests bring ~200k prompt tokens
 within 9 s, and a 2-core CPU prefills a few hundred tokens a second, so every config, the
 defaults included, fails by request timeout and the study ends without an answer. So `kvtune
 run` first measures how fast the server's defaults serve here (`HostSpeed`, one short probe:
@@ -24,6 +24,7 @@ shorter than the probe's, where it is exact or conservative.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -72,9 +73,9 @@ def speed_from_probe(samples: Sequence[tuple[int, float, float | None]]) -> Host
     if not usable or not tpots:
         return None
     return HostSpeed(
-        prefill_s_per_token=_median([ttft / n for n, ttft, _ in usable]),
-        decode_s_per_token=_median(tpots),
-        probe_prompt_tokens=int(_median([float(n) for n, _, _ in usable])),
+        prefill_s_per_token=statistics.median(ttft / n for n, ttft, _ in usable),
+        decode_s_per_token=statistics.median(tpots),
+        probe_prompt_tokens=int(statistics.median(n for n, _, _ in usable)),
     )
 
 
@@ -146,12 +147,6 @@ def _round_down(x: float) -> float:
     """`x` cut (never rounded up) to two significant digits: a scale that reads as typed."""
     step = 10.0 ** (math.floor(math.log10(x)) - 1)
     return round(math.floor(x / step + 1e-9) * step, 12)
-
-
-def _median(values: list[float]) -> float:
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 @dataclass(frozen=True)

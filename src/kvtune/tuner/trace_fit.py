@@ -23,7 +23,6 @@ import optuna
 
 from kvtune.bench.trace_demand import HostFit, HostSpeed, fit_demand
 from kvtune.bench.trace_sizing import TraceSizing
-from kvtune.errors import SpecError
 from kvtune.launchers.base import Launcher
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.build import Fitted, sized_spec
@@ -66,10 +65,7 @@ class HostFitter:
         w = spec.workload
 
         def replayed_at(scale: float) -> tuple:
-            try:
-                return rescaled(spec, sizing, launcher, scale)[1].replayed.requests
-            except SpecError:  # a scale so small the sizing refuses it: nothing left to replay
-                return ()
+            return rescaled(spec, sizing, launcher, scale)[1].replayed.requests
 
         fit = fit_demand(replayed_at, speed, w.request_timeout_s, w.trace_length_scale)
         folder.mkdir(parents=True, exist_ok=True)
