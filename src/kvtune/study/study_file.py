@@ -10,14 +10,13 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kvtune.durations import parse_duration
 from kvtune.errors import SpecError, TargetError
 from kvtune.objectives.targets import parse_target
 from kvtune.study.space import check_type as _check_type
 from kvtune.study.space import parse_space
 from kvtune.study.spec import TOP_KEYS
+from kvtune.study.study_yaml import parse_study_yaml, read_study_bytes
 from kvtune.workload import Workload
 
 
@@ -25,16 +24,17 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
     """Read and type-check a YAML study file; returns the keys it sets (`workload`: the workload
     keys it sets)."""
     p = Path(path)
+    if not str(path).strip():
+        raise SpecError("--study-file is empty: give a YAML study file's path, or leave the flag out")
     try:
-        data = yaml.safe_load(p.read_text())
+        raw = read_study_bytes(p)
     except FileNotFoundError:
         raise SpecError(f"study file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise SpecError(f"study file {str(path)!r} is a folder: give a YAML file in it") from None
     except OSError as e:
         raise SpecError(f"cannot read study file {str(path)!r}: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        at = f" at line {line + 1}" if line is not None else ""
-        raise SpecError(f"study file {str(path)!r} is not valid YAML{at}") from e
+    data = parse_study_yaml(raw, f"study file {str(path)!r}")  # bytes, size, aliases, keys given twice
     if data is None:
         return {}
     if not isinstance(data, dict):
