@@ -16,6 +16,7 @@ from kvtune.cli.progress import fmt_flags, fmt_ms
 from kvtune.errors import SpecError
 from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.outcome import TrialOutcome
+from kvtune.writable import check_file
 
 
 def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
@@ -198,6 +199,8 @@ def report(
     comparison a multi-backend run wrote (RUNS/NAME/compare.json), the comparison page."""
     from kvtune.artifacts.report import write_report  # imports matplotlib: only when asked
 
+    if output is not None:
+        check_file(output, "--output")  # before the study is read: nothing written when it cannot be
     compared = None if storage else _comparison_file(study, runs_dir)
     if compared is not None:
         from kvtune.artifacts.compare import load_comparison
@@ -240,6 +243,8 @@ def export(
         raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.ALL_FORMATS)}")
     if not 0 < port < 65536:
         raise SpecError(f"--port must be a TCP port, 1..65535, got {port}: the port the deployed server listens on")
+    if output is not None:
+        check_file(output, "--output")
     results, _, _ = _study_results(study, runs_dir, storage)
     # csv holds every trial: it needs no feasible one
     chosen = {} if format in exporter.STUDY_FORMATS else pick_trial(results, trial).to_dict()

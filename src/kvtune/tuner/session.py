@@ -29,7 +29,7 @@ from kvtune.tuner.fleet import accounting, confirmer
 from kvtune.tuner.fleet import workers as worker_pool
 from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.fleet.setup import set_up_study
-from kvtune.tuner.fleet.storage import check_reachable, load_study, runs_root, sqlite_url
+from kvtune.tuner.fleet.storage import check_reachable, check_runs_root, load_study, runs_root, sqlite_url
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.search import samplers
 from kvtune.tuner.search.importance import ImportanceSchedule
@@ -73,6 +73,9 @@ class RunOptions:
             raise SpecError(f"--cpus-per-trial must be at least 1, got {self.cpus_per_trial}")
         if not 1 <= self.deploy_port <= 65535:
             raise SpecError(f"--deploy-port must be a TCP port, 1-65535, got {self.deploy_port}")
+        if not self.deploy_host.strip():
+            raise SpecError("--deploy-host is empty: give the address the launch script binds, e.g. 0.0.0.0")
+        check_runs_root(self.runs_dir)  # a folder under a file, or read-only: before anything is written
         return self
 
 

@@ -20,16 +20,32 @@ from optuna.storages._heartbeat import BaseHeartbeat
 from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.tuner.fleet.connect import open_error, redact  # noqa: F401 (redact: storage.redact, as callers read it)
 from kvtune.tuner.fleet.retry import Retrier, RetryingStorage, heartbeat_loop, unwrap
+from kvtune.writable import check_folder
 
 
 def runs_root(explicit: str | None = None) -> Path:
-    """--runs-dir, else $KVTUNE_RUNS_DIR, else ./kvtune-runs."""
+    """--runs-dir, else $KVTUNE_RUNS_DIR, else ./kvtune-runs (--runs-dir '' is refused: it
+    would silently mean the default)."""
+    if explicit is not None and not explicit.strip():
+        raise SpecError("--runs-dir is empty: give a folder, or leave the flag out (default ./kvtune-runs)")
     return Path(explicit or os.environ.get("KVTUNE_RUNS_DIR") or "kvtune-runs").expanduser()
+
+
+def check_runs_root(explicit: str | None = None) -> Path:
+    """The runs folder, checked before anything starts: a folder this user can write in or
+    create (writable.check_folder), named by where it came from."""
+    source = "--runs-dir" if explicit else "KVTUNE_RUNS_DIR" if os.environ.get("KVTUNE_RUNS_DIR") else "the runs folder"
+    return check_folder(runs_root(explicit), source)
 
 
 def run_dir(root: Path, study: str) -> Path:
     d = root / study
-    d.mkdir(parents=True, exist_ok=True)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # checked before anything started (check_runs_root); changed since
+        raise SpecError(
+            f"cannot make the study's folder {d}: {e.strerror}; give --runs-dir a folder you can write"
+        ) from e
     return d
 
 
