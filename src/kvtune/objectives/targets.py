@@ -186,7 +186,23 @@ def parse_target(text: str) -> Target:
         if unit not in allowed:
             raise TargetError(f"target {text!r}: {metric} is in {THROUGHPUT_METRICS[metric]}, not {unit!r}")
         threshold = num
+    never = _never_met(metric, op, threshold)
+    if never:
+        raise TargetError(f"target {text!r} can never hold: {never}")
     return Target(metric=metric, stat=stat, op=op, threshold=threshold, text=text.strip())
+
+
+def _never_met(metric: str, op: str, threshold: float) -> str | None:
+    """Why no measurement can meet the absolute bound `metric op threshold`, or None. No metric
+    is below 0; a latency or a throughput of a run that served anything is above 0; a rate is at
+    most 100%."""
+    if op == "<" and threshold <= 0:
+        return f"{metric} is never below 0: give a bound above 0"
+    if op == "<=" and threshold <= 0 and (metric in LATENCY_METRICS or metric in THROUGHPUT_METRICS):
+        return f"{metric} is always above 0: give a bound above 0"
+    if op == ">" and metric in RATE_METRICS and threshold >= 1:
+        return f"{metric.replace('_', ' ')} is never above 100%"
+    return None
 
 
 def parse_targets(texts: list[str]) -> list[Target]:
@@ -204,16 +220,21 @@ def parse_targets(texts: list[str]) -> list[Target]:
     for t in targets:
         by_key.setdefault(t.key, []).append(t)
     for group in by_key.values():
-        uppers = [t for t in group if t.upper and not t.relative]
-        lowers = [t for t in group if not t.upper and not t.relative]
+        uppers = [t for t in group if t.upper]
+        lowers = [t for t in group if not t.upper]
         for u in uppers:
-            for lo in lowers:
+            for lo in (t for t in lowers if t.relative == u.relative):  # thresholds, or factors of one baseline
                 strict = u.op == "<" or lo.op == ">"
-                if u.threshold < lo.threshold or (strict and u.threshold == lo.threshold):
+                if _bound(u) < _bound(lo) or (strict and _bound(u) == _bound(lo)):
                     raise TargetError(
                         f"targets {lo.text!r} and {u.text!r} contradict each other: no value of {u.name} can meet both"
                     )
     return targets
+
+
+def _bound(t: Target) -> float:
+    """A target's bound: its factor when relative to the baseline, else its threshold."""
+    return t.threshold if t.factor is None else t.factor
 
 
 def with_default_error_target(targets: list[Target]) -> list[Target]:

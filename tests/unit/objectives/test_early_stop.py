@@ -162,10 +162,10 @@ def samples(draw) -> RequestSample:
 def targets(draw) -> Target:
     metric = draw(st.sampled_from(["ttft", "tpot", "e2el", "error_rate"]))
     op = draw(st.sampled_from(["<", "<="]))
-    if metric == "error_rate":
-        return parse_target(f"error_rate{op}{draw(st.sampled_from([0, 3, 5, 10, 25, 50, 100]))}%")
+    if metric == "error_rate":  # error_rate<0% can never hold: parse_target refuses it
+        return parse_target(f"error_rate{op}{draw(st.sampled_from([0 if op == '<=' else 1, 3, 5, 10, 25, 50, 100]))}%")
     stat = draw(st.sampled_from(["mean", "median", "p50", "p90", "p95", "p99"]))
-    thr = draw(st.sampled_from([0, 250, 500, 1000, 1500, 2000, 3000]))
+    thr = draw(st.sampled_from([1, 250, 500, 1000, 1500, 2000, 3000]))  # no latency is 0 or below
     return parse_target(f"{metric}_{stat}{op}{thr}ms")
 
 
