@@ -6,11 +6,13 @@ and `cli.render` prints the header and the summary."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import typer
 
 from kvtune.cli.app import app
+from kvtune.cli.flag_names import flag_of, flags_given, named_by_flag
 from kvtune.cli.flag_record import command_signature
 from kvtune.cli.flag_values import pause_seconds, prices, progress_mode, repeats_value, seconds, trace_of
 from kvtune.cli.multi import run_backends
@@ -88,15 +90,51 @@ def spec_overrides(f: RunFlags, choice: BackendChoice) -> SpecOverrides:
     )
 
 
+#: Flags that name a file, a folder, a program, a study or an address: given empty, each would
+#: silently mean its default (`--model ''` the demo model), so an empty one is refused.
+NOT_EMPTY: dict[str, str] = {
+    "model": "a GGUF file (llama-server), an HF folder or hub id (vLLM)",
+    "hf_model": "an HF folder or hub id",
+    "study_file": "a YAML study file",
+    "runs_dir": "a folder",
+    "deploy_host": "the address the launch script binds, e.g. 0.0.0.0",
+    "llama_server": "the path of the llama-server binary",
+    "vllm_python": "a Python with vLLM",
+    "dataset": "a ShareGPT JSON or JSONL file",
+    "draft_model": "a draft model's GGUF file",
+    "storage": "a storage URL, e.g. postgresql://user@db/kvtune",
+    "warm_start": "a study's name",
+    "warm_start_storage": "a storage URL",
+}
+
+
+def refuse_empty(f: RunFlags) -> None:
+    """An empty value given to a flag of `NOT_EMPTY`: one line naming the flag."""
+    for name, what in NOT_EMPTY.items():
+        value = getattr(f, name)
+        if value is not None and not value.strip():
+            raise SpecError(f"{flag_of(RunFlags, name)} is empty: give {what}, or leave the flag out")
+
+
+def check_spec(opts: RunOptions) -> None:
+    """The study spec built once before anything starts; a refusal about a value a flag gave
+    names the flag (`--output-tokens must be at least 1`), not the study file's key."""
+    try:
+        study_spec(opts)
+    except SpecError as e:
+        raise SpecError(named_by_flag(str(e), flags_given(opts.spec_overrides))) from e
+
+
 def run_options(f: RunFlags, choice: BackendChoice) -> RunOptions:
     """The checked request: the spec's overrides and how and where to run the study."""
+    refuse_empty(f)
     if choice.several and f.setup_only:
         raise SpecError("--setup-only sets up one study: give one --backend")
     if f.gpus_per_trial > 0 and not f.setup_only:  # a scheduler gives each worker its GPUs
         check_gpu_slots(f.workers, f.gpus_per_trial, gpu_pool())
-    return RunOptions(
-        study_file=f.study_file,
-        file_data=load_study_file(f.study_file) if f.study_file else None,  # read and checked once
+    opts = RunOptions(
+        study_file=None if f.study_file is None else Path(f.study_file),
+        file_data=None if f.study_file is None else load_study_file(f.study_file),  # read and checked once
         spec_overrides=spec_overrides(f, choice),
         runs_dir=f.runs_dir,
         deploy_host=f.deploy_host,
@@ -109,7 +147,9 @@ def run_options(f: RunFlags, choice: BackendChoice) -> RunOptions:
         allow_mixed_hardware=f.allow_mixed_hardware,
         setup_only=f.setup_only,
         cpus_per_trial=f.cpus_per_trial,
-    )
+    ).validate()
+    check_spec(opts)
+    return opts
 
 
 def output_mode(f: RunFlags) -> str:

@@ -11,7 +11,6 @@ typed options, each checked once with a one-line error.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 from kvtune.cli.flag_record import opt
@@ -58,7 +57,7 @@ class RunFlags:
     study: Optional[str] = opt(
         None, help="Study name; the same name resumes it. Default: derived from model, backend and settings."
     )
-    study_file: Optional[Path] = opt(None, "--study-file", help="YAML study file (see studies/).")
+    study_file: Optional[str] = opt(None, "--study-file", help="YAML study file (see studies/).")
     model: Optional[str] = opt(
         None,
         help="llama-server: a GGUF file; vllm: an HF model folder or hub id. Default: the demo model (SmolLM2-135M-Instruct; converted to an HF folder for vLLM).",

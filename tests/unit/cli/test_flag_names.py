@@ -1,0 +1,97 @@
+"""A refusal names what the user typed (issue 41): a value given by a flag is refused under the
+flag (`--output-tokens must be at least 1`), not the study file's key, for every workload count a
+flag sets and any value below its least; the same value from the study file keeps the key; and
+every flag that names a file, folder, program or address refuses an empty value by name. No
+server, no process: `run_options` builds and checks the spec only."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvtune.cli.flag_names import KEY_FLAGS, flag_of, flags_given, named_by_flag
+from kvtune.cli.flag_record import with_defaults
+from kvtune.cli.run import NOT_EMPTY, refuse_empty, run_options
+from kvtune.cli.run_flags import RunFlags
+from kvtune.errors import SpecError
+from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
+from kvtune.tuner.multi_backend import parse_backends
+
+#: Workload counts a flag sets, with the least value the workload takes.
+COUNTS = {
+    "concurrency": 1,
+    "prompt_tokens": 1,
+    "output_tokens": 1,
+    "num_requests": 1,
+    "warmup_requests": 0,
+    "shared_prefix_tokens": 0,
+}
+#: The workload fields `kvtune run`'s flags set (cli/run.py workload_overrides).
+SET_BY_FLAGS = [
+    *COUNTS,
+    *("prompt_spread", "output_spread", "rate", "mode", "dataset", "endpoint", "shared_prefix_fraction"),
+    *("shared_prefix_groups", "trace", "trace_requests", "trace_window_s", "trace_speed", "trace_length_scale"),
+    *("trace_max_tokens", "trace_time_unit", "trace_model", "trace_log_type", "multiturn", "turns"),
+    *("think_time_s", "think_spread"),
+]
+OPTIONS = {d for f in fields(RunFlags) for d in getattr(f.metadata["flag"], "param_decls", ()) or ()}
+OPTIONS |= {"--" + f.name.replace("_", "-") for f in fields(RunFlags)}
+
+
+def refused(tmp_path, **flags) -> str:
+    with pytest.raises(SpecError) as e:
+        run_options(with_defaults(RunFlags, runs_dir=str(tmp_path), **flags), parse_backends([]))
+    return str(e.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(COUNTS)), st.integers(-(10**6), -1))
+def test_a_count_below_its_least_is_refused_under_the_flag_typed(tmp_path_factory, name, below):
+    value = COUNTS[name] + below
+    message = refused(tmp_path_factory.mktemp("runs"), **{name: value})
+    assert message.startswith(f"{flag_of(RunFlags, name)} must be "), message
+    assert f"got {value}" in message and "workload." not in message.split(":")[0]
+
+
+def test_flags_of_other_names_are_named_as_typed(tmp_path):
+    assert refused(tmp_path, prefix_groups=0).startswith("--prefix-groups must be an integer >= 1")
+    assert refused(tmp_path, think_spread=0.5).startswith("--think-spread applies to multi-turn only")
+    assert refused(tmp_path, seed=-1).startswith("--seed must be between 0 and 2**32-1")
+    assert refused(tmp_path, confirm_top=-1).startswith("--confirm-top must be 0 or more")
+    assert refused(tmp_path, workload_kind="multiturn", turns=0).startswith("--turns must be at least 1")
+
+
+def test_the_same_value_from_the_study_file_keeps_the_key(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("workload:\n  output_tokens: -64\n")
+    assert refused(tmp_path, study_file=str(f)).startswith("workload.output_tokens must be at least 1")
+    f.write_text("workload:\n  output_tokens: 32\n")  # the flag wins over the file, and is named
+    assert refused(tmp_path, study_file=str(f), output_tokens=-3).startswith("--output-tokens must be")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(SET_BY_FLAGS), st.just(1), min_size=1),
+    st.sampled_from([" must be at least 1", ": drop it", " applies to", ""]),
+)
+def test_a_line_opening_with_a_key_a_flag_gave_opens_with_that_flag(given_fields, rest):
+    flags = flags_given(SpecOverrides(workload=WorkloadOverrides(**given_fields)))
+    for name in given_fields:
+        flag = KEY_FLAGS.get(name, "--" + name.replace("_", "-"))
+        assert named_by_flag(f"workload.{name}{rest}", flags) == flag + rest
+        assert flag in OPTIONS, f"workload.{name} is set by {flag}, which kvtune run does not take"
+    assert named_by_flag("workload.trials_x must", flags) == "workload.trials_x must"  # not a key given
+
+
+def test_every_renamed_key_names_a_flag_of_kvtune_run():
+    assert set(KEY_FLAGS.values()) <= OPTIONS
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(sorted(NOT_EMPTY)), st.sampled_from(["", " ", "\t", "  \n"]))
+def test_an_empty_path_name_or_address_is_refused_by_its_flag(name, blank):
+    with pytest.raises(SpecError, match=f"^{flag_of(RunFlags, name)} is empty: give "):
+        refuse_empty(with_defaults(RunFlags, **{name: blank}))
