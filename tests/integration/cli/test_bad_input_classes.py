@@ -1,0 +1,169 @@
+"""Every input checked by class (issue 41), in the pattern of test_bad_input.py: a study file that
+is not UTF-8 YAML text (a binary file, a GGUF model, over 1 MiB, aliases that expand without
+bound or refer to themselves, a key written twice), a GGUF cut short given as a model, places
+that cannot be written (a runs folder or an output under a regular file, an output folder that
+is not there), empty values that would silently mean a default, a `--llama-server` that is not
+llama-server, targets that can never hold, and a flag's value refused under the flag typed, not
+the study file's key. Each row: argv after `kvtune`, the phrase of the one line; every row must
+exit 2 with exactly one line on stderr, `kvtune: error: ...`, print nothing on stdout (no banner
+before the refusal), write nothing (no runs folder, nothing in the current folder or beside the
+inputs) and start no server (the llama-server kvtune finds logs its calls; `--help`, `--version`
+and `--list-devices` are no launch), in a few seconds. Tests run as root, where the mode bits stop
+no write: "cannot be written" is a path under a regular file here (tests/unit/test_writable.py
+injects a read-only answer)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.integration.cli.test_bad_input import QUERIES, kvtune, listing
+from tests.paths import UNIT_DATA
+
+ROWS: list[tuple[str, list[str], str]] = [
+    # -- the study file's bytes (study/study_yaml.py) --
+    ("a study file in Latin-1", ["run", "--study-file", "{d}/latin1.yaml"], "is not UTF-8 text (byte 0xe9 at offset"),
+    ("a model as the study file", ["run", "--study-file", "{d}/cut.gguf"], "is a GGUF model, not a YAML study file"),
+    ("a binary study file", ["run", "--study-file", "{d}/binary.yaml"], "is a binary file (it holds NUL bytes)"),
+    ("a study file over 1 MiB", ["run", "--study-file", "{d}/huge.yaml"], "is over 1 MiB"),
+    ("a billion laughs", ["run", "--study-file", "{d}/laughs.yaml"], "holds more than 10000 values once its aliases"),
+    ("an alias to itself", ["run", "--study-file", "{d}/circular.yaml"], "has an alias that refers to itself"),
+    ("a study file that is a folder", ["run", "--study-file", "{d}/db"], "is a folder: give a YAML file in it"),
+    (
+        "targets written twice",
+        ["run", "--study-file", "{d}/targets-twice.yaml"],
+        "gives the key 'targets' twice (lines 1 and 3): YAML would keep only the second",
+    ),
+    (
+        "a workload key written twice",
+        ["run", "--study-file", "{d}/users-twice.yaml"],
+        "gives the key 'concurrency' twice (lines 3 and 4)",
+    ),
+    # -- a model cut short (gguf_file.read_gguf, launchers/models.py) --
+    ("a GGUF cut short", ["run", "--model", "{d}/cut.gguf"], "cut.gguf' is not a readable GGUF file ("),
+    ("a GGUF of its magic alone", ["run", "--model", "{d}/magic.gguf"], "magic.gguf' is not a readable GGUF file (4"),
+    ("a draft model cut short", ["run", "--draft-model", "{d}/cut.gguf"], "--draft-model '"),
+    ("a study file's model cut short", ["run", "--study-file", "{d}/cut-model.yaml"], "is not a readable GGUF file"),
+    # -- places that cannot be written (writable.py) --
+    ("a runs folder under a file", ["run", "--runs-dir", "{d}/a-file/runs"], "which is a file, not a folder"),
+    ("a runs folder that is a file", ["run", "--runs-dir", "{d}/a-file"], "is a file, not a folder: give a folder"),
+    ("report: an output under a file", ["report", "s", "-o", "{d}/a-file/r.html"], "is a file, not a folder"),
+    ("report: an output in no folder", ["report", "s", "-o", "{d}/nope/r.html"], "nope does not exist; create it"),
+    ("export: an output under a file", ["export", "s", "-o", "{d}/a-file/run.sh"], "is a file, not a folder"),
+    ("export: an output that is a folder", ["export", "s", "-o", "{d}/db"], "is a folder: give a file name in it"),
+    # -- empty values that would silently mean a default --
+    ("an empty model", ["run", "--model", ""], "--model is empty: give a GGUF file"),
+    ("an empty deploy host", ["run", "--deploy-host", ""], "--deploy-host is empty"),
+    ("an empty study file", ["run", "--study-file", ""], "--study-file is empty"),
+    ("an empty runs folder", ["run", "--runs-dir", ""], "--runs-dir is empty"),
+    ("show: an empty runs folder", ["show", "s", "--runs-dir", ""], "--runs-dir is empty"),
+    ("an empty llama-server", ["run", "--llama-server", ""], "--llama-server is empty"),
+    ("an empty dataset", ["run", "--dataset", " "], "--dataset is empty"),
+    ("doctor: an empty llama-server", ["doctor", "--llama-server", ""], "--llama-server is empty"),
+    # -- a --llama-server that is not llama-server (launchers/llama_binary.py check_is_server) --
+    ("/bin/true as llama-server", ["run", "--llama-server", "/bin/true"], "is not llama-server: `true --help` lists"),
+    ("another llama.cpp tool", ["run", "--llama-server", "{d}/llama-cli"], "lists no --port or --parallel"),
+    ("doctor: a llama-server not there", ["doctor", "--llama-server", "{d}/nope"], "which is not an executable"),
+    ("doctor: /bin/true as llama-server", ["doctor", "--llama-server", "/bin/true"], "is not llama-server"),
+    # -- targets that can never hold (objectives/targets.py) --
+    ("a TTFT below 0 s", ["run", "--target", "ttft<0s"], "can never hold: ttft is never below 0"),
+    ("no errors below none", ["run", "--target", "error_rate<0%"], "error_rate is never below 0"),
+    ("a throughput below 0", ["run", "--target", "output_throughput<0"], "output_throughput is never below 0"),
+    ("a TPOT of at most 0", ["run", "--target", "tpot_p99<=0ms"], "tpot is always above 0"),
+    (
+        "relative bounds that exclude each other",
+        ["run", "--target", "ttft<0.5x", "--target", "ttft>0.8x"],
+        "targets 'ttft>0.8x' and 'ttft<0.5x' contradict each other",
+    ),
+    ("a study file's target below 0", ["run", "--study-file", "{d}/target0.yaml"], "targets: target 'e2el<0ms'"),
+    # -- a value typed as a flag is refused under the flag (cli/flag_names.py) --
+    ("negative output tokens", ["run", "--output-tokens", "-64"], "--output-tokens must be at least 1, got -64"),
+    ("no measured requests", ["run", "--num-requests", "0"], "--num-requests must be at least 1, got 0"),
+    ("a negative seed", ["run", "--seed", "-1"], "--seed must be between 0 and 2**32-1"),
+    ("no turns", ["run", "--workload", "multiturn", "--turns", "0"], "--turns must be at least 1, got 0"),
+    ("a negative rate", ["run", "--rate", "-2"], "--rate must be a positive number of requests/s"),
+    (
+        "a study file's negative output",
+        ["run", "--study-file", "{d}/output-neg.yaml"],
+        "workload.output_tokens must be",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("bad-classes")
+    (d / "latin1.yaml").write_bytes("study: café\n".encode("latin-1"))
+    (d / "binary.yaml").write_bytes(b"study: s\n\0\0\x01binary")
+    (d / "huge.yaml").write_bytes(b"# padding\n" * ((1 << 20) // 10 + 1))
+    laughs = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    laughs += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)]
+    (d / "laughs.yaml").write_text("\n".join(laughs) + "\n")
+    (d / "circular.yaml").write_text("space:\n  parallel: &p [1, *p]\n")
+    (d / "targets-twice.yaml").write_text('targets: ["ttft<1s"]\ntrials: 3\ntargets: ["tpot<100ms"]\n')
+    (d / "users-twice.yaml").write_text("study: s\nworkload:\n  concurrency: 2\n  concurrency: 4\n")
+    (d / "target0.yaml").write_text('targets: ["e2el<0ms"]\n')
+    (d / "output-neg.yaml").write_text("workload:\n  output_tokens: -64\n")
+    (d / "cut.gguf").write_bytes(whole_gguf(d)[:200])
+    (d / "magic.gguf").write_bytes(b"GGUF")
+    (d / "cut-model.yaml").write_text(f"model: {d}/cut.gguf\n")
+    (d / "a-file").write_text("in the way\n")
+    (d / "db").mkdir()
+    (d / "help.txt").write_text((UNIT_DATA / "llama_server_help.txt").read_text())
+    for name, help_text in (("llama-server", f"cat {d}/help.txt"), ("llama-cli", "echo 'usage: llama-cli -m FNAME'")):
+        script = d / name
+        script.write_text(
+            f'#!/bin/sh\necho "$@" >> {d}/calls.log\ncase "$*" in *--help*) {help_text}; exit 0;; '
+            "*--version*|*--list-devices*) exit 0;; esac\nsleep 30\n"
+        )
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return d
+
+
+def whole_gguf(d: Path) -> bytes:
+    """A whole GGUF of two small tensors, written by gguf's own writer (cut short for the rows)."""
+    from gguf import GGUFWriter
+
+    path = d / "whole.gguf.tmp"
+    w = GGUFWriter(str(path), "llama")
+    w.add_block_count(2)
+    w.add_tensor("t0", np.arange(64, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+@pytest.mark.parametrize("what,argv,phrase", ROWS, ids=[r[0] for r in ROWS])
+def test_each_class_is_one_line_exit_2_and_nothing_started(inputs, tmp_path, what, argv, phrase):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (inputs / "calls.log").unlink(missing_ok=True)
+    before = listing(inputs)
+    args = [a.replace("{d}", str(inputs)) for a in argv]
+    if args[0] in ("run", "show", "report", "export"):  # first: a row's own --runs-dir comes later and wins
+        args[1:1] = ["--runs-dir", str(tmp_path / "runs")]
+    env = {**os.environ, "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server"), "COLUMNS": "400"}
+    env.pop("KVTUNE_STORAGE", None)
+    env.pop("KVTUNE_RUNS_DIR", None)
+    started = time.monotonic()
+    r = kvtune(args, cwd, env)
+    took = time.monotonic() - started
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2, (what, r.returncode, r.stdout, r.stderr)
+    assert len(lines) == 1 and lines[0].startswith("kvtune: error: ") and phrase in lines[0], (what, r.stderr)
+    assert not r.stdout.strip(), f"{what}: printed before the refusal: {r.stdout}"
+    assert not (tmp_path / "runs").exists(), f"{what}: a runs folder was written"
+    assert not list(cwd.iterdir()), f"{what}: written in the current folder: {list(cwd.iterdir())}"
+    assert listing(inputs) == before, f"{what}: written beside the inputs"
+    calls = (inputs / "calls.log").read_text().splitlines() if (inputs / "calls.log").exists() else []
+    assert all(any(q in c for q in QUERIES) for c in calls), f"{what}: a server was started: {calls}"
+    assert took < 30, f"{what}: took {took:.0f} s to refuse"
