@@ -21,6 +21,7 @@ from kvtune.kinds import FailureKind
 from kvtune.objectives import noise as noise_mod
 from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective, objective
+from kvtune.study.fidelity_gate import gate_report
 from kvtune.study.naming import comparison_basis, comparison_metrics, figure
 from kvtune.study.noise import OBJECTIVE, noise_of
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
@@ -208,6 +209,7 @@ def overview(results: dict) -> dict:
         "pareto_axes": axes,
         "pareto_is_trade_off": trade_off,
         "failures": failures(results, outs),
+        "fidelity": gate_report(outs, None, results.get("spec") or {}, objs[0].key),
     }
 
 

@@ -18,6 +18,7 @@ from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target, loosened
 from kvtune.study.disturbed import DisturbedMeasurement, disturbed_measurements
+from kvtune.study.fidelity_gate import GateReport, gate_report
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
 from kvtune.study.results import best_outcome, write_results
@@ -50,6 +51,7 @@ class StudySummary:
     early_stop: EarlyStops | None = None
     cost_energy: list[str] = field(default_factory=list)  # cost and energy of best and baseline
     disturbed: list[DisturbedMeasurement] = field(default_factory=list)  # measured on a busy machine
+    fidelity: GateReport | None = None  # what the fidelity gate did (study/fidelity_gate.py)
 
     @property
     def launches_saved(self) -> int:
@@ -196,6 +198,8 @@ def summarize(
     if summary.early_stop is not None:
         payload["early_stop"] = summary.early_stop.to_dict()
     _list_disturbed(summary, outcomes)
+    summary.fidelity = gate_report(outcomes, targets, payload.get("spec") or {}, objectives[0].key)
+    payload["fidelity"] = summary.fidelity.to_dict()
     payload["cost_energy"] = cost_energy.payload(best, baseline, payload.get("spec") or {})
     summary.cost_energy = payload["cost_energy"]["summary"]
     if best is None:

@@ -34,6 +34,12 @@ def bench_targets(f: BenchFlags) -> list[Target]:
             f"target {relative[0]!r} is relative to a baseline, which kvtune bench does not "
             f"have: give an absolute threshold, e.g. 'ttft<1s'"
         )
+    fidelity = [t.text for t in targets if t.fidelity]
+    if fidelity:
+        raise SpecError(
+            f"target {fidelity[0]!r} compares a config's answers with the server defaults', which "
+            f"kvtune bench does not start: give it to kvtune run"
+        )
     return targets
 
 

@@ -53,6 +53,8 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print()
     _spending(s, console)
     print_disturbed(s.disturbed, console)
+    for line in s.fidelity.lines() if s.fidelity is not None else ():
+        console.print(line, markup=False)
     if s.best is None:
         _no_feasible(p, s, console)
         return

@@ -85,6 +85,7 @@ def spec_overrides(f: RunFlags, choice: BackendChoice) -> SpecOverrides:
         slo=f.slo,
         draft_model=f.draft_model,
         speculative=f.speculative or None,
+        fidelity_gate=None if f.fidelity_gate else False,
         workload=workload_overrides(f),
         **prices(f.price_per_hour, f.price_per_gpu_hour),
     )

@@ -18,7 +18,8 @@ from kvtune.cli.flag_record import opt
 TARGET_HELP = (
     "Latency/throughput target, repeatable: METRIC[_STAT] OP VALUE, e.g. 'ttft<1s', "
     "'ttft_p99<800ms', 'tpot<50ms', 'itl_p95<100ms', 'e2el<10s', 'error_rate<1%'. "
-    "Metrics: ttft, tpot, itl, e2el (s/ms), error_rate (%), output_throughput (tok/s). "
+    "Metrics: ttft, tpot, itl, e2el (s/ms), error_rate (%), output_throughput (tok/s), "
+    "kld (KL divergence from the defaults' answers, e.g. 'kld<0.01'). "
     "Stats: mean, median, p50, p90, p95, p99. A bare metric means p95. Operators: < <= > >=. "
     "error_rate<1% is added unless you set an error-rate target."
 )
@@ -53,6 +54,11 @@ class RunFlags:
         "--early-stop/--no-early-stop",
         hidden=True,
         help="Debug: measure every request even when a target can no longer hold.",
+    )
+    fidelity_gate: bool = opt(
+        True,
+        "--fidelity-gate/--no-fidelity-gate",
+        help="Refuse configs whose answers drift from the defaults' (kld<0.01 unless a kld target is given; only when the space holds a flag that changes the model's numerics, e.g. a quantised KV cache). --no-fidelity-gate judges on speed alone.",
     )
     study: Optional[str] = opt(
         None, help="Study name; the same name resumes it. Default: derived from model, backend and settings."

@@ -132,7 +132,7 @@ def show(
             console.print(
                 f"  {f['count']:>3} x {f['category']}  (trials {f['trials']}) e.g. {f['example']}", markup=False
             )
-    _show_disturbed(ov["trials"])
+    _show_disturbed(ov["trials"], ov["fidelity"].lines())
 
 
 def _say_trace_capacity(t: TrialOutcome, to: Console) -> None:
@@ -151,11 +151,14 @@ def _say_unconfirmed(results: dict, to: Console) -> None:
         to.print(note, style="yellow", markup=False, soft_wrap=True)
 
 
-def _show_disturbed(trials: list) -> None:
-    """The measurements the machine's other load disturbed (the same list as the run's summary)."""
+def _show_disturbed(trials: list, gate: list[str]) -> None:
+    """The fidelity gate's lines and the measurements the machine's other load disturbed (the
+    same as the run's summary)."""
     from kvtune.cli.render import print_disturbed
     from kvtune.study.disturbed import disturbed_measurements
 
+    for line in gate:
+        console.print(line, markup=False)
     print_disturbed(disturbed_measurements(trials), console)
 
 

@@ -218,6 +218,8 @@ class Launcher(ABC):
     model_path: str
     scrapes_metrics: ClassVar[bool] = False
     preferred: ClassVar[Mapping[str, Rule]] = {}
+    # Flags whose value other than this one (or unset) changes the model's answers.
+    same_numerics: ClassVar[Mapping[str, Any]] = {}
 
     @classmethod
     @abstractmethod
@@ -271,6 +273,12 @@ class Launcher(ABC):
     def precheck(self, candidate: Candidate, workload: Workload) -> str | None:
         """A reason this candidate cannot work (no launch needed), or None."""
         return None
+
+    def numerics_changed(self, flags: Mapping[str, Any]) -> tuple[str, ...]:
+        """The flags of `flags` whose values may change what the model answers (a quantised KV
+        cache, speculation): a config holding one is probed for fidelity against the defaults
+        (objectives/fidelity.py). Default: those of `same_numerics` set to another value."""
+        return tuple(k for k, same in self.same_numerics.items() if flags.get(k) not in (None, same))
 
     def request_extra_body(self) -> dict[str, Any]:
         """Extra JSON fields every benchmark request carries (e.g. llama-server's cache_prompt)."""

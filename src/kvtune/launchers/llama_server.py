@@ -58,7 +58,7 @@ from kvtune.launchers.llama_devices import (
 )
 from kvtune.launchers.llama_memory import file_bytes, memory_fits
 from kvtune.launchers.llama_reuse import reuse_knobs
-from kvtune.launchers.llama_speculative import LlamaSpeculation
+from kvtune.launchers.llama_speculative import DRAFT_TYPE, SPEC_OFF, SPEC_TYPE, LlamaSpeculation
 from kvtune.launchers.models import resolve_model
 from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget
 from kvtune.planner.kv import ModelShape
@@ -348,6 +348,19 @@ class LlamaServerLauncher(Launcher):
     def weights_bytes(self) -> int | None:
         """The target GGUF's size on disk (None: not here to read)."""
         return file_bytes(self.model_path)
+
+    def numerics_changed(self, flags: Mapping[str, Any]) -> tuple[str, ...]:
+        """A KV cache type other than f16 (quantised, or another float) and speculative decoding
+        (drafted tokens are verified in a batch: not bit-exact) change the answers; slots,
+        batch sizes, threads, contexts and offload change only speed (docs/fidelity.md)."""
+        changed = [k for k in ("cache-type-k", "cache-type-v") if flags.get(k) not in (None, "f16")]
+        spec_type = flags.get(SPEC_TYPE)
+        if spec_type not in (None, SPEC_OFF):
+            changed.append(SPEC_TYPE)
+        draft = self.speculation.draft_model_flag
+        if draft and flags.get(draft) is not None and spec_type in (None, DRAFT_TYPE):
+            changed.append(draft)
+        return tuple(changed)
 
     def request_extra_body(self) -> dict[str, Any]:
         # Defeat the prompt cache: every request must pay for its own prefill.

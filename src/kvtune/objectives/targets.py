@@ -28,7 +28,10 @@ STATS = ("mean", "median", "p50", "p90", "p95", "p99")
 DEFAULT_STAT = "p95"
 RATE_METRICS = ("error_rate", "slo_attainment")
 THROUGHPUT_METRICS = {"output_throughput": "tok/s", "request_throughput": "req/s"}
-METRICS = LATENCY_METRICS + RATE_METRICS + tuple(THROUGHPUT_METRICS)
+# Answer fidelity against the defaults (objectives/fidelity.py): the KL divergence of the
+# next-token distributions, in nats; the target reads the 95% upper bound of its mean.
+FIDELITY_METRICS = ("kld",)
+METRICS = LATENCY_METRICS + RATE_METRICS + tuple(THROUGHPUT_METRICS) + FIDELITY_METRICS
 # A margin stands in for +inf (every request failed) so Optuna's arithmetic stays finite.
 MAX_MARGIN = 1e6
 
@@ -73,7 +76,14 @@ class Target:
         if self.metric in LATENCY_METRICS:
             stat = "median" if self.stat == "p50" else self.stat
             return f"{stat}_{self.metric}_ms"
+        if self.metric == "kld":
+            return "kld_upper"
         return self.metric
+
+    @property
+    def fidelity(self) -> bool:
+        """Judged on the answers' fidelity probe, not on the load's requests."""
+        return self.metric in FIDELITY_METRICS
 
     @property
     def name(self) -> str:
@@ -114,6 +124,8 @@ class Target:
             return f"{self.metric.upper()} {self.stat} {self.op} {value}"
         if self.metric in RATE_METRICS:
             return f"{self.metric.replace('_', ' ').replace('slo', 'SLO')} {self.op} {_fmt(self.threshold * 100)}%"
+        if self.fidelity:
+            return f"KL divergence from the defaults' answers (95% upper bound) {self.op} {_fmt(self.threshold)}"
         return f"{self.metric} {self.op} {_fmt(self.threshold)} {THROUGHPUT_METRICS[self.metric]}"
 
     def value(self, metrics: dict[str, float]) -> float:
@@ -162,6 +174,8 @@ def parse_target(text: str) -> Target:
         )
     if metric in LATENCY_METRICS:
         stat = stat or DEFAULT_STAT
+    if metric in FIDELITY_METRICS:
+        return _fidelity_target(metric, op, num, unit, text)
     if unit == "x":
         if metric in RATE_METRICS:
             raise TargetError(f"target {text!r}: {metric} cannot be relative; write e.g. '{metric}<1%'")
@@ -205,6 +219,19 @@ def _never_met(metric: str, op: str, threshold: float) -> str | None:
     return None
 
 
+def _fidelity_target(metric: str, op: str, num: float, unit: str, text: str) -> Target:
+    """``kld<0.01``: an upper bound in nats, above zero (the defaults' own answers sit at 0)."""
+    if unit not in ("", "nats"):
+        raise TargetError(
+            f"target {text!r}: {metric} is a KL divergence in nats, written without a unit, e.g. 'kld<0.01'"
+        )
+    if op not in ("<", "<="):
+        raise TargetError(f"target {text!r}: {metric} takes an upper bound, e.g. 'kld<0.01'")
+    if num <= 0:
+        raise TargetError(f"target {text!r}: no config can be below 0; give a positive bound, e.g. 'kld<0.01'")
+    return Target(metric=metric, stat="", op=op, threshold=num, text=text.strip())
+
+
 def parse_targets(texts: list[str]) -> list[Target]:
     """Parse several targets; reject the same target given twice (``ttft<1s`` and
     ``ttft_p95<1000ms``) and contradictions such as ``ttft<1s`` with ``ttft>2s``."""
@@ -245,12 +272,26 @@ def with_default_error_target(targets: list[Target]) -> list[Target]:
     return [*targets, parse_target("error_rate<1%")]
 
 
+# The gate a study gets when its space can change the model's numerics and it set no `kld`
+# target. On the demo model (docs/fidelity.md, benchmarks/fidelity.py) the A/A and the lossless
+# flags sit at 0, q8_0 K+V at an upper bound of 0.006 (passes), q4_0 V alone at 0.012 and q4_0
+# K+V at 0.09 (first differing token at 5, refused).
+DEFAULT_FIDELITY_TARGET = "kld<0.01"
+
+
+def with_fidelity_target(targets: list[Target]) -> list[Target]:
+    """Add the default fidelity gate unless the user set a `kld` target."""
+    if any(t.fidelity for t in targets):
+        return targets
+    return [*targets, parse_target(DEFAULT_FIDELITY_TARGET)]
+
+
 def loosened(target: Target, value: float) -> str | None:
     """The target text that `value` would meet, rounded outward to two significant figures
     (``ttft_p95<12s`` for a TTFT p95 of 11.8 s): what this hardware can do, as a target a user
     can pass. None for error-rate targets and values that are not finite."""
-    if target.metric in RATE_METRICS or not math.isfinite(value) or value <= 0:
-        return None
+    if target.metric in RATE_METRICS or target.fidelity or not math.isfinite(value) or value <= 0:
+        return None  # a failed request or a wrong answer is never a bound to loosen
     exponent = math.floor(math.log10(value)) - 1
     step = 10.0**exponent
     bound = (math.floor(value / step) + 1) * step if target.upper else math.floor(value / step) * step

@@ -61,6 +61,10 @@ class TrialOutcome:
     # The windows of earlier measurements of this launch that were disturbed and replaced by a
     # re-measurement (their figures were dropped), oldest first.
     disturbed_attempts: list[dict[str, Any]] = field(default_factory=list)
+    # The fidelity probe's record (tuner/trial/fidelity_check.py): its role (reference, floor,
+    # probed, not probed), the figures against the defaults' answers, the flags that changed the
+    # numerics, its seconds; the baseline's holds the reference answers. None: no gate.
+    fidelity: dict[str, Any] | None = None
 
     @property
     def disturbed(self) -> bool:

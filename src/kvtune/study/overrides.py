@@ -88,6 +88,8 @@ class SpecOverrides:
     slo: str | None = None  # --slo "ttft<2s,tpot<100ms" (the spec parses it)
     draft_model: str | None = None  # --draft-model PATH
     speculative: bool | None = None  # --speculative
+    fidelity_gate: bool | None = None  # --no-fidelity-gate
+    fidelity_prompts: str | None = None  # a study-file key only
 
     def given(self) -> dict[str, Any]:
         """The spec fields set here, the workload apart (`workload.given()`)."""

@@ -59,6 +59,8 @@ TOP_KEYS = {
     "slo",
     "draft_model",
     "speculative",
+    "fidelity_gate",
+    "fidelity_prompts",
 }
 
 
@@ -157,6 +159,12 @@ class StudySpec:
     # search may draft with (and its draft length), and/or the backend's n-gram modes.
     draft_model: str | None = None
     speculative: bool = False
+    # The fidelity gate (objectives/fidelity.py): a config whose flags change the model's
+    # numerics must answer the reference prompts like the defaults (`kld<0.01` unless a `kld`
+    # target is given). False turns the default gate off; the summary then says so.
+    fidelity_gate: bool = True
+    # The reference prompts: a text file of one prompt a line or a JSON list (None: kvtune's own).
+    fidelity_prompts: str | None = None
 
     def __post_init__(self) -> None:
         """Parse the words once: everything after construction reads typed values."""
@@ -244,6 +252,10 @@ class StudySpec:
             parse_duration(self.time_budget_s)
         self.workload.validate()
         parse_space(self.space)
+        if not self.fidelity_gate and any(t.fidelity for t in self.targets):
+            raise SpecError(
+                "a kld target and fidelity_gate: false (--no-fidelity-gate) contradict each other: drop one"
+            )
         return self
 
     def fingerprint(self) -> str:
@@ -300,6 +312,8 @@ class StudySpec:
             "slo",
             *(() if self.draft_model else ("draft_model",)),
             *(() if self.speculative else ("speculative",)),
+            *(() if not self.fidelity_gate else ("fidelity_gate",)),
+            *(() if self.fidelity_prompts else ("fidelity_prompts",)),
         }
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in unset}  # those only when set
         d.update(

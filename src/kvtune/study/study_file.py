@@ -67,6 +67,8 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
         "slo": ((str,), "per-request SLOs such as 'ttft<2s,tpot<100ms'"),
         "draft_model": ((str,), "a draft model's path (a GGUF file for llama-server)"),
         "speculative": ((bool,), "true or false"),
+        "fidelity_gate": ((bool,), "true or false"),
+        "fidelity_prompts": ((str,), "a file of reference prompts (one a line, or a JSON list)"),
     }
     for key, (types, what) in checks.items():
         if key in data and data[key] is not None:
@@ -91,7 +93,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
             data["space"] = {}
         parse_space(data["space"])
     # Relative model paths are relative to the study file, so studies can travel with models.
-    for key in ("model", "draft_model"):
+    for key in ("model", "draft_model", "fidelity_prompts"):
         if data.get(key) and data[key] != "demo" and not Path(data[key]).is_absolute():
             data[key] = str((p.parent / data[key]).resolve())
     return data

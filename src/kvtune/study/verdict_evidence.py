@@ -38,7 +38,7 @@ def goal_of(direction: Direction | str, targets: Sequence[Target], objective_nam
             upper=t.upper,
             threshold=None if t.relative else t.threshold,
             factor=t.factor,
-            log_scale=t.metric not in RATE_METRICS,
+            log_scale=t.metric not in RATE_METRICS and not t.fidelity,  # KL sits at 0: judged on the mean
         )
         for t in targets
     )

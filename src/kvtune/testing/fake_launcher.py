@@ -14,6 +14,8 @@ Its knobs map to set latencies, so a test knows which config must win:
   slow start) hit only the first N starts counted in that file: a transient fault.
 - ``min-slot`` is checked by precheck(): a value below the workload's request length is rejected
   without a launch, like llama-server's per-slot context rule.
+- ``answer-drift`` (a number): the fake model's answers drift from the defaults' by that much
+  (a quantised cache's numerics): a config with it is probed for fidelity.
 - ``parallel``: the informed start tries as many as there are users (no effect on the server).
 
 It implements the whole launcher contract and passes the contract suite like a real backend.
@@ -44,6 +46,7 @@ FAULT_FLAGS = (
     "start-count-file",
     "faulty-starts",
     "truncate-at",
+    "answer-drift",
 )
 
 
@@ -108,6 +111,9 @@ class FakeLauncher(Launcher):
             if f.get(fault):  # 0 or None: no fault
                 argv += [f"--{fault}", str(f[fault])]
         return argv
+
+    def numerics_changed(self, flags: Mapping[str, Any]) -> tuple[str, ...]:
+        return ("answer-drift",) if flags.get("answer-drift") else ()
 
     def environment(self, candidate: Candidate) -> dict[str, str]:
         return {**self.extra_env, **candidate.env}

@@ -12,7 +12,9 @@ milliseconds.
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -85,6 +87,44 @@ def _prompt_text(body: dict[str, Any]) -> str:
     return " ".join(p for p in parts if isinstance(p, str))
 
 
+# The fake model's words: its greedy answers and their top-k log-probabilities (`fake_answer`).
+FAKE_VOCAB = tuple(
+    "the sky is blue because light scatters in air and short waves bend more than red ones so we see it".split()
+)
+
+
+def _unit(*parts: str) -> float:
+    """A number in [0, 1) drawn from `parts` alone (the same on every run and process)."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def fake_answer(prompt: str, max_tokens: int, top_k: int, drift: float = 0.0) -> list[dict[str, Any]]:
+    """The fake model's greedy answer as OpenAI's ``logprobs.content``: each next word has a
+    logit drawn from the prompt and the words so far; `drift` adds a second draw of that scale
+    to every logit (the numerics of a quantised cache): 0 answers exactly like the defaults, a
+    small drift moves the probabilities and flips a near tie now and then, a large one changes
+    the answer from its first words."""
+    words: list[str] = []
+    content = []
+    for _ in range(max_tokens):
+        ctx = prompt + "|" + " ".join(words)
+        logits = [4.0 * _unit(ctx, w) + drift * (_unit("drift", ctx, w) - 0.5) for w in FAKE_VOCAB]
+        top = max(logits)
+        norm = top + math.log(sum(math.exp(x - top) for x in logits))
+        ranked = sorted(zip(FAKE_VOCAB, (x - norm for x in logits)), key=lambda p: -p[1])
+        word, lp = ranked[0]
+        content.append(
+            {
+                "token": " " + word,
+                "logprob": lp,
+                "top_logprobs": [{"token": " " + w, "logprob": v} for w, v in ranked[:top_k]],
+            }
+        )
+        words.append(word)
+    return content
+
+
 def _max_tokens(body: dict[str, Any]) -> int:
     return int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
 
@@ -131,8 +171,10 @@ class FakeOpenAI:
         omit_usage: bool = False,
         prefill_s_per_token: float = 0.0,
         prefix_cache: bool = False,
+        answer_drift: float = 0.0,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.answer_drift = answer_drift
         self.prefill_s_per_token, self.prefix_cache = prefill_s_per_token, prefix_cache
         self._cached: list[list[str]] = []
         self.ttft_s, self.itl_s = ttft_s, itl_s
@@ -209,13 +251,19 @@ class FakeOpenAI:
         max_tokens = _max_tokens(body)
         prompt_n = prompt_words(body)
         msg = {"role": "assistant", "content": " tok" * max_tokens}
+        choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": "length"}
+        if body.get("logprobs"):  # the fake model's own greedy answer (`fake_answer`)
+            top_k = int(body.get("top_logprobs") or 1)
+            content = fake_answer(_prompt_text(body), max_tokens, top_k, self.answer_drift)
+            choice["logprobs"] = {"content": content}
+            msg["content"] = "".join(c["token"] for c in content)
         return JsonReply(
             200,
             {
                 "id": "chatcmpl-fake",
                 "object": "chat.completion",
                 "model": self.model,
-                "choices": [{"index": 0, "message": msg, "finish_reason": "length"}],
+                "choices": [choice],
                 "usage": {
                     "prompt_tokens": prompt_n,
                     "completion_tokens": max_tokens,

@@ -214,6 +214,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--start-count-file", help="count this server's starts in this file")
     p.add_argument(
+        "--answer-drift", type=float, default=0.0, help="move the fake model's logits by this much (a lossy config)"
+    )
+    p.add_argument(
         "--faulty-starts",
         type=int,
         help="with --start-count-file: the start-up faults (--port-clash, "
@@ -238,6 +241,7 @@ def fake_settings(args: argparse.Namespace) -> dict[str, Any]:
         truncate_at=args.truncate_at,
         truncate_finish=args.truncate_finish,
         omit_usage=args.omit_usage,
+        answer_drift=args.answer_drift,
     )
 
 

@@ -14,14 +14,16 @@ from typing import Callable
 import optuna
 
 from kvtune import hardware
+from kvtune.bench.fidelity_probe import read_prompts
 from kvtune.bench.inputs import check_workload_files
 from kvtune.bench.trace_demand import HostFit
 from kvtune.bench.trace_sizing import TraceSizing, sized_workload
 from kvtune.errors import SpecError
+from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob, Launcher
 from kvtune.launchers.process import free_port
 from kvtune.launchers.registry import build_flags, create_launcher
-from kvtune.objectives.targets import Target, with_default_error_target
+from kvtune.objectives.targets import Target, with_default_error_target, with_fidelity_target
 from kvtune.study.sampler_choice import check_sampler_installed
 from kvtune.study.space import merge_knobs, parse_space
 from kvtune.study.spec import StudySpec, study_name_part
@@ -56,6 +58,28 @@ class Prepared:
 def parse_study_targets(spec: StudySpec) -> list[Target]:
     """The spec's targets and the error-rate target every study holds unless it names one."""
     return with_default_error_target(list(spec.targets))
+
+
+def numerics_in_space(launcher: Launcher, knobs: list[Knob]) -> list[str]:
+    """The knobs of the space with a value that changes the model's numerics (a quantised KV
+    cache, speculation): what makes a study need the fidelity gate."""
+    out = []
+    for k in knobs:
+        values = k.choices if k.kind is KnobKind.CHOICES else (k.value,) if k.kind is KnobKind.FIXED else ()
+        if any(launcher.numerics_changed({k.name: v}) for v in values):
+            out.append(k.name)
+    return out
+
+
+def gated_targets(spec: StudySpec, targets: list[Target], launcher: Launcher, knobs: list[Knob]) -> list[Target]:
+    """The targets with the default fidelity gate added when the space can change the model's
+    numerics, the gate is on and no `kld` target was given (the user's prompts checked here,
+    before any launch)."""
+    if spec.fidelity_prompts:
+        read_prompts(spec.fidelity_prompts)
+    if not spec.fidelity_gate or not numerics_in_space(launcher, knobs):
+        return targets
+    return with_fidelity_target(targets)
 
 
 def default_study_name(spec: StudySpec, launcher: Launcher) -> str:
@@ -124,7 +148,7 @@ def prepare(
             knobs = merge_knobs(offered, spec.space)
     return Prepared(
         spec=spec,
-        targets=targets,
+        targets=gated_targets(spec, targets, launcher, knobs),
         launcher=launcher,
         space=SearchSpace(knobs, launcher),
         study_name=name,

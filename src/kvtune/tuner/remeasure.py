@@ -56,6 +56,8 @@ def run_record(again: TrialOutcome, seed: int, role: str) -> dict[str, Any]:
         "role": role,
         "disturbed": disturbed(again),
         "interference": getattr(again, "interference", None),
+        # the fidelity probe's figures on this fresh server (the defaults': the A/A floor)
+        "fidelity": {k: v for k, v in (again.fidelity or {}).items() if k != "reference"} or None,
         "at": REAL_CLOCK.wall(),
         "valid": not disturbed(again),
     }

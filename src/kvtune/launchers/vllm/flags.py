@@ -61,6 +61,7 @@ from kvtune.launchers.vllm.screen import (
 )
 from kvtune.launchers.vllm.speculative import speculative_knobs
 from kvtune.launchers.vllm.values import (
+    SAME_NUMERICS,
     _pow2_range,
     gpus_in_view,
     id_list,
@@ -115,6 +116,7 @@ class VllmLauncher(Launcher):
 
     model: str
     build: VllmBuild
+    same_numerics: ClassVar[Mapping[str, Any]] = SAME_NUMERICS  # fp8 KV, speculation, dtype change answers
     served_name: str | None = None
     shape: ModelShape | None = None  # None: a hub id (no KV sizing, no head checks)
     memory_bytes: int = 0  # available for a CPU KV cache (see hardware.available_memory_bytes)

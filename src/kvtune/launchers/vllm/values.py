@@ -14,6 +14,15 @@ from kvtune.launchers.vllm.defaults import EngineDefaults
 from kvtune.planner.gpus import GpuInfo
 from kvtune.workload import Workload
 
+# The flags whose value other than this one (or unset) changes what the model answers
+# (`Launcher.numerics_changed`): an fp8 KV cache, speculation, another dtype or quantisation.
+SAME_NUMERICS: dict[str, Any] = {
+    "kv-cache-dtype": "auto",
+    "speculative-config": None,
+    "dtype": "auto",
+    "quantization": None,
+}
+
 
 def id_list(ids: tuple[int, ...] | list[int]) -> str:
     """(0, 1, 2, 5) -> "0-2,5": vLLM's CPU-list syntax."""

@@ -13,25 +13,29 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kvtune.bench import client as bench_client
+from kvtune.bench.fidelity_probe import ask_answers
 from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import free_port, process_start_ticks
 from kvtune.objectives.targets import Target
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.trial.disturbance import MonitorFactory, watch_machine
+from kvtune.tuner.trial.fidelity_check import AskAnswers
 from kvtune.tuner.trial.measure import Bench
 
 
 @dataclass(frozen=True)
 class Subject:
     """What a trial measures: the study's spec, its backend's launcher, the parsed targets, the
-    load client (`kvtune.bench.client.run`, or a test's stand-in) and the interference monitor of
-    each launch (tuner/trial/disturbance.py; tests of the loop on fake servers watch nothing)."""
+    load client (`kvtune.bench.client.run`, or a test's stand-in), the interference monitor of
+    each launch (tuner/trial/disturbance.py; tests of the loop on fake servers watch nothing)
+    and the fidelity probe's client (bench/fidelity_probe.py; a test's on the fake's transport)."""
 
     spec: StudySpec
     launcher: Launcher
     targets: list[Target]
     bench: Bench = bench_client.run
     monitor: MonitorFactory = watch_machine
+    ask: AskAnswers = ask_answers
 
 
 @dataclass(frozen=True)

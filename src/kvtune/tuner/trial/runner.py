@@ -19,7 +19,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kvtune import hardware
 from kvtune.bench.client import BenchOptions, slo_goodput
+from kvtune.bench.fidelity_probe import ProbePlan, read_prompts, shipped_prompts
 from kvtune.bench.tokenizer import try_load_tokenizer
+from kvtune.clock import REAL_CLOCK
 from kvtune.energy import Meter, open_meter
 from kvtune.interference import Interference, Watch
 from kvtune.jsonsafe import to_jsonable
@@ -33,6 +35,7 @@ from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial import scoring
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import Attempts, MonitorFactory
+from kvtune.tuner.trial.fidelity_check import FidelityCheck, fidelity_line, fidelity_metrics, gated
 from kvtune.tuner.trial.gpus import TrialGpus, trial_gpus
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
 from kvtune.tuner.trial.measure import (
@@ -138,6 +141,8 @@ class TrialRunner:
             measured = self._measure_until_quiet(n, server, workload or self.what.spec.workload, watched, outcome)
             failures = any(r.metrics.get("failed", 0) for r in measured.bench_runs)
             died = server.exited_within(2.0 if failures else 0.0)
+            if not died and not measured.stopped:  # on the trial's own server, before it stops
+                outcome.fidelity = self._probe_fidelity(n, server.base_url, outcome, baseline)
         finally:
             server.stop()
         self._record(outcome, measured, server, trial_dir)
@@ -167,7 +172,9 @@ class TrialRunner:
                 indent=1,
             )
         )
-        outcome.metrics = measured.metrics
+        outcome.metrics = (
+            {**measured.metrics, **fidelity_metrics(outcome.fidelity)} if measured.metrics else measured.metrics
+        )
         outcome.spread = measured.spread
         outcome.server_metrics = (
             getattr(measured.bench_runs[-1], "server_metrics", None) or {} if measured.bench_runs else {}
@@ -181,6 +188,27 @@ class TrialRunner:
             self.infeasible(outcome, FailureKind.TARGET_MISSED, reason, keep_metrics=True)
             return
         outcome.reason = reason
+
+    @cached_property
+    def fidelity_check(self) -> FidelityCheck | None:
+        """The fidelity gate's probe (None: the study has no `kld` target)."""
+        if not gated(self.targets):
+            return None
+        spec = self.what.spec
+        prompts = read_prompts(spec.fidelity_prompts) if spec.fidelity_prompts else shipped_prompts()
+        return FidelityCheck(self.launcher, ProbePlan(prompts), self.what.ask, REAL_CLOCK)
+
+    def _probe_fidelity(
+        self, n: int, base_url: str, outcome: TrialOutcome, baseline: TrialOutcome | None
+    ) -> dict[str, Any] | None:
+        """The fidelity record of this run (tuner/trial/fidelity_check.py), None without a gate."""
+        check = self.fidelity_check
+        if check is None:
+            return None
+        self.on_phase(n, f"fidelity probe: {len(check.plan.prompts)} reference prompts")
+        record = check.probe(base_url, outcome, baseline)
+        self.on_phase(n, fidelity_line(record))
+        return record
 
     # ---- scoring ---------------------------------------------------------------------------------
     def judge(self, outcome: TrialOutcome, baseline: TrialOutcome | None) -> None:
@@ -310,7 +338,8 @@ class TrialRunner:
                 self.on_phase(n, f"{level}: {'targets hold' if ok else 'a target breaks'}")
 
             search = measure_trace_capacity if on_trace else measure_capacity
-            return search(bench, base_url, workload, self.targets, options, on_level=on_level)
+            held = [t for t in self.targets if not t.fidelity]  # the answers do not move with the load
+            return search(bench, base_url, workload, held, options, on_level=on_level)
         runs, auto = spec.repeat_plan
         measured = measure_repeats(
             bench, base_url, workload, runs, options, watched, converge_on=spec.primary.key if auto else None

@@ -82,6 +82,8 @@ def describe_miss(t: Target, metrics: dict[str, float]) -> str:
         shown = "inf (requests failed)"
     elif t.metric == "error_rate":
         shown = f"{v * 100:.1f}%" + truncation_note(metrics)
+    elif t.fidelity:
+        shown = f"{v:.4f} (95% upper bound)"
     elif t.key.endswith("_ms"):
         shown = f"{v:.0f} ms"
     else:
