@@ -7,9 +7,9 @@ as a share of a trial.
 
 Each config gets its own fresh server through kvtune's launcher (the argv a study would run) and
 the fidelity probe kvtune's gate runs (bench/fidelity_probe.py: the shipped reference prompts,
-greedy, 32 tokens, top-5 log-probabilities), compared with the defaults' first answers by
+greedy, 16 tokens, top-5 log-probabilities, one prompt at a time), compared with the defaults' first answers by
 objectives/fidelity.py. Per config it prints the share of tokens that agree at the same position
-(95% t interval over the prompts), the share of answers identical over their first 16 tokens,
+(95% t interval over the prompts), the share of answers identical over their first 16 tokens (the whole answer),
 the median first differing token, the mean KL divergence over the top-5 (95% interval) and the
 one-sided upper bound the gate reads, and whether the default gate (`kld<0.01`) refuses it.
 
@@ -41,6 +41,7 @@ from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.fidelity import Answer, compare_answers, fidelity
 from kvtune.objectives.targets import DEFAULT_FIDELITY_TARGET, parse_target
 from kvtune.study.spec import StudySpec
+from kvtune.tuner.trial.fidelity_check import probe_body
 from kvtune.verdict.stats import t_quantile
 from kvtune.workload import Workload
 
@@ -112,7 +113,8 @@ def row(label: str, lossless: bool, reference: Sequence[Answer], answers: Sequen
 
 
 def _pct(x: tuple[float, float, float]) -> str:
-    return f"{x[0] * 100:.0f}% [{x[1] * 100:.0f}, {x[2] * 100:.0f}]"
+    """A share and its interval, the interval held to [0, 100%] (a t interval can pass them)."""
+    return f"{x[0] * 100:.0f}% [{max(x[1], 0) * 100:.0f}, {min(x[2], 1) * 100:.0f}]"
 
 
 def _kl(x: tuple[float, float, float]) -> str:
@@ -164,11 +166,9 @@ def start(launcher: Launcher, flags: dict[str, Any], logs: Path, name: str) -> t
 
 
 def probe(launcher: Launcher, proc: ServerProcess, plan: ProbePlan) -> tuple[list[Answer], float]:
-    body = dict(launcher.request_extra_body())
-    if "cache_prompt" in body:
-        body["cache_prompt"] = False
+    """The gate's probe, as a trial runs it (tuner/trial/fidelity_check.py's request fields)."""
     t0 = time.monotonic()
-    answers = ask_answers(proc.base_url, launcher.served_model_name(), plan, body)
+    answers = ask_answers(proc.base_url, launcher.served_model_name(), plan, probe_body(launcher))
     return answers, time.monotonic() - t0
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from kvtune import __version__, hardware
 from kvtune.artifacts import cost_energy
 from kvtune.artifacts import overview as ov
+from kvtune.artifacts.fidelity_plot import fidelity_section
 from kvtune.artifacts.plots import (
     PLOTS,
     esc,
@@ -333,7 +334,9 @@ def render_report(results: dict) -> str:
         _cost_energy(results, info),
         f"<section id='tradeoff'><h2>{esc(title)}</h2>",
         plot_pareto(info, spec.targets),
-        "</section><section id='flags'><h2>How each flag relates to the objective</h2>",
+        "</section>",
+        fidelity_section(info, label),
+        "<section id='flags'><h2>How each flag relates to the objective</h2>",
         plot_importance(results.get("importance"), tuned),
         plot_slice(info, label),
         "</section><section id='history'><h2>Trial history</h2>",

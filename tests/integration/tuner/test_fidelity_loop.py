@@ -11,6 +11,7 @@ import json
 
 from rich.console import Console
 
+from kvtune.artifacts import report
 from kvtune.artifacts.summary import summarize
 from kvtune.cli.render import print_summary
 from kvtune.kinds import FailureKind
@@ -75,6 +76,8 @@ def test_a_faster_config_that_answers_differently_is_refused_and_the_best_answer
         r for r in (base.confirmation or {}).get("runs", []) if (r.get("fidelity") or {}).get("role") == "floor"
     ]
     assert floor_runs and all(r["metrics"]["kld_upper"] < 1e-6 for r in floor_runs)
+    html = report.render_report(json.loads(s.results_path.read_text()))
+    assert 'id="plot-fidelity"' in html and "refused for fidelity" in html  # speed against fidelity
     out = io.StringIO()
     print_summary(p, s, Console(file=out, width=200))
     text = out.getvalue()
@@ -96,3 +99,4 @@ def test_the_gate_off_judges_on_speed_alone_and_says_so(make_tuner, tmp_path):
     )
     s = summarize(p.run_dir, payload, outcomes, p.spec.objective_specs, p.targets, "127.0.0.1", 8080)
     assert s.fidelity is not None and s.fidelity.lines()[0].startswith("fidelity gate: off")
+    assert 'id="plot-fidelity-note"' in report.render_report(json.loads(s.results_path.read_text()))

@@ -11,6 +11,7 @@ import pytest
 
 from kvtune.bench.fidelity_probe import ProbeFailed, ProbePlan, ask_answers
 from kvtune.launchers.base import Candidate
+from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.objectives.targets import parse_targets
 from kvtune.study.outcome import TrialOutcome
 from kvtune.testing.fake_launcher import FakeLauncher
@@ -25,6 +26,7 @@ from kvtune.tuner.trial.fidelity_check import (
     fidelity_line,
     fidelity_metrics,
     gated,
+    probe_body,
 )
 
 PLAN = ProbePlan(prompts=tuple(f"question {i}" for i in range(6)), max_tokens=16)
@@ -114,9 +116,12 @@ def test_only_a_kld_target_turns_the_probe_on():
     assert gated(parse_targets(["ttft<1s", "kld<0.1"])) and not gated(parse_targets(["ttft<1s"]))
 
 
-def test_the_probe_asks_greedily_with_top_k_and_the_prompt_cache_off():
+def test_the_probe_asks_greedily_with_top_k_one_prompt_at_a_time():
     fake = MockOpenAI(ttft_s=0.0, itl_s=0.0)
-    answers = ask_answers("http://fake", "m", PLAN, {"cache_prompt": False}, transport=fake.transport())
+    body = probe_body(LlamaServerLauncher(binary="/x/llama-server", model_path="m.gguf"))
+    assert body == {"cache_prompt": True}  # the chat template's opening is computed once
+    answers = ask_answers("http://fake", "m", PLAN, body, transport=fake.transport())
     assert len(answers) == len(PLAN.prompts) and all(len(a.tokens) == PLAN.max_tokens for a in answers)
-    body = fake.received[0]
-    assert (body["temperature"], body["logprobs"], body["top_logprobs"], body["cache_prompt"]) == (0.0, True, 5, False)
+    sent = fake.received[0]
+    assert (sent["temperature"], sent["logprobs"], sent["top_logprobs"], sent["cache_prompt"]) == (0.0, True, 5, True)
+    assert PLAN.concurrency == 1 and [r["messages"][0]["content"] for r in fake.received] == list(PLAN.prompts)
