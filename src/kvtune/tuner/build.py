@@ -60,6 +60,14 @@ def parse_study_targets(spec: StudySpec) -> list[Target]:
     return with_default_error_target(list(spec.targets))
 
 
+def check_input_files(spec: StudySpec) -> None:
+    """The files the study reads, read and checked before anything is written: the workload's
+    trace and dataset, the user's reference prompts."""
+    check_workload_files(spec.workload)
+    if spec.fidelity_prompts:
+        read_prompts(spec.fidelity_prompts)
+
+
 def numerics_in_space(launcher: Launcher, knobs: list[Knob]) -> list[str]:
     """The knobs of the space with a value that changes the model's numerics (a quantised KV
     cache, speculation): what makes a study need the fidelity gate."""
@@ -73,10 +81,7 @@ def numerics_in_space(launcher: Launcher, knobs: list[Knob]) -> list[str]:
 
 def gated_targets(spec: StudySpec, targets: list[Target], launcher: Launcher, knobs: list[Knob]) -> list[Target]:
     """The targets with the default fidelity gate added when the space can change the model's
-    numerics, the gate is on and no `kld` target was given (the user's prompts checked here,
-    before any launch)."""
-    if spec.fidelity_prompts:
-        read_prompts(spec.fidelity_prompts)
+    numerics, the gate is on and no `kld` target was given."""
     if not spec.fidelity_gate or not numerics_in_space(launcher, knobs):
         return targets
     return with_fidelity_target(targets)
@@ -116,7 +121,7 @@ def prepare(
     once, so it runs after every check, after the GPU pin) and the space's slot sizes follow the
     fitted workload: `kvtune run` passes one; a study set up for other hosts does not."""
     check_sampler_installed(spec.sampler)  # before the baseline, not at the first sampled trial
-    check_workload_files(spec.workload)  # a missing or malformed trace or dataset: before any launch
+    check_input_files(spec)  # a missing or malformed trace, dataset or prompt file: before any launch
     targets = parse_study_targets(spec)
     injected = launcher is not None
     if not injected:

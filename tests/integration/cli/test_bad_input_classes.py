@@ -81,6 +81,22 @@ ROWS: list[tuple[str, list[str], str]] = [
         "targets 'ttft>0.8x' and 'ttft<0.5x' contradict each other",
     ),
     ("a study file's target below 0", ["run", "--study-file", "{d}/target0.yaml"], "targets: target 'e2el<0ms'"),
+    # -- the fidelity gate (objectives/targets.py, study/spec.py, cli/bench.py) --
+    ("a KL bound of 0", ["run", "--target", "kld<0"], "no config can be below 0; give a positive bound"),
+    ("a KL floor", ["run", "--target", "kld>0.1"], "kld takes an upper bound, e.g. 'kld<0.01'"),
+    ("a KL bound with a unit", ["run", "--target", "kld<5ms"], "is a KL divergence in nats, written without a unit"),
+    (
+        "a KL target with the gate off",
+        ["run", "--target", "kld<0.05", "--no-fidelity-gate"],
+        "a kld target and fidelity_gate: false (--no-fidelity-gate) contradict each other",
+    ),
+    (
+        "a KL target for bench",
+        ["bench", "http://127.0.0.1:9", "--target", "kld<0.05"],
+        "which kvtune bench does not start",
+    ),
+    ("reference prompts not there", ["run", "--study-file", "{d}/prompts-missing.yaml"], "fidelity_prompts: '"),
+    ("reference prompts that are empty", ["run", "--study-file", "{d}/prompts-empty.yaml"], "holds no prompt"),
     # -- a value typed as a flag is refused under the flag (cli/flag_names.py) --
     ("negative output tokens", ["run", "--output-tokens", "-64"], "--output-tokens must be at least 1, got -64"),
     ("no measured requests", ["run", "--num-requests", "0"], "--num-requests must be at least 1, got 0"),
@@ -108,6 +124,9 @@ def inputs(tmp_path_factory) -> Path:
     (d / "targets-twice.yaml").write_text('targets: ["ttft<1s"]\ntrials: 3\ntargets: ["tpot<100ms"]\n')
     (d / "users-twice.yaml").write_text("study: s\nworkload:\n  concurrency: 2\n  concurrency: 4\n")
     (d / "target0.yaml").write_text('targets: ["e2el<0ms"]\n')
+    (d / "prompts-missing.yaml").write_text("fidelity_prompts: no-such-prompts.txt\n")
+    (d / "no-prompts.txt").write_text("\n\n")
+    (d / "prompts-empty.yaml").write_text("fidelity_prompts: no-prompts.txt\n")
     (d / "output-neg.yaml").write_text("workload:\n  output_tokens: -64\n")
     (d / "cut.gguf").write_bytes(whole_gguf(d)[:200])
     (d / "magic.gguf").write_bytes(b"GGUF")
