@@ -29,18 +29,20 @@ class Refusal:
     gain: float | None
     objective: str
 
-    def line(self) -> str:
-        """``trial 5 (cache-type-k=q4_0, cache-type-v=q4_0): +9% output_throughput, 12% of tokens
-        agree with the defaults' (KLD 0.081, 95% upper bound 0.11): refused``"""
+    def line(self, floor: Fidelity | None = None) -> str:
+        """``trial 5 (cache-type-k=q4_0, cache-type-v=q4_0): +9% output throughput, 12% of tokens
+        agree with the defaults' (floor 100%; KLD 0.081, 95% upper bound 0.11): refused``;
+        `floor`: the defaults' own fresh runs, when the study measured them."""
         flags = self.outcome.candidate.flags
         what = ", ".join(f"{k}={flags.get(k)}" for k in self.changed) or "its flags"
-        gain = "" if self.gain is None else f"{self.gain * 100:+.0f}% {self.objective}, "
+        gain = "" if self.gain is None else f"{self.gain * 100:+.0f}% {self.objective.replace('_', ' ')}, "
         f = self.fidelity
         if math.isinf(f.kld_upper):
             return f"trial {self.outcome.number} ({what}): {gain}fidelity not measured: refused"
+        base = "" if floor is None else f"floor {floor.agreement * 100:.0f}%; "
         return (
             f"trial {self.outcome.number} ({what}): {gain}{f.agreement * 100:.0f}% of tokens agree with the "
-            f"defaults' (KLD {f.kld:.3g}, 95% upper bound {f.kld_upper:.3g}): refused"
+            f"defaults' ({base}KLD {f.kld:.3g}, 95% upper bound {f.kld_upper:.3g}): refused"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,7 +73,7 @@ class GateReport:
             f"fidelity gate: {self.target.text} (KL divergence from the defaults' answers, 95% upper bound); "
             f"{self.probed} config(s) probed, {len(self.refused)} refused{floor}"
         )
-        return [head, *(f"  {r.line()}" for r in self.refused)]
+        return [head, *(f"  {r.line(self.floor)}" for r in self.refused)]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -78,6 +78,8 @@ def infeasible(
 def describe_miss(t: Target, metrics: dict[str, float]) -> str:
     """``ttft_p95 11800 ms breaks ttft<10s`` (an error rate says how many answers were cut short)."""
     v = t.value(metrics)
+    if t.fidelity and math.isinf(v):
+        return f"{t.name} not measured (the fidelity probe failed or had no reference) breaks {t.text or t.describe()}"
     if math.isinf(v):
         shown = "inf (requests failed)"
     elif t.metric == "error_rate":
