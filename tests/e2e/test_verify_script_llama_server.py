@@ -10,6 +10,12 @@ fitted trace and checks only the study's own target. Each study is the baseline 
 no confirmation): what is checked is the script, not the search. The impossible target comes from
 a copy of the first study whose results.json asks for a TTFT p95 under 1 ms (no server answers
 that fast), exported the same way. The SLO's limits are loose (a 2-core box shared with others).
+
+Every script runs as a new user would run it (issue 41): from a clean shell, `env -i
+PATH=/usr/bin:/bin HOME=$HOME bash SCRIPT`, no venv on PATH and no KVTUNE: the verify script
+finds the kvtune that wrote it (it failed with `exec: kvtune: not found`, 127). The first study
+deploys on a free port (--deploy-port), so its own launch-best.sh starts the server and its own
+verify-best.sh, run without arguments, measures it.
 """
 
 from __future__ import annotations
@@ -36,14 +42,14 @@ def _kvtune(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+def _clean_shell(script: Path, *args: str) -> list[str]:
+    """bash running `script` with nothing of this process's environment: no venv, no KVTUNE."""
+    home = os.environ.get("HOME", "/")
+    return ["env", "-i", "PATH=/usr/bin:/bin", f"HOME={home}", "COLUMNS=200", "bash", str(script), *args]
+
+
 def _verify(script: Path, *url: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", str(script), *url],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "KVTUNE": shlex.join(KVTUNE), "COLUMNS": "200"},
-    )
+    return subprocess.run(_clean_shell(script, *url), capture_output=True, text=True, timeout=600)
 
 
 def _launch_script(study: Path, port: int, tmp_path: Path) -> Path:
@@ -54,13 +60,16 @@ def _launch_script(study: Path, port: int, tmp_path: Path) -> Path:
     return launch
 
 
-def _serve_and_verify(launch: Path, port: int, tmp_path: Path, *scripts: Path) -> list[subprocess.CompletedProcess]:
-    """Each verification script's run against the server `launch` starts (stopped after)."""
-    server = ServerProcess(argv=["bash", str(launch)], env={}, log_path=tmp_path / "server.log", port=port)
+def _serve_and_verify(
+    launch: Path, port: int, tmp_path: Path, *scripts: Path | tuple[Path]
+) -> list[subprocess.CompletedProcess]:
+    """Each verification script's run against the server `launch` starts (stopped after); a script
+    given as (script,) is run without arguments (its default URL)."""
+    server = ServerProcess(argv=_clean_shell(launch), env={}, log_path=tmp_path / "server.log", port=port)
     server.start()
     try:
         server.wait_ready(180)
-        return [_verify(s, f"http://127.0.0.1:{port}") for s in scripts]
+        return [_verify(s[0]) if isinstance(s, tuple) else _verify(s, f"http://127.0.0.1:{port}") for s in scripts]
     finally:
         server.stop()
 
@@ -68,7 +77,7 @@ def _serve_and_verify(launch: Path, port: int, tmp_path: Path, *scripts: Path) -
 def test_verify_script_of_a_study_with_targets_and_an_slo_passes_and_an_impossible_target_fails(
     tmp_path: Path, llama_server: str
 ) -> None:
-    runs = tmp_path / "runs"
+    runs, port = tmp_path / "runs", free_port()
     r = _kvtune(
         "run",
         "--study",
@@ -100,6 +109,8 @@ def test_verify_script_of_a_study_with_targets_and_an_slo_passes_and_an_impossib
         "1",
         "--price-per-hour",
         "2.50",
+        "--deploy-port",
+        str(port),
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stdout + r.stderr
@@ -112,9 +123,9 @@ def test_verify_script_of_a_study_with_targets_and_an_slo_passes_and_an_impossib
     assert energy.startswith("energy: ")  # measured, or said to be not measurable: never estimated
     assert energy in r.stdout
     assert (study / "verify-best.sh").is_file()
+    assert f"WROTE_IT=({shlex.quote(sys.executable)} -m kvtune.cli)" in (study / "verify-best.sh").read_text()
+    assert f"Best command line:\n{results['best_command']}\n" in r.stdout  # the launch script's, on one line
 
-    port = free_port()
-    launch = _launch_script(study, port, tmp_path)
     strict_dir = tmp_path / "strict"
     shutil.copytree(study, strict_dir, ignore=shutil.ignore_patterns("trials", "*.db"))
     strict_results = dict(results, spec={**results["spec"], "targets": ["ttft<1ms"]})
@@ -123,7 +134,8 @@ def test_verify_script_of_a_study_with_targets_and_an_slo_passes_and_an_impossib
     e = _kvtune("export", str(strict_dir), "--format", "bench", "--port", str(port), "-o", str(strict), cwd=tmp_path)
     assert e.returncode == 0, e.stderr
 
-    held, missed = _serve_and_verify(launch, port, tmp_path, study / "verify-best.sh", strict)
+    # the study's own scripts, as written: launch-best.sh serves on --deploy-port, verify-best.sh's default
+    held, missed = _serve_and_verify(study / "launch-best.sh", port, tmp_path, (study / "verify-best.sh",), strict)
     assert held.returncode == 0, held.stdout + held.stderr
     assert "vllm bench serve" in held.stdout and "target ttft_p95<120000ms: met" in held.stdout
     # the demo GGUF's stem is what the server serves; vLLM tokenizes with the demo's HF id

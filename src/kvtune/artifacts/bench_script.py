@@ -10,13 +10,20 @@ which a target may check), and exits with kvtune bench's status: 0 when every ta
 one was missed. It first prints the equivalent `vllm bench serve` command line (vllm_bench.py),
 for whoever wants the figure from vLLM's own benchmark, with a note for each part of the load it
 cannot express. A capacity study is checked at the capacity it found (a trace at the replay speed
-it held). Pure: results in, script text out; `export.write` makes it executable.
+it held). It runs the kvtune that wrote it (`writer_kvtune`, an absolute path), so it works from
+a shell without kvtune's venv on PATH; `KVTUNE` overrides that, and where the path is gone
+(the script was copied to another box) the `kvtune` on PATH stands in. Pure but for reading
+which Python runs: results in, script text out; `export.write` makes it executable.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
+import sys
 from dataclasses import replace
+from typing import Sequence
 
 from kvtune.artifacts.vllm_bench import TRACE_PATH_VAR, VllmLine, served_model, vllm_line
 from kvtune.errors import SpecError, TargetError
@@ -137,6 +144,39 @@ def _multiturn_args(w: Workload) -> list[object]:
     return args
 
 
+def writer_kvtune() -> list[str]:
+    """The kvtune command that is running now: this Python (not resolved: a venv's python is a
+    link whose target would lose the venv) with ``-m kvtune.cli``, the same installation
+    whatever PATH holds. ``kvtune`` where Python cannot say where it runs from."""
+    return [os.path.abspath(sys.executable), "-m", "kvtune.cli"] if sys.executable else ["kvtune"]
+
+
+def _one_line(text: str) -> str:
+    """Text for a comment line: a control character (a newline) would end the comment."""
+    return re.sub(r"[\x00-\x1f\x7f]", "?", text)
+
+
+def _kvtune_lines(kvtune: Sequence[str]) -> list[str]:
+    """Pick the kvtune to run: $KVTUNE, else the one that wrote the script, else kvtune on PATH;
+    none of them: one line on stderr and exit 127 (bash's "command not found")."""
+    return [
+        f"WROTE_IT=({' '.join(shlex.quote(a) for a in kvtune)})",
+        'if [ -n "${KVTUNE:-}" ]; then',
+        '    read -r -a KVTUNE_CMD <<< "$KVTUNE"',
+        'elif [ -x "${WROTE_IT[0]}" ] || [ "${WROTE_IT[0]}" = kvtune ]; then',
+        '    KVTUNE_CMD=("${WROTE_IT[@]}")',
+        "elif command -v kvtune > /dev/null; then",
+        '    echo "note: ${WROTE_IT[0]}, the kvtune that wrote this script, is not here; '
+        'running $(command -v kvtune)" >&2',
+        "    KVTUNE_CMD=(kvtune)",
+        "else",
+        '    echo "$0: no kvtune to run: ${WROTE_IT[0]}, the kvtune that wrote this script, is not here '
+        "and none is on PATH; set KVTUNE (e.g. KVTUNE='python3 -m kvtune.cli')\" >&2",
+        "    exit 127",
+        "fi",
+    ]
+
+
 def _vllm_lines(line: VllmLine) -> list[str]:
     """The script lines that print the vLLM equivalent (a trace's rows written first)."""
     out = ["echo 'The same load with vLLM bench serve (not run here):'"]
@@ -156,8 +196,12 @@ def _vllm_lines(line: VllmLine) -> list[str]:
     ]
 
 
-def render(trial: dict, results: dict, host: str, port: int, header: list[str]) -> str:
-    """The verification script for `trial` of `results` (header: the launch script's lines)."""
+def render(
+    trial: dict, results: dict, host: str, port: int, header: list[str], kvtune: Sequence[str] | None = None
+) -> str:
+    """The verification script for `trial` of `results` (header: the launch script's lines);
+    `kvtune`: the command it runs by default (`writer_kvtune()` unless given)."""
+    kvtune = list(kvtune or writer_kvtune())
     spec = StudySpec.from_dict(results.get("spec") or {})
     w = load_for(trial, spec)
     targets = absolute_targets(results)
@@ -172,13 +216,15 @@ def render(trial: dict, results: dict, host: str, port: int, header: list[str]) 
         "# targets checked: " + ", ".join(t.constraint_key for t in targets),
         f"# per-request SLOs: {spec.slo.text if spec.slo else 'none (the study had no --slo)'}",
         f"# usage: verify.sh [BASE_URL]   (default {url}); exit 0 = every target held,",
-        "#        1 = a target was missed (or every request failed), 2 = bad input.",
-        "# KVTUNE names the kvtune command (default: kvtune), e.g. KVTUNE='python -m kvtune.cli';",
+        "#        1 = a target was missed (or every request failed), 2 = bad input,",
+        "#        127 = no kvtune to run (the line before says why).",
+        f"# KVTUNE names the kvtune command (default: {_one_line(shlex.join(kvtune))}, the kvtune that wrote",
+        "# this script, else kvtune on PATH), e.g. KVTUNE='python -m kvtune.cli';",
         "# KVTUNE_TOKENIZER a GGUF file or HF folder whose tokenizer makes prompt sizes exact",
         "# (default: the study's model where it exists on this box; else sizes are approximate).",
         "set -euo pipefail",
         f'URL="${{1:-{url}}}"',
-        'read -r -a KVTUNE_CMD <<< "${KVTUNE:-kvtune}"',
+        *_kvtune_lines(kvtune),
         f"MODEL_TOKENIZER={shlex.quote(model.path)}",
         'TOKENIZER="${KVTUNE_TOKENIZER:-$MODEL_TOKENIZER}"',
         "EXTRA=()",

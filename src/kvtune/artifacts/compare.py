@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from kvtune.artifacts import launch_script
 from kvtune.artifacts.overview import baseline_trial, best_trial, outcomes, study_objectives
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
@@ -54,6 +55,7 @@ class Side:
     wall_s: float | None = None  # the search's wall time (results.json "budget")
     label: str = ""  # the backend, or the study name when two sides share a backend
     best_argv: list[str] = field(default_factory=list)  # the deployed command line (results.json)
+    best_command: str = ""  # the same with its environment, `VAR=value ... argv` (results.json)
     outcomes: list[TrialOutcome] = field(default_factory=list)
 
     def values(self) -> list[float]:
@@ -176,6 +178,13 @@ def _workload(results: dict) -> dict:
     return _spec(results).workload.to_dict()
 
 
+def _command(argv: list[str], best: TrialOutcome | None) -> str:
+    """The best command line of results written before results.json kept it whole: the deployed
+    argv after the best trial's environment, as launch-best.sh sets it."""
+    env = {**best.env, **best.device_env} if best is not None else {}
+    return launch_script.command_line(argv, env) if argv else ""
+
+
 def side(name: str, results: dict) -> Side:
     """One study's side: its named best, its baseline and their figures (read from results.json)."""
     outs = outcomes(results)
@@ -200,6 +209,7 @@ def side(name: str, results: dict) -> Side:
         trials=measured if measured is not None else sum(o.measured for o in outs),
         wall_s=budget.get("elapsed_s"),
         best_argv=list(results.get("best_argv") or []),
+        best_command=results.get("best_command") or _command(results.get("best_argv") or [], best),
         outcomes=outs,
     )
 

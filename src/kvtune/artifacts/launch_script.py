@@ -22,6 +22,15 @@ def render(argv: list[str], env: dict[str, str], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def command_line(argv: list[str], env: dict[str, str]) -> str:
+    """The one-line form of what `render` runs: ``VAR=value ... argv``, every word shell-quoted,
+    the same environment and argv as the script's exports and exec line. The summary prints
+    it (and --quiet): an argv without the tuned variables (vLLM's VLLM_CPU_OMP_THREADS_BIND)
+    would start another config than the one measured."""
+    assigns = [f"{key}={shlex.quote(value)}" for key, value in sorted(env.items())]
+    return " ".join([*assigns, shlex.join(argv)])
+
+
 def _flag_groups(args: list[str]) -> list[str]:
     """One line per flag with its values, for a script people can read and edit."""
     groups: list[list[str]] = []

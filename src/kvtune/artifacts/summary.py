@@ -43,6 +43,7 @@ class StudySummary:
     best: TrialOutcome | None = None
     baseline: TrialOutcome | None = None
     best_argv: list[str] = field(default_factory=list)
+    best_command: str = ""  # `VAR=value ... argv`: launch-best.sh's environment and argv on one line
     launch_script: Path | None = None
     verify_script: Path | None = None
     nearest_misses: list[Miss] = field(default_factory=list)
@@ -212,8 +213,10 @@ def summarize(
         return summary
     best_dict = best.to_dict()
     summary.best_argv = export.deploy_argv(best.argv, host, port)
+    summary.best_command = export.command_line(best_dict, host, port)
     summary.launch_script = export.write(run_dir / LAUNCH_SCRIPT, "bash", best_dict, payload, host, port)
     payload["best_argv"] = summary.best_argv
+    payload["best_command"] = summary.best_command
     payload["launch_script"] = str(summary.launch_script)
     summary.verify_script = export.write(run_dir / VERIFY_SCRIPT, "bench", best_dict, payload, host, port)
     payload["verify_script"] = str(summary.verify_script)

@@ -8,7 +8,6 @@ what model each serves, the budget split) is `tuner.multi_backend`'s; the table 
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -73,8 +72,8 @@ def run_backends(
     out.print(f"Comparison: {path}  (again: kvtune compare {' '.join(s for s, _ in studies)})")
     if mode == "jsonl":
         print(dumps({"event": "comparison", "time": clock.wall(), **c.to_dict()}), flush=True)
-    elif mode == "quiet" and c.winner is not None and c.winner.best_argv:
-        print(shlex.join(c.winner.best_argv))
+    elif mode == "quiet" and c.winner is not None and c.winner.best_command:
+        print(c.winner.best_command)
     return 0 if c.winner is not None else 1
 
 

@@ -4,7 +4,6 @@ from cli/run.py (the flags) so both import it and neither imports the other."""
 
 from __future__ import annotations
 
-import shlex
 import signal
 import time
 from typing import Any, Callable
@@ -172,5 +171,5 @@ def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode:
     if mode == "jsonl":
         reporter.emit("summary", exit_status=summary.exit_code, **summary.payload)
     elif mode == "quiet" and summary.exit_code == 0 and print_best:
-        print(shlex.join(summary.best_argv))
+        print(summary.best_command)
     return summary.exit_code

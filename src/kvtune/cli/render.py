@@ -3,7 +3,6 @@ last. Console code only; every decision it shows was made in `artifacts.summary`
 
 from __future__ import annotations
 
-import shlex
 from typing import Sequence
 
 from rich.console import Console
@@ -99,7 +98,7 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     if s.launches_saved:
         console.print(f"The KV/context pre-screen skipped {s.launches_saved} launch(es) that could not work.")
     console.print("\n[bold]Best command line:[/bold]")
-    console.print(shlex.join(s.best_argv), soft_wrap=True)
+    console.print(s.best_command, soft_wrap=True, markup=False, highlight=False)
     console.print(f"\nLaunch script:     {s.launch_script}")
     console.print(f"Verify script:     {s.verify_script} (re-runs the workload against the deployed server)")
     console.print(f"Per-trial results: {s.results_path}")

@@ -55,6 +55,9 @@ class TrialOutcome:
     # The worker slot's GPU pinning the server ran with (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER),
     # beside `env` (the candidate's own): bash/systemd exports carry it, containers do not.
     device_env: dict[str, str] = field(default_factory=dict)
+    # The CPU set the server was pinned to (a worker slot's, sorted); None: every CPU kvtune had.
+    # Container exports reserve that many CPUs (artifacts/cpu_resources.py).
+    cpus: list[int] | None = None
     # The interference monitor's window over the measurement these figures are from (its worst
     # run: kvtune.interference.Interference.to_dict()); None when it was not watched.
     interference: dict[str, Any] | None = None

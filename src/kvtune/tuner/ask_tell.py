@@ -159,4 +159,5 @@ def _copy_of(outcome: TrialOutcome, same: TrialOutcome) -> TrialOutcome:
     outcome.constraints, outcome.objective = dict(same.constraints), same.objective
     outcome.objectives = list(same.objectives)
     outcome.argv, outcome.env, outcome.device_env = list(same.argv), dict(same.env), dict(same.device_env)
+    outcome.cpus = list(same.cpus) if same.cpus is not None else None
     return outcome

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvtune.artifacts import export
+from kvtune.artifacts import bench_script, export
 from kvtune.artifacts import overview as ov
 from kvtune.bench.traces import fitted_trace
 from kvtune.testing.fake_server import FakeOpenAIServer
@@ -116,3 +116,47 @@ def test_a_multiturn_study_replays_its_conversations_and_prints_no_vllm_line(tmp
     assert "replaying 2 conversations of 2 turns" in run.stdout and "cache_prompt=true sent" in run.stdout
     assert "no vllm bench serve line" in run.stdout and "--base-url" not in run.stdout
     assert sorted(len(b["messages"]) for b in server.received[1:]) == [1, 1, 3, 3]  # after 1 warm-up turn
+
+
+def _clean_shell(path: Path, url: str, path_var: str = "/usr/bin:/bin", **env: str) -> subprocess.CompletedProcess:
+    """The script run as a new user would: `env -i`, no venv on PATH, no KVTUNE."""
+    return subprocess.run(
+        ["env", "-i", f"PATH={path_var}", f"HOME={os.environ.get('HOME', '/')}", *[f"{k}={v}" for k, v in env.items()]]
+        + ["bash", str(path), url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_script_runs_from_a_clean_shell_with_the_kvtune_that_wrote_it(tmp_path) -> None:
+    # issue 41: `exec: kvtune: not found`, exit 127, unless the venv was active or KVTUNE set
+    r = results(targets=["ttft<30s"])
+    with FakeOpenAIServer(ttft_s=0.02, itl_s=0.002) as server:
+        path = export.write(tmp_path / "verify.sh", "bench", ov.pick_trial(r).to_dict(), r)
+        run = _clean_shell(path, server.base_url)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "target ttft_p95<30000ms: met" in run.stdout
+
+
+def test_a_script_whose_kvtune_is_gone_says_so_in_one_line_or_runs_the_one_on_path(tmp_path) -> None:
+    r = results(targets=["ttft<30s"])
+    text = bench_script.render(ov.pick_trial(r).to_dict(), r, "127.0.0.1", 8080, [], kvtune=["/gone/bin/python"])
+    path = tmp_path / "verify.sh"
+    path.write_text(text)
+    gone = _clean_shell(path, "http://127.0.0.1:9")
+    assert gone.returncode == 127 and gone.stdout == ""
+    assert gone.stderr.splitlines() == [
+        f"{path}: no kvtune to run: /gone/bin/python, the kvtune that wrote this script, is not here and "
+        "none is on PATH; set KVTUNE (e.g. KVTUNE='python3 -m kvtune.cli')"
+    ]
+    bin_dir = tmp_path / "bin"  # a kvtune on PATH stands in (this one prints what it was asked)
+    bin_dir.mkdir()
+    (bin_dir / "kvtune").write_text('#!/bin/sh\necho "kvtune $1 $2"\n')
+    os.chmod(bin_dir / "kvtune", 0o755)
+    on_path = _clean_shell(path, "http://127.0.0.1:9", f"{bin_dir}:/usr/bin:/bin")
+    assert on_path.returncode == 0, on_path.stderr
+    assert on_path.stdout.splitlines()[-1] == "kvtune bench http://127.0.0.1:9"
+    assert f"running {bin_dir}/kvtune" in on_path.stderr
+    named = _clean_shell(path, "http://127.0.0.1:9", KVTUNE=f"{bin_dir}/kvtune")  # KVTUNE still decides
+    assert named.returncode == 0 and named.stderr == "", named.stderr

@@ -1,11 +1,15 @@
-"""The run summary's lines that read the trials: start-up seconds of the best and the baseline."""
+"""The run summary's lines that read the trials: start-up seconds of the best and the baseline,
+the verdict, and the best command line with its environment."""
 
 from __future__ import annotations
 
 import io
+import json
+import shlex
 
 from rich.console import Console
 
+from kvtune.artifacts import launch_script
 from kvtune.artifacts.summary import summarize
 from kvtune.cli.render import print_summary
 from kvtune.launchers.base import Knob
@@ -81,3 +85,23 @@ def test_the_summary_shows_the_verdict_and_the_baseline_sentinels_drift(make_tun
     assert any(ln.startswith("  evidence: ") for ln in lines)
     drift = next(ln for ln in lines if ln.startswith("Baseline sentinel (after 0, 2 measured trials): "))
     assert "drift " in drift and "first to last" in drift
+
+
+def test_the_best_command_line_carries_the_environment_the_launch_script_sets(make_tuner, tmp_path):
+    # issue 41: a vLLM study's printed command line left out VLLM_CPU_OMP_THREADS_BIND
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),), extra_env={"FAKE_BIND": "0-1 [x]"})
+    spec = StudySpec(study="env", trials=2, workload=WL, targets=["ttft<60s"], confirm_top=0).validate()
+    tuner, _ = make_tuner(spec, launcher)
+    outcomes = tuner.run()
+    p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
+    payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report}
+    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    out = io.StringIO()
+    print_summary(p, s, Console(file=out, width=1000))
+    lines = out.getvalue().splitlines()
+    printed = lines[lines.index("Best command line:") + 1]
+    words = shlex.split(printed)
+    script = s.launch_script.read_text()
+    assert words[0] == "FAKE_BIND=0-1 [x]" and "export FAKE_BIND='0-1 [x]'\n" in script
+    assert words[1:] == launch_script.parse_exec_argv(script) == s.best_argv
+    assert printed == s.best_command == json.loads(s.results_path.read_text())["best_command"]

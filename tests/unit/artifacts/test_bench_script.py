@@ -193,3 +193,17 @@ def test_a_trace_study_without_an_slo_checks_only_its_own_targets() -> None:
     vllm = next(line for line in text.splitlines() if line.startswith("printf"))
     assert "timed_trace" in vllm and "--goodput" not in vllm
     assert "# per-request SLOs: none (the study had no --slo)" in text.splitlines()
+
+
+def test_the_script_runs_the_kvtune_that_wrote_it_unless_kvtune_is_set() -> None:
+    # issue 41: `exec: kvtune: not found` (127) from any shell without kvtune's venv on PATH
+    text = script(results())
+    assert bench_script.writer_kvtune() == [sys.executable, "-m", "kvtune.cli"]
+    assert f"WROTE_IT=({shlex.quote(sys.executable)} -m kvtune.cli)" in text
+    assert 'if [ -n "${KVTUNE:-}" ]; then' in text and "exit 127" in text
+    assert "${KVTUNE:-kvtune}" not in text
+    other = bench_script.render(
+        ov.pick_trial(results()).to_dict(), results(), "127.0.0.1", 8080, [], kvtune=["/opt/it's/kvtune"]
+    )
+    assert "WROTE_IT=('/opt/it'\"'\"'s/kvtune')" in other
+    assert "# KVTUNE names the kvtune command (default: '/opt/it'\"'\"'s/kvtune', the kvtune that wrote" in other

@@ -183,7 +183,19 @@ def test_systemd_refuses_a_binary_path_it_cannot_express():
 
 
 # ---- docker compose --------------------------------------------------------------------------
-SERVICE_KEYS = {"image", "entrypoint", "command", "ports", "environment", "volumes", "restart", "ipc", "deploy"}
+SERVICE_KEYS = {
+    "image",
+    "entrypoint",
+    "command",
+    "ports",
+    "environment",
+    "volumes",
+    "restart",
+    "ipc",
+    "deploy",
+    "cpus",
+    "cpuset",
+}
 
 
 def check_compose(doc: dict) -> dict:
@@ -199,6 +211,7 @@ def check_compose(doc: dict) -> dict:
         assert v["type"] == "bind" and v["read_only"] is True and v["target"] == "/models"
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in svc.get("environment", {}).items())
     assert svc["restart"] in ("no", "always", "on-failure", "unless-stopped")
+    assert isinstance(svc.get("cpus", 1), (int, float)) and isinstance(svc.get("cpuset", ""), str)
     return svc
 
 
@@ -206,6 +219,7 @@ def test_compose_llama_server_on_cpu():
     t = nasty_trial()
     svc = check_compose(yaml.safe_load(export.render("compose", t, results(), "127.0.0.1", 9000)))
     assert svc["image"] == llama_server.IMAGE and "entrypoint" not in svc and "deploy" not in svc
+    assert svc["cpus"] == 2 and "cpuset" not in svc  # the study's 2 CPUs; the trial was not pinned
     assert [unescape_dollars(a) for a in svc["command"]] == containerized(t["argv"], 9000)[1:]
     assert svc["ports"] == [{"target": 9000, "published": "9000", "protocol": "tcp", "host_ip": "127.0.0.1"}]
     assert [unescape_dollars(v["source"]) for v in svc["volumes"]] == [posixpath.dirname(NASTY)]
@@ -246,7 +260,7 @@ def test_compose_and_k8s_for_vllm(head, skip, entrypoint):
     dep, _ = check_k8s(list(yaml.safe_load_all(export.render("k8s", t, r, "0.0.0.0", 8000))), 8000)
     c = dep["spec"]["template"]["spec"]["containers"][0]
     assert c["args"] == want[skip:] and c.get("command") == entrypoint
-    assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert c["resources"] == {"limits": {"cpu": "2", "nvidia.com/gpu": 1}, "requests": {"cpu": "2"}}
 
 
 def test_vllm_hugging_face_model_id_is_not_mounted():
@@ -322,7 +336,8 @@ def test_k8s_llama_server():
     dep, svc = check_k8s(list(yaml.safe_load_all(text)), 9000)
     pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
-    assert c["image"] == llama_server.IMAGE and "command" not in c and "resources" not in c
+    assert c["image"] == llama_server.IMAGE and "command" not in c
+    assert c["resources"] == {"limits": {"cpu": "2"}, "requests": {"cpu": "2"}}  # no GPU: CPUs only
     assert [unescape_dollars(a) for a in c["args"]] == containerized(t["argv"], 9000)[1:]
     assert {e["name"]: unescape_dollars(e["value"]) for e in c["env"]} == NASTY_ENV
     assert pod["volumes"] == [{"name": "model", "hostPath": {"path": posixpath.dirname(NASTY), "type": "Directory"}}]
@@ -332,7 +347,7 @@ def test_k8s_llama_server():
 def test_k8s_gpu_limit():
     dep, _ = check_k8s(list(yaml.safe_load_all(export.render("k8s", best(), gpu_results(), "0.0.0.0", 8080))), 8080)
     c = dep["spec"]["template"]["spec"]["containers"][0]
-    assert c["resources"] == {"limits": {"nvidia.com/gpu": 1}} and c["image"] == llama_server.IMAGE_GPU
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 1 and c["image"] == llama_server.IMAGE_GPU
 
 
 # ---- all formats ------------------------------------------------------------------------------
@@ -384,7 +399,7 @@ def test_a_trial_on_two_of_eight_h100s_reserves_two_and_the_script_pins_them():
     assert dev["count"] == 2 and "CUDA_VISIBLE_DEVICES" not in (svc.get("environment") or {})
     dep, _ = check_k8s(list(yaml.safe_load_all(export.render("k8s", t, r, "0.0.0.0", 8080))), 8080)
     c = dep["spec"]["template"]["spec"]["containers"][0]
-    assert c["resources"] == {"limits": {"nvidia.com/gpu": 2}} and "env" not in c
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 2 and "env" not in c
     script = export.render("bash", t, r, "0.0.0.0", 8080)
     assert "export CUDA_VISIBLE_DEVICES=2,3\n" in script and "export CUDA_DEVICE_ORDER=PCI_BUS_ID\n" in script
     assert launch_script.parse_exec_argv(script) == export.deploy_argv(t["argv"], "0.0.0.0", 8080)

@@ -112,6 +112,7 @@ class TrialRunner:
             baseline=baseline,
             warm_start=warm_start,
             device_env=dict(self.where.device_env),
+            cpus=sorted(self.where.cpus) if self.where.cpus else None,
         )
         return outcome, port
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Candidate, Knob
 from kvtune.objectives.targets import with_default_error_target
+from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.trial.context import Placement, Subject
@@ -72,3 +73,15 @@ def test_a_refused_flag_is_an_infeasible_outcome_that_says_why(tmp_path):
     assert outcome.failure is FailureKind.START_FAILED and outcome.launched and not outcome.transient
     assert not outcome.feasible and outcome.metrics is None
     assert "unrecognized arguments: --bogus-flag" in outcome.reason
+
+
+def test_the_cpu_set_a_server_is_pinned_to_travels_in_the_outcome(tmp_path):
+    # container exports reserve that many CPUs (artifacts/cpu_resources.py); none: every CPU kvtune had
+    spec = StudySpec(study="r", workload=WL, targets=["ttft_p95<5s"]).validate()
+    pinned = TrialRunner(
+        Subject(spec, FakeLauncher(), list(spec.targets)), Placement.here(slot=1, cpus={5, 4}), tmp_path / "p.json"
+    )
+    outcome, _ = pinned.new_outcome(1, Candidate(), baseline=False)
+    assert outcome.cpus == [4, 5] and TrialOutcome.from_dict(outcome.to_dict()).cpus == [4, 5]
+    free, _ = runner_for(spec, FakeLauncher(), tmp_path, []).new_outcome(2, Candidate(), baseline=False)
+    assert free.cpus is None and TrialOutcome.from_dict(free.to_dict()).cpus is None
