@@ -39,9 +39,6 @@ class ProbePlan:
     concurrency: int = 1
     timeout_s: float = 120.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"prompts": len(self.prompts), "max_tokens": self.max_tokens, "top_k": self.top_k}
-
 
 def shipped_prompts(path: Path = PROMPTS_FILE) -> tuple[str, ...]:
     """The reference prompts kvtune ships (one version; a new set is a new file)."""
