@@ -80,13 +80,39 @@ class TransientAsUnavailable:
         )
 
 
+class RestartedProxyCache(optuna.storages._CachedStorage):
+    """Optuna's in-process cache in front of the database (as Optuna's proxy docs ask), for a
+    proxy that may be a restarted one.
+
+    Optuna's cache learns a trial when this process creates or lists it, and looks the trial up
+    before it writes a parameter: a worker that created its trial through the proxy before a
+    restart, and suggests the trial's next parameter through the new one, would be answered
+    NOT_FOUND (a KeyError) and end. A trial the cache has not seen is written by the database
+    itself, which checks the parameter's distribution as the cache would."""
+
+    def set_trial_param(
+        self, trial_id: int, param_name: str, param_value_internal: float, distribution: Any
+    ) -> None:
+        with self._lock:
+            seen = trial_id in self._trial_id_to_study_id_and_number
+        if not seen:
+            self._backend.set_trial_param(trial_id, param_name, param_value_internal, distribution)
+            return
+        super().set_trial_param(trial_id, param_name, param_value_internal, distribution)
+
+
+def cached(backend: optuna.storages.RDBStorage) -> BaseStorage:
+    """`backend` as the proxy serves it: behind a cache that survives the proxy's restart."""
+    return RestartedProxyCache(backend)
+
+
 def open_backend(url: str) -> BaseStorage:
-    """The proxied database, with Optuna's in-process cache in front (as Optuna's proxy docs ask)."""
+    """The proxied database, behind `cached`."""
     if storage.grpc_address(url) is not None:
         raise SpecError(
             "kvtune proxy --storage takes the study's database (postgresql://...), not another proxy (grpc://)"
         )
-    return optuna.storages.get_storage(storage.rdb_storage(url, cls=HeartbeatRelay))
+    return cached(storage.rdb_storage(url, cls=HeartbeatRelay))
 
 
 class StorageProxy:

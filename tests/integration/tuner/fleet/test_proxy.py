@@ -17,7 +17,7 @@ import pytest
 from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.launchers.process import free_port
 from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.proxy import HeartbeatRelay, StorageProxy, open_backend
+from kvtune.tuner.fleet.proxy import HeartbeatRelay, StorageProxy, cached, open_backend
 from kvtune.tuner.fleet.retry import unwrap
 
 pytestmark = [
@@ -30,9 +30,7 @@ pytestmark = [
 def served(tmp_path):
     """A kvtune proxy over a SQLite file: (its grpc:// URL, the database file)."""
     db = tmp_path / "study.db"
-    backend = optuna.storages.get_storage(
-        storage.rdb_storage(f"sqlite:///{db}", cls=HeartbeatRelay, heartbeat_s=1, grace_s=2)
-    )
+    backend = cached(storage.rdb_storage(f"sqlite:///{db}", cls=HeartbeatRelay, heartbeat_s=1, grace_s=2))
     port = free_port()
     proxy = StorageProxy("sqlite", "127.0.0.1", port, backend=backend)
     proxy.start()

@@ -14,7 +14,7 @@ import sqlalchemy.exc
 
 from kvtune.launchers.process import free_port
 from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.proxy import HeartbeatRelay, StorageProxy
+from kvtune.tuner.fleet.proxy import HeartbeatRelay, StorageProxy, cached
 from kvtune.tuner.fleet.retry import unwrap
 
 pytestmark = [
@@ -26,9 +26,7 @@ PG = "postgresql://kvtune:s3cret@db-host:5432/kvtune"  # what the proxy says it 
 
 def test_a_study_rides_out_its_proxy_stopped_and_started_again(tmp_path):
     db = tmp_path / "study.db"
-    backend = optuna.storages.get_storage(
-        storage.rdb_storage(f"sqlite:///{db}", cls=HeartbeatRelay, heartbeat_s=1, grace_s=2)
-    )
+    backend = cached(storage.rdb_storage(f"sqlite:///{db}", cls=HeartbeatRelay, heartbeat_s=1, grace_s=2))
     port = free_port()
     proxies = [StorageProxy("sqlite", "127.0.0.1", port, backend=backend)]
     proxies[0].start()
@@ -53,6 +51,33 @@ def test_a_study_rides_out_its_proxy_stopped_and_started_again(tmp_path):
     finally:
         restarter.join()
         proxies[-1].stop(grace_s=0)
+
+
+def test_a_trial_begun_through_a_proxy_gets_its_next_parameter_through_a_restarted_one(tmp_path):
+    """The restarted proxy is a new process: its cache has never seen the worker's trial."""
+    db, port = tmp_path / "study.db", free_port()
+
+    def serve() -> StorageProxy:
+        backend = cached(storage.rdb_storage(f"sqlite:///{db}", cls=HeartbeatRelay, heartbeat_s=1, grace_s=2))
+        proxy = StorageProxy("sqlite", "127.0.0.1", port, backend=backend)
+        proxy.start()
+        return proxy
+
+    first = serve()
+    study = storage.open_study("s", f"grpc://127.0.0.1:{port}", ["minimize"], {"k": 1})
+    trial = study.ask()
+    trial.suggest_int("x", 1, 9)
+    first.stop(grace_s=0)
+    again = serve()
+    try:
+        trial.suggest_categorical("y", ["a", "b"])
+        with pytest.raises(ValueError, match="Cannot set different distribution"):
+            trial.suggest_int("y", 1, 9)  # the database checks what the cache would have
+        study.tell(trial, 1.0)
+        (told,) = study.get_trials()
+        assert set(told.params) == {"x", "y"} and told.value == 1.0
+    finally:
+        again.stop(grace_s=0)
 
 
 class DatabaseRestarting(optuna.storages.InMemoryStorage):
