@@ -90,9 +90,7 @@ class RestartedProxyCache(optuna.storages._CachedStorage):
     NOT_FOUND (a KeyError) and end. A trial the cache has not seen is written by the database
     itself, which checks the parameter's distribution as the cache would."""
 
-    def set_trial_param(
-        self, trial_id: int, param_name: str, param_value_internal: float, distribution: Any
-    ) -> None:
+    def set_trial_param(self, trial_id: int, param_name: str, param_value_internal: float, distribution: Any) -> None:
         with self._lock:
             seen = trial_id in self._trial_id_to_study_id_and_number
         if not seen:
