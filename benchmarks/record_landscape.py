@@ -32,7 +32,7 @@ from kvtune.jsonsafe import to_jsonable  # noqa: E402
 from kvtune.launchers.registry import create_launcher  # noqa: E402
 from kvtune.objectives.targets import parse_targets, with_default_error_target  # noqa: E402
 from kvtune.study.spec import merge_knobs  # noqa: E402
-from kvtune.tuner.build import parse_study_targets  # noqa: E402
+from kvtune.tuner.assemble import parse_study_targets  # noqa: E402
 from kvtune.tuner.fleet.workers import spec_from_dict  # noqa: E402
 from kvtune.tuner.search import samplers  # noqa: E402
 

@@ -26,8 +26,8 @@ from kvtune.objectives.early_stop import EarlyStop  # noqa: E402
 from kvtune.objectives.metrics import RequestSample  # noqa: E402
 from kvtune.objectives.objective import Objective  # noqa: E402
 from kvtune.objectives.targets import Target  # noqa: E402
+from kvtune.study.measured_noise import noise_of  # noqa: E402
 from kvtune.study.naming import name_best  # noqa: E402
-from kvtune.study.noise import noise_of  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.tuner.trial import scoring  # noqa: E402
 from kvtune.workload import Workload  # noqa: E402

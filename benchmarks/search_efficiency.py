@@ -19,7 +19,7 @@ simulated by kvtune's own rules, as kvtune runs one:
   mean; the targets are told as constraints as the tuner tells them;
 - a config proposed again is told its first result at no cost and does not count (the budget
   counts measured configs; asks are capped at 4 x budget + 25);
-- after the search, the baseline's end-of-search sentinel, then the verdict as tuner/confirm.py
+- after the search, the baseline's end-of-search sentinel, then the verdict as tuner/confirmation.py
   runs it (`verdict.next_step`: screening of the top 3, one candidate against the defaults
   D W W D, group-sequential, at most 9 pairs), then the best is named by kvtune's own naming
   code (`named_best`: study/naming.py). `--confirmation walk` replays the procedure before the
@@ -189,7 +189,7 @@ class Replay:
         return o
 
     def _study(self) -> tuple[optuna.Study, Config | None]:
-        """The study as kvtune builds it (tuner/build.py): baseline, informed start, sampler."""
+        """The study as kvtune builds it (tuner/assemble.py): baseline, informed start, sampler."""
         study = optuna.create_study(direction="maximize" if self.ls.maximize else "minimize")
         baseline = next((c for c in self.ls.configs if c.baseline), None)
         if baseline is not None:
@@ -264,7 +264,7 @@ class Replay:
         return Direction.MAXIMIZE if self.ls.maximize else Direction.MINIMIZE
 
     def decide(self) -> None:
-        """The verdict as tuner/confirm.py drives it: the baseline's end sentinel (the first D),
+        """The verdict as tuner/confirmation.py drives it: the baseline's end sentinel (the first D),
         then what `verdict.next_step` asks for until it is done."""
         base = next((o for o in self.outcomes if o.baseline and o.measured), None)
         if base is not None:
@@ -291,7 +291,7 @@ class Replay:
         o.confirmation = aggregate([*((o.confirmation or {}).get("runs") or []), run])
 
     def _remeasure(self, o: TrialOutcome) -> None:
-        """A fresh launch of `o`'s config, recorded as tuner/confirm.py recorded it before the
+        """A fresh launch of `o`'s config, recorded as tuner/confirmation.py recorded it before the
         verdict."""
         again = self.measure(o.number, self.configs[o.number], o.baseline, search=False)
         self.confirm_runs += 1
@@ -304,7 +304,7 @@ class Replay:
         }
 
     def confirm(self) -> None:
-        """kvtune's confirmation phase (tuner/confirm.py): the top `CONFIRM_TOP` by their first
+        """kvtune's confirmation phase (tuner/confirmation.py): the top `CONFIRM_TOP` by their first
         measurement and the baseline re-measured, then down the ranking while its leader was
         measured only once (at most `EXTRA_REMEASUREMENTS` more)."""
         direction = self._direction()

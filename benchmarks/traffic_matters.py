@@ -364,7 +364,7 @@ def no_best(results: dict[str, Any], kind: str, log: Path) -> str:
 def runners(bests: dict[str, Best], pid_file: Path) -> dict[str, Any]:
     """One trial runner per workload, built as its study built it (spec, launcher, targets)."""
     from kvtune.launchers.registry import create_launcher
-    from kvtune.tuner.build import parse_study_targets
+    from kvtune.tuner.assemble import parse_study_targets
     from kvtune.tuner.trial.context import Placement, Subject
     from kvtune.tuner.trial.runner import TrialRunner
 

@@ -14,7 +14,7 @@ import pytest
 
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.trial.disturbance import unwatched
 from kvtune.workload import Workload

@@ -19,7 +19,7 @@ import pytest
 
 from kvtune.bench.client import BenchOptions, detect_model, run
 from kvtune.bench.prompts import exact_prompt
-from kvtune.bench.report import metrics_table, to_vllm_json
+from kvtune.bench.results_format import metrics_table, to_vllm_json
 from kvtune.bench.tokenizer import load_tokenizer
 from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server

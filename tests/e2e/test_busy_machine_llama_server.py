@@ -6,7 +6,7 @@ says the measurement was disturbed, or after 30 s. kvtune must name the hogs in 
 measurement's window, measure the baseline again, and keep a figure the hogs did not touch: it is near the
 baseline's own re-measurements on fresh servers once the machine is quiet (the end-of-search
 sentinel, the verdict's proof runs), where a hogged one is 3-5x lower (one busy loop moved the demo
-baseline 3x, interference/record.py). Every other measurement of the study is quiet, so
+baseline 3x, interference/observed.py). Every other measurement of the study is quiet, so
 with that figure the study is a quiet one, and it names a re-measured best. (A second, quiet run
 of the whole study as the reference for its best doubled the test's time: 342 s in CI.) A small
 fixed space (parallel 1 or 4, threads fixed) keeps the test to a few minutes.

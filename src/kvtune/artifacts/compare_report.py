@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvtune import __version__
-from kvtune.artifacts.compare import FIGURES, Comparison
 from kvtune.artifacts.plots import (
     BLUE,
     GREEN,
@@ -29,6 +28,7 @@ from kvtune.artifacts.plots import (
     num,
 )
 from kvtune.artifacts.report import CSS
+from kvtune.artifacts.side_by_side import FIGURES, Comparison
 
 PLOT_ID = "plot-backends"
 # One colour per study (after these, matplotlib's tab10).

@@ -22,8 +22,8 @@ from kvtune.objectives import noise as noise_mod
 from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective, objective
 from kvtune.study.fidelity_gate import gate_report
+from kvtune.study.measured_noise import OBJECTIVE, noise_of
 from kvtune.study.naming import comparison_basis, comparison_metrics, figure
-from kvtune.study.noise import OBJECTIVE, noise_of
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.ranking import pareto
 from kvtune.study.results import COMPARED, compare, study_naming

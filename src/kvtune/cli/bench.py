@@ -150,7 +150,7 @@ def measure(f: BenchFlags, base: str, workload: Workload, targets: list[Target],
 
 
 def print_result(result: Any) -> None:
-    from kvtune.bench.report import metrics_table, server_metrics_table
+    from kvtune.bench.results_format import metrics_table, server_metrics_table
 
     table = Table(show_header=False)
     table.add_column("metric")
@@ -164,7 +164,7 @@ def print_result(result: Any) -> None:
 
 def save_result(f: BenchFlags, result: Any, model_name: str, base: str) -> None:
     """--save: vLLM bench serve's JSON with kvtune's per-request samples."""
-    from kvtune.bench.report import to_vllm_json
+    from kvtune.bench.results_format import to_vllm_json
 
     if not f.save:
         return

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kvtune.artifacts.compare import Comparison
+from kvtune.artifacts.side_by_side import Comparison
 from kvtune.cli.app import app, console, err_console
 from kvtune.cli.progress import fmt_ms
 from kvtune.durations import format_duration
@@ -90,7 +90,7 @@ def compare(
     ),
 ) -> None:
     """Studies side by side: best and defaults of each, at the same workload and targets."""
-    from kvtune.artifacts.compare import check_comparable, compare_studies, write_comparison
+    from kvtune.artifacts.side_by_side import check_comparable, compare_studies, write_comparison
     from kvtune.cli.study import _load_results
 
     if len(studies) < 2:

@@ -23,10 +23,10 @@ from kvtune.artifacts.summary import summarize
 from kvtune.cli.app import app, console, err_console
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
-from kvtune.cli.render import print_summary
+from kvtune.cli.run_text import print_summary
 from kvtune.errors import SpecError
 from kvtune.study.spec import StudySpec
-from kvtune.tuner.build import HARDWARE_KEYS, Prepared
+from kvtune.tuner.assemble import HARDWARE_KEYS, Prepared
 from kvtune.tuner.fleet import accounting, storage
 from kvtune.tuner.fleet.confirmer import Ending, Result, confirm_study, confirmed, confirmed_by, still_searching
 from kvtune.tuner.fleet.connect import unreachable

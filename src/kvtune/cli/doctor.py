@@ -25,7 +25,7 @@ from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_binary import installed_help
 from kvtune.launchers.llama_devices import Device, parse_list_devices
 from kvtune.launchers.llama_server import find_llama_server
-from kvtune.launchers.vllm.build import CPU, Runner, VllmBuild, VllmProbe, build_from_probe, probe, vllm_python
+from kvtune.launchers.vllm.installed import CPU, Runner, VllmBuild, VllmProbe, build_from_probe, probe, vllm_python
 from kvtune.launchers.vllm_python import beside_venv_python
 from kvtune.nvml import Nvml, NvmlReport
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from kvtune.artifacts.compare import COMPARE_FILE, compare_studies, write_comparison
+from kvtune.artifacts.side_by_side import COMPARE_FILE, compare_studies, write_comparison
 from kvtune.cli.app import err_console
 from kvtune.cli.compare import print_comparison
 from kvtune.cli.consoles import make_console

@@ -14,7 +14,7 @@ from kvtune.artifacts.summary import summarize
 from kvtune.cli.app import console, err_console
 from kvtune.cli.consoles import make_console
 from kvtune.cli.progress import make_reporter
-from kvtune.cli.render import print_header, print_summary
+from kvtune.cli.run_text import print_header, print_summary
 from kvtune.errors import SpecError
 from kvtune.interference import Monitor, Watch, preflight, warning
 from kvtune.launchers.base import Launcher

@@ -108,7 +108,7 @@ def _show(result: "PlanAndFlags", facts: list[str], as_json: bool) -> None:
     """The plan as JSON, or as text: the hardware, its facts, the table and the suggested flags."""
     import json
 
-    from kvtune.planner.render import composed_to_dict, render_composed
+    from kvtune.planner.plan_text import composed_to_dict, render_composed
 
     if as_json:
         print(json.dumps({**composed_to_dict(result), "hardware_facts": facts}, indent=2))

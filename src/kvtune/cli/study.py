@@ -62,7 +62,7 @@ STORAGE_HELP = (
 
 def _comparison_file(study: str, runs_dir: Optional[str]) -> Path | None:
     """RUNS/NAME/compare.json when NAME is a comparison (no results.json of its own), else None."""
-    from kvtune.artifacts.compare import COMPARE_FILE
+    from kvtune.artifacts.side_by_side import COMPARE_FILE
     from kvtune.tuner.fleet.storage import runs_root
 
     if not study.strip():  # Path("") is the current folder: it would read ./results.json
@@ -119,8 +119,8 @@ def show(
             markup=False,
         )
     why = (results.get("named_best") or {}).get("why")
-    if results.get("verdict"):  # the run's own verdict lines (cli/render.py), from results.json
-        from kvtune.cli.render import print_verdict
+    if results.get("verdict"):  # the run's own verdict lines (cli/run_text.py), from results.json
+        from kvtune.cli.run_text import print_verdict
 
         print_verdict(results["verdict"], console)
     elif why:
@@ -154,7 +154,7 @@ def _say_unconfirmed(results: dict, to: Console) -> None:
 def _show_disturbed(trials: list, gate: list[str]) -> None:
     """The fidelity gate's lines and the measurements the machine's other load disturbed (the
     same as the run's summary)."""
-    from kvtune.cli.render import print_disturbed
+    from kvtune.cli.run_text import print_disturbed
     from kvtune.study.disturbed import disturbed_measurements
 
     for line in gate:
@@ -206,8 +206,8 @@ def report(
         check_file(output, "--output")  # before the study is read: nothing written when it cannot be
     compared = None if storage else _comparison_file(study, runs_dir)
     if compared is not None:
-        from kvtune.artifacts.compare import load_comparison
         from kvtune.artifacts.compare_report import write_compare_report
+        from kvtune.artifacts.side_by_side import load_comparison
 
         path = write_compare_report(output or compared.parent / "report.html", load_comparison(compared))
         console.print(f"Report: {path}")

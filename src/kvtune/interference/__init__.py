@@ -4,8 +4,8 @@ pre-flight check before the baseline. See `monitor` for what is measured, `recor
 thresholds and their reasons."""
 
 from kvtune.interference.monitor import Monitor
+from kvtune.interference.observed import Consumer, GpuOther, Interference, Watch, foreign_cores_threshold
 from kvtune.interference.preflight import preflight, warning
-from kvtune.interference.record import Consumer, GpuOther, Interference, Watch, foreign_cores_threshold
 
 __all__ = [
     "Monitor",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvtune import nvml as nvml_mod
-from kvtune.interference.record import GpuOther
+from kvtune.interference.observed import GpuOther
 
 
 class GpuWatch:

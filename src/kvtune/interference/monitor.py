@@ -30,7 +30,7 @@ from kvtune import nvml as nvml_mod
 from kvtune.energy import ThreadTicker, Ticker
 from kvtune.interference import procfs
 from kvtune.interference.gpu import GpuWatch
-from kvtune.interference.record import MIN_WINDOW_S, Consumer, Interference, judge, quiet_reason
+from kvtune.interference.observed import MIN_WINDOW_S, Consumer, Interference, judge, quiet_reason
 
 SAMPLE_INTERVAL_S = 0.5
 TOP_CONSUMERS = 5

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from kvtune.interference.record import Interference, Watch
+from kvtune.interference.observed import Interference, Watch
 
 PREFLIGHT_S = 3.0
 

@@ -7,7 +7,7 @@ for llama-server, `flash-attn: "maybe"`) was passed to the server: every trial l
 and was scored infeasible, and the study ended "No feasible config" minutes later. The build
 says what it takes: llama-server in its ``--help`` (the flag names, a value placeholder such as
 ``N``, ``[on|off|auto]`` or ``allowed values: f16, q8_0, ...``), vLLM in its argument parser
-(read by the build probe, launchers/vllm/build.py). `FlagTable.check_space` refuses, in one line,
+(read by the build probe, launchers/vllm/installed.py). `FlagTable.check_space` refuses, in one line,
 a flag the build does not have (naming the other backend's spelling when it is one) and a value
 of the wrong kind. A build that cannot say (no ``--help`` kvtune could read) yields no table,
 and nothing is refused: the server still judges.

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from kvtune.kinds import Direction
-from kvtune.objectives.evidence import ConfirmedConfig as Evidence
-from kvtune.objectives.evidence import Estimate, choose_named_best, estimate
+from kvtune.objectives.named_best import ConfirmedConfig as Evidence
+from kvtune.objectives.named_best import Estimate, choose_named_best, estimate
 from kvtune.objectives.noise import PRIOR, Noise
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import rank

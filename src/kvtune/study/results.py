@@ -19,8 +19,8 @@ from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction, FailureKind
 from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective
+from kvtune.study.measured_noise import OBJECTIVE, noise_of
 from kvtune.study.naming import Naming, comparison_basis, comparison_metrics, name_best
-from kvtune.study.noise import OBJECTIVE, noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
 

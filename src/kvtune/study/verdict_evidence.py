@@ -1,6 +1,6 @@
 """From a study's record to the verdict's plain data, and back: one translation for every reader.
 
-The confirmation (tuner/confirm.py) asks `verdict.next_step` what to measure next with the
+The confirmation (tuner/confirmation.py) asks `verdict.next_step` what to measure next with the
 `Evidence` built here from the trial outcomes; the verdict it reaches is stored in the study and
 attached to the trials it compared (`TrialOutcome.verdict`), so it travels inside results.json's
 trials and a resumed study, `kvtune show` (local or `--storage`), the report and compare all
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from kvtune.kinds import Direction, FailureKind
-from kvtune.objectives.evidence import changed_from_defaults
+from kvtune.objectives.named_best import changed_from_defaults
 from kvtune.objectives.targets import RATE_METRICS, Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.verdict import OBJECTIVE, Config, Evidence, Goal, Policy, Role, Run, TargetTest, Verdict

@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 
 from kvtune.launchers.base import Candidate, Knob, Launcher
-from kvtune.tuner.search.space import SearchSpace
+from kvtune.tuner.search.suggest import SearchSpace
 
 
 def suggest_many(knobs: list[Knob], launcher: Launcher, n: int = 60, seed: int = 1) -> list[Candidate]:

@@ -7,7 +7,7 @@ optionally one undetected outlier: one of the defaults' first four measurements 
 end-of-search sentinel, the first proof runs) at `outlier` times its figure, not flagged as
 disturbed. The search measures every config once (the defaults first), the tuner's end-of-search
 sentinel measures the defaults once more, then `verdict.next_step` is asked what to measure
-until it is done, exactly as tuner/confirm.py asks it. No servers, no clock: virtual runs.
+until it is done, exactly as tuner/confirmation.py asks it. No servers, no clock: virtual runs.
 
 Used by benchmarks/verdicts.py (the published table, docs/verdicts.md) and by the unit test that
 holds the false-win bound (tests/unit/verdict/test_error_rates.py).

@@ -25,7 +25,7 @@ from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet import accounting, recovery, storage
 from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.fleet.records import TrialRecords
-from kvtune.tuner.search.space import SearchSpace
+from kvtune.tuner.search.suggest import SearchSpace
 from kvtune.tuner.trial.runner import TrialRunner
 
 if TYPE_CHECKING:

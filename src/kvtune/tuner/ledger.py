@@ -11,10 +11,9 @@ from typing import Callable
 
 import optuna
 
-from kvtune.study.noise import noise_of
+from kvtune.study.measured_noise import noise_of
 from kvtune.study.outcome import TrialOutcome
-from kvtune.tuner import confirm as confirmation
-from kvtune.tuner import sentinel
+from kvtune.tuner import confirmation, sentinel
 from kvtune.tuner.fleet import accounting, recovery
 from kvtune.tuner.fleet.records import TrialRecords
 

@@ -28,8 +28,7 @@ from kvtune.launchers.process import reap_leftovers
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
-from kvtune.tuner import confirm as confirmation
-from kvtune.tuner import sentinel
+from kvtune.tuner import confirmation, sentinel
 from kvtune.tuner.ask_tell import AskTell
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet import accounting, recovery
@@ -37,7 +36,7 @@ from kvtune.tuner.fleet.budget import Budget, StopReason
 from kvtune.tuner.fleet.records import TrialRecords
 from kvtune.tuner.ledger import StudyLedger
 from kvtune.tuner.remeasure import Remeasurer
-from kvtune.tuner.search.space import SearchSpace
+from kvtune.tuner.search.suggest import SearchSpace
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.runner import TrialRunner
 
@@ -263,7 +262,7 @@ class Tuner:
 
     # ---- confirmation ---------------------------------------------------------------------------
     def confirm(self) -> dict:
-        """Re-measure the leaders on fresh servers before naming the best (see tuner/confirm.py),
+        """Re-measure the leaders on fresh servers before naming the best (see tuner/confirmation.py),
         within what is left of the time budget; the baseline's end-of-search sentinel first (it
         is the baseline's re-measurement there)."""
         self.records.refresh()

@@ -10,7 +10,7 @@ servers. This module only plans (no launch, nothing written): it parses the back
 the model to each backend (llama-server a GGUF, vLLM an HF folder or hub id; the demo model
 exists in both forms), asks each backend's launcher whether it can serve it and keeps the reason
 when it cannot, and splits the budget. `cli/multi.py` runs the legs through the ordinary
-`kvtune run` path and `artifacts/compare.py` puts them side by side.
+`kvtune run` path and `artifacts/side_by_side.py` puts them side by side.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from kvtune.errors import BackendError, ModelError, ServerNotFoundError, SpecErr
 from kvtune.launchers.base import Launcher
 from kvtune.launchers.registry import create_launcher
 from kvtune.study.spec import BACKENDS, StudySpec
-from kvtune.tuner.build import parse_study_targets
+from kvtune.tuner.assemble import parse_study_targets
 from kvtune.tuner.session import RunOptions, study_spec
 
 AUTO = "auto"

@@ -123,7 +123,7 @@ def aggregate(runs: list[dict[str, Any]], miss: MissJudge | None = None) -> dict
         "reason": reason,
         "seed": runs[-1].get("seed"),
         "valid_runs": sum(1 for r in runs if r.get("valid", True)),
-        # every run disturbed: the record is no evidence (study/naming.py, study/noise.py skip it)
+        # every run disturbed: the record is no evidence (study/naming.py, study/measured_noise.py skip it)
         **(
             {"no_valid_run": True, "disturbed": any(r.get("disturbed") for r in runs)}
             if not any(r.get("valid", True) for r in runs)

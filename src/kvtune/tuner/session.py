@@ -24,7 +24,7 @@ from kvtune.study.overrides import SpecOverrides
 from kvtune.study.results import build_payload, write_results
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
-from kvtune.tuner.build import Prepared, open_tuner, parse_study_targets, prepare
+from kvtune.tuner.assemble import Prepared, open_tuner, parse_study_targets, prepare
 from kvtune.tuner.fleet import accounting, confirmer
 from kvtune.tuner.fleet import workers as worker_pool
 from kvtune.tuner.fleet.budget import Budget

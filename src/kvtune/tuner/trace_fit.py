@@ -25,7 +25,7 @@ from kvtune.bench.trace_demand import HostFit, HostSpeed, fit_demand
 from kvtune.bench.trace_sizing import TraceSizing
 from kvtune.launchers.base import Launcher
 from kvtune.study.spec import StudySpec
-from kvtune.tuner.build import Fitted, sized_spec
+from kvtune.tuner.assemble import Fitted, sized_spec
 from kvtune.tuner.fleet import storage
 from kvtune.tuner.host_speed import ProbeFailed, measure_host_speed
 from kvtune.workload import Workload

@@ -14,7 +14,7 @@ error rates):
    fresh servers (linear drift cancels between the arms), and every `policy.every` pairs the
    pooled two-sample t on log figures is judged against a group-sequential critical value
    (Lan-DeMets Pocock-type alpha spending, verdict/boundaries.py), so looking early costs no
-   false wins. Every target must be shown met at the same confidence (verdict/targets.py).
+   false wins. Every target must be shown met at the same confidence (verdict/target_checks.py).
 3. Named: "beats the defaults" when the objective's gain crosses the boundary and the targets
    are met; "meets the targets where the defaults miss" when the defaults are shown to miss a
    target the candidate is shown to meet. Stopped for futility at an interim look when the
@@ -34,7 +34,7 @@ from kvtune.verdict.boundaries import Statistic, boundary, looks
 from kvtune.verdict.evidence import OBJECTIVE, Evidence, Goal, Policy, Role, Run, TargetTest
 from kvtune.verdict.record import Counted, DecisionKind, Effect, TargetCheck, Verdict
 from kvtune.verdict.stats import Comparison, compare, detectable, mean, t_quantile
-from kvtune.verdict.targets import MET, MISSED, check_candidate, check_defaults, figures
+from kvtune.verdict.target_checks import MET, MISSED, check_candidate, check_defaults, figures
 
 # Metrics whose effect (candidate over defaults) every verdict reports besides the objective.
 EFFECT_METRICS = ("output_throughput", "request_throughput", "p95_ttft_ms", "p95_tpot_ms", "p95_e2el_ms")

@@ -16,7 +16,7 @@ from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import prepare
+from kvtune.tuner.assemble import prepare
 from kvtune.tuner.fleet.setup import PLACEMENT_ATTR, set_up_study
 from tests.conftest import TINY
 

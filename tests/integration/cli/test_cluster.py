@@ -17,7 +17,7 @@ from kvtune.kinds import KnobKind
 from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import prepare
+from kvtune.tuner.assemble import prepare
 from kvtune.tuner.fleet.setup import set_up_study
 from kvtune.tuner.fleet.storage import sqlite_url
 from tests.conftest import TINY

@@ -11,11 +11,11 @@ from rich.console import Console
 
 from kvtune.artifacts import launch_script
 from kvtune.artifacts.summary import summarize
-from kvtune.cli.render import print_summary
+from kvtune.cli.run_text import print_summary
 from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import prepare
+from kvtune.tuner.assemble import prepare
 from kvtune.workload import Workload
 
 WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1)

@@ -13,7 +13,7 @@ import pytest
 
 from kvtune.launchers.process import free_port
 from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.proxy import StorageProxy
+from kvtune.tuner.fleet.storage_proxy import StorageProxy
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 

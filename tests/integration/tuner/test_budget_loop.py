@@ -17,11 +17,11 @@ import pytest
 from rich.console import Console
 
 from kvtune.artifacts.summary import summarize
-from kvtune.cli.render import print_summary
+from kvtune.cli.run_text import print_summary
 from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import prepare
+from kvtune.tuner.assemble import prepare
 from kvtune.tuner.fleet import accounting
 from kvtune.tuner.fleet.budget import Budget
 from tests.conftest import TINY

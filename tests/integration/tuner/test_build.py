@@ -1,4 +1,4 @@
-"""Assembling a study (tuner/build.py): the registry builds each backend's launcher from a study
+"""Assembling a study (tuner/assemble.py): the registry builds each backend's launcher from a study
 spec. Here because that build runs the binaries the spec names (`llama-server --version`,
 `--list-devices`, `--help`; the vLLM Python's probe), child processes that tests/unit may not
 start: shell stand-ins answer as the real ones did. The rest is in tests/unit/tuner/test_build.py."""

@@ -10,7 +10,7 @@ from kvtune.launchers.base import Knob
 from kvtune.study.naming import name_best
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.confirm import SEED_STEP, VERDICT_ATTR
+from kvtune.tuner.confirmation import SEED_STEP, VERDICT_ATTR
 from kvtune.tuner.sentinel import SENTINELS_ATTR
 from kvtune.verdict import DecisionKind, Verdict
 from tests.conftest import TINY

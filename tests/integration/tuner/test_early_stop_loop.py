@@ -14,13 +14,13 @@ import optuna
 from rich.console import Console
 
 from kvtune.artifacts.summary import summarize
-from kvtune.cli.render import print_summary
+from kvtune.cli.run_text import print_summary
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Knob
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.spec import StudySpec
 from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench
-from kvtune.tuner.build import prepare
+from kvtune.tuner.assemble import prepare
 from kvtune.workload import Workload
 
 WL = Workload(

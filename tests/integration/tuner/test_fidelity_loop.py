@@ -13,13 +13,13 @@ from rich.console import Console
 
 from kvtune.artifacts import report
 from kvtune.artifacts.summary import summarize
-from kvtune.cli.render import print_summary
+from kvtune.cli.run_text import print_summary
 from kvtune.kinds import FailureKind
 from kvtune.launchers.base import Knob
 from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import prepare
+from kvtune.tuner.assemble import prepare
 from kvtune.workload import Workload
 
 WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=8, warmup_requests=1, request_timeout_s=20)

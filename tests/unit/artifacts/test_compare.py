@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kvtune.artifacts.compare import check_comparable, compare_studies, load_comparison, write_comparison
+from kvtune.artifacts.side_by_side import check_comparable, compare_studies, load_comparison, write_comparison
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import FailureKind

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from kvtune.artifacts.compare import compare_studies
 from kvtune.artifacts.compare_report import COLOURS, _colour, plot_backends, render_compare_report
+from kvtune.artifacts.side_by_side import compare_studies
 from tests.unit.artifacts.test_compare import LLAMA, VLLM, results
 
 

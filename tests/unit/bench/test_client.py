@@ -316,7 +316,7 @@ def test_api_key_is_sent_but_never_saved_or_echoed() -> None:
     )
     assert all(r.headers["authorization"] == f"Bearer {key}" for r in seen)
     assert [s.ok for s in res.samples] == [True, False, True]
-    from kvtune.bench.report import to_vllm_json
+    from kvtune.bench.results_format import to_vllm_json
 
     saved = json.dumps(res.to_dict()) + json.dumps(to_vllm_json(res, {"model_id": "m"}))
     assert key not in saved and key[:8] not in saved and "HTTP 401" in saved
@@ -505,7 +505,7 @@ def test_exact_prompts_with_the_demo_vocabulary() -> None:
 
 
 def test_report_rows_and_vllm_json() -> None:
-    from kvtune.bench.report import metrics_table, to_vllm_json
+    from kvtune.bench.results_format import metrics_table, to_vllm_json
 
     res = _on(MockOpenAI(ttft_s=0.05, itl_s=0.005), _wl(num_requests=3))
     rows = metrics_table(res.metrics)
@@ -550,7 +550,7 @@ def test_report_rows_and_vllm_json() -> None:
 
 
 def test_vllm_json_writes_inf_percentiles_as_null() -> None:
-    from kvtune.bench.report import metrics_table, to_vllm_json
+    from kvtune.bench.results_format import metrics_table, to_vllm_json
 
     res = _on(MockOpenAI(fail_status=500), _wl(num_requests=2))
     j = to_vllm_json(res)

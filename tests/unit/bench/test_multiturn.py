@@ -126,7 +126,7 @@ def test_turn_metrics_split_first_turns_from_later_ones() -> None:
 
 
 def test_the_bench_table_shows_the_conversations_and_ttft_per_turn() -> None:
-    from kvtune.bench.report import metrics_table
+    from kvtune.bench.results_format import metrics_table
 
     res = _on(_fake(), _wl(concurrency=2, num_requests=12))
     rows = dict(metrics_table(res.metrics))

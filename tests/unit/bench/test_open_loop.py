@@ -12,7 +12,7 @@ import pytest
 
 from kvtune.bench.arrivals import arrival_offsets, arrival_offsets_for
 from kvtune.bench.client import BenchOptions, run
-from kvtune.bench.report import metrics_table, to_vllm_json
+from kvtune.bench.results_format import metrics_table, to_vllm_json
 from kvtune.errors import SpecError
 from kvtune.testing.mock_openai import MockOpenAI
 from kvtune.testing.virtual_time import VirtualClock

@@ -264,7 +264,7 @@ def test_a_re_measurement_is_never_the_recorded_measurement_drawn_first(ls):
 
 
 def test_the_verdict_names_the_best_of_a_replay_as_the_tuner_does(ls):
-    """The replay drives verdict.next_step as tuner/confirm.py does: the end sentinel, then the
+    """The replay drives verdict.next_step as tuner/confirmation.py does: the end sentinel, then the
     runs it asks for; the verdict is attached to the trials it compared and names the best."""
     rp = se.Replay(ls, "tpe", 0, budget=6, informed=True, base_seed=0)
     run = rp.run()

@@ -1,4 +1,4 @@
-"""How `kvtune run` shows a study's summary (cli/render.py), line by line on a recording rich
+"""How `kvtune run` shows a study's summary (cli/run_text.py), line by line on a recording rich
 Console: the change against the baseline coloured by better/worse and dimmed within the noise,
 the disturbed measurements, the confirmation, the verdict and the sentinel's drift. The whole
 summary over a real study is tests/integration/cli/test_render.py."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from kvtune.cli import render
-from kvtune.cli.render import change_text, print_disturbed
+from kvtune.cli import run_text as render
+from kvtune.cli.run_text import change_text, print_disturbed
 from kvtune.study.disturbed import DisturbedMeasurement
 from kvtune.verdict import Counted, DecisionKind, Effect, TargetCheck, Verdict
 

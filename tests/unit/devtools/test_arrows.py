@@ -46,11 +46,11 @@ def test_a_lazy_import_circle_is_a_circle(tmp_path):
         {
             "__init__.py": "",
             "tuner/__init__.py": "",
-            "tuner/loop.py": "from kvtune.tuner import confirm\n",
-            "tuner/confirm.py": "def f():\n    from kvtune.tuner.loop import x\n",
+            "tuner/loop.py": "from kvtune.tuner import confirmation\n",
+            "tuner/confirmation.py": "def f():\n    from kvtune.tuner.loop import x\n",
         },
     )
-    assert arrows.problems(root) == ["import circle: kvtune.tuner.confirm <-> kvtune.tuner.loop"]
+    assert arrows.problems(root) == ["import circle: kvtune.tuner.confirmation <-> kvtune.tuner.loop"]
 
 
 def test_type_checking_imports_are_not_arrows(tmp_path):
@@ -59,8 +59,8 @@ def test_type_checking_imports_are_not_arrows(tmp_path):
         {
             "__init__.py": "",
             "tuner/__init__.py": "",
-            "tuner/loop.py": "from kvtune.tuner import confirm\n",
-            "tuner/confirm.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "tuner/loop.py": "from kvtune.tuner import confirmation\n",
+            "tuner/confirmation.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
             "    from kvtune.tuner.loop import x\n",
         },
     )

@@ -2,7 +2,7 @@
 
 The llama-server table is parsed from the recorded --help of the build kvtune's tests use
 (tests/unit/data/llama_server_help.txt); the vLLM one from argparse actions shaped like the
-build probe's dump (launchers/vllm/build.py PROBE_CODE)."""
+build probe's dump (launchers/vllm/installed.py PROBE_CODE)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from kvtune.kinds import Direction
-from kvtune.objectives.evidence import (
+from kvtune.objectives.named_best import (
     ConfirmedConfig,
     Estimate,
     changed_from_defaults,

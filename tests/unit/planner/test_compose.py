@@ -14,7 +14,7 @@ from kvtune.hardware import detect_hardware
 from kvtune.planner.compose import compose
 from kvtune.planner.gpus import CpuRam, named_budget
 from kvtune.planner.kv import ModelShape, decode_ceiling_tok_s
-from kvtune.planner.render import composed_to_dict, render_composed
+from kvtune.planner.plan_text import composed_to_dict, render_composed
 from kvtune.planner.suggest import CPU_RESERVE_BYTES, GPU_RESERVE_BYTES
 from kvtune.testing.nvml_recorded import Recorded
 from tests.paths import NVML_DATA

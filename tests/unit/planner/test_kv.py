@@ -24,7 +24,7 @@ from kvtune.planner import (
     table,
 )
 from kvtune.planner.gpus import CpuRam, GpuInfo, bandwidth_for, hardware_budget, nvlink_bandwidth_for, pcie_bandwidth
-from kvtune.planner.render import plan_to_dict, render
+from kvtune.planner.plan_text import plan_to_dict, render
 
 GiB = 2**30
 # Llama-3-8B as the seeds state it: 32 layers, 32 heads, 8 KV heads, head dim 4096 / 32 = 128.

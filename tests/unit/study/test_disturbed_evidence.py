@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kvtune.launchers.base import Candidate
+from kvtune.study.measured_noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.naming import name_best
-from kvtune.study.noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.outcome import TrialOutcome
 
 BUSY = {"disturbed": True, "foreign_cores": 1.6, "reason": "disturbed: foreign CPU 1.60 cores"}

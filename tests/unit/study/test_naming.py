@@ -10,6 +10,7 @@ import pytest
 from kvtune.jsonsafe import dumps
 from kvtune.launchers.base import Candidate
 from kvtune.objectives.objective import objective
+from kvtune.study.measured_noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.naming import (
     FIRST,
     FIRST_SELECTED,
@@ -21,7 +22,6 @@ from kvtune.study.naming import (
     headline,
     name_best,
 )
-from kvtune.study.noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.results import build_payload, study_naming
 from kvtune.verdict import DecisionKind, Verdict

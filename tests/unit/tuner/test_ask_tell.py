@@ -13,11 +13,11 @@ from kvtune.launchers.base import Candidate, Knob
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet.setup import set_up_study
 from kvtune.tuner.fleet.storage import sqlite_url
-from kvtune.tuner.search.space import SearchSpace
+from kvtune.tuner.search.suggest import SearchSpace
 from tests.conftest import TINY
 
 PORT = 18434  # never bound: no server starts here

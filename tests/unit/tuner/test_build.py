@@ -1,4 +1,4 @@
-"""Assembling a study (tuner/build.py): the registry picks the launcher, and the launcher's
+"""Assembling a study (tuner/assemble.py): the registry picks the launcher, and the launcher's
 informed start is queued right after the baseline.
 
 The registry's build of each backend from a study spec runs the binaries it is given (stand-ins
@@ -11,7 +11,7 @@ from kvtune.launchers.base import Knob
 from kvtune.launchers.registry import create_launcher
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.workload import Workload
 
 

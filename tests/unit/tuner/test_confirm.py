@@ -8,7 +8,7 @@ from __future__ import annotations
 from kvtune.launchers.base import Candidate
 from kvtune.study.naming import comparison_metrics, name_best
 from kvtune.study.outcome import TrialOutcome
-from kvtune.tuner.confirm import expected_s
+from kvtune.tuner.confirmation import expected_s
 
 
 def _outcome(number: int, values: list[float], flags: dict, baseline: bool = False) -> TrialOutcome:

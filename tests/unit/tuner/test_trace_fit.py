@@ -15,7 +15,7 @@ from kvtune.launchers.base import Knob
 from kvtune.study.overrides import SpecOverrides
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import open_tuner, prepare
+from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet.storage import sqlite_url
 from kvtune.tuner.host_speed import ProbeFailed

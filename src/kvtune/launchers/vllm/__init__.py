@@ -4,8 +4,8 @@ choices it offers) and `logs` (reading a failed start and the start-up facts). C
 from here; the parts stay small enough to read in one sitting.
 """
 
-from kvtune.launchers.vllm.build import CPU, GPU, INSTALL_HINT, VllmBuild, detect_build, vllm_model
 from kvtune.launchers.vllm.flags import ENV_THREADS_BIND, NAME, VllmLauncher, hf_shape, render_flags
+from kvtune.launchers.vllm.installed import CPU, GPU, INSTALL_HINT, VllmBuild, detect_build, vllm_model
 from kvtune.launchers.vllm.logs import classify_failure, parse_startup_log
 from kvtune.launchers.vllm.screen import FP8_CPU_FLAGS, KV_RAM_FRACTION, THREADS_BIND, GiB, MiB
 from kvtune.launchers.vllm.values import id_list, max_len_choices, parse_id_list

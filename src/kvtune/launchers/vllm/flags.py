@@ -46,9 +46,9 @@ from kvtune.launchers.base import (
 )
 from kvtune.launchers.flag_table import FlagTable
 from kvtune.launchers.vllm import screen
-from kvtune.launchers.vllm.build import CPU, VllmBuild, detect_build, vllm_model
 from kvtune.launchers.vllm.defaults import FALLBACK, EngineDefaults, installed_engine_defaults
 from kvtune.launchers.vllm.gpu_fit import kv_prediction
+from kvtune.launchers.vllm.installed import CPU, VllmBuild, detect_build, vllm_model
 from kvtune.launchers.vllm.logs import classify_failure, non_default_args, parse_startup_log
 from kvtune.launchers.vllm.parallel import world_size
 from kvtune.launchers.vllm.screen import (

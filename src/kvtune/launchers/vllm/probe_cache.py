@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kvtune.launchers.vllm.build import VllmProbe
+    from kvtune.launchers.vllm.installed import VllmProbe
 
 VERSION = 2  # 2: the probe dumps the server's flags
 

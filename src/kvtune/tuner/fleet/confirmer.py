@@ -1,7 +1,7 @@
 """Confirmation in every study: when the budget is spent, exactly one process confirms.
 
 A study run by `kvtune run` on one machine confirms at its end (`Session.run`: the leaders
-re-measured on fresh servers, one candidate tested against the defaults, tuner/confirm.py). A
+re-measured on fresh servers, one candidate tested against the defaults, tuner/confirmation.py). A
 study set up with `kvtune run --setup-only` has no such process: its workers are placed by a
 scheduler and leave when the budget is spent. So the last step of every worker of such a study
 is `confirm_study`: the workers that get there hold an election through the storage
@@ -14,7 +14,7 @@ waits where a worker would leave.
 
 A confirmer that dies mid-way leaves its runs in the study: the next worker to finish, or
 `kvtune confirm`, finds its claim dead (claims.py), holds the election and resumes from those
-runs (the verdict engine keeps no state: tuner/confirm.py), so the verdict is stored once.
+runs (the verdict engine keeps no state: tuner/confirmation.py), so the verdict is stored once.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import optuna
 
 from kvtune.errors import SpecError
 from kvtune.study.spec import StudySpec
-from kvtune.tuner.build import Prepared, open_tuner
+from kvtune.tuner.assemble import Prepared, open_tuner
 from kvtune.tuner.fleet import accounting, storage
 from kvtune.tuner.fleet.budget import Budget
 

@@ -18,7 +18,7 @@ from kvtune.errors import SpecError
 from kvtune.study import unconfirmed
 from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec
-from kvtune.tuner.build import parse_study_targets
+from kvtune.tuner.assemble import parse_study_targets
 from kvtune.tuner.fleet import accounting, confirmer, storage
 from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.fleet.records import TrialRecords

@@ -3,11 +3,11 @@ machine is re-measured, and one that stays disturbed says so.
 
 The interference monitor (kvtune.interference) watches every measured run of a trial
 (`measure.WatchedBench`). When the worst window of a measurement crossed a threshold (see
-kvtune.interference.record), its figures describe the machine's other load as much as the config:
+kvtune.interference.observed), its figures describe the machine's other load as much as the config:
 they are dropped, the runner waits for the machine to quieten (watching it in short windows, the
 server idle) and measures again on the same server, up to `ATTEMPTS` measurements in all. The
 last measurement's figures are kept either way; when it too was disturbed, the outcome's
-`disturbed` is true and naming and the noise pool pass it over (study/naming.py, study/noise.py).
+`disturbed` is true and naming and the noise pool pass it over (study/naming.py, study/measured_noise.py).
 Each step is a phase message, so a person watching sees why a trial takes longer.
 """
 

@@ -1,7 +1,7 @@
 """The fidelity gate on one trial: the reference answers on the baseline, the comparison elsewhere.
 
 A study whose targets hold a `kld` bound (added by default when its space can change the
-model's numerics, tuner/build.py) asks the reference prompts of the trial's own server after its
+model's numerics, tuner/assemble.py) asks the reference prompts of the trial's own server after its
 measurement, before it stops (no extra launch):
 - the baseline's first measurement records the defaults' answers: the reference, kept in its
   outcome (`TrialOutcome.fidelity["reference"]`), so every worker and every later run reads it;

@@ -23,10 +23,10 @@ from kvtune.bench.prefix_reuse import prefix_cache_hit_rate
 from kvtune.bench.server_timing import server_timing_summary
 from kvtune.clock import REAL_CLOCK
 from kvtune.energy import EnergyReading, Meter, combine, energy_metrics
-from kvtune.interference.record import Interference, Watch
+from kvtune.interference.observed import Interference, Watch
 from kvtune.objectives.cost import cost_metrics
-from kvtune.objectives.evidence import converged, convergence_key
 from kvtune.objectives.metrics import summarize_requests
+from kvtune.objectives.named_best import converged, convergence_key
 from kvtune.objectives.targets import Target
 from kvtune.study.spec import AUTO_REL_HALF_WIDTH
 from kvtune.tuner.trial.capacity import (

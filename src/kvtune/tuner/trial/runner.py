@@ -1,6 +1,6 @@
 """One trial on one server: launch -> measure -> score -> a `TrialOutcome`.
 
-The search loop (tuner/loop.py), the confirmation (tuner/confirm.py) and any re-measurement run a
+The search loop (tuner/loop.py), the confirmation (tuner/confirmation.py) and any re-measurement run a
 config through this one runner, so a trial is started, measured, metered, early-stopped and
 scored the same way whoever asks. What the runner needs from the study is passed in: the measured
 baseline (relative targets and the early stop are set from its figures) and, for a
@@ -36,7 +36,6 @@ from kvtune.tuner.trial import scoring
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import Attempts, MonitorFactory
 from kvtune.tuner.trial.fidelity_check import FidelityCheck, fidelity_line, fidelity_metrics, gated
-from kvtune.tuner.trial.gpus import TrialGpus, trial_gpus
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
 from kvtune.tuner.trial.measure import (
     Measurement,
@@ -49,6 +48,7 @@ from kvtune.tuner.trial.measure import (
 from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.trial.stopping import watched_targets
 from kvtune.tuner.trial.trace_capacity import measure_trace_capacity
+from kvtune.tuner.trial.trial_gpus import TrialGpus, trial_gpus
 from kvtune.workload import Workload
 
 Phase = Callable[[int, str], None]  # (trial number, what it is doing now)
@@ -244,7 +244,7 @@ class TrialRunner:
     def trial_gpus(self, outcome: TrialOutcome) -> TrialGpus:
         """The GPUs this trial's server uses: those its environment leaves visible (the shell's,
         the candidate's, this worker's slot, the last winning), the first as many as its
-        backend's world size (tuner/trial/gpus.py)."""
+        backend's world size (tuner/trial/trial_gpus.py)."""
         env = {**self.shell_env, **outcome.env, **self.where.device_env}
         return trial_gpus(env, self.launcher.gpus_used(outcome.candidate), self.gpu_devices)
 

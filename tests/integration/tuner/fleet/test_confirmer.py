@@ -21,8 +21,8 @@ from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec, parse_objectives
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import prepare
-from kvtune.tuner.confirm import VERDICT_ATTR
+from kvtune.tuner.assemble import prepare
+from kvtune.tuner.confirmation import VERDICT_ATTR
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet import claims, confirmer
 from kvtune.tuner.fleet.confirmer import CONFIRMED_ATTR, Ending

@@ -17,8 +17,8 @@ import pytest
 from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.launchers.process import free_port
 from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.proxy import HeartbeatRelay, StorageProxy, cached, open_backend
 from kvtune.tuner.fleet.retry import unwrap
+from kvtune.tuner.fleet.storage_proxy import HeartbeatRelay, StorageProxy, cached, open_backend
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Heartbeat of storage"),

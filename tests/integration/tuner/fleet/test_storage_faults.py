@@ -14,8 +14,8 @@ import sqlalchemy.exc
 
 from kvtune.launchers.process import free_port
 from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.proxy import HeartbeatRelay, StorageProxy, cached
 from kvtune.tuner.fleet.retry import unwrap
+from kvtune.tuner.fleet.storage_proxy import HeartbeatRelay, StorageProxy, cached
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Heartbeat of storage"),

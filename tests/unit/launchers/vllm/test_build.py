@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvtune.errors import BackendError, ServerNotFoundError
-from kvtune.launchers.vllm.build import (
+from kvtune.launchers.vllm.installed import (
     CPU,
     GPU,
     PROBE_CODE,

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from kvtune.launchers.vllm import probe_cache
-from kvtune.launchers.vllm.build import PROBE_MARKER, VllmProbe, probe
+from kvtune.launchers.vllm.installed import PROBE_MARKER, VllmProbe, probe
 
 
 def installed(tmp_path: Path) -> tuple[str, Path]:

@@ -13,8 +13,8 @@ import pytest
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.testing.virtual_time import VirtualClock
-from kvtune.tuner.build import prepare
-from kvtune.tuner.confirm import VERDICT_ATTR
+from kvtune.tuner.assemble import prepare
+from kvtune.tuner.confirmation import VERDICT_ATTR
 from kvtune.tuner.fleet import claims, confirmer
 from kvtune.tuner.fleet.confirmer import CONFIRMED_ATTR, Ending
 from kvtune.tuner.fleet.setup import set_up_study

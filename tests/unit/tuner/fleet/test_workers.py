@@ -101,7 +101,7 @@ def test_the_guard_tells_an_a100_study_from_an_h100_one(tmp_path):
     """Same host otherwise: only the GPU differs (recorded NVML answers)."""
     from dataclasses import replace
 
-    from kvtune.tuner.build import open_tuner, prepare
+    from kvtune.tuner.assemble import open_tuner, prepare
 
     spec = StudySpec(study="gpu", trials=2, workload=TINY).validate()
     base = prepare(spec, launcher=FakeLauncher(), runs_dir=str(tmp_path / "runs"))

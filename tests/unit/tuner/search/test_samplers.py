@@ -11,7 +11,7 @@ from kvtune.errors import SpecError
 from kvtune.launchers.base import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.build import open_tuner, prepare, study_sampler
+from kvtune.tuner.assemble import open_tuner, prepare, study_sampler
 from kvtune.tuner.search import samplers
 from kvtune.tuner.search.samplers import SamplerKind, grid_space, worker_seed
 from kvtune.workload import Workload

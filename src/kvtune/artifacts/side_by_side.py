@@ -25,11 +25,11 @@ from kvtune.artifacts.overview import baseline_trial, best_trial, outcomes, stud
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction
-from kvtune.objectives.evidence import estimate, overlap
+from kvtune.objectives.named_best import estimate, overlap
 from kvtune.objectives.noise import study_noise
 from kvtune.objectives.objective import Objective
+from kvtune.study.measured_noise import OBJECTIVE, measurements
 from kvtune.study.naming import comparison_metrics, unbiased_values
-from kvtune.study.noise import OBJECTIVE, measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 

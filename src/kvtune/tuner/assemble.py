@@ -30,7 +30,7 @@ from kvtune.study.spec import StudySpec, study_name_part
 from kvtune.tuner.fleet import storage
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
 from kvtune.tuner.search import samplers
-from kvtune.tuner.search.space import SearchSpace
+from kvtune.tuner.search.suggest import SearchSpace
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import MonitorFactory
 from kvtune.tuner.trial.measure import Bench

@@ -16,9 +16,9 @@ from kvtune.launchers.base import Candidate
 from kvtune.objectives import noise as noise_mod
 from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.disturbed import DisturbedMeasurement
+from kvtune.study.measured_noise import OBJECTIVE
 from kvtune.study.naming import headline
-from kvtune.study.noise import OBJECTIVE
-from kvtune.tuner.build import Prepared
+from kvtune.tuner.assemble import Prepared
 from kvtune.verdict import Verdict
 from kvtune.verdict.text import summary_lines
 
