@@ -35,7 +35,8 @@ from typing import Any, Sequence
 
 from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.fidelity_probe import ProbePlan, ask_answers, shipped_prompts
-from kvtune.launchers.base import Candidate, Launcher
+from kvtune.knobs import Candidate
+from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import ServerProcess, free_port
 from kvtune.launchers.registry import create_launcher
 from kvtune.objectives.fidelity import Answer, compare_answers, fidelity

@@ -41,7 +41,7 @@ from typing import Callable
 
 from kvtune.bench.client import BenchOptions, run
 from kvtune.interference import Interference, Monitor
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
 from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port

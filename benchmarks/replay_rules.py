@@ -20,7 +20,10 @@ from landscape import Config, Landscape  # noqa: E402
 
 from kvtune.errors import KvtuneError  # noqa: E402
 from kvtune.kinds import Direction, FailureKind, KnobKind  # noqa: E402
-from kvtune.launchers.base import Candidate, Knob  # noqa: E402
+from kvtune.knobs import (
+    Candidate,
+    Knob,  # noqa: E402
+)
 from kvtune.launchers.registry import launcher_class  # noqa: E402
 from kvtune.objectives.early_stop import EarlyStop  # noqa: E402
 from kvtune.objectives.metrics import RequestSample  # noqa: E402

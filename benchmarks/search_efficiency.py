@@ -59,7 +59,7 @@ from replay_rules import informed_start, knobs_of, named_best, outcome_of, stop_
 
 from kvtune.errors import KvtuneError  # noqa: E402
 from kvtune.kinds import Direction, KnobKind  # noqa: E402
-from kvtune.launchers.base import Knob  # noqa: E402
+from kvtune.knobs import Knob  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.study.ranking import rank  # noqa: E402
 from kvtune.study.verdict_evidence import RUN_ROLE, evidence_of, goal_of, policy_of  # noqa: E402

@@ -94,7 +94,7 @@ def set_up(url: str, study_name: str, trials: int, run_dir: str) -> None:
 def worker_main(url: str, study_name: str, trials: int, run_dir: str) -> int:
     """One zero-cost worker: kvtune's worker loop until the study's budget is told."""
     from kvtune.kinds import KnobKind
-    from kvtune.launchers.base import Knob
+    from kvtune.knobs import Knob
     from kvtune.testing.fake_launcher import FakeLauncher
     from kvtune.tuner.fleet.workers import join
     from kvtune.tuner.trial.disturbance import unwatched

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.registry import LAUNCHERS
 from kvtune.launchers.vllm import CPU, GPU, GiB, MiB, VllmBuild, VllmLauncher

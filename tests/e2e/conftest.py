@@ -19,7 +19,7 @@ import pytest
 
 from kvtune.commands import run_capture
 from kvtune.errors import KvtuneError
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
 from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port

@@ -14,7 +14,7 @@ import pytest
 
 from kvtune.bench.fidelity_probe import ProbePlan, ask_answers, shipped_prompts
 from kvtune.clock import REAL_CLOCK
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.targets import DEFAULT_FIDELITY_TARGET, parse_target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial.fidelity_check import FidelityCheck, fidelity_line, fidelity_metrics

@@ -13,7 +13,7 @@ import pytest
 
 from kvtune.bench.fidelity_probe import ProbePlan, ask_answers, shipped_prompts
 from kvtune.clock import REAL_CLOCK
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.process import ServerProcess, ServerStartError, free_port
 from kvtune.launchers.vllm import MiB, VllmLauncher
 from kvtune.objectives.targets import DEFAULT_FIDELITY_TARGET, parse_target

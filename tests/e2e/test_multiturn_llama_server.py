@@ -21,7 +21,7 @@ import pytest
 
 from kvtune.bench.client import BenchOptions, run
 from kvtune.errors import KvtuneError
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from kvtune.bench.client import BenchOptions, BenchRun, run
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.process import ServerProcess, free_port
 from kvtune.launchers.vllm import MiB, VllmLauncher, id_list
 from kvtune.workload import Workload

@@ -30,7 +30,7 @@ from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.trace_sizing import sized_workload
 from kvtune.bench.traces import fitted_trace
 from kvtune.errors import KvtuneError
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, gguf_shape, slot_context_choices
 from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port

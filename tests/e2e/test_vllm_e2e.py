@@ -16,7 +16,7 @@ import pytest
 from kvtune.bench.client import BenchOptions, run
 from kvtune.bench.server_metrics import parse_prometheus
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.process import ServerProcess, ServerStartError, free_port
 from kvtune.launchers.vllm import MiB, VllmLauncher, id_list, parse_startup_log
 from kvtune.workload import Workload

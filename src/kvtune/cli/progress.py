@@ -16,7 +16,7 @@ from rich.table import Table
 from kvtune.clock import REAL_CLOCK
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import ProgressMode
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.capacity_text import capacity_figure
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.events import Callbacks

@@ -12,7 +12,7 @@ from kvtune import __version__, hardware
 from kvtune.artifacts.summary import StudySummary
 from kvtune.cli.progress import fmt_flags
 from kvtune.durations import format_duration
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives import noise as noise_mod
 from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.disturbed import DisturbedMeasurement

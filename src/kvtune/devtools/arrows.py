@@ -24,7 +24,7 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: plain data, parsing of plain values, the process/NVML/GGUF boundaries
     ("kinds", "errors", "jsonsafe", "clock", "__init__"),
-    ("durations", "commands", "gguf_file", "nvml", "writable"),
+    ("durations", "commands", "gguf_file", "nvml", "writable", "knobs"),
     ("workload",),
     # pure domain: load generation, objectives, the KV planner
     ("objectives", "planner", "bench"),

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 
 
 @dataclass(frozen=True)

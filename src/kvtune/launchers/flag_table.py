@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.launchers.flag_ranges import check_ranges
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Container
 
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.workload import Workload
 
 CACHE_REUSE_CHOICES = (0, 64, 256)  # tokens; llama-server's default is 0 (no KV shifting)

@@ -20,10 +20,9 @@ from typing import Any, ClassVar, Mapping
 
 from kvtune import hardware
 from kvtune.kinds import Backend, KnobKind
+from kvtune.knobs import Candidate, Knob
 from kvtune.launchers.base import (
-    Candidate,
     ContainerSpec,
-    Knob,
     Launcher,
     LaunchSpec,
     Rule,

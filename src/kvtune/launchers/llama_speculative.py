@@ -20,7 +20,7 @@ from typing import Any
 
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.launchers.llama_binary import LlamaDefaults
 
 SPEC_TYPE = "spec-type"

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 
 # The constraint every trial carries: <= 0 when the server started and the benchmark completed.
 RUNS_KEY = "server_ran"

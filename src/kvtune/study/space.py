@@ -9,7 +9,7 @@ from typing import Any
 
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 
 
 def check_type(where: str, value: Any, types: tuple[type, ...], what: str) -> None:

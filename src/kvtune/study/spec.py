@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from kvtune.durations import parse_duration
 from kvtune.errors import SpecError, TargetError
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.launchers.startup import DEFAULT_CAP_S, DEFAULT_STALL_S
 from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective

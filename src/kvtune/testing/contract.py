@@ -18,7 +18,8 @@ from pathlib import Path
 
 from kvtune.artifacts import launch_script
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import MODELS_DIR, Candidate, ContainerSpec, Knob, Launcher
+from kvtune.knobs import Candidate, Knob
+from kvtune.launchers.base import MODELS_DIR, ContainerSpec, Launcher
 from kvtune.workload import Workload
 
 ENV_PREFIX = "env:"  # as tuner.space spells environment knobs

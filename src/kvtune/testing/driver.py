@@ -18,7 +18,7 @@ import sys
 
 from kvtune.errors import KvtuneError
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec, parse_objectives
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import open_tuner, prepare

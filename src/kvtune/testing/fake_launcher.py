@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Candidate, ContainerSpec, Knob, Launcher, LaunchSpec, Rule, at_least_users
+from kvtune.knobs import Candidate, Knob
+from kvtune.launchers.base import ContainerSpec, Launcher, LaunchSpec, Rule, at_least_users
 from kvtune.workload import Workload
 
 SERVER_MODULE = "kvtune.testing.fake_server"

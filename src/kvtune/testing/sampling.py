@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import optuna
 
-from kvtune.launchers.base import Candidate, Knob, Launcher
+from kvtune.knobs import Candidate, Knob
+from kvtune.launchers.base import Launcher
 from kvtune.tuner.search.suggest import SearchSpace
 
 

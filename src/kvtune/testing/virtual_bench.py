@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from kvtune.bench import client as bench_client
 from kvtune.bench.options import BenchOptions, BenchRun
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.testing.fake_server import settings_from_argv
 from kvtune.testing.mock_openai import MockOpenAI

@@ -19,7 +19,7 @@ import optuna
 
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import Direction, FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet import accounting, recovery, storage

@@ -20,7 +20,8 @@ from kvtune.bench.trace_demand import HostFit
 from kvtune.bench.trace_sizing import TraceSizing, sized_workload
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob, Launcher
+from kvtune.knobs import Knob
+from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import free_port
 from kvtune.launchers.registry import build_flags, create_launcher
 from kvtune.objectives.targets import Target, with_default_error_target, with_fidelity_target

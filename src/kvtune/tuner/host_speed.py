@@ -17,7 +17,8 @@ from typing import Callable
 from kvtune.bench.client import BenchOptions
 from kvtune.bench.client import run as run_bench
 from kvtune.bench.trace_demand import HostSpeed, speed_from_probe
-from kvtune.launchers.base import Candidate, Launcher
+from kvtune.knobs import Candidate
+from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import ServerProcess, ServerStartError, free_port
 from kvtune.launchers.startup import StartupLimits
 from kvtune.study.spec import StudySpec

@@ -6,7 +6,7 @@ import os
 import subprocess
 
 from kvtune.artifacts import launch_script
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher
 
 NASTY = '/tmp/my models/it\'s "$(touch /tmp/pwned)"; rm -rf ~ `id`.gguf'

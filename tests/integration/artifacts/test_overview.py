@@ -14,7 +14,7 @@ from kvtune import hardware
 from kvtune.artifacts import overview as ov
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.ranking import pareto
 from kvtune.study.results import build_payload

@@ -15,7 +15,7 @@ import pytest
 from kvtune import hardware
 from kvtune.artifacts import report
 from kvtune.jsonsafe import dumps
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher

@@ -11,7 +11,7 @@ Here the tests that start processes; the rest are in tests/unit/bench/test_trunc
 from __future__ import annotations
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from tests.conftest import TINY

@@ -14,7 +14,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import traffic_matters as tm  # noqa: E402
 
-from kvtune.launchers.base import Candidate  # noqa: E402
+from kvtune.knobs import Candidate  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.study.spec import StudySpec  # noqa: E402
 from kvtune.testing.fake_launcher import FakeLauncher  # noqa: E402

@@ -8,7 +8,7 @@ import json
 from rich.console import Console
 
 from kvtune.cli.progress import make_reporter
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from tests.conftest import TINY

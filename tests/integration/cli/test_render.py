@@ -12,7 +12,7 @@ from rich.console import Console
 from kvtune.artifacts import launch_script
 from kvtune.artifacts.summary import summarize
 from kvtune.cli.run_text import print_summary
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import prepare

@@ -6,7 +6,7 @@ Here the tests that start processes; the rest are in tests/unit/tuner/test_confi
 from __future__ import annotations
 
 from kvtune.bench import client as bench_client
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.naming import name_best
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher

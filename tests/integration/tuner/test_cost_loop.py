@@ -7,7 +7,7 @@ import pytest
 
 from kvtune.energy import EnergyReading, EnergySource
 from kvtune.kinds import Direction
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.ranking import rank
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher

@@ -16,7 +16,7 @@ from rich.console import Console
 from kvtune.artifacts.summary import summarize
 from kvtune.cli.run_text import print_summary
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.spec import StudySpec
 from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench

@@ -15,7 +15,7 @@ from kvtune.artifacts import report
 from kvtune.artifacts.summary import summarize
 from kvtune.cli.run_text import print_summary
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher

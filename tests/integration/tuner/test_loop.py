@@ -11,7 +11,7 @@ import pytest
 
 from kvtune.bench import client as bench_client
 from kvtune.kinds import Direction, FailureKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.outcome import RUNS_KEY
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.capacity_text import TRACE_SPEED_KEY, outcome_sentence
 from kvtune.study.spec import StudySpec
 from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench

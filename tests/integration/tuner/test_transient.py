@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher

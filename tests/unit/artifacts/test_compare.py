@@ -12,7 +12,7 @@ from kvtune.artifacts.side_by_side import check_comparable, compare_studies, loa
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec, parse_objectives

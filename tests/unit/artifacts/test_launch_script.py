@@ -5,7 +5,7 @@ The tests here start no process; those that do are in tests/integration/artifact
 import os
 
 from kvtune.artifacts import launch_script
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher
 
 NASTY = '/tmp/my models/it\'s "$(touch /tmp/pwned)"; rm -rf ~ `id`.gguf'

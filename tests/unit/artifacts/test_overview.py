@@ -222,7 +222,7 @@ def test_pick_trial_without_any_feasible_trial():
 def test_show_pareto_is_over_the_study_objectives_not_throughput_against_ttft():
     """Objectives output_throughput and ttft_p99: trial 0 is beaten on both by trial 1, though on
     TTFT p95 (the single-objective trade-off view) it is not."""
-    from kvtune.launchers.base import Candidate
+    from kvtune.knobs import Candidate
     from kvtune.objectives.objective import objective
     from kvtune.study.outcome import TrialOutcome
 

@@ -24,7 +24,7 @@ from kvtune.artifacts.plots import (
     objective_label,
     y_value,
 )
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.objective import objective
 from kvtune.study.outcome import TrialOutcome
 

@@ -9,7 +9,7 @@ from kvtune.artifacts import overview as ov
 from kvtune.artifacts.report import render_report
 from kvtune.artifacts.summary import nearest_misses
 from kvtune.jsonsafe import dumps
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.objective import objective
 from kvtune.objectives.targets import parse_target
 from kvtune.study.outcome import TrialOutcome

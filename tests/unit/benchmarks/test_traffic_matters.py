@@ -18,7 +18,7 @@ sys.path.insert(0, str(BENCHMARKS))
 import traffic_matters as tm  # noqa: E402
 
 from kvtune.jsonsafe import dumps  # noqa: E402
-from kvtune.launchers.base import Candidate  # noqa: E402
+from kvtune.knobs import Candidate  # noqa: E402
 from kvtune.objectives.objective import objective  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.study.results import build_payload  # noqa: E402

@@ -2,7 +2,7 @@
 
 The tests here start no process; those that do are in tests/integration/cli/test_progress.py."""
 
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.testing.fake_launcher import FakeLauncher
 
 LAUNCHER = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2)),))
@@ -10,7 +10,7 @@ LAUNCHER = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2)),))
 
 def test_flags_are_shown_as_key_value_pairs():
     from kvtune.cli.progress import fmt_flags
-    from kvtune.launchers.base import Candidate
+    from kvtune.knobs import Candidate
 
     assert fmt_flags(Candidate()) == "(server defaults)"
     assert fmt_flags(Candidate(flags={"parallel": 4}, env={"OMP": "1"})) == "parallel=4 OMP=1"
@@ -18,7 +18,7 @@ def test_flags_are_shown_as_key_value_pairs():
 
 def test_a_row_shows_start_up_seconds_and_the_planner_kv_figure_beside_vllm_s():
     from kvtune.cli.progress import row_extra
-    from kvtune.launchers.base import Candidate
+    from kvtune.knobs import Candidate
     from kvtune.study.outcome import TrialOutcome
 
     o = TrialOutcome(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.compile_cache import CACHE_ROOT_VAR, compile_cache_env, compile_cache_root
 from kvtune.launchers.vllm import CPU, GPU, VllmBuild, VllmLauncher
 from kvtune.study.spec import StudySpec

@@ -11,7 +11,7 @@ import warnings
 import optuna
 import pytest
 
-from kvtune.launchers.base import Candidate, Knob
+from kvtune.knobs import Candidate, Knob
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.planner.kv import ModelShape

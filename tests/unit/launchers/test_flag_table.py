@@ -12,7 +12,7 @@ import pytest
 
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.launchers.flag_table import FlagTable, Takes, parse_llama_flags, vllm_flags
 from kvtune.launchers.llama_binary import read_help
 from kvtune.study.space import merge_knobs

@@ -7,7 +7,7 @@ with src/llama-model.cpp's "offloaded %d/%d layers to GPU" lines added, not a re
 
 from __future__ import annotations
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_binary import (
     FALLBACK,
     LOG_VERBOSITY_ENV,

@@ -10,7 +10,7 @@ from dataclasses import replace
 import optuna
 
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_devices import (
     VRAM_RESERVE_BYTES,
     Device,

@@ -5,8 +5,8 @@ import pytest
 
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
+from kvtune.knobs import Candidate
 from kvtune.launchers import llama_server
-from kvtune.launchers.base import Candidate
 from kvtune.launchers.llama_binary import LlamaDefaults
 from kvtune.launchers.llama_server import LlamaServerLauncher, render_flags, slot_context_choices
 from kvtune.planner.kv import ModelShape
@@ -106,7 +106,7 @@ def test_full_argv_is_binary_model_host_port_then_flags_in_order():
 def test_knob_kinds_are_enums_and_study_file_words_still_work():
     kinds = {k.name: k.kind for k in LAUNCHER.default_knobs(W, 4)}
     assert kinds["threads"] is KnobKind.INT and kinds["parallel"] is KnobKind.CHOICES
-    from kvtune.launchers.base import Knob
+    from kvtune.knobs import Knob
 
     assert Knob("x", "fixed", value=1).kind is KnobKind.FIXED
     with pytest.raises(SpecError, match="unknown kind 'range'"):
@@ -133,7 +133,7 @@ def test_informed_start_follows_the_seeds():
 
 
 def test_informed_start_skips_fixed_knobs_and_values_the_space_lacks():
-    from kvtune.launchers.base import Knob
+    from kvtune.knobs import Knob
 
     knobs = [
         Knob("parallel", "choices", choices=(1, 2)),

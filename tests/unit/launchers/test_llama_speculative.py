@@ -9,7 +9,7 @@ import pytest
 
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_binary import FALLBACK, LlamaDefaults, parse_help, parse_spec_types
 from kvtune.launchers.llama_memory import draft_memory
 from kvtune.launchers.llama_server import LlamaServerLauncher

@@ -16,7 +16,7 @@ import pytest
 
 from kvtune.bench.server_metrics import parse_prometheus
 from kvtune.errors import ModelError, SpecError
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.hf_model import MARKER, REQUIRED_FILES, convert_gguf_to_hf, is_complete
 from kvtune.launchers.vllm import (
     CPU,

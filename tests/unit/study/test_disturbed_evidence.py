@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.measured_noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.naming import name_best
 from kvtune.study.outcome import TrialOutcome

@@ -4,7 +4,7 @@ fresh runs, and the gate read back from the constraints of a results.json."""
 
 from __future__ import annotations
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.targets import parse_targets
 from kvtune.study.fidelity_gate import NOT_NEEDED, OFF, ON, gate_report, recorded_gate
 from kvtune.study.outcome import TrialOutcome

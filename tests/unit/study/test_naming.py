@@ -8,7 +8,7 @@ import math
 import pytest
 
 from kvtune.jsonsafe import dumps
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.objective import objective
 from kvtune.study.measured_noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.naming import (

@@ -7,7 +7,7 @@ import pytest
 
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 
 

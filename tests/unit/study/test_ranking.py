@@ -3,7 +3,7 @@
 import random
 
 from kvtune.kinds import Direction
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.objective import objective
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.ranking import pareto, rank

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from kvtune.kinds import Direction, FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import objective
 from kvtune.study.outcome import TrialOutcome

@@ -4,7 +4,7 @@ role, what counts as failed, and the study's targets as the verdict tests them."
 from __future__ import annotations
 
 from kvtune.kinds import Direction, FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.targets import parse_target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.verdict_evidence import evidence_of, goal_of, policy_of, stored_verdict

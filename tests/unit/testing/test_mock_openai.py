@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.testing.fake_server import settings_from_argv
 from kvtune.testing.mock_openai import MockOpenAI

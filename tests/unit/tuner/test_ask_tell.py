@@ -9,7 +9,7 @@ import optuna
 
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Candidate, Knob
+from kvtune.knobs import Candidate, Knob
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher

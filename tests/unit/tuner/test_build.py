@@ -7,7 +7,7 @@ for llama-server and the vLLM Python): tests/integration/tuner/test_build.py."""
 import pytest
 
 from kvtune.errors import BackendError, ModelError, SpecError
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.launchers.registry import create_launcher
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher

@@ -5,7 +5,7 @@ The tests here start no process; those that do are in tests/integration/tuner/te
 
 from __future__ import annotations
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.naming import comparison_metrics, name_best
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.confirmation import expected_s

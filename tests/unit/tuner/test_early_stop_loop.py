@@ -10,7 +10,7 @@ processes are in tests/integration/tuner/test_early_stop_loop.py."""
 from __future__ import annotations
 
 from kvtune.bench.client import BenchOptions, BenchRun, run
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.objectives.early_stop import EarlyStop
 from kvtune.objectives.metrics import RequestSample
 from kvtune.objectives.targets import parse_targets

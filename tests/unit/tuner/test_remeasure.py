@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.targets import parse_target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.events import Callbacks

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import optuna
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.noise import Noise
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner import sentinel

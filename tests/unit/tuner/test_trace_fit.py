@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvtune.bench.trace_demand import HostSpeed
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.overrides import SpecOverrides
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher

@@ -26,11 +26,10 @@ from typing import Any, ClassVar, Mapping
 from kvtune import hardware
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.kinds import Backend, KnobKind
+from kvtune.knobs import Candidate, Knob
 from kvtune.launchers.base import (
     SIGILL_STATUSES,
-    Candidate,
     ContainerSpec,
-    Knob,
     Launcher,
     LaunchSpec,
     Rule,

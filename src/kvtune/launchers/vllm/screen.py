@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from kvtune.launchers.base import Candidate, Knob
+from kvtune.knobs import Candidate, Knob
 from kvtune.launchers.vllm.gpu_fit import prescreen_gpu_fit
 from kvtune.launchers.vllm.installed import CPU
 from kvtune.launchers.vllm.values import _int, id_list, parse_id_list

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 
 SPECULATIVE_CONFIG = "speculative-config"
 # (num_speculative_tokens, prompt_lookup_max): short and long drafts, short and long matches.

@@ -28,7 +28,8 @@ import optuna
 
 from kvtune.clock import REAL_CLOCK
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate, Launcher
+from kvtune.knobs import Candidate
+from kvtune.launchers.base import Launcher
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.fleet.budget import Budget, StopReason, format_duration
 from kvtune.workload import Workload

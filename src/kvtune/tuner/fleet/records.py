@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 
 from kvtune.jsonsafe import to_jsonable
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
 
 CONFIRMATIONS_ATTR = "confirmations"

@@ -40,7 +40,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.sampler_choice import DEFAULT, SamplerKind, parse_sampler  # noqa: F401
 from kvtune.tuner.fleet import storage
 

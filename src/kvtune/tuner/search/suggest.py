@@ -13,7 +13,8 @@ from typing import Any
 import optuna
 
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Candidate, Knob, Launcher
+from kvtune.knobs import Candidate, Knob
+from kvtune.launchers.base import Launcher
 
 # Environment-variable knobs are written as "env:NAME" in a study file's space.
 ENV_PREFIX = "env:"

@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 
 from kvtune.kinds import Direction
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import rank
 

@@ -26,7 +26,8 @@ from kvtune.energy import Meter, open_meter
 from kvtune.interference import Interference, Watch
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate, Launcher
+from kvtune.knobs import Candidate
+from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import ServerProcess, last_error_line
 from kvtune.launchers.startup import StartupLimits
 from kvtune.nvml import GpuDevice

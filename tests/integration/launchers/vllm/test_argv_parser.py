@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from kvtune.kinds import KnobKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.launchers.vllm.flags import API_MODULE, CLI_MODULE
 from kvtune.planner.kv import ModelShape

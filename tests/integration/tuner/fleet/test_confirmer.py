@@ -18,7 +18,7 @@ from rich.console import Console
 
 from kvtune.cli.confirm import ConfirmOptions, confirm_here
 from kvtune.errors import SpecError
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec, parse_objectives
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import prepare

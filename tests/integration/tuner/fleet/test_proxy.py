@@ -143,7 +143,7 @@ def test_workers_share_a_study_through_the_proxy(served):
 def test_a_warm_start_reads_and_queues_through_the_proxy(served):
     """The source's best config is queued in the new study and comes out first, marked as such."""
     from kvtune.jsonsafe import to_jsonable
-    from kvtune.launchers.base import Candidate, Knob
+    from kvtune.knobs import Candidate, Knob
     from kvtune.study.outcome import RUNS_KEY, TrialOutcome
     from kvtune.tuner.search.warmstart import enqueue_warm_start
 

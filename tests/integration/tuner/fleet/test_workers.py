@@ -7,7 +7,7 @@ import sys
 import pytest
 import typer.main
 
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.fleet.workers import WorkerOptions, worker_argv

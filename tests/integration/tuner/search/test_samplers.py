@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import kvtune as kvtune_pkg
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 
 KNOBS = [
     Knob("parallel", "choices", choices=(1, 2, 4, 8)),

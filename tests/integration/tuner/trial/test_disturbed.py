@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from kvtune.interference import Interference
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.targets import with_default_error_target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate, Knob
+from kvtune.knobs import Candidate, Knob
 from kvtune.objectives.targets import with_default_error_target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec

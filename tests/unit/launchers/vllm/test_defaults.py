@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from kvtune import hardware
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.vllm import GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.launchers.vllm.defaults import FALLBACK, PROBE, EngineDefaults, parse_engine_defaults, read_engine_defaults
 from kvtune.launchers.vllm.gpu_fit import kv_prediction, planned_kv_tokens

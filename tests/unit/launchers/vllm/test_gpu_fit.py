@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvtune import hardware
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.vllm import GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.launchers.vllm.flags import gpus_in_view
 from kvtune.launchers.vllm.gpu_fit import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.vllm import CPU, GiB, VllmBuild, VllmLauncher
 from kvtune.launchers.vllm.speculative import SPECULATIVE_CONFIG, speculative_knobs
 from kvtune.workload import Workload

@@ -4,7 +4,7 @@ flag at vLLM's default unless a study file asks for it; the CPU build keeps both
 
 from __future__ import annotations
 
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.planner.kv import ModelShape
 from kvtune.study.space import merge_knobs

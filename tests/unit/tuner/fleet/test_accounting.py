@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.fleet import accounting

@@ -4,7 +4,7 @@ import optuna
 
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.tuner.fleet.records import TrialRecords
 

@@ -10,7 +10,7 @@ import pytest
 
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import to_jsonable
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.spec import StudySpec, parse_objectives
 from kvtune.tuner.fleet import storage

@@ -5,7 +5,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.tuner.search.importance import MIN_TRIALS, ImportanceSchedule, param_importance
 

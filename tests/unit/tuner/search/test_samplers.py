@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from kvtune.errors import SpecError
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import open_tuner, prepare, study_sampler

@@ -5,7 +5,7 @@ import optuna
 import pytest
 
 from kvtune.errors import SpecError
-from kvtune.launchers.base import Knob
+from kvtune.knobs import Knob
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.study.space import merge_knobs
 from kvtune.study.spec import build_spec

@@ -4,7 +4,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 
 from kvtune.jsonsafe import to_jsonable
-from kvtune.launchers.base import Candidate, Knob
+from kvtune.knobs import Candidate, Knob
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.tuner.search.warmstart import enqueue_warm_start
 

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import pytest
 
 from kvtune.bench.fidelity_probe import ProbeFailed, ProbePlan, ask_answers
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.objectives.targets import parse_targets
 from kvtune.study.outcome import TrialOutcome

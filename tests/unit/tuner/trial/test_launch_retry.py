@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.process import ServerStartError
 from kvtune.launchers.startup import StartupLimits
 from kvtune.study.outcome import TrialOutcome

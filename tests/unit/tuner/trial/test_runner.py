@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.objectives.targets import MAX_MARGIN, with_default_error_target
 from kvtune.study.outcome import RUNS_KEY

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from kvtune.kinds import FailureKind
-from kvtune.launchers.base import Candidate
+from kvtune.knobs import Candidate
 from kvtune.objectives.objective import objective
 from kvtune.objectives.targets import MAX_MARGIN, parse_target, parse_targets
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
