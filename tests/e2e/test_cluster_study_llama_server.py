@@ -21,7 +21,7 @@ import optuna
 import pytest
 
 from kvtune.tuner.fleet.confirmer import CONFIRMED_ATTR
-from kvtune.tuner.fleet.records import VERDICT_ATTR
+from kvtune.tuner.records import VERDICT_ATTR
 from tests.e2e.conftest import SMALL, kvtune
 from tests.postgres import PostgresServer
 

@@ -12,7 +12,7 @@ import pytest
 
 from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server
-from kvtune.tuner.fleet import accounting
+from kvtune.tuner import accounting
 
 pytestmark = pytest.mark.e2e
 SMALL = [

@@ -15,7 +15,7 @@ import optuna
 import pytest
 
 from kvtune.errors import SpecError
-from kvtune.tuner.fleet import storage
+from kvtune.tuner.store import storage
 
 pytestmark = pytest.mark.e2e
 TRIALS = 12

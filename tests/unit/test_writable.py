@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvtune.errors import SpecError
-from kvtune.tuner.fleet.storage import check_runs_root, runs_root
+from kvtune.tuner.store.storage import check_runs_root, runs_root
 from kvtune.writable import check_file, check_folder
 
 PARTS = st.lists(st.text(string.ascii_letters + string.digits + "._-", min_size=1, max_size=8), max_size=4).filter(

@@ -26,14 +26,15 @@ from kvtune.cli.progress import make_reporter
 from kvtune.cli.run_text import print_summary
 from kvtune.errors import SpecError
 from kvtune.study.spec import StudySpec
+from kvtune.tuner import accounting
 from kvtune.tuner.assemble import HARDWARE_KEYS, Prepared
-from kvtune.tuner.fleet import accounting, storage
 from kvtune.tuner.fleet.confirmer import Ending, Result, confirm_study, confirmed, confirmed_by, still_searching
-from kvtune.tuner.fleet.connect import unreachable
 from kvtune.tuner.fleet.setup import PLACEMENT_ATTR
 from kvtune.tuner.fleet.workers import join
 from kvtune.tuner.loop import Tuner
 from kvtune.tuner.session import RunOptions, Session
+from kvtune.tuner.store import storage
+from kvtune.tuner.store.connect import unreachable
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.durations import format_duration
 from kvtune.jsonsafe import dumps
 from kvtune.launchers.registry import create_launcher
-from kvtune.tuner.fleet.storage import runs_root
 from kvtune.tuner.multi_backend import BackendChoice, LauncherFactory, plan_backends
 from kvtune.tuner.session import RunOptions
+from kvtune.tuner.store.storage import runs_root
 
 INTERRUPTED = 130
 

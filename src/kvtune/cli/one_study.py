@@ -19,8 +19,8 @@ from kvtune.errors import SpecError
 from kvtune.interference import Monitor, Watch, preflight, warning
 from kvtune.launchers.base import Launcher
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet.storage import redact
 from kvtune.tuner.session import RunOptions, Session, open_session, set_up_only, study_spec
+from kvtune.tuner.store.storage import redact
 from kvtune.verdict import ALPHA
 
 

@@ -20,8 +20,8 @@ def proxy(
 ) -> None:
     """Serve the study's database to workers over gRPC until Ctrl-C or SIGTERM; workers and
     `kvtune run` take `--storage grpc://THIS-HOST:PORT`."""
-    from kvtune.tuner.fleet.storage import redact
     from kvtune.tuner.fleet.storage_proxy import StorageProxy
+    from kvtune.tuner.store.storage import redact
 
     if not 0 < port < 65536:
         raise SpecError(f"--port must be in 1..65535, got {port}")

@@ -24,7 +24,7 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
     import json
 
     from kvtune.errors import SpecError
-    from kvtune.tuner.fleet.storage import runs_root
+    from kvtune.tuner.store.storage import runs_root
 
     if not study.strip():  # Path("") is the current folder: it would read ./results.json
         raise SpecError("the study name is empty: give a study name or its run directory")
@@ -47,8 +47,8 @@ def _study_results(study: str, runs_dir: Optional[str], storage: Optional[str]) 
     if storage is None:
         results, d = _load_results(study, runs_dir)
         return results, d, None
-    from kvtune.tuner.fleet.storage import runs_root
     from kvtune.tuner.fleet.watch import read_study
+    from kvtune.tuner.store.storage import runs_root
 
     results, progress = read_study(study, storage)
     return results, runs_root(runs_dir) / study, progress.line()
@@ -63,7 +63,7 @@ STORAGE_HELP = (
 def _comparison_file(study: str, runs_dir: Optional[str]) -> Path | None:
     """RUNS/NAME/compare.json when NAME is a comparison (no results.json of its own), else None."""
     from kvtune.artifacts.side_by_side import COMPARE_FILE
-    from kvtune.tuner.fleet.storage import runs_root
+    from kvtune.tuner.store.storage import runs_root
 
     if not study.strip():  # Path("") is the current folder: it would read ./results.json
         raise SpecError("the study name is empty: give a study name or its run directory")

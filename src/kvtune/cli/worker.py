@@ -5,7 +5,7 @@ export-workers`), the worker takes its task index as its name and pins nothing: 
 CUDA_VISIBLE_DEVICES (or the container's own GPUs) are its servers' GPUs.
 
 A storage hiccup (a database restart, a proxy restarted) is ridden out: every storage call is
-retried for up to KVTUNE_STORAGE_RETRY_S (tuner/fleet/retry.py) and the heartbeat survives it.
+retried for up to KVTUNE_STORAGE_RETRY_S (tuner/store/retry.py) and the heartbeat survives it.
 A storage still down after that exits 75 (EX_TEMPFAIL: the scheduler runs the worker again);
 bad input exits 2."""
 
@@ -23,7 +23,6 @@ from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.tuner.fleet.confirmer import ends_with_confirmation
-from kvtune.tuner.fleet.connect import unreachable
 from kvtune.tuner.fleet.workers import (
     SchedulerTask,
     check_gpu_slots,
@@ -32,6 +31,7 @@ from kvtune.tuner.fleet.workers import (
     scheduler_task,
     unbound_cpus_warning,
 )
+from kvtune.tuner.store.connect import unreachable
 
 
 @app.command()

@@ -21,11 +21,13 @@ from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import Direction, FailureKind
 from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner import accounting
+from kvtune.tuner.budget import Budget
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet import accounting, recovery, storage
-from kvtune.tuner.fleet.budget import Budget
-from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.fleet import recovery
+from kvtune.tuner.records import TrialRecords
 from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.store import storage
 from kvtune.tuner.trial.runner import TrialRunner
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ class AskTell:
         if storage.was_enqueued(self.ctx.study, trial):
             return False
         trials = self.ctx.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        # the budget counts measured configs only (see tuner/fleet/accounting.py), as run() does
+        # the budget counts measured configs only (see tuner/accounting.py), as run() does
         spec = self.ctx.what.spec
         budget = accounting.load_budget(self.ctx.study, Budget(spec.trials, spec.time_budget_s))
         free = budget.trials - accounting.spent(self.ctx.study).measured

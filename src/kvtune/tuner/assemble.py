@@ -28,10 +28,10 @@ from kvtune.objectives.targets import Target, with_default_error_target, with_fi
 from kvtune.study.sampler_choice import check_sampler_installed
 from kvtune.study.space import merge_knobs, parse_space
 from kvtune.study.spec import StudySpec, study_name_part
-from kvtune.tuner.fleet import storage
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
 from kvtune.tuner.search import samplers
 from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.store import storage
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import MonitorFactory
 from kvtune.tuner.trial.measure import Bench

@@ -41,7 +41,7 @@ from kvtune.study.ranking import pareto, rank
 from kvtune.study.spec import StudySpec
 from kvtune.study.verdict_evidence import RUN_ROLE, evidence_of, goal_of, policy_of
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet.records import VERDICT_ATTR, TrialRecords
+from kvtune.tuner.records import VERDICT_ATTR, TrialRecords
 from kvtune.tuner.remeasure import SEED_STEP, TRANSIENT_ATTEMPTS, Remeasurer, run_record
 from kvtune.tuner.trial.runner import TrialRunner
 from kvtune.verdict import Done, Policy, Role, Verdict, next_step

@@ -13,9 +13,9 @@ import optuna
 
 from kvtune.study.measured_noise import noise_of
 from kvtune.study.outcome import TrialOutcome
-from kvtune.tuner import confirmation, sentinel
-from kvtune.tuner.fleet import accounting, recovery
-from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner import accounting, confirmation, sentinel
+from kvtune.tuner.fleet import recovery
+from kvtune.tuner.records import TrialRecords
 
 
 class StudyLedger:

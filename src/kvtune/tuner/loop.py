@@ -7,11 +7,11 @@ is queued first when the study is created. A trial interrupted by Ctrl-C, or los
 worker, is failed and queued again, so the study re-runs it; finished trials are never repeated.
 A measurement stops the moment a target can no longer hold (tuner/trial/stopping.py): the trial
 is then infeasible like any other miss. The budget counts launched configs, not asks
-(tuner/fleet/accounting.py). One trial's launch, measurement and score are the trial runner's
+(tuner/accounting.py). One trial's launch, measurement and score are the trial runner's
 (tuner/trial/runner.py); one ask -> evaluate -> tell, with the store's bookkeeping around it, is
 tuner/ask_tell.py's; what the study holds so far (the finished trials, the counts the budget is
 charged with, recovery) is the ledger's (tuner/ledger.py, over the record store
-tuner/fleet/records.py). The process that summarizes re-measures the baseline every
+tuner/records.py). The process that summarizes re-measures the baseline every
 `sentinel.SENTINEL_EVERY` measured trials (tuner/sentinel.py), so drift shows as a series.
 """
 
@@ -28,13 +28,13 @@ from kvtune.launchers.process import reap_leftovers
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
-from kvtune.tuner import confirmation, sentinel
+from kvtune.tuner import accounting, confirmation, sentinel
 from kvtune.tuner.ask_tell import AskTell
+from kvtune.tuner.budget import Budget, StopReason
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet import accounting, recovery
-from kvtune.tuner.fleet.budget import Budget, StopReason
-from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.fleet import recovery
 from kvtune.tuner.ledger import StudyLedger
+from kvtune.tuner.records import TrialRecords
 from kvtune.tuner.remeasure import Remeasurer
 from kvtune.tuner.search.suggest import SearchSpace
 from kvtune.tuner.trial.context import Placement, Subject
@@ -152,7 +152,7 @@ class Tuner:
 
     # ---- the loop -----------------------------------------------------------------------------
     def run(self) -> list[TrialOutcome]:
-        """Ask, measure and tell until the budget is spent (tuner/fleet/budget.py): --trials
+        """Ask, measure and tell until the budget is spent (tuner/budget.py): --trials
         configs measured, or the time budget spent, or the asks cap reached. The process that
         summarizes (`wait_for_others`) stores the budget and starts the clock in the study, so
         workers and a resumed study count the same way; `budget_report` says why it stopped."""

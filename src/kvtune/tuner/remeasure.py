@@ -29,7 +29,7 @@ from kvtune.errors import TargetError
 from kvtune.kinds import FailureKind
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.records import TrialRecords
 from kvtune.tuner.trial import scoring
 from kvtune.tuner.trial.runner import TrialRunner
 

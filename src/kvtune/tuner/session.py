@@ -24,16 +24,17 @@ from kvtune.study.overrides import SpecOverrides
 from kvtune.study.results import build_payload, write_results
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
+from kvtune.tuner import accounting
 from kvtune.tuner.assemble import Prepared, open_tuner, parse_study_targets, prepare
-from kvtune.tuner.fleet import accounting, confirmer
+from kvtune.tuner.budget import Budget
+from kvtune.tuner.fleet import confirmer
 from kvtune.tuner.fleet import workers as worker_pool
-from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.fleet.setup import set_up_study
-from kvtune.tuner.fleet.storage import check_reachable, check_runs_root, load_study, runs_root, sqlite_url
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.search import samplers
 from kvtune.tuner.search.importance import ImportanceSchedule
 from kvtune.tuner.search.warmstart import enqueue_warm_start
+from kvtune.tuner.store.storage import check_reachable, check_runs_root, load_study, runs_root, sqlite_url
 from kvtune.tuner.trace_fit import HostFitter, SpeedProbe, length_scale_given
 
 

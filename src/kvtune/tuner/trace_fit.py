@@ -26,8 +26,8 @@ from kvtune.bench.trace_sizing import TraceSizing
 from kvtune.launchers.base import Launcher
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.assemble import Fitted, sized_spec
-from kvtune.tuner.fleet import storage
 from kvtune.tuner.host_speed import ProbeFailed, measure_host_speed
+from kvtune.tuner.store import storage
 from kvtune.workload import Workload
 
 SpeedProbe = Callable[[Launcher, StudySpec, Path], HostSpeed]

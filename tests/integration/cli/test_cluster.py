@@ -19,7 +19,7 @@ from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import prepare
 from kvtune.tuner.fleet.setup import set_up_study
-from kvtune.tuner.fleet.storage import sqlite_url
+from kvtune.tuner.store.storage import sqlite_url
 from tests.conftest import TINY
 
 SRC = str(Path(kvtune.__file__).parents[1])  # the child runs this checkout's kvtune

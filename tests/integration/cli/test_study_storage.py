@@ -12,8 +12,8 @@ import optuna
 import pytest
 
 from kvtune.launchers.process import free_port
-from kvtune.tuner.fleet import storage
 from kvtune.tuner.fleet.storage_proxy import StorageProxy
+from kvtune.tuner.store import storage
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 

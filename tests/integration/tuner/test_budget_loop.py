@@ -21,9 +21,9 @@ from kvtune.cli.run_text import print_summary
 from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner import accounting
 from kvtune.tuner.assemble import prepare
-from kvtune.tuner.fleet import accounting
-from kvtune.tuner.fleet.budget import Budget
+from kvtune.tuner.budget import Budget
 from tests.conftest import TINY
 from tests.paths import SRC
 

@@ -204,7 +204,7 @@ def test_a_confirmation_that_never_starts_keeps_the_defaults_and_says_why(make_t
 def test_the_confirmation_fits_in_what_is_left_of_the_time_budget(make_tuner):
     import time
 
-    from kvtune.tuner.fleet import accounting
+    from kvtune.tuner import accounting
 
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(2,)),))
     spec = StudySpec(

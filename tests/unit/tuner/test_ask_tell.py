@@ -16,8 +16,8 @@ from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet.setup import set_up_study
-from kvtune.tuner.fleet.storage import sqlite_url
 from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.store.storage import sqlite_url
 from tests.conftest import TINY
 
 PORT = 18434  # never bound: no server starts here

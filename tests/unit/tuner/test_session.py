@@ -13,9 +13,9 @@ from kvtune.errors import SpecError
 from kvtune.study.overrides import SpecOverrides
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner import accounting
+from kvtune.tuner.budget import Budget
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet import accounting
-from kvtune.tuner.fleet.budget import Budget
 from kvtune.tuner.session import RunOptions, open_session, study_spec
 from tests.conftest import TINY
 

@@ -17,9 +17,9 @@ from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet.storage import sqlite_url
 from kvtune.tuner.host_speed import ProbeFailed
 from kvtune.tuner.session import RunOptions, open_session
+from kvtune.tuner.store.storage import sqlite_url
 from kvtune.tuner.trace_fit import HostFitter, length_scale_given
 from kvtune.workload import Workload
 

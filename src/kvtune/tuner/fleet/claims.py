@@ -38,7 +38,8 @@ import optuna
 from optuna.storages import BaseStorage
 
 from kvtune.clock import REAL_CLOCK, Clock
-from kvtune.tuner.fleet import recovery, storage
+from kvtune.tuner.fleet import recovery
+from kvtune.tuner.store import storage
 
 SIDE_SUFFIX = ":confirmation"
 OWNER_ATTR = "owner"  # the claim's holder: host, pid, start ticks, slot (the trials' worker identity)

@@ -28,11 +28,12 @@ from optuna.storages import BaseStorage
 from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.kinds import StrEnum
 from kvtune.study.spec import StudySpec
-from kvtune.tuner.fleet import accounting, claims, recovery
-from kvtune.tuner.fleet.budget import Budget
-from kvtune.tuner.fleet.records import VERDICT_ATTR
+from kvtune.tuner import accounting
+from kvtune.tuner.budget import Budget
+from kvtune.tuner.fleet import claims, recovery
 from kvtune.tuner.fleet.setup import PLACEMENT_ATTR
 from kvtune.tuner.loop import Tuner
+from kvtune.tuner.records import VERDICT_ATTR
 
 CONFIRMED_ATTR = "confirmed"  # the study's user attr: who confirmed it, when (any number of objectives)
 SETTLE_WAIT_S = 1.0  # between two looks at trials still running elsewhere

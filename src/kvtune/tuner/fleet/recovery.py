@@ -18,8 +18,8 @@ import optuna
 
 from kvtune.clock import REAL_CLOCK
 from kvtune.launchers.process import process_start_ticks
-from kvtune.tuner.fleet.retry import settling
-from kvtune.tuner.fleet.storage import GRACE_S, quiet_experimental
+from kvtune.tuner.store.retry import settling
+from kvtune.tuner.store.storage import GRACE_S, quiet_experimental
 
 
 def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
@@ -31,7 +31,7 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
       SIGKILLed, the machine rebooted) is failed and re-queued without waiting for the grace
       period. Ctrl-C re-queues its own trial as it stops (see `Tuner.run_one`).
 
-    Within a grace period of the storage not answering this worker (tuner/fleet/retry.py's
+    Within a grace period of the storage not answering this worker (tuner/store/retry.py's
     `settling`), no trial is called stale or orphaned: every heartbeat is then old by the
     outage, its worker alive and about to beat again. Only a heartbeat that stays silent for a
     grace period after the storage answers again re-queues its trial.

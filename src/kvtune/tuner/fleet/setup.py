@@ -18,9 +18,10 @@ import optuna
 
 from kvtune.errors import SpecError
 from kvtune.study.spec import StudySpec
+from kvtune.tuner import accounting
 from kvtune.tuner.assemble import Prepared, open_tuner
-from kvtune.tuner.fleet import accounting, storage
-from kvtune.tuner.fleet.budget import Budget
+from kvtune.tuner.budget import Budget
+from kvtune.tuner.store import storage
 
 PLACEMENT_ATTR = "placement"
 

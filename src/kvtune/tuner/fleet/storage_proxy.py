@@ -18,7 +18,7 @@ proxy adds the two missing halves on the server side, where the database is:
 Warm start, the budget, the clock and confirmations are study and trial attrs: they pass through.
 A database that does not answer the proxy (restarting, a dropped connection) is answered to the
 worker as gRPC UNAVAILABLE (`TransientAsUnavailable`), never as a bare UNKNOWN, so the worker's
-retries (tuner/fleet/retry.py) ride out a database restart behind the proxy as in front of it.
+retries (tuner/store/retry.py) ride out a database restart behind the proxy as in front of it.
 The proxy has no TLS and no authentication: whoever reaches its port can write to the study.
 """
 
@@ -30,8 +30,8 @@ import optuna
 from optuna.storages import BaseStorage
 
 from kvtune.errors import SpecError
-from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.connect import redact, transient
+from kvtune.tuner.store import storage
+from kvtune.tuner.store.connect import redact, transient
 
 
 class HeartbeatRelay(optuna.storages.RDBStorage):

@@ -18,10 +18,12 @@ from kvtune.errors import SpecError
 from kvtune.study import unconfirmed
 from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec
+from kvtune.tuner import accounting
 from kvtune.tuner.assemble import parse_study_targets
-from kvtune.tuner.fleet import accounting, confirmer, storage
-from kvtune.tuner.fleet.budget import Budget
-from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.budget import Budget
+from kvtune.tuner.fleet import confirmer
+from kvtune.tuner.records import TrialRecords
+from kvtune.tuner.store import storage
 
 
 @dataclass(frozen=True)

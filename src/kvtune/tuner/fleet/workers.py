@@ -31,9 +31,9 @@ from kvtune.interference.monitor import FAMILY_ENV
 from kvtune.launchers.process import die_with_parent
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.assemble import open_tuner, prepare
-from kvtune.tuner.fleet import storage
 from kvtune.tuner.fleet.setup import PLACEMENT_ATTR, stored_cpus_per_trial
 from kvtune.tuner.loop import Callbacks, Tuner
+from kvtune.tuner.store import storage
 from kvtune.tuner.trial.disturbance import MonitorFactory
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ def param_importance(
 ) -> Importance:
     """Importance of each tuned flag for the (first) objective, over the trials measured in their
     own right (duplicates and launch failures carry no measurement of their parameters).
-    `outcomes`: the trials' outcomes by number, already read (tuner/fleet/records.py); without
+    `outcomes`: the trials' outcomes by number, already read (tuner/records.py); without
     them each trial's stored outcome is decoded here."""
     measured = _measured_trials(study, outcomes)
     feasible = sum(1 for _, o in measured if o.feasible)

@@ -42,7 +42,7 @@ from kvtune.errors import SpecError
 from kvtune.kinds import KnobKind
 from kvtune.knobs import Knob
 from kvtune.study.sampler_choice import DEFAULT, SamplerKind, parse_sampler  # noqa: F401
-from kvtune.tuner.fleet import storage
+from kvtune.tuner.store import storage
 
 # An int range with at most this many values becomes choices for the grid.
 GRID_MAX_RANGE = 16

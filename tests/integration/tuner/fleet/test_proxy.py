@@ -16,9 +16,9 @@ import pytest
 
 from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.launchers.process import free_port
-from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.retry import unwrap
 from kvtune.tuner.fleet.storage_proxy import HeartbeatRelay, StorageProxy, cached, open_backend
+from kvtune.tuner.store import storage
+from kvtune.tuner.store.retry import unwrap
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Heartbeat of storage"),
@@ -77,7 +77,7 @@ def test_no_proxy_listening_is_a_one_line_error():
 def test_a_heartbeat_through_the_proxy_is_the_databases_heartbeat(served):
     url, db = served
     study = storage.open_study("s", url, ["minimize"], {"k": 1})
-    client = unwrap(study._storage)  # under the retries (tuner/fleet/retry.py)
+    client = unwrap(study._storage)  # under the retries (tuner/store/retry.py)
     assert isinstance(client, storage.ProxyClient) and client.heartbeat_s == 1  # the proxy's
     trial = study.ask()
     with storage.heartbeat(study, trial):

@@ -13,9 +13,9 @@ import pytest
 import sqlalchemy.exc
 
 from kvtune.launchers.process import free_port
-from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.retry import unwrap
 from kvtune.tuner.fleet.storage_proxy import HeartbeatRelay, StorageProxy, cached
+from kvtune.tuner.store import storage
+from kvtune.tuner.store.retry import unwrap
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Heartbeat of storage"),

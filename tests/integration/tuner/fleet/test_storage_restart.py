@@ -18,7 +18,7 @@ import optuna
 import pytest
 
 from kvtune.launchers.process import free_port
-from kvtune.tuner.fleet import storage
+from kvtune.tuner.store import storage
 from tests.e2e.test_workers_postgres import WIDE, check_exactly_once, driver, frozen_mid_trial
 from tests.postgres import PostgresServer
 

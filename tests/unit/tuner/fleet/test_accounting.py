@@ -1,4 +1,4 @@
-"""What a study's budget has spent (tuner/fleet/accounting.py), read from an in-memory Optuna
+"""What a study's budget has spent (tuner/accounting.py), read from an in-memory Optuna
 study: launched configs count, pre-screen rejections and duplicates are free, the budget and the
 clock live in the study's user attrs (moved here from tests/unit/tuner/test_budget_loop.py), the
 knobs behind pre-screen rejections are named, and the stop says why. Times are injected."""
@@ -12,9 +12,9 @@ from kvtune.kinds import FailureKind
 from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.fleet import accounting
-from kvtune.tuner.fleet.accounting import EXHAUSTED, Spent, blame, kind_of, report, spent, stop_message
-from kvtune.tuner.fleet.budget import Budget, StopReason
+from kvtune.tuner import accounting
+from kvtune.tuner.accounting import EXHAUSTED, Spent, blame, kind_of, report, spent, stop_message
+from kvtune.tuner.budget import Budget, StopReason
 from kvtune.workload import Workload
 
 S = optuna.trial.TrialState

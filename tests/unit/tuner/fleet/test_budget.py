@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvtune.errors import SpecError
-from kvtune.tuner.fleet.budget import Budget, StopReason
+from kvtune.tuner.budget import Budget, StopReason
 
 
 def test_asks_cap_default_and_override():

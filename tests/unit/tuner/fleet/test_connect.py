@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy.exc
 
 from kvtune.errors import EXIT_BAD_INPUT, EXIT_TRANSIENT, SpecError, StorageUnreachableError
-from kvtune.tuner.fleet import storage
-from kvtune.tuner.fleet.connect import open_error, unreachable
+from kvtune.tuner.store import storage
+from kvtune.tuner.store.connect import open_error, unreachable
 
 PG = "postgresql://kvtune:s3cret@db-host:5432/kvtune"
 

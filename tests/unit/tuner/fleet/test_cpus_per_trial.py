@@ -14,8 +14,8 @@ from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import prepare
 from kvtune.tuner.fleet.setup import read_set_up, set_up_study, stored_cpus_per_trial
-from kvtune.tuner.fleet.storage import sqlite_url
 from kvtune.tuner.fleet.workers import cpus_for_trials, join
+from kvtune.tuner.store.storage import sqlite_url
 from tests.conftest import TINY
 
 

@@ -6,7 +6,7 @@ from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import FailureKind
 from kvtune.knobs import Candidate
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
-from kvtune.tuner.fleet.records import TrialRecords
+from kvtune.tuner.records import TrialRecords
 
 
 def outcome(number: int, speed: int | None, **kw) -> TrialOutcome:

@@ -13,7 +13,7 @@ import optuna
 
 from kvtune.launchers.process import process_start_ticks
 from kvtune.tuner.fleet.recovery import alive, host_lock, recover, requeue, running_elsewhere
-from kvtune.tuner.fleet.storage import GRACE_S
+from kvtune.tuner.store.storage import GRACE_S
 
 S = optuna.trial.TrialState
 ME = {"host": "here", "pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())}

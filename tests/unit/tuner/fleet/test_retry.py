@@ -20,8 +20,8 @@ from optuna.storages._heartbeat import BaseHeartbeat
 from kvtune.errors import EXIT_TRANSIENT, StorageUnreachableError
 from kvtune.testing.virtual_time import VirtualClock
 from kvtune.tuner.fleet import recovery
-from kvtune.tuner.fleet.retry import HeartbeatLoop, Retrier, RetryingStorage, RetryPolicy, settling, unwrap
-from kvtune.tuner.fleet.storage import GRACE_S, MAX_RETRY
+from kvtune.tuner.store.retry import HeartbeatLoop, Retrier, RetryingStorage, RetryPolicy, settling, unwrap
+from kvtune.tuner.store.storage import GRACE_S, MAX_RETRY
 
 PG = "postgresql://kvtune:s3cret@db-host:5432/kvtune"
 POLICY = RetryPolicy(total_s=120.0, first_s=0.5, factor=2.0, cap_s=10.0, jitter=0.5)
@@ -124,7 +124,7 @@ def test_a_call_that_fails_three_times_then_answers_returns_its_answer(caplog):
         return "told"
 
     retrier = Retrier(PG, POLICY, clock, random.Random(0))
-    with caplog.at_level(logging.WARNING, logger="kvtune.tuner.fleet.retry"):
+    with caplog.at_level(logging.WARNING, logger="kvtune.tuner.store.retry"):
         assert retrier.call("tell", call) == "told"
     assert 0.5 * (0.5 + 1 + 2) <= clock.now <= 0.5 + 1 + 2  # three backoff waits, virtual
     lines = [r.getMessage() for r in caplog.records]
@@ -256,7 +256,7 @@ def test_a_heartbeat_survives_a_storage_that_stops_answering(caplog):
             raise restarting()
 
     loop = HeartbeatLoop(7, beat, 5.0, retrier)
-    with caplog.at_level(logging.WARNING, logger="kvtune.tuner.fleet.retry"):
+    with caplog.at_level(logging.WARNING, logger="kvtune.tuner.store.retry"):
         landed = [loop.beat_once() for _ in range(6)]
     assert landed == [True, False, False, False, True, True] and beats == [7] * 6
     lines = [r.getMessage() for r in caplog.records]

@@ -13,13 +13,13 @@ from kvtune.knobs import Candidate, Knob
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner import accounting
 from kvtune.tuner.assemble import open_tuner, prepare
-from kvtune.tuner.fleet import accounting
-from kvtune.tuner.fleet.budget import Budget
+from kvtune.tuner.budget import Budget
 from kvtune.tuner.fleet.setup import read_set_up, set_up_study
-from kvtune.tuner.fleet.storage import sqlite_url
 from kvtune.tuner.loop import MAX_DUPLICATES_IN_A_ROW
 from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.store.storage import sqlite_url
 from tests.conftest import TINY
 
 PORT = 18433  # each trial's server port: never bound, no server is started here

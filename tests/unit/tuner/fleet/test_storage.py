@@ -8,7 +8,7 @@ import sqlite3
 import optuna
 import pytest
 
-from kvtune.tuner.fleet import storage
+from kvtune.tuner.store import storage
 
 # ask/tell with heartbeats is what kvtune means to do; Optuna warns it is meant for optimize().
 pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage")

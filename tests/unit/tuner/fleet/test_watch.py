@@ -13,8 +13,8 @@ from kvtune.jsonsafe import to_jsonable
 from kvtune.knobs import Candidate
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.spec import StudySpec, parse_objectives
-from kvtune.tuner.fleet import storage
 from kvtune.tuner.fleet.watch import Progress, read_study
+from kvtune.tuner.store import storage
 from kvtune.workload import Workload
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

@@ -18,8 +18,8 @@ from optuna.storages import BaseStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 
 from kvtune.errors import SpecError, StorageUnreachableError
-from kvtune.tuner.fleet.connect import open_error, redact  # noqa: F401 (redact: storage.redact, as callers read it)
-from kvtune.tuner.fleet.retry import Retrier, RetryingStorage, heartbeat_loop, unwrap
+from kvtune.tuner.store.connect import open_error, redact  # noqa: F401 (redact: storage.redact, as callers read it)
+from kvtune.tuner.store.retry import Retrier, RetryingStorage, heartbeat_loop, unwrap
 from kvtune.writable import check_folder
 
 
@@ -75,7 +75,7 @@ def make_storage(url: str, *, read_only: bool = False) -> BaseStorage:
     heartbeats and retry of stale trials, so many workers on many hosts share one study and a dead
     worker's trial is re-run. `read_only`: a reader (`kvtune show --storage`) creates no tables.
     Opening fails at once (a storage that is down: exit 75); every call after it is retried on
-    transient errors (tuner/fleet/retry.py), so a worker rides out a database restart."""
+    transient errors (tuner/store/retry.py), so a worker rides out a database restart."""
     if not url.strip():
         raise SpecError("--storage must be a storage URL (postgresql://..., grpc://HOST:PORT, sqlite:///PATH), got ''")
     address = grpc_address(url)
@@ -310,7 +310,7 @@ def open_study(name: str, url: str, directions: list[str], identity: dict) -> op
 # Optuna offers no public way to (a) run a heartbeat thread for an ask/tell trial, (b) tell a
 # trial that was enqueued (fixed parameters) from one the sampler proposed, (c) read a frozen
 # copy of a trial by its handle. These helpers wrap the private names in one place (and
-# tuner/fleet/retry.py, for Optuna's heartbeat interface, `BaseHeartbeat`);
+# tuner/store/retry.py, for Optuna's heartbeat interface, `BaseHeartbeat`);
 # tests/unit/tuner/test_storage.py fails loudly if an Optuna upgrade moves them, and pyproject
 # pins the Optuna major version they were checked against.
 
@@ -318,7 +318,7 @@ def open_study(name: str, url: str, directions: list[str], identity: dict) -> op
 def heartbeat(study: optuna.Study, trial: optuna.trial.Trial):
     """A context manager that keeps `trial`'s heartbeat alive while it runs (a no-op for storages
     without heartbeats), so a dead worker's trial is detected and re-queued elsewhere. Not
-    Optuna's heartbeat thread, which dies on its first error: tuner/fleet/retry.py's
+    Optuna's heartbeat thread, which dies on its first error: tuner/store/retry.py's
     `HeartbeatLoop` survives a storage that stops answering and beats again when it answers."""
     loop = heartbeat_loop(study._storage, trial._trial_id)
     return loop if loop is not None else nullcontext()

@@ -24,7 +24,7 @@ def unreachable(e: BaseException, url: str, retried_s: float | None = None) -> S
     """`e` (or what caused it) as the storage at `url` not answering (a refused or timed-out
     connection, a database starting or shutting down, a gRPC proxy UNAVAILABLE), else None. The
     one place a foreign connection error becomes kvtune's transient one (exit 75: retry).
-    `retried_s`: how long the caller retried before giving up (tuner/fleet/retry.py)."""
+    `retried_s`: how long the caller retried before giving up (tuner/store/retry.py)."""
     if not transient(e, url):
         return None
     tried = f" (retried for {retried_s:.0f} s)" if retried_s is not None else ""

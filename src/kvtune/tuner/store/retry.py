@@ -3,9 +3,9 @@ and a heartbeat that never dies.
 
 A worker's study lives in a database or behind `kvtune proxy` on another host; either may
 restart, drop a connection or roll a transaction back at any moment of a study that runs for
-hours. `RetryingStorage` wraps the storage a study is opened on (tuner/fleet/storage.py's
+hours. `RetryingStorage` wraps the storage a study is opened on (tuner/store/storage.py's
 `make_storage`, so every call the worker makes, Optuna's own included: ask, tell, attrs,
-get_trials) and retries a call that failed transiently (tuner/fleet/connect.py's `transient`:
+get_trials) and retries a call that failed transiently (tuner/store/connect.py's `transient`:
 refused or reset connections, PostgreSQL starting up or shutting down, serialization failures,
 gRPC UNAVAILABLE) with exponential backoff and jitter, for at most `RetryPolicy.total_s`
 (KVTUNE_STORAGE_RETRY_S, default 120 s). Past that the call raises `StorageUnreachableError`
@@ -18,7 +18,7 @@ the outage's length although their workers live: `settling` tells recovery
 (tuner/fleet/recovery.py) to wait one grace period before it calls a trial stale, so a live
 worker's trial is never re-queued because the database was down.
 
-Besides tuner/fleet/storage.py, the one module that touches Optuna's private heartbeat API
+Besides tuner/store/storage.py, the one module that touches Optuna's private heartbeat API
 (`BaseHeartbeat`), for the same reason: Optuna has no public one.
 """
 
@@ -40,7 +40,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.errors import StorageUnreachableError
-from kvtune.tuner.fleet.connect import redact, transient, unreachable
+from kvtune.tuner.store.connect import redact, transient, unreachable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)  # no handler: Python's last resort prints warnings to stderr

@@ -1,7 +1,7 @@
 """What a study's budget has spent, read from the study itself, so a resumed study and every
 worker count the same way.
 
-`tuner/fleet/budget.py` decides (pure); this module reads the counts it needs from the stored trials
+`tuner/budget.py` decides (pure); this module reads the counts it needs from the stored trials
 and keeps the two facts the trials do not hold in the study's user attrs:
 
 - ``budget``: the trials, time budget and asks cap of the run that opened the study last (a
@@ -31,7 +31,7 @@ from kvtune.kinds import FailureKind
 from kvtune.knobs import Candidate
 from kvtune.launchers.base import Launcher
 from kvtune.study.outcome import TrialOutcome
-from kvtune.tuner.fleet.budget import Budget, StopReason, format_duration
+from kvtune.tuner.budget import Budget, StopReason, format_duration
 from kvtune.workload import Workload
 
 BUDGET_ATTR = "budget"
