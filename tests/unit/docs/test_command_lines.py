@@ -12,6 +12,7 @@ refusal is click's. Each `make TARGET` names a target of the Makefile.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -34,6 +35,7 @@ def _all_commands() -> list[Command]:
     return [c for page in PAGES for c in commands(page)]
 
 
+@functools.cache
 def _click_app():  # type: ignore[no-untyped-def]
     import kvtune.cli  # noqa: F401  (the command modules register themselves on the app)
     from kvtune.cli.app import app
@@ -85,12 +87,16 @@ def parse(command: Command) -> str | None:
 
 def _check_sets(ctx) -> None:  # type: ignore[no-untyped-def]
     """`--set KEY=VALUE` items are only strings to click: each key must be a setting, and its
-    value of the setting's type, as `kvtune run` checks them before anything starts."""
+    value of the setting's type, as `kvtune run` checks them before anything starts (`kvtune bench`
+    takes workload keys only, `workload.` optional, as cli/bench.py reads them)."""
+    from kvtune.study.settings import parse_sets
+
     for param in ctx.command.params:
         if "--set" in getattr(param, "opts", ()) and ctx.params.get(param.name):
-            from kvtune.study.settings import parse_sets
-
-            parse_sets(list(ctx.params[param.name]))
+            items = list(ctx.params[param.name])
+            if ctx.command.name == "bench":
+                items = [i if i.startswith("workload.") else f"workload.{i}" for i in items]
+            parse_sets(items)
 
 
 def test_the_docs_have_command_lines() -> None:
