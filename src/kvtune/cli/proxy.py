@@ -1,5 +1,5 @@
 """`kvtune proxy`: Optuna's gRPC storage proxy in front of the study's database, for workers on
-many hosts (`--storage grpc://HOST:PORT`); see tuner/fleet/storage_proxy.py for what it adds."""
+many hosts (`--storage grpc://HOST:PORT`); see tuner/store/storage_proxy.py for what it adds."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def proxy(
 ) -> None:
     """Serve the study's database to workers over gRPC until Ctrl-C or SIGTERM; workers and
     `kvtune run` take `--storage grpc://THIS-HOST:PORT`."""
-    from kvtune.tuner.fleet.storage_proxy import StorageProxy
     from kvtune.tuner.store.storage import redact
+    from kvtune.tuner.store.storage_proxy import StorageProxy
 
     if not 0 < port < 65536:
         raise SpecError(f"--port must be in 1..65535, got {port}")

@@ -22,9 +22,9 @@ from kvtune.durations import parse_duration
 from kvtune.errors import SpecError
 from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.study.study_file import load_study_file
-from kvtune.tuner.fleet.workers import check_gpu_slots, gpu_pool
 from kvtune.tuner.multi_backend import BackendChoice, parse_backends, single_backend_model
 from kvtune.tuner.session import RunOptions, study_spec
+from kvtune.tuner.trial.slots import check_gpu_slots, gpu_pool
 
 
 def workload_overrides(f: RunFlags) -> WorkloadOverrides:

@@ -23,15 +23,9 @@ from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
 from kvtune.errors import KvtuneError, SpecError
 from kvtune.tuner.fleet.confirmer import ends_with_confirmation
-from kvtune.tuner.fleet.workers import (
-    SchedulerTask,
-    check_gpu_slots,
-    gpu_pool,
-    join,
-    scheduler_task,
-    unbound_cpus_warning,
-)
+from kvtune.tuner.fleet.workers import SchedulerTask, join, scheduler_task, unbound_cpus_warning
 from kvtune.tuner.store.connect import unreachable
+from kvtune.tuner.trial.slots import check_gpu_slots, gpu_pool
 
 
 @app.command()

@@ -21,8 +21,8 @@ from kvtune.kinds import KnobKind
 from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec, parse_objectives
 from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner import cluster
 from kvtune.tuner.assemble import open_tuner, prepare
-from kvtune.tuner.fleet import confirmer
 from kvtune.tuner.loop import Tuner
 from kvtune.tuner.trial.disturbance import unwatched
 from kvtune.workload import Workload
@@ -121,17 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     elif a.continuous:
         launcher.knobs = (Knob("speed", KnobKind.FLOAT, low=1.0, high=4.0),)
     if a.setup_only:
-        from kvtune.tuner.fleet.setup import set_up_study
-
         prepared = prepare(spec, launcher=launcher, runs_dir=a.runs_dir, cpus_per_trial=a.cpus_per_trial)
-        set_up_study(prepared, a.storage)
+        cluster.set_up_study(prepared, a.storage)
         print(json.dumps({"set_up": a.study}))
         return 0
     if a.join:  # as `kvtune worker` does: a scheduler's task index names it, SIGTERM re-queues
-        from kvtune.tuner.fleet.workers import join, scheduler_task
-
-        task = scheduler_task()
-        tuner = join(
+        task = cluster.scheduler_task()
+        tuner = cluster.join(
             a.storage, a.study, launcher=launcher, runs_dir=a.runs_dir, slot=a.slot, monitor=unwatched, task=task
         )
         signal.signal(signal.SIGTERM, _interrupt)
@@ -160,9 +156,9 @@ def _confirm(tuner: Tuner, url: str) -> str | None:
     """A worker's last step, as `kvtune worker` takes it (tuner/fleet/confirmer.py): in a study
     set up for workers that asks for a confirmation, the worker elected confirms, the others
     leave. How it ended for this one (None: the study asks for none)."""
-    if not confirmer.ends_with_confirmation(tuner):
+    if not cluster.ends_with_confirmation(tuner):
         return None
-    return confirmer.confirm_study(tuner, url, wait=False).ending.value
+    return cluster.confirm_study(tuner, url, wait=False).ending.value
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """One trial, from Optuna's ask to its tell: the store's side of the loop (tuner/loop.py).
 
 `AskTell.run_one` asks a trial, records its worker at once (a trial without one is an orphan,
-tuner/fleet/recovery.py), steps back when the budget is taken by trials running elsewhere
-(`surplus`) or another worker measures the same config right now, evaluates it (a copy of an
-earlier measurement of the same config, a pre-screen rejection, or a launch and measurement by
-the trial runner) and tells the outcome with its constraints. Ctrl-C fails and re-queues the
-trial, so the study re-runs it. A trial taken over meanwhile (its heartbeat went silent for a
-grace period, so another worker failed and re-queued it) is left as it is: one line, no second
-tell, and the loop goes on. The loop decides how many trials to run; this decides nothing.
+tuner/requeue.py), suggests its config, steps back when the coordinator says so (other workers
+hold the rest of the budget, or measure this config right now: tuner/coordinator.py), evaluates
+it (a copy of an earlier measurement of the same config, a pre-screen rejection, or a launch
+and measurement by the trial runner) and tells the outcome with its constraints. Ctrl-C fails
+and re-queues the trial, so the study re-runs it. A trial taken over meanwhile (its heartbeat
+went silent for a grace period, so another worker failed and re-queued it) is left as it is:
+one line, no second tell, and the loop goes on. The loop decides how many trials to run; this
+decides nothing.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from kvtune.kinds import Direction, FailureKind
 from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner import accounting
-from kvtune.tuner.budget import Budget
+from kvtune.tuner.coordinator import Coordinator
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet import recovery
 from kvtune.tuner.records import TrialRecords
+from kvtune.tuner.requeue import requeue
 from kvtune.tuner.search.suggest import SearchSpace
 from kvtune.tuner.store import storage
 from kvtune.tuner.trial.runner import TrialRunner
@@ -38,46 +39,38 @@ class AskTell:
     """Ask, evaluate and tell one trial of `ctx.study` over `space` (see the module docstring)."""
 
     def __init__(
-        self, ctx: "TunerContext", space: SearchSpace, records: TrialRecords, runner: TrialRunner, cb: Callbacks
+        self,
+        ctx: "TunerContext",
+        space: SearchSpace,
+        records: TrialRecords,
+        runner: TrialRunner,
+        cb: Callbacks,
+        coordinator: Coordinator,
     ):
         self.ctx, self.space, self.records, self.runner, self.cb = ctx, space, records, runner, cb
-
-    def surplus(self, trial: optuna.trial.Trial) -> bool:
-        """Workers that ask at the same moment can overshoot the budget; the lowest-numbered
-        running trials keep their places and the others step back (never a queued trial)."""
-        if storage.was_enqueued(self.ctx.study, trial):
-            return False
-        trials = self.ctx.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        # the budget counts measured configs only (see tuner/accounting.py), as run() does
-        spec = self.ctx.what.spec
-        budget = accounting.load_budget(self.ctx.study, Budget(spec.trials, spec.time_budget_s))
-        free = budget.trials - accounting.spent(self.ctx.study).measured
-        running = sorted(t.number for t in trials)
-        return trial.number not in running[: max(free, 0)]
+        self.coordinator = coordinator
 
     def run_one(self) -> TrialOutcome | None:
-        """Ask one trial and run it; None when this worker stepped back (the budget is taken by
-        trials running elsewhere, or another worker measures this config right now)."""
+        """Ask one trial and run it; None when this worker stepped back (see the module
+        docstring)."""
         with warnings.catch_warnings():  # ask/tell with heartbeats is what we mean to do
             warnings.filterwarnings("ignore", message="Heartbeat of storage")
             trial = self.ctx.study.ask()
             trial.set_user_attr("worker", self.ctx.where.worker)  # at once: a trial without one is an orphan
-        if self.surplus(trial):
-            self._fail(trial, "surplus")
-            return None
         baseline = bool(trial.user_attrs.get("baseline"))
         try:  # from the ask on: a SIGTERM (scancel, eviction) here must not leave it RUNNING
             trial.set_user_attr("hardware", self.ctx.where.hardware)
             self.records.refresh()  # other workers may have told trials since this one's last
-            with storage.heartbeat(self.ctx.study, trial):
+            with self.coordinator.heartbeat(trial):
                 candidate = Candidate() if baseline else self.space.suggest(trial)
-                if not baseline and recovery.running_elsewhere(self.ctx.study, trial):
-                    self._fail(trial, "in_flight_elsewhere")
+                why = self.coordinator.step_back(trial)
+                if why is not None:
+                    self._fail(trial, why)
                     return None
                 outcome = self._evaluate(trial, candidate, baseline)
         except KeyboardInterrupt:
             if self._fail(trial, "interrupted"):  # (one taken over was re-queued by its taker)
-                recovery.requeue(self.ctx.study, storage.frozen(self.ctx.study, trial))
+                requeue(self.ctx.study, storage.frozen(self.ctx.study, trial))
             raise
         if not self._tell(trial, outcome):
             return None

@@ -28,6 +28,7 @@ from kvtune.objectives.targets import Target, with_default_error_target, with_fi
 from kvtune.study.sampler_choice import check_sampler_installed
 from kvtune.study.space import merge_knobs, parse_space
 from kvtune.study.spec import StudySpec, study_name_part
+from kvtune.tuner.coordinator import Alone, CoordinatorFactory
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
 from kvtune.tuner.search import samplers
 from kvtune.tuner.search.suggest import SearchSpace
@@ -201,7 +202,7 @@ def open_tuner(
     *,
     cpus: set[int] | None = None,
     device_env: dict[str, str] | None = None,
-    wait_for_others: bool = True,
+    coordinate: CoordinatorFactory = Alone,
     bench: Bench | None = None,
     monitor: MonitorFactory | None = None,
     record_hardware: bool = True,
@@ -211,7 +212,8 @@ def open_tuner(
     storage URL and study name) and queues the baseline as the first trial. `slot` is this
     worker's place (0 = the process that created the study): its sampler seed and CPU set;
     `cpus` and `device_env` its CPUs and GPUs; `bench` replaces the load client, `monitor` the
-    interference monitor and `ports` the pick of each server's port (tests);
+    interference monitor and `ports` the pick of each server's port (tests); `coordinate`: what
+    the loop asks of the study's other workers (tuner/coordinator.py; none by default);
     `record_hardware=False` leaves the study's hardware to its first worker (a study set up on a
     login node for workers a scheduler places)."""
     url = storage_url or storage.sqlite_url(p.run_dir)
@@ -248,4 +250,4 @@ def open_tuner(
     if monitor is not None:
         what = dataclasses.replace(what, monitor=monitor)
     where = Placement.here(slot=slot, cpus=cpus, device_env=device_env, hardware=p.hardware, ports=ports)
-    return Tuner(TunerContext(what, where, study, p.run_dir), p.space, callbacks, wait_for_others)
+    return Tuner(TunerContext(what, where, study, p.run_dir), p.space, callbacks, coordinate)

@@ -1,12 +1,11 @@
 """What a study holds so far, read from its storage: the finished trials, the counts the budget
-is charged with, whether a finite space is tried out, the re-queueing of a dead worker's trial,
-and results.json's study-level blocks. The loop (tuner/loop.py) decides what to do next from
-these; this decides nothing. Split from the Tuner so that the loop reads as a loop.
+is charged with, whether a finite space is tried out, and results.json's study-level blocks.
+The loop (tuner/loop.py) decides what to do next from these; this decides nothing. Split from
+the Tuner so that the loop reads as a loop.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable
 
 import optuna
@@ -14,35 +13,28 @@ import optuna
 from kvtune.study.measured_noise import noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner import accounting, confirmation, sentinel
-from kvtune.tuner.fleet import recovery
 from kvtune.tuner.records import TrialRecords
 
 
 class StudyLedger:
-    """The study's bookkeeping: `study` in storage, its trial `records`, this worker's `host`
-    and `run_dir` (for recovery), the size of the space asked over (`space_size`: None when
-    infinite) and the key of the primary objective (for the noise in the report)."""
+    """The study's bookkeeping: `study` in storage, its trial `records`, the size of the space
+    asked over (`space_size`: None when infinite) and the key of the primary objective (for the
+    noise in the report)."""
 
     def __init__(
         self,
         study: optuna.Study,
         records: TrialRecords,
-        run_dir: Path,
-        host: str,
         space_size: Callable[[], int | None],
         objective_key: str,
     ):
-        self.study, self.records, self.run_dir, self.host = study, records, run_dir, host
+        self.study, self.records = study, records
         self.space_size, self.objective_key = space_size, objective_key
 
     def outcomes(self) -> list[TrialOutcome]:
         """Every finished trial (other workers' too), with its confirmation."""
         self.records.refresh()
         return self.records.outcomes()
-
-    def recover(self) -> None:
-        """Re-queue trials whose worker is gone (see tuner/fleet/recovery.py)."""
-        recovery.recover(self.study, self.run_dir, self.host)
 
     def counts(self) -> accounting.Spent:
         """Measured, pre-screened, duplicate, running and waiting trials (the budget's charge)."""

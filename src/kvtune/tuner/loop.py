@@ -1,18 +1,25 @@
-"""The ask -> pre-screen -> launch -> measure -> tell loop.
+"""The ask -> pre-screen -> launch -> measure -> tell loop, shaped like Optuna's own
+(`optuna.study._optimize._optimize_sequential`): ask a trial, run it, tell it, until the budget
+is spent or there is nothing left to ask.
 
 Every trial ends COMPLETE: a failed launch, a crash, a timeout or failed requests become a trial
 whose constraints are violated (with the reason stored), never FAIL (samplers ignore FAIL trials
 and would learn nothing) and never a fake good score. The baseline (the server's own defaults)
-is queued first when the study is created. A trial interrupted by Ctrl-C, or lost with its
-worker, is failed and queued again, so the study re-runs it; finished trials are never repeated.
-A measurement stops the moment a target can no longer hold (tuner/trial/stopping.py): the trial
-is then infeasible like any other miss. The budget counts launched configs, not asks
-(tuner/accounting.py). One trial's launch, measurement and score are the trial runner's
-(tuner/trial/runner.py); one ask -> evaluate -> tell, with the store's bookkeeping around it, is
-tuner/ask_tell.py's; what the study holds so far (the finished trials, the counts the budget is
-charged with, recovery) is the ledger's (tuner/ledger.py, over the record store
-tuner/records.py). The process that summarizes re-measures the baseline every
-`sentinel.SENTINEL_EVERY` measured trials (tuner/sentinel.py), so drift shows as a series.
+is queued first when the study is created. A trial interrupted by Ctrl-C, or left RUNNING by a
+run that was killed, is failed and queued again, so the study re-runs it; finished trials are
+never repeated. A measurement stops the moment a target can no longer hold
+(tuner/trial/stopping.py): the trial is then infeasible like any other miss. The budget counts
+launched configs, not asks (tuner/accounting.py).
+
+Who does what: one trial's launch, measurement and score are the trial runner's
+(tuner/trial/runner.py); one ask -> evaluate -> tell is tuner/ask_tell.py's; what the study holds
+so far (the finished trials, the counts the budget is charged with) is the ledger's
+(tuner/ledger.py, over the record store tuner/records.py). What other workers of the study
+change (their heartbeats, the budget they share, a dead worker's trial queued again, waiting for
+their trials) is the coordinator's, called at a few named points (tuner/coordinator.py; a
+study's only worker has `Alone`, workers that share one have tuner/fleet/shared.py's). The
+process that summarizes re-measures the baseline every `sentinel.SENTINEL_EVERY` measured trials
+(tuner/sentinel.py), so drift shows as a series.
 """
 
 from __future__ import annotations
@@ -31,8 +38,8 @@ from kvtune.study.spec import StudySpec
 from kvtune.tuner import accounting, confirmation, sentinel
 from kvtune.tuner.ask_tell import AskTell
 from kvtune.tuner.budget import Budget, StopReason
+from kvtune.tuner.coordinator import Alone, CoordinatorFactory
 from kvtune.tuner.events import Callbacks
-from kvtune.tuner.fleet import recovery
 from kvtune.tuner.ledger import StudyLedger
 from kvtune.tuner.records import TrialRecords
 from kvtune.tuner.remeasure import Remeasurer
@@ -43,7 +50,6 @@ from kvtune.tuner.trial.runner import TrialRunner
 __all__ = ["Callbacks", "Tuner", "TunerContext", "MAX_DUPLICATES_IN_A_ROW"]
 
 MAX_DUPLICATES_IN_A_ROW = 25
-WAIT_FOR_OTHERS_S = 1.0  # between two looks at trials running on other workers
 WAIT_AFTER_STEP_BACK_S = 0.5  # after stepping back from a trial another worker took
 
 
@@ -60,38 +66,27 @@ class TunerContext:
 
 class Tuner:
     """Runs one study. Parts are injected through the context: the launcher (real or fake), the
-    bench function, the study (SQLite file or in-memory for tests). `wait_for_others`: whether
-    run() waits for trials running elsewhere (the process that summarizes does; an extra worker
-    leaves when nothing is left to ask)."""
+    bench function, the study (SQLite file or in-memory for tests). `coordinate` builds what the
+    loop asks of the study's other workers (tuner/coordinator.py): by default it has none."""
 
     def __init__(
         self,
         ctx: TunerContext,
         space: SearchSpace,
         callbacks: Callbacks | None = None,
-        wait_for_others: bool = True,
+        coordinate: CoordinatorFactory = Alone,
         clock: Clock = REAL_CLOCK,
     ):
         self.ctx = ctx
-        self.clock = clock  # the loop's waits for other workers (virtual in tests)
+        self.clock = clock  # the pause after stepping back from another worker's trial
         self.cb = callbacks or Callbacks()
-        self.wait_for_others = wait_for_others
+        self.coordinator = coordinate(ctx)
         self.records = TrialRecords(ctx.study)
         self.runner = TrialRunner(ctx.what, ctx.where, self.pid_file, on_phase=lambda n, p: self.cb.phase(n, p))
-        self.ask_tell = AskTell(ctx, space, self.records, self.runner, self.cb)
-        self.ledger = StudyLedger(
-            ctx.study,
-            self.records,
-            ctx.run_dir,
-            str(ctx.where.worker["host"]),
-            lambda: self.space.size(),
-            ctx.what.spec.primary.key,
-        )
+        self.ask_tell = AskTell(ctx, space, self.records, self.runner, self.cb, self.coordinator)
+        self.ledger = StudyLedger(ctx.study, self.records, lambda: self.space.size(), ctx.what.spec.primary.key)
         self.budget_report: dict | None = None  # why the last run() stopped asking (results.json)
         self.sentinel_every = sentinel.SENTINEL_EVERY  # measured trials between baseline sentinels
-        # A study set up for a scheduler has no creator waiting on it: each of its workers stays
-        # while trials run elsewhere, so a dead worker's trial is re-queued and re-run by them.
-        self.stay_while_others_run = False
 
     @property
     def space(self) -> SearchSpace:
@@ -144,76 +139,61 @@ class Tuner:
         """results.json's "sentinel" and "verdict" blocks (tuner/ledger.py)."""
         return self.ledger.report(self.sentinel_every)
 
-    def _surplus(self, trial: optuna.trial.Trial) -> bool:
-        return self.ask_tell.surplus(trial)
-
-    def _spec_budget(self) -> Budget:
-        return Budget(self.spec.trials, self.spec.time_budget_s)
-
     # ---- the loop -----------------------------------------------------------------------------
     def run(self) -> list[TrialOutcome]:
-        """Ask, measure and tell until the budget is spent (tuner/budget.py): --trials
-        configs measured, or the time budget spent, or the asks cap reached. The process that
-        summarizes (`wait_for_others`) stores the budget and starts the clock in the study, so
-        workers and a resumed study count the same way; `budget_report` says why it stopped."""
-        for f in sorted(self.run_dir.glob("server.pid*.json")):
-            note = reap_leftovers(f)
-            if note:
-                self.cb.phase(-1, note)
-        self.ledger.recover()
-        if self.wait_for_others:
-            accounting.store_budget(self.study, self._spec_budget())
-            accounting.begin_clock(self.study)
-        elif not accounting.clock_started(self.study):  # set up for a scheduler: the first worker starts it
-            accounting.begin_clock(self.study)
-        budget = accounting.load_budget(self.study, self._spec_budget())
-        stop = self._ask_until_spent(budget)
-        outcomes = self.outcomes()
-        used, elapsed = self.ledger.counts(), accounting.elapsed_s(self.study)
-        culprits = accounting.blame(outcomes, self.launcher, self.spec.workload) if stop is StopReason.ASKS else []
-        message = accounting.stop_message(stop, budget, used, elapsed, culprits) if stop else ""
-        self.budget_report = accounting.report(stop, budget, used, elapsed, message)
-        return outcomes
-
-    def _ask_until_spent(self, budget: Budget) -> StopReason | str | None:
-        """Run trials until `budget` says stop; why it stopped."""
+        """Ask, run and tell trials until the budget is spent (tuner/budget.py: --trials configs
+        measured, the time budget spent or the asks cap reached) or nothing is left to ask;
+        `budget_report` says why it stopped."""
+        self._reap_leftover_servers()
+        budget = self.coordinator.begin()
         duplicates = 0
         while True:
-            c = self.ledger.counts()
-            stop = budget.stop_reason(c.measured, c.asked, accounting.elapsed_s(self.study))
-            if stop is StopReason.TRIALS:
-                return stop
-            waits = self.wait_for_others or self.stay_while_others_run
-            if stop is not None:  # time or asks: trials running elsewhere still finish
-                if not (c.running and waits):
-                    return stop
-                self._wait_for_others()
-                continue
-            if c.waiting == 0 and self.ledger.tried_all():
-                # one may yet die and be re-queued; one killed before it named its worker is
-                # settled (after the grace period) before the summary calls the study finished
-                orphans = self.wait_for_others and recovery.ownerless_running(self.study)
-                if c.running and (self.stay_while_others_run or orphans):
-                    self._wait_for_others()
-                    continue
-                return accounting.EXHAUSTED  # every config of the space was tried: nothing to ask
-            if c.waiting == 0 and c.measured + c.running >= budget.trials:
-                if not waits:
-                    return None  # the rest of the budget is running on other workers
-                self._wait_for_others()  # until they finish, or turn out dead and are re-queued
-                continue
+            stop = self._stop_reason(budget, duplicates)
+            if stop is not None:
+                if self.coordinator.wait_for_others(stop, self.ledger.counts()):
+                    continue  # a trial that ran elsewhere may have died and been queued again
+                break
             outcome = self.run_one()
             if outcome is None:  # another worker took the last trial, or runs this config now
                 self.clock.sleep(WAIT_AFTER_STEP_BACK_S)
                 continue
             duplicates = duplicates + 1 if outcome.duplicate_of is not None else 0
-            if duplicates >= MAX_DUPLICATES_IN_A_ROW:  # the sampler keeps proposing measured configs
-                if not self._outwait_others(waits):
-                    return accounting.EXHAUSTED
-                duplicates = 0  # a trial that died elsewhere was re-queued: this worker runs it
-            self.ledger.recover()
-            if self.ledger.counts().measured < budget.trials:  # the end point is the confirmation's
+            self.coordinator.after_trial()
+            if self.completed() < budget.trials:  # the end point is the confirmation's
                 self.sentinel()
+        self.budget_report = self._budget_report(stop, budget)
+        return self.outcomes()
+
+    def _stop_reason(self, budget: Budget, duplicates: int) -> StopReason | str | None:
+        """Why not to ask another trial, or None. Trials running elsewhere count against the
+        trials budget unless a queued trial waits (a config the study must measure). Nothing is
+        left to ask when every config of a finite space was tried, or the sampler proposed
+        `MAX_DUPLICATES_IN_A_ROW` measured configs in a row."""
+        c = self.ledger.counts()
+        in_flight = 0 if c.waiting else c.running
+        stop = budget.stop_reason(c.measured, c.asked, accounting.elapsed_s(self.study), in_flight)
+        if stop is None and not c.waiting and (duplicates >= MAX_DUPLICATES_IN_A_ROW or self.ledger.tried_all()):
+            return accounting.EXHAUSTED
+        return stop
+
+    def _budget_report(self, stop: StopReason | str, budget: Budget) -> dict:
+        """results.json's "budget": what the search spent, and why it stopped asking."""
+        used, elapsed = self.ledger.counts(), accounting.elapsed_s(self.study)
+        outcomes = self.outcomes() if stop is StopReason.ASKS else []
+        culprits = accounting.blame(outcomes, self.launcher, self.spec.workload)
+        message = accounting.stop_message(stop, budget, used, elapsed, culprits)
+        return accounting.report(stop, budget, used, elapsed, message)
+
+    def _reap_leftover_servers(self) -> None:
+        """Servers an earlier run of this study left behind (killed before it stopped them)."""
+        for f in sorted(self.run_dir.glob("server.pid*.json")):
+            note = reap_leftovers(f)
+            if note:
+                self.cb.phase(-1, note)
+
+    def run_one(self) -> TrialOutcome | None:
+        """Ask one trial and run it (tuner/ask_tell.py); None when this worker stepped back."""
+        return self.ask_tell.run_one()
 
     # ---- the baseline sentinel (tuner/sentinel.py) ---------------------------------------------
     def sentinel(self, end: bool = False, time_left_s: float | None = None) -> dict | None:
@@ -221,7 +201,7 @@ class Tuner:
         summarizes: a multi-worker study measures each point once) and fits in `time_left_s`
         (None: no time budget). The run, or None."""
         measured = self.ledger.counts().measured
-        if not self.wait_for_others or not sentinel.due(self.study, measured, end, self.sentinel_every):
+        if not self.coordinator.summarizes or not sentinel.due(self.study, measured, end, self.sentinel_every):
             return None
         self.records.refresh()
         baseline = self.records.measured_baseline()
@@ -239,34 +219,13 @@ class Tuner:
     def _remeasurer(self) -> Remeasurer:
         return Remeasurer(self.runner, self.records, self.cb, self.run_dir)
 
-    def _wait_for_others(self) -> None:
-        self.clock.sleep(WAIT_FOR_OTHERS_S)
-        self.ledger.recover()
-
-    def _outwait_others(self, waits: bool) -> bool:
-        """Before a worker that `waits` calls the space exhausted: while trials run on other
-        workers, one may die and be re-queued, and a worker that left could not re-run it.
-        Whether one was re-queued (then it is this worker's to run)."""
-        while waits:
-            c = self.ledger.counts()
-            if c.waiting:
-                return True
-            if not c.running:
-                return False
-            self._wait_for_others()
-        return False
-
-    def run_one(self) -> TrialOutcome | None:
-        """Ask one trial and run it (tuner/ask_tell.py); None when this worker stepped back."""
-        return self.ask_tell.run_one()
-
     # ---- confirmation ---------------------------------------------------------------------------
     def confirm(self) -> dict:
         """Re-measure the leaders on fresh servers before naming the best (see tuner/confirmation.py),
         within what is left of the time budget; the baseline's end-of-search sentinel first (it
         is the baseline's re-measurement there)."""
         self.records.refresh()
-        budget_s = accounting.load_budget(self.study, self._spec_budget()).time_budget_s
+        budget_s = self.coordinator.budget().time_budget_s
         left = None if budget_s is None else budget_s - accounting.elapsed_s(self.study)
         decided, began = confirmation.VERDICT_ATTR in self.study.user_attrs, self.clock.monotonic()
         if not decided:

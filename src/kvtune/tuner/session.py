@@ -24,18 +24,16 @@ from kvtune.study.overrides import SpecOverrides
 from kvtune.study.results import build_payload, write_results
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
-from kvtune.tuner import accounting
+from kvtune.tuner import cluster
 from kvtune.tuner.assemble import Prepared, open_tuner, parse_study_targets, prepare
 from kvtune.tuner.budget import Budget
-from kvtune.tuner.fleet import confirmer
-from kvtune.tuner.fleet import workers as worker_pool
-from kvtune.tuner.fleet.setup import set_up_study
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.search import samplers
 from kvtune.tuner.search.importance import ImportanceSchedule
 from kvtune.tuner.search.warmstart import enqueue_warm_start
 from kvtune.tuner.store.storage import check_reachable, check_runs_root, load_study, runs_root, sqlite_url
 from kvtune.tuner.trace_fit import HostFitter, SpeedProbe, length_scale_given
+from kvtune.tuner.trial.slots import cpu_slot, gpu_slot
 
 
 @dataclass(frozen=True)
@@ -139,12 +137,12 @@ class Session:
         """Workers for slots 1..N-1 (this process is slot 0); their logs go to the run dir."""
         o = self.options
         if o.workers > 1:
-            self.workers = worker_pool.spawn(
+            self.workers = cluster.spawn(
                 o.workers,
                 self.storage_url,
                 self.prepared.study_name,
                 self.prepared.run_dir,
-                worker_pool.WorkerOptions(
+                cluster.WorkerOptions(
                     gpus_per_trial=o.gpus_per_trial,
                     runs_dir=o.runs_dir,
                     llama_server=self.prepared.spec.llama_server,
@@ -180,7 +178,7 @@ class Session:
             self.tuner.confirm()
             return
         phase = self.tuner.cb.phase
-        confirmer.confirm_study(self.tuner, self.storage_url, wait=True, on_wait=lambda line: phase(-1, line))
+        cluster.confirm_study(self.tuner, self.storage_url, wait=True, on_wait=lambda line: phase(-1, line))
 
 
 def open_session(
@@ -206,7 +204,7 @@ def open_session(
     fitter = None
     if not length_scale_given(_file_data(opts), opts.spec_overrides.workload.trace_length_scale):
         fitter = HostFitter(
-            lambda run_dir: opts.storage or sqlite_url(run_dir), worker_pool.cpu_slot(0, opts.workers), on_probe, probe
+            lambda run_dir: opts.storage or sqlite_url(run_dir), cpu_slot(0, opts.workers), on_probe, probe
         )
     if opts.workers > 1:
         _refuse_relative_targets(parse_study_targets(spec))
@@ -214,7 +212,7 @@ def open_session(
         spec,
         launcher=launcher,
         runs_dir=opts.runs_dir,
-        device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial),
+        device_env=gpu_slot(0, opts.gpus_per_trial),
         fit_trace=fitter,
     )
     url = opts.storage or sqlite_url(prepared.run_dir)
@@ -231,12 +229,12 @@ def open_session(
         storage_url=url,
         allow_mixed_hardware=opts.allow_mixed_hardware,
         slot=0,
-        cpus=worker_pool.cpu_slot(0, opts.workers),
-        device_env=worker_pool.gpu_slot(0, opts.gpus_per_trial),
+        cpus=cpu_slot(0, opts.workers),
+        device_env=gpu_slot(0, opts.gpus_per_trial),
+        coordinate=cluster.coordinator_for(opts.storage, opts.workers),
     )
-    # The budget and the clock go into the study before any worker starts: they read them there.
-    accounting.store_budget(tuner.study, Budget(spec.trials, spec.time_budget_s))
-    accounting.begin_clock(tuner.study)
+    if cluster.shared(opts.storage, opts.workers):  # before any worker starts: they read them there
+        cluster.publish_budget(tuner.study, Budget(spec.trials, spec.time_budget_s))
     session = Session(opts, prepared, tuner, url)
     session_ref.append(session)
     if warm_source is not None:
@@ -291,7 +289,7 @@ def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = N
     warm_source = _warm_start_source(opts, opts.storage)
     _refuse_relative_targets(parse_study_targets(spec))
     prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir, cpus_per_trial=opts.cpus_per_trial)
-    study = set_up_study(prepared, opts.storage, opts.gpus_per_trial)
+    study = cluster.set_up_study(prepared, opts.storage, opts.gpus_per_trial)
     if warm_source is not None:
         enqueue_warm_start(study, warm_source, prepared.space.knobs)
     return prepared, study

@@ -12,7 +12,7 @@ import optuna
 import pytest
 
 from kvtune.launchers.process import free_port
-from kvtune.tuner.fleet.storage_proxy import StorageProxy
+from kvtune.tuner.store.storage_proxy import StorageProxy
 from kvtune.tuner.store import storage
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

@@ -24,6 +24,7 @@ from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner import accounting
 from kvtune.tuner.assemble import prepare
 from kvtune.tuner.budget import Budget
+from kvtune.tuner.fleet.shared import Shared
 from tests.conftest import TINY
 from tests.paths import SRC
 
@@ -116,7 +117,7 @@ def test_surplus_guard_counts_measured_configs_like_the_loop(make_tuner):
     rejected = tuner.run_one()
     assert rejected.reason.startswith("pre-screen:") and tuner.completed() == 1
     trial = tuner.study.ask()  # a proposal, not queued: one measured slot is still free
-    assert not tuner._surplus(trial)
+    assert Shared(tuner.ctx, summarizes=False).step_back(trial) is None
 
 
 def kvtune(*args, cwd):

@@ -120,7 +120,7 @@ def test_the_baseline_sentinel_is_a_stored_series_measured_once_per_point_across
     again.run()
     again.confirm()
     assert len(seeds) == measured_before and len(again.study.user_attrs[SENTINELS_ATTR]) == 3
-    again.wait_for_others = False  # an extra worker never measures the sentinel
+    again.coordinator.summarizes = False  # an extra worker never measures the sentinel
     assert again.sentinel(end=True) is None
 
 

@@ -5,6 +5,8 @@ trial is a duplicate of a measured config, told without a launch, on a port noth
 
 from __future__ import annotations
 
+from functools import partial
+
 import optuna
 
 from kvtune.jsonsafe import to_jsonable
@@ -16,12 +18,14 @@ from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet.setup import set_up_study
+from kvtune.tuner.fleet.shared import Shared
 from kvtune.tuner.search.suggest import SearchSpace
 from kvtune.tuner.store.storage import sqlite_url
 from tests.conftest import TINY
 
 PORT = 18434  # never bound: no server starts here
 State = optuna.trial.TrialState
+EXTRA_WORKER = partial(Shared, summarizes=False)  # a worker that shares the study and leaves when it is done
 
 
 def _worker(tmp_path, phases: list[str], on_start):
@@ -32,7 +36,7 @@ def _worker(tmp_path, phases: list[str], on_start):
     url = sqlite_url(tmp_path)
     set_up_study(prep, url)
     callbacks = Callbacks(trial_started=lambda n, c, b: on_start(n), phase=lambda n, p: phases.append(p))
-    worker = open_tuner(prep, callbacks, storage_url=url, wait_for_others=False, ports=lambda host: PORT)
+    worker = open_tuner(prep, callbacks, storage_url=url, coordinate=EXTRA_WORKER, ports=lambda host: PORT)
     worker.study.tell(worker.study.ask(), 1.0)  # the queued baseline, told elsewhere
     measured = TrialOutcome(
         1, Candidate(flags={"speed": 2.0}), argv=["fake"], env={}, launched=True, metrics={"ttft_p50_ms": 250.0}

@@ -59,16 +59,25 @@ def test_relative_targets_with_several_workers_are_refused(tmp_path):
     assert prepared == []  # refused before the CLI's header
 
 
-def test_an_opened_session_stores_its_budget_and_writes_results_json(tmp_path):
+def test_an_opened_session_of_its_own_study_stores_no_budget_and_writes_results_json(tmp_path):
     opts = RunOptions(runs_dir=str(tmp_path / "runs"))
     prepared: list = []
     s = open_session(opts, spec(time_budget_s=600.0), Callbacks(), prepared.append, launcher=FakeLauncher())
     assert [p.study_name for p in prepared] == ["s"] and s.results_path.parent == s.prepared.run_dir
-    assert accounting.load_budget(s.tuner.study, Budget(1)) == Budget(3, 600.0)
-    assert accounting.CLOCK_ATTR in s.tuner.study.user_attrs  # the clock started before any worker
+    # no other worker reads them: the budget is the spec's, the clock starts with the loop
+    assert accounting.BUDGET_ATTR not in s.tuner.study.user_attrs
+    assert accounting.CLOCK_ATTR not in s.tuner.study.user_attrs
     assert s.tuner.space.size() == 6 and s.planned_trials == 3  # speed x bogus: --trials is the smaller
     assert s.storage_url.startswith("sqlite:///") and s.workers == []
     path = s.write_results()
     payload = json.loads(path.read_text())
     assert payload["study"] == "s" and payload["trials"] == [] and payload["best_trial"] is None
     assert payload["spec"]["trials"] == 3 and payload["backend_version"] == "fake-server 1.0"
+
+
+def test_a_session_with_workers_stores_its_budget_and_starts_the_clock_before_they_start(tmp_path):
+    opts = RunOptions(runs_dir=str(tmp_path / "runs"), workers=2)
+    s = open_session(opts, spec(time_budget_s=600.0), Callbacks(), launcher=FakeLauncher())
+    assert accounting.load_budget(s.tuner.study, Budget(1)) == Budget(3, 600.0)
+    assert accounting.CLOCK_ATTR in s.tuner.study.user_attrs  # the workers read both there
+    assert s.workers == []  # not started yet: `start_workers` does

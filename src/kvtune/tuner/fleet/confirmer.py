@@ -32,6 +32,7 @@ from kvtune.tuner import accounting
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.fleet import claims, recovery
 from kvtune.tuner.fleet.setup import PLACEMENT_ATTR
+from kvtune.tuner.fleet.shared import Shared
 from kvtune.tuner.loop import Tuner
 from kvtune.tuner.records import VERDICT_ATTR
 
@@ -81,7 +82,8 @@ def pending(study: optuna.Study) -> bool:
 def ends_with_confirmation(tuner: Tuner) -> bool:
     """Whether this worker's last step is `confirm_study`: a study set up for a scheduler (no
     creator waits to confirm it) whose spec asks for a confirmation."""
-    return tuner.stay_while_others_run and tuner.spec.confirm_top > 0
+    coordinator = tuner.coordinator
+    return isinstance(coordinator, Shared) and coordinator.stays and tuner.spec.confirm_top > 0
 
 
 def confirm_study(
@@ -115,7 +117,7 @@ def confirm_study(
             _settle(tuner, clock)
             if resume_clock:
                 accounting.begin_clock(tuner.study, clock.wall())
-            tuner.wait_for_others = True  # this process summarizes now: the end-of-search sentinel is its own
+            tuner.coordinator.summarizes = True  # this process summarizes now: the end-of-search sentinel is its own
             tuner.confirm()
             tuner.study.set_user_attr(CONFIRMED_ATTR, {"by": tuner.worker, "at": clock.wall(), "claim": mine.number})
             done = True

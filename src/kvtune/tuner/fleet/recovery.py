@@ -17,7 +17,7 @@ from typing import Any
 import optuna
 
 from kvtune.clock import REAL_CLOCK
-from kvtune.launchers.process import process_start_ticks
+from kvtune.tuner.requeue import alive, fail_and_requeue
 from kvtune.tuner.store.retry import settling
 from kvtune.tuner.store.storage import GRACE_S, quiet_experimental
 
@@ -29,7 +29,7 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
       ran it, is failed and re-queued by Optuna (`fail_stale_trials`).
     - Same host (`host`), at once: a RUNNING trial whose worker process is dead (kvtune was
       SIGKILLed, the machine rebooted) is failed and re-queued without waiting for the grace
-      period. Ctrl-C re-queues its own trial as it stops (see `Tuner.run_one`).
+      period. Ctrl-C re-queues its own trial as it stops (tuner/ask_tell.py).
 
     Within a grace period of the storage not answering this worker (tuner/store/retry.py's
     `settling`), no trial is called stale or orphaned: every heartbeat is then old by the
@@ -48,36 +48,13 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
             started = t.datetime_start
             orphaned = silent_ok and ownerless(t) and started is not None and now - started.timestamp() > GRACE_S
             if orphaned or (owner.get("host") == host and not alive(owner)):
-                try:
-                    study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-                except (RuntimeError, ValueError, optuna.exceptions.UpdateFinishedTrialError):
-                    continue  # another worker got there first
-                requeue(study, t)
+                fail_and_requeue(study, t)  # (False: another worker got there first)
 
 
 def ownerless(t: Any) -> bool:
     """A RUNNING trial with no worker recorded: its process died between Optuna's ask and the
     next write (or is in that instant now, on some host). Only the grace period tells which."""
     return not t.user_attrs.get("worker") and t.datetime_start is not None
-
-
-def ownerless_running(study: optuna.Study) -> bool:
-    """Any RUNNING trial without an owner: the process that summarizes waits for recovery to
-    settle it before it calls the study finished (else it stays RUNNING in the record, and an
-    enqueued config it had popped is never measured)."""
-    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-    return any(ownerless(t) for t in running)
-
-
-def requeue(study: optuna.Study, t: Any) -> None:
-    """Queue `t`'s parameters again (keeping whether it was the baseline or a warm start).
-
-    A trial killed before its parameters were suggested holds them only as the enqueued
-    `fixed_params` (a retry, the baseline, a warm start): those are kept too."""
-    attrs = {k: v for k, v in t.user_attrs.items() if k in ("baseline", "warm_start")}
-    attrs["retry_of"] = t.user_attrs.get("retry_of", t.number)
-    params = {**(t.system_attrs.get("fixed_params") or {}), **t.params}
-    study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
 
 
 def running_elsewhere(study: optuna.Study, trial: optuna.trial.Trial) -> bool:
@@ -89,14 +66,6 @@ def running_elsewhere(study: optuna.Study, trial: optuna.trial.Trial) -> bool:
     that see each other both step back and ask again."""
     running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
     return any(t.number != trial.number and t.params == trial.params for t in running)
-
-
-def alive(owner: dict) -> bool:
-    """Is the worker process recorded in a trial still the same running process?"""
-    pid = owner.get("pid")
-    if not pid:
-        return False
-    return process_start_ticks(int(pid)) is not None and process_start_ticks(int(pid)) == owner.get("start_ticks")
 
 
 @contextmanager

@@ -29,7 +29,7 @@ PLACEMENT_ATTR = "placement"
 def set_up_study(prepared: Prepared, storage_url: str, gpus_per_trial: int = 0) -> optuna.Study:
     """Create (or re-open) the study with its spec, baseline, budget and GPUs per trial; no
     trial runs and no hardware is recorded."""
-    tuner = open_tuner(prepared, storage_url=storage_url, wait_for_others=False, record_hardware=False)
+    tuner = open_tuner(prepared, storage_url=storage_url, record_hardware=False)
     spec = prepared.spec
     accounting.store_budget(tuner.study, Budget(spec.trials, spec.time_budget_s))
     model = prepared.launcher.model_path  # as resolved here: where a container mounts the model

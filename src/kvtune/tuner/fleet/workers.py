@@ -1,14 +1,12 @@
 """Many trials at once: workers that share one study through Optuna's RDB storage.
 
 There is no scheduler: each worker runs the same ask -> launch -> measure -> tell loop against
-the shared storage, which hands each trial to exactly one of them. A worker owns a device slot
-(a CPU set its servers are pinned to, and with --gpus-per-trial G the G GPUs of its slot, named by
-CUDA_VISIBLE_DEVICES and recorded with each trial) and takes free ports from the OS. Slots are cut
-from the GPUs this process may use (its own CUDA_VISIBLE_DEVICES, else every GPU NVML sees), in
-PCI bus order so that CUDA's indices are NVML's (the memory wait and the pre-screen read the
-slot's GPUs through NVML). The study stores its own spec, so a worker on another host needs only the
-storage URL and the study name. A worker that dies leaves a trial that another re-runs
-(heartbeats across hosts, dead-process detection on the same host: see tuner/fleet/recovery.py).
+the shared storage, which hands each trial to exactly one of them; what they need of each other
+is their coordinator's (tuner/fleet/shared.py). A worker owns a device slot (a CPU set its
+servers are pinned to and its GPUs: tuner/trial/slots.py) and takes free ports from the OS. The
+study stores its own spec, so a worker on another host needs only the storage URL and the study
+name. A worker that dies leaves a trial that another re-runs (heartbeats across hosts,
+dead-process detection on the same host: see tuner/fleet/recovery.py).
 
 Under a scheduler (a Slurm array task, a Kubernetes Indexed Job pod) the worker pins nothing
 itself: the scheduler already gave the job its GPUs (Slurm's CUDA_VISIBLE_DEVICES, the kubelet's
@@ -22,6 +20,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -32,59 +31,14 @@ from kvtune.launchers.process import die_with_parent
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.fleet.setup import PLACEMENT_ATTR, stored_cpus_per_trial
+from kvtune.tuner.fleet.shared import Shared
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.store import storage
 from kvtune.tuner.trial.disturbance import MonitorFactory
+from kvtune.tuner.trial.slots import cpu_slot, gpu_slot
 
 if TYPE_CHECKING:
     from kvtune.launchers.base import Launcher
-
-
-def cpu_slot(slot: int, slots: int) -> set[int] | None:
-    """This worker's share of the CPUs this process may use (contiguous groups); None for one
-    worker (no pinning). More workers than CPUs share CPUs round-robin."""
-    if slots <= 1:
-        return None
-    cpus = list(hardware.cpu_ids())
-    if slots >= len(cpus):
-        return {cpus[slot % len(cpus)]}
-    size = len(cpus) // slots
-    return set(cpus[slot * size : (slot + 1) * size])
-
-
-def gpu_pool(env: Mapping[str, str] | None = None, gpu_count: int | None = None) -> list[str]:
-    """The GPUs worker slots are cut from: this process's CUDA_VISIBLE_DEVICES when set (indices
-    or UUIDs, as given), else 0..N-1 for the N GPUs NVML sees (`gpu_count` injects N)."""
-    env = os.environ if env is None else env
-    given = hardware.cuda_visible_devices(env)
-    if given is not None:
-        return given
-    n = len(hardware.gpu_report().gpus) if gpu_count is None else gpu_count
-    return [str(i) for i in range(n)]
-
-
-def check_gpu_slots(workers: int, gpus_per_trial: int, pool: Sequence[str]) -> None:
-    """`SpecError` (one line) when `workers` slots of `gpus_per_trial` GPUs do not fit the pool."""
-    need = workers * gpus_per_trial
-    if gpus_per_trial > 0 and need > len(pool):
-        have = f"{len(pool)} GPU(s) visible ({', '.join(pool)})" if pool else "no GPU visible (NVML sees none)"
-        raise SpecError(
-            f"--gpus-per-trial {gpus_per_trial} x --workers {workers} needs {need} GPUs, "
-            f"but this host has {have}: lower --gpus-per-trial or --workers"
-        )
-
-
-def gpu_slot(slot: int, gpus_per_trial: int, pool: Sequence[str] | None = None) -> dict[str, str]:
-    """The environment that pins this worker's servers to its slot's GPUs: CUDA_VISIBLE_DEVICES
-    (the slot's share of `pool`, by default `gpu_pool()`) and CUDA_DEVICE_ORDER=PCI_BUS_ID. The
-    loop records it with each trial (`TrialOutcome.device_env`): bash and systemd exports carry
-    it, containers do not (a container's reserved GPUs are its own 0..G-1)."""
-    if gpus_per_trial <= 0:
-        return {}
-    pool = gpu_pool() if pool is None else pool
-    check_gpu_slots(slot + 1, gpus_per_trial, pool)
-    ids = pool[slot * gpus_per_trial : (slot + 1) * gpus_per_trial]
-    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(ids)}
 
 
 @dataclass(frozen=True)
@@ -187,7 +141,6 @@ def join(
     vllm_python: str | None = None,
     callbacks: Callbacks | None = None,
     allow_mixed_hardware: bool = False,
-    wait_for_others: bool = False,
     monitor: MonitorFactory | None = None,
     task: SchedulerTask | None = None,
     host_cpus: Sequence[int] | None = None,
@@ -196,7 +149,9 @@ def join(
     interference monitor, see tuner/trial/disturbance.py; `task`: the scheduler task this
     worker is, see `seat`; `host_cpus`: the CPUs this process may run on, injected by tests).
     A study set up with its CPUs per trial (tuner/fleet/setup.py) is joined with its own space,
-    whatever this host has: see `cpus_for_trials`."""
+    whatever this host has: see `cpus_for_trials`. The worker shares the study
+    (tuner/fleet/shared.py): it leaves when nothing is left to ask, unless the study was set up
+    for a scheduler (then it stays while trials run elsewhere)."""
     where = seat(slot, slots, gpus_per_trial, task)
     study = storage.load_study(study_name, storage_url)
     if "spec" not in study.user_attrs:
@@ -211,19 +166,18 @@ def join(
     prepared = prepare(
         spec, launcher=launcher, runs_dir=runs_dir, device_env=where.device_env, cpus_per_trial=per_trial
     )
-    tuner = open_tuner(
+    return open_tuner(
         prepared,
         callbacks,
         storage_url=storage_url,
         allow_mixed_hardware=allow_mixed_hardware,
         slot=where.slot,
         cpus=where.cpus,
-        wait_for_others=wait_for_others,
         device_env=where.device_env,
         monitor=monitor,
+        # no creator waits on a study set up for a scheduler: its workers stay while trials run
+        coordinate=partial(Shared, summarizes=False, stays=PLACEMENT_ATTR in study.user_attrs),
     )
-    tuner.stay_while_others_run = PLACEMENT_ATTR in study.user_attrs  # set up for a scheduler
-    return tuner
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ _REFUSED_SQLSTATES = ("28", "3D")
 # too many connections (53300), the server shutting down or starting up (57P01..57P03).
 _TRANSIENT_SQLSTATES = ("08", "40", "53300", "57P")
 # gRPC statuses of a proxy that did not answer (kvtune's proxy also answers UNAVAILABLE when the
-# database behind it did not: tuner/fleet/storage_proxy.py).
+# database behind it did not: tuner/store/storage_proxy.py).
 _TRANSIENT_GRPC = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
 

@@ -160,7 +160,7 @@ def sqlite_file(url: str) -> Path | None:
     return Path(database)
 
 
-# ---- the gRPC storage proxy (`kvtune proxy`, tuner/fleet/storage_proxy.py) ---------------------------
+# ---- the gRPC storage proxy (`kvtune proxy`, tuner/store/storage_proxy.py) ---------------------------
 GRPC_PREFIX = "grpc://"
 # A worker's heartbeat crosses the proxy as this trial system attr; `kvtune proxy` records it as
 # the database's own heartbeat instead of storing it (Optuna's proxy has no heartbeat call).

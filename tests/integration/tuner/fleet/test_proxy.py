@@ -16,7 +16,7 @@ import pytest
 
 from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.launchers.process import free_port
-from kvtune.tuner.fleet.storage_proxy import HeartbeatRelay, StorageProxy, cached, open_backend
+from kvtune.tuner.store.storage_proxy import HeartbeatRelay, StorageProxy, cached, open_backend
 from kvtune.tuner.store import storage
 from kvtune.tuner.store.retry import unwrap
 

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy.exc
 
 from kvtune.launchers.process import free_port
-from kvtune.tuner.fleet.storage_proxy import HeartbeatRelay, StorageProxy, cached
+from kvtune.tuner.store.storage_proxy import HeartbeatRelay, StorageProxy, cached
 from kvtune.tuner.store import storage
 from kvtune.tuner.store.retry import unwrap
 

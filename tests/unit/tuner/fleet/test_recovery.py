@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 import optuna
 
 from kvtune.launchers.process import process_start_ticks
-from kvtune.tuner.fleet.recovery import alive, host_lock, recover, requeue, running_elsewhere
+from kvtune.tuner.fleet.recovery import host_lock, recover, running_elsewhere
+from kvtune.tuner.requeue import alive, requeue
 from kvtune.tuner.store.storage import GRACE_S
 
 S = optuna.trial.TrialState

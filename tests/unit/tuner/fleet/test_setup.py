@@ -3,6 +3,8 @@ and what the export reads back. SQLite in the test's folder; no process is start
 trials that get as far as an outcome (duplicates, told without a launch) are given a fixed port
 that nothing binds."""
 
+from functools import partial
+
 import optuna
 import pytest
 
@@ -17,12 +19,14 @@ from kvtune.tuner import accounting
 from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.fleet.setup import read_set_up, set_up_study
+from kvtune.tuner.fleet.shared import Shared
 from kvtune.tuner.loop import MAX_DUPLICATES_IN_A_ROW
 from kvtune.tuner.search.suggest import SearchSpace
 from kvtune.tuner.store.storage import sqlite_url
 from tests.conftest import TINY
 
 PORT = 18433  # each trial's server port: never bound, no server is started here
+EXTRA_WORKER = partial(Shared, summarizes=False)  # a worker that shares the study and leaves when it is done
 
 
 def prepared(tmp_path):
@@ -47,7 +51,7 @@ def test_set_up_stores_spec_baseline_budget_and_gpus_but_no_hardware_or_clock(tm
 def test_the_first_worker_records_its_hardware(tmp_path):
     url = sqlite_url(tmp_path)
     set_up_study(prepared(tmp_path), url)
-    worker = open_tuner(prepared(tmp_path), storage_url=url, wait_for_others=False)
+    worker = open_tuner(prepared(tmp_path), storage_url=url, coordinate=EXTRA_WORKER)
     assert worker.study.user_attrs["hardware"] == prepared(tmp_path).hardware
     assert len(worker.study.trials) == 1  # joining queues no second baseline
 
@@ -80,9 +84,9 @@ def _one_trial_running_elsewhere(tmp_path, trials=1):
     prep = prepare(spec, launcher=FakeLauncher(model_path="/models/m.gguf"), runs_dir=str(tmp_path / "runs"))
     url = sqlite_url(tmp_path)
     set_up_study(prep, url)
-    worker = open_tuner(prep, storage_url=url, wait_for_others=False, ports=lambda host: PORT)
+    worker = open_tuner(prep, storage_url=url, coordinate=EXTRA_WORKER, ports=lambda host: PORT)
     elsewhere = worker.study.ask()  # the queued baseline, now RUNNING on the other node
-    worker.clock = AnotherWorkerTells(worker.study, elsewhere)
+    worker.coordinator.clock = AnotherWorkerTells(worker.study, elsewhere)
     return worker
 
 
@@ -90,9 +94,9 @@ def test_a_scheduler_worker_stays_while_the_last_trial_runs_elsewhere(tmp_path):
     """No creator waits on a set-up study: if its workers all left while a trial ran elsewhere,
     a dead worker's trial would never be re-queued and re-run. So they stay until it ends."""
     worker = _one_trial_running_elsewhere(tmp_path)
-    worker.stay_while_others_run = True  # as workers.join sets it for a set-up study
+    worker.coordinator.stays = True  # as workers.join has it for a set-up study
     worker.run()
-    assert worker.clock.waits == 1  # waited, and left once the other worker told its trial
+    assert worker.coordinator.clock.waits == 1  # waited, and left once the other worker told its trial
     assert [t.state for t in worker.study.trials] == [optuna.trial.TrialState.COMPLETE]
 
 
@@ -100,7 +104,7 @@ def test_an_extra_worker_of_a_watched_study_leaves_at_once(tmp_path):
     """Where the creator waits (and re-queues a dead worker's trial), an extra worker leaves."""
     worker = _one_trial_running_elsewhere(tmp_path)
     worker.run()
-    assert worker.clock.waits == 0
+    assert worker.coordinator.clock.waits == 0
     assert [t.state for t in worker.study.trials] == [optuna.trial.TrialState.RUNNING]
 
 
@@ -127,10 +131,10 @@ def test_a_worker_offered_only_duplicates_stays_while_a_trial_runs_elsewhere(tmp
     the baseline still runs on another node: it may die and be re-queued, so the worker waits
     for it before it calls the space exhausted."""
     worker = _one_trial_running_elsewhere(tmp_path, trials=50)
-    worker.stay_while_others_run = True
+    worker.coordinator.stays = True
     _only_measured_configs_left(worker)
     worker.run()
-    assert worker.clock.waits == 1  # waited once, and left when the other worker told its trial
+    assert worker.coordinator.clock.waits == 1  # waited once, and left when the other worker told its trial
     assert worker.budget_report["stopped"] == str(accounting.EXHAUSTED)
     states = [t.state for t in worker.study.trials]
     assert states[:2] == [optuna.trial.TrialState.COMPLETE] * 2
@@ -143,5 +147,5 @@ def test_an_extra_worker_offered_only_duplicates_leaves_at_once(tmp_path):
     worker = _one_trial_running_elsewhere(tmp_path, trials=50)
     _only_measured_configs_left(worker)
     worker.run()
-    assert worker.clock.waits == 0
+    assert worker.coordinator.clock.waits == 0
     assert worker.study.trials[0].state == optuna.trial.TrialState.RUNNING

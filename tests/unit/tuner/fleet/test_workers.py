@@ -10,16 +10,9 @@ from kvtune.errors import SpecError
 from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.fleet.workers import (
-    SchedulerTask,
-    check_gpu_slots,
-    cpu_slot,
-    gpu_pool,
-    gpu_slot,
-    scheduler_task,
-    seat,
-)
+from kvtune.tuner.fleet.workers import SchedulerTask, scheduler_task, seat
 from kvtune.tuner.search.warmstart import adapt
+from kvtune.tuner.trial.slots import check_gpu_slots, cpu_slot, gpu_pool, gpu_slot
 from tests.conftest import TINY
 from tests.paths import NVML_DATA
 
