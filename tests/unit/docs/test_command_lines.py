@@ -125,6 +125,17 @@ def test_every_kvtune_command_line_parses() -> None:
     assert not failures, "command lines in the docs that kvtune refuses:\n" + "\n".join(failures)
 
 
+def test_every_shipped_study_file_named_exists() -> None:
+    """`--study-file studies/...` in the docs names one of the study files the repository ships."""
+    failures = []
+    for command in _all_commands():
+        args = command.argv
+        for flag, value in zip(args, args[1:]):
+            if flag == "--study-file" and value.startswith("studies/") and not (REPO / value).is_file():
+                failures.append(f"{command.where()}: no {value} in the repository")
+    assert not failures, "\n".join(failures)
+
+
 def test_every_study_file_in_the_docs_loads(tmp_path: Path) -> None:
     """A ```yaml block whose top-level keys are all study-file keys is a study file (or a part of
     one): kvtune reads it as `--study-file` would, so a key that moved or a value of the wrong
