@@ -6,7 +6,7 @@ re-measured every `SENTINEL_EVERY` measured trials and once at the end of the se
 visible as a series: each point keeps the trial count at the time, the wall time, the objective
 and the headline metrics, and whether the measurement was disturbed. The series lives in the
 study's user attrs (`SENTINELS_ATTR`), so a resumed study neither loses nor repeats a point, and
-only the process that summarizes (`Tuner.wait_for_others`) measures it, so a multi-worker study
+only the process that summarizes (its coordinator's `summarizes`) measures it, so a multi-worker study
 runs each point once. The end point is also the baseline's confirmation re-measurement (one
 entry of its "runs"), so the confirmation does not measure the baseline twice in a row.
 
