@@ -13,7 +13,8 @@ cannot express. A capacity study is checked at the capacity it found (a trace at
 it held). It runs the kvtune that wrote it (`writer_kvtune`, an absolute path), so it works from
 a shell without kvtune's venv on PATH; `KVTUNE` overrides that, and where the path is gone
 (the script was copied to another box) the `kvtune` on PATH stands in. Pure but for reading
-which Python runs: results in, script text out; `export.write` makes it executable.
+which Python runs: a `Deployable` (the trial and its study's spec, read once) in, script text
+out; `export.write` makes it executable.
 """
 
 from __future__ import annotations
@@ -25,23 +26,23 @@ import sys
 from dataclasses import replace
 from typing import Sequence
 
+from kvtune.artifacts.deployable import Deployable
 from kvtune.artifacts.vllm_bench import TRACE_PATH_VAR, VllmLine, served_model, vllm_line
 from kvtune.errors import SpecError, TargetError
 from kvtune.objectives.slo import Slo
 from kvtune.objectives.targets import Target, with_default_error_target
+from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.workload import Workload
 
 
-def absolute_targets(results: dict) -> list[Target]:
+def absolute_targets(d: Deployable) -> list[Target]:
     """The study's targets as absolute thresholds: relative ones set from the baseline."""
-    spec = StudySpec.from_dict(results.get("spec") or {})
-    base = next((t for t in results.get("trials") or [] if t.get("baseline")), None)
     out = []
-    for t in with_default_error_target(list(spec.targets)):
+    for t in with_default_error_target(list(d.spec.targets)):
         if t.relative:
             try:
-                t = t.resolve((base or {}).get("metrics") or {})
+                t = t.resolve(d.baseline_metrics)
             except TargetError:
                 raise SpecError(
                     f"target {t.text!r} is relative to the baseline, and the baseline was "
@@ -52,15 +53,15 @@ def absolute_targets(results: dict) -> list[Target]:
     return out
 
 
-def load_for(trial: dict, spec: StudySpec) -> Workload:
+def load_for(trial: TrialOutcome, spec: StudySpec) -> Workload:
     """The workload to re-run; a capacity study's at the capacity the trial reached (on a trace,
     the replay's speed factor: tuner/trial/trace_capacity.py)."""
     w = spec.workload
     if not spec.is_capacity:
         return w
-    capacity = (trial.get("metrics") or {}).get("capacity")
+    capacity = (trial.metrics or {}).get("capacity")
     if not capacity:
-        raise SpecError(f"trial {trial.get('number')} held no load: there is no capacity to verify")
+        raise SpecError(f"trial {trial.number} held no load: there is no capacity to verify")
     if w.trace is not None:
         return replace(w, trace_speed=capacity)
     return replace(w, rate=capacity) if w.mode == "open" else replace(w, concurrency=int(capacity))
@@ -196,17 +197,15 @@ def _vllm_lines(line: VllmLine) -> list[str]:
     ]
 
 
-def render(
-    trial: dict, results: dict, host: str, port: int, header: list[str], kvtune: Sequence[str] | None = None
-) -> str:
-    """The verification script for `trial` of `results` (header: the launch script's lines);
+def render(d: Deployable, host: str, port: int, header: list[str], kvtune: Sequence[str] | None = None) -> str:
+    """The verification script for the trial `d` (header: the launch script's lines);
     `kvtune`: the command it runs by default (`writer_kvtune()` unless given)."""
     kvtune = list(kvtune or writer_kvtune())
-    spec = StudySpec.from_dict(results.get("spec") or {})
-    w = load_for(trial, spec)
-    targets = absolute_targets(results)
+    spec = d.spec
+    w = load_for(d.trial, spec)
+    targets = absolute_targets(d)
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}"
-    model = served_model(trial, spec)
+    model = served_model(d.trial.argv, spec)
     bench = " ".join(shlex.quote(a) for a in bench_args(w, targets, spec.slo))
     vllm = vllm_line(w, spec.slo, model)
     lines = [

@@ -17,6 +17,9 @@ Pure: results in, figures out.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
+
+from kvtune.study.outcome import TrialOutcome
 
 
 @dataclass(frozen=True)
@@ -71,16 +74,15 @@ def cpu_ranges(cpus: list[int]) -> str:
     return ",".join(out)
 
 
-def tuned_cpus(trial: dict, results: dict) -> CpuResources | None:
-    """The CPUs `trial` of `results` was measured on, or None when the results do not say
-    (files written before the hardware was recorded)."""
-    hw = results.get("hardware") or {}
-    pinned = [int(c) for c in trial.get("cpus") or []]
+def tuned_cpus(trial: TrialOutcome, hw: Mapping[str, Any]) -> CpuResources | None:
+    """The CPUs `trial` was measured on, from its pinned set or the study's hardware
+    fingerprint `hw`, or None when neither says (files written before the hardware was recorded)."""
+    pinned = [int(c) for c in trial.cpus or []]
     cpuset: str | None = None
     if pinned:
         count: float = len(pinned)
         cpuset = cpu_ranges(pinned)
-        source = f"the trial's server was pinned to CPUs {cpuset} (results.json trial {trial.get('number')} 'cpus')"
+        source = f"the trial's server was pinned to CPUs {cpuset} (results.json trial {trial.number} 'cpus')"
     elif (cpus := _positive(hw.get("cpus"))) is not None:
         count = cpus
         per_trial = " per trial (a study set up for workers)" if hw.get("host_cpus") else ""

@@ -24,16 +24,19 @@ import os
 import posixpath
 import re
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import yaml
 
 from kvtune import __version__, hardware
 from kvtune.artifacts import bench_script, csv_export, launch_script
 from kvtune.artifacts.cpu_resources import tuned_cpus
+from kvtune.artifacts.deployable import Deployable
 from kvtune.errors import BackendError, SpecError
 from kvtune.launchers.base import MODELS_DIR, ContainerSpec
 from kvtune.launchers.registry import launcher_class
 from kvtune.study import unconfirmed
+from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 
 FORMATS = ("bash", "systemd", "compose", "k8s")
@@ -75,55 +78,33 @@ def backend(results: dict) -> str:
     return StudySpec.from_dict(results.get("spec") or {}).backend
 
 
-def container_spec(trial: dict, results: dict, port: int) -> ContainerSpec:
+def container_spec(d: Deployable, port: int) -> ContainerSpec:
     """What a container runs for this trial: the backend's own `container_spec` of the deploy
     argv (listening on all interfaces), on the GPUs the study ran on."""
     try:
-        cls = launcher_class(backend(results))
+        cls = launcher_class(d.spec.backend)
     except BackendError as e:
         raise SpecError(f"cannot containerize: {e}") from e
-    argv = deploy_argv(trial["argv"], CONTAINER_HOST, port)
-    return cls.container_spec(argv, trial_gpu_count(trial, results), str(results.get("backend_version") or ""))
+    argv = deploy_argv(d.trial.argv, CONTAINER_HOST, port)
+    return cls.container_spec(argv, d.gpus_to_reserve, d.backend_version)
 
 
 # ---- facts for headers ---------------------------------------------------------------------
-def gpu_count(hardware: dict) -> int:
-    """GPUs the study ran on: a 'gpus' list or count, else 1 when an accelerator is named."""
-    gpus = hardware.get("gpus")
-    if isinstance(gpus, (list, tuple)):
-        return len(gpus)
-    if isinstance(gpus, int) and not isinstance(gpus, bool):
-        return max(gpus, 0)
-    acc = str(hardware.get("accelerator") or "none").strip().lower()
-    return 0 if acc.startswith("none") or acc in ("", "cpu") else 1
-
-
-def recorded_gpus(trial: dict) -> list[str]:
-    """The GPUs the trial's server was pinned to (its worker slot's CUDA_VISIBLE_DEVICES), or []
-    when it saw every GPU of the host."""
-    return hardware.cuda_visible_devices(trial.get("device_env") or {}) or []
-
-
-def trial_gpu_count(trial: dict, results: dict) -> int:
-    """GPUs to reserve for the trial: its slot's, else every GPU the study ran on."""
-    return len(recorded_gpus(trial)) or gpu_count(results.get("hardware") or {})
-
-
-def deploy_env(trial: dict) -> dict[str, str]:
+def deploy_env(trial: TrialOutcome) -> dict[str, str]:
     """The environment a bash script or systemd unit sets: the candidate's own, then the GPU
     pinning the trial was measured with."""
-    return {**(trial.get("env") or {}), **(trial.get("device_env") or {})}
+    return {**(trial.env or {}), **(trial.device_env or {})}
 
 
-def command_line(trial: dict, host: str, port: int) -> str:
+def command_line(trial: TrialOutcome, host: str, port: int) -> str:
     """The best command line as the summary prints it: ``VAR=value ... argv``, the launch
     script's environment and argv on one line."""
-    return launch_script.command_line(deploy_argv(trial["argv"], host, port), deploy_env(trial))
+    return launch_script.command_line(deploy_argv(trial.argv, host, port), deploy_env(trial))
 
 
-def _hardware_line(hw: dict) -> str:
+def _hardware_line(hw: Mapping[str, Any]) -> str:
     if all(k in hw for k in ("cpu", "cpus", "memory_gib", "accelerator")):
-        return "hardware: " + hardware.describe(hw)
+        return "hardware: " + hardware.describe(dict(hw))
     return "hardware: " + ", ".join(
         f"{k}={v}" for k, v in hw.items() if k in ("cpu", "cpus", "memory_gib", "accelerator", "gpus")
     )
@@ -134,15 +115,14 @@ def _clean(line: str) -> str:
     return re.sub(r"[\x00-\x1f\x7f]", "?", line).rstrip("\\ ")
 
 
-def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
-    hw, m = results.get("hardware") or {}, trial.get("metrics") or {}
-    w = StudySpec.from_dict(results.get("spec") or {}).workload
-    flags = (trial.get("candidate") or {}).get("flags") or {}
-    which = "the best" if trial.get("number") == results.get("best_trial") else "a feasible"
+def header_lines(d: Deployable, host: str, port: int) -> list[str]:
+    trial, results = d.trial, d.results
+    m, w, flags = trial.metrics or {}, d.spec.workload, trial.candidate.flags
+    which = "the best" if d.named_best else "a feasible"
     lines = [
-        f"study: {results.get('study')}, trial {trial.get('number')} ({which} trial"
-        + (", the server's defaults)" if trial.get("baseline") else ")"),
-        _hardware_line(hw),
+        f"study: {results.get('study')}, trial {trial.number} ({which} trial"
+        + (", the server's defaults)" if trial.baseline else ")"),
+        _hardware_line(d.hardware),
         f"versions: kvtune {__version__}; {results.get('backend_version')}",
         "targets: " + ", ".join(results.get("targets") or []),
         f"workload: {w.concurrency} users, {w.prompt_tokens} prompt / {w.output_tokens} output tokens",
@@ -157,11 +137,11 @@ def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
             f"measured: output {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 "
             f"{ms('p95_ttft_ms')}, TPOT p95 {ms('p95_tpot_ms')}, E2EL p95 {ms('p95_e2el_ms')}"
         )
-    if recorded_gpus(trial):
+    if d.pinned_gpus:
         lines.append(
-            f"GPUs: measured with CUDA_VISIBLE_DEVICES={','.join(recorded_gpus(trial))} (a worker's "
+            f"GPUs: measured with CUDA_VISIBLE_DEVICES={','.join(d.pinned_gpus)} (a worker's "
             f"slot, in PCI bus order); bash and systemd keep it, containers reserve "
-            f"{len(recorded_gpus(trial))} GPU(s)"
+            f"{len(d.pinned_gpus)} GPU(s)"
         )
     lines.append(f"tuned on 127.0.0.1 (a free port per trial); this serves on {host}:{port}")
     note = unconfirmed.line(results)  # searched by workers, confirmed by nobody yet
@@ -171,10 +151,8 @@ def header_lines(trial: dict, results: dict, host: str, port: int) -> list[str]:
 
 
 # ---- bash and systemd ------------------------------------------------------------------------
-def render_bash(trial: dict, results: dict, host: str, port: int) -> str:
-    return launch_script.render(
-        deploy_argv(trial["argv"], host, port), deploy_env(trial), header_lines(trial, results, host, port)
-    )
+def render_bash(d: Deployable, host: str, port: int) -> str:
+    return launch_script.render(deploy_argv(d.trial.argv, host, port), deploy_env(d.trial), header_lines(d, host, port))
 
 
 def _sd_escape(s: str, dollars: bool) -> str:
@@ -194,8 +172,8 @@ def _sd_escape(s: str, dollars: bool) -> str:
     return '"' + "".join(out) + '"'
 
 
-def render_systemd(trial: dict, results: dict, host: str, port: int) -> str:
-    argv = deploy_argv(trial["argv"], host, port)
+def render_systemd(d: Deployable, host: str, port: int) -> str:
+    argv = deploy_argv(d.trial.argv, host, port)
     if "$" in argv[0] or argv[0][:1] in "-@:+!":
         # systemd reads a leading -@:+! as a prefix, and $ in the executable cannot be escaped
         # the same way for the path it runs and the argv[0] it passes.
@@ -212,9 +190,9 @@ def render_systemd(trial: dict, results: dict, host: str, port: int) -> str:
     exec_start = _sd_escape(argv[0], True) + "".join(
         " \\\n    " + " ".join(_sd_escape(a, True) for a in g) for g in groups
     )
-    desc = f"kvtune-tuned {posixpath.basename(argv[0])} (study {results.get('study')}, trial {trial.get('number')})"
+    desc = f"kvtune-tuned {posixpath.basename(argv[0])} (study {d.results.get('study')}, trial {d.trial.number})"
     lines = ["# Generated by kvtune. A systemd unit that starts the tuned server."]
-    lines += [f"# {h}" for h in header_lines(trial, results, host, port)]
+    lines += [f"# {h}" for h in header_lines(d, host, port)]
     lines += [
         "# Install: copy to /etc/systemd/system/<name>.service, then",
         "#   systemctl daemon-reload && systemctl enable --now <name>",
@@ -227,7 +205,7 @@ def render_systemd(trial: dict, results: dict, host: str, port: int) -> str:
         "[Service]",
         "Type=simple",
     ]
-    for key, value in sorted(deploy_env(trial).items()):
+    for key, value in sorted(deploy_env(d.trial).items()):
         lines.append("Environment=" + _sd_escape(f"{key}={value}", False))
     lines += [
         "ExecStart=" + exec_start,
@@ -247,7 +225,7 @@ def _dollars(s: str) -> str:
     return s.replace("$", "$$")
 
 
-def _name(results: dict) -> str:
+def _name(results: Mapping[str, Any]) -> str:
     """A DNS-1123 label from the study name (Kubernetes object and compose service names)."""
     base = re.sub(r"[^a-z0-9-]+", "-", f"kvtune-{results.get('study') or 'server'}".lower())
     return base[:63].strip("-") or "kvtune"
@@ -257,19 +235,19 @@ def _yaml(doc: dict) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1000)
 
 
-def _comment(trial: dict, results: dict, host: str, port: int, what: str, image: str, cpus: str) -> str:
+def _comment(d: Deployable, host: str, port: int, what: str, image: str, cpus: str) -> str:
     lines = [
         f"Generated by kvtune. {what}",
-        *header_lines(trial, results, host, port),
-        f"image {image}: pin a tag matching the benchmarked build ({results.get('backend_version')})",
+        *header_lines(d, host, port),
+        f"image {image}: pin a tag matching the benchmarked build ({d.results.get('backend_version')})",
         f"the model's directory is mounted read-only at {MODELS_DIR}",
         *([cpus] if cpus else []),
     ]
     return "".join(f"# {_clean(x)}\n" for x in lines)
 
 
-def render_compose(trial: dict, results: dict, host: str, port: int) -> str:
-    spec = container_spec(trial, results, port)
+def render_compose(d: Deployable, host: str, port: int) -> str:
+    spec, env = container_spec(d, port), d.trial.env
     svc: dict = {"image": spec.image}
     if spec.entrypoint:
         svc["entrypoint"] = list(spec.entrypoint)
@@ -278,13 +256,13 @@ def render_compose(trial: dict, results: dict, host: str, port: int) -> str:
     if host not in ("0.0.0.0", "", "::"):
         published["host_ip"] = host
     svc["ports"] = [published]
-    if trial.get("env"):
-        svc["environment"] = {k: _dollars(str(v)) for k, v in sorted(trial["env"].items())}
+    if env:
+        svc["environment"] = {k: _dollars(str(v)) for k, v in sorted(env.items())}
     if spec.model_dir:
         svc["volumes"] = [{"type": "bind", "source": _dollars(spec.model_dir), "target": MODELS_DIR, "read_only": True}]
     if spec.ipc_host:
         svc["ipc"] = "host"  # e.g. vLLM's workers share memory through /dev/shm
-    cpus = tuned_cpus(trial, results)
+    cpus = tuned_cpus(d.trial, d.hardware)
     svc.update(cpus.compose_fields() if cpus else {})
     svc["restart"] = "on-failure"
     if spec.gpus:
@@ -294,23 +272,23 @@ def render_compose(trial: dict, results: dict, host: str, port: int) -> str:
             }
         }
     note = cpus.compose_comment() if cpus else ""
-    head = _comment(trial, results, host, port, "A docker compose service: docker compose up -d", spec.image, note)
-    return head + _yaml({"services": {_name(results): svc}})
+    head = _comment(d, host, port, "A docker compose service: docker compose up -d", spec.image, note)
+    return head + _yaml({"services": {_name(d.results): svc}})
 
 
-def render_k8s(trial: dict, results: dict, host: str, port: int) -> str:
-    spec = container_spec(trial, results, port)
-    name = _name(results)
+def render_k8s(d: Deployable, host: str, port: int) -> str:
+    spec, env = container_spec(d, port), d.trial.env
+    name = _name(d.results)
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "kvtune"}
     container: dict = {"name": "server", "image": spec.image}
     if spec.entrypoint:
         container["command"] = list(spec.entrypoint)
     container["args"] = [_dollars(a) for a in spec.args]
-    if trial.get("env"):
-        container["env"] = [{"name": k, "value": _dollars(str(v))} for k, v in sorted(trial["env"].items())]
+    if env:
+        container["env"] = [{"name": k, "value": _dollars(str(v))} for k, v in sorted(env.items())]
     container["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
     container["readinessProbe"] = {"httpGet": {"path": spec.health_path, "port": port}, "periodSeconds": 10}
-    cpus = tuned_cpus(trial, results)
+    cpus = tuned_cpus(d.trial, d.hardware)
     resources = cpus.k8s_resources() if cpus else {}
     if spec.gpus:
         resources.setdefault("limits", {})["nvidia.com/gpu"] = spec.gpus
@@ -353,8 +331,7 @@ def render_k8s(trial: dict, results: dict, host: str, port: int) -> str:
         },
     }
     head = _comment(
-        trial,
-        results,
+        d,
         host,
         port,
         "A Kubernetes Deployment + Service: kubectl apply -f "
@@ -365,32 +342,49 @@ def render_k8s(trial: dict, results: dict, host: str, port: int) -> str:
     return head + _yaml(deployment) + "---\n" + _yaml(service)
 
 
-def render_bench(trial: dict, results: dict, host: str, port: int) -> str:
-    return bench_script.render(trial, results, host, port, header_lines(trial, results, host, port))
+def render_bench(d: Deployable, host: str, port: int) -> str:
+    return bench_script.render(d, host, port, header_lines(d, host, port))
 
 
-RENDERERS = {
+RENDERERS: dict[str, Callable[[Deployable, str, int], str]] = {
     "bash": render_bash,
     "systemd": render_systemd,
     "compose": render_compose,
     "k8s": render_k8s,
     "bench": render_bench,
-    "csv": lambda trial, results, host, port: csv_export.render(results),
 }
 
 
 def render(fmt: str, trial: dict, results: dict, host: str = "127.0.0.1", port: int = 8080) -> str:
-    if fmt not in RENDERERS:
+    """Format `fmt` of `trial` (its results.json record) of the study `results` records."""
+    if fmt not in ALL_FORMATS:
         raise SpecError(f"unknown export format {fmt!r}: use one of {', '.join(ALL_FORMATS)}")
-    if fmt not in STUDY_FORMATS and not trial.get("argv"):
+    if fmt in STUDY_FORMATS:
+        return csv_export.render(results)
+    if not trial.get("argv"):
         raise SpecError(f"trial {trial.get('number')} has no recorded argv to export")
-    return RENDERERS[fmt](trial, results, host, port)
+    return render_deployable(fmt, Deployable.read(trial, results), host, port)
+
+
+def render_deployable(fmt: str, d: Deployable, host: str = "127.0.0.1", port: int = 8080) -> str:
+    """Format `fmt` (one of `FORMATS` or "bench") of the trial `d`, already read."""
+    if not d.trial.argv:
+        raise SpecError(f"trial {d.trial.number} has no recorded argv to export")
+    return RENDERERS[fmt](d, host, port)
 
 
 def write(path: Path, fmt: str, trial: dict, results: dict, host: str = "127.0.0.1", port: int = 8080) -> Path:
     """Render and write one artifact (the scripts are made executable)."""
-    path = Path(path)
-    path.write_text(render(fmt, trial, results, host, port))
+    return _write(Path(path), fmt, render(fmt, trial, results, host, port))
+
+
+def write_deployable(path: Path, fmt: str, d: Deployable, host: str = "127.0.0.1", port: int = 8080) -> Path:
+    """`write` for a trial already read (the run's own launch and verify scripts)."""
+    return _write(Path(path), fmt, render_deployable(fmt, d, host, port))
+
+
+def _write(path: Path, fmt: str, text: str) -> Path:
+    path.write_text(text)
     if fmt in EXECUTABLE:
         os.chmod(path, 0o755)
     return path

@@ -1,8 +1,10 @@
-"""The end of a run: name the best config, write results.json and launch-best.sh, and collect
-what the summary shows (nearest misses, the Pareto set, the warm start's fate).
+"""The end of a run: write results.json, launch-best.sh and verify-best.sh for the best the
+results named, and collect what the summary shows (nearest misses, the Pareto set, the warm
+start's fate).
 
-Pure decisions over the trial outcomes plus the two file writes; the CLI only renders the
-`StudySummary`. The launch script is `kvtune export --format bash` of the best trial, written
+The best is the one `study.results.choose_best` named for this write (`StudyResults.choice`),
+never decided again here; the rest are pure decisions over the trial outcomes plus the file
+writes; the CLI only renders the `StudySummary`. The launch script is `kvtune export --format bash` of the best trial, written
 by the same renderer, so the script in the run directory and an export of it never differ.
 """
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kvtune.artifacts import cost_energy, export
+from kvtune.artifacts.deployable import Deployable
 from kvtune.errors import EXIT_DONE, EXIT_NOTHING_FEASIBLE, TargetError
 from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
@@ -21,7 +24,8 @@ from kvtune.study.disturbed import DisturbedMeasurement, disturbed_measurements
 from kvtune.study.fidelity_gate import GateReport, gate_report
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
-from kvtune.study.results import best_outcome, write_results
+from kvtune.study.results import BestChoice, StudyResults, write_results
+from kvtune.study.spec import StudySpec
 
 LAUNCH_SCRIPT = "launch-best.sh"
 VERIFY_SCRIPT = "verify-best.sh"  # `kvtune export --format bench` of the best trial
@@ -40,8 +44,7 @@ class StudySummary:
     exit_code: int
     payload: dict
     results_path: Path
-    best: TrialOutcome | None = None
-    baseline: TrialOutcome | None = None
+    choice: BestChoice  # the best and its figures, as results.json records them
     best_argv: list[str] = field(default_factory=list)
     best_command: str = ""  # `VAR=value ... argv`: launch-best.sh's environment and argv on one line
     launch_script: Path | None = None
@@ -53,6 +56,14 @@ class StudySummary:
     cost_energy: list[str] = field(default_factory=list)  # cost and energy of best and baseline
     disturbed: list[DisturbedMeasurement] = field(default_factory=list)  # measured on a busy machine
     fidelity: GateReport | None = None  # what the fidelity gate did (study/fidelity_gate.py)
+
+    @property
+    def best(self) -> TrialOutcome | None:
+        return self.choice.best
+
+    @property
+    def baseline(self) -> TrialOutcome | None:
+        return self.choice.baseline
 
     @property
     def launches_saved(self) -> int:
@@ -115,7 +126,7 @@ def miss_reason(o: TrialOutcome) -> str:
     if o.feasible and o.confirmation is None:  # the verdict tested another config, which did not hold
         return (
             "met the targets on its one search measurement, not tested on fresh servers "
-            "(the verdict tests one config; run again with a higher --confirm-top to screen more)"
+            "(the verdict tests one config; run again with a higher confirm_top, e.g. --set confirm_top=5, to screen more)"
         )
     return o.reason
 
@@ -175,24 +186,23 @@ def _list_disturbed(summary: StudySummary, outcomes: list[TrialOutcome]) -> None
 
 def summarize(
     run_dir: Path,
-    payload: dict,
+    results: StudyResults,
     outcomes: list[TrialOutcome],
     objectives: Sequence[Objective],
     targets: Sequence[Target],
     host: str,
     port: int,
 ) -> StudySummary:
-    """Decide and write. `payload` is results.json's content for these outcomes."""
-    direction = objectives[0].direction
+    """Write `results` (results.json's content for these outcomes and the best it names) and,
+    with a best, its scripts."""
+    payload, best, baseline = results.payload, results.choice.best, results.choice.baseline
+    direction = results.choice.direction
     results_path = run_dir / "results.json"
-    best = best_outcome(outcomes, direction, payload.get("server_defaults"), objectives[0].key)
-    baseline = next((o for o in outcomes if o.baseline), None)
     summary = StudySummary(
         EXIT_DONE if best else EXIT_NOTHING_FEASIBLE,  # the README's exit statuses (kvtune.errors)
         payload,
         results_path,
-        best=best,
-        baseline=baseline,
+        results.choice,
         warm_start=warm_start_fates(outcomes, direction),
         early_stop=early_stops(outcomes),
     )
@@ -211,16 +221,20 @@ def summarize(
         ]
         write_results(results_path, payload)
         return summary
-    best_dict = best.to_dict()
+    deployed = Deployable(best, StudySpec.from_dict(payload.get("spec") or {}), payload, True, _metrics(baseline))
     summary.best_argv = export.deploy_argv(best.argv, host, port)
-    summary.best_command = export.command_line(best_dict, host, port)
-    summary.launch_script = export.write(run_dir / LAUNCH_SCRIPT, "bash", best_dict, payload, host, port)
+    summary.best_command = export.command_line(best, host, port)
+    summary.launch_script = export.write_deployable(run_dir / LAUNCH_SCRIPT, "bash", deployed, host, port)
     payload["best_argv"] = summary.best_argv
     payload["best_command"] = summary.best_command
     payload["launch_script"] = str(summary.launch_script)
-    summary.verify_script = export.write(run_dir / VERIFY_SCRIPT, "bench", best_dict, payload, host, port)
+    summary.verify_script = export.write_deployable(run_dir / VERIFY_SCRIPT, "bench", deployed, host, port)
     payload["verify_script"] = str(summary.verify_script)
     if len(objectives) > 1:
         summary.pareto = pareto(outcomes, [o.direction for o in objectives])
     write_results(results_path, payload)
     return summary
+
+
+def _metrics(o: TrialOutcome | None) -> dict:
+    return dict(o.metrics or {}) if o is not None else {}

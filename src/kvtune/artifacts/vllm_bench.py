@@ -30,6 +30,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from kvtune.bench.traces import FittedTrace, fitted_trace
 from kvtune.errors import SpecError
@@ -71,10 +72,10 @@ def _flag_value(argv: list[str], *names: str) -> str | None:
     return None
 
 
-def served_model(trial: dict, spec: StudySpec) -> ServedModel:
+def served_model(trial_argv: Sequence[str], spec: StudySpec) -> ServedModel:
     """What the trial's server served and loaded, from its argv (not the spec's model name: a
     vLLM study serves a converted folder, a llama-server study a resolved GGUF path)."""
-    argv = [str(a) for a in trial.get("argv") or []]
+    argv = [str(a) for a in trial_argv]
     llama = spec.backend == "llama-server"
     path = _flag_value(argv, "--model", *(("-m",) if llama else ("serve",))) or ""
     if llama:

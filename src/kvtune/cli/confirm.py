@@ -178,7 +178,7 @@ def print_result(tuner: Tuner, url: str, result: Result, out: Console) -> int:
     outcomes = tuner.outcomes()
     session = Session(RunOptions(storage=url, runs_dir=None), p, tuner, url)
     summary = summarize(
-        p.run_dir, session.payload(outcomes), outcomes, p.spec.objective_specs, p.targets, "127.0.0.1", 8080
+        p.run_dir, session.results(outcomes), outcomes, p.spec.objective_specs, p.targets, "127.0.0.1", 8080
     )
     print_summary(p, summary, out)
     return summary.exit_code

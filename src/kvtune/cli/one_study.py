@@ -160,7 +160,7 @@ def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode:
     p = session.prepared
     summary = summarize(
         p.run_dir,
-        session.payload(outcomes),
+        session.results(outcomes),
         outcomes,
         p.spec.objective_specs,
         p.targets,

@@ -13,10 +13,8 @@ from kvtune.artifacts.summary import StudySummary
 from kvtune.cli.progress import fmt_flags
 from kvtune.durations import format_duration
 from kvtune.knobs import Candidate
-from kvtune.objectives import noise as noise_mod
 from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.disturbed import DisturbedMeasurement
-from kvtune.study.measured_noise import OBJECTIVE
 from kvtune.study.naming import headline
 from kvtune.tuner.assemble import Prepared
 from kvtune.verdict import Verdict
@@ -62,9 +60,8 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     best = s.best
     label = "the server's defaults" if best.baseline else fmt_flags(best.candidate)
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] ({label})")
-    named = s.payload.get("named_best") or {}
-    noise = noise_mod.from_dict((s.payload.get("noise") or {}).get(OBJECTIVE))
-    why = f"; why this one: {named['why']}" if named.get("why") and not s.payload.get("verdict") else ""
+    verdict, noise = s.choice.naming.verdict, s.choice.objective_noise
+    why = f"; why this one: {s.choice.naming.why}" if s.choice.naming.why and verdict is None else ""
     console.print(f"{p.spec.primary.name}: {headline(best, noise)}; evidence: {best.evidence}{why}", markup=False)
     held = outcome_sentence(best.confirmation, best.metrics)  # capacity on a trace, with its unit
     if held:
@@ -75,18 +72,18 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
             f"{' and '.join(f'{v:.4g}' for v in pair['values'])} disagree beyond the noise "
             f"({pair['against']}); not averaged, and not used to size the noise."
         )
-    print_verdict(s.payload.get("verdict"), console)
+    _print_lines(summary_lines(verdict) if verdict is not None else [], console)
     if best.baseline:
         console.print(
             "The server's defaults were best: keep them (the verdict above says why)."
-            if s.payload.get("verdict")
+            if verdict is not None
             else "The server's defaults were best: no flag change beat them by more than the noise."
         )
     _versus_baseline(s, console)
     for line in s.cost_energy:
         console.print(line, markup=False)
     _startup(s, console)
-    _confirmation(s.payload.get("confirmation"), console, decided=bool(s.payload.get("verdict")))
+    _confirmation(s.payload.get("confirmation"), console, decided=verdict is not None)
     _drift(s.payload.get("sentinel"), console)
     for fate in s.warm_start:
         held = (
@@ -145,7 +142,8 @@ def _spending(s: StudySummary, console: Console) -> None:
 
 
 def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
-    print_verdict(s.payload.get("verdict"), console)
+    verdict = s.choice.naming.verdict
+    _print_lines(summary_lines(verdict) if verdict is not None else [], console)
     console.print(
         f"[bold red]No feasible config[/bold red] in {len(s.payload['trials'])} trials "
         f"for {', '.join(t.describe() for t in p.targets)}."
@@ -168,13 +166,13 @@ def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
 
 
 def _pareto(p: Prepared, s: StudySummary, console: Console) -> None:
-    table = Table(title="Pareto set: no other feasible trial is better on every objective")
+    table = Table(title="Pareto set on fresh re-measurements: no other trial is better on every objective there")
     table.add_column("trial")
     table.add_column("flags")
     for obj in p.spec.objective_specs:
         table.add_column(obj.name, justify="right")
     for o in s.pareto:
-        table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.objectives])
+        table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.fresh_objectives if v is not None])
     console.print(table)
     console.print(
         f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "
@@ -204,11 +202,11 @@ def _versus_baseline(s: StudySummary, console: Console) -> None:
     assert s.best is not None  # only called with a best (see print_summary)
     if s.best.number == base.number:  # the defaults won: a table of the baseline against itself says nothing
         return
-    basis = s.payload.get("best_vs_baseline_evidence") or "1 measurement each"
+    basis = s.choice.versus_basis or "1 measurement each"
     table = Table(title=f"best (trial {s.best.number}) vs baseline (trial {base.number}, server defaults), {basis}")
     for col in ("metric", "baseline", "best", "change"):
         table.add_column(col, justify="right" if col != "metric" else "left")
-    rows = s.payload.get("best_vs_baseline") or []
+    rows = s.choice.versus_baseline
     for row in rows:
         table.add_row(row["label"], f"{row['baseline']:.1f}", f"{row['best']:.1f}", change_text(row))
     console.print(table)
@@ -265,7 +263,12 @@ def verdict_lines(stored: dict | None) -> list[str]:
 
 
 def print_verdict(stored: dict | None, console: Console) -> None:
-    for line in verdict_lines(stored):
+    """The verdict results.json recorded (`kvtune show`)."""
+    _print_lines(verdict_lines(stored), console)
+
+
+def _print_lines(lines: Sequence[str], console: Console) -> None:
+    for line in lines:
         console.print(line, markup=False)
 
 

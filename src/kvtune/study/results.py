@@ -1,17 +1,20 @@
-"""The per-trial results file and the best-versus-baseline comparison.
+"""The per-trial results file and the one decision of which trial is best.
 
 results.json is standard JSON (non-finite numbers become null: a p99 of +inf means requests
 failed, which the error rate already says), so any tool can read it. Its "trials" are
-`TrialOutcome.to_dict()`s and read back with `TrialOutcome.from_dict`; best and Pareto come from
-`study.ranking`, the same functions the run itself uses. The "noise" block is the study's
-measured noise per metric (`study.noise`), and "server_defaults" the server's own default flag
-values the named best's flag count is taken against: readers without a launcher (`kvtune show`,
-the report) name the same best from them.
+`TrialOutcome.to_dict()`s and read back with `TrialOutcome.from_dict`. `choose_best` names the
+best once per write (`study.naming` over the study's own noise, `study.measured_noise`) with its
+figures against the baseline, as a typed `BestChoice`: results.json records it, and the run's
+summary, its launch and verify scripts take the same object, so no writer decides a second
+time. "server_defaults" are the server's own default flag values the named best's flag count is
+taken against: readers without a launcher (`kvtune show`, the report) name the same best from
+them when a file does not record one.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -65,26 +68,73 @@ def compare(best: dict[str, float], baseline: dict[str, float], noise: Mapping[s
     return rows
 
 
-def best_outcome(
-    outcomes: Sequence[TrialOutcome],
-    direction: Direction,
-    defaults: dict | None = None,
-    objective_key: str | None = None,
-) -> TrialOutcome | None:
-    """The named best (see `study.naming`): re-measured and held when a confirmation ran, ties
-    within the study's noise resolved toward the defaults and fewer flags changed."""
-    return study_naming(outcomes, direction, defaults, objective_key).best
-
-
 def study_naming(
     outcomes: Sequence[TrialOutcome],
     direction: Direction | str,
     defaults: dict | None = None,
     objective_key: str | None = None,
 ) -> Naming:
-    """`name_best` with the study's own noise on its objective: the one call every writer and
-    reader of a study makes, so they name the same best."""
+    """`name_best` with the study's own noise on its objective (the decision inside
+    `choose_best`, and the fallback of a reader whose results.json names no best)."""
     return name_best(outcomes, direction, defaults, noise_of(outcomes, OBJECTIVE, objective_key))
+
+
+@dataclass(frozen=True)
+class BestChoice:
+    """Which trial the study names best, and the figures every writer and renderer shows for it
+    (results.json, the run's summary, the launch and verify scripts, the report, `kvtune show`):
+    decided once per results write by `choose_best`, then passed on typed, never re-decided."""
+
+    naming: Naming
+    baseline: TrialOutcome | None
+    direction: Direction
+    noise: Mapping[str, Noise]  # the study's noise per metric key, OBJECTIVE included
+    versus_baseline: list[dict] = field(default_factory=list)  # `compare` rows, best against baseline
+    versus_measurements: int | None = None  # measurements per side those rows rest on
+    versus_basis: str = ""  # which measurements they compare (`comparison_basis`)
+
+    @property
+    def best(self) -> TrialOutcome | None:
+        return self.naming.best
+
+    @property
+    def objective_noise(self) -> Noise:
+        return self.noise[OBJECTIVE]
+
+    def to_payload(self) -> dict[str, Any]:
+        """The decision as results.json records it."""
+        best = self.best
+        out: dict[str, Any] = {
+            "baseline_trial": self.baseline.number if self.baseline else None,
+            "best_trial": best.number if best else None,
+            "named_best": self.naming.to_dict(),
+            "verdict": self.naming.verdict.to_dict() if self.naming.verdict is not None else None,
+            "noise": {k: n.to_dict() for k, n in self.noise.items()},
+        }
+        if self.versus_measurements is not None:
+            out["best_vs_baseline"] = self.versus_baseline
+            out["best_vs_baseline_measurements"] = self.versus_measurements
+            out["best_vs_baseline_evidence"] = self.versus_basis
+        return out
+
+
+def choose_best(
+    outcomes: Sequence[TrialOutcome], objectives: Sequence[Objective], server_defaults: dict | None = None
+) -> BestChoice:
+    """The one place a study's best is named (`study.naming`: re-measured and held when a
+    confirmation ran, ties within the study's noise resolved toward the defaults and fewer flags
+    changed from `server_defaults`), with its comparison against the baseline."""
+    key = objectives[0].key
+    direction = objectives[0].direction
+    baseline = next((o for o in outcomes if o.baseline), None)
+    naming = study_naming(outcomes, direction, server_defaults, key)
+    noises = {k: noise_of(outcomes, k, key) for k in (OBJECTIVE, *(m for m, _, _ in COMPARED))}
+    best = naming.best
+    if best is None or baseline is None or not baseline.metrics:
+        return BestChoice(naming, baseline, direction, noises)
+    best_m, base_m, n = comparison_metrics(best, baseline)
+    rows = compare(best_m, base_m, noises)
+    return BestChoice(naming, baseline, direction, noises, rows, n, comparison_basis(best, baseline))
 
 
 def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction) -> dict | None:
@@ -106,7 +156,16 @@ def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction)
     }
 
 
-def build_payload(
+@dataclass
+class StudyResults:
+    """results.json's content and the best it records, typed: whatever writes or renders the
+    study at the end (`artifacts.summary`) takes `choice` rather than deciding again."""
+
+    choice: BestChoice
+    payload: dict
+
+
+def study_results(
     study: str,
     spec: dict,
     hardware: dict,
@@ -116,15 +175,12 @@ def build_payload(
     outcomes: Sequence[TrialOutcome],
     importance: dict | None = None,
     server_defaults: dict | None = None,
-) -> dict:
+) -> StudyResults:
     """results.json's content; written after every trial, so it is current while a study runs.
     `importance` is `tuner.importance.param_importance(...).to_dict()` when it was computed;
     `server_defaults` the launcher's `server_defaults()` (None: not known)."""
-    direction = objectives[0].direction
-    baseline = next((o for o in outcomes if o.baseline), None)
-    naming = study_naming(outcomes, direction, server_defaults, objectives[0].key)
-    noises = {k: noise_of(outcomes, k, objectives[0].key) for k in (OBJECTIVE, *(m for m, _, _ in COMPARED))}
-    best = naming.best
+    choice = choose_best(outcomes, objectives, server_defaults)
+    direction = choice.direction
     payload: dict[str, Any] = {
         "study": study,
         "spec": spec,
@@ -132,26 +188,23 @@ def build_payload(
         "backend_version": backend_version,
         "targets": targets,
         "direction": direction.value,
-        "baseline_trial": baseline.number if baseline else None,
-        "best_trial": best.number if best else None,
-        "named_best": naming.to_dict(),
-        "verdict": naming.verdict.to_dict() if naming.verdict is not None else None,
+        **choice.to_payload(),
         "launches_saved_by_prescreen": sum(1 for o in outcomes if o.failure is FailureKind.PRE_SCREEN),
         "trials": [o.to_dict() for o in outcomes],
         "confirmation": confirmation_summary(outcomes, direction),
         "importance": importance if importance is not None else {"skipped": "not computed"},
         "server_defaults": server_defaults,
-        "noise": {k: n.to_dict() for k, n in noises.items()},
     }
     if len(objectives) > 1:
         payload["directions"] = [o.direction.value for o in objectives]
         payload["pareto_trials"] = [o.number for o in pareto(outcomes, [o.direction for o in objectives])]
-    if best is not None and baseline is not None and baseline.metrics:
-        best_m, base_m, n = comparison_metrics(best, baseline)
-        payload["best_vs_baseline"] = compare(best_m, base_m, noises)
-        payload["best_vs_baseline_measurements"] = n
-        payload["best_vs_baseline_evidence"] = comparison_basis(best, baseline)
-    return payload
+    return StudyResults(choice, payload)
+
+
+def build_payload(*args: Any, **kwargs: Any) -> dict:
+    """`study_results`' file content alone, for a reader that only shows it (a running study
+    read from its storage)."""
+    return study_results(*args, **kwargs).payload
 
 
 def write_results(path: Path, payload: dict) -> Path:

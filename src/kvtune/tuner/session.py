@@ -21,7 +21,7 @@ from kvtune.launchers.base import Launcher
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.overrides import SpecOverrides
-from kvtune.study.results import build_payload, write_results
+from kvtune.study.results import StudyResults, study_results, write_results
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
 from kvtune.tuner import cluster
@@ -107,13 +107,13 @@ class Session:
         trials = self.prepared.spec.trials
         return trials if size is None else min(trials, size + 1)
 
-    def payload(self, outcomes: list[TrialOutcome], final: bool = True) -> dict:
-        """results.json's content; once the search stopped, with its "budget" (what it spent
-        and why it stopped asking). While the study runs (`final` False) the importance is the
-        last fit's, refitted every few trials (see `ImportanceSchedule`)."""
+    def results(self, outcomes: list[TrialOutcome], final: bool = True) -> StudyResults:
+        """results.json's content and the best it names; once the search stopped, with its
+        "budget" (what it spent and why it stopped asking). While the study runs (`final` False)
+        the importance is the last fit's, refitted every few trials (see `ImportanceSchedule`)."""
         p = self.prepared
         importance = self.importance.current(self.tuner.study, outcomes, final=final)
-        payload = build_payload(
+        results = study_results(
             p.study_name,
             p.spec.to_dict(),
             p.hardware,
@@ -125,13 +125,13 @@ class Session:
             p.launcher.server_defaults(),
         )
         if self.tuner.budget_report is not None:
-            payload["budget"] = self.tuner.budget_report
-        payload.update(self.tuner.study_report())  # the baseline sentinel series, the decision
-        return payload
+            results.payload["budget"] = self.tuner.budget_report
+        results.payload.update(self.tuner.study_report())  # the baseline sentinel series, the decision
+        return results
 
     def write_results(self) -> Path:
         """results.json as it stands now (called after every trial, so it is always current)."""
-        return write_results(self.results_path, self.payload(self.tuner.outcomes(), final=False))
+        return write_results(self.results_path, self.results(self.tuner.outcomes(), final=False).payload)
 
     def start_workers(self) -> None:
         """Workers for slots 1..N-1 (this process is slot 0); their logs go to the run dir."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kvtune.artifacts import bench_script, export
 from kvtune.artifacts import overview as ov
+from kvtune.artifacts.deployable import Deployable
 from kvtune.bench.traces import fitted_trace
 from kvtune.testing.fake_server import FakeOpenAIServer
 from kvtune.workload import Workload
@@ -141,7 +142,7 @@ def test_the_script_runs_from_a_clean_shell_with_the_kvtune_that_wrote_it(tmp_pa
 
 def test_a_script_whose_kvtune_is_gone_says_so_in_one_line_or_runs_the_one_on_path(tmp_path) -> None:
     r = results(targets=["ttft<30s"])
-    text = bench_script.render(ov.pick_trial(r).to_dict(), r, "127.0.0.1", 8080, [], kvtune=["/gone/bin/python"])
+    text = bench_script.render(Deployable.read(ov.pick_trial(r), r), "127.0.0.1", 8080, [], kvtune=["/gone/bin/python"])
     path = tmp_path / "verify.sh"
     path.write_text(text)
     gone = _clean_shell(path, "http://127.0.0.1:9")

@@ -13,12 +13,18 @@ from kvtune.artifacts import launch_script
 from kvtune.artifacts.summary import summarize
 from kvtune.cli.run_text import print_summary
 from kvtune.knobs import Knob
+from kvtune.study.results import StudyResults, choose_best
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import prepare
 from kvtune.workload import Workload
 
 WL = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, warmup_requests=1)
+
+
+def chosen(payload: dict, outcomes: list, spec: StudySpec) -> StudyResults:
+    """`payload` with the best the run names for `outcomes`, as the session hands it on."""
+    return StudyResults(choose_best(outcomes, spec.objective_specs), payload)
 
 
 def test_the_summary_gives_the_start_up_seconds_of_the_best_and_the_baseline(make_tuner, tmp_path):
@@ -31,7 +37,9 @@ def test_the_summary_gives_the_start_up_seconds_of_the_best_and_the_baseline(mak
     assert all(o.startup_s is not None for o in outcomes)
     p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
     payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report}
-    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    s = summarize(
+        tuner.run_dir, chosen(payload, outcomes, spec), outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080
+    )
     out = io.StringIO()
     print_summary(p, s, Console(file=out, width=300))
     line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("start-up (launch to healthy):"))
@@ -50,7 +58,9 @@ def test_a_config_measured_once_says_so_once_and_its_plus_minus_is_labelled(make
     outcomes = tuner.run()
     p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
     payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report}
-    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    s = summarize(
+        tuner.run_dir, chosen(payload, outcomes, spec), outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080
+    )
     out = io.StringIO()
     print_summary(p, s, Console(file=out, width=400))
     line = next(ln for ln in out.getvalue().splitlines() if ln.startswith(f"{spec.primary.name}: "))
@@ -76,7 +86,9 @@ def test_the_summary_shows_the_verdict_and_the_baseline_sentinels_drift(make_tun
     outcomes = tuner.outcomes()
     p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
     payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report, **tuner.study_report()}
-    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    s = summarize(
+        tuner.run_dir, chosen(payload, outcomes, spec), outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080
+    )
     out = io.StringIO()
     print_summary(p, s, Console(file=out, width=400))
     lines = out.getvalue().splitlines()
@@ -95,7 +107,9 @@ def test_the_best_command_line_carries_the_environment_the_launch_script_sets(ma
     outcomes = tuner.run()
     p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
     payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report}
-    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    s = summarize(
+        tuner.run_dir, chosen(payload, outcomes, spec), outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080
+    )
     out = io.StringIO()
     print_summary(p, s, Console(file=out, width=1000))
     lines = out.getvalue().splitlines()

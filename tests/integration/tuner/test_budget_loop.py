@@ -19,6 +19,7 @@ from rich.console import Console
 from kvtune.artifacts.summary import summarize
 from kvtune.cli.run_text import print_summary
 from kvtune.knobs import Knob
+from kvtune.study.results import StudyResults, choose_best
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner import accounting
@@ -72,7 +73,15 @@ def test_the_asks_cap_ends_an_impossible_space_naming_the_knob_to_widen(make_tun
     spec = tuner.spec
     p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
     payload = {"trials": [o.to_dict() for o in outcomes], "budget": r}
-    summary = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    summary = summarize(
+        tuner.run_dir,
+        StudyResults(choose_best(outcomes, spec.objective_specs), payload),
+        outcomes,
+        spec.objective_specs,
+        p.targets,
+        "127.0.0.1",
+        8080,
+    )
     out = io.StringIO()
     print_summary(p, summary, Console(file=out, width=400))
     text = out.getvalue()

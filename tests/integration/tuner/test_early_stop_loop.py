@@ -18,6 +18,7 @@ from kvtune.cli.run_text import print_summary
 from kvtune.kinds import FailureKind
 from kvtune.knobs import Knob
 from kvtune.study.outcome import RUNS_KEY
+from kvtune.study.results import StudyResults, choose_best
 from kvtune.study.spec import StudySpec
 from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench
 from kvtune.tuner.assemble import prepare
@@ -138,7 +139,15 @@ def test_the_summary_says_how_much_time_early_stops_saved(make_tuner, tmp_path):
     outcomes = tuner.run()
     p = prepare(spec, launcher=launcher, runs_dir=str(tmp_path / "runs"))
     payload = {"trials": [o.to_dict() for o in outcomes], "budget": tuner.budget_report}
-    s = summarize(tuner.run_dir, payload, outcomes, spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    s = summarize(
+        tuner.run_dir,
+        StudyResults(choose_best(outcomes, spec.objective_specs), payload),
+        outcomes,
+        spec.objective_specs,
+        p.targets,
+        "127.0.0.1",
+        8080,
+    )
     assert s.early_stop is not None and s.early_stop.trials == 1 and s.early_stop.saved_s > 0
     assert payload["early_stop"]["trials"] == 1
     # no feasible config: the baseline, measured in full, is the nearer miss with a hint; the

@@ -16,7 +16,7 @@ from kvtune.artifacts.summary import summarize
 from kvtune.cli.run_text import print_summary
 from kvtune.kinds import FailureKind
 from kvtune.knobs import Knob
-from kvtune.study.results import build_payload
+from kvtune.study.results import study_results
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import prepare
@@ -62,10 +62,10 @@ def test_a_faster_config_that_answers_differently_is_refused_and_the_best_answer
     assert by_flags[(4, 0)].fidelity["role"] == "not probed" and by_flags[(4, 0)].feasible
 
     p = prepare(spec, launcher=launcher(), runs_dir=str(tmp_path / "runs"))
-    payload = build_payload(
+    results = study_results(
         "fid", p.spec.to_dict(), {}, "fake 1.0", [t.describe() for t in p.targets], p.spec.objective_specs, outcomes
     )
-    s = summarize(p.run_dir, payload, outcomes, p.spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    s = summarize(p.run_dir, results, outcomes, p.spec.objective_specs, p.targets, "127.0.0.1", 8080)
     assert s.best is not None and s.best.candidate.flags.get("answer-drift") in (0, None)
     assert "answer-drift" not in " ".join(s.best_argv)
     gate = json.loads(s.results_path.read_text())["fidelity"]
@@ -94,9 +94,9 @@ def test_the_gate_off_judges_on_speed_alone_and_says_so(make_tuner, tmp_path):
     outcomes = tuner.run()
     assert all(o.fidelity is None for o in outcomes)
     p = prepare(spec, launcher=launcher(), runs_dir=str(tmp_path / "runs"))
-    payload = build_payload(
+    results = study_results(
         "nofid", p.spec.to_dict(), {}, "fake 1.0", [t.describe() for t in p.targets], p.spec.objective_specs, outcomes
     )
-    s = summarize(p.run_dir, payload, outcomes, p.spec.objective_specs, p.targets, "127.0.0.1", 8080)
+    s = summarize(p.run_dir, results, outcomes, p.spec.objective_specs, p.targets, "127.0.0.1", 8080)
     assert s.fidelity is not None and s.fidelity.lines()[0].startswith("fidelity gate: off")
     assert 'id="plot-fidelity-note"' in report.render_report(json.loads(s.results_path.read_text()))

@@ -15,6 +15,7 @@ import pytest
 
 from kvtune.artifacts import bench_script, export
 from kvtune.artifacts import overview as ov
+from kvtune.artifacts.deployable import Deployable
 from kvtune.errors import SpecError
 from tests.paths import UNIT_DATA
 
@@ -56,11 +57,11 @@ def test_the_script_carries_the_workload_targets_and_the_vllm_line() -> None:
 def test_relative_targets_are_fixed_at_the_baselines_threshold() -> None:
     r = results(targets=["ttft<0.5x"])
     base = r["trials"][0]["metrics"]["p95_ttft_ms"]
-    [ttft, _] = bench_script.absolute_targets(r)
+    [ttft, _] = bench_script.absolute_targets(Deployable.read(r["trials"][0], r))
     assert ttft.threshold == pytest.approx(0.5 * base) and not ttft.relative
     r["trials"][0]["metrics"] = None
     with pytest.raises(SpecError, match="not measured"):
-        bench_script.absolute_targets(r)
+        bench_script.absolute_targets(Deployable.read(r["trials"][0], r))
 
 
 def test_open_loop_and_capacity_studies() -> None:
@@ -203,7 +204,7 @@ def test_the_script_runs_the_kvtune_that_wrote_it_unless_kvtune_is_set() -> None
     assert 'if [ -n "${KVTUNE:-}" ]; then' in text and "exit 127" in text
     assert "${KVTUNE:-kvtune}" not in text
     other = bench_script.render(
-        ov.pick_trial(results()).to_dict(), results(), "127.0.0.1", 8080, [], kvtune=["/opt/it's/kvtune"]
+        Deployable.read(ov.pick_trial(results()), results()), "127.0.0.1", 8080, [], kvtune=["/opt/it's/kvtune"]
     )
     assert "WROTE_IT=('/opt/it'\"'\"'s/kvtune')" in other
     assert "# KVTUNE names the kvtune command (default: '/opt/it'\"'\"'s/kvtune', the kvtune that wrote" in other

@@ -10,6 +10,7 @@ from kvtune.artifacts.summary import summarize
 from kvtune.objectives.objective import objective
 from kvtune.objectives.targets import parse_targets
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.results import StudyResults, choose_best
 from tests.paths import UNIT_DATA
 
 DATA = UNIT_DATA
@@ -56,9 +57,9 @@ def test_no_price_no_cost_line_and_unmetered_energy_is_said_so() -> None:
 def test_results_json_and_the_run_summary_carry_them(tmp_path) -> None:
     r = results()
     payload = {k: v for k, v in r.items() if k not in ("best_argv", "launch_script")}
-    s = summarize(
-        tmp_path, payload, outcomes(r), [objective("output_throughput")], parse_targets(["ttft<60s"]), "127.0.0.1", 8080
-    )
+    objs = [objective("output_throughput")]
+    chosen = StudyResults(choose_best(outcomes(r), objs, payload.get("server_defaults")), payload)
+    s = summarize(tmp_path, chosen, outcomes(r), objs, parse_targets(["ttft<60s"]), "127.0.0.1", 8080)
     assert s.cost_energy == payload["cost_energy"]["summary"] and len(s.cost_energy) == 2
     assert payload["cost_energy"]["price"] == "$3.6/hour"
     assert payload["cost_energy"]["best"]["cost_per_mtok"] == s.best.metrics["cost_per_mtok"]

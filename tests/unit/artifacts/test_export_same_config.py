@@ -16,6 +16,7 @@ import yaml
 
 from kvtune.artifacts import export, launch_script
 from kvtune.artifacts.cpu_resources import cpu_ranges, tuned_cpus
+from kvtune.study.outcome import TrialOutcome
 from tests.unit.artifacts.test_export import (
     NASTY_ENV,
     best,
@@ -62,7 +63,7 @@ def script_env(script: str) -> dict[str, str]:
 
 def every_format(t: dict, r: dict, host: str, port: int) -> dict[str, tuple[dict[str, str], list[str]]]:
     """(environment, argv) of the printed command line and of each export, parsed back."""
-    got = {"command line": split_command_line(export.command_line(t, host, port))}
+    got = {"command line": split_command_line(export.command_line(TrialOutcome.from_dict(t), host, port))}
     script = export.render("bash", t, r, host, port)
     got["bash"] = script_env(script), launch_script.parse_exec_argv(script)
     svc = parse_unit(export.render("systemd", t, r, host, port))["Service"]
@@ -86,7 +87,7 @@ def test_every_format_and_the_printed_command_line_carry_the_tuned_environment()
             assert [a.replace("/models/m", "/data/m") for a in argv] == want_argv[2:], fmt
         else:
             assert argv == want_argv, fmt
-    line = export.command_line(t, "0.0.0.0", 8000)
+    line = export.command_line(TrialOutcome.from_dict(t), "0.0.0.0", 8000)
     assert line.startswith("LLAMA_ARG_N=1 VLLM_CPU_KVCACHE_SPACE=4 VLLM_CPU_OMP_THREADS_BIND=0-1 WEIRD=")
 
 
@@ -102,7 +103,9 @@ def test_the_gpu_pinning_is_on_the_command_line_as_in_the_launch_script_and_not_
 
 def test_a_config_without_environment_prints_the_bare_argv():
     t = best()
-    assert export.command_line(t, "127.0.0.1", 8080) == shlex.join(export.deploy_argv(t["argv"], "127.0.0.1", 8080))
+    assert export.command_line(TrialOutcome.from_dict(t), "127.0.0.1", 8080) == shlex.join(
+        export.deploy_argv(t["argv"], "127.0.0.1", 8080)
+    )
 
 
 # ---- CPUs ---------------------------------------------------------------------------------------
@@ -166,7 +169,7 @@ def test_results_that_do_not_say_reserve_no_cpus():
     del r["hardware"]["cpus"]
     svc, res, compose_text, _ = compose_and_k8s(best(), r)
     assert "cpus" not in svc and "cpu" not in (res or {}).get("limits", {}) and "# CPUs:" not in compose_text
-    assert tuned_cpus(best(), {}) is None
+    assert tuned_cpus(TrialOutcome.from_dict(best()), {}) is None
 
 
 @pytest.mark.parametrize(

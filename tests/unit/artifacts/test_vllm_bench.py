@@ -43,20 +43,20 @@ def spec(backend: str, model: str | None) -> StudySpec:
 def test_a_vllm_study_names_the_folder_its_server_served_not_demo() -> None:
     folder = "/root/.cache/kvtune/hf/SmolLM2-135M-Instruct"
     trial = {"argv": ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--port", "1"]}
-    model = served_model(trial, spec("vllm", None))
+    model = served_model(trial["argv"], spec("vllm", None))
     assert model == ServedModel(name=folder, path=folder, tokenizer=folder)
     argv = vllm_line(Workload(), SLO, model).argv
     assert flag(argv, "--model") == folder and "--tokenizer" not in argv
     named = {"argv": ["/venv/bin/vllm", "serve", folder, "--served-model-name", "smol", "--port", "1"]}
-    argv = vllm_line(Workload(), SLO, served_model(named, spec("vllm", "demo"))).argv
+    argv = vllm_line(Workload(), SLO, served_model(named["argv"], spec("vllm", "demo"))).argv
     assert flag(argv, "--model") == "smol" and flag(argv, "--tokenizer") == folder
 
 
 def test_a_llama_server_study_sends_the_gguf_stem_and_tokenizes_with_an_hf_id() -> None:
     gguf = "/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
     trial = {"argv": ["/bin/llama-server", "--model", gguf, "--port", "1"]}
-    assert served_model(trial, spec("llama-server", None)) == DEMO
-    own = served_model(trial, spec("llama-server", "models/mine.gguf"))
+    assert served_model(trial["argv"], spec("llama-server", None)) == DEMO
+    own = served_model(trial["argv"], spec("llama-server", "models/mine.gguf"))
     assert own.path == gguf and own.tokenizer == UNKNOWN_HF_ID  # vLLM cannot tokenize with a GGUF
 
 

@@ -14,7 +14,7 @@ from kvtune.knobs import Candidate
 from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import objective
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.results import COMPARED, best_outcome, build_payload, compare, confirmation_summary, write_results
+from kvtune.study.results import COMPARED, build_payload, choose_best, compare, confirmation_summary, write_results
 
 THROUGHPUT = (objective("output_throughput"),)
 
@@ -88,7 +88,7 @@ def test_confirmation_summary_counts_the_baseline():
     assert summary is not None
     assert summary["order_before"] == [5, 0] and summary["order_after"] == [0, 5]
     assert not summary["held"]
-    assert best_outcome(outcomes, Direction.MAXIMIZE).number == 0
+    assert choose_best(outcomes, THROUGHPUT).best.number == 0
 
 
 def test_without_a_confirmation_there_is_no_summary():
