@@ -187,7 +187,7 @@ step_time "study" PASS "kvtune run exited $rc (0: a feasible best, 1: none met t
 step_start "6. the checks"
 checks="$("$python" "$root/benchmarks/gpu_checks.py" "$runs/gpu-acceptance/results.json" \
     --mode "$mode" --nvidia-smi-log "$runs/nvidia-smi.log" --idle-mib "${idle_mib:-0}")" || true
-echo "$checks"
+echo "$checks" | grep -Ev "^(PASS|FAIL|SKIP):" || true
 while IFS= read -r line; do
     case "$line" in
         PASS:*|FAIL:*|SKIP:*) st="${line%%:*}"; rest="${line#*: }"; record "$st" "${rest%% (*}" "$(echo "$rest" | sed -n 's/^[^(]*(\(.*\))$/\1/p')" ;;
