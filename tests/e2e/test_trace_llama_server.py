@@ -126,7 +126,7 @@ def test_each_shipped_trace_fits_and_replays_without_a_clip_flag(tmp_path, llama
 
 def test_capacity_on_a_trace_prints_the_speed_factor_it_holds(tmp_path, llama_server: str) -> None:
     """`kvtune run --workload trace:azure-conv --objective capacity` (issue 30 item 2): every trial
-    replays the trace's first 6 requests faster and faster (tuner/trial/trace_capacity.py); the
+    replays the trace's first 6 requests faster and faster (tuner/trial/capacity.py); the
     summary and `kvtune show` say the speed held as a multiple of the recorded rate, and
     results.json records it with each replay's speed."""
     import json

@@ -55,7 +55,7 @@ def absolute_targets(d: Deployable) -> list[Target]:
 
 def load_for(trial: TrialOutcome, spec: StudySpec) -> Workload:
     """The workload to re-run; a capacity study's at the capacity the trial reached (on a trace,
-    the replay's speed factor: tuner/trial/trace_capacity.py)."""
+    the replay's speed factor: tuner/trial/capacity.py)."""
     w = spec.workload
     if not spec.is_capacity:
         return w

@@ -37,12 +37,13 @@ from kvtune.bench.multiturn import ConversationLoop, conversation_starts, planne
 from kvtune.bench.options import BenchOptions, BenchRun, resolve_api_key, slo_goodput
 from kvtune.bench.prefix_reuse import hit_rate_note, prefix_cache_hit_rate
 from kvtune.bench.prompts import PromptSource
-from kvtune.bench.server_metrics import METRICS_PATH, Scraper, acceptance_from
+from kvtune.bench.server_metrics import METRICS_PATH, Scraper
 from kvtune.bench.server_timing import max_concurrency, server_timing_summary
 from kvtune.bench.stream import CHAT_PATH, COMPLETIONS_PATH, build_body, chat_body, redact_secret
 from kvtune.bench.tokenizer import Tokenizer, try_load_tokenizer
 from kvtune.bench.trace_prompts import TracePromptSource
 from kvtune.bench.traces import fitted_trace
+from kvtune.bench.vllm_counters import acceptance_from
 from kvtune.errors import SpecError
 from kvtune.objectives.metrics import RequestSample, sample_notes, summarize_requests
 from kvtune.workload import Workload

@@ -2,7 +2,7 @@
 
 - vLLM counts prompt tokens looked up in its prefix cache and those found, as Prometheus
   counters (``vllm:prefix_cache_queries_total``, ``vllm:prefix_cache_hits_total`` in vLLM
-  0.32): their deltas over the measured phase (server_metrics.py) give hits / queries.
+  0.32): their deltas over the measured phase (vllm_counters.py) give hits / queries.
 - llama-server says per response, in the final chunk's ``timings``, how many prompt tokens
   came from the slot's cache (``cache_n``) and how many it processed (``prompt_n``): the rate
   is sum(cache_n) / sum(cache_n + prompt_n) over the answered requests.
@@ -15,22 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+from kvtune.bench.vllm_counters import prefix_counts
 from kvtune.objectives.metrics import RequestSample
-
-VLLM_QUERIES = "vllm:prefix_cache_queries_total"
-VLLM_HITS = "vllm:prefix_cache_hits_total"
-
-
-def _vllm_counts(server_metrics: Iterable[dict[str, Any] | None]) -> tuple[float, float] | None:
-    queries = hits = 0.0
-    seen = False
-    for m in server_metrics:
-        deltas = (m or {}).get("deltas") or {}
-        if VLLM_QUERIES in deltas:
-            seen = True
-            queries += float(deltas[VLLM_QUERIES])
-            hits += float(deltas.get(VLLM_HITS, 0.0))
-    return (hits, queries) if seen else None
 
 
 def _llama_counts(samples: Iterable[RequestSample]) -> tuple[float, float] | None:
@@ -51,7 +37,7 @@ def _llama_counts(samples: Iterable[RequestSample]) -> tuple[float, float] | Non
 def prefix_cache_hit_rate(samples: list[RequestSample], server_metrics: Iterable[dict[str, Any] | None]) -> float:
     """Hits / looked-up prompt tokens over the runs (vLLM's counters first, else llama-server's
     timings); NaN when the server reported neither or looked nothing up."""
-    counts = _vllm_counts(server_metrics) or _llama_counts(samples)
+    counts = prefix_counts(server_metrics) or _llama_counts(samples)
     if counts is None or counts[1] <= 0:
         return math.nan
     return counts[0] / counts[1]

@@ -3,8 +3,9 @@
 Read before the measured requests, every `METRICS_INTERVAL_S` during them and after them:
 counters and histogram sums become deltas over the phase, gauges their max/mean/last over the
 samples, and vLLM's headline figures (preemptions, KV-cache usage, waiting and running requests)
-get stable names. A server without the endpoint (llama-server without ``--metrics``) is reported
-as unavailable with the reason, never as an error.
+get stable names (vllm_counters.py knows what vLLM's names mean). A server without the endpoint
+(llama-server without ``--metrics``) is reported as unavailable with the reason, never as an
+error.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from kvtune.bench import vllm_counters
 from kvtune.bench.stream import redact_secret
 
 METRICS_PATH = "/metrics"
@@ -57,7 +59,8 @@ def gauge_names(values: dict[str, float], types: dict[str, str]) -> list[str]:
 def metrics_delta(
     before: dict[str, float], after: dict[str, float], types: dict[str, str], gauge_samples: list[dict[str, float]]
 ) -> dict[str, Any]:
-    """Counter and histogram-sum deltas, gauge max/mean over the samples, vLLM highlights."""
+    """Counter and histogram-sum deltas, gauge max/mean over the samples, and vLLM's headline
+    figures under stable names (vllm_counters.py)."""
     deltas = {
         n: after[n] - before[n]
         for n in after
@@ -75,29 +78,8 @@ def metrics_delta(
             if c:
                 means[n[:-4]] = d / c
     out["histogram_means"] = means
-    # vLLM's headline figures under stable names (older vLLM: gpu_cache_usage_perc).
-    if "vllm:num_preemptions_total" in deltas:
-        out["num_preemptions_delta"] = deltas["vllm:num_preemptions_total"]
-    for name in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
-        if name in gauges:
-            out["max_kv_cache_usage_perc"] = gauges[name]["max"]
-            break
-    if "vllm:num_requests_waiting" in gauges:
-        out["max_num_requests_waiting"] = gauges["vllm:num_requests_waiting"]["max"]
-        out["mean_num_requests_waiting"] = gauges["vllm:num_requests_waiting"]["mean"]
-    if "vllm:num_requests_running" in gauges:
-        out["max_num_requests_running"] = gauges["vllm:num_requests_running"]["max"]
-    drafted = deltas.get("vllm:spec_decode_num_draft_tokens_total")
-    if drafted:  # speculative decoding: the share of drafted tokens the target model accepted
-        out["spec_acceptance_rate"] = deltas.get("vllm:spec_decode_num_accepted_tokens_total", 0.0) / drafted
+    out.update(vllm_counters.headline(deltas, gauges))
     return out
-
-
-def acceptance_from(server_metrics: dict[str, Any] | None) -> dict[str, float]:
-    """``spec_acceptance_rate`` from a run's /metrics deltas (vLLM's spec-decode counters), for
-    the run's metrics; empty when the server drafted nothing or was not scraped."""
-    rate = (server_metrics or {}).get("spec_acceptance_rate")
-    return {} if rate is None else {"spec_acceptance_rate": float(rate)}
 
 
 class Scraper:

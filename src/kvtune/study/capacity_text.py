@@ -2,7 +2,7 @@
 
 The capacity objective's figure is one number (``metrics["capacity"]``), and what it counts
 depends on the workload: concurrent users in closed loop, requests per second in open loop, and
-on a trace the speed factor of the replay (tuner/trial/trace_capacity.py). A trace's capacity
+on a trace the speed factor of the replay (tuner/trial/capacity.py, the search). A trace's capacity
 is recorded under `TRACE_SPEED_KEY` too, so any reader of results.json (the run's summary,
 `kvtune show`, `kvtune report`, the progress rows) can say it as "holds this trace at 2.5x its
 recorded rate with every target met" without being told the workload. Pure.

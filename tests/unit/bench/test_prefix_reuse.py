@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from kvtune.bench.prefix_reuse import VLLM_HITS, VLLM_QUERIES, hit_rate_note, prefix_cache_hit_rate
+from kvtune.bench.prefix_reuse import hit_rate_note, prefix_cache_hit_rate
+from kvtune.bench.vllm_counters import PREFIX_HITS, PREFIX_QUERIES
 from kvtune.objectives.metrics import RequestSample
 
 
@@ -13,7 +14,10 @@ def _answered(timings: dict | None, ok: bool = True) -> RequestSample:
 
 
 def test_vllm_counters_over_the_runs() -> None:
-    runs = [{"deltas": {VLLM_QUERIES: 1000.0, VLLM_HITS: 250.0}}, {"deltas": {VLLM_QUERIES: 1000.0, VLLM_HITS: 750.0}}]
+    runs = [
+        {"deltas": {PREFIX_QUERIES: 1000.0, PREFIX_HITS: 250.0}},
+        {"deltas": {PREFIX_QUERIES: 1000.0, PREFIX_HITS: 750.0}},
+    ]
     assert prefix_cache_hit_rate([], runs) == 0.5
     # the server's counters win over per-response timings when both are there
     assert prefix_cache_hit_rate([_answered({"cache_n": 10, "prompt_n": 0})], runs) == 0.5
@@ -30,6 +34,6 @@ def test_llama_server_timings_of_the_answered_requests() -> None:
 
 def test_nan_when_the_server_says_nothing_or_looked_nothing_up() -> None:
     assert math.isnan(prefix_cache_hit_rate([_answered(None), _answered({"prompt_n": 5})], [None]))
-    assert math.isnan(prefix_cache_hit_rate([], [{"deltas": {VLLM_QUERIES: 0.0}}]))
+    assert math.isnan(prefix_cache_hit_rate([], [{"deltas": {PREFIX_QUERIES: 0.0}}]))
     assert hit_rate_note(math.nan) == "prefix-cache hit rate: not reported by the server"
     assert hit_rate_note(0.25) == "prefix-cache hit rate 25% (the server's own count)"

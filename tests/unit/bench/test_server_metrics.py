@@ -10,7 +10,8 @@ import asyncio
 import httpx
 import pytest
 
-from kvtune.bench.server_metrics import METRICS_PATH, Scraper, acceptance_from, metrics_delta, parse_prometheus
+from kvtune.bench.server_metrics import METRICS_PATH, Scraper, metrics_delta, parse_prometheus
+from kvtune.bench.vllm_counters import acceptance_from
 from kvtune.testing.virtual_time import VirtualClock
 
 TEXT = """\

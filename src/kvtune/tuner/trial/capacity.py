@@ -1,30 +1,44 @@
-"""How one load level of the capacity search is measured, so it reads the steady state.
+"""The capacity objective: the most load one running server holds with every target met.
 
-A level measured the naive way misleads both ways: all users starting at once make the first
-burst of prompts dominate TTFT p95 (capacity under-estimated), and an open loop that sends a fixed
-count finishes sooner the higher the rate, before queues build (over-estimated). So each level:
+One search per workload, all judging a level the same way (`level_status`: client-limited when
+the open loop fell behind its schedule, since the server was not offered that load; else held
+when every target is met). A break of the first level that breaks is measured once more before
+it counts, and the final held level once more before it is reported (a break then steps down to
+the next lower held level); a client-limited level is not held, and nothing above it is tried.
 
-- warms up at that level first (at least `warmup_waves` rounds of its users; in open loop a closed
-  warm-up with as many users as the rate keeps busy, rate x typical request duration);
-- ramps its users in over one typical request duration (the last level's mean E2EL), not at once;
-- measures at least `waves` rounds of its users (closed loop), or for a duration (open loop:
-  max(`min_open_duration_s`, num_requests / rate), so a higher rate is not a shorter run);
-- is judged held, broke, or client-limited (the open-loop client fell behind its schedule: the
-  server was not offered that load, so the level says nothing about the server and is not held).
-
-Pure: the search itself (which levels, the re-check of the first break) is `measure_capacity` in
-measure.py; this module only shapes a level's workload and names its verdict.
+- Users (closed loop) or a request rate (open loop), `measure_capacity`: double the load until a
+  target breaks, then bisect between the last level that held and the first that broke. Each
+  level reads the steady state (`level_workload`): a naive level misleads both ways (all users
+  starting at once make the first burst dominate TTFT p95; an open loop that sends a fixed count
+  finishes sooner the higher the rate, before queues build). So a level warms up at that level
+  first (at least `warmup_waves` rounds of its users; in open loop as many users as the rate
+  keeps busy, rate x typical request duration), ramps its users in over one typical request
+  duration, and measures at least `waves` rounds of its users, or in open loop for
+  max(`min_open_duration_s`, num_requests / rate), so a higher rate is not a shorter run.
+- A trace, `measure_trace_capacity`: a trace fixes its arrivals and lengths, so the one load
+  knob left is the replay's speed (`Workload.trace_speed`: 2 sends the same requests in half the
+  time), and the capacity is that multiple of the recorded rate (study/capacity_text.py says it
+  so: "holds this trace at 2.5x its recorded rate"). The bracket (`SpeedPlan`) starts at 1x, the
+  question an operator asks first ("does this box serve my traffic?"); doubles while it holds up
+  to 64x (an excerpt then arrives within a second or two, too short to say much about steady
+  state; reaching it is flagged as a lower bound); halves while it breaks down to 0.25x (each
+  halving doubles the replay's wall time; a config that cannot serve a quarter of the recorded
+  rate is infeasible here, capacity 0); then bisects until the gap is within 10% of the held
+  speed (finer would be inside a short replay's noise). Every level replays the same requests,
+  the workload's own warm-up before the first only. `search_speed` is that search over a probe.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from kvtune.bench.options import BenchRun
+from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.objectives.targets import Target
+from kvtune.study.capacity_text import TRACE_LOWEST_KEY, TRACE_SPEED_KEY, TRACE_UNIT
+from kvtune.tuner.trial.measure import Bench, Measurement
 from kvtune.workload import Workload
 
 MAX_CONCURRENCY = 256
@@ -94,3 +108,276 @@ def level_workload(w: Workload, load: float, plan: CapacityPlan, first: bool, ty
 def ramp_for(plan: CapacityPlan, typical_s: float) -> float:
     """Seconds over which a level's users start (0: all at once)."""
     return typical_s if plan.ramp else 0.0
+
+
+def measure_capacity(
+    bench: Bench,
+    base_url: str,
+    workload: Workload,
+    targets: list[Target],
+    options: BenchOptions,
+    on_level: Callable[[float, bool], None] = lambda load, ok: None,
+    plan: CapacityPlan = CapacityPlan(),
+) -> Measurement:
+    """Highest load at which every target holds, each level measured in steady state
+    (`level_workload`). metrics = those at that load (or at the lowest load tried when none held),
+    plus ``capacity`` (0 when even the lowest load breaks a target).
+
+    Doubling finds the first level that breaks; that level is measured once more before it
+    counts (`plan.recheck`; a level that holds the second time was noise and the search goes on),
+    then bisection narrows the gap, and the final held level is measured once more (a level that
+    breaks now steps the capacity down to the next lower held level). A level where the client
+    fell behind its schedule is "client-limited": not held, and the search does not go above it
+    (more load would only measure the client); ``capacity_client_limited`` then says the capacity is a lower bound.
+    Every measurement is one entry of `Measurement.runs`: load, status, met, recheck, ramp_s.
+    """
+    return _CapacitySearch(bench, base_url, workload, targets, options, on_level, plan).run()
+
+
+class _CapacitySearch:
+    """`measure_capacity`'s state: the levels measured so far and one typical request's duration
+    (from the last level with answers: it sizes the next level's ramp and steady state)."""
+
+    def __init__(
+        self,
+        bench: Bench,
+        base_url: str,
+        workload: Workload,
+        targets: list[Target],
+        options: BenchOptions,
+        on_level: Callable[[float, bool], None],
+        plan: CapacityPlan,
+    ):
+        self.bench, self.base_url, self.workload, self.targets = bench, base_url, workload, targets
+        self.options, self.on_level, self.plan = options, on_level, plan
+        self.open_loop = is_open(workload)
+        self.results: dict[float, BenchRun] = {}
+        self.m = Measurement(metrics={})
+        self.typical_s = 0.0
+
+    def measure(self, load: float, recheck: bool) -> LevelStatus:
+        w = level_workload(self.workload, load, self.plan, first=not self.results, typical_s=self.typical_s)
+        ramp = ramp_for(self.plan, self.typical_s)
+        run = self.bench(self.base_url, w, replace(self.options, ramp_s=ramp) if ramp else self.options)
+        status = level_status(run, self.targets)
+        self.results[load] = run
+        self.typical_s = typical_duration_s(run.metrics) or self.typical_s
+        self.m.runs.append(
+            {
+                "load": load,
+                "met": status is LevelStatus.HELD,
+                "status": status.value,
+                "recheck": recheck,
+                "ramp_s": ramp,
+                "metrics": run.metrics,
+            }
+        )
+        self.m.bench_runs.append(run)
+        self.on_level(load, status is LevelStatus.HELD)
+        return status
+
+    def run_at(self, load: float, may_recheck: bool = False) -> LevelStatus:
+        status = self.measure(load, recheck=False)
+        if status is LevelStatus.BROKE and may_recheck and self.plan.recheck:
+            status = self.measure(load, recheck=True)  # a break counts only if it breaks again
+        return status
+
+    def run(self) -> Measurement:
+        lowest = 0.5 if self.open_loop else 1.0
+        good, bad, limited = self._double(lowest)
+        if bad is not None and good > 0:
+            good, limited = self._bisect(good, bad, limited)
+        good = self._recheck_held(good)
+        chosen = self.results[good] if good > 0 else self.results[lowest]
+        m = self.m
+        m.capacity = good
+        m.chosen = [chosen]
+        m.metrics = {**chosen.metrics, "capacity": good}
+        if limited:
+            m.metrics["capacity_client_limited"] = 1.0
+        return m
+
+    def _double(self, lowest: float) -> tuple[float, float | None, bool]:
+        """Double the load from `lowest` until a level does not hold: (held, broke, limited)."""
+        ceiling = MAX_RATE if self.open_loop else MAX_CONCURRENCY
+        good, load = 0.0, lowest
+        while load <= ceiling:
+            status = self.run_at(load, may_recheck=True)
+            if status is not LevelStatus.HELD:
+                return good, load, status is LevelStatus.CLIENT_LIMITED
+            good, load = load, load * 2
+        return good, None, False
+
+    def _recheck_held(self, good: float) -> float:
+        """The final held level, measured once more before it counts (`plan.recheck`): a level
+        found by bisection held once, and a lucky burst would otherwise set the capacity. When it
+        breaks now, step down to the next lower level that held, re-checked in turn (each level
+        at most once); 0 when none holds twice."""
+        if not self.plan.recheck:
+            return good
+        checked: set[float] = set()
+        while good > 0 and good not in checked:
+            checked.add(good)
+            if self.measure(good, recheck=True) is LevelStatus.HELD:
+                return good
+            lower = [r["load"] for r in self.m.runs if r["met"] and r["load"] < good]
+            good = max(lower, default=0.0)
+        return good
+
+    def _bisect(self, good: float, bad: float, limited: bool) -> tuple[float, bool]:
+        """Narrow the gap between the last level that held and the first that broke."""
+        resolution = max(0.1 * good, 0.25) if self.open_loop else 1.0
+        while bad - good > resolution:
+            mid = (good + bad) / 2 if self.open_loop else float(int((good + bad) // 2))
+            if mid in (good, bad):
+                break
+            status = self.run_at(mid)
+            if status is LevelStatus.HELD:
+                good = mid
+            else:
+                bad, limited = mid, status is LevelStatus.CLIENT_LIMITED
+        return good, limited
+
+
+# (speed, is this a re-check) -> the level's verdict
+Probe = Callable[[float, bool], LevelStatus]
+
+
+@dataclass(frozen=True)
+class SpeedPlan:
+    """The bracket and resolution of the speed search (see the module's docstring for why)."""
+
+    start: float = 1.0
+    cap: float = 64.0
+    floor: float = 0.25
+    resolution: float = 0.10  # stop when (broke - held) <= resolution x held
+    recheck: bool = True
+
+
+@dataclass
+class SpeedFound:
+    """The search's answer: the speed held (0: none), and whether it is a lower bound."""
+
+    held: float
+    client_limited: bool = False
+    at_cap: bool = False
+    lowest: float = 0.0  # the slowest speed tried
+    held_levels: set[float] = field(default_factory=set)
+
+
+def search_speed(probe: Probe, plan: SpeedPlan = SpeedPlan()) -> SpeedFound:
+    """The fastest speed at which `probe` holds: bracket from `plan.start` (doubling up or halving
+    down), bisect to `plan.resolution`, re-check the speed found."""
+    found = SpeedFound(held=0.0, lowest=plan.start)
+
+    def run_at(speed: float, may_recheck: bool) -> LevelStatus:
+        found.lowest = min(found.lowest, speed)
+        status = probe(speed, False)
+        if status is LevelStatus.BROKE and may_recheck and plan.recheck:
+            status = probe(speed, True)  # a break counts only when it breaks again
+        if status is LevelStatus.HELD:
+            found.held_levels.add(speed)
+        return status
+
+    good, bad, at_bad = _bracket(run_at, plan, found)
+    while bad is not None and good > 0 and bad - good > plan.resolution * good:
+        mid = (good + bad) / 2
+        status = run_at(mid, False)
+        if status is LevelStatus.HELD:
+            good = mid
+        else:
+            bad, at_bad = mid, status
+    found.client_limited = bad is not None and at_bad is LevelStatus.CLIENT_LIMITED
+    found.held = _recheck_held(probe, plan, good, found.held_levels)
+    return found
+
+
+def _bracket(
+    run_at: Callable[[float, bool], LevelStatus], plan: SpeedPlan, found: SpeedFound
+) -> tuple[float, float | None, LevelStatus]:
+    """(held, broke, the status at `broke`): doubling from `start` while it holds, up to the
+    cap, or halving from it to the floor while it breaks. Only the first break is re-checked."""
+    speed = plan.start
+    status = run_at(speed, True)
+    if status is LevelStatus.HELD:
+        good = speed
+        while speed * 2 <= plan.cap:
+            speed *= 2
+            status = run_at(speed, True)
+            if status is not LevelStatus.HELD:
+                return good, speed, status
+            good = speed
+        found.at_cap = True
+        return good, None, status
+    bad = speed
+    while speed / 2 >= plan.floor:
+        speed /= 2
+        next_status = run_at(speed, False)
+        if next_status is LevelStatus.HELD:
+            return speed, bad, status
+        bad, status = speed, next_status
+    return 0.0, bad, status
+
+
+def _recheck_held(probe: Probe, plan: SpeedPlan, good: float, held: set[float]) -> float:
+    """The speed found, measured once more before it counts: a bisected level held once, and a
+    lucky replay would otherwise set the capacity. A break steps down to the next lower speed
+    that held, re-checked in turn (each at most once); 0 when none holds twice."""
+    if not plan.recheck:
+        return good
+    checked: set[float] = set()
+    while good > 0 and good not in checked:
+        checked.add(good)
+        if probe(good, True) is LevelStatus.HELD:
+            return good
+        good = max((s for s in held if s < good), default=0.0)
+    return good
+
+
+def measure_trace_capacity(
+    bench: Bench,
+    base_url: str,
+    workload: Workload,
+    targets: list[Target],
+    options: BenchOptions,
+    on_level: Callable[[float, bool], None] = lambda speed, ok: None,
+    plan: SpeedPlan = SpeedPlan(),
+) -> Measurement:
+    """The trace's capacity on one running server: `search_speed` with each probe a replay at
+    that speed. metrics = those of the speed found (or the slowest tried when none held), plus
+    ``capacity`` and `TRACE_SPEED_KEY` (the speed factor, 0 when none held), `TRACE_LOWEST_KEY`,
+    ``capacity_rechecked``, and ``capacity_at_cap`` / ``capacity_client_limited`` when the figure
+    is a lower bound. Every replay is one entry of `Measurement.runs`: load (the speed), unit,
+    status, met, recheck."""
+    m = Measurement(metrics={})
+    latest: dict[float, BenchRun] = {}
+
+    def probe(speed: float, recheck: bool) -> LevelStatus:
+        warmup = workload.warmup_requests if not m.bench_runs else 0  # the server is warm after
+        run = bench(base_url, replace(workload, trace_speed=speed, warmup_requests=warmup), options)
+        status = level_status(run, targets)
+        latest[speed] = run
+        m.bench_runs.append(run)
+        m.runs.append(
+            {
+                "load": speed,
+                "unit": TRACE_UNIT,
+                "met": status is LevelStatus.HELD,
+                "status": status.value,
+                "recheck": recheck,
+                "metrics": run.metrics,
+            }
+        )
+        on_level(speed, status is LevelStatus.HELD)
+        return status
+
+    found = search_speed(probe, plan)
+    chosen = latest[found.held] if found.held > 0 else latest[min(latest)]
+    m.capacity, m.chosen = found.held, [chosen]
+    m.metrics = {**chosen.metrics, "capacity": found.held, TRACE_SPEED_KEY: found.held, TRACE_LOWEST_KEY: found.lowest}
+    m.metrics["capacity_rechecked"] = 1.0 if plan.recheck and found.held > 0 else 0.0
+    if found.at_cap:
+        m.metrics["capacity_at_cap"] = 1.0
+    if found.client_limited:
+        m.metrics["capacity_client_limited"] = 1.0
+    return m

@@ -2,7 +2,7 @@
 machine is re-measured, and one that stays disturbed says so.
 
 The interference monitor (kvtune.interference) watches every measured run of a trial
-(`measure.WatchedBench`). When the worst window of a measurement crossed a threshold (see
+(`phase_window.WatchedBench`). When the worst window of a measurement crossed a threshold (see
 kvtune.interference.observed), its figures describe the machine's other load as much as the config:
 they are dropped, the runner waits for the machine to quieten (watching it in short windows, the
 server idle) and measures again on the same server, up to `ATTEMPTS` measurements in all. The

@@ -34,21 +34,15 @@ from kvtune.nvml import GpuDevice
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial import scoring
+from kvtune.tuner.trial.capacity import measure_capacity, measure_trace_capacity
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import Attempts, MonitorFactory
 from kvtune.tuner.trial.fidelity_check import FidelityCheck, fidelity_line, fidelity_metrics, gated
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
-from kvtune.tuner.trial.measure import (
-    Measurement,
-    MeteredBench,
-    WatchedBench,
-    account,
-    measure_capacity,
-    measure_repeats,
-)
+from kvtune.tuner.trial.measure import Measurement, measure_repeats
 from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
+from kvtune.tuner.trial.phase_window import MeteredBench, WatchedBench, account
 from kvtune.tuner.trial.stopping import watched_targets
-from kvtune.tuner.trial.trace_capacity import measure_trace_capacity
 from kvtune.tuner.trial.trial_gpus import TrialGpus, trial_gpus
 from kvtune.workload import Workload
 
@@ -316,7 +310,7 @@ class TrialRunner:
         observed = WatchedBench(self.what.bench, watch)
         bench = MeteredBench(observed, self.meter_for(gpus))
         measured = account(self._measure_load(n, base_url, workload, bench, watched), bench, self._usd_per_hour(gpus))
-        measured.windows = [w.to_dict() if (w := observed.seen.get(id(r))) else None for r in measured.bench_runs]
+        measured.windows = [w.to_dict() if (w := observed.of(r)) else None for r in measured.bench_runs]
         return measured, observed.worst(measured.bench_runs)
 
     def _measure_load(

@@ -17,7 +17,8 @@ from kvtune.energy import EnergyReading, EnergySource, NvmlMeter
 from kvtune.launchers.vllm.parallel import world_size
 from kvtune.objectives.cost import Price
 from kvtune.testing.nvml_recorded import Recorded
-from kvtune.tuner.trial.measure import MeteredBench, account, measure_repeats
+from kvtune.tuner.trial.measure import measure_repeats
+from kvtune.tuner.trial.phase_window import MeteredBench, account
 from kvtune.tuner.trial.trial_gpus import TrialGpus, trial_gpus, visible
 from kvtune.workload import Workload
 from tests.paths import NVML_DATA

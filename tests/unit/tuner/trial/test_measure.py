@@ -15,8 +15,9 @@ import pytest
 from kvtune.bench.client import BenchOptions, BenchRun
 from kvtune.energy import EnergyReading, EnergySource
 from kvtune.objectives.targets import parse_target
-from kvtune.tuner.trial.capacity import CapacityPlan
-from kvtune.tuner.trial.measure import MeteredBench, account, measure_capacity, measure_repeats
+from kvtune.tuner.trial.capacity import CapacityPlan, measure_capacity
+from kvtune.tuner.trial.measure import measure_repeats
+from kvtune.tuner.trial.phase_window import MeteredBench, account
 from kvtune.workload import Workload
 
 CLOSED = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=8, warmup_requests=3)

@@ -19,8 +19,7 @@ from kvtune.study.capacity_text import (
     trace_capacity_sentence,
 )
 from kvtune.study.spec import StudySpec
-from kvtune.tuner.trial.capacity import LevelStatus
-from kvtune.tuner.trial.trace_capacity import SpeedPlan, measure_trace_capacity, search_speed
+from kvtune.tuner.trial.capacity import LevelStatus, SpeedPlan, measure_trace_capacity, search_speed
 from kvtune.workload import Workload
 
 HELD, BROKE, LIMITED = LevelStatus.HELD, LevelStatus.BROKE, LevelStatus.CLIENT_LIMITED
