@@ -90,3 +90,11 @@ def test_memory_still_held_when_the_next_server_starts_fails(tmp_path):
     assert gpu_checks.memory_check(smi, 500).startswith("FAIL: GPU memory released after every trial (pid 11")
     smi.write_text("1.0 app 11, 300\n1.0 total 800\n3.0 total 900\n")
     assert "memory not back to idle" in gpu_checks.memory_check(smi, 500)
+
+
+def test_without_a_process_list_the_card_must_fall_back_to_idle_once_per_server(tmp_path):
+    smi = tmp_path / "smi.log"
+    smi.write_text("1 total 500\n2 total 900\n3 total 510\n4 total 900\n5 total 505\n")
+    assert gpu_checks.memory_check(smi, 500, 2).startswith("PASS")
+    smi.write_text("1 total 500\n2 total 900\n3 total 900\n4 total 505\n")
+    assert "fewer falls back to idle" in gpu_checks.memory_check(smi, 500, 2)
