@@ -29,6 +29,10 @@ if [ "$mode" = cuda ]; then
     # "9.0" -> "90": the one architecture this card runs, so nvcc compiles nothing else
     arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')"
     [ -n "$arch" ] || { echo "gpu_build_llama.sh: nvidia-smi gave no compute capability" >&2; exit 1; }
+    # nvcc where the CUDA toolkit puts it when it is not on PATH
+    if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+        export PATH="/usr/local/cuda/bin:$PATH"
+    fi
     args+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$arch")
     out="$build/cuda-sm$arch"
 else
