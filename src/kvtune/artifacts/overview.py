@@ -23,11 +23,12 @@ from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective, objective
 from kvtune.study.fidelity_gate import gate_report
 from kvtune.study.measured_noise import OBJECTIVE, noise_of
-from kvtune.study.naming import comparison_basis, comparison_metrics, figure
+from kvtune.study.naming import Naming, comparison_basis, comparison_metrics, figure
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.ranking import pareto
-from kvtune.study.results import COMPARED, compare, study_naming
+from kvtune.study.results import COMPARED, BestChoice, compare, study_naming
 from kvtune.study.spec import parse_objectives
+from kvtune.verdict import Verdict
 
 # The view of a single-objective study's trade-off: x = TTFT p95 (lower is better), y = output
 # throughput (higher is better). Not the study's objective: it is labelled as a trade-off.
@@ -171,12 +172,33 @@ def objective_change(
     }
 
 
+def recorded_choice(results: dict, outs: list[TrialOutcome] | None = None) -> BestChoice:
+    """The best results.json records, read back as the run's own `BestChoice` (the trial, why,
+    the verdict, the noise per metric, the rows against the baseline), so `kvtune show` and the
+    report print the decision the run made rather than making one; a file that records none is
+    named now, as the tuner names it."""
+    outs = outcomes(results) if outs is None else outs
+    best, base = best_trial(results, outs), baseline_trial(results, outs)
+    named = results.get("named_best") or {}
+    stored = results.get("verdict")
+    naming = Naming(
+        best,
+        str(named.get("why") or ""),
+        list(named.get("tied_with") or []),
+        bool(named.get("remeasured")),
+        Verdict.from_dict(stored) if stored else None,
+    )
+    noise = {k: recorded_noise(results, outs, k) for k in (OBJECTIVE, *(m for m, _, _ in COMPARED))}
+    rows, basis = versus_baseline(results, outs, best, base)
+    measured = results.get("best_vs_baseline_measurements", 1) if rows else None
+    return BestChoice(naming, base, study_objectives(results)[0].direction, noise, rows, measured, basis)
+
+
 def overview(results: dict) -> dict:
     """Everything `kvtune show` prints, as data (trials as `TrialOutcome`s)."""
     outs = outcomes(results)
-    best, base = best_trial(results, outs), baseline_trial(results, outs)
-    comparison, basis = versus_baseline(results, outs, best, base)
-    noise = recorded_noise(results, outs)
+    choice = recorded_choice(results, outs)
+    best, base, noise = choice.best, choice.baseline, choice.objective_noise
     objs = study_objectives(results)
     axes, trade_off = pareto_axes(results)
     return {
@@ -199,8 +221,9 @@ def overview(results: dict) -> dict:
         "trials": outs,
         "best": best,
         "baseline": base,
-        "best_vs_baseline": comparison or [],
-        "best_vs_baseline_evidence": basis,
+        "choice": choice,
+        "best_vs_baseline": choice.versus_baseline,
+        "best_vs_baseline_evidence": choice.versus_basis,
         "noise": noise,
         "best_figure": figure(best, noise) if best else None,
         "baseline_figure": figure(base, noise) if base else None,
