@@ -4,8 +4,9 @@ start's fate).
 
 The best is the one `study.results.choose_best` named for this write (`StudyResults.choice`),
 never decided again here; the rest are pure decisions over the trial outcomes plus the file
-writes; the CLI only renders the `StudySummary`. The launch script is `kvtune export --format bash` of the best trial, written
-by the same renderer, so the script in the run directory and an export of it never differ.
+writes; the CLI only renders the `StudySummary`. The launch script is `kvtune export --format
+bash` of the best trial, written by the same renderer from the same `Deployable`, so the script
+in the run directory and an export of it never differ.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def miss_reason(o: TrialOutcome) -> str:
     if o.feasible and o.confirmation is None:  # the verdict tested another config, which did not hold
         return (
             "met the targets on its one search measurement, not tested on fresh servers "
-            "(the verdict tests one config; run again with a higher confirm_top, e.g. --set confirm_top=5, to screen more)"
+            "(the verdict tests one config; run again with a higher --confirm-top to screen more)"
         )
     return o.reason
 
