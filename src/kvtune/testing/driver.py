@@ -132,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         signal.signal(signal.SIGTERM, _interrupt)
     else:  # a fake server's figures are no evidence: nothing to watch (tuner/trial/disturbance.py)
-        tuner = open_tuner(
-            prepare(spec, launcher=launcher, runs_dir=a.runs_dir), storage_url=a.storage, monitor=unwatched
+        tuner = open_tuner(  # as `kvtune run --storage` does: the creator of a study workers share
+            prepare(spec, launcher=launcher, runs_dir=a.runs_dir),
+            storage_url=a.storage,
+            monitor=unwatched,
+            coordinate=cluster.coordinator_for(a.storage, workers=1),
         )
     if a.faults:  # draw faults at random: TPE would learn to avoid them, which is not the test
         import optuna
