@@ -170,10 +170,12 @@ def main() -> int:
         print(
             f"{t['number']:>5} {'-' if start is None else f'{start:.1f}':>7} {t.get('feasible')!s:>8}  {flags(t['argv'])}"
         )
-    failed = [f"#{t['number']}: {t.get('reason') or t.get('failure')}" for t in trials if t not in started]
+    dupes = [t for t in trials if t.get("duplicate_of") is not None]  # the same config again: not re-run
+    failed = [f"#{t['number']}: {t.get('reason') or t.get('failure')}" for t in trials if t not in started + dupes]
     lines.append(
-        f"{'FAIL' if failed or not trials else 'PASS'}: every trial's server started "
-        f"({len(started)} of {len(trials)}{'; ' + '; '.join(failed) if failed else ''})"
+        f"{'FAIL' if failed or not started else 'PASS'}: every trial's server started "
+        f"({len(started)} of {len(trials)}, {len(dupes)} repeated configs not re-run"
+        f"{'; ' + '; '.join(failed) if failed else ''})"
     )
     kv_line, _ = kv_check(started, model)
     lines.append(kv_line)
@@ -203,10 +205,9 @@ def main() -> int:
     named = r.get("named_best") or {}
     if best is not None:
         argv = next(t["argv"] for t in trials if t["number"] == best)
-        verdict = f"best trial {best}: {shlex.join(argv)}"
+        verdict = f"best trial {best}, {named.get('why') or 'named'}: {shlex.join(argv)}"
     else:
         verdict = f"no best command line: {named.get('why') or 'no feasible config'}"
-    print(f"verdict: {r.get('verdict')!s}; {verdict}")
     lines.append(f"{'PASS' if 'named_best' in r else 'FAIL'}: verdict and best command line ({verdict})")
     for line in lines:
         print(line)
