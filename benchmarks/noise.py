@@ -10,7 +10,7 @@ as a trial does) on a small workload: 4 users, 64-token prompts, 16 output token
 
 (a) A/A: the same config measured --aa times back to back; prints the spread of output tok/s
     (coefficient of variation, min/max ratio). The pooled estimate kvtune reports comes from
-    `pooled_noise` (kvtune's own `objectives.noise.pool` over the A/A values).
+    `pooled_noise` (kvtune's own `study.measured_noise.pool` over the A/A values).
 (b) Detection: --measurements M measurements, each with the interference monitor around it
     (the server's tree and this process are kvtune's). About half, drawn with --seed, get a
     hog of known size: one core of busy loop, a process outside both trees, started at a
@@ -45,7 +45,7 @@ from kvtune.knobs import Candidate
 from kvtune.launchers.llama_server import LlamaServerLauncher, find_llama_server
 from kvtune.launchers.models import demo_model_path
 from kvtune.launchers.process import ServerProcess, free_port
-from kvtune.objectives.noise import pool
+from kvtune.study.measured_noise import pool
 from kvtune.workload import Workload
 
 WORKLOAD = Workload(
@@ -88,7 +88,7 @@ def spread(values: list[float]) -> dict[str, float]:
 
 def pooled_noise(values: list[float]) -> dict[str, float] | None:
     """The noise kvtune itself would report from these repeated measurements of one config
-    (`objectives.noise.pool`: the SD of ln(value), with its degrees of freedom), beside the plain
+    (`study.measured_noise.pool`: the SD of ln(value), with its degrees of freedom), beside the plain
     CV of the A/A figures. None with fewer than two usable values."""
     noise = pool({0: values})
     if not noise.measured:

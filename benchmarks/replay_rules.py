@@ -29,7 +29,6 @@ from kvtune.objectives.early_stop import EarlyStop  # noqa: E402
 from kvtune.objectives.metrics import RequestSample  # noqa: E402
 from kvtune.objectives.objective import Objective  # noqa: E402
 from kvtune.objectives.targets import Target  # noqa: E402
-from kvtune.study.measured_noise import noise_of  # noqa: E402
 from kvtune.study.naming import name_best  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.tuner.trial import scoring  # noqa: E402
@@ -134,7 +133,7 @@ def outcome_of(
 
 
 def named_best(outcomes: list[TrialOutcome], direction: Direction) -> TrialOutcome | None:
-    """The named best, by kvtune's own naming code and nothing else (study/naming.py: which
-    evidence counts, the noise, ties and the simpler config): one call, so the replay names as
-    the shipped tuner names when those rules change."""
-    return name_best(outcomes, direction, None, noise_of(outcomes)).best
+    """The named best, by kvtune's own naming code and nothing else (study/naming.py: the stored
+    verdict's, else the search's top, unconfirmed): one call, so the replay names as the shipped
+    tuner names when those rules change."""
+    return name_best(outcomes, direction).best

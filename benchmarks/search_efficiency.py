@@ -22,9 +22,7 @@ simulated by kvtune's own rules, as kvtune runs one:
 - after the search, the baseline's end-of-search sentinel, then the verdict as tuner/confirmation.py
   runs it (`verdict.next_step`: screening of the top 3, one candidate against the defaults
   D W W D, group-sequential, at most 9 pairs), then the best is named by kvtune's own naming
-  code (`named_best`: study/naming.py). `--confirmation walk` replays the procedure before the
-  verdict (the top 2 and the baseline re-measured once, walking down the ranking when the
-  leaders regress), for the before/after comparison in docs/verdicts.md.
+  code (`named_best`: study/naming.py).
 
 The truth a run is scored against is the landscape's (landscape.py: a config's mean over its
 measurements, relative targets on the baseline's mean). Reported per sampler and budget, over
@@ -61,7 +59,6 @@ from kvtune.errors import KvtuneError  # noqa: E402
 from kvtune.kinds import Direction, KnobKind  # noqa: E402
 from kvtune.knobs import Knob  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
-from kvtune.study.ranking import rank  # noqa: E402
 from kvtune.study.verdict_evidence import RUN_ROLE, evidence_of, goal_of, policy_of  # noqa: E402
 from kvtune.tuner.remeasure import aggregate, run_record  # noqa: E402
 from kvtune.tuner.search import samplers  # noqa: E402
@@ -79,10 +76,7 @@ TPE_VARIANTS = {
     ),
     "tpe-indep": lambda seed: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3),
 }
-CONFIRM_TOP = 2  # the walk's (before the verdict)
-EXTRA_REMEASUREMENTS = 3
 VERDICT_TOP, VERDICT_PAIRS = 3, 9  # the verdict's, kvtune's defaults (study/spec.py)
-CONFIRMATIONS = ("verdict", "walk")
 
 
 @dataclass
@@ -136,9 +130,8 @@ class Replay:
         budget: int,
         informed: bool,
         base_seed: int,
-        confirmation: str = "verdict",
     ):
-        self.ls, self.budget, self.informed, self.confirmation = ls, budget, informed, confirmation
+        self.ls, self.budget, self.informed = ls, budget, informed
         self.confirm_runs = 0
         self.sampler_name, self.seed = sampler, seed
         # Common random numbers: every sampler draws measurements from the same stream per seed.
@@ -229,7 +222,7 @@ class Replay:
             self.configs[o.number] = c
             self._tell(study, trial, o)
             self.path.append((len(self.outcomes), self.seconds / 3600, self._found_regret()))
-        self.confirm() if self.confirmation == "walk" else self.decide()
+        self.decide()
         best = named_best(self.outcomes, self._direction())
         named = self.configs[best.number] if best else None
         return Run(
@@ -290,36 +283,6 @@ class Replay:
         run = {**run_record(again, seed=0, role=role), "at": float(self.confirm_runs)}  # in replay order
         o.confirmation = aggregate([*((o.confirmation or {}).get("runs") or []), run])
 
-    def _remeasure(self, o: TrialOutcome) -> None:
-        """A fresh launch of `o`'s config, recorded as tuner/confirmation.py recorded it before the
-        verdict."""
-        again = self.measure(o.number, self.configs[o.number], o.baseline, search=False)
-        self.confirm_runs += 1
-        o.confirmation = {
-            "metrics": again.metrics,
-            "objective": again.objective,
-            "objectives": again.objectives,
-            "feasible": again.feasible,
-            "reason": again.reason,
-        }
-
-    def confirm(self) -> None:
-        """kvtune's confirmation phase (tuner/confirmation.py): the top `CONFIRM_TOP` by their first
-        measurement and the baseline re-measured, then down the ranking while its leader was
-        measured only once (at most `EXTRA_REMEASUREMENTS` more)."""
-        direction = self._direction()
-        first = rank(self.outcomes, direction, confirmed=False)[:CONFIRM_TOP]
-        base = next((o for o in self.outcomes if o.baseline), None)
-        if first and base is not None and base not in first and base.metrics:
-            first.append(base)
-        for o in first:
-            self._remeasure(o)
-        for _ in range(EXTRA_REMEASUREMENTS):
-            ranked = rank(self.outcomes, direction)
-            if not ranked or ranked[0].confirmation is not None:
-                break
-            self._remeasure(ranked[0])
-
 
 def replay(
     ls: Landscape,
@@ -328,9 +291,8 @@ def replay(
     budget: int,
     informed: bool,
     base_seed: int = 0,
-    confirmation: str = "verdict",
 ) -> Run:
-    return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed, confirmation).run()
+    return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed).run()
 
 
 def reference_budget(ls: Landscape, budgets: Sequence[int], asked: int | None = None) -> int:
@@ -349,7 +311,6 @@ def benchmark(
     informed_variants: tuple[bool, ...] = (True, False),
     progress: bool = False,
     reference: int | None = None,
-    confirmation: str = "verdict",
 ) -> list[Run]:
     """Every sampler at every budget over `seeds`; random search also at `reference`."""
     runs = []
@@ -361,16 +322,16 @@ def benchmark(
         for informed in variants:
             for budget in list(budgets) + extra:
                 for s in range(seeds):
-                    runs.append(replay(ls, name, s, budget, informed, base_seed, confirmation))
+                    runs.append(replay(ls, name, s, budget, informed, base_seed))
         if progress:
             print(f"  {name}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return runs
 
 
-def naming_lines(runs: list[Run], confirmation: str) -> str:
+def naming_lines(runs: list[Run]) -> str:
     """Per sampler at its largest budget: how often the named config is the landscape's true
     best, within 5% of it (the run-to-run noise), truly feasible, and the re-measurements spent."""
-    out = [f"\nNamed config ({confirmation} confirmation), at each sampler's largest budget, informed start on:"]
+    out = ["\nNamed config (by the verdict), at each sampler's largest budget, informed start on:"]
     for name in dict.fromkeys(r.sampler for r in runs):
         mine = [r for r in runs if r.sampler == name and (r.informed or name == "grid")]
         if not mine:
@@ -419,12 +380,6 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="judge the measurements against these targets instead of the header's",
     )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--confirmation",
-        choices=CONFIRMATIONS,
-        default="verdict",
-        help="how the best is named after the search: the verdict (kvtune's), or the walk before it",
-    )
     ap.add_argument("--no-informed-variant", action="store_true", help="only runs with the informed start on")
     ap.add_argument("--md", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None)
@@ -461,7 +416,6 @@ def main(argv: list[str] | None = None) -> int:
             (True,) if a.no_informed_variant else (True, False),
             progress=True,
             reference=reference_budget(ls, budgets, a.reference_budget),
-            confirmation=a.confirmation,
         )
     except KvtuneError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -469,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/search_efficiency.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(ls, runs, a.seeds, command)
     text += "\nHeadline: " + headline(runs, samplers.DEFAULT.value) + "\n"
-    text += naming_lines(runs, a.confirmation)
+    text += naming_lines(runs)
     print(text)
     if a.md:
         a.md.write_text(text)

@@ -128,8 +128,8 @@ def count_rpcs() -> tuple[Tally, object]:
 def one_run(workers: int, trials: int, postgres: str, proxied: bool, root: Path, sql: Tally) -> dict:
     """Wall time and round trips of `trials` zero-cost trials told by `workers` workers."""
     from kvtune.launchers.process import free_port
-    from kvtune.tuner.store.storage_proxy import StorageProxy
     from kvtune.tuner.store import storage
+    from kvtune.tuner.store.storage_proxy import StorageProxy
 
     name = f"paths-{'proxy' if proxied else 'pg'}-w{workers}-{int(time.time() * 1000) % 10**8}"
     set_up(postgres, name, trials, str(root / name))

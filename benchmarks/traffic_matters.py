@@ -24,11 +24,11 @@ chat, then both bests re-measured under both workloads (issue 20).
    (A, w2), with w1/w2 = random/multi-turn for even r and swapped for odd r, so slow drift hits
    both configs alike and each pair in a column is measured back to back. Each round uses a new
    prompt seed (the same for both configs). Relative targets resolve against the baseline of
-   the workload's own study (the mean of its first measurement and its valid re-measurements,
-   as kvtune judges a re-measured config); the defaults are not re-measured here.
+   the workload's own study (the mean of its first measurement and its valid re-measurements);
+   the defaults are not re-measured here.
 4. Prints (and --out writes) the 2x2 table of output tok/s (mean +/- SD over rounds), the
    target metrics per cell, the ratio of the column's own best to the other with a 95%
-   interval (kvtune's paired log-ratio, `objectives.decisions.paired_interval`, with the noise
+   interval (a paired log-ratio over the rounds, `paired_interval` below, with the noise
    pooled over the four cells' rounds), the flags of both, the commands, the host CPU and the
    load before and after.
 
@@ -52,9 +52,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kvtune.jsonsafe import dumps
-from kvtune.objectives.decisions import PairedInterval, paired_interval
-from kvtune.objectives.noise import Noise, pool, t95
 from kvtune.objectives.targets import Target, with_default_error_target
+from kvtune.study.measured_noise import PRIOR, Noise, pool, quantile
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.remeasure import mean_metrics
@@ -86,17 +85,19 @@ def tune_command(kind: str, runs_dir: Path, trials: int, seed: int, extra: Seque
     """The `kvtune run` of one study: the demo study file, its own --runs-dir and study name."""
     argv = [sys.executable, "-m", "kvtune.cli", "run", "--study-file", str(STUDY_FILE)]
     argv += ["--study", f"traffic-{kind}", "--runs-dir", str(runs_dir), "--trials", str(trials)]
-    argv += ["--seed", str(seed), "--progress", "plain", *extra]
+    argv += ["--set", f"seed={seed}", "--progress", "plain", *extra]
     return argv
 
 
 def workload_flags(kind: str, turns: int, think_time: str, requests: int | None, warmup: int | None) -> list[str]:
     """The flags that make study `kind`'s workload (the study file's sizes otherwise)."""
     flags = (
-        ["--workload", "multiturn", "--turns", str(turns), "--think-time", think_time] if kind == "multiturn" else []
+        ["--workload", "multiturn", "--set", f"workload.turns={turns}", "--set", f"workload.think_time_s={think_time}"]
+        if kind == "multiturn"
+        else []
     )
-    flags += [] if requests is None else ["--num-requests", str(requests)]
-    return flags + ([] if warmup is None else ["--warmup-requests", str(warmup)])
+    flags += [] if requests is None else ["--set", f"workload.num_requests={requests}"]
+    return flags + ([] if warmup is None else ["--set", f"workload.warmup_requests={warmup}"])
 
 
 @dataclass(frozen=True)
@@ -196,9 +197,46 @@ def mean_sd(runs: Sequence[Measured], key: str) -> str:
 
 
 def noise_of(ms: Sequence[Measured], key: str = OBJECTIVE) -> Noise:
-    """The noise pooled over the four cells' rounds (kvtune's `objectives.noise.pool`)."""
+    """The noise pooled over the four cells' rounds (kvtune's `study.measured_noise.pool`)."""
     cells = [(c, w) for c in WORKLOADS for w in WORKLOADS]
     return pool({i: [v for m in cell(ms, c, w) if (v := value(m, key)) is not None] for i, (c, w) in enumerate(cells)})
+
+
+def t95(dof: int) -> float:
+    """The two-sided 95% Student t quantile (the normal's for the prior's 0 dof)."""
+    return quantile(0.975, dof)
+
+
+@dataclass(frozen=True)
+class PairedInterval:
+    """The mean paired log-ratio own/other with its 95% interval; `source` says whose spread."""
+
+    mean: float
+    low: float
+    high: float
+    pairs: int
+    dof: int
+    source: str
+
+    def ratio_text(self) -> str:
+        """``+12.3% [+4.1%, +21.2%] (source)``: own relative to other, as people read it."""
+        pct = [(math.exp(x) - 1) * 100 for x in (self.mean, self.low, self.high)]
+        return f"{pct[0]:+.1f}% [{pct[1]:+.1f}%, {pct[2]:+.1f}%] ({self.source})"
+
+
+def paired_interval(pairs: Sequence[tuple[float, float]], noise: Noise = PRIOR) -> PairedInterval:
+    """95% interval of the mean of ``ln(a_i / b_i)`` over the (own, other) `pairs` (positive
+    figures): Student t from the pairs' own spread once they have at least as many degrees of
+    freedom as the pooled noise (and at least 2), else the pooled noise's ``s * sqrt(2 / n)``."""
+    d = [math.log(a / b) for a, b in pairs]
+    n = len(d)
+    mean = sum(d) / n
+    if n - 1 >= max(noise.dof, 2):
+        sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+        half, dof, source = t95(n - 1) * sd / math.sqrt(n), n - 1, f"{n} pairs' own spread"
+    else:
+        half, dof, source = noise.t() * noise.rel_sd * math.sqrt(2 / n), noise.dof, noise.source()
+    return PairedInterval(mean, mean - half, mean + half, n, dof, source)
 
 
 def own_vs_other(ms: Sequence[Measured], workload: str, key: str = OBJECTIVE) -> PairedInterval | None:
@@ -426,7 +464,7 @@ def main() -> int:
         "--run-arg",
         action="append",
         default=[],
-        help="one more `kvtune run` argument for both studies, e.g. --run-arg=--confirm-top=0 (repeatable)",
+        help="one more `kvtune run` argument for both studies, e.g. --run-arg=--set --run-arg=confirm_top=0 (repeatable)",
     )
     ap.add_argument("--workdir", type=Path, default=Path("kvtune-runs/traffic-matters"))
     ap.add_argument("--out", type=Path, help="write the markdown section here (for docs/traffic.md)")

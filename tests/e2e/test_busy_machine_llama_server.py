@@ -32,20 +32,20 @@ WORKLOAD = [
     "32",
     "--output-tokens",
     "32",
-    "--num-requests",
-    "16",
-    "--warmup-requests",
-    "1",
+    "--set",
+    "workload.num_requests=16",
+    "--set",
+    "workload.warmup_requests=1",
     # the end-of-search sentinel re-measures the baseline on a fresh server (the quiet figure its
     # kept one is checked against) and the verdict's two pairs (D W W D) name a re-measured best
-    "--confirm-top",
-    "1",
-    "--confirm-pairs",
-    "2",
+    "--set",
+    "confirm_top=1",
+    "--set",
+    "confirm_pairs=2",
     "--trials",
     "3",
-    "--sampler",
-    "grid",
+    "--set",
+    "sampler=grid",
 ]
 SPACE = "space:\n  parallel: [1, 4]\n  threads: 2\n"
 HOG = "while True:\n    pass\n"

@@ -27,8 +27,9 @@ from tests.postgres import PostgresServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::ResourceWarning")]  # polls reopen the storage
 TRIALS = 3
-# SMALL, with the confirmation on: one leader re-measured, then at most 2 pairs against the defaults.
-WORKLOAD = [a for a in SMALL if a not in ("--confirm-top", "0")] + ["--confirm-top", "1", "--confirm-pairs", "2"]
+# SMALL, with the confirmation on (a later --set wins): one leader re-measured, then at most 2
+# pairs against the defaults.
+WORKLOAD = [*SMALL, "--set", "confirm_top=1", "--set", "confirm_pairs=2"]
 
 
 def _worker(cpus: str, url: str, study: str, runs: Path) -> subprocess.Popen:
@@ -74,8 +75,8 @@ def test_a_set_up_study_is_finished_and_confirmed_by_workers_of_other_core_count
         pg.url,
         "--study",
         "cluster",
-        "--cpus-per-trial",
-        "1",
+        "--set",
+        "cpus_per_trial=1",
         "--trials",
         str(TRIALS),
         "--runs-dir",
@@ -129,8 +130,8 @@ def test_a_worker_with_fewer_cpus_than_a_trial_gets_is_refused_before_it_starts_
         pg.url,
         "--study",
         "wide",
-        "--cpus-per-trial",
-        "2",
+        "--set",
+        "cpus_per_trial=2",
         "--runs-dir",
         str(tmp_path / "login"),
         *SMALL,

@@ -21,10 +21,10 @@ WORKLOAD = [
     "32",
     "--output-tokens",
     "8",
-    "--num-requests",
-    "16",
-    "--warmup-requests",
-    "1",
+    "--set",
+    "workload.num_requests=16",
+    "--set",
+    "workload.warmup_requests=1",
 ]
 
 
@@ -37,8 +37,8 @@ def test_trials_stop_early_and_the_summary_reports_the_time_saved(tmp_path: Path
             "run",
             "--trials",
             "3",
-            "--confirm-top",
-            "0",
+            "--set",
+            "confirm_top=0",
             "--target",
             "ttft_p95<1ms",
             "--study",

@@ -27,13 +27,13 @@ SMALL = [
     "32",
     "--output-tokens",
     "8",
-    "--num-requests",
-    "4",
-    "--warmup-requests",
-    "1",
+    "--set",
+    "workload.num_requests=4",
+    "--set",
+    "workload.warmup_requests=1",
     # the verdict runs as a user's study runs it, bounded to 3 pairs to keep the tests short
-    "--confirm-pairs",
-    "3",
+    "--set",
+    "confirm_pairs=3",
 ]
 
 
@@ -58,8 +58,8 @@ def generous(tmp_path_factory, llama_server):
         "ok",
         "--runs-dir",
         str(d),
-        "--deploy-port",
-        str(port),
+        "--set",
+        "deploy_port=" + str(port),
         *SMALL,
         cwd=d,
     )
@@ -117,8 +117,8 @@ def test_resuming_a_finished_study_runs_nothing_new(generous, tmp_path):
         "ok",
         "--runs-dir",
         str(run_dir.parent),
-        "--deploy-port",
-        str(port),
+        "--set",
+        "deploy_port=" + str(port),
         *SMALL,
         cwd=tmp_path,
     )
@@ -207,8 +207,8 @@ def test_impossible_candidates_are_never_launched(tmp_path, llama_server):
         "3",
         "--study",
         "huge",
-        "--confirm-top",
-        "0",
+        "--set",
+        "confirm_top=0",
         "--runs-dir",
         str(tmp_path),
         *SMALL,

@@ -39,8 +39,8 @@ def study(tmp_path_factory):
         "v",
         "--runs-dir",
         str(d),
-        "--deploy-port",
-        str(port),
+        "--set",
+        "deploy_port=" + str(port),
         *SMALL,
         cwd=d,
     )

@@ -26,14 +26,14 @@ ARGS = [
     "32",
     "--output-tokens",
     "8",
-    "--num-requests",
-    "16",
-    "--warmup-requests",
-    "1",
+    "--set",
+    "workload.num_requests=16",
+    "--set",
+    "workload.warmup_requests=1",
     "--target",
     "ttft<60s",
-    "--confirm-top",
-    "0",
+    "--set",
+    "confirm_top=0",
 ]  # signals are the point here, not the confirmation phase
 
 

@@ -140,8 +140,8 @@ def test_capacity_on_a_trace_prints_the_speed_factor_it_holds(tmp_path, llama_se
 
     r = kvtune(
         "run", "--workload", "trace:azure-conv", "--objective", "capacity", "--target", "ttft_p95<5s",
-        "--trials", "2", "--trace-requests", "6", "--trace-length-scale", "0.1", "--warmup-requests", "1",
-        "--confirm-top", "0", "--study", "tcap", "--runs-dir", str(tmp_path), "--progress", "plain",
+        "--trials", "2", "--set", "workload.trace_requests=6", "--set", "workload.trace_length_scale=0.1", "--set", "workload.warmup_requests=1",
+        "--set", "confirm_top=0", "--study", "tcap", "--runs-dir", str(tmp_path), "--progress", "plain",
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     said = re.search(r"capacity on the trace: trial (\d+) holds this trace at ([0-9.]+)x its recorded rate", r.stdout)
@@ -173,7 +173,7 @@ def test_a_trace_study_with_no_trace_flag_is_sized_to_this_host_and_names_a_feas
     from subprocess import run as run_process
 
     argv = [sys.executable, "-m", "kvtune.cli", "run", "--workload", "trace:mooncake-conv", "--trials", "2"]
-    argv += ["--confirm-top", "0", "--study", "fit", "--runs-dir", str(tmp_path), "--progress", "plain"]
+    argv += ["--set", "confirm_top=0", "--study", "fit", "--runs-dir", str(tmp_path), "--progress", "plain"]
     r = run_process(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert re.search(r"^trace .* of 32 \(\d+%\) clipped", r.stdout, re.M), r.stdout[:3000]

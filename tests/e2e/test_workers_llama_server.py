@@ -22,12 +22,12 @@ SMALL = [
     "32",
     "--output-tokens",
     "8",
-    "--num-requests",
-    "4",
-    "--warmup-requests",
-    "1",
-    "--confirm-top",
-    "0",
+    "--set",
+    "workload.num_requests=4",
+    "--set",
+    "workload.warmup_requests=1",
+    "--set",
+    "confirm_top=0",
 ]
 
 

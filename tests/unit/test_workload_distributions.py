@@ -51,12 +51,12 @@ def test_prefix_groups_are_described_saved_and_left_out_at_one():
         ({"multiturn": True, "think_time_s": 1.0, "think_spread": math.inf}, "workload.think_spread must be a finite"),
         (
             {"multiturn": True, "think_spread": 0.5},
-            "draws think times around think_time_s, which is 0: set think_time_s",
+            "draws think times around think_time_s, which is 0: set workload.think_time_s",
         ),
         ({"think_spread": 0.5}, "workload.think_spread applies to multi-turn only"),
         ({"shared_prefix_groups": 0}, "workload.shared_prefix_groups must be an integer >= 1"),
         ({"shared_prefix_groups": 2.5}, "workload.shared_prefix_groups must be an integer >= 1"),
-        ({"shared_prefix_groups": 3}, "set shared_prefix_fraction > 0 (--shared-prefix-fraction) or drop"),
+        ({"shared_prefix_groups": 3}, "set workload.shared_prefix_fraction > 0 or drop"),
         ({"multiturn": True, "mode": "open", "rate": 1.0, "trace": "azure-conv"}, "drop rate"),
     ],
 )

@@ -67,42 +67,38 @@ def load_for(trial: TrialOutcome, spec: StudySpec) -> Workload:
     return replace(w, rate=capacity) if w.mode == "open" else replace(w, concurrency=int(capacity))
 
 
+#: Workload settings `bench_args` writes whatever their value (the rest: only when not the
+#: default); `mode`, `rate`, `trace` and `multiturn` are said by --rate and --workload.
+ALWAYS = ("prompt_tokens", "output_tokens", "num_requests", "seed", "endpoint")
+BY_FLAG = ("mode", "rate", "trace", "multiturn", "concurrency")
+
+
 def bench_args(w: Workload, targets: list[Target], slo: Slo | None = None) -> list[str]:
     """`kvtune bench` flags for workload `w`, `targets` and the study's SLOs `slo` (the URL goes
-    first)."""
-    args: list[object] = [
-        "--prompt-tokens",
-        w.prompt_tokens,
-        "--output-tokens",
-        w.output_tokens,
-        "--num-requests",
-        w.num_requests,
-        "--warmup-requests",
-        w.warmup_requests,
-        "--timeout",
-        w.request_timeout_s,
-        "--seed",
-        w.seed,
-        "--endpoint",
-        w.endpoint,
-    ]
+    first): the front door's flags, and `--set workload.KEY=VALUE` for every other setting of
+    `w` that is not its default, so the script drives the load the study measured (the same
+    seeded draws, trace fit and conversations)."""
+    from kvtune.study.settings import all_settings
+
+    args: list[object] = []
     if w.mode == "open":
-        args += ["--rate", w.rate, "--arrival", w.arrival, "--burstiness", w.burstiness]
+        args += ["--rate", w.rate]
     else:
         args += ["--concurrency", w.concurrency]  # a trace's open loop: sizes its warm-up
-    if w.duration_s:
-        args += ["--duration", w.duration_s]
-    if w.dataset:
-        args += ["--dataset", w.dataset, "--dataset-min-tokens", w.dataset_min_tokens]
-        if w.dataset_max_tokens is not None:
-            args += ["--dataset-max-tokens", w.dataset_max_tokens]
-    args += _trace_args(w)
-    args += _multiturn_args(w)
-    for flag, spread in (("--prompt-spread", w.prompt_spread), ("--output-spread", w.output_spread)):
-        args += [flag, spread] if spread else []  # the same seeded draws as the study's
-    if w.shared_prefix_fraction:
-        args += ["--shared-prefix-fraction", w.shared_prefix_fraction, "--shared-prefix-tokens", w.shared_prefix_tokens]
-        args += ["--prefix-groups", w.shared_prefix_groups] if w.shared_prefix_groups > 1 else []
+    if w.trace is not None:
+        args += ["--workload", f"trace:{w.trace}"]
+    elif w.multiturn:
+        args += ["--workload", "multiturn"]
+    for s in all_settings():
+        if s.section != "workload" or s.field in BY_FLAG:
+            continue
+        value = getattr(w, s.field)
+        if s.field not in ALWAYS and (value == s.default or value is None):
+            continue
+        if s.doc.bench_flag:
+            args += [s.doc.bench_flag, value]
+        else:
+            args += ["--set", f"{s.key}={_yaml_scalar(value)}"]
     if w.reuses_prefixes:  # a trace, conversations, a shared prefix: the tuner measured them cached
         args += ["--prompt-cache", "on"]
     if slo is not None:
@@ -112,37 +108,17 @@ def bench_args(w: Workload, targets: list[Target], slo: Slo | None = None) -> li
     return [str(a) for a in args]
 
 
-def _trace_args(w: Workload) -> list[object]:
-    """The trace and how the study fitted it (window, count, speed, scale, clip)."""
-    if w.trace is None:
-        return []
-    args: list[object] = ["--workload", f"trace:{w.trace}", "--trace-speed", w.trace_speed]
-    args += ["--trace-length-scale", w.trace_length_scale]
-    for flag, value in (
-        ("--trace-requests", w.trace_requests),
-        ("--trace-window", w.trace_window_s),
-        ("--trace-max-tokens", w.trace_max_tokens),
-        ("--trace-time-unit", None if w.trace_time_unit == "auto" else w.trace_time_unit),
-        ("--trace-model", w.trace_model),
-        ("--trace-log-type", w.trace_log_type),
-    ):
-        if value is not None:
-            args += [flag, value]
-    return args
+def _yaml_scalar(value: object) -> str:
+    """A value as `--set` reads it back (YAML): true/false, numbers, a string quoted where YAML
+    would read it as something else (`on`, `1e3`, `null`)."""
+    import yaml
 
-
-def _multiturn_args(w: Workload) -> list[object]:
-    """The study's conversations (turns, think time, context ceiling)."""
-    if not w.multiturn:
-        return []
-    args: list[object] = ["--workload", "multiturn", "--turns", w.turns]
-    if w.think_time_s > 0:  # 0 is kvtune bench's default
-        args += ["--think-time", w.think_time_s]
-    if w.think_spread > 0:  # the same seeded pauses as the study's
-        args += ["--think-spread", w.think_spread]
-    if w.conversation_max_tokens is not None:
-        args += ["--conversation-max-tokens", w.conversation_max_tokens]
-    return args
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value)
+    return text if yaml.safe_load(text) == text else yaml.safe_dump(text, default_style="'").strip()
 
 
 def writer_kvtune() -> list[str]:

@@ -4,7 +4,8 @@ forbids any external reference).
 
 Which backend to run is read off a picture: every measured trial of every study on output
 throughput against TTFT p95, one colour per study, each study's best and defaults marked; beside
-it the same table `kvtune compare` prints. Kept apart from plots.py, which holds the one-study
+it the same table `kvtune compare` prints, each best's figure on fresh servers with its interval,
+and the best overall as the verdict's test decided it (artifacts/side_by_side.py), or none. Kept apart from plots.py, which holds the one-study
 plots, and drawn with its helpers so the two pages look alike.
 """
 
@@ -126,6 +127,8 @@ def render_compare_report(c: Comparison) -> str:
         if w is not None and won is not None
         else f"<p class='note' id='best-overall'>No best overall: {esc(c.why)}.</p>"
     )
+    fresh = "".join(f"<li>{esc(s.figure_text())}</li>" for s in c.sides)
+    verdict += f"<p class='sub'>{esc(c.objective.name)} on fresh servers (95% interval):</p><ul id='fresh'>{fresh}</ul>"
     skipped = "".join(f"<li>{esc(s['backend'])}: not tuned: {esc(s['reason'])}</li>" for s in c.skipped)
     studies = "".join(f"<li>{esc(s.study)}: {esc(s.version)}</li>" for s in c.sides)
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"

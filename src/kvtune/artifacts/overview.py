@@ -18,11 +18,10 @@ import math
 
 from kvtune.errors import SpecError
 from kvtune.kinds import FailureKind
-from kvtune.objectives import noise as noise_mod
-from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective, objective
+from kvtune.study import measured_noise as noise_mod
 from kvtune.study.fidelity_gate import gate_report
-from kvtune.study.measured_noise import OBJECTIVE, noise_of
+from kvtune.study.measured_noise import OBJECTIVE, Noise, noise_of
 from kvtune.study.naming import Naming, comparison_basis, comparison_metrics, figure
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.ranking import pareto

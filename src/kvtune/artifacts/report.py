@@ -78,7 +78,7 @@ def _header(info: dict) -> str:
         ("best trial", f"#{best.number}" if best else "none yet"),
         (
             f"{label}, best: {fig.label}; +/- from {fig.noise.source()}" if fig else label + ", best",
-            f"{fmt(fig.estimate.mean)} +/- {fmt(fig.estimate.spread(fig.noise))}" if fig else "–",
+            f"{fmt(fig.mean)} +/- {fmt(fig.half_width)}" if fig else "–",
         ),
         (counted, str(c["trials"])),
     ]

@@ -5,12 +5,16 @@ comparison first refuses studies that differ in what they measured (workload, ta
 objective), naming the difference. Each study then gives two rows, its named best and its
 baseline (the server's defaults), with the figures `kvtune run` compares them on (their
 re-measurements when both were re-measured: `study.naming.comparison_metrics`), its measured
-trial count and the wall time its search took. The best overall is named the way one study
-names its best: on the primary objective of each study's named best (re-measured when it was),
-feasible first, and two bests whose difference is within the noise the studies measured (pooled
-over both, `objectives.noise`) are called tied within noise (`objectives.evidence`). Read from
-results.json alone; compare.json is what a multi-backend run
-and `kvtune compare` write.
+trial count and the wall time its search took.
+
+The best overall is decided the way a study decides its own best: by the verdict's two-sample test
+on fresh runs (verdict/overall.py), on the primary objective of each study's named best over the
+proof runs its own verdict judged it on. A study whose verdict named nothing has nothing to
+deploy; a named best without fresh runs (`--confirm-top 0`, a study not confirmed yet) was not
+measured the same way as the others, and the answer is then "no winner", as it is when the test
+does not show one side better: both are shown with their intervals. Studies come from
+results.json (`kvtune compare`), or from memory (`compare_results`: a run with several backends
+compares the studies it has just run); compare.json is what both write.
 """
 
 from __future__ import annotations
@@ -18,20 +22,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from kvtune.artifacts import launch_script
 from kvtune.artifacts.overview import baseline_trial, best_trial, outcomes, study_objectives
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction
-from kvtune.objectives.named_best import estimate, overlap
-from kvtune.objectives.noise import study_noise
 from kvtune.objectives.objective import Objective
-from kvtune.study.measured_noise import OBJECTIVE, measurements
-from kvtune.study.naming import comparison_metrics, unbiased_values
+from kvtune.study.naming import comparison_metrics
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
+from kvtune.study.verdict_evidence import evidence_of
+from kvtune.verdict import Role
+from kvtune.verdict.overall import Spread, best_overall, spread
 
 COMPARE_FILE = "compare.json"
 # (metrics key, column label) of the side-by-side table.
@@ -57,11 +61,20 @@ class Side:
     best_argv: list[str] = field(default_factory=list)  # the deployed command line (results.json)
     best_command: str = ""  # the same with its environment, `VAR=value ... argv` (results.json)
     outcomes: list[TrialOutcome] = field(default_factory=list)
+    fresh: list[float] = field(default_factory=list)  # the named best's objective on its proof runs
 
-    def values(self) -> list[float]:
-        """The primary objective the named best is judged on: its re-measurement when it has one
-        (its first measurement was the maximum of its search: biased up), else the first."""
-        return unbiased_values(self.best) if self.best is not None else []
+    @property
+    def spread(self) -> Spread | None:
+        """The named best's fresh figure with its 95% interval (None: no fresh run)."""
+        return spread(self.fresh) if self.fresh else None
+
+    def figure_text(self) -> str:
+        """``vllm's best, trial 4: 54.5 [51.2, 58.0], 6 fresh runs``"""
+        if self.best is None:
+            return f"{self.label}: no config to deploy"
+        sp = self.spread
+        shown = sp.text() if sp is not None else "no fresh runs (not confirmed: its search measurement only)"
+        return f"{self.label}'s best, trial {self.best.number}: {shown}"
 
 
 @dataclass
@@ -100,6 +113,9 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         w = self.winner
+        sides = [
+            {"study": s.study, "trial": s.best.number if s.best else None, "fresh": list(s.fresh)} for s in self.sides
+        ]
         return {
             "name": self.name,
             "studies": [s.study for s in self.sides],
@@ -119,6 +135,7 @@ class Comparison:
                 else {"study": None, "why": self.why}
             ),
             "rows": self.rows(),
+            "fresh": sides,
             "skipped": list(self.skipped),
             "run_wall_s": dict(self.wall_s),
         }
@@ -185,9 +202,19 @@ def _command(argv: list[str], best: TrialOutcome | None) -> str:
     return launch_script.command_line(argv, env) if argv else ""
 
 
-def side(name: str, results: dict) -> Side:
-    """One study's side: its named best, its baseline and their figures (read from results.json)."""
-    outs = outcomes(results)
+def proof_values(outs: Sequence[TrialOutcome], best: TrialOutcome | None) -> list[float]:
+    """The objective of `best` on the fresh runs its study's verdict judged it on (its proof runs,
+    the end-of-search sentinel among the defaults'); [] without a verdict's runs."""
+    if best is None:
+        return []
+    runs = evidence_of([o for o in outs if o.number == best.number]).of(best.number, Role.PROOF)
+    return [r.objective for r in runs if r.usable and r.objective is not None]
+
+
+def side(name: str, results: dict, outs: list[TrialOutcome] | None = None) -> Side:
+    """One study's side: its named best, its baseline and their figures (`outs`: its trials, read
+    from `results` when not given)."""
+    outs = outcomes(results) if outs is None else outs
     best, base = best_trial(results, outs), baseline_trial(results, outs)
     best_m = dict(best.metrics or {}) if best else {}
     base_m = dict(base.metrics or {}) if base else {}
@@ -211,38 +238,41 @@ def side(name: str, results: dict) -> Side:
         best_argv=list(results.get("best_argv") or []),
         best_command=results.get("best_command") or _command(results.get("best_argv") or [], best),
         outcomes=outs,
+        fresh=proof_values(outs, best),
     )
 
 
 def name_winner(sides: Sequence[Side], objective: Objective) -> tuple[Side | None, str]:
-    """The best overall and why: feasible first, then the primary objective's mean over each
-    named best's measurements; intervals that overlap are a tie within noise."""
-    ok = [s for s in sides if s.best is not None and s.values()]
-    if not ok:
-        return None, "no study has a feasible config"
-    sign = -1.0 if Direction(objective.direction) is Direction.MAXIMIZE else 1.0
-    est = {s.study: estimate(s.values()) for s in ok}
-    # one noise over every study compared: each study's configs measured more than once (numbered
-    # across the studies, since trial numbers repeat between them)
-    per_config = [measurements(o, OBJECTIVE) for s in ok for o in s.outcomes if o.duplicate_of is None and o.metrics]
-    noise = study_noise(dict(enumerate(per_config)))
-    ranked = sorted(ok, key=lambda s: sign * est[s.study].mean)
-    top = ranked[0]
-
-    def show(s: Side) -> str:
-        assert s.best is not None  # `ok` holds the sides with a best
-        return f"{s.label}'s best, trial {s.best.number}: {est[s.study].format(noise)}"
-
-    if len(ranked) == 1:
-        others = [s.label for s in sides if s is not top]
-        return top, (f"the only one with a feasible config ({', '.join(others)}: none)" if others else "the only study")
-    second = ranked[1]
-    if overlap(est[top.study], est[second.study], noise):
+    """The best overall and why: among the studies whose verdict named a config, the one the
+    verdict's two-sample test shows better than every other on their fresh runs; None, and why,
+    when nothing shows one (the intervals overlap, or a best was not measured on fresh runs)."""
+    named = [s for s in sides if s.best is not None]
+    if not named:
+        return None, "no winner: no study has a config to deploy (nothing met the targets)"
+    others = [s.label for s in sides if s.best is None]
+    if len(named) == 1:
+        top = named[0]
         return top, (
-            f"tied within noise on {objective.name} ({show(top)}; {show(second)}): "
-            f"named the better mean, either will do"
+            f"the only one with a config to deploy ({', '.join(others)}: none)" if others else "the only study"
         )
-    return top, f"better by more than the noise on {objective.name} ({show(top)}; {show(second)})"
+    unmeasured = [s for s in named if not s.fresh]
+    if unmeasured:
+        return None, (
+            "no winner: not measured the same way ("
+            + "; ".join(
+                f"{s.label}'s best, trial {s.best.number if s.best else '-'}, has no fresh runs" for s in unmeasured
+            )
+            + ": its figure is a search measurement, selected and biased up); "
+            + "; ".join(s.figure_text() for s in named)
+        )
+    maximize = Direction(objective.direction) is Direction.MAXIMIZE
+    by_label = {s.label: s for s in named}
+    overall = best_overall({s.label: s.fresh for s in named}, maximize)
+    shown = "; ".join(s.figure_text() for s in named)
+    test = f"{overall.top} over {overall.rival} {overall.ratio_text()}, the verdict's two-sample t on fresh runs"
+    if overall.winner is None:
+        return None, f"no winner: the intervals overlap on {objective.name} ({test}; {shown})"
+    return by_label[overall.winner], f"better on fresh servers on {objective.name} ({test}; {shown})"
 
 
 def compare_studies(
@@ -251,11 +281,13 @@ def compare_studies(
     skipped: Sequence[dict] = (),
     wall_s: dict[str, float] | None = None,
     at_least: int = 2,
+    outcomes_of: Mapping[str, list[TrialOutcome]] | None = None,
 ) -> Comparison:
     """Check the studies measured the same thing, then put them side by side (a multi-backend
-    run where only one backend could serve passes ``at_least=1``)."""
+    run where only one backend could serve passes ``at_least=1``; `outcomes_of`: each study's
+    trials when the caller holds them, else they are read from its results)."""
     check_comparable(studies, at_least)
-    sides = [side(n, r) for n, r in studies]
+    sides = [side(n, r, (outcomes_of or {}).get(n)) for n, r in studies]
     backends = [s.backend for s in sides]
     for s in sides:
         s.label = s.backend if backends.count(s.backend) == 1 else s.study

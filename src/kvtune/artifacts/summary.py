@@ -127,7 +127,7 @@ def miss_reason(o: TrialOutcome) -> str:
     if o.feasible and o.confirmation is None:  # the verdict tested another config, which did not hold
         return (
             "met the targets on its one search measurement, not tested on fresh servers "
-            "(the verdict tests one config; run again with a higher --confirm-top to screen more)"
+            "(the verdict tests one config; run again with a higher confirm_top, e.g. --set confirm_top=5, to screen more)"
         )
     return o.reason
 

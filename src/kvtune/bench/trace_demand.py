@@ -107,7 +107,7 @@ class DemandFit:
             return f"{head}, within {budget}: replayed at the recorded lengths"
         return (
             f"{head}, more than {budget}: lengths scaled by {self.scale:g} (~{self.fitted_s:,.0f} s); "
-            f"--trace-length-scale 1 replays the recorded lengths, --request-timeout raises the budget"
+            f"workload.trace_length_scale: 1 replays the recorded lengths, workload.request_timeout_s raises the budget"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -196,7 +196,7 @@ def _csv_time(text: str, where: str, out: Rows, how: TraceRead) -> float:
         if kind == "datetime" and how.time_unit != "auto":
             raise SpecError(
                 f"{where}: the timestamps are dates and times ({text!r}), not numbers: "
-                f"drop --trace-time-unit {how.time_unit} (it applies to numeric timestamps)"
+                f"drop workload.trace_time_unit {how.time_unit} (it applies to numeric timestamps)"
             )
         out.time_unit = "datetime" if kind == "datetime" else ("s" if how.time_unit == "auto" else how.time_unit)
     if (out.time_unit == "datetime") != (kind == "datetime"):
@@ -207,7 +207,7 @@ def _csv_time(text: str, where: str, out: Rows, how: TraceRead) -> float:
     return _number(text, where, "seconds" if out.time_unit == "s" else "milliseconds") * _SCALE[out.time_unit]
 
 
-_FILTER_COLUMNS = (("model", "Model", "--trace-model"), ("log type", "Log Type", "--trace-log-type"))
+_FILTER_COLUMNS = (("model", "Model", "workload.trace_model"), ("log type", "Log Type", "workload.trace_log_type"))
 
 
 def _filters(header: list[str], fmt: str, name: str, how: TraceRead) -> list[tuple[int, str, str]]:

@@ -62,7 +62,7 @@ class TraceSizing:
         span = self.replayed.offsets[-1] if self.replayed.requests else 0.0
         unit = _UNITS.get(t.time_unit, t.time_unit)
         why = (
-            "--trace-max-tokens"
+            "workload.trace_max_tokens"
             if self.explicit
             else f"p99 of prompt + output {self.p99_tokens}"
             + (f", bounded by the model's {self.model_context}-token context" if self._bounded else "")
@@ -88,8 +88,8 @@ class TraceSizing:
         span = self.replayed.offsets[-1] if reqs else 0.0
         return (
             f"the trace's {len(reqs)} requests bring {prompt} prompt and {output} output tokens within "
-            f"{span:.4g} s; if the server cannot keep up here, replay it slower (--trace-speed 0.25), "
-            f"shorter (--trace-length-scale 0.1) or fewer (--trace-requests N)"
+            f"{span:.4g} s; if the server cannot keep up here, replay it slower (workload.trace_speed: 0.25), "
+            f"shorter (workload.trace_length_scale: 0.1) or fewer (workload.trace_requests: N)"
         )
 
     @property
@@ -140,7 +140,7 @@ def _clip_for(w: Workload, name: str, shortest: int, p99: int, model_context: in
         if w.trace_max_tokens > limit:
             raise SpecError(
                 f"trace_max_tokens {w.trace_max_tokens} + {template} template tokens exceeds the model's "
-                f"{model_context}-token context: give --trace-max-tokens {limit} or less"
+                f"{model_context}-token context: give workload.trace_max_tokens {limit} or less"
             )
         return w.trace_max_tokens
     if shortest > limit:
@@ -148,7 +148,7 @@ def _clip_for(w: Workload, name: str, shortest: int, p99: int, model_context: in
             f"trace {name} cannot fit the model: its shortest request is {shortest} tokens of prompt + "
             f"output and the model's {model_context}-token context holds {limit} beside {template} "
             f"template tokens; serve a model with a longer context, or replay it shortened on purpose "
-            f"(--trace-length-scale F, --trace-max-tokens N)"
+            f"(workload.trace_length_scale, workload.trace_max_tokens)"
         )
     return min(p99, limit)
 

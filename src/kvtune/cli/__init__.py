@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 # The commands register themselves on `app` when imported.
-from kvtune.cli import bench, cluster, compare, confirm, doctor, plan, proxy, run, study, worker  # noqa: E402,F401,I001 (help lists them in this order)
+from kvtune.cli import bench, cluster, compare, confirm, doctor, plan, proxy, run, settings_list, study, worker  # noqa: E402,F401,I001 (help lists them in this order)
 from kvtune.cli.app import app, console, err_console  # noqa: F401  (the package's API)
 
 

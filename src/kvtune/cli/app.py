@@ -51,6 +51,9 @@ def usage_error_line(e: Exception, argv: list[str]) -> str:
     after `kvtune`, which name the command when click's error does not carry it)."""
     where = _command_path(getattr(e, "ctx", None), argv)
     fix = f"see {where} --help"
+    moved = _moved(e)
+    if moved is not None:
+        return moved
     if isinstance(e, clickx.NoSuchOption):
         what = f"no such option {e.option_name}"
         if e.possibilities:
@@ -69,6 +72,24 @@ def usage_error_line(e: Exception, argv: list[str]) -> str:
         if rejected is not None:
             what = rejected
     return f"{what}; {fix}" if where == PROG else f"{where}: {what}; {fix}"
+
+
+def _moved(e: Exception) -> str | None:
+    """A flag that became a study-file key, refused with the key to give instead:
+    `--num-requests is a study-file key now: --set workload.num_requests=VALUE (...)`."""
+    if not isinstance(e, clickx.NoSuchOption):
+        return None
+    from kvtune.study.settings import moved_flag, set_hint
+
+    flag = str(e.option_name).partition("=")[0]
+    s = moved_flag(flag)
+    if s is None:
+        return None
+    section = "under `workload:` " if s.section == "workload" else ""
+    return (
+        f"{flag} is a study-file key now: {set_hint(s, flag)} "
+        f"(or `{s.name}:` {section}in a --study-file; `kvtune settings` lists every key)"
+    )
 
 
 def _command_path(ctx: Any, argv: list[str]) -> str:

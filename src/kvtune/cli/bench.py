@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,10 +19,11 @@ from kvtune.cli.app import app, console
 from kvtune.cli.bench_flags import BenchFlags
 from kvtune.cli.bench_sweep import check_sweep, curve_table, parse_rates, rate_unit, sweep, sweep_verdict
 from kvtune.cli.flag_record import command_signature
-from kvtune.cli.flag_values import pause_seconds, seconds, trace_of
+from kvtune.cli.flag_values import trace_of
 from kvtune.errors import SpecError
 from kvtune.objectives.slo import Slo, slo_field
 from kvtune.objectives.targets import RATE_METRICS, Target, parse_targets
+from kvtune.study.settings import of_field, parse_sets
 from kvtune.workload import Workload
 
 
@@ -64,47 +66,23 @@ def base_url(url: str) -> str:
 
 
 def bench_workload(f: BenchFlags) -> Workload:
-    """The checked workload the flags describe."""
+    """The checked workload: `--set`'s workload keys, then the flags, over the defaults."""
+    sets = parse_sets([item if item.startswith("workload.") else f"workload.{item}" for item in f.set])
+    values: dict[str, Any] = dict(sets.get("workload") or {})
+    for field in fields(BenchFlags):
+        where = field.metadata.get("setting")
+        value = getattr(f, field.name)
+        if where is not None and value is not None:
+            values[of_field(*where).field] = of_field(*where).check(value)
     rates = parse_rates(f.rate)
-    rate = rates[0] if rates else None  # a sweep's workload is checked at its first rate
-    multiturn = _multiturn(f)
-    return Workload(
-        concurrency=f.concurrency,
-        prompt_tokens=f.prompt_tokens,
-        output_tokens=f.output_tokens,
-        prompt_spread=f.prompt_spread,
-        output_spread=f.output_spread,
-        num_requests=f.num_requests,
-        warmup_requests=f.warmup_requests,
-        request_timeout_s=f.timeout,
-        seed=f.seed,
-        mode="open" if rate is not None else "closed",
-        rate=rate,
-        arrival=f.arrival,
-        burstiness=f.burstiness,
-        duration_s=f.duration,
-        endpoint=f.endpoint,
-        dataset=f.dataset,
-        dataset_min_tokens=f.dataset_min_tokens,
-        dataset_max_tokens=f.dataset_max_tokens,
-        shared_prefix_fraction=f.shared_prefix_fraction,
-        shared_prefix_tokens=f.shared_prefix_tokens,
-        shared_prefix_groups=f.prefix_groups,
-        trace=trace_of(f.workload_kind),
-        trace_requests=f.trace_requests,
-        trace_window_s=seconds(f.trace_window, "--trace-window"),
-        trace_speed=f.trace_speed,
-        trace_length_scale=f.trace_length_scale,
-        trace_max_tokens=f.trace_max_tokens,
-        trace_time_unit=f.trace_time_unit,
-        trace_model=f.trace_model,
-        trace_log_type=f.trace_log_type,
-        multiturn=multiturn,
-        turns=4 if f.turns is None else f.turns,
-        think_time_s=pause_seconds(f.think_time, "--think-time") or 0.0,
-        think_spread=f.think_spread or 0.0,
-        conversation_max_tokens=f.conversation_max_tokens,
-    ).validate()
+    if rates:  # a sweep's workload is checked at its first rate
+        values.update(mode="open", rate=rates[0])
+    if f.workload_kind == "multiturn":
+        values["multiturn"] = True
+    elif f.workload_kind is not None:
+        values["trace"] = trace_of(f.workload_kind)
+    _multiturn_only(values)
+    return Workload(**values).validate()
 
 
 def cache_policy(text: Optional[str], workload: Workload) -> Any:
@@ -162,7 +140,7 @@ def print_result(result: Any) -> None:
         console.print(f"note: {note}", markup=False)
 
 
-def save_result(f: BenchFlags, result: Any, model_name: str, base: str) -> None:
+def save_result(f: BenchFlags, workload: Workload, result: Any, model_name: str, base: str) -> None:
     """--save: vLLM bench serve's JSON with kvtune's per-request samples."""
     from kvtune.bench.results_format import to_vllm_json
 
@@ -172,7 +150,7 @@ def save_result(f: BenchFlags, result: Any, model_name: str, base: str) -> None:
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "model_id": model_name,
         "base_url": base,
-        "backend": f"openai-{f.endpoint}",
+        "backend": f"openai-{workload.endpoint}",
     }
     f.save.write_text(json.dumps(to_vllm_json(result, info), allow_nan=False, indent=1))
     console.print(f"saved {f.save}")
@@ -216,7 +194,7 @@ def bench(**flags: Any) -> None:
         raise typer.Exit(rate_sweep(f, base, workload, rates, targets, slo))
     result, model_name = measure(f, base, workload, targets, slo)
     print_result(result)
-    save_result(f, result, model_name, base)
+    save_result(f, workload, result, model_name, base)
     raise typer.Exit(checked(targets, result))
 
 
@@ -238,20 +216,13 @@ bench.__signature__, bench.__annotations__ = command_signature(BenchFlags)  # ty
 app.command()(bench)
 
 
-def _multiturn(f: BenchFlags) -> bool:
-    """Whether --workload asks for conversations; their flags without it are one line, exit 2."""
-    if f.workload_kind == "multiturn":
-        return True
-    flags = (
-        ("--turns", f.turns),
-        ("--think-time", f.think_time),
-        ("--think-spread", f.think_spread),
-        ("--conversation-max-tokens", f.conversation_max_tokens),
-    )
-    given = [name for name, v in flags if v is not None]
+def _multiturn_only(values: dict[str, Any]) -> None:
+    """A conversation's setting given without --workload multiturn is one line, exit 2."""
+    if values.get("multiturn"):
+        return
+    given = [k for k in ("turns", "think_time_s", "think_spread", "conversation_max_tokens") if k in values]
     if given:
-        raise SpecError(f"{given[0]} applies to --workload multiturn only: add --workload multiturn")
-    return False
+        raise SpecError(f"workload.{given[0]} applies to --workload multiturn only: add --workload multiturn")
 
 
 def _shown(t: Target, metrics: dict) -> str:

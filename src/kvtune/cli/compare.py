@@ -1,6 +1,7 @@
 """`kvtune compare STUDY STUDY...`: studies already run, side by side; and the table a
-multi-backend `kvtune run` ends with. The decisions (refusals, rows, the best overall) are made in
-`artifacts.compare`; this module prints them and, with --report, writes the HTML page."""
+multi-backend `kvtune run` ends with. The decisions (refusals, rows, the best overall: the
+verdict's test on fresh runs) are made in `artifacts.side_by_side`; this module prints them and,
+with --report, writes the HTML page."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from kvtune.errors import SpecError
 
 
 def print_comparison(c: Comparison, out: Console) -> None:
-    """The side-by-side table (best and defaults of each study) and the best overall."""
-    n = max((s.measurements for s in c.sides), default=1)
-    each = "mean of 2 measurements where both were re-measured" if n == 2 else "1 measurement each"
-    table = Table(title=f"Side by side at the same workload and targets ({c.objective.name}, {each})")
+    """The side-by-side table (best and defaults of each study), each best's fresh figure with its
+    interval, and the best overall or why there is none."""
+    table = Table(
+        title=f"Side by side at the same workload and targets ({c.objective.name}; re-measured figures "
+        "where best and defaults both were, else first measurements)"
+    )
     for col in ("backend", "config", "out tok/s", "TTFT p95", "TPOT p95", "feasible", "trials", "wall time"):
         table.add_column(col, justify="left" if col in ("backend", "config") else "right")
     for r in c.rows():
@@ -52,9 +55,12 @@ def print_comparison(c: Comparison, out: Console) -> None:
     out.print(table)
     for s in c.skipped:
         out.print(f"{s['backend']}: not tuned: {s['reason']}", markup=False)
+    for side in c.sides:
+        out.print(f"{c.objective.name} on fresh servers (95% interval): {side.figure_text()}", markup=False)
     w = c.winner
     if w is None:
-        out.print(f"[bold red]No best overall[/bold red]: {c.why}.")
+        out.print("[bold yellow]No best overall[/bold yellow]")
+        out.print(f"why: {c.why}", markup=False)
         return
     assert w.best is not None  # a winner has a best
     flags = " ".join(f"{k}={v}" for k, v in w.best.candidate.flags.items()) or "the server's defaults"

@@ -9,23 +9,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import fields
-from typing import Mapping
+from typing import Any, Mapping
 
-from kvtune.study.overrides import SpecOverrides
+from kvtune.study.settings import by_key
 
-#: Spec and workload fields set by a flag of another name (cli/run.py `spec_overrides`,
-#: `workload_overrides`); every other field is set by the flag of its own name.
+#: Settings set by a flag that is not their own (cli/run.py `given_by_flags`).
 KEY_FLAGS: dict[str, str] = {
-    "targets": "--target",
-    "time_budget_s": "--time-budget",
-    "startup_timeout_s": "--startup-timeout",
-    "startup_stall_s": "--startup-stall",
-    "shared_prefix_groups": "--prefix-groups",
-    "trace": "--workload",
-    "multiturn": "--workload",
-    "mode": "--rate",
-    "trace_window_s": "--trace-window",
-    "think_time_s": "--think-time",
+    "backend": "--backend",
+    "workload.trace": "--workload",
+    "workload.multiturn": "--workload",
+    "workload.mode": "--rate",
 }
 _KEY = re.compile(r"(?:workload\.)?\w+")
 
@@ -40,15 +33,21 @@ def flag_of(record: type, name: str) -> str:
     raise KeyError(name)
 
 
-def flags_given(overrides: SpecOverrides) -> dict[str, str]:
-    """Spec key as the refusals write it (`trials`, `workload.output_tokens`) -> the flag that
-    gave its value, for the keys the flags set. `--seed` seeds the prompts too."""
-    keys = {name: name for name in overrides.given()}
-    workload = overrides.workload.given()
-    keys.update({f"workload.{name}": name for name in workload})
-    if overrides.seed is not None and "seed" not in workload:
-        keys["workload.seed"] = "seed"
-    return {key: KEY_FLAGS.get(name, "--" + name.replace("_", "-")) for key, name in keys.items()}
+def flags_given(by_flags: Mapping[str, Any]) -> dict[str, str]:
+    """Setting key as the refusals write it (`trials`, `time_budget_s`, `workload.output_tokens`)
+    -> the flag that gave its value, for the settings the flags gave (the study file's shape,
+    by field name: cli/run.py `given_by_flags`)."""
+    fields_to_flags = {(s.section == "workload", s.field): s.doc.run_flag for s in by_key().values()}
+    out: dict[str, str] = {}
+    for section, values in (("top", by_flags), ("workload", by_flags.get("workload") or {})):
+        for name in values:
+            if name == "workload":
+                continue
+            key = f"workload.{name}" if section == "workload" else name
+            flag = KEY_FLAGS.get(key) or fields_to_flags.get((section == "workload", name))
+            if flag:
+                out[key] = flag
+    return out
 
 
 def named_by_flag(line: str, flags: Mapping[str, str]) -> str:

@@ -42,3 +42,27 @@ def command_signature(record: type) -> tuple[inspect.Signature, dict[str, Any]]:
     ]
     annotations = {**{p.name: p.annotation for p in params}, "return": None}
     return inspect.Signature(params, return_annotation=None), annotations
+
+
+def from_setting(section: str, name: str, default: Any = None, *short: str, command: str = "run") -> Any:
+    """A record field that is the flag of a declared setting (kvtune/setting.py): its name,
+    help and panel come from the declaration, with the setting's default said in the help.
+    `default`: what typer fills when the flag is not given (None: not given)."""
+    from kvtune.study.settings import of_field
+
+    s = of_field(section, name)
+    flag = s.doc.run_flag if command == "run" else s.doc.bench_flag
+    if flag is None:
+        raise ValueError(f"{s.key} is not a flag of kvtune {command}")
+    shown = s.default not in (None, (), False, "") and not s.doc.duration
+    text = s.doc.help + (f" (default {_shown(s.default)})" if shown else "")
+    panel = s.doc.panel if command == "run" else None
+    option = typer.Option(default, flag, *short, help=text, rich_help_panel=panel, show_default=False)
+    return field(metadata={"flag": option, "setting": (section, name)})
+
+
+def _shown(value: Any) -> str:
+    """A default as the help shows it: a tuple of names as the names."""
+    if isinstance(value, tuple):
+        return ", ".join(map(str, value))
+    return str(getattr(value, "value", value))

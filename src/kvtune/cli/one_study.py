@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from kvtune.artifacts.summary import summarize
+from kvtune.artifacts.summary import StudySummary, summarize
 from kvtune.cli.app import console, err_console
 from kvtune.cli.consoles import make_console
 from kvtune.cli.progress import make_reporter
@@ -18,6 +18,7 @@ from kvtune.cli.run_text import print_header, print_summary
 from kvtune.errors import SpecError
 from kvtune.interference import Monitor, Watch, preflight, warning
 from kvtune.launchers.base import Launcher
+from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.session import RunOptions, Session, open_session, set_up_only, study_spec
 from kvtune.tuner.store.storage import redact
@@ -32,8 +33,8 @@ def _check_gpu_price(spec: Any, opts: RunOptions) -> None:
         report = nvml.read()
         if report is None or not report.gpus:
             raise SpecError(
-                "--price-per-gpu-hour needs GPUs and this machine has none that NVML "
-                "sees: give --price-per-hour (the whole machine) instead"
+                "price_per_gpu_hour needs GPUs and this machine has none that NVML "
+                "sees: give price_per_hour (the whole machine) instead"
             )
 
 
@@ -48,10 +49,17 @@ def interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, print_best: bool = True) -> int:
+def run_study(
+    opts: RunOptions,
+    mode: str,
+    launcher: Launcher | None = None,
+    print_best: bool = True,
+    on_summary: Callable[[StudySummary, list[TrialOutcome]], None] | None = None,
+) -> int:
     """Open the study, run it with the chosen progress display, print the summary. `launcher`:
     one already built (default: the spec's backend); `print_best`: --quiet prints the best
-    command line (a multi-backend run prints only the overall one)."""
+    command line (a multi-backend run prints only the overall one); `on_summary`: given the
+    summary and the trials once written (a multi-backend run compares them from memory)."""
     spec = study_spec(opts)
     _check_gpu_price(spec, opts)
     if opts.setup_only:
@@ -99,7 +107,7 @@ def run_study(opts: RunOptions, mode: str, launcher: Launcher | None = None, pri
         )
         return 130
     reporter.close()
-    return _finish(session, outcomes, out, reporter, mode, print_best)
+    return _finish(session, outcomes, out, reporter, mode, print_best, on_summary)
 
 
 def _set_up_only(opts: RunOptions, spec: Any, launcher: Launcher | None) -> int:
@@ -132,9 +140,9 @@ def check_machine(watch: Watch, reporter: Any, mode: str, sleep: Callable[[float
 
 def _confirming(spec: Any) -> str:
     """The line that opens the confirmation: what it will measure, on fresh servers."""
-    if len(spec.objective) > 1:
-        return f"\n[bold]Confirming[/bold]: re-measuring the Pareto set (up to {spec.confirm_top} + 3) and the baseline"
     screen = f"the top {spec.confirm_top} get one fresh run each, " if spec.confirm_top > 1 else ""
+    if len(spec.objective) > 1:
+        screen = f"the Pareto set (up to {spec.confirm_top} + 3) and the baseline get one fresh run each, "
     return (
         f"\n[bold]Confirming[/bold]: {screen}then one config and the server's defaults alternate "
         f"D W W D on fresh servers until the answer is clear (at most {spec.confirm_pairs} pairs, "
@@ -156,7 +164,15 @@ class _LateReporter:
         )
 
 
-def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode: str, print_best: bool = True) -> int:
+def _finish(
+    session: Session,
+    outcomes: list,
+    out: Console,
+    reporter: Any,
+    mode: str,
+    print_best: bool = True,
+    on_summary: Callable[[StudySummary, list[TrialOutcome]], None] | None = None,
+) -> int:
     p = session.prepared
     summary = summarize(
         p.run_dir,
@@ -168,6 +184,8 @@ def _finish(session: Session, outcomes: list, out: Console, reporter: Any, mode:
         session.options.deploy_port,
     )
     print_summary(p, summary, out)
+    if on_summary is not None:
+        on_summary(summary, outcomes)
     if mode == "jsonl":
         reporter.emit("summary", exit_status=summary.exit_code, **summary.payload)
     elif mode == "quiet" and summary.exit_code == 0 and print_best:

@@ -77,7 +77,7 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
         console.print(
             "The server's defaults were best: keep them (the verdict above says why)."
             if verdict is not None
-            else "The server's defaults were best: no flag change beat them by more than the noise."
+            else "The server's defaults measured best in the search (not confirmed: no verdict ran)."
         )
     _versus_baseline(s, console)
     for line in s.cost_energy:
@@ -166,13 +166,13 @@ def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
 
 
 def _pareto(p: Prepared, s: StudySummary, console: Console) -> None:
-    table = Table(title="Pareto set: no other feasible trial is better on every objective")
+    table = Table(title="Pareto set on fresh re-measurements: no other trial is better on every objective there")
     table.add_column("trial")
     table.add_column("flags")
     for obj in p.spec.objective_specs:
         table.add_column(obj.name, justify="right")
     for o in s.pareto:
-        table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.objectives])
+        table.add_row(str(o.number), fmt_flags(o.candidate), *[f"{v:.1f}" for v in o.fresh_objectives if v is not None])
     console.print(table)
     console.print(
         f"Pick one with `kvtune export {p.study_name} --trial N`; the launch script below "

@@ -179,13 +179,13 @@ def _pareto_table(ov: dict) -> Table:
                 fmt_ms(m.get("p95_tpot_ms")),
             )
         return table
-    table = Table(title="Pareto set: no other feasible trial is better on every objective")
+    table = Table(title="Pareto set on fresh re-measurements: no other trial is better on every objective there")
     table.add_column("trial")
     table.add_column("flags")
     for o in ov["pareto_axes"]:
         table.add_column(o.name, justify="right")
     for t in ov["pareto"]:
-        table.add_row(str(t.number), fmt_flags(t.candidate), *[f"{v:.1f}" for v in t.objectives])
+        table.add_row(str(t.number), fmt_flags(t.candidate), *[f"{v:.1f}" for v in t.fresh_objectives if v is not None])
     return table
 
 

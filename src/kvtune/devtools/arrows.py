@@ -23,7 +23,7 @@ from pathlib import Path
 # own package). Nothing may import upward or sideways except ALLOWED_SIDEWAYS.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: plain data, parsing of plain values, the process/NVML/GGUF boundaries
-    ("kinds", "errors", "jsonsafe", "clock", "__init__"),
+    ("kinds", "errors", "jsonsafe", "clock", "setting", "__init__"),
     ("durations", "commands", "gguf_file", "nvml", "writable", "knobs"),
     ("workload",),
     # pure domain: load generation, objectives, the KV planner

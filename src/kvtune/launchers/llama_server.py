@@ -170,7 +170,7 @@ class LlamaServerLauncher(Launcher):
         shape and memory the KV pre-screen needs."""
         binary = find_llama_server(spec.llama_server)
         model = resolve_model(spec.model)
-        draft = str(resolve_model(spec.draft_model, "--draft-model")) if spec.draft_model else None
+        draft = str(resolve_model(spec.draft_model, "draft_model")) if spec.draft_model else None
         memory = hardware.memory_bytes()
         return cls(
             binary=binary,

@@ -60,12 +60,12 @@ class LlamaSpeculation:
         if draft_model is None:
             if not self.ngram_types:
                 raise SpecError(
-                    "--speculative: this llama-server build has no n-gram speculation (--spec-type); "
-                    "give a draft model with --draft-model PATH"
+                    "speculative: this llama-server build has no n-gram speculation (--spec-type); "
+                    "give a draft model (draft_model: PATH)"
                 )
             return [Knob(SPEC_TYPE, KnobKind.CHOICES, choices=(SPEC_OFF, *self.ngram_types))]
         if self.draft_model_flag is None or self.draft_max_flag is None:
-            raise SpecError("--draft-model: this llama-server build takes no draft model (no -md in its --help)")
+            raise SpecError("draft_model: this llama-server build takes no draft model (no -md in its --help)")
         draft = [
             Knob(self.draft_model_flag, KnobKind.FIXED, value=draft_model),
             Knob(self.draft_max_flag, KnobKind.CHOICES, choices=DRAFT_LENGTHS),

@@ -23,7 +23,7 @@ from kvtune.clock import Clock
 # the first time, and either can run for minutes; a progress bar (weights, graph capture) writes
 # output as it goes. A false stall costs a failed trial and its retry, a hung server only this.
 DEFAULT_STALL_S = 300.0
-# The most seconds any start may take, progress or not (`--startup-timeout`).
+# The most seconds any start may take, progress or not (`startup_timeout_s`).
 DEFAULT_CAP_S = 1800.0
 
 
@@ -77,12 +77,12 @@ def give_up_reason(limits: StartupLimits, elapsed_s: float, silent_s: float, rea
     last line, once it gives up."""
     if limits.stall_s is not None and silent_s > limits.stall_s:
         return (
-            f"stalled: no new log output for {limits.stall_s:.0f} s (--startup-stall) after "
+            f"stalled: no new log output for {limits.stall_s:.0f} s (startup_stall_s) after "
             f'"{last_log_line(read_log())}", {elapsed_s:.0f} s after the launch'
         )
     if elapsed_s > limits.cap_s:
         return (
-            f"not healthy after {limits.cap_s:.0f} s, the start-up cap (--startup-timeout); its log last "
+            f"not healthy after {limits.cap_s:.0f} s, the start-up cap (startup_timeout_s); its log last "
             f'grew {silent_s:.0f} s ago: "{last_log_line(read_log())}"'
         )
     return None

@@ -36,8 +36,8 @@ class Price:
             return self.usd
         if gpus < 1:
             raise SpecError(
-                "--price-per-gpu-hour needs GPUs, and this trial uses none: "
-                "give --price-per-hour (the whole machine) instead"
+                "price_per_gpu_hour needs GPUs, and this trial uses none: "
+                "give price_per_hour (the whole machine) instead"
             )
         return self.usd * gpus
 
@@ -62,13 +62,12 @@ def price_of(per_hour: object = None, per_gpu_hour: object = None) -> Price | No
     """The study's price from its two settings (at most one may be given); None: no price."""
     if per_hour is not None and per_gpu_hour is not None:
         raise SpecError(
-            "give one price: --price-per-hour (the whole machine) or "
-            "--price-per-gpu-hour (per GPU a trial uses), not both"
+            "give one price: price_per_hour (the whole machine) or price_per_gpu_hour (per GPU a trial uses), not both"
         )
     if per_hour is not None:
-        return Price(parse_price(per_hour, "--price-per-hour"))
+        return Price(parse_price(per_hour, "price_per_hour"))
     if per_gpu_hour is not None:
-        return Price(parse_price(per_gpu_hour, "--price-per-gpu-hour"), per_gpu=True)
+        return Price(parse_price(per_gpu_hour, "price_per_gpu_hour"), per_gpu=True)
     return None
 
 

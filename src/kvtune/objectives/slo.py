@@ -66,7 +66,7 @@ def parse_slo(text: str) -> Slo:
     """``"ttft<2s,tpot<100ms"`` -> Slo; raise `TargetError` naming what to fix."""
     items = [t for t in (text or "").split(",") if t.strip()]
     if not items:
-        raise TargetError("--slo is empty: give per-request limits, e.g. 'ttft<2s,tpot<100ms'")
+        raise TargetError("slo is empty: give per-request limits, e.g. 'ttft<2s,tpot<100ms'")
     limits: list[SloLimit] = []
     for item in items:
         m = _ITEM_RE.match(item)
@@ -83,7 +83,7 @@ def parse_slo(text: str) -> Slo:
         if unit not in _UNIT_TO_S:
             raise TargetError(f"SLO {item.strip()!r} needs a time unit: write e.g. '{metric}<2s' or '{metric}<800ms'")
         if any(lim.metric == metric for lim in limits):
-            raise TargetError(f"--slo limits {metric} twice: give each metric once")
+            raise TargetError(f"slo limits {metric} twice: give each metric once")
         limits.append(SloLimit(metric, m["op"], float(m["num"]) * _UNIT_TO_S[unit]))
     return Slo(text=",".join(i.strip() for i in items), limits=tuple(limits))
 
@@ -94,7 +94,7 @@ def slo_field(raw: str | Slo | None, uses: Iterable[str] = ()) -> Slo | None:
     if raw is None:
         if "slo_attainment" in uses:
             raise SpecError(
-                "slo_attainment needs per-request SLOs: add --slo 'ttft<2s,tpot<100ms' (or slo: in the study file)"
+                "slo_attainment needs per-request SLOs: set slo, e.g. --set slo='ttft<2s,tpot<100ms' (kvtune bench: --slo)"
             )
         return None
     if isinstance(raw, Slo):

@@ -1,42 +1,34 @@
-"""Naming the best config on evidence, not on one number, and the figures that say so.
+"""Naming the best config, and the figures that say what it rests on.
 
-The named best must have held on a fresh server when a confirmation phase ran: among the
-configs re-measured and still feasible, `objectives.evidence.choose_named_best` compares them on
-their re-measurements, with the study's pooled noise (`study.noise`); ties go to the defaults,
-then to fewer flags changed from the server's own defaults (`server_defaults`, recorded in
-results.json, so `kvtune show` and the report name the same best as the run). Only when no
-re-measured config held (or confirmation is off) is a config named on its single measurement,
-and the reason says so.
+The verdict names the best (src/kvtune/verdict/, docs/verdicts.md), whatever the number of
+objectives: the confirmation stores it in the study and attaches it to the trials it compared
+(`TrialOutcome.verdict`), so every reader of results.json names what the run decided, with the
+verdict's reason (or nothing, when no config meets the targets). Nothing else here decides.
+Without a verdict (`--confirm-top 0`, a study whose confirmation has not run yet, a results.json
+older than the verdict) the search's top config is named on its one measurement, and the reason
+says that it is not confirmed.
 
-A single-objective confirmation is decided by the verdict (src/kvtune/verdict/), stored in the
-study and attached to the trials it compared (`TrialOutcome.verdict`); when there is
-one, it names the best (or nothing, when no config meets the targets) and its reason is the
-verdict's, so every reader of results.json names what the run decided.
-
-Why re-measurements only: the best's first measurement was the maximum over every trial of the
-search, so it is biased up (the winner's curse); a re-measurement on a fresh server is not.
-`figure` and `headline` therefore show a confirmed config's re-measured figure and label the
-first one as selected; `comparison_metrics` compares the best and the baseline on their
-re-measurements when both have one.
+`figure` and `headline` show a re-measured config's figure from its fresh runs and label the
+first measurement as selected (biased up: the winner's curse); `comparison_metrics` compares the
+best and the baseline on their re-measurements when both have one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from kvtune.kinds import Direction
-from kvtune.objectives.named_best import ConfirmedConfig as Evidence
-from kvtune.objectives.named_best import Estimate, choose_named_best, estimate
-from kvtune.objectives.noise import PRIOR, Noise
+from kvtune.study.measured_noise import PRIOR, Noise
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import rank
-from kvtune.study.verdict_evidence import flags_changed, stored_verdict
+from kvtune.study.verdict_evidence import stored_verdict
 from kvtune.verdict import DecisionKind, Verdict
 
 FIRST_SELECTED = "first measurement (selected, biased up)"
 FIRST = "first measurement"
 REMEASURED = "re-measured"
+NOT_CONFIRMED = "not confirmed: named on its one search measurement (the top of many noisy figures, biased up)"
 
 
 @dataclass
@@ -57,37 +49,30 @@ class Naming:
         }
 
 
-def objective_values(o: TrialOutcome) -> list[float]:
-    """The objective from every measurement of `o`: the first, and the confirmation's."""
-    values = [o.objective] if o.objective is not None else []
-    again = (o.confirmation or {}).get("objective")
-    return values + ([float(again)] if again is not None else [])
-
-
-def unbiased_values(o: TrialOutcome) -> list[float]:
-    """The objective values a decision rests on: the re-measurement when there is one (the first
-    measurement of a config the search selected is biased up), else the first."""
-    again = (o.confirmation or {}).get("objective")
-    if again is not None:
-        return [float(again)]
-    return [o.objective] if o.objective is not None else []
-
-
 @dataclass(frozen=True)
 class Figure:
-    """The headline figure of one config: its estimate, which measurements it is (`label`),
-    the noise its +/- comes from, and the first measurement when the estimate is not it."""
+    """The headline figure of one config: the mean of `n` measurements, which measurements they
+    are (`label`), the noise its +/- comes from, and the first measurement when the figure is
+    not it."""
 
-    estimate: Estimate
+    mean: float
+    n: int
     label: str
     noise: Noise
     first: float | None = None
     inconsistent: bool = False
 
+    @property
+    def half_width(self) -> float:
+        """The 95% +/- of the figure, from the study's noise (shown, never decided on)."""
+        return self.noise.half_width(self.mean, self.n)
+
     def text(self) -> str:
         """``48.1 +/- 9.4 (pooled noise 10.0%, 3 dof), re-measured; first measurement 49 (selected,
         biased up)``: every +/- says its source, every figure which measurement it is."""
-        out = f"{self.estimate.format(self.noise)}, {self.label}"
+        out = f"{self.mean:.4g} +/- {self.half_width:.2g} ({self.noise.source()}), {self.label}"
+        if self.n > 1:
+            out += f" ({self.n} runs)"
         if self.first is not None:
             out += f"; first measurement {self.first:.4g} (selected, biased up)"
         if self.inconsistent:
@@ -96,15 +81,16 @@ class Figure:
 
 
 def figure(o: TrialOutcome, noise: Noise = PRIOR) -> Figure | None:
-    """`o`'s headline figure: re-measured when it was, else its first measurement, labelled as
-    selected (biased up) unless it is the baseline (always run, never selected)."""
-    again = (o.confirmation or {}).get("objective")
+    """`o`'s headline figure: its fresh runs' mean when it was re-measured, else its first
+    measurement, labelled as selected (biased up) unless it is the baseline (never selected)."""
+    again = o.fresh_objective
     if again is not None:
+        n = int((o.confirmation or {}).get("valid_runs") or 1)
         first = o.objective if o.objective is not None and not o.baseline else None
-        return Figure(estimate([float(again)]), REMEASURED, noise, first, noise.is_inconsistent(o.number))
+        return Figure(again, max(n, 1), REMEASURED, noise, first, noise.is_inconsistent(o.number))
     if o.objective is None:
         return None
-    return Figure(estimate([o.objective]), FIRST if o.baseline else FIRST_SELECTED, noise)
+    return Figure(o.objective, 1, FIRST if o.baseline else FIRST_SELECTED, noise)
 
 
 def headline(o: TrialOutcome, noise: Noise = PRIOR) -> str:
@@ -113,43 +99,22 @@ def headline(o: TrialOutcome, noise: Noise = PRIOR) -> str:
     return f.text() if f is not None else "-"
 
 
-def name_best(
-    outcomes: Sequence[TrialOutcome],
-    direction: Direction | str,
-    defaults: Mapping[str, Any] | None = None,
-    noise: Noise = PRIOR,
-) -> Naming:
-    """The named best. `defaults`: the server's default flag values (``env:NAME`` for
-    environment variables; None: unknown, every given flag counts as a change); `noise`: the
-    study's pooled noise on the objective (`study.noise.noise_of`)."""
+def name_best(outcomes: Sequence[TrialOutcome], direction: Direction | str) -> Naming:
+    """The named best: the stored verdict's; without one, the search's top config that held
+    (its measurement undisturbed), said to be not confirmed."""
     decided = verdict_naming(outcomes)
     if decided is not None:
         return decided
     # a measurement that stayed disturbed (the machine was busy with something else) is no evidence
-    ranked = rank([o for o in outcomes if not o.disturbed or _clean_confirmation(o)], Direction(direction))
+    ranked = rank([o for o in outcomes if not o.disturbed], Direction(direction))
     if not ranked:
         return Naming(None, "no feasible config")
-    confirmed = [o for o in ranked if _clean_confirmation(o)]
-    if not confirmed:
-        ran = any(o.confirmation is not None for o in outcomes)
-        why = (
-            "no re-measured config held on a fresh server: named on its one measurement"
-            if ran
-            else "no confirmation phase: named on its one measurement"
-        )
-        return Naming(ranked[0], why)
-    decision = choose_named_best(
-        [Evidence(o.number, unbiased_values(o), flags_changed(o, defaults), o.baseline) for o in confirmed],
-        direction,
-        noise,
-    )
-    best = next(o for o in confirmed if o.number == decision.number)
-    return Naming(best, decision.why, decision.tied_with, remeasured=True)
+    return Naming(ranked[0], NOT_CONFIRMED)
 
 
 def verdict_naming(outcomes: Sequence[TrialOutcome]) -> Naming | None:
-    """What the stored verdict names (None: no verdict, e.g. several objectives, an older study,
-    no confirmation). A verdict that keeps no config (nothing meets the targets) names none."""
+    """What the stored verdict names (None: no verdict: no confirmation, or an older study). A
+    verdict that keeps no config (nothing meets the targets) names none."""
     verdict = stored_verdict(outcomes)
     if verdict is None:
         return None
@@ -159,15 +124,11 @@ def verdict_naming(outcomes: Sequence[TrialOutcome]) -> Naming | None:
     return Naming(best, verdict.reason, tied, remeasured=remeasured, verdict=verdict)
 
 
-def _clean_confirmation(o: TrialOutcome) -> bool:
-    """`o` was re-measured and the re-measurement was not disturbed."""
-    return o.confirmation is not None and not o.confirmation.get("disturbed")
-
-
 def comparison_metrics(best: TrialOutcome, baseline: TrialOutcome) -> tuple[dict, dict, int]:
-    """Metrics for best vs baseline, one measurement each, from the same phase: both
-    re-measurements when both were re-measured (fresh servers, close in time, neither selected
-    as a maximum), else both first measurements. The int is the measurements per side (1)."""
+    """Metrics for best vs baseline, one figure each, from the same phase: both re-measurements
+    (the means of their fresh runs) when both were re-measured (fresh servers, close in time,
+    neither selected as a maximum), else both first measurements. The int is the figures per side
+    (1)."""
     best_again = (best.confirmation or {}).get("metrics")
     baseline_again = (baseline.confirmation or {}).get("metrics")
     if best_again and baseline_again and best is not baseline:

@@ -8,6 +8,7 @@ they cannot disagree on which trial is feasible, best or a Pareto point. A failu
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -42,7 +43,9 @@ class TrialOutcome:
     server_facts: dict[str, Any] = field(default_factory=dict)  # what the server logged about itself
     server_metrics: dict[str, Any] = field(default_factory=dict)  # its /metrics during the benchmark
     objectives: list[Any] = field(default_factory=list)  # every objective's value (multi-objective)
-    # The confirmation phase's re-measurement: {"metrics", "objective", "feasible", "reason"}.
+    # The re-measurements on fresh servers (tuner/remeasure.py `aggregate`): its "runs", and at its
+    # top level the mean of the valid ones ("metrics", "objective", "objectives") and whether
+    # they held ("feasible", "reason", "targets": the verdict's tests on them).
     confirmation: dict[str, Any] | None = None
     # The study's verdict (verdict/record.py `Verdict.to_dict`), on the trials it compared (the
     # candidate and the defaults): attached from the study like the confirmation, so it travels
@@ -86,25 +89,45 @@ class TrialOutcome:
 
     @property
     def held(self) -> bool:
-        """Still feasible when re-measured (True when it was not re-measured)."""
-        return self.confirmation is None or bool(self.confirmation.get("feasible"))
+        """Not shown to fail on fresh servers (True until re-measured). The verdict's own target
+        checks decide for the trial it tested (its candidate, the defaults); for any other
+        re-measured trial, the confirmation record's judgement, the verdict's tests on its fresh
+        runs (tuner/remeasure.py)."""
+        if self.confirmation is None:
+            return True
+        proved = self._proof_checks()
+        if proved:
+            return not any(c.get("shown") == "missed" for c in proved)
+        return bool(self.confirmation.get("feasible"))
+
+    def _proof_checks(self) -> list[dict[str, Any]]:
+        """The verdict's target checks of this trial's side (empty: the verdict did not test it)."""
+        v = self.verdict or {}
+        who = (
+            "candidate" if v.get("candidate") == self.number else "defaults" if v.get("baseline") == self.number else ""
+        )
+        return [c for c in v.get("targets") or () if isinstance(c, dict) and c.get("who") == who] if who else []
 
     @property
-    def score(self) -> float | None:
-        """The objective, averaged with the confirmation's re-measurement when there is one."""
-        if self.objective is None:
+    def fresh_objective(self) -> float | None:
+        """The objective on fresh servers alone: the mean of the valid re-measurements (None when
+        not re-measured, or when every re-measurement was disturbed). What decisions read; the
+        first measurement (`objective`) is what the search saw, biased up for a config it chose."""
+        again = self.confirmation or {}
+        value = again.get("objective")
+        if again.get("no_valid_run") or not isinstance(value, (int, float)) or isinstance(value, bool):
             return None
-        again = (self.confirmation or {}).get("objective")
-        return self.objective if again is None else (self.objective + again) / 2
+        return float(value)
 
     @property
-    def scores(self) -> list[float | None]:
-        """Every objective, averaged with the confirmation's re-measurement when there is one
-        (the figures a confirmed Pareto set is computed from)."""
-        again = (self.confirmation or {}).get("objectives") or []
-        if len(again) != len(self.objectives):
-            return list(self.objectives)
-        return [a if b is None or a is None else (a + b) / 2 for a, b in zip(self.objectives, again)]
+    def fresh_objectives(self) -> list[float | None]:
+        """Every objective on fresh servers alone (see `fresh_objective`; [] when there is none):
+        the figures a multi-objective study's Pareto set is computed from."""
+        again = self.confirmation or {}
+        values = again.get("objectives") or []
+        if again.get("no_valid_run") or len(values) != len(self.objectives):
+            return []
+        return [float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None for v in values]
 
     @property
     def evidence(self) -> str:

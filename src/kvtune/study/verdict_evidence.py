@@ -12,6 +12,10 @@ Which measurement plays which role (verdict/evidence.py):
 - the baseline's end-of-search sentinel is its first PROOF run: measured after the search, on a
   fresh server, with the confirmation's prompts, right before the first candidate run, so it is
   the D that opens D W W D. Sentinels during the search are drift evidence only.
+
+`fresh_failure` judges any re-measured config's fresh runs with the verdict's own target tests
+(verdict/target_checks.py `fixed_checks`), so "still meets the targets on fresh servers" has one
+meaning wherever it is shown.
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from kvtune.kinds import Direction, FailureKind
-from kvtune.objectives.named_best import changed_from_defaults
 from kvtune.objectives.targets import RATE_METRICS, Target
 from kvtune.study.outcome import TrialOutcome
-from kvtune.verdict import OBJECTIVE, Config, Evidence, Goal, Policy, Role, Run, TargetTest, Verdict
+from kvtune.verdict import ALPHA, OBJECTIVE, Config, Evidence, Goal, Policy, Role, Run, TargetCheck, TargetTest, Verdict
+from kvtune.verdict.target_checks import MISSED, fixed_checks, shown
 
 # a confirmation record holds the end-of-search sentinel only (tuner/sentinel.py): the first D
 ROLE_OF_RUN = {"screen": Role.SCREEN, "proof": Role.PROOF, "sentinel": Role.PROOF}
@@ -52,8 +56,36 @@ def policy_of(confirm_top: int, confirm_pairs: int) -> Policy:
 
 
 def flags_changed(o: TrialOutcome, defaults: Mapping[str, Any] | None) -> int:
-    """Flags and environment variables `o` changes from the server's own defaults."""
+    """Flags and environment variables `o` changes from the server's own defaults (a tie in the
+    verdict goes to fewer)."""
     return changed_from_defaults(o.candidate.flags, o.candidate.env, defaults)
+
+
+def changed_from_defaults(flags: Mapping[str, Any], env: Mapping[str, str], defaults: Mapping[str, Any] | None) -> int:
+    """Flags and environment variables a config changes from the server's own defaults: the
+    flags by `simplicity`, each environment variable unless `defaults` holds it (as
+    ``env:NAME``) with the same value. `defaults` None: nothing is known, every given one counts."""
+    env_defaults = {k[4:]: v for k, v in (defaults or {}).items() if k.startswith("env:")}
+    return simplicity(flags, defaults) + simplicity(env, env_defaults if defaults is not None else None)
+
+
+def simplicity(flags: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> int:
+    """How many flags a config changes from the server's defaults (a baseline has 0). A flag set
+    to None is not given. Without `defaults`, every given flag counts as a change; with them, a
+    flag equal to its default (compared as given or as lower-case text, so ``512`` matches
+    ``"512"``) does not."""
+    changed = 0
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if defaults is not None and name in defaults and _same(value, defaults[name]):
+            continue
+        changed += 1
+    return changed
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a == b or str(a).strip().lower() == str(b).strip().lower()
 
 
 def _values(metrics: Mapping[str, Any] | None, objective: float | None) -> dict[str, float]:
@@ -87,8 +119,10 @@ def search_run(o: TrialOutcome) -> Run:
 def confirmation_run(number: int, run: Mapping[str, Any]) -> Run | None:
     """One stored re-measurement as the verdict's `Run` (None: not evidence for the verdict)."""
     role = ROLE_OF_RUN.get(str(run.get("role")))
-    if role is None:
-        return None
+    return None if role is None else _run(number, run, role)
+
+
+def _run(number: int, run: Mapping[str, Any], role: Role) -> Run:
     feasible = bool(run.get("feasible"))
     return Run(
         config=number,
@@ -126,3 +160,31 @@ def stored_verdict(outcomes: Sequence[TrialOutcome]) -> Verdict | None:
             except (KeyError, TypeError, ValueError):
                 return None
     return None
+
+
+def fresh_failure(
+    runs: Sequence[Mapping[str, Any]],
+    base_runs: Sequence[Mapping[str, Any]],
+    goal: Goal,
+    defaults: bool = False,
+    alpha: float = ALPHA,
+) -> tuple[str, tuple[TargetCheck, ...]]:
+    """Why one config's fresh runs (stored re-measurements, the valid ones) fail, '' when they do
+    not, with the verdict's target checks on them. A run that failed outright (a crash, failed
+    requests, no figure) fails them; otherwise only a target the verdict's test shows missed
+    (`fixed_checks` at one-sided `alpha`; relative targets against `base_runs`, the defaults'
+    fresh runs; `defaults`: these are the defaults' own). A target not shown either way does not
+    fail them, and is not said to be met either."""
+    mine = [_run(0, r, Role.PROOF) for r in runs]
+    outright = next((r for r in mine if r.failed), None)
+    if outright is not None:
+        return outright.failed, ()
+    usable = [r for r in mine if r.usable]
+    if not usable:
+        return "no figure", ()
+    base = [r for r in (_run(1, b, Role.PROOF) for b in base_runs) if r.usable]
+    checks = fixed_checks(goal.targets, usable, base, alpha, defaults)
+    if shown(checks) != MISSED:
+        return "", checks
+    missed = "; ".join(c.text() for c in checks if c.shown == MISSED)
+    return f"shown to miss on {len(usable)} fresh run{'s' if len(usable) != 1 else ''}: {missed}", checks

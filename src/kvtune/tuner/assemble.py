@@ -233,7 +233,7 @@ def open_tuner(
         raise SpecError(
             f"study {p.study_name!r} was measured on other hardware "
             f"({hardware.describe(stored_hw)}; this is {hardware.describe(p.hardware)}): "
-            f"use a new --study (and --warm-start {p.study_name}), or --allow-mixed-hardware"
+            f"use a new --study (and --set warm_start={p.study_name}), or --set allow_mixed_hardware=true"
         )
     if not study.trials:
         study.enqueue_trial({}, user_attrs={"baseline": True})

@@ -1,20 +1,21 @@
 """The confirmation phase: no config is named best on one measurement.
 
-A single-objective study is decided by the verdict (src/kvtune/verdict/, docs/verdicts.md): this
-module only schedules what `verdict.next_step` asks for and stores what it decides. The search
-selects; the `confirm_top` leaders get one fresh run each (screening) and one of them is chosen;
-it and the server's defaults are then re-measured D W W D on fresh servers with another prompt
-seed, and judged every 3 pairs by a group-sequential test (alpha spending keeps the false-win
-rate at 4% however early it stops), up to `confirm_pairs` pairs. The baseline's end-of-search
-sentinel (tuner/sentinel.py) is the first D, so the defaults are not measured twice in a row.
-The verdict is stored in the study's user attrs (`VERDICT_ATTR`) and attached to the trials it
-compared (tuner/fleet/records.py), which is what study/naming.py names.
-Because `next_step` keeps no state, an interrupted confirmation resumes where it stopped: the
-runs so far are in the records.
+The verdict decides (src/kvtune/verdict/, docs/verdicts.md): this module only schedules what
+`verdict.next_step` asks for and stores what it decides. The search selects; the `confirm_top`
+leaders get one fresh run each (screening) and one of them is chosen; it and the server's
+defaults are then re-measured D W W D on fresh servers with another prompt seed, and judged every
+3 pairs by a group-sequential test (alpha spending keeps the false-win rate at 4% however early
+it stops), up to `confirm_pairs` pairs. The baseline's end-of-search sentinel (tuner/sentinel.py)
+is the first D, so the defaults are not measured twice in a row. The verdict is stored in the
+study's user attrs (`VERDICT_ATTR`) and attached to the trials it compared (tuner/records.py),
+which is what study/naming.py names. Because `next_step` keeps no state, an interrupted
+confirmation resumes where it stopped: the runs so far are in the records.
 
-A multi-objective study re-measures its Pareto set instead (bounded), and its final Pareto set
-is computed from the confirmed figures (`TrialOutcome.scores`). Results live in the study's user
-attrs (tuner/fleet/records.py), so an interrupted confirmation resumes where it stopped.
+A study with several objectives first re-measures its Pareto set (the search's, at most
+`confirm_top + EXTRA_REMEASUREMENTS` of it), one fresh run each, recorded as screening runs; the
+Pareto set it reports is computed from fresh runs alone (study/ranking.py `pareto`). Then the
+verdict tests one config on the primary objective under the targets, as above (a leader
+re-measured for the Pareto set is not screened again): the single best is the verdict's.
 
 A re-measurement runs through the same trial runner as the search (tuner/remeasure.py). A
 launch that failed transiently (a port clash, a start-up timeout: `TrialOutcome.transient`, after
@@ -37,7 +38,7 @@ from typing import Any, Callable, Mapping
 
 from kvtune.objectives.objective import Objective
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.ranking import pareto, rank
+from kvtune.study.ranking import pareto
 from kvtune.study.spec import StudySpec
 from kvtune.study.verdict_evidence import RUN_ROLE, evidence_of, goal_of, policy_of
 from kvtune.tuner.events import Callbacks
@@ -57,21 +58,18 @@ __all__ = [
     "EXTRA_REMEASUREMENTS",
 ]
 
-EXTRA_REMEASUREMENTS = 3  # how far down the ranking the walk (or the chain of duels) may go
+EXTRA_REMEASUREMENTS = 3  # Pareto members re-measured beyond `confirm_top` (several objectives)
 MAX_STEPS = 200  # re-measurements one confirmation may ask for at most (a guard: the cap ends it far sooner)
 ROLE_TEXT = {Role.SCREEN: "screening", Role.PROOF: "proving"}
 
 
 def first_choices(outcomes: list[TrialOutcome], spec: StudySpec) -> list[TrialOutcome]:
-    """The top `confirm_top` by their first measurement (for several objectives: the Pareto set
-    by first measurements, at most `confirm_top + EXTRA_REMEASUREMENTS` of it), and the
-    baseline when it ran."""
+    """What a study with several objectives re-measures for its Pareto set: the Pareto set by the
+    search's measurements (it selects), at most `confirm_top + EXTRA_REMEASUREMENTS` of it, and
+    the baseline when it ran."""
     objectives: tuple[Objective, ...] = spec.objective_specs
-    if len(objectives) > 1:
-        front = pareto(outcomes, [o.direction for o in objectives], values=lambda o: o.objectives)
-        chosen = front[: spec.confirm_top + EXTRA_REMEASUREMENTS]
-    else:
-        chosen = rank(outcomes, spec.primary.direction, confirmed=False)[: spec.confirm_top]
+    front = pareto(outcomes, [o.direction for o in objectives], values=lambda o: o.objectives)
+    chosen = front[: spec.confirm_top + EXTRA_REMEASUREMENTS]
     baseline = next((o for o in outcomes if o.baseline), None)
     if chosen and baseline is not None and baseline not in chosen and baseline.metrics:
         chosen.append(baseline)
@@ -112,17 +110,18 @@ class Confirmation:
         return self.runner.what.spec
 
     def run(self) -> dict:
-        """Re-measure until the named best held on a fresh server (bounded). Returns the record."""
+        """Re-measure what the verdict (and a Pareto set) needs, then store the verdict. Returns
+        the confirmation records."""
         if len(self.spec.objective_specs) > 1:
             baseline = self.records.measured_baseline()
             for o in first_choices(self.records.outcomes(), self.spec):
                 if str(o.number) not in self.records.confirmations:
                     self._settle(o, baseline)
-        elif VERDICT_ATTR not in self.records.study.user_attrs:
+        if VERDICT_ATTR not in self.records.study.user_attrs:
             self._decide()
         return dict(self.records.confirmations)
 
-    # ---- a single objective: the verdict ---------------------------------------------------------
+    # ---- the verdict ------------------------------------------------------------------------------
     def _decide(self) -> None:
         """Measure what the verdict asks for until it is done; store it. A run that cannot be
         measured (the time budget is spent, the server never starts) ends the measuring: the
@@ -153,12 +152,12 @@ class Confirmation:
             self.remeasurer.add(o, run_record(again, self.remeasurer.seed(), role), self.records.measured_baseline())
 
     def _store(self, verdict: Verdict) -> None:
-        """The verdict, in the study (attached to the trials it compared, tuner/fleet/records.py);
+        """The verdict, in the study (attached to the trials it compared, tuner/records.py);
         the phase line says it."""
         self.records.decide(verdict.to_dict())
         self.callbacks.phase(verdict.named if verdict.named is not None else -1, verdict.reason)
 
-    # ---- several objectives, and a lone config ---------------------------------------------------
+    # ---- the time budget, and the Pareto set's re-measurements ------------------------------------
     def _fits(self, o: TrialOutcome) -> bool:
         """Whether re-measuring `o` fits in what is left of the time budget; says so when not."""
         need = expected_s(o)
@@ -174,15 +173,16 @@ class Confirmation:
         return False
 
     def _settle(self, o: TrialOutcome, baseline: TrialOutcome | None) -> None:
-        """Re-measure `o` once (launched again while it fails transiently); record the run
-        (`baseline`: the study's measured one, for relative targets)."""
+        """Re-measure a Pareto member `o` once (launched again while it fails transiently); record
+        the run as a screening run, which the verdict reads as one (`baseline`: the study's
+        measured one, whose fresh runs relative targets are judged against)."""
         if not self._fits(o):
             return
-        again = self.remeasurer.launch(o, "confirming")
+        again = self.remeasurer.launch(o, ROLE_TEXT[Role.SCREEN])
         if again is None:
             self.unsettled.add(o.number)
             return
-        self.remeasurer.add(o, run_record(again, self.remeasurer.seed(), "confirm"), baseline)
+        self.remeasurer.add(o, run_record(again, self.remeasurer.seed(), RUN_ROLE[Role.SCREEN]), baseline)
 
 
 def _opening(policy: Policy) -> str:

@@ -96,25 +96,25 @@ def model_for(backend: str, model: str | None, hf_model: str | None) -> str:
     if backend == LLAMA_SERVER:
         if _is_demo(model):
             if hf_model:
-                raise ModelError("llama-server needs the GGUF file of the --hf-model: pass it with --model X.gguf")
+                raise ModelError("llama-server needs the GGUF file of the hf_model: pass it with --model X.gguf")
             return DEMO
         assert model is not None  # not the demo
         if Path(model).expanduser().is_dir():
             raise ModelError(
                 f"llama-server needs a GGUF file and --model {model!r} is a folder: "
-                f"pass the GGUF with --model and the folder with --hf-model"
+                f"pass the GGUF with --model and the folder with --set hf_model=FOLDER"
             )
         return model
     if backend == VLLM:
         if hf_model:
-            return _hf_folder(hf_model, "--hf-model")
+            return _hf_folder(hf_model, "hf_model")
         if _is_demo(model):
             return DEMO
         assert model is not None  # not the demo
         if model.endswith(".gguf") or Path(model).expanduser().is_file():
             raise ModelError(
                 f"vLLM serves an HF model folder or hub id, not the GGUF file {model!r}: "
-                f"pass the same model's HF folder with --hf-model"
+                f"pass the same model's HF folder with --set hf_model=FOLDER"
             )
         return _hf_folder(model, "--model")
     raise SpecError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
@@ -136,8 +136,8 @@ def single_backend_model(backend: str, hf_model: str | None) -> str | None:
     if not hf_model:
         return None
     if backend != VLLM:
-        raise SpecError(f"--hf-model is the model vLLM serves; {backend} takes a GGUF with --model")
-    return _hf_folder(hf_model, "--hf-model")
+        raise SpecError(f"hf_model is the model vLLM serves; {backend} takes a GGUF with --model")
+    return _hf_folder(hf_model, "hf_model")
 
 
 @dataclass
@@ -151,7 +151,7 @@ class Leg:
 
     @property
     def study(self) -> str:
-        return str(self.options.spec_overrides.study)
+        return str(self.options.given["study"])
 
 
 @dataclass(frozen=True)
@@ -174,8 +174,8 @@ class BackendPlan:
 
     def split_note(self) -> str:
         """How the budget was split, for the header: ``12 trials: llama-server 6, vllm 6``."""
-        shares = [f"{leg.backend} {leg.options.spec_overrides.trials}" for leg in self.legs]
-        total = sum(leg.options.spec_overrides.trials or 0 for leg in self.legs)
+        shares = [f"{leg.backend} {leg.options.given.get('trials')}" for leg in self.legs]
+        total = sum(leg.options.given.get("trials") or 0 for leg in self.legs)
         return f"{total} trials: {', '.join(shares)}"
 
 
@@ -202,7 +202,7 @@ def plan_backends(
     that cannot serve is skipped with its reason), split the budget among those left. Nothing
     is launched or written; bad input and "no backend can serve it" raise (exit 2)."""
     if opts.warm_start:
-        raise SpecError("--warm-start continues one backend's study: tune several backends without it")
+        raise SpecError("warm_start continues one backend's study: tune several backends without it")
     base = study_spec(opts)  # the study file and the flags, validated before any backend is asked
     relative = [t.text for t in parse_study_targets(base) if t.relative]
     if relative and (choice.auto or len(choice.backends) > 1):
@@ -218,13 +218,13 @@ def plan_backends(
     skipped: list[Skipped] = []
     for backend in choice.backends:
         try:
-            overrides = replace(
-                opts.spec_overrides,
-                backend=backend,
-                model=model_for(backend, base.model, hf_model),
-                study=f"{name}-{backend}",
-            )
-            leg_opts = replace(opts, spec_overrides=overrides)
+            given = {
+                **opts.given,
+                "backend": backend,
+                "model": model_for(backend, base.model, hf_model),
+                "study": f"{name}-{backend}",
+            }
+            leg_opts = replace(opts, given=given)
             launcher = factory(study_spec(leg_opts))
         except CANNOT_SERVE as e:
             skipped.append(Skipped(backend, str(e)))
@@ -238,7 +238,7 @@ def plan_backends(
     legs = [
         Leg(
             backend,
-            replace(o, spec_overrides=replace(o.spec_overrides, trials=trials, time_budget_s=time_share)),
+            replace(o, given={**o.given, "trials": trials, "time_budget_s": time_share}),
             launcher,
         )
         for (backend, o, launcher), trials in zip(ready, shares)

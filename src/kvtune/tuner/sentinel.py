@@ -10,8 +10,8 @@ only the process that summarizes (its coordinator's `summarizes`) measures it, s
 runs each point once. The end point is also the baseline's confirmation re-measurement (one
 entry of its "runs"), so the confirmation does not measure the baseline twice in a row.
 
-Every sentinel uses the confirmation's prompt seed, so the end point can be a pair's side in the
-confirmation's duel; the series' first point is the baseline's first measurement (the study's
+Every sentinel uses the confirmation's prompt seed, so the end point can be the first D of the
+verdict's proof; the series' first point is the baseline's first measurement (the study's
 own prompts), which the drift's first-vs-last comparison therefore spans.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import optuna
 
-from kvtune.objectives.noise import Noise, inconsistent
+from kvtune.study.measured_noise import Noise, inconsistent
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.remeasure import Remeasurer, run_record
 
@@ -93,7 +93,7 @@ def series(points: list[dict[str, Any]], baseline: TrialOutcome | None) -> list[
 
 def drift(points: list[dict[str, Any]], noise: Noise) -> dict[str, Any] | None:
     """First vs last undisturbed point of the series: their ratio and whether it exceeds what the
-    pooled noise allows for two measurements of one config (`objectives.noise.inconsistent`)."""
+    pooled noise allows for two measurements of one config (`study.measured_noise.inconsistent`)."""
     usable = [
         p
         for p in points

@@ -20,8 +20,8 @@ from kvtune.errors import SpecError
 from kvtune.launchers.base import Launcher
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.overrides import SpecOverrides
 from kvtune.study.results import StudyResults, study_results, write_results
+from kvtune.study.run_settings import RunSettings
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
 from kvtune.tuner import cluster
@@ -37,50 +37,26 @@ from kvtune.tuner.trial.slots import cpu_slot, gpu_slot
 
 
 @dataclass(frozen=True)
-class RunOptions:
-    """`kvtune run`'s flags, checked once and never changed (a backend's leg of a comparison is
-    a `replace`d copy). Study settings (None = not given: the study file or the default decides)
-    become the StudySpec; the rest say where and how this run executes. `file_data`: the study
-    file as read and checked once (study_file.load_study_file); None: read when first needed."""
+class RunOptions(RunSettings):
+    """`kvtune run` as asked, checked once and never changed (a backend's leg of a comparison is
+    a `replace`d copy): where and how the run executes (`RunSettings`), the study file as read
+    and checked once (`file_data`; None: read when first needed), and the settings given on the
+    command line over it (`given`: the study file's shape, `workload` a mapping of its own;
+    `--set` and the flags), which become the StudySpec."""
 
     study_file: Path | None = None
     file_data: Mapping[str, Any] | None = field(default=None, repr=False)
-    spec_overrides: SpecOverrides = field(default_factory=SpecOverrides)  # StudySpec fields given
-    runs_dir: str | None = None
-    deploy_host: str = "127.0.0.1"
-    deploy_port: int = 8080
-    storage: str | None = None
-    workers: int = 1
-    gpus_per_trial: int = 0
-    warm_start: str | None = None
-    warm_start_storage: str | None = None
-    allow_mixed_hardware: bool = False
-    setup_only: bool = False  # create the study in --storage for a scheduler's workers; run no trial
-    cpus_per_trial: int | None = None  # --setup-only: the CPUs each trial's server gets on the workers
+    given: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self) -> "RunOptions":
-        if self.workers < 1:
-            raise SpecError(f"--workers must be at least 1, got {self.workers}")
-        if self.gpus_per_trial < 0:
-            raise SpecError(f"--gpus-per-trial must be 0 or more, got {self.gpus_per_trial}")
-        if self.cpus_per_trial is not None and not self.setup_only:
-            raise SpecError(
-                "--cpus-per-trial sizes a study set up for a scheduler's workers: add --setup-only "
-                "(a study run here splits this host's CPUs with --workers)"
-            )
-        if self.cpus_per_trial is not None and self.cpus_per_trial < 1:
-            raise SpecError(f"--cpus-per-trial must be at least 1, got {self.cpus_per_trial}")
-        if not 1 <= self.deploy_port <= 65535:
-            raise SpecError(f"--deploy-port must be a TCP port, 1-65535, got {self.deploy_port}")
-        if not self.deploy_host.strip():
-            raise SpecError("--deploy-host is empty: give the address the launch script binds, e.g. 0.0.0.0")
+        self.check_run_settings()
         check_runs_root(self.runs_dir)  # a folder under a file, or read-only: before anything is written
         return self
 
 
 def study_spec(opts: RunOptions) -> StudySpec:
     """The study file's values, then the flags given, over the defaults."""
-    return build_spec(dict(_file_data(opts)), opts.spec_overrides)
+    return build_spec(dict(_file_data(opts)), opts.given)
 
 
 @dataclass
@@ -202,7 +178,7 @@ def open_session(
         check_reachable(opts.storage)
     warm_source = _warm_start_source(opts, opts.storage)  # a study that is not there: before anything
     fitter = None
-    if not length_scale_given(_file_data(opts), opts.spec_overrides.workload.trace_length_scale):
+    if not length_scale_given(_file_data(opts), (opts.given.get("workload") or {}).get("trace_length_scale")):
         fitter = HostFitter(
             lambda run_dir: opts.storage or sqlite_url(run_dir), cpu_slot(0, opts.workers), on_probe, probe
         )
@@ -264,7 +240,7 @@ def _refuse_grid(spec: StudySpec) -> None:
     trial FAIL, and Optuna's grid counts a failed grid point as visited: it would be lost."""
     if spec.sampler is samplers.SamplerKind.GRID:
         raise SpecError(
-            "--sampler grid measures one config at a time: use --workers 1 (a grid "
+            "sampler grid measures one config at a time: use --workers 1 (a grid "
             "point raced by two workers would be skipped), or another sampler"
         )
 

@@ -3,9 +3,9 @@ most alpha.
 
 Confirmation looks at its evidence every few pairs and stops as soon as the answer is clear.
 Testing each look at the plain 5% level would name a false winner far more often (a Monte Carlo
-of kvtune's old duel: 9.7% where one test at the end gives 5.2%), so each look k gets its own
-critical value c_k, chosen so that the chance of crossing any of them when nothing differs is
-alpha in all. The alpha is spent over the looks with the Lan-DeMets Pocock-type function
+of a test repeated after every pair: 9.7% where one test at the end gives 5.2%), so each look k
+gets its own critical value c_k, chosen so that the chance of crossing any of them when nothing
+differs is alpha in all. The alpha is spent over the looks with the Lan-DeMets Pocock-type function
 ``alpha(t) = alpha * ln(1 + (e - 1) t)`` (t: the share of the cap's pairs measured): early looks
 get a real share of it, so a large effect (the demo's latency target) stops at the first look,
 while the last look keeps most of a fixed-n test's power.

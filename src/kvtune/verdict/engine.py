@@ -31,10 +31,10 @@ from typing import Sequence
 
 from kvtune.verdict import wording
 from kvtune.verdict.boundaries import Statistic, boundary, looks
-from kvtune.verdict.evidence import OBJECTIVE, Evidence, Goal, Policy, Role, Run, TargetTest
+from kvtune.verdict.evidence import OBJECTIVE, Evidence, Goal, Policy, Role, Run
 from kvtune.verdict.record import Counted, DecisionKind, Effect, TargetCheck, Verdict
 from kvtune.verdict.stats import Comparison, compare, detectable, mean, t_quantile
-from kvtune.verdict.target_checks import MET, MISSED, check_candidate, check_defaults, figures
+from kvtune.verdict.target_checks import MET, MISSED, check_candidate, check_defaults, figures, with_unit
 
 # Metrics whose effect (candidate over defaults) every verdict reports besides the objective.
 EFFECT_METRICS = ("output_throughput", "request_throughput", "p95_ttft_ms", "p95_tpot_ms", "p95_e2el_ms")
@@ -208,8 +208,8 @@ def judge(
     obj = _objective(w, d)
     assert obj is not None
     gain_t = obj.t() if goal.maximize else -obj.t()
-    cand = [_unit(check_candidate(t, w, d, one, two), t) for t in goal.targets]
-    dflt = [_unit(check_defaults(t, d, one), t) for t in goal.targets]
+    cand = [with_unit(check_candidate(t, w, d, one, two), t) for t in goal.targets]
+    dflt = [with_unit(check_defaults(t, d, one), t) for t in goal.targets]
     args = (ev, goal, policy, counted, chosen, w, d, cand + dflt, two)
     defaults_miss = any(c.shown == MISSED for c in dflt)
     if any(c.shown == MISSED for c in cand):
@@ -235,11 +235,6 @@ def judge(
     if best_gain < policy.margin:
         return _stats_verdict(DecisionKind.TIED, wording.tied(chosen, policy.margin, best_gain), *args)
     return _stats_verdict(DecisionKind.NOT_ENOUGH_EVIDENCE, wording.unresolved(chosen, p), *args)
-
-
-def _unit(check: TargetCheck, target: TargetTest) -> TargetCheck:
-    """The check with its unit: kvtune's latency keys end in _ms."""
-    return replace(check, unit="ms") if target.key.endswith("_ms") else check
 
 
 def effects(w: Sequence[Run], d: Sequence[Run], goal: Goal) -> tuple[Effect, ...]:

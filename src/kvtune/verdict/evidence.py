@@ -1,6 +1,6 @@
 """What the verdict is decided from: the goal, the policy, and every measurement (plain data).
 
-The tuner turns its trial records into these types (tuner/verdict_evidence.py) and the
+The tuner turns its trial records into these types (study/verdict_evidence.py) and the
 simulator of benchmarks/verdicts.py builds them directly, so the one decision procedure
 (verdict/engine.py) serves a real study and thousands of simulated ones alike. Nothing here
 does I/O or reads a clock.

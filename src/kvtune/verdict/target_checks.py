@@ -14,11 +14,12 @@ met is an intersection-union test: each at alpha keeps the whole at alpha, no co
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Sequence
 
 from kvtune.verdict.evidence import Run, TargetTest
 from kvtune.verdict.record import TargetCheck
-from kvtune.verdict.stats import compare, level, mean
+from kvtune.verdict.stats import compare, level, mean, t_quantile
 
 MET, MISSED, UNCLEAR = "met", "missed", "unclear"
 
@@ -124,3 +125,32 @@ def _rate(target: TargetTest, who: str, runs: Sequence[Run]) -> TargetCheck:
     if target.upper and m == 0 and target.threshold == 0:
         ok = False
     return TargetCheck(target.text, who, m, min(xs), max(xs), target.threshold, MET if ok else MISSED, len(runs))
+
+
+def with_unit(check: TargetCheck, target: TargetTest) -> TargetCheck:
+    """The check with its unit: kvtune's latency keys end in _ms."""
+    return replace(check, unit="ms") if target.key.endswith("_ms") else check
+
+
+def fixed_checks(
+    targets: Sequence[TargetTest], runs: Sequence[Run], base: Sequence[Run], alpha: float, defaults: bool = False
+) -> tuple[TargetCheck, ...]:
+    """Every target on one config's fresh runs, judged once at the number of runs there are (no
+    interim looks, so no alpha to spend): the proof's tests at one-sided `alpha`, Student t at
+    n - 1 degrees of freedom against a bound, at n + m - 2 against the defaults' fresh runs
+    (`base`) for a relative one. `defaults`: `runs` are the defaults' own. This is how a
+    re-measured config that the proof did not test (a screened leader, a Pareto member) is
+    judged; one run shows nothing on a latency or a throughput (no spread): "unclear"."""
+    one = t_quantile(1 - alpha, len(runs) - 1)
+    two = t_quantile(1 - alpha, len(runs) + len(base) - 2)
+    if defaults:
+        return tuple(with_unit(check_defaults(t, runs, one), t) for t in targets)
+    return tuple(with_unit(check_candidate(t, runs, base, one, two), t) for t in targets)
+
+
+def shown(checks: Sequence[TargetCheck]) -> str:
+    """What a side's checks show together: MISSED when one target is shown missed, MET when every
+    one is shown met (no target: met), UNCLEAR otherwise."""
+    if any(c.shown == MISSED for c in checks):
+        return MISSED
+    return MET if all(c.shown == MET for c in checks) else UNCLEAR

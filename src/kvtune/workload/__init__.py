@@ -54,6 +54,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from kvtune.errors import SpecError
+from kvtune.setting import setting
 from kvtune.workload.checks import (
     MULTITURN_FIELDS,
     TEMPLATE_TOKENS,
@@ -84,51 +85,175 @@ TRACE_TIME_UNITS = ("auto", "s", "ms")
 
 @dataclass(frozen=True)
 class Workload:
-    concurrency: int = 8
-    prompt_tokens: int = 200
-    output_tokens: int = 64
-    num_requests: int = 32
-    warmup_requests: int = 8
-    # Seconds one request may take before it counts as failed (a hung server is a failure).
-    request_timeout_s: float = 120.0
-    seed: int = 0
-    # "closed": `concurrency` users; "open": arrivals at `rate` req/s regardless of completions.
-    mode: str = "closed"
-    rate: float | None = None
-    arrival: str = "poisson"
-    # Gamma shape: 1.0 is Poisson, < 1 burstier, > 1 more regular (CV = 1/sqrt(burstiness)).
-    burstiness: float = 1.0
-    # When set, send for this many seconds instead of `num_requests` requests.
-    duration_s: float | None = None
-    endpoint: str = "chat"
-    # ShareGPT JSON or JSONL prompts; None = synthetic prompts of `prompt_tokens`.
-    dataset: str | None = None
-    dataset_min_tokens: int = 0
-    dataset_max_tokens: int | None = None
-    shared_prefix_fraction: float = 0.0
-    shared_prefix_tokens: int = 0
-    # Distinct shared system prompts the sharing requests are split among (1: one for all).
-    shared_prefix_groups: int = 1
-    # Sigma of log of the lognormal synthetic lengths are drawn from; 0 = the constant length.
-    prompt_spread: float = 0.0
-    output_spread: float = 0.0
-    # Trace replay (bench/traces.py): a file or shipped name; None = no trace.
-    trace: str | None = None
-    trace_requests: int | None = None
-    trace_window_s: float | None = None
-    trace_speed: float = 1.0
-    trace_length_scale: float = 1.0
-    trace_max_tokens: int | None = None
-    trace_time_unit: str = "auto"
-    trace_model: str | None = None  # BurstGPT's Model column, e.g. ChatGPT
-    trace_log_type: str | None = None  # BurstGPT's Log Type column, e.g. Conversation log
-    # Multi-turn conversations (bench/multiturn.py): off unless `multiturn`.
-    multiturn: bool = False
-    turns: int = 4
-    think_time_s: float = 0.0
-    conversation_max_tokens: int | None = None
-    # Sigma of log of the lognormal each think time is drawn from (mean think_time_s); 0 = constant.
-    think_spread: float = 0.0
+    """The load of one run; every field is a setting (kvtune/setting.py): the study file's
+    `workload:` keys, `--set workload.KEY=VALUE`, and the traffic flags of run and bench."""
+
+    concurrency: int = setting(
+        8,
+        help="Concurrent users (closed loop); with --rate it only sizes the warm-up.",
+        run_flag="--concurrency",
+        bench_flag="--concurrency",
+        panel="Traffic",
+    )
+    prompt_tokens: int = setting(
+        200,
+        help="Prompt length in tokens (approximate for synthetic prompts; exact with kvtune bench --tokenizer).",
+        run_flag="--prompt-tokens",
+        bench_flag="--prompt-tokens",
+        panel="Traffic",
+    )
+    output_tokens: int = setting(
+        64,
+        help="Output tokens per request, forced with ignore_eos.",
+        run_flag="--output-tokens",
+        bench_flag="--output-tokens",
+        panel="Traffic",
+    )
+    num_requests: int = setting(
+        32, help="Measured requests per run.", bench_flag="--num-requests", moved=("--num-requests",)
+    )
+    warmup_requests: int = setting(
+        8, help="Warm-up requests per run, of the same shape, left out of the metrics.", moved=("--warmup-requests",)
+    )
+    request_timeout_s: float = setting(
+        120.0,
+        help="Seconds one request may take before it counts as failed (a hung server is a failure).",
+        moved=("--timeout",),
+    )
+    seed: int = setting(
+        0,
+        help="Seed of the prompts, the drawn lengths and the arrivals (kvtune run: the study's seed unless set).",
+        bench_flag="--seed",
+    )
+    mode: str = setting(
+        "closed",
+        help="closed: `concurrency` users, each sending its next request when the last ended; open: arrivals at `rate` per second whatever the server does (set by --rate).",
+    )
+    rate: float | None = setting(
+        None,
+        help="Open loop: requests per second (Poisson arrivals unless `arrival`); with multiturn, conversations starting per second.",
+        run_flag="--rate",
+        panel="Traffic",
+    )
+    arrival: str = setting("poisson", help="Open-loop arrivals: poisson, gamma or constant.", moved=("--arrival",))
+    burstiness: float = setting(
+        1.0,
+        help="Gamma shape of the arrivals: 1 is Poisson, below 1 burstier, above 1 more regular.",
+        moved=("--burstiness",),
+    )
+    duration_s: float | None = setting(
+        None,
+        help="Send for this many seconds instead of `num_requests` requests.",
+        duration=True,
+        moved=("--duration",),
+    )
+    endpoint: str = setting(
+        "chat",
+        help="chat (/v1/chat/completions) or completions (/v1/completions).",
+        bench_flag="--endpoint",
+        moved=("--endpoint",),
+    )
+    dataset: str | None = setting(
+        None,
+        help="Prompts from a ShareGPT JSON or JSONL file instead of synthetic ones.",
+        run_flag="--dataset",
+        bench_flag="--dataset",
+        panel="Traffic",
+        what="a file path",
+    )
+    dataset_min_tokens: int = setting(
+        0, help="Keep dataset prompts of at least this many tokens.", moved=("--dataset-min-tokens",)
+    )
+    dataset_max_tokens: int | None = setting(
+        None, help="Keep dataset prompts of at most this many tokens.", moved=("--dataset-max-tokens",)
+    )
+    shared_prefix_fraction: float = setting(
+        0.0,
+        help="Fraction of requests sharing one long system prompt (tunes prefix caching honestly: the rest get a unique one of the same length).",
+        moved=("--shared-prefix-fraction",),
+    )
+    shared_prefix_tokens: int = setting(
+        0, help="Length of that system prompt in tokens.", moved=("--shared-prefix-tokens",)
+    )
+    shared_prefix_groups: int = setting(
+        1,
+        help="Split the requests sharing a system prompt among N distinct shared prompts, dealt in turn, as subsets of users share different ones.",
+        moved=("--prefix-groups",),
+    )
+    prompt_spread: float = setting(
+        0.0,
+        help="Draw each prompt's length from a lognormal of mean prompt_tokens and this sigma of log, e.g. 0.5 (0: constant); seeded by seed, clamped to [1, its p99], which sizes the slots.",
+        moved=("--prompt-spread",),
+    )
+    output_spread: float = setting(
+        0.0,
+        help="The same for output lengths: a lognormal of mean output_tokens and this sigma of log (0: constant).",
+        moved=("--output-spread",),
+    )
+    trace: str | None = setting(
+        None,
+        help="Replay a production trace's arrival times and lengths: a file (Azure CSV, Mooncake JSONL, BurstGPT CSV) or a shipped excerpt (azure-conv, azure-code, mooncake-conv); on the command line --workload trace:FILE.",
+        what="a file path",
+    )
+    trace_requests: int | None = setting(
+        None,
+        help="Replay the trace's first N requests (default: num_requests, unless trace_window_s).",
+        moved=("--trace-requests",),
+    )
+    trace_window_s: float | None = setting(
+        None,
+        help="Replay the requests of the trace's first S seconds (trace time), e.g. 60 or 2m.",
+        duration=True,
+        moved=("--trace-window",),
+    )
+    trace_speed: float = setting(
+        1.0, help="Time scale: 4 replays the trace four times faster.", moved=("--trace-speed",)
+    )
+    trace_length_scale: float = setting(
+        1.0,
+        help="Multiply every input and output length of the trace by F, e.g. 0.25.",
+        moved=("--trace-length-scale",),
+    )
+    trace_max_tokens: int | None = setting(
+        None,
+        help="Clip each trace request to N tokens of prompt + output (default: the p99 of the replayed requests, bounded by the model's context).",
+        moved=("--trace-max-tokens",),
+    )
+    trace_time_unit: str = setting(
+        "auto",
+        help="Unit of the trace's numeric timestamps: s, ms or auto (a JSONL trace's whole numbers are ms, as Mooncake writes them, numbers with a decimal point s; a CSV's numbers are s; Azure's dates need none).",
+        moved=("--trace-time-unit",),
+    )
+    trace_model: str | None = setting(
+        None,
+        help="BurstGPT trace: replay only the rows of this Model, e.g. ChatGPT.",
+        moved=("--trace-model",),
+        what="a string (a value of the trace's column)",
+    )
+    trace_log_type: str | None = setting(
+        None,
+        help="BurstGPT trace: replay only the rows of this Log Type, e.g. 'Conversation log'.",
+        moved=("--trace-log-type",),
+        what="a string (a value of the trace's column)",
+    )
+    multiturn: bool = setting(
+        False,
+        help="Conversations, each request carrying the history so far; on the command line --workload multiturn.",
+    )
+    turns: int = setting(4, help="Multi-turn: turns per conversation.", moved=("--turns",))
+    think_time_s: float = setting(
+        0.0, help="Multi-turn: a user's pause between turns, e.g. 2 or 2s.", duration=True, moved=("--think-time",)
+    )
+    conversation_max_tokens: int | None = setting(
+        None,
+        help="Multi-turn: end a conversation when its next turn would not fit this many tokens of context (default: room for `turns` turns, as a slot is sized).",
+        moved=("--conversation-max-tokens",),
+    )
+    think_spread: float = setting(
+        0.0,
+        help="Multi-turn: draw each pause from a lognormal of mean think_time_s and this sigma of log (0: constant); seeded by seed, the conversation and the turn.",
+        moved=("--think-spread",),
+    )
 
     @property
     def reuses_prefixes(self) -> bool:

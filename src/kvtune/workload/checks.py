@@ -51,7 +51,7 @@ def check_prefix_groups(w: "Workload") -> None:
     if k > 1 and w.shared_prefix_fraction <= 0:
         raise SpecError(
             f"workload.shared_prefix_groups {k} splits the requests that share a system prompt, but none do: "
-            "set shared_prefix_fraction > 0 (--shared-prefix-fraction) or drop shared_prefix_groups (--prefix-groups)"
+            "set workload.shared_prefix_fraction > 0 or drop workload.shared_prefix_groups"
         )
 
 
@@ -79,7 +79,7 @@ def check_multiturn(w: "Workload") -> None:
     if w.think_spread > 0 and w.think_time_s <= 0:
         raise SpecError(
             f"workload.think_spread {w.think_spread:g} draws think times around think_time_s, which is 0: "
-            "set think_time_s (--think-time 2s) or drop think_spread (--think-spread)"
+            "set workload.think_time_s (e.g. 2s) or drop workload.think_spread"
         )
     least = w.prompt_tokens + w.output_tokens + TEMPLATE_TOKENS
     if w.conversation_max_tokens is not None and w.conversation_max_tokens < least:

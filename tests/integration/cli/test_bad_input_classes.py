@@ -47,7 +47,7 @@ ROWS: list[tuple[str, list[str], str]] = [
     # -- a model cut short (gguf_file.read_gguf, launchers/models.py) --
     ("a GGUF cut short", ["run", "--model", "{d}/cut.gguf"], "cut.gguf' is not a readable GGUF file ("),
     ("a GGUF of its magic alone", ["run", "--model", "{d}/magic.gguf"], "magic.gguf' is not a readable GGUF file (4"),
-    ("a draft model cut short", ["run", "--draft-model", "{d}/cut.gguf"], "--draft-model '"),
+    ("a draft model cut short", ["run", "--set", "draft_model={d}/cut.gguf"], "draft_model '"),
     ("a study file's model cut short", ["run", "--study-file", "{d}/cut-model.yaml"], "is not a readable GGUF file"),
     # -- places that cannot be written (writable.py) --
     ("a runs folder under a file", ["run", "--runs-dir", "{d}/a-file/runs"], "which is a file, not a folder"),
@@ -58,16 +58,27 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("export: an output that is a folder", ["export", "s", "-o", "{d}/db"], "is a folder: give a file name in it"),
     # -- empty values that would silently mean a default --
     ("an empty model", ["run", "--model", ""], "--model is empty: give a GGUF file"),
-    ("an empty deploy host", ["run", "--deploy-host", ""], "--deploy-host is empty"),
+    ("an empty deploy host", ["run", "--set", "deploy_host="], "--set deploy_host= has no value"),
     ("an empty study file", ["run", "--study-file", ""], "--study-file is empty"),
     ("an empty runs folder", ["run", "--runs-dir", ""], "--runs-dir is empty"),
     ("show: an empty runs folder", ["show", "s", "--runs-dir", ""], "--runs-dir is empty"),
-    ("an empty llama-server", ["run", "--llama-server", ""], "--llama-server is empty"),
+    ("an empty llama-server", ["run", "--set", "llama_server="], "--set llama_server= has no value"),
+    ("a blank llama-server", ["run", "--set", "llama_server=' '"], "llama_server is empty: give"),
+    (
+        "a removed flag",
+        ["run", "--num-requests", "8"],
+        "--num-requests is a study-file key now: --set workload.num_requests=VALUE",
+    ),
+    ("a setting mistyped", ["run", "--set", "num_request=8"], "no such setting; did you mean workload.num_requests"),
     ("an empty dataset", ["run", "--dataset", " "], "--dataset is empty"),
     ("doctor: an empty llama-server", ["doctor", "--llama-server", ""], "--llama-server is empty"),
     # -- a --llama-server that is not llama-server (launchers/llama_binary.py check_is_server) --
-    ("/bin/true as llama-server", ["run", "--llama-server", "/bin/true"], "is not llama-server: `true --help` lists"),
-    ("another llama.cpp tool", ["run", "--llama-server", "{d}/llama-cli"], "lists no --port or --parallel"),
+    (
+        "/bin/true as llama-server",
+        ["run", "--set", "llama_server=/bin/true"],
+        "is not llama-server: `true --help` lists",
+    ),
+    ("another llama.cpp tool", ["run", "--set", "llama_server={d}/llama-cli"], "lists no --port or --parallel"),
     ("doctor: a llama-server not there", ["doctor", "--llama-server", "{d}/nope"], "which is not an executable"),
     ("doctor: /bin/true as llama-server", ["doctor", "--llama-server", "/bin/true"], "is not llama-server"),
     # -- targets that can never hold (objectives/targets.py) --
@@ -87,8 +98,8 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("a KL bound with a unit", ["run", "--target", "kld<5ms"], "is a KL divergence in nats, written without a unit"),
     (
         "a KL target with the gate off",
-        ["run", "--target", "kld<0.05", "--no-fidelity-gate"],
-        "a kld target and fidelity_gate: false (--no-fidelity-gate) contradict each other",
+        ["run", "--target", "kld<0.05", "--set", "fidelity_gate=false"],
+        "a kld target and fidelity_gate: false contradict each other",
     ),
     (
         "a KL target for bench",
@@ -99,9 +110,17 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("reference prompts that are empty", ["run", "--study-file", "{d}/prompts-empty.yaml"], "holds no prompt"),
     # -- a value typed as a flag is refused under the flag (cli/flag_names.py) --
     ("negative output tokens", ["run", "--output-tokens", "-64"], "--output-tokens must be at least 1, got -64"),
-    ("no measured requests", ["run", "--num-requests", "0"], "--num-requests must be at least 1, got 0"),
-    ("a negative seed", ["run", "--seed", "-1"], "--seed must be between 0 and 2**32-1"),
-    ("no turns", ["run", "--workload", "multiturn", "--turns", "0"], "--turns must be at least 1, got 0"),
+    (
+        "no measured requests",
+        ["run", "--set", "workload.num_requests=0"],
+        "workload.num_requests must be at least 1, got 0",
+    ),
+    ("a negative seed", ["run", "--set", "seed=-1"], "seed must be between 0 and 2**32-1"),
+    (
+        "no turns",
+        ["run", "--workload", "multiturn", "--set", "workload.turns=0"],
+        "workload.turns must be at least 1, got 0",
+    ),
     ("a negative rate", ["run", "--rate", "-2"], "--rate must be a positive number of requests/s"),
     (
         "a study file's negative output",

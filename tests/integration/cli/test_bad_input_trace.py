@@ -39,31 +39,35 @@ ROWS: list[tuple[str, list[str], str]] = [
     ),
     (
         "a clip longer than the model's context",
-        ["run", "--workload", "trace:azure-conv", "--trace-max-tokens", "9000"],
-        "exceeds the model's 8192-token context: give --trace-max-tokens 8148 or less",
+        ["run", "--workload", "trace:azure-conv", "--set", "workload.trace_max_tokens=9000"],
+        "exceeds the model's 8192-token context: give workload.trace_max_tokens 8148 or less",
     ),
     (
         "a time unit for dates and times",
-        ["run", "--workload", "trace:azure-conv", "--trace-time-unit", "ms"],
-        "drop --trace-time-unit ms",
+        ["run", "--workload", "trace:azure-conv", "--set", "workload.trace_time_unit=ms"],
+        "drop workload.trace_time_unit ms",
     ),
-    ("an unknown time unit", ["run", "--workload", "trace:azure-conv", "--trace-time-unit", "h"], "one of auto, s, ms"),
+    (
+        "an unknown time unit",
+        ["run", "--workload", "trace:azure-conv", "--set", "workload.trace_time_unit=h"],
+        "one of auto, s, ms",
+    ),
     (
         "a Model filter on a trace without the column",
-        ["run", "--workload", "trace:azure-conv", "--trace-model", "ChatGPT"],
+        ["run", "--workload", "trace:azure-conv", "--set", "workload.trace_model=ChatGPT"],
         "has no Model column",
     ),
     (
         "a Model the trace does not hold",
-        ["run", "--workload", "trace:{d}/burst.csv", "--trace-model", "gpt5"],
+        ["run", "--workload", "trace:{d}/burst.csv", "--set", "workload.trace_model=gpt5"],
         "no request has Model 'gpt5' (its values: ChatGPT, GPT-4)",
     ),
     (
         "a Log Type the trace does not hold",
-        ["run", "--workload", "trace:{d}/burst.csv", "--trace-log-type", "chat log"],
+        ["run", "--workload", "trace:{d}/burst.csv", "--set", "workload.trace_log_type=chat log"],
         "no request has Log Type 'chat log'",
     ),
-    ("a filter without a trace", ["run", "--trace-log-type", "API log"], "applies to a trace only"),
+    ("a filter without a trace", ["run", "--set", "workload.trace_log_type=API log"], "applies to a trace only"),
 ]
 
 

@@ -27,28 +27,32 @@ ROWS: list[tuple[str, list[str], str]] = [
     # what the user gave                    argv after `kvtune`                       phrase
     (
         "run: a negative prompt spread",
-        ["run", "--prompt-spread", "-0.5"],
-        "--prompt-spread must be a finite number >= 0",
+        ["run", "--set", "workload.prompt_spread=-0.5"],
+        "workload.prompt_spread must be a finite number >= 0",
     ),
     (
         "run: an infinite output spread",
-        ["run", "--output-spread", "inf"],
-        "--output-spread must be a finite number >= 0",
+        ["run", "--set", "workload.output_spread=inf"],
+        "workload.output_spread must be a number, got 'inf'",
     ),
-    ("run: a spread in words", ["run", "--prompt-spread", "wide"], "--prompt-spread takes a number, got 'wide'"),
+    (
+        "run: a spread in words",
+        ["run", "--set", "workload.prompt_spread=wide"],
+        "workload.prompt_spread must be a number, got 'wide'",
+    ),
     (
         "run: a prompt spread with a dataset",
-        ["run", "--prompt-spread", "0.5", "--dataset", "{d}/prompts.json"],
+        ["run", "--set", "workload.prompt_spread=0.5", "--dataset", "{d}/prompts.json"],
         "dataset sets its own: drop prompt_spread",
     ),
     (
         "run: a prompt spread with a trace",
-        ["run", "--prompt-spread", "0.5", "--workload", "trace:azure-conv"],
+        ["run", "--set", "workload.prompt_spread=0.5", "--workload", "trace:azure-conv"],
         "trace sets its own: drop prompt_spread",
     ),
     (
         "run: an output spread with conversations",
-        ["run", "--output-spread", "0.3", "--workload", "multiturn"],
+        ["run", "--set", "workload.output_spread=0.3", "--workload", "multiturn"],
         "multiturn sets its own: drop output_spread",
     ),
     (
@@ -66,7 +70,11 @@ ROWS: list[tuple[str, list[str], str]] = [
         ["run", "--study-file", "{d}/typo.yaml"],
         "workload has unknown key(s) ['prompt_sprad']",
     ),
-    ("bench: a negative spread", ["bench", URL, "--output-spread", "-1"], "output_spread must be a finite number >= 0"),
+    (
+        "bench: a negative spread",
+        ["bench", URL, "--set", "workload.output_spread=-1"],
+        "output_spread must be a finite number >= 0",
+    ),
     ("bench: a rate list in words", ["bench", URL, "--rate", "1,2,many"], "--rate takes a number, got 'many'"),
     ("bench: a negative rate in a sweep", ["bench", URL, "--rate", "2,-1"], "workload.rate must be a positive number"),
     (
@@ -74,7 +82,11 @@ ROWS: list[tuple[str, list[str], str]] = [
         ["bench", URL, "--rate", "1,2", "--save", "{d}/r.json"],
         "--save writes one run's JSON",
     ),
-    ("bench: a NaN spread", ["bench", URL, "--prompt-spread", "nan"], "prompt_spread must be a finite number >= 0"),
+    (
+        "bench: a NaN spread",
+        ["bench", URL, "--set", "workload.prompt_spread=nan"],
+        "workload.prompt_spread must be a number, got 'nan'",
+    ),
 ]
 
 

@@ -76,8 +76,8 @@ def _bench(url, *args):
             "2",
             "--num-requests",
             "4",
-            "--warmup-requests",
-            "1",
+            "--set",
+            "workload.warmup_requests=1",
             "--output-tokens",
             "4",
             *args,
@@ -124,7 +124,15 @@ def test_bench_replays_multi_turn_conversations_with_the_prompt_cache_on(tmp_pat
     out = tmp_path / "r.json"
     with FakeOpenAIServer(ttft_s=0.02, itl_s=0.002, prefix_cache=True) as server:
         r = _bench(
-            server.base_url, "--workload", "multiturn", "--turns", "3", "--think-time", "0.01", "--save", str(out)
+            server.base_url,
+            "--workload",
+            "multiturn",
+            "--set",
+            "workload.turns=3",
+            "--set",
+            "workload.think_time_s=0.01",
+            "--save",
+            str(out),
         )
     assert r.returncode == 0, r.stdout + r.stderr
     header = next(line for line in r.stdout.splitlines() if line.startswith("benchmarking "))
@@ -145,11 +153,17 @@ def test_bench_replays_multi_turn_conversations_with_the_prompt_cache_on(tmp_pat
 @pytest.mark.parametrize(
     "args,fragment",
     [
-        (["--turns", "3"], "--turns applies to --workload multiturn only"),
-        (["--think-time", "2s"], "--think-time applies to --workload multiturn only"),
-        (["--workload", "multiturn", "--turns", "0"], "workload.turns must be at least 1, got 0"),
-        (["--workload", "multiturn", "--think-time", "soon"], "--think-time 'soon' is not a duration"),
-        (["--workload", "multiturn", "--think-spread", "0.5"], "draws think times around think_time_s, which is 0"),
+        (["--set", "workload.turns=3"], "workload.turns applies to --workload multiturn only"),
+        (["--set", "workload.think_time_s=2s"], "workload.think_time_s applies to --workload multiturn only"),
+        (["--workload", "multiturn", "--set", "workload.turns=0"], "workload.turns must be at least 1, got 0"),
+        (
+            ["--workload", "multiturn", "--set", "workload.think_time_s=soon"],
+            "workload.think_time_s 'soon' is not a duration",
+        ),
+        (
+            ["--workload", "multiturn", "--set", "workload.think_spread=0.5"],
+            "draws think times around think_time_s, which is 0",
+        ),
         (["--workload", "chat"], "--workload takes multiturn or trace:FILE"),
     ],
 )

@@ -9,7 +9,7 @@ from kvtune.testing.fake_server import FakeOpenAIServer
 
 
 def _sweep(url: str, *args: str) -> subprocess.CompletedProcess:
-    argv = ["bench", url, "--num-requests", "4", "--warmup-requests", "1", "--output-tokens", "4", *args]
+    argv = ["bench", url, "--num-requests", "4", "--set", "workload.warmup_requests=1", "--output-tokens", "4", *args]
     return subprocess.run(
         [sys.executable, "-m", "kvtune.cli", *argv],
         capture_output=True,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import kvtune
-from tests.unit.artifacts.test_compare import LLAMA, VLLM, outcome, results
+from tests.unit.artifacts.test_compare import LLAMA, VLLM, decided, outcome, results
 
 SRC = str(Path(kvtune.__file__).parents[1])  # the child runs this checkout's kvtune
 
@@ -33,6 +33,11 @@ def runs(tmp_path):
         ("S-llama-server", LLAMA),
         ("S-vllm", VLLM),
         ("other", results("other", "vllm", [outcome(0, 1, 1)], concurrency=2)),
+        # the search put its best at 300 tok/s; its fresh runs overlap llama-server's best's
+        (
+            "S-close",
+            results("S-close", "vllm", decided([outcome(0, 100, 200), outcome(1, 300, 250, fresh=[112, 131, 122])], 1)),
+        ),
     ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps(r))
@@ -47,6 +52,16 @@ def test_side_by_side(runs):
     assert any("vllm" in ln and "defaults: trial 0" in ln and "150.0" in ln for ln in lines)
     assert "Best overall: vllm, trial 1 of study S-vllm (max-num-seqs=8)" in r.stdout
     assert json.loads((runs / "c.json").read_text())["best"]["study"] == "S-vllm"
+    assert "better on fresh servers on output_throughput (vllm over llama-server +41.7%" in r.stdout
+
+
+def test_overlapping_intervals_name_no_winner(runs):
+    r = kvtune("compare", "S-llama-server", "S-close", "--runs-dir", str(runs), "-o", str(runs / "c.json"), cwd=runs)
+    assert r.returncode == 0, r.stderr
+    assert "No best overall" in r.stdout and "why: no winner: the intervals overlap on output_throughput" in r.stdout
+    assert "llama-server's best, trial 1: 120 [117.5, 122.5], 3 fresh runs" in r.stdout
+    assert "<- best overall" not in r.stdout
+    assert json.loads((runs / "c.json").read_text())["best"]["study"] is None
 
 
 def test_report_page(runs):

@@ -1,6 +1,6 @@
 """`kvtune run` with two backends, on the fake launcher (real fake servers, real load, real
 storage): each backend its own study with its share of --trials, one after the other, then the
-side-by-side table and compare.json."""
+side-by-side table and compare.json, the best overall by the verdict's test on fresh runs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 
 from kvtune.cli.multi import run_backends
 from kvtune.errors import ServerNotFoundError
-from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.multi_backend import parse_backends
 from kvtune.tuner.session import RunOptions
@@ -42,21 +41,25 @@ def factory(refuse: set[str] = frozenset()):
     return make
 
 
-def options(tmp_path, trials: int) -> RunOptions:
-    given = SpecOverrides(
-        study="S",
-        trials=trials,
-        confirm_top=0,
-        startup_timeout_s=20,
-        informed_start=False,
-        space={"bogus": False},
-        workload=WorkloadOverrides(**TINY),
-    )
-    return RunOptions(spec_overrides=given, runs_dir=str(tmp_path))
+def options(tmp_path, trials: int, confirm_top: int = 0) -> RunOptions:
+    given = {
+        "study": "S",
+        "trials": trials,
+        "confirm_top": confirm_top,
+        "confirm_pairs": 2,
+        "startup_timeout_s": 20,
+        "informed_start": False,
+        "space": {"bogus": False},
+        "workload": dict(TINY),
+    }
+    return RunOptions(given=given, runs_dir=str(tmp_path))
 
 
 def test_two_backends_split_the_budget_and_are_compared(tmp_path, capsys):
-    code = run_backends(options(tmp_path, 5), parse_backends(["llama-server", "vllm"]), None, "plain", factory())
+    # each study confirmed: its named best has fresh runs, and vLLM's are far faster
+    code = run_backends(
+        options(tmp_path, 5, confirm_top=1), parse_backends(["llama-server", "vllm"]), None, "plain", factory()
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     trials = {
@@ -67,6 +70,8 @@ def test_two_backends_split_the_budget_and_are_compared(tmp_path, capsys):
     compared = json.loads((tmp_path / "S" / "compare.json").read_text())
     assert compared["studies"] == ["S-llama-server", "S-vllm"]
     assert compared["best"]["backend"] == "vllm"
+    assert compared["best"]["why"].startswith("better on fresh servers on output_throughput (vllm over llama-server")
+    assert all(len(side["fresh"]) >= 2 for side in compared["fresh"])  # the verdicts' proof runs
     assert [(r["backend"], r["role"]) for r in compared["rows"]] == [
         ("llama-server", "best"),
         ("llama-server", "defaults"),
@@ -76,6 +81,17 @@ def test_two_backends_split_the_budget_and_are_compared(tmp_path, capsys):
     assert set(compared["run_wall_s"]) == {"S-llama-server", "S-vllm"}
     assert "Which backend?" in out and "Best overall: vllm" in out
     assert out.index("study S-llama-server") < out.index("study S-vllm") < out.index("Which backend?")
+
+
+def test_bests_not_measured_on_fresh_servers_name_no_winner(tmp_path, capsys):
+    """--confirm-top 0: each study's best is its search's top, measured once; the comparison
+    says so and names no winner, however far apart the search figures are."""
+    code = run_backends(options(tmp_path, 2), parse_backends(["llama-server", "vllm"]), None, "quiet", factory())
+    captured = capsys.readouterr()
+    assert code == 0 and captured.out == ""  # --quiet: no best overall, no command line
+    assert "no best overall: no winner: not measured the same way" in captured.err
+    compared = json.loads((tmp_path / "S" / "compare.json").read_text())
+    assert compared["best"]["study"] is None and [s["fresh"] for s in compared["fresh"]] == [[], []]
 
 
 def test_a_backend_that_cannot_serve_is_named_and_the_other_runs(tmp_path, capsys):

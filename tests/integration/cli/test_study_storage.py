@@ -12,8 +12,8 @@ import optuna
 import pytest
 
 from kvtune.launchers.process import free_port
-from kvtune.tuner.store.storage_proxy import StorageProxy
 from kvtune.tuner.store import storage
+from kvtune.tuner.store.storage_proxy import StorageProxy
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 

@@ -124,20 +124,25 @@ def test_the_baseline_sentinel_is_a_stored_series_measured_once_per_point_across
     assert again.sentinel(end=True) is None
 
 
-def test_multi_objective_confirmation_remeasures_the_pareto_set_and_recomputes_it(make_tuner):
+def test_multi_objective_pareto_set_is_built_from_fresh_runs_and_the_best_named_by_the_verdict(make_tuner):
+    """Issue 37: the search's Pareto set is re-measured (screening runs), the reported set comes from
+    the fresh runs alone, and the single best is the verdict's, on the primary objective."""
     from kvtune.study.ranking import pareto
 
     seeds: list[int] = []
-    # first: baseline 100, trial 1 = 200 (slow TTFT), trial 2 = 150 (fast TTFT): both Pareto;
-    # then the baseline's end sentinel (its re-measurement: 90), trial 1 -> 120, trial 2 -> 140
-    bench_values = [100, 200, 150, 90, 120, 140]
+    # first: baseline 100 tok/s, trial 1 = 200 (slow TTFT), trial 2 = 150 (fast TTFT): both Pareto;
+    # then the baseline's end sentinel 90 (the first D), the Pareto set re-measured: trial 1 150 at
+    # 880 ms, trial 2 140 at 210 ms; then the verdict's proof of trial 1 (the search's leader on
+    # throughput): W W D D W = 152, 151, the defaults 92, 91, trial 1 153 (all at 250 ms)
+    bench_values = [100, 200, 150, 90, 150, 140, 152, 151, 92, 91, 153]
+    ttft = {0: 300.0, 1: 900.0, 2: 200.0, 4: 880.0, 5: 210.0}
 
     def bench(url, workload, options):
         run = bench_client.run(url, workload, options)
         i = len(seeds)
         seeds.append(workload.seed)
         run.metrics["output_throughput"] = bench_values[i]
-        run.metrics["p95_ttft_ms"] = {0: 300.0, 1: 900.0, 2: 200.0}.get(i, 250.0)
+        run.metrics["p95_ttft_ms"] = ttft.get(i, 250.0)
         return run
 
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4)),))
@@ -146,6 +151,7 @@ def test_multi_objective_confirmation_remeasures_the_pareto_set_and_recomputes_i
         trials=3,
         workload=TINY,
         confirm_top=1,
+        confirm_pairs=3,
         informed_start=False,
         objective=["output_throughput", "ttft_p95"],
     ).validate()
@@ -156,12 +162,23 @@ def test_multi_objective_confirmation_remeasures_the_pareto_set_and_recomputes_i
     first_front = {o.number for o in pareto(tuner.outcomes(), ["maximize", "minimize"], values=lambda o: o.objectives)}
     assert first_front == {1, 2}
     tuner.confirm()
+    assert len(seeds) == len(bench_values)
     outcomes = {o.number: o for o in tuner.outcomes()}
-    assert all(outcomes[n].confirmation is not None for n in first_front)  # the whole front
-    # confirmed figures: trial 1 -> (200+120)/2 = 160 tok/s at 575 ms, trial 2 -> 145 at 225 ms,
-    # baseline -> 95 at 275 ms: the baseline is dominated by trial 2
-    assert outcomes[1].scores == [160.0, 575.0]
-    assert {o.number for o in pareto(list(outcomes.values()), ["maximize", "minimize"])} == {1, 2}
+    roles = {n: [r["role"] for r in outcomes[n].confirmation["runs"]] for n in (0, 1, 2)}
+    assert roles == {0: ["sentinel", "proof", "proof"], 1: ["screen", "proof", "proof", "proof"], 2: ["screen"]}
+    # what the search saw stays; the fresh figures are the fresh runs' mean alone (never averaged
+    # with the first: trial 1's 200 tok/s at 900 ms was the search's maximum)
+    assert outcomes[1].objectives == [200.0, 900.0]
+    assert outcomes[1].fresh_objectives == [151.5, 407.5] and outcomes[2].fresh_objectives == [140.0, 210.0]
+    # the reported set: the defaults (91 tok/s at 250 ms, fresh) are dominated by trial 2
+    assert [o.number for o in pareto(list(outcomes.values()), ["maximize", "minimize"])] == [1, 2]
+    verdict = Verdict.from_dict(tuner.study.user_attrs[VERDICT_ATTR])
+    assert (
+        verdict.kind is DecisionKind.BEATS_DEFAULTS and verdict.named == 1 and verdict.objective == "output_throughput"
+    )
+    assert verdict.counted.pairs == 3 and verdict.counted.screened == 2  # the Pareto runs are screening runs
+    naming = name_best(list(outcomes.values()), "maximize")
+    assert naming.best.number == 1 and naming.why == verdict.reason and naming.verdict == verdict
 
 
 def test_a_transient_failure_in_the_confirmation_is_launched_again_not_a_verdict(make_tuner, tmp_path):

@@ -1,6 +1,6 @@
-"""Studies side by side: the rows (best and defaults of each), the best overall named on
-evidence, the refusals of studies that measured different things, compare.json (the page:
-test_compare_report.py)."""
+"""Studies side by side: the rows (best and defaults of each), the best overall named only by the
+verdict's two-sample test on fresh runs (or none, with both intervals), the refusals of studies
+that measured different things, compare.json (the page: test_compare_report.py)."""
 
 from __future__ import annotations
 
@@ -16,15 +16,18 @@ from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec, parse_objectives
+from kvtune.verdict import DecisionKind, Verdict
 
 TARGETS = ["ttft p95 < 2 s", "error rate < 1%"]
 
 
 def outcome(
-    n: int, tput: float, ttft: float, feasible: bool = True, flags: dict | None = None, again: float | None = None
+    n: int, tput: float, ttft: float, feasible: bool = True, flags: dict | None = None, fresh: list | None = None
 ) -> TrialOutcome:
+    """Trial `n` (0: the defaults) measured once in the search at `tput`; `fresh`: the objective on
+    the fresh runs its study's verdict judged it on (its proof runs)."""
     metrics = {"output_throughput": tput, "p95_ttft_ms": ttft, "p95_tpot_ms": 10.0 + n}
-    return TrialOutcome(
+    o = TrialOutcome(
         number=n,
         candidate=Candidate(flags or {}),
         argv=["server", f"--trial={n}"],
@@ -36,10 +39,32 @@ def outcome(
         failure=None if feasible else FailureKind.TARGET_MISSED,
         reason="" if feasible else "missed ttft",
         objective=tput,
-        confirmation=None
-        if again is None
-        else {"metrics": {**metrics, "output_throughput": again}, "objective": again, "feasible": True},
     )
+    if fresh:
+        runs = [
+            {"role": "proof", "objective": v, "metrics": {**metrics, "output_throughput": v}, "feasible": True, "at": i}
+            for i, v in enumerate(fresh)
+        ]
+        mean = sum(fresh) / len(fresh)
+        o.confirmation = {
+            "runs": runs,
+            "metrics": {**metrics, "output_throughput": mean},
+            "objective": mean,
+            "objectives": [mean],
+            "feasible": True,
+            "valid_runs": len(fresh),
+        }
+    return o
+
+
+def decided(outs: list[TrialOutcome], named: int) -> list[TrialOutcome]:
+    """The study's verdict named trial `named` against the defaults (trial 0)."""
+    kind = DecisionKind.BEATS_DEFAULTS if named else DecisionKind.TIED
+    v = Verdict(kind, named=named, reason=f"trial {named} was named.", candidate=named or 1, baseline=0).to_dict()
+    for o in outs:
+        if o.number in (named, 0, 1):
+            o.verdict = v
+    return outs
 
 
 def results(
@@ -61,9 +86,26 @@ def results(
 LLAMA = results(
     "S-llama-server",
     "llama-server",
-    [outcome(0, 80, 300), outcome(1, 120, 400, flags={"parallel": 4}), outcome(2, 200, 3000, feasible=False)],
+    decided(
+        [
+            outcome(0, 80, 300, fresh=[79, 80, 81]),
+            outcome(1, 120, 400, flags={"parallel": 4}, fresh=[119, 120, 121]),
+            outcome(2, 200, 3000, feasible=False),
+        ],
+        named=1,
+    ),
 )
-VLLM = results("S-vllm", "vllm", [outcome(0, 150, 200), outcome(1, 170, 250, flags={"max-num-seqs": 8})])
+VLLM = results(
+    "S-vllm",
+    "vllm",
+    decided(
+        [
+            outcome(0, 150, 200, fresh=[149, 150, 151]),
+            outcome(1, 170, 250, flags={"max-num-seqs": 8}, fresh=[169, 170, 171]),
+        ],
+        named=1,
+    ),
+)
 
 
 def test_two_rows_per_study_best_then_defaults():
@@ -81,12 +123,15 @@ def test_two_rows_per_study_best_then_defaults():
     assert {r["wall_s"] for r in c.rows()} == {90.0}
 
 
-def test_best_overall_on_the_primary_objective_feasible_first():
+def test_a_clear_difference_on_fresh_runs_is_named_through_the_verdicts_test():
     c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", VLLM)])
     assert c.winner.backend == "vllm" and c.winner.best.number == 1
-    assert "better by more than the noise on output_throughput" in c.why  # 170 vs 120
+    assert c.why.startswith("better on fresh servers on output_throughput (vllm over llama-server +41.7% [")
+    assert "96% interval), the verdict's two-sample t on fresh runs" in c.why
+    assert "vllm's best, trial 1: 170 [" in c.why and "3 fresh runs" in c.why
     assert [r["winner"] for r in c.rows()] == [False, False, True, False]
-    # llama-server's infeasible 200 tok/s trial does not count
+    # llama-server's infeasible 200 tok/s trial does not count, nor any search figure
+    assert [s.fresh for s in c.sides] == [[119, 120, 121], [169, 170, 171]]
     assert c.to_dict()["best"] == {
         "study": "S-vllm",
         "backend": "vllm",
@@ -96,28 +141,50 @@ def test_best_overall_on_the_primary_objective_feasible_first():
     }
 
 
-def test_bests_within_noise_are_a_tie_named_by_the_better_mean():
-    close = results("S-vllm", "vllm", [outcome(0, 100, 200), outcome(1, 125, 250)])
+def test_overlapping_intervals_name_no_winner_and_show_both():
+    # the search put vllm's best at 200 tok/s (biased up); on fresh runs it is within the noise
+    close = results(
+        "S-vllm",
+        "vllm",
+        decided([outcome(0, 100, 200, fresh=[99, 100]), outcome(1, 200, 250, fresh=[112, 131, 122])], named=1),
+    )
     c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", close)])
-    assert c.winner.backend == "vllm" and c.why.startswith("tied within noise")
+    assert c.winner is None and not any(r["winner"] for r in c.rows())
+    assert c.why.startswith("no winner: the intervals overlap on output_throughput (vllm over llama-server")
+    assert (
+        "llama-server's best, trial 1: 120 [" in c.why and "vllm's best, trial 1: 121.4 [" in c.why
+    )  # geometric means
+    assert c.to_dict()["best"] == {"study": None, "why": c.why}
 
 
-def test_a_re_measured_best_is_compared_on_its_re_measurement():
-    # issue 22 §5: the first measurement of a best was selected as the maximum (biased up)
-    remeasured = results("S-vllm", "vllm", [outcome(0, 150, 200, again=148), outcome(1, 170, 250, again=175)])
-    c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", remeasured)])
-    rows = {(r["backend"], r["role"]): r for r in c.rows()}
-    assert rows["vllm", "best"]["output_throughput"] == 175 and rows["vllm", "best"]["measurements"] == 1
-    assert rows["vllm", "defaults"]["output_throughput"] == 148
-    assert rows["llama-server", "best"]["measurements"] == 1
-    assert "vllm's best, trial 1: 175 +/-" in c.why and "pooled noise" in c.why
+def test_a_best_without_fresh_runs_was_not_measured_the_same_way():
+    # --confirm-top 0: the best is the search's top, measured once; no test can compare it
+    once = results("S-vllm", "vllm", [outcome(0, 150, 200), outcome(1, 500, 250, flags={"max-num-seqs": 8})])
+    c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", once)])
+    assert c.winner is None
+    assert c.why.startswith("no winner: not measured the same way (vllm's best, trial 1, has no fresh runs")
+    assert "vllm's best, trial 1: no fresh runs (not confirmed: its search measurement only)" in c.why
 
 
-def test_no_feasible_config_anywhere():
+def test_no_config_to_deploy_anywhere():
     bad = [outcome(0, 10, 5000, feasible=False)]
     c = compare_studies([("a", results("a", "llama-server", bad)), ("b", results("b", "vllm", bad))])
-    assert c.winner is None and c.why == "no study has a feasible config"
+    assert c.winner is None and c.why == "no winner: no study has a config to deploy (nothing met the targets)"
     assert [r["trial"] for r in c.rows() if r["role"] == "best"] == [None, None]
+
+
+def test_the_only_study_with_a_config_to_deploy_is_the_best_overall():
+    bad = results("S-vllm", "vllm", [outcome(0, 10, 5000, feasible=False)])
+    c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", bad)])
+    assert c.winner.backend == "llama-server" and c.why == "the only one with a config to deploy (vllm: none)"
+
+
+def test_studies_just_run_are_compared_from_memory():
+    """A run with several backends hands its studies' trials over instead of reading them back."""
+    held = [outcome(0, 150, 200, fresh=[149, 150, 151]), outcome(1, 170, 250, fresh=[169, 170, 171])]
+    held = decided(held, named=1)
+    c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", VLLM)], outcomes_of={"S-vllm": held})
+    assert c.sides[1].outcomes is held and c.sides[1].best is held[1]
 
 
 def test_same_backend_twice_is_labelled_by_study():
@@ -175,4 +242,4 @@ def test_relative_targets_across_backends_are_refused():
         compare_studies([("a", a), ("b", b)])
     c = results("c", "llama-server", [outcome(0, 90, 300)])
     c["spec"]["targets"] = rel
-    assert compare_studies([("a", a), ("c", c)]).winner is not None  # one backend: the same bar
+    assert [s.study for s in compare_studies([("a", a), ("c", c)]).sides] == ["a", "c"]  # one backend: the same bar

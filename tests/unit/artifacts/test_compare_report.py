@@ -9,7 +9,7 @@ import re
 
 from kvtune.artifacts.compare_report import COLOURS, _colour, plot_backends, render_compare_report
 from kvtune.artifacts.side_by_side import compare_studies
-from tests.unit.artifacts.test_compare import LLAMA, VLLM, results
+from tests.unit.artifacts.test_compare import LLAMA, VLLM, outcome, results
 
 
 def test_the_page_plots_one_colour_per_study():
@@ -53,3 +53,12 @@ def test_a_missed_trial_is_drawn_hollow_in_its_studys_colour():
     c = compare_studies([("S-llama-server", LLAMA), ("S-vllm", VLLM)])
     svg = plot_backends(c)
     assert "llama-server: missed a target" in svg and "vllm: missed a target" not in svg  # vllm missed none
+
+
+def test_the_page_shows_each_bests_fresh_interval_and_says_when_there_is_no_winner():
+    page = render_compare_report(compare_studies([("S-llama-server", LLAMA), ("S-vllm", VLLM)]))
+    assert "llama-server&#x27;s best, trial 1: 120 [117.5, 122.5], 3 fresh runs" in page
+    once = results("S-vllm", "vllm", [outcome(0, 150, 200), outcome(1, 500, 250)])
+    page = render_compare_report(compare_studies([("S-llama-server", LLAMA), ("S-vllm", once)]))
+    assert "No best overall: no winner: not measured the same way" in page
+    assert "vllm&#x27;s best, trial 1: no fresh runs (not confirmed: its search measurement only)" in page

@@ -56,7 +56,9 @@ def test_a_replay_beyond_the_budget_gets_the_largest_two_digit_scale_that_fits()
     assert fit.scale == _round_down(30.0 / 880.0 * 0.98) == 0.033
     assert fit.fitted_s > fit.budget_s * 0.9  # demand is near-linear here: little is given away
     assert "more than a trial's 30 s" in fit.describe()
-    assert "lengths scaled by 0.033 (~29 s); --trace-length-scale 1 replays the recorded lengths" in fit.describe()
+    assert (
+        "lengths scaled by 0.033 (~29 s); workload.trace_length_scale: 1 replays the recorded lengths" in fit.describe()
+    )
 
 
 def test_a_longer_request_timeout_is_a_larger_budget() -> None:

@@ -100,9 +100,9 @@ def test_burstgpt_model_and_log_type_filters(tmp_path: Path) -> None:
 
 
 def test_a_filter_on_a_trace_without_the_column_is_refused() -> None:
-    with pytest.raises(SpecError, match="has no Model column: --trace-model filters a BurstGPT CSV"):
+    with pytest.raises(SpecError, match="has no Model column: workload.trace_model filters a BurstGPT CSV"):
         read_trace("azure-conv", TraceRead(model="ChatGPT"))
-    with pytest.raises(SpecError, match="--trace-log-type"):
+    with pytest.raises(SpecError, match="workload.trace_log_type"):
         read_trace("azure-conv", TraceRead(log_type="API log"))
 
 
@@ -112,7 +112,7 @@ def test_a_filter_on_a_trace_without_the_column_is_refused() -> None:
         (
             "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00+00:00,1,2\n",
             TraceRead("s"),
-            "drop --trace-time-unit s",
+            "drop workload.trace_time_unit s",
         ),
         (
             "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00,1,2\n17,1,2\n",

@@ -76,9 +76,9 @@ def test_an_unbounded_p99_clips_nothing_of_a_short_trace(moon: str) -> None:
 def test_the_users_clip_is_kept_and_checked_against_the_model(moon: str) -> None:
     s = size_trace(Workload(trace=moon, trace_max_tokens=600), model_context=4096)
     assert (s.max_tokens, s.explicit, s.replayed.clipped) == (600, True, 3)
-    assert "clip 600 (--trace-max-tokens)" in s.describe()
+    assert "clip 600 (workload.trace_max_tokens)" in s.describe()
     with pytest.raises(
-        SpecError, match=f"exceeds the model's 2048-token context: give --trace-max-tokens {2048 - CHAT}"
+        SpecError, match=f"exceeds the model's 2048-token context: give workload.trace_max_tokens {2048 - CHAT}"
     ):
         size_trace(Workload(trace=moon, trace_max_tokens=2040), model_context=2048)
 

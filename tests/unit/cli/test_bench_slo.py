@@ -32,7 +32,7 @@ def test_the_slo_is_parsed_as_kvtune_run_parses_it() -> None:
         ),
         ({"slo": "ttft_p95<2s"}, "is no per-request metric"),
         ({"slo": "ttft<2"}, "needs a time unit"),
-        ({"slo": ""}, "--slo is empty"),
+        ({"slo": ""}, "slo is empty"),
     ],
 )
 def test_bad_slos_are_one_line(given, fragment) -> None:

@@ -17,28 +17,15 @@ from kvtune.cli.flag_record import with_defaults
 from kvtune.cli.run import NOT_EMPTY, refuse_empty, run_options
 from kvtune.cli.run_flags import RunFlags
 from kvtune.errors import SpecError
-from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.tuner.multi_backend import parse_backends
 
-#: Workload counts a flag sets, with the least value the workload takes.
-COUNTS = {
-    "concurrency": 1,
-    "prompt_tokens": 1,
-    "output_tokens": 1,
-    "num_requests": 1,
-    "warmup_requests": 0,
-    "shared_prefix_tokens": 0,
-}
-#: The workload fields `kvtune run`'s flags set (cli/run.py workload_overrides).
-SET_BY_FLAGS = [
-    *COUNTS,
-    *("prompt_spread", "output_spread", "rate", "mode", "dataset", "endpoint", "shared_prefix_fraction"),
-    *("shared_prefix_groups", "trace", "trace_requests", "trace_window_s", "trace_speed", "trace_length_scale"),
-    *("trace_max_tokens", "trace_time_unit", "trace_model", "trace_log_type", "multiturn", "turns"),
-    *("think_time_s", "think_spread"),
-]
+#: Workload counts a flag of the front door sets, with the least value the workload takes.
+COUNTS = {"concurrency": 1, "prompt_tokens": 1, "output_tokens": 1}
+#: Workload counts given with --set, with their least: refused under their key.
+SET_COUNTS = {"num_requests": 1, "warmup_requests": 0, "shared_prefix_tokens": 0}
+#: The workload fields `kvtune run`'s flags set (cli/run.py given_by_flags).
+SET_BY_FLAGS = [*COUNTS, "rate", "mode", "dataset", "trace", "multiturn"]
 OPTIONS = {d for f in fields(RunFlags) for d in getattr(f.metadata["flag"], "param_decls", ()) or ()}
-OPTIONS |= {"--" + f.name.replace("_", "-") for f in fields(RunFlags)}
 
 
 def refused(tmp_path, **flags) -> str:
@@ -56,12 +43,22 @@ def test_a_count_below_its_least_is_refused_under_the_flag_typed(tmp_path_factor
     assert f"got {value}" in message and "workload." not in message.split(":")[0]
 
 
-def test_flags_of_other_names_are_named_as_typed(tmp_path):
-    assert refused(tmp_path, prefix_groups=0).startswith("--prefix-groups must be an integer >= 1")
-    assert refused(tmp_path, think_spread=0.5).startswith("--think-spread applies to multi-turn only")
-    assert refused(tmp_path, seed=-1).startswith("--seed must be between 0 and 2**32-1")
-    assert refused(tmp_path, confirm_top=-1).startswith("--confirm-top must be 0 or more")
-    assert refused(tmp_path, workload_kind="multiturn", turns=0).startswith("--turns must be at least 1")
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(sorted(SET_COUNTS)), st.integers(-(10**6), -1))
+def test_a_count_given_with_set_is_refused_under_its_key(tmp_path_factory, name, below):
+    value = SET_COUNTS[name] + below
+    message = refused(tmp_path_factory.mktemp("runs"), set=[f"workload.{name}={value}"])
+    assert message.startswith(f"workload.{name} must be "), message
+
+
+def test_settings_given_with_set_are_named_by_their_keys(tmp_path):
+    assert refused(tmp_path, set=["shared_prefix_groups=0"]).startswith("workload.shared_prefix_groups must be")
+    assert refused(tmp_path, set=["think_spread=0.5"]).startswith("workload.think_spread applies to multi-turn only")
+    assert refused(tmp_path, set=["seed=-1"]).startswith("seed must be between 0 and 2**32-1")
+    assert refused(tmp_path, set=["confirm_top=-1"]).startswith("confirm_top must be 0 or more")
+    assert refused(tmp_path, workload_kind="multiturn", set=["turns=0"]).startswith("workload.turns must be at least 1")
+    assert refused(tmp_path, set=["deploy_port=0"]).startswith("deploy_port must be a TCP port")
+    assert refused(tmp_path, workers=0).startswith("--workers must be at least 1")  # a flag: named as typed
 
 
 def test_the_same_value_from_the_study_file_keeps_the_key(tmp_path):
@@ -78,9 +75,9 @@ def test_the_same_value_from_the_study_file_keeps_the_key(tmp_path):
     st.sampled_from([" must be at least 1", ": drop it", " applies to", ""]),
 )
 def test_a_line_opening_with_a_key_a_flag_gave_opens_with_that_flag(given_fields, rest):
-    flags = flags_given(SpecOverrides(workload=WorkloadOverrides(**given_fields)))
+    flags = flags_given({"workload": given_fields})
     for name in given_fields:
-        flag = KEY_FLAGS.get(name, "--" + name.replace("_", "-"))
+        flag = KEY_FLAGS.get(f"workload.{name}", "--" + name.replace("_", "-"))
         assert named_by_flag(f"workload.{name}{rest}", flags) == flag + rest
         assert flag in OPTIONS, f"workload.{name} is set by {flag}, which kvtune run does not take"
     assert named_by_flag("workload.trials_x must", flags) == "workload.trials_x must"  # not a key given

@@ -76,7 +76,7 @@ def test_a_log_that_stops_growing_fails_after_the_stall_window_naming_its_last_l
     assert s.clock.monotonic() == pytest.approx(350 + HEALTH_POLL_S, abs=1e-6)
     assert e.value.kind is FailureKind.START_TIMEOUT and e.value.transient
     assert e.value.reason == (
-        'stalled: no new log output for 300 s (--startup-stall) after "Loading safetensors '
+        'stalled: no new log output for 300 s (startup_stall_s) after "Loading safetensors '
         'checkpoint shards:  50% 1/2", 350 s after the launch'
     )
 
@@ -87,7 +87,7 @@ def test_the_cap_ends_a_start_that_keeps_logging(tmp_path):
         s.wait_ready(StartupLimits(stall_s=300, cap_s=600))
     assert s.clock.monotonic() == pytest.approx(600 + HEALTH_POLL_S, abs=1e-6)
     assert e.value.kind is FailureKind.START_TIMEOUT
-    assert e.value.reason.startswith("not healthy after 600 s, the start-up cap (--startup-timeout)")
+    assert e.value.reason.startswith("not healthy after 600 s, the start-up cap (startup_timeout_s)")
     assert e.value.reason.endswith('"Capturing CUDA graphs"')
 
 

@@ -1,11 +1,14 @@
-"""A measurement that stayed disturbed is no evidence: naming and the noise pool pass it over."""
+"""A measurement that stayed disturbed is no evidence: naming, the fresh figures and the noise
+pool pass it over."""
 
 from __future__ import annotations
 
+from kvtune.kinds import Direction
 from kvtune.knobs import Candidate
 from kvtune.study.measured_noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.naming import name_best
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.ranking import rank_fresh
 
 BUSY = {"disturbed": True, "foreign_cores": 1.6, "reason": "disturbed: foreign CPU 1.60 cores"}
 
@@ -42,10 +45,11 @@ def test_a_disturbed_first_measurement_is_not_named_best_on_its_one_figure():
     assert name_best([quick_but_busy, steady], "maximize").best is steady
 
 
-def test_a_disturbed_re_measurement_is_not_confirmation():
+def test_a_disturbed_re_measurement_is_no_fresh_figure():
     busy_again, held = outcome(1, 60.0, again=80.0, again_busy=True), outcome(2, 50.0, again=50.0)
-    naming = name_best([busy_again, held], "maximize")
-    assert naming.best is held and naming.remeasured
+    busy_again.confirmation["no_valid_run"] = True  # every run disturbed, as tuner/remeasure.py flags it
+    assert busy_again.fresh_objective is None and held.fresh_objective == 50.0
+    assert rank_fresh([busy_again, held], Direction.MAXIMIZE) == [held]
 
 
 def test_a_disturbed_measurement_is_no_repeat_in_the_noise_pool():

@@ -1,4 +1,5 @@
-"""Issue 22 §1, §4, §5: the named best, its figures and its noise, from constructed outcomes."""
+"""Issue 22 §1, §4, §5, issue 37: the named best (the verdict's, else the search's top, said to be
+not confirmed), its figures and its noise, from constructed outcomes."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from kvtune.study.measured_noise import OBJECTIVE, measurements, noise_of
 from kvtune.study.naming import (
     FIRST,
     FIRST_SELECTED,
+    NOT_CONFIRMED,
     REMEASURED,
     comparison_basis,
     comparison_metrics,
     figure,
-    flags_changed,
     headline,
     name_best,
 )
@@ -55,8 +56,8 @@ def outcome(
 
 
 def tied_study() -> list[TrialOutcome]:
-    """Trials 1 and 2 tie within the measured noise; trial 1 gives 3 flags but changes only 1
-    from the defaults, trial 2 gives 2 and changes both."""
+    """Trials 1 and 2 within the measured noise of each other, both well above the defaults;
+    trial 1 gives 3 flags but changes only 1 from the defaults, trial 2 gives 2 and changes both."""
     return [
         outcome(0, [100.0, 99.0], baseline=True),
         outcome(1, [130.0, 128.0], {"batch-size": 2048, "ubatch-size": 512, "threads": 2}),
@@ -64,17 +65,15 @@ def tied_study() -> list[TrialOutcome]:
     ]
 
 
-def test_a_tie_goes_to_fewer_flags_changed_from_the_servers_defaults():
+def test_without_a_verdict_the_searchs_top_is_named_and_said_to_be_not_confirmed():
+    """No second standard of proof: without the verdict nothing compares re-measurements under
+    the pooled noise; the search's top that held is named, and the reason says it is unproven."""
     outs = tied_study()
-    noise = noise_of(outs)
-    assert noise.measured and noise.dof == 3 and noise.configs == (0, 1, 2)
-    assert flags_changed(outs[1], DEFAULTS) == 1 and flags_changed(outs[1], None) == 3
-    named = name_best(outs, "maximize", DEFAULTS, noise)
-    assert named.best.number == 1 and named.tied_with == [2]
-    assert "1 flag changed" in named.why and "pooled noise" in named.why
-    # without the defaults every given flag counts: the three-flag config looked less simple
-    blind = name_best(outs, "maximize", None, noise)
-    assert blind.best.number == 2 and "none of which changes fewer flags" in blind.why
+    named = name_best(outs, "maximize")
+    assert named.best.number == 2 and named.why == NOT_CONFIRMED and named.tied_with == []
+    assert named.verdict is None and not named.remeasured and "pooled noise" not in named.why
+    outs[2].confirmation["feasible"] = False  # shown to fail on fresh servers: no longer a candidate
+    assert name_best(outs, "maximize").best.number == 1
 
 
 def test_results_json_carries_what_readers_need_to_name_the_same_best():
@@ -95,13 +94,13 @@ def test_results_json_carries_what_readers_need_to_name_the_same_best():
             )
         )
     )
-    assert payload["best_trial"] == 1 and payload["server_defaults"] == DEFAULTS
+    assert payload["best_trial"] == 2 and payload["server_defaults"] == DEFAULTS
     block = payload["noise"][OBJECTIVE]
     assert block["dof"] == 3 and block["measured"] and block["configs"] == [0, 1, 2]
     assert block["source"].startswith("pooled noise") and block["inconsistent"] == []
     assert payload["noise"]["output_throughput"]["dof"] == 3
-    del payload["best_trial"]  # a reader without the field ranks as the run did, with the defaults
-    assert best_trial(payload).number == 1
+    del payload["best_trial"]  # a reader without the field names as the run did
+    assert best_trial(payload).number == 2
 
 
 def test_the_demo_baseline_pair_is_reported_inconsistent_and_not_pooled():
@@ -119,7 +118,7 @@ def test_figures_say_which_measurement_they_are():
     noise = noise_of(tied_study())
     best = outcome(3, [150.0, 120.0], {"threads": 2})
     f = figure(best, noise)
-    assert f.label == REMEASURED and f.estimate.mean == 120.0 and f.first == 150.0
+    assert f.label == REMEASURED and f.mean == 120.0 and f.first == 150.0 and f.n == 1
     assert "first measurement 150 (selected, biased up)" in f.text() and "pooled noise" in f.text()
     once = figure(outcome(4, [140.0], {"threads": 1}), noise)
     assert once.label == FIRST_SELECTED and once.first is None
@@ -168,24 +167,32 @@ def test_measurements_and_repeat_spreads_feed_the_noise():
     assert noise_of([dup]).dof == 0  # a replay is no repeat
 
 
-def test_study_naming_uses_the_studys_noise():
+def test_a_figure_of_several_fresh_runs_is_their_mean_alone():
+    o = outcome(3, [150.0, 121.0], {"threads": 2})
+    o.confirmation["valid_runs"] = 3  # the aggregate of 3 fresh runs: their mean, the first left out
+    f = figure(o, noise_of(tied_study()))
+    assert f.mean == 121.0 and f.n == 3 and "(3 runs)" in f.text()
+    assert f.half_width == pytest.approx(f.noise.half_width(121.0, 3))
+
+
+def test_study_naming_is_the_one_naming():
     outs = tied_study()
-    assert study_naming(outs, "maximize", DEFAULTS).best.number == 1
+    assert study_naming(outs, "maximize", DEFAULTS).best is name_best(outs, "maximize").best
 
 
 def test_the_stored_verdict_names_the_best_and_gives_its_reason():
     # the verdict tied trial 2 with the defaults; the defaults are named with its reason,
-    # although on the averaged figures alone trial 2 would be named (131/129.5 vs 100/99)
+    # although the search put trial 2 on top (131 vs 100)
     outs = tied_study()
     verdict = Verdict(DecisionKind.TIED, named=0, reason="trial 2 is tied with the defaults.", candidate=2, baseline=0)
     outs[0].verdict = verdict.to_dict()
-    named = name_best(outs, "maximize", DEFAULTS, noise_of(outs))
+    named = name_best(outs, "maximize")
     assert named.best is outs[0] and named.why == verdict.reason and named.tied_with == [2] and named.remeasured
     assert named.to_dict()["kind"] == "TIED"
     # a verdict that keeps no config names none, whatever the search found
     nothing = Verdict(DecisionKind.NOTHING_MEETS, named=None, reason="nothing meets the targets.", candidate=2)
     outs[0].verdict = nothing.to_dict()
-    named = name_best(outs, "maximize", DEFAULTS, noise_of(outs))
+    named = name_best(outs, "maximize")
     assert named.best is None and named.verdict == nothing
 
 

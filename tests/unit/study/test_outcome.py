@@ -79,3 +79,28 @@ def test_legacy_records_without_a_kind_get_one_from_their_reason(reason, constra
 def test_a_recorded_kind_is_never_second_guessed_from_the_reason():
     d = json.loads(dumps(outcome(failure=FailureKind.CRASHED, reason="pre-screen: looks like one", constraints=LAUNCH)))
     assert TrialOutcome.from_dict(d).failure is FailureKind.CRASHED
+
+
+def test_the_first_measurement_is_what_the_search_saw_and_fresh_figures_are_apart():
+    """Issue 37: nothing averages the first measurement (biased up for a config the search chose)
+    with the re-measurements: the fresh figures are their own mean alone."""
+    o = outcome(failure=None, reason="", constraints={RUNS_KEY: -1.0}, objective=20.0, objectives=[20.0, 300.0])
+    assert o.fresh_objective is None and o.fresh_objectives == [] and o.held
+    o.confirmation = {"objective": 14.0, "objectives": [14.0, 420.0], "feasible": True, "valid_runs": 2}
+    assert (o.objective, o.objectives) == (20.0, [20.0, 300.0])
+    assert o.fresh_objective == 14.0 and o.fresh_objectives == [14.0, 420.0]
+    o.confirmation["no_valid_run"] = True  # every re-measurement disturbed: no fresh figure
+    assert o.fresh_objective is None and o.fresh_objectives == []
+
+
+def test_held_is_the_verdicts_own_target_checks_for_the_trial_it_tested():
+    o = outcome(failure=None, reason="", constraints={RUNS_KEY: -1.0})
+    o.confirmation = {"objective": 12.0, "objectives": [12.0], "feasible": True}
+    missed = {"who": "candidate", "shown": "missed", "target": "ttft<1s"}
+    o.verdict = {"candidate": 3, "baseline": 0, "targets": [missed, {"who": "defaults", "shown": "met"}]}
+    assert not o.held and o.evidence == "re-measured, did not hold"
+    o.verdict["targets"][0]["shown"] = "unclear"  # not shown either way: not a failure
+    o.confirmation["feasible"] = False  # the record's judgement yields to the verdict's checks
+    assert o.held
+    o.verdict = {"candidate": 5, "baseline": 0, "targets": [missed]}  # another trial was tested
+    assert not o.held  # the record's judgement (the verdict's tests on this trial's fresh runs)

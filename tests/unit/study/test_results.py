@@ -11,8 +11,8 @@ import pytest
 
 from kvtune.kinds import Direction, FailureKind
 from kvtune.knobs import Candidate
-from kvtune.objectives.noise import Noise
 from kvtune.objectives.objective import objective
+from kvtune.study.measured_noise import Noise
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.results import COMPARED, build_payload, choose_best, compare, confirmation_summary, write_results
 
@@ -76,7 +76,7 @@ def test_a_zero_baseline_gives_no_percentage_and_no_noise_band():
 
 # ---- confirmation_summary (moved from tests/unit/tuner/test_loop.py) ----------------------------
 def test_confirmation_summary_counts_the_baseline():
-    """The demo's case: trial 5 beat the baseline by noise; re-measured, the baseline wins."""
+    """The demo's case: trial 5 beat the baseline by noise; re-measured, the baseline leads."""
 
     def o(n, value, again, baseline=False):
         t = trial(n, value, baseline=baseline)
@@ -88,7 +88,9 @@ def test_confirmation_summary_counts_the_baseline():
     assert summary is not None
     assert summary["order_before"] == [5, 0] and summary["order_after"] == [0, 5]
     assert not summary["held"]
-    assert choose_best(outcomes, THROUGHPUT).best.number == 0
+    # the re-measurements name nothing without the verdict: the search's top, said to be unproven
+    assert choose_best(outcomes, THROUGHPUT).best.number == 5
+    assert choose_best(outcomes, THROUGHPUT).naming.why.startswith("not confirmed")
 
 
 def test_without_a_confirmation_there_is_no_summary():
@@ -134,15 +136,17 @@ def test_a_study_without_a_measured_baseline_has_no_comparison():
 def test_a_multi_objective_payload_lists_the_directions_and_the_pareto_set():
     objectives = (objective("output_throughput"), objective("ttft_p95"))
 
-    def two(n: int, tput: float, ttft: float) -> TrialOutcome:
+    def two(n: int, tput: float, ttft: float, again: bool = True) -> TrialOutcome:
         t = trial(n, tput)
         t.objectives = [tput, ttft]
+        if again:  # re-measured: the Pareto set is built from fresh runs alone
+            t.confirmation = {"objective": tput, "objectives": [tput, ttft], "feasible": True}
         return t
 
-    outcomes = [two(0, 100.0, 50.0), two(1, 120.0, 40.0), two(2, 130.0, 90.0)]  # 0 is beaten by 1
+    outcomes = [two(0, 100.0, 50.0), two(1, 120.0, 40.0), two(2, 130.0, 90.0), two(3, 200.0, 10.0, again=False)]
     payload = build_payload("mo", {}, {}, "v", [], objectives, outcomes, importance={"speed": 1.0})
     assert payload["directions"] == ["maximize", "minimize"]
-    assert sorted(payload["pareto_trials"]) == [1, 2]
+    assert sorted(payload["pareto_trials"]) == [1, 2]  # 0 is beaten by 1; 3 was never re-measured
     assert payload["importance"] == {"speed": 1.0}
 
 

@@ -49,7 +49,7 @@ def test_the_gp_sampler_is_refused_up_front_without_torch():
         looked.append(name)
         return None
 
-    with pytest.raises(SpecError, match=r"--sampler gp needs PyTorch .*pip install torch"):
+    with pytest.raises(SpecError, match=r"sampler gp needs PyTorch .*pip install torch"):
         check_sampler_installed(SamplerKind.GP, find_module=missing)
     assert looked == ["torch"]
     check_sampler_installed(SamplerKind.GP, find_module=lambda name: object())  # torch found: fine

@@ -8,7 +8,6 @@ import pytest
 from kvtune.errors import KvtuneError
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target
-from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.study.sampler_choice import SamplerKind
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
@@ -112,19 +111,19 @@ def test_the_default_study_name_is_what_earlier_versions_derived():
 def test_flags_given_win_over_the_study_file(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text("trials: 5\nobjective: ttft_p95\nworkload: {concurrency: 3, prompt_tokens: 50}\n")
-    spec = build_spec(load_study_file(f), SpecOverrides(trials=9, workload=WorkloadOverrides(concurrency=6)))
+    spec = build_spec(load_study_file(f), {"trials": 9, "workload": {"concurrency": 6}})
     assert spec.trials == 9 and spec.primary.name == "ttft_p95"
     assert (spec.workload.concurrency, spec.workload.prompt_tokens) == (6, 50)
     assert build_spec(load_study_file(f)).trials == 5
 
 
 def test_seed_seeds_the_prompts_unless_the_workload_seed_is_given(tmp_path):
-    assert build_spec({}, SpecOverrides(seed=7)).workload.seed == 7
-    assert build_spec({}, SpecOverrides(seed=7)).seed == 7
-    assert build_spec({}, SpecOverrides(seed=7).with_workload(seed=2)).workload.seed == 2
+    assert build_spec({}, {"seed": 7}).workload.seed == 7
+    assert build_spec({}, {"seed": 7}).seed == 7
+    assert build_spec({}, {"seed": 7, "workload": {"seed": 2}}).workload.seed == 2
     f = tmp_path / "s.yaml"
     f.write_text("workload: {seed: 4}\n")
-    assert build_spec(load_study_file(f), SpecOverrides(seed=7)).workload.seed == 4
+    assert build_spec(load_study_file(f), {"seed": 7}).workload.seed == 4
     f.write_text("seed: 5\n")  # the study file's own seed keeps its meaning: the sampler's
     assert build_spec(load_study_file(f)).workload.seed == 0
     assert build_spec({}).workload.seed == 0
@@ -133,7 +132,7 @@ def test_seed_seeds_the_prompts_unless_the_workload_seed_is_given(tmp_path):
 def test_resume_conflict_names_the_setting():
     stored = StudySpec(price_per_hour=2.5, targets=["ttft<0.8x", "tpot<50ms"]).to_dict()
     assert StudySpec(price_per_hour=2.5, targets=["ttft_p95<0.8x", "tpot<50ms"]).resume_conflict(stored) is None
-    assert "--price-per-hour (stored: 2.5, now: not set)" in StudySpec(targets=["ttft<0.8x"]).resume_conflict(stored)
+    assert "price_per_hour (stored: 2.5, now: not set)" in StudySpec(targets=["ttft<0.8x"]).resume_conflict(stored)
     assert "relative target" in StudySpec(price_per_hour=2.5, targets=["ttft<0.9x"]).resume_conflict(stored)
 
 
@@ -143,15 +142,18 @@ def test_the_start_up_limits_come_from_the_study_file_and_the_flags(tmp_path):
     f.write_text("startup_timeout_s: 3600\nstartup_stall_s: 600\n")
     spec = build_spec(load_study_file(f))
     assert (spec.startup_timeout_s, spec.startup_stall_s) == (3600, 600)
-    spec = build_spec(load_study_file(f), SpecOverrides(startup_stall_s=90.0))
+    spec = build_spec(load_study_file(f), {"startup_stall_s": 90.0})
     assert (spec.startup_timeout_s, spec.startup_stall_s) == (3600, 90.0)
 
 
 @pytest.mark.parametrize(
     "text,fragment",
     [
-        ("startup_stall_s: soon\n", "startup_stall_s must be a number of seconds, got 'soon'"),
-        ("startup_stall_s: true\n", "startup_stall_s must be a number of seconds, got True"),
+        ("startup_stall_s: soon\n", "startup_stall_s 'soon' is not a duration"),
+        (
+            "startup_stall_s: true\n",
+            "startup_stall_s must be a duration such as 90s, 30m or 2h, or a number of seconds, got True",
+        ),
         ("startup_stall_s: 0\n", "startup_stall_s 0 must be more than zero"),
         ("startup_timeout_s: -5\n", "startup_timeout_s -5 must be more than zero"),
         ("startup_timeout_s: .inf\n", "startup_timeout_s inf must be more than zero"),

@@ -93,10 +93,13 @@ def test_a_bad_file_is_one_line_that_says_what_to_write(tmp_path, text, fragment
         ({"mode": 1}, "workload.mode must be a string, got 1"),
         ({"dataset": 3}, "workload.dataset must be a file path, got 3"),
         ({"dataset_max_tokens": 1.5}, "workload.dataset_max_tokens must be an integer, got 1.5"),
-        ({"burstiness": None}, "workload.burstiness must be a number, got None"),
+        ({"burstiness": "high"}, "workload.burstiness must be a number, got 'high'"),
+        ({"multiturn": "yes"}, "workload.multiturn must be true or false, got 'yes'"),
+        ({"think_time_s": "soon"}, "workload.think_time_s 'soon' is not a duration"),
     ],
 )
 def test_parse_workload_checks_each_fields_type(raw, fragment):
+    """Each key is checked by its setting's declared type (kvtune/setting.py), as `--set` is."""
     with pytest.raises(SpecError, match="^" + fragment.replace("(", r"\(").replace(")", r"\)")):
         parse_workload(raw)
 
@@ -124,3 +127,7 @@ def test_speculative_decoding_keys_a_relative_draft_model_and_the_name_only_they
     assert spec.fingerprint() != plain.fingerprint() != build_spec({"speculative": True}).fingerprint()
     f.write_text("speculative: sometimes\n")
     assert "speculative" in one_line_error(f)
+
+
+def test_a_workload_key_with_no_value_is_not_set_as_at_the_top():
+    assert parse_workload({"burstiness": None, "concurrency": 3}) == parse_workload({"concurrency": 3})

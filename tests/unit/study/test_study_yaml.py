@@ -15,14 +15,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kvtune.errors import SpecError
-from kvtune.study.spec import TOP_KEYS
+from kvtune.study.settings import top_keys
 from kvtune.study.study_file import load_study_file
 from kvtune.study.study_yaml import MAX_BYTES, MAX_NODES, parse_study_yaml
 from kvtune.workload import Workload
 
 NAME = "study file 's.yaml'"
 KEYS = st.one_of(
-    st.sampled_from(sorted(TOP_KEYS)),
+    st.sampled_from(sorted(top_keys())),
     st.sampled_from([f.name for f in fields(Workload)]),
     st.sampled_from(["parallel", "threads", "flash-attn", "ctx-per-slot", "env:OMP_NUM_THREADS"]),
     st.text(string.ascii_lowercase + "_-", min_size=1, max_size=12).filter(lambda k: k[0].isalpha()),

@@ -9,7 +9,6 @@ import pytest
 
 from kvtune.cli.flag_values import trace_of
 from kvtune.errors import SpecError
-from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.study.spec import build_spec
 from kvtune.study.study_file import load_study_file
 
@@ -31,14 +30,14 @@ def test_study_file_keys_and_flags_over_them(tmp_path: Path) -> None:
         "workload:\n  trace: mooncake-conv\n  trace_speed: 4\n  trace_requests: 50\n  trace_window_s: 30\n"
     )
     data = load_study_file(f)
-    over = SpecOverrides(workload=WorkloadOverrides(trace_length_scale=0.25, trace_max_tokens=2048))
+    over = {"workload": {"trace_length_scale": 0.25, "trace_max_tokens": 2048}}
     spec = build_spec(data, over)
     w = spec.workload
     assert (w.trace, w.trace_speed, w.trace_requests, w.trace_window_s) == ("mooncake-conv", 4, 50, 30)
     # a slot holds the clip and the chat template's allowance
     assert (w.trace_length_scale, w.trace_max_tokens, w.request_tokens) == (0.25, 2048, 2048 + w.template_tokens)
     assert spec.slo is not None and [lim.metric for lim in spec.slo.limits] == ["ttft", "tpot"]
-    assert build_spec(data, SpecOverrides(slo="e2el<5s")).slo.text == "e2el<5s"  # type: ignore[union-attr]
+    assert build_spec(data, {"slo": "e2el<5s"}).slo.text == "e2el<5s"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -61,7 +60,7 @@ def test_multiturn_flag_and_study_file_keys(tmp_path: Path) -> None:
     assert trace_of("multiturn") is None  # --workload multiturn names no trace
     f = tmp_path / "m.yaml"
     f.write_text("workload:\n  multiturn: true\n  turns: 6\n  think_time_s: 1.5\n  conversation_max_tokens: 3000\n")
-    spec = build_spec(load_study_file(f), SpecOverrides(workload=WorkloadOverrides(turns=3)))
+    spec = build_spec(load_study_file(f), {"workload": {"turns": 3}})
     w = spec.workload
     assert (w.multiturn, w.turns, w.think_time_s, w.request_tokens) == (True, 3, 1.5, 3000)
     f.write_text("workload:\n  multiturn: 'yes'\n")

@@ -63,9 +63,9 @@ def _resume(tmp_path, **settings):
 @pytest.mark.parametrize(
     "first,then,named",
     [
-        ({"price_per_hour": 2.5}, {"price_per_hour": 3.0}, "--price-per-hour (stored: 2.5, now: 3)"),
-        ({}, {"price_per_hour": 3.0}, "--price-per-hour (stored: not set, now: 3)"),
-        ({"price_per_gpu_hour": 1.0}, {"price_per_hour": 1.0}, "--price-per-hour (stored: not set, now: 1)"),
+        ({"price_per_hour": 2.5}, {"price_per_hour": 3.0}, "price_per_hour (stored: 2.5, now: 3)"),
+        ({}, {"price_per_hour": 3.0}, "price_per_hour (stored: not set, now: 3)"),
+        ({"price_per_gpu_hour": 1.0}, {"price_per_hour": 1.0}, "price_per_hour (stored: not set, now: 1)"),
         (
             {"targets": ["ttft<0.8x"]},
             {"targets": ["ttft<0.5x"]},

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from kvtune.errors import BackendError, ModelError, ServerNotFoundError, SpecError
-from kvtune.study.overrides import SpecOverrides, WorkloadOverrides
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.multi_backend import (
     BackendChoice,
@@ -99,21 +98,21 @@ def test_a_backend_that_cannot_serve_says_why(tmp_path, hf_dir, backend, which, 
 
 
 def test_hf_model_alone_leaves_llama_server_without_its_gguf(hf_dir):
-    with pytest.raises(ModelError, match="GGUF file of the --hf-model"):
+    with pytest.raises(ModelError, match="GGUF file of the hf_model"):
         model_for("llama-server", None, str(hf_dir))
 
 
 def test_hf_model_in_a_one_backend_run(hf_dir):
     assert single_backend_model("vllm", str(hf_dir)) == str(hf_dir)
     assert single_backend_model("llama-server", None) is None
-    with pytest.raises(SpecError, match="--hf-model is the model vLLM serves"):
+    with pytest.raises(SpecError, match="hf_model is the model vLLM serves"):
         single_backend_model("llama-server", str(hf_dir))
 
 
 # ---- the plan ---------------------------------------------------------------------------------
 def opts(tmp_path, **spec) -> RunOptions:
-    given = SpecOverrides(**{"study": "S", "trials": 5, **spec}, workload=WorkloadOverrides(concurrency=3))
-    return RunOptions(spec_overrides=given, runs_dir=str(tmp_path / "runs"))
+    given = {"study": "S", "trials": 5, **spec, "workload": {"concurrency": 3}}
+    return RunOptions(given=given, runs_dir=str(tmp_path / "runs"))
 
 
 def fakes(refuse: dict[str, Exception] | None = None):
@@ -160,7 +159,7 @@ def test_bad_input_stops_before_any_backend_is_asked(tmp_path):
     factory, built = fakes()
     with pytest.raises(SpecError, match="trials must be at least 1"):
         plan_backends(opts(tmp_path, trials=0), parse_backends(["llama-server", "vllm"]), factory=factory)
-    with pytest.raises(SpecError, match="--warm-start"):
+    with pytest.raises(SpecError, match="warm_start continues one backend"):
         plan_backends(RunOptions(warm_start="other"), parse_backends(["auto"]), factory=factory)
     with pytest.raises(SpecError, match="--trials 1 cannot be split among 2 backends"):
         plan_backends(opts(tmp_path, trials=1), parse_backends(["llama-server", "vllm"]), factory=factory)
@@ -178,7 +177,7 @@ def test_default_name_is_stable_and_differs_with_the_workload(tmp_path):
     a = plan_backends(opts(tmp_path, study=None), parse_backends(["auto"]), factory=factory)
     b = plan_backends(opts(tmp_path, study=None), parse_backends(["auto"]), factory=factory)
     c = plan_backends(
-        RunOptions(spec_overrides=SpecOverrides(trials=4, workload=WorkloadOverrides(concurrency=5))),
+        RunOptions(given={"trials": 4, "workload": {"concurrency": 5}}),
         parse_backends(["auto"]),
         factory=factory,
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import optuna
 
 from kvtune.knobs import Candidate
-from kvtune.objectives.noise import Noise
+from kvtune.study.measured_noise import Noise
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner import sentinel
 from kvtune.tuner.events import Callbacks

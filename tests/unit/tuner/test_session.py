@@ -10,7 +10,6 @@ import json
 import pytest
 
 from kvtune.errors import SpecError
-from kvtune.study.overrides import SpecOverrides
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner import accounting
@@ -23,8 +22,8 @@ from tests.conftest import TINY
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (RunOptions(workers=0), "--workers must be at least 1, got 0"),
-        (RunOptions(gpus_per_trial=-1), "--gpus-per-trial must be 0 or more, got -1"),
+        (RunOptions(workers=0), "workers must be at least 1, got 0"),
+        (RunOptions(gpus_per_trial=-1), "gpus_per_trial must be 0 or more, got -1"),
     ],
 )
 def test_impossible_run_options_are_refused(options, message):
@@ -35,7 +34,7 @@ def test_impossible_run_options_are_refused(options, message):
 def test_the_spec_is_the_study_file_then_the_flags_over_the_defaults(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text("study: from-file\ntrials: 5\nworkload:\n  concurrency: 3\n  output_tokens: 9\n")
-    spec = study_spec(RunOptions(study_file=f, spec_overrides=SpecOverrides(trials=9).with_workload(concurrency=6)))
+    spec = study_spec(RunOptions(study_file=f, given={"trials": 9, "workload": {"concurrency": 6}}))
     assert (spec.study, spec.trials, spec.workload.concurrency, spec.workload.output_tokens) == ("from-file", 9, 6, 9)
     assert study_spec(RunOptions()).trials == StudySpec().trials  # no file, no flags: the defaults
 
@@ -46,7 +45,7 @@ def spec(**kw) -> StudySpec:
 
 def test_a_grid_study_with_several_workers_is_refused_before_anything_is_opened(tmp_path):
     opts = RunOptions(workers=2, runs_dir=str(tmp_path / "runs"))
-    with pytest.raises(SpecError, match="--sampler grid measures one config at a time"):
+    with pytest.raises(SpecError, match="sampler grid measures one config at a time"):
         open_session(opts, spec(sampler="grid"), Callbacks(), launcher=FakeLauncher())
     assert not (tmp_path / "runs").exists()
 

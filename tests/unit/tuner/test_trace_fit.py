@@ -12,7 +12,6 @@ import pytest
 
 from kvtune.bench.trace_demand import HostSpeed
 from kvtune.knobs import Knob
-from kvtune.study.overrides import SpecOverrides
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import open_tuner, prepare
@@ -136,8 +135,8 @@ def test_the_users_own_length_scale_is_theirs(file_data, flag, given):
 
 def test_a_run_with_its_own_length_scale_starts_no_probe(tmp_path):
     probe = Probes(SLOW)
-    overrides = SpecOverrides().with_workload(trace_length_scale=1.0)
-    opts = RunOptions(runs_dir=str(tmp_path), spec_overrides=overrides)
+    overrides = {"workload": {"trace_length_scale": 1.0}}
+    opts = RunOptions(runs_dir=str(tmp_path), given=overrides)
     session = open_session(
         opts, trace_spec(trace_length_scale=1.0), Callbacks(), launcher=FakeLauncher(context_length=8192), probe=probe
     )

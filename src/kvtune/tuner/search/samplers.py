@@ -76,12 +76,12 @@ def grid_space(knobs: list[Knob]) -> dict[str, list[Any]]:
                 grid[k.name] = values
                 continue
             raise SpecError(
-                f"--sampler grid needs a finite space: {k.name} is a range of {len(values)} "
+                f"sampler grid needs a finite space: {k.name} is a range of {len(values)} "
                 f"values ({k.low}..{k.high}); give it as choices (space: {{{k.name}: "
                 f"[...]}}) or use another sampler"
             )
         raise SpecError(
-            f"--sampler grid needs a finite space: {k.name} is a continuous range "
+            f"sampler grid needs a finite space: {k.name} is a continuous range "
             f"({k.low}..{k.high}); give it as choices or use another sampler"
         )
     return grid
@@ -165,4 +165,4 @@ def _require_scipy(kind: SamplerKind) -> None:
     try:
         import scipy  # noqa: F401  (Optuna's GP and QMC samplers import it when they sample)
     except ImportError:
-        raise SpecError(f"--sampler {kind.value} needs scipy: pip install scipy (or use --sampler tpe)") from None
+        raise SpecError(f"sampler {kind.value} needs scipy: pip install scipy (or use sampler tpe)") from None

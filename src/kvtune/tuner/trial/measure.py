@@ -22,7 +22,7 @@ from kvtune.bench.server_timing import server_timing_summary
 from kvtune.bench.vllm_counters import pooled_acceptance
 from kvtune.clock import REAL_CLOCK
 from kvtune.objectives.metrics import summarize_requests
-from kvtune.objectives.named_best import converged, convergence_key
+from kvtune.objectives.repeat_convergence import converged, convergence_key
 from kvtune.objectives.targets import Target
 from kvtune.study.spec import AUTO_REL_HALF_WIDTH
 from kvtune.tuner.trial.stopping import RunWatch, saved_seconds
@@ -54,7 +54,7 @@ def coefficient_of_variation(values: list[float | None]) -> float:
 
 
 def _converged(runs: list[BenchRun], converge_on: str | None, repeats: int) -> bool:
-    """`--repeats auto`: the runs so far pin `converge_on` down (see objectives.evidence.converged)."""
+    """`--repeats auto`: the runs so far pin `converge_on` down (objectives/repeat_convergence.py)."""
     if converge_on is None or len(runs) < 2:
         return False
     return converged(

@@ -40,8 +40,9 @@ def judge(
     outcome: TrialOutcome, resolved: Sequence[Target] | None, targets: Sequence[Target], objectives: Sequence[Objective]
 ) -> None:
     """Judge a measured outcome against the targets: fill in constraints, objective values and,
-    when a target broke, the failure and reason. (Named apart from `TrialOutcome.score`, the
-    objective averaged over a config's measurements.)"""
+    when a target broke, the failure and reason. This is one run's own judgement (what the search
+    is told); whether a re-measured config meets the targets is the verdict's tests on its fresh
+    runs (study/verdict_evidence.py `fresh_failure`)."""
     m = outcome.metrics or {}
     if resolved is None:
         infeasible(outcome, targets, FailureKind.TARGET_MISSED, NO_BASELINE, keep_metrics=True)

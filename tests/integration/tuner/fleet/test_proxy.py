@@ -16,9 +16,9 @@ import pytest
 
 from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.launchers.process import free_port
-from kvtune.tuner.store.storage_proxy import HeartbeatRelay, StorageProxy, cached, open_backend
 from kvtune.tuner.store import storage
 from kvtune.tuner.store.retry import unwrap
+from kvtune.tuner.store.storage_proxy import HeartbeatRelay, StorageProxy, cached, open_backend
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Heartbeat of storage"),

@@ -13,9 +13,9 @@ import pytest
 import sqlalchemy.exc
 
 from kvtune.launchers.process import free_port
-from kvtune.tuner.store.storage_proxy import HeartbeatRelay, StorageProxy, cached
 from kvtune.tuner.store import storage
 from kvtune.tuner.store.retry import unwrap
+from kvtune.tuner.store.storage_proxy import HeartbeatRelay, StorageProxy, cached
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Heartbeat of storage"),

@@ -18,8 +18,8 @@ from tests.conftest import TINY
 @pytest.mark.parametrize(
     "command",
     [
-        ["run", "--gpus-per-trial", "3", "--trials", "1"],
-        ["run", "--workers", "3", "--gpus-per-trial", "1", "--trials", "1"],
+        ["run", "--set", "gpus_per_trial=3", "--trials", "1"],
+        ["run", "--workers", "3", "--set", "gpus_per_trial=1", "--trials", "1"],
         [
             "worker",
             "--storage",

@@ -35,9 +35,9 @@ def kvtune(*args, cwd):
 @pytest.mark.parametrize(
     "args,fragment",
     [
-        (["--sampler", "nosuch"], "unknown sampler 'nosuch'"),
-        (["--sampler", "grid", "--study-file", "wide.yaml"], "threads is a range of 64 values"),
-        (["--sampler", "grid", "--workers", "2", "--target", "ttft<1s"], "use --workers 1"),
+        (["--set", "sampler=nosuch"], "unknown sampler 'nosuch'"),
+        (["--set", "sampler=grid", "--study-file", "wide.yaml"], "threads is a range of 64 values"),
+        (["--set", "sampler=grid", "--workers", "2", "--target", "ttft<1s"], "use --workers 1"),
     ],
 )
 def test_cli_bad_sampler_is_one_line_exit_2_nothing_created(tmp_path, args, fragment):

@@ -16,12 +16,12 @@ W = Workload(concurrency=2, prompt_tokens=16, output_tokens=4, num_requests=4, w
 
 def test_cli_bad_repeats_is_one_line_exit_2(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "kvtune.cli", "run", "--repeats", "lots", "--runs-dir", str(tmp_path)],
+        [sys.executable, "-m", "kvtune.cli", "run", "--set", "repeats=lots", "--runs-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         env={**os.environ, "COLUMNS": "200"},
         timeout=120,
     )
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--repeats" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "repeats must be" in r.stderr
     assert not any(tmp_path.iterdir())

@@ -166,14 +166,13 @@ def test_gp_proposes_from_its_model_after_a_baseline():
 
 
 def test_a_study_file_names_its_sampler(tmp_path):
-    from kvtune.study.overrides import SpecOverrides
     from kvtune.study.spec import build_spec
     from kvtune.study.study_file import load_study_file
 
     f = tmp_path / "s.yaml"
     f.write_text("sampler: grid\n")
     assert build_spec(load_study_file(f)).sampler == "grid"
-    assert build_spec(load_study_file(f), SpecOverrides(sampler="random")).sampler == "random"  # the flag wins
+    assert build_spec(load_study_file(f), {"sampler": "random"}).sampler == "random"  # the flag wins
     f.write_text("sampler: 3\n")
     with pytest.raises(SpecError, match="sampler must be a sampler name"):
         load_study_file(f)

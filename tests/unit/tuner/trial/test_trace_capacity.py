@@ -180,7 +180,7 @@ def test_the_capacity_is_said_with_its_unit() -> None:
 
 def test_capacity_on_a_trace_with_a_fixed_speed_is_refused() -> None:
     w = Workload(trace="azure-conv", trace_speed=2.0)
-    with pytest.raises(SpecError, match=r"searches the replay speed itself.*drop --trace-speed 2"):
+    with pytest.raises(SpecError, match=r"searches the replay speed itself.*drop workload.trace_speed 2"):
         StudySpec(workload=w, objective="capacity", targets=["ttft_p95<5s"]).validate()
     StudySpec(workload=w, targets=["ttft_p95<5s"]).validate()  # another objective replays at 2x
     StudySpec(workload=TRACE, objective="capacity", targets=["ttft_p95<5s"]).validate()
