@@ -32,7 +32,6 @@ from kvtune.jsonsafe import to_jsonable  # noqa: E402
 from kvtune.launchers.registry import create_launcher  # noqa: E402
 from kvtune.objectives.targets import parse_targets, with_default_error_target  # noqa: E402
 from kvtune.study.spec import merge_knobs  # noqa: E402
-from kvtune.tuner.assemble import parse_study_targets  # noqa: E402
 from kvtune.tuner.fleet.workers import spec_from_dict  # noqa: E402
 from kvtune.tuner.search import samplers  # noqa: E402
 
@@ -212,7 +211,7 @@ def header_for(spec_dict: dict, study: optuna.Study) -> dict:
     hw = study.user_attrs.get("hardware") or {}
     knobs = merge_knobs(launcher.default_knobs(spec.workload, hw.get("cpus", 1)), spec.space)
     grid = samplers.grid_space(knobs)
-    targets = [t.constraint_key for t in parse_study_targets(spec)]
+    targets = [t.constraint_key for t in spec.judged_targets]
     model = launcher.model_path
     return {
         "backend": spec.backend,

@@ -402,7 +402,6 @@ def no_best(results: dict[str, Any], kind: str, log: Path) -> str:
 def runners(bests: dict[str, Best], pid_file: Path) -> dict[str, Any]:
     """One trial runner per workload, built as its study built it (spec, launcher, targets)."""
     from kvtune.launchers.registry import create_launcher
-    from kvtune.tuner.assemble import parse_study_targets
     from kvtune.tuner.trial.context import Placement, Subject
     from kvtune.tuner.trial.runner import TrialRunner
 
@@ -411,7 +410,7 @@ def runners(bests: dict[str, Best], pid_file: Path) -> dict[str, Any]:
 
     out = {}
     for w, b in bests.items():
-        what = Subject(b.spec, create_launcher(b.spec), parse_study_targets(b.spec))
+        what = Subject(b.spec, create_launcher(b.spec), b.spec.judged_targets)
         out[w] = TrialRunner(what, Placement.here(), pid_file, on_phase=phase)
     return out
 

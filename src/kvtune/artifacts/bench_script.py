@@ -30,7 +30,7 @@ from kvtune.artifacts.deployable import Deployable
 from kvtune.artifacts.vllm_bench import TRACE_PATH_VAR, VllmLine, served_model, vllm_line
 from kvtune.errors import SpecError, TargetError
 from kvtune.objectives.slo import Slo
-from kvtune.objectives.targets import Target, with_default_error_target
+from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.workload import Workload
@@ -39,7 +39,7 @@ from kvtune.workload import Workload
 def absolute_targets(d: Deployable) -> list[Target]:
     """The study's targets as absolute thresholds: relative ones set from the baseline."""
     out = []
-    for t in with_default_error_target(list(d.spec.targets)):
+    for t in d.spec.judged_targets:
         if t.relative:
             try:
                 t = t.resolve(d.baseline_metrics)

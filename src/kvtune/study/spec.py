@@ -27,7 +27,7 @@ from kvtune.launchers.startup import DEFAULT_CAP_S, DEFAULT_STALL_S
 from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
 from kvtune.objectives.slo import Slo, slo_field
-from kvtune.objectives.targets import Target, parse_target, parse_targets
+from kvtune.objectives.targets import Target, parse_target, parse_targets, with_default_error_target
 from kvtune.setting import setting
 from kvtune.study.sampler_choice import SamplerKind, sampler_kind
 from kvtune.study.space import parse_space
@@ -262,6 +262,12 @@ class StudySpec:
         """The objective as study files and results.json write it: a name, or a list of names."""
         names = [o.name for o in self.objective]
         return names[0] if len(names) == 1 else names
+
+    @property
+    def judged_targets(self) -> list[Target]:
+        """The targets every config is judged by: the user's, and `error_rate<1%` unless they
+        named an error-rate target (objectives/targets.py `with_default_error_target`)."""
+        return with_default_error_target(list(self.targets))
 
     @property
     def target_texts(self) -> list[str]:

@@ -24,7 +24,7 @@ from kvtune.knobs import Knob
 from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import free_port
 from kvtune.launchers.registry import build_flags, create_launcher
-from kvtune.objectives.targets import Target, with_default_error_target, with_fidelity_target
+from kvtune.objectives.targets import Target, with_fidelity_target
 from kvtune.study.sampler_choice import check_sampler_installed
 from kvtune.study.space import merge_knobs, parse_space
 from kvtune.study.spec import StudySpec, study_name_part
@@ -55,11 +55,6 @@ class Prepared:
     trace_sizing: TraceSizing | None = None
     # The trace's replay sized to this host's measured speed (tuner/trace_fit.py); None: not fitted.
     host_fit: HostFit | None = None
-
-
-def parse_study_targets(spec: StudySpec) -> list[Target]:
-    """The spec's targets and the error-rate target every study holds unless it names one."""
-    return with_default_error_target(list(spec.targets))
 
 
 def check_input_files(spec: StudySpec) -> None:
@@ -124,7 +119,7 @@ def prepare(
     fitted workload: `kvtune run` passes one; a study set up for other hosts does not."""
     check_sampler_installed(spec.sampler)  # before the baseline, not at the first sampled trial
     check_input_files(spec)  # a missing or malformed trace, dataset or prompt file: before any launch
-    targets = parse_study_targets(spec)
+    targets = spec.judged_targets
     injected = launcher is not None
     if not injected:
         early = build_flags(spec)  # the study file's flags, checked before the model is read

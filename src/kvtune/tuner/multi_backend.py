@@ -25,7 +25,6 @@ from kvtune.errors import BackendError, ModelError, ServerNotFoundError, SpecErr
 from kvtune.launchers.base import Launcher
 from kvtune.launchers.registry import create_launcher
 from kvtune.study.spec import BACKENDS, StudySpec
-from kvtune.tuner.assemble import parse_study_targets
 from kvtune.tuner.session import RunOptions, study_spec
 
 AUTO = "auto"
@@ -204,7 +203,7 @@ def plan_backends(
     if opts.warm_start:
         raise SpecError("warm_start continues one backend's study: tune several backends without it")
     base = study_spec(opts)  # the study file and the flags, validated before any backend is asked
-    relative = [t.text for t in parse_study_targets(base) if t.relative]
+    relative = [t.text for t in base.judged_targets if t.relative]
     if relative and (choice.auto or len(choice.backends) > 1):
         raise SpecError(
             f"target {relative[0]!r} is relative to each backend's own defaults, so the "

@@ -25,7 +25,7 @@ from kvtune.study.run_settings import RunSettings
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
 from kvtune.tuner import cluster
-from kvtune.tuner.assemble import Prepared, open_tuner, parse_study_targets, prepare
+from kvtune.tuner.assemble import Prepared, open_tuner, prepare
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.loop import Callbacks, Tuner
 from kvtune.tuner.search import samplers
@@ -183,7 +183,7 @@ def open_session(
             lambda run_dir: opts.storage or sqlite_url(run_dir), cpu_slot(0, opts.workers), on_probe, probe
         )
     if opts.workers > 1:
-        _refuse_relative_targets(parse_study_targets(spec))
+        _refuse_relative_targets(spec.judged_targets)
     prepared = prepare(
         spec,
         launcher=launcher,
@@ -263,7 +263,7 @@ def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = N
     _refuse_grid(spec)
     check_reachable(opts.storage)  # a database that is down: said before the runs folder is written
     warm_source = _warm_start_source(opts, opts.storage)
-    _refuse_relative_targets(parse_study_targets(spec))
+    _refuse_relative_targets(spec.judged_targets)
     prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir, cpus_per_trial=opts.cpus_per_trial)
     study = cluster.set_up_study(prepared, opts.storage, opts.gpus_per_trial)
     if warm_source is not None:

@@ -19,7 +19,6 @@ from kvtune.study import unconfirmed
 from kvtune.study.results import build_payload
 from kvtune.study.spec import StudySpec
 from kvtune.tuner import accounting
-from kvtune.tuner.assemble import parse_study_targets
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.fleet import confirmer
 from kvtune.tuner.records import TrialRecords
@@ -59,7 +58,7 @@ def read_study(name: str, url: str) -> tuple[dict, Progress]:
         attrs["spec"],
         attrs.get("hardware") or {},
         "",
-        [t.describe() for t in parse_study_targets(spec)],
+        [t.describe() for t in spec.judged_targets],
         spec.objective_specs,
         outcomes,
     )
