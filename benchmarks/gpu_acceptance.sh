@@ -30,7 +30,7 @@ set -euo pipefail
 mode=gpu
 case "${1:-}" in
     --cpu) mode=cpu ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
     "") ;;
     *) echo "usage: $0 [--cpu]" >&2; exit 2 ;;
 esac
