@@ -268,9 +268,10 @@ def doctor(
 ) -> None:
     """What kvtune finds here: GPUs, vLLM and llama-server builds, and what each backend needs."""
     if llama_server is not None:  # a binary named is input: one that is not there, or not the server, is refused
-        installed_help(find_llama_server(llama_server))
+        installed_help(find_llama_server(llama_server, "--llama-server"))
     probes = Probes(
-        find_llama=lambda: find_llama_server(llama_server), vllm_pythons=default_vllm_pythons(vllm_python_path)
+        find_llama=lambda: find_llama_server(llama_server, "--llama-server"),
+        vllm_pythons=default_vllm_pythons(vllm_python_path),
     )
     findings = gather(probes)
     for line in render(findings):

@@ -38,7 +38,10 @@ def given_by_flags(f: RunFlags, choice: BackendChoice) -> dict[str, Any]:
         if where is None or value is None or value is False or value == []:
             continue
         s = of_field(*where)
-        (workload if s.section == "workload" else top)[s.field] = s.check(value)
+        try:
+            (workload if s.section == "workload" else top)[s.field] = s.check(value)
+        except SpecError as e:  # said under the flag typed, not the key
+            raise SpecError(named_by_flag(str(e), {s.key: s.doc.run_flag or s.key})) from e
     if not choice.several and choice.backends:
         top["backend"] = next(iter(choice.backends))
     if f.rate is not None:

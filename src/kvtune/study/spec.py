@@ -91,6 +91,7 @@ class StudySpec:
         help="Study name; the same name resumes it. Default: derived from the model, backend and settings.",
         run_flag="--study",
         panel="Study",
+        what="a study name, e.g. my-box-ttft",
     )
     backend: str = setting(
         "llama-server",

@@ -268,7 +268,8 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("show: an empty study name", ["show", ""], BAD, "the study name is empty"),
     ("report: an empty study name", ["report", ""], BAD, "the study name is empty"),
     # -- names and placement --
-    ("an empty study name", ["run", "--study", ""], BAD, "--study '' is not a study name"),
+    ("an empty study name", ["run", "--study", ""], BAD, "--study is empty: give a study name"),
+    ("a study name that is not one", ["run", "--study", "../up"], BAD, "--study '../up' is not a study name"),
     ("a study name with a slash", ["run", "--study", "a/b"], BAD, "--study 'a/b' is not a study name"),
     ("a study name that climbs", ["run", "--study", ".."], BAD, "--study '..' is not a study name"),
     ("CPUs per trial without a set-up", ["run", "--set", "cpus_per_trial=2"], BAD, "add --setup-only"),
