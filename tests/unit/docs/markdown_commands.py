@@ -9,7 +9,9 @@ Which lines are command lines, the rule the docs are written to:
 - In a `console` block only lines after a `$ ` prompt are commands; the lines between are output.
 - Elsewhere a line is a command when, after its `$ ` prompt and `VAR=value` prefixes, its first
   word is `kvtune` (or a path ending in /kvtune) or `make`; other programs (pip, sbatch, kubectl)
-  are the reader's business.
+  are the reader's business. In a shell-tagged block a later command on the line counts too
+  (`cd x && kvtune doctor`); in an untagged or indented block only a line that starts with one
+  does, since output may hold `...; kvtune run exited 0` further on.
 - A line ending in a backslash continues on the next; a `#` comment ends it; `&&`, `||`, `;`,
   `|` and `&` separate commands on one line.
 - A command followed by an output line `kvtune: error: ...` is one the docs show being refused.
@@ -125,8 +127,19 @@ def _block_commands(path: Path, block: Block) -> list[Command]:
         refused = None
         if i < len(lines) and lines[i].text.strip().startswith("kvtune: error:"):
             refused = lines[i].text.strip()
-        found.extend(_commands_of(path, start.lineno, text, refused))
+        commands_here = _commands_of(path, start.lineno, text, refused)
+        if block.tag in ("", "indented") and not prompted and not _starts_with_command(text):
+            commands_here = []  # output that merely holds `; kvtune ...` further on
+        found.extend(commands_here)
     return found
+
+
+def _starts_with_command(text: str) -> bool:
+    """Whether the line's first word, after `VAR=value` prefixes, is kvtune or make."""
+    words = text.split()
+    while words and _ENV.match(words[0]):
+        words.pop(0)
+    return bool(words) and _program(words[0]) is not None
 
 
 def _commands_of(path: Path, lineno: int, text: str, refused: str | None) -> list[Command]:

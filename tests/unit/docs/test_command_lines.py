@@ -237,6 +237,15 @@ def test_the_reader_joins_continuations_and_skips_output(tmp_path: Path) -> None
     ]
 
 
+def test_output_in_an_untagged_block_is_no_command(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "    PASS: step: study (219 s; kvtune run exited 0)\n\n```bash\ncd /srv && kvtune doctor\n```\n",
+        encoding="utf-8",
+    )
+    assert [c.argv for c in commands(page)] == [["kvtune", "doctor"]]
+
+
 def test_a_bad_flag_or_an_unquoted_target_is_caught(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("```bash\nkvtune run --trails 3\nkvtune run --target ttft<1s\nkvtune run --trials 3\n```\n")
