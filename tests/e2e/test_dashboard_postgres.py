@@ -1,6 +1,6 @@
 """Watching a study live: optuna-dashboard (PyPI) pointed at the study's PostgreSQL lists the
 study and every trial kvtune stored in it, while nothing else changes (issue 31 item 5; the
-README's "Watch it live"). The study is run by the testing driver (the fake server, real
+docs/clusters.md's "Watch it live"). The study is run by the testing driver (the fake server, real
 storage); the dashboard is the real package, started as users start it, and read through its
 JSON API (what its page renders)."""
 

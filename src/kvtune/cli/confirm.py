@@ -121,7 +121,7 @@ def _check_study(o: ConfirmOptions) -> tuple[dict, int]:
         raise SpecError(f"study {o.study!r} was not created by kvtune (no stored spec)")
     if StudySpec.from_dict(attrs["spec"]).confirm_top < 1:
         raise SpecError(
-            f"study {o.study!r} asks for no confirmation (--confirm-top 0): its best is named as it stands "
+            f"study {o.study!r} asks for no confirmation (confirm_top: 0): its best is named as it stands "
             f"(kvtune show --storage URL {o.study}); set up a new study to confirm"
         )
     gpus = int((attrs.get(PLACEMENT_ATTR) or {}).get("gpus_per_trial", 0))
