@@ -7,7 +7,7 @@ import optuna
 
 from kvtune.knobs import Candidate, Knob
 from kvtune.launchers.base import Launcher
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 
 
 def suggest_many(knobs: list[Knob], launcher: Launcher, n: int = 60, seed: int = 1) -> list[Candidate]:

@@ -27,7 +27,7 @@ from kvtune.tuner.coordinator import Coordinator
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.records import TrialRecords
 from kvtune.tuner.requeue import requeue
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.tuner.store import storage
 from kvtune.tuner.trial.runner import TrialRunner
 

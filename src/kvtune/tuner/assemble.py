@@ -31,7 +31,7 @@ from kvtune.study.spec import StudySpec, study_name_part
 from kvtune.tuner.coordinator import Alone, CoordinatorFactory
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
 from kvtune.tuner.search import samplers
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.tuner.store import storage
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import MonitorFactory

@@ -43,7 +43,7 @@ from kvtune.tuner.events import Callbacks
 from kvtune.tuner.ledger import StudyLedger
 from kvtune.tuner.records import TrialRecords
 from kvtune.tuner.remeasure import Remeasurer
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.runner import TrialRunner
 

@@ -16,7 +16,7 @@ from kvtune.launchers.llama_server import LlamaServerLauncher
 from kvtune.launchers.vllm import CPU, GPU, GiB, VllmBuild, VllmLauncher
 from kvtune.planner.kv import ModelShape
 from kvtune.study.space import merge_knobs
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.workload import Workload
 
 W = Workload(prompt_tokens=200, output_tokens=64)

@@ -24,7 +24,7 @@ from kvtune.launchers.llama_devices import (
 )
 from kvtune.launchers.llama_server import LlamaServerLauncher, render_flags
 from kvtune.planner.kv import ModelShape
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.workload import Workload
 from tests.paths import UNIT_DATA
 

@@ -30,7 +30,7 @@ from kvtune.launchers.vllm import (
     parse_startup_log,
 )
 from kvtune.planner.kv import ModelShape, kv_bytes_per_token
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.workload import Workload
 from tests.paths import UNIT_DATA
 

@@ -21,7 +21,7 @@ from kvtune.tuner.budget import Budget
 from kvtune.tuner.fleet.setup import read_set_up, set_up_study
 from kvtune.tuner.fleet.shared import Shared
 from kvtune.tuner.loop import MAX_DUPLICATES_IN_A_ROW
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.tuner.store.storage import sqlite_url
 from tests.conftest import TINY
 

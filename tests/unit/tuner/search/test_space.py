@@ -11,7 +11,7 @@ from kvtune.study.space import merge_knobs
 from kvtune.study.spec import build_spec
 from kvtune.study.study_file import load_study_file
 from kvtune.testing.sampling import suggest_many
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.workload import Workload
 from tests.paths import STUDIES
 
