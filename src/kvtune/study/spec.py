@@ -294,7 +294,7 @@ class StudySpec:
                 "the capacity objective needs absolute targets (e.g. 'ttft_p95<1s'), not ones relative to the baseline"
             )
         if "capacity" in names and self.workload.trace is not None and self.workload.trace_speed != 1.0:
-            raise SpecError(  # the speed is what capacity on a trace searches (tuner/trial/trace_capacity.py)
+            raise SpecError(  # the speed is what capacity on a trace searches (tuner/trial/capacity.py)
                 f"the capacity objective on a trace searches the replay speed itself (from 1x, reported as a "
                 f"multiple of the recorded rate): drop workload.trace_speed {self.workload.trace_speed:g}"
             )
