@@ -25,7 +25,7 @@ from kvtune.cli.app import app, err_console
 from kvtune.cli.cluster_flags import ONLY_FOR, ExportFlags
 from kvtune.cli.flag_record import command_signature
 from kvtune.errors import SpecError
-from kvtune.tuner.cluster import PLACEMENT_ATTR, read_set_up
+from kvtune.tuner.cluster_seam import PLACEMENT_ATTR, read_set_up
 from kvtune.tuner.store import storage as fleet_storage
 
 

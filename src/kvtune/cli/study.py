@@ -47,7 +47,7 @@ def _study_results(study: str, runs_dir: Optional[str], storage: Optional[str]) 
     if storage is None:
         results, d = _load_results(study, runs_dir)
         return results, d, None
-    from kvtune.tuner.cluster import read_study
+    from kvtune.tuner.cluster_seam import read_study
     from kvtune.tuner.store.storage import runs_root
 
     results, progress = read_study(study, storage)

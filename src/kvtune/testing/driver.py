@@ -21,7 +21,7 @@ from kvtune.kinds import KnobKind
 from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec, parse_objectives
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner import cluster
+from kvtune.tuner import cluster_seam as cluster
 from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.loop import Tuner
 from kvtune.tuner.trial.disturbance import unwatched

@@ -18,7 +18,7 @@ others change sits behind `Coordinator`:
 
 `Alone` is the study's only worker: nothing runs elsewhere, so it never steps back or waits, and
 its budget is the spec's own (it stores none in the study). The form for a study that workers
-share is tuner/fleet/shared.py's; tuner/cluster.py picks it.
+share is tuner/fleet/shared.py's; tuner/cluster_seam.py picks it.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from kvtune.study.results import StudyResults, study_results, write_results
 from kvtune.study.run_settings import RunSettings
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
-from kvtune.tuner import cluster
+from kvtune.tuner import cluster_seam as cluster
 from kvtune.tuner.assemble import Prepared, open_tuner, prepare
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.loop import Callbacks, Tuner

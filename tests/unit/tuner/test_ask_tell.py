@@ -19,7 +19,7 @@ from kvtune.tuner.assemble import open_tuner, prepare
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet.setup import set_up_study
 from kvtune.tuner.fleet.shared import Shared
-from kvtune.tuner.search.suggest import SearchSpace
+from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.tuner.store.storage import sqlite_url
 from tests.conftest import TINY
 
