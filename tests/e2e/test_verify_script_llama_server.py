@@ -186,7 +186,9 @@ def test_the_verify_script_of_a_trace_study_without_an_slo_passes_on_the_best_co
     text = verify.read_text()
     bench = shlex.split(next(line for line in text.splitlines() if line.startswith("exec ")))
     assert "slo_attainment" not in text and "--slo" not in bench  # the study had no SLO
-    assert bench[bench.index("--workload") + 1] == "trace:azure-conv" and "--trace-max-tokens" in bench  # its fit
+    assert bench[bench.index("--workload") + 1] == "trace:azure-conv" and any(
+        a.startswith("workload.trace_max_tokens=") for a in bench
+    )  # its fit
     port = free_port()
     [held] = _serve_and_verify(_launch_script(study, port, tmp_path), port, tmp_path, verify)
     assert held.returncode == 0, held.stdout + held.stderr

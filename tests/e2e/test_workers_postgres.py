@@ -171,7 +171,7 @@ def test_a_worker_study_ends_confirmed_even_when_its_confirmer_dies(tmp_path, po
     from kvtune.tuner.fleet import claims
 
     beats = {"KVTUNE_HEARTBEAT_S": "1", "KVTUNE_GRACE_S": "4"}  # a dead claim is failed after 12 s
-    confirm = ("--set", "confirm_top=2", "--set", "confirm_pairs=3", *WIDE)
+    confirm = ("--confirm-top", "2", "--confirm-pairs", "3", *WIDE)  # the test driver's own flags
     setup = driver(tmp_path, postgres_url, "confirmed", "--setup-only", *confirm)
     assert setup.wait(timeout=120) == 0, setup.stderr.read() if setup.stderr else ""
     workers = {

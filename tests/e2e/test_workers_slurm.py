@@ -61,7 +61,7 @@ def _set_up(tmp_path: Path, url: str) -> None:
     """The study in PostgreSQL, no trial run: what `kvtune run --setup-only` does, on the fake launcher."""
     argv = [sys.executable, "-m", "kvtune.testing.driver", "--setup-only", "--runs-dir", str(tmp_path / "setup")]
     argv += ["--storage", url, "--study", STUDY, "--trials", str(TRIALS), "--requests", "24"]
-    argv += ["--set", "cpus_per_trial=" + str(CPUS_PER_WORKER)]  # the workers' share, not this host's count
+    argv += ["--cpus-per-trial", str(CPUS_PER_WORKER)]  # the driver's flag; the workers' share, not this host's count
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
