@@ -9,6 +9,7 @@ on one host is serialized by a lock file in the run directory, which its workers
 
 from __future__ import annotations
 
+import copy
 import fcntl
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,15 +19,15 @@ import optuna
 
 from kvtune.clock import REAL_CLOCK
 from kvtune.tuner.requeue import alive, fail_and_requeue
-from kvtune.tuner.store.retry import settling
-from kvtune.tuner.store.storage import GRACE_S, quiet_experimental
+from kvtune.tuner.store.retry import settling, stale_trial_ids
+from kvtune.tuner.store.storage import GRACE_S
 
 
 def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
     """Re-queue trials whose worker is gone, once each, so their configs are measured.
 
     - Heartbeats (all storages): a RUNNING trial silent for the grace period, whatever host
-      ran it, is failed and re-queued by Optuna (`fail_stale_trials`).
+      ran it, is failed and re-queued (`fail_stale`).
     - Same host (`host`), at once: a RUNNING trial whose worker process is dead (kvtune was
       SIGKILLed, the machine rebooted) is failed and re-queued without waiting for the grace
       period. Ctrl-C re-queues its own trial as it stops (tuner/ask_tell.py).
@@ -34,21 +35,37 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
     Within a grace period of the storage not answering this worker (tuner/store/retry.py's
     `settling`), no trial is called stale or orphaned: every heartbeat is then old by the
     outage, its worker alive and about to beat again. Only a heartbeat that stays silent for a
-    grace period after the storage answers again re-queues its trial.
+    grace period after the storage answers again re-queues its trial. `settling` is asked after
+    each read it judges, since the read itself may be the call that rode the outage out.
     """
-    silent_ok = not settling(study._storage, GRACE_S)
-    if silent_ok:
-        with quiet_experimental():
-            optuna.storages.fail_stale_trials(study)
+    fail_stale(study)
     now = REAL_CLOCK.wall()
     with host_lock(run_dir):
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        silent_ok = not settling(study._storage, GRACE_S)
+        for t in running:
             owner = t.user_attrs.get("worker") or {}
             # killed between ask and recording its worker: no owner, no heartbeat
             started = t.datetime_start
             orphaned = silent_ok and ownerless(t) and started is not None and now - started.timestamp() > GRACE_S
             if orphaned or (owner.get("host") == host and not alive(owner)):
                 fail_and_requeue(study, t)  # (False: another worker got there first)
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail the trials whose heartbeat is silent past the grace period and queue them again
+    through the storage's stale-trial callback, as Optuna's `fail_stale_trials` does, but only
+    with stale trials read while the storage did not settle (`stale_trial_ids`)."""
+    storage = study._storage
+    for trial_id in stale_trial_ids(storage, study._study_id, GRACE_S):
+        try:
+            if not storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another worker failed it first: that one queues it again
+        callback = storage.get_heartbeat_stale_trial_callback()  # type: ignore[attr-defined]
+        if callback is not None:
+            callback(study, copy.deepcopy(storage.get_trial(trial_id)))
 
 
 def ownerless(t: Any) -> bool:

@@ -325,3 +325,14 @@ def heartbeat_loop(storage: BaseStorage, trial_id: int) -> HeartbeatLoop | None:
 def settling(storage: BaseStorage, grace_s: float) -> bool:
     """The study's storage failed less than `grace_s` ago (see `Retrier.settling`)."""
     return isinstance(storage, RetryingStorage) and storage.retrier.settling(grace_s)
+
+
+def stale_trial_ids(storage: BaseStorage, study_id: int, grace_s: float) -> list[int]:
+    """The study's RUNNING trials whose heartbeat is silent past the grace period, by the
+    storage's clock; none while the storage settles. `settling` is asked after the read, not
+    before: a read that itself rode out an outage returns the heartbeats that outage silenced,
+    and only the retry it took tells this worker so."""
+    if not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
+        return []
+    stale = storage._get_stale_trial_ids(study_id)
+    return [] if settling(storage, grace_s) else stale

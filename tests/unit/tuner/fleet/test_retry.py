@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from datetime import datetime, timedelta
 
 import optuna
 import pytest
@@ -52,8 +53,9 @@ def serialization_failure() -> sqlalchemy.exc.OperationalError:
 
 
 class FlakyStorage(optuna.storages.InMemoryStorage, BaseHeartbeat):
-    """Optuna's in-memory storage whose next `outage` outermost calls fail with `error()`; with
-    heartbeats (`stale` names the trials whose heartbeat is silent) so recovery can be tested.
+    """Optuna's in-memory storage whose next `outage` outermost calls (the stale-trial read
+    included) fail with `error()`; with heartbeats (`stale` names the trials whose heartbeat is
+    silent) so recovery can be tested.
     `landed_then_broke`: the next tell is stored, then its connection breaks."""
 
     def __init__(self, error=restarting) -> None:
@@ -65,7 +67,8 @@ class FlakyStorage(optuna.storages.InMemoryStorage, BaseHeartbeat):
 
     def __getattribute__(self, name: str):
         attr = super().__getattribute__(name)
-        if name.startswith("__") or not callable(attr) or not hasattr(optuna.storages.BaseStorage, name):
+        storage_call = hasattr(optuna.storages.BaseStorage, name) or name == "_get_stale_trial_ids"
+        if name.startswith("__") or not callable(attr) or not storage_call:
             return attr
 
         def call(*args, **kwargs):
@@ -296,3 +299,45 @@ def test_no_trial_is_stale_while_heartbeats_are_old_only_because_the_storage_was
     recovery.recover(study, tmp_path, "this-host")
     states = [t.state for t in study.trials]
     assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]  # re-queued once
+
+
+def owned_elsewhere(study: optuna.Study, started: datetime | None = None, owner: dict | None = None) -> int:
+    """A RUNNING trial of a worker on another host (`owner` None: one not recorded yet), begun
+    at `started` (now); its number."""
+    study.add_trial(
+        optuna.trial.FrozenTrial(
+            number=0,
+            state=optuna.trial.TrialState.RUNNING,
+            value=None,
+            datetime_start=started or datetime.now(),
+            datetime_complete=None,
+            params={"speed": 2},
+            distributions={"speed": optuna.distributions.CategoricalDistribution([1, 2])},
+            user_attrs={} if owner is None else {"worker": owner},
+            system_attrs={},
+            intermediate_values={},
+            trial_id=0,
+        )
+    )
+    return study.trials[-1].number
+
+
+@pytest.mark.parametrize("orphan", [False, True], ids=["heartbeat silent", "no worker recorded"])
+def test_a_worker_that_meets_the_outage_only_in_recoverys_own_read_calls_no_trial_stale(tmp_path, orphan):
+    """The worker had not met the outage before it began recovery (its last call landed before
+    the storage went down); the read that recovery judges is the call that rides it out. The
+    heartbeat (or the missing worker record) is then old by the outage, not by a death."""
+    inner, clock = FlakyStorage(), VirtualClock()
+    storage = wrapped(inner, clock)
+    study = optuna.create_study(storage=storage)
+    long_ago = datetime.now() - timedelta(seconds=GRACE_S + 5)
+    number = owned_elsewhere(study, long_ago, None if orphan else {"host": "other-host", "pid": 1})
+    if not orphan:
+        inner.stale = [study.trials[number]._trial_id]
+    assert not settling(storage, GRACE_S)  # nothing this worker did met the outage
+    inner.outage = 3  # down as recovery begins: its first read retries until the storage is back
+    recovery.recover(study, tmp_path, "this-host")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.RUNNING]  # its worker may live
+    clock.advance(GRACE_S)  # silent for a grace period after the storage answered: dead
+    recovery.recover(study, tmp_path, "this-host")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
