@@ -62,6 +62,12 @@ class CapacityPlan:
     min_open_duration_s: float = 20.0  # open loop: each level sends at least this long
     ramp: bool = True  # users ramp in over one typical request duration
     recheck: bool = True  # the first breaking level is measured once more
+    # A load already known to break (the study's own, for a config that missed its targets
+    # there): the search stays below it and never measures it. None: no bound known.
+    ceiling: float | None = None
+    # Levels measured at most, re-checks included (None: until the resolution is reached). A
+    # search cut short reports the highest level that held so far, with ``capacity_bounded``.
+    max_levels: int | None = None
 
 
 def level_status(run: BenchRun, targets: Sequence[Target]) -> LevelStatus:
@@ -75,6 +81,11 @@ def level_status(run: BenchRun, targets: Sequence[Target]) -> LevelStatus:
 
 def is_open(w: Workload) -> bool:
     return w.mode == "open"
+
+
+def lowest_load(w: Workload) -> float:
+    """The first level a search measures: one user, or half a request per second."""
+    return 0.5 if is_open(w) else 1.0
 
 
 def typical_duration_s(metrics: dict[str, float] | None) -> float:
@@ -154,6 +165,15 @@ class _CapacitySearch:
         self.results: dict[float, BenchRun] = {}
         self.m = Measurement(metrics={})
         self.typical_s = 0.0
+        self.bounded = False  # the level cap ended the search before its resolution
+
+    def room(self) -> bool:
+        """Whether another level fits under `plan.max_levels`, one kept for the final re-check."""
+        cap = self.plan.max_levels
+        if cap is None or len(self.m.runs) + (2 if self.plan.recheck else 1) <= cap:
+            return True
+        self.bounded = True
+        return False
 
     def measure(self, load: float, recheck: bool) -> LevelStatus:
         w = level_workload(self.workload, load, self.plan, first=not self.results, typical_s=self.typical_s)
@@ -183,7 +203,9 @@ class _CapacitySearch:
         return status
 
     def run(self) -> Measurement:
-        lowest = 0.5 if self.open_loop else 1.0
+        lowest = lowest_load(self.workload)
+        if self.plan.ceiling is not None and self.plan.ceiling <= lowest:
+            raise ValueError(f"a capacity search below {self.plan.ceiling:g} has no level to measure")
         good, bad, limited = self._double(lowest)
         if bad is not None and good > 0:
             good, limited = self._bisect(good, bad, limited)
@@ -195,13 +217,21 @@ class _CapacitySearch:
         m.metrics = {**chosen.metrics, "capacity": good}
         if limited:
             m.metrics["capacity_client_limited"] = 1.0
+        if self.bounded:
+            m.metrics["capacity_bounded"] = 1.0
         return m
 
     def _double(self, lowest: float) -> tuple[float, float | None, bool]:
-        """Double the load from `lowest` until a level does not hold: (held, broke, limited)."""
+        """Double the load from `lowest` until a level does not hold: (held, broke, limited).
+        A known breaking load (`plan.ceiling`) ends the doubling below it, as the break."""
         ceiling = MAX_RATE if self.open_loop else MAX_CONCURRENCY
+        known = self.plan.ceiling
         good, load = 0.0, lowest
         while load <= ceiling:
+            if known is not None and load >= known:
+                return good, known, False
+            if good > 0 and not self.room():
+                return good, None, False
             status = self.run_at(load, may_recheck=True)
             if status is not LevelStatus.HELD:
                 return good, load, status is LevelStatus.CLIENT_LIMITED
@@ -229,7 +259,7 @@ class _CapacitySearch:
         resolution = max(0.1 * good, 0.25) if self.open_loop else 1.0
         while bad - good > resolution:
             mid = (good + bad) / 2 if self.open_loop else float(int((good + bad) // 2))
-            if mid in (good, bad):
+            if mid in (good, bad) or not self.room():
                 break
             status = self.run_at(mid)
             if status is LevelStatus.HELD:

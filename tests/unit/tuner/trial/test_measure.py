@@ -211,3 +211,28 @@ def test_repeats_pool_vllms_acceptance_rate_over_every_runs_drafted_tokens() -> 
 
     m = measure_repeats(bench, "http://x", CLOSED, 2, BenchOptions("m"))
     assert m.metrics["spec_acceptance_rate"] == pytest.approx(150 / 400)  # not the mean of 0.9 and 0.2
+
+
+def test_a_known_break_bounds_the_search_below_it_and_is_never_measured() -> None:
+    """What would work (issue 41): the nearest miss broke at the load asked, so the search stays
+    below it: 1, 2, 4 held, 8 is the known break; 6 and 7 bisect, the final held level re-checked."""
+    bench = FakeBench()
+    plan = CapacityPlan(ceiling=8.0)
+    m = measure_capacity(bench, "http://x", CLOSED, [parse_target("ttft_p95<650ms")], BenchOptions("m"), plan=plan)
+    assert m.capacity == 6
+    assert 8.0 not in bench.loads()
+    assert "capacity_bounded" not in m.metrics
+
+
+def test_a_level_cap_ends_the_search_with_the_highest_held_level_and_says_it_is_bounded() -> None:
+    bench = FakeBench()
+    plan = CapacityPlan(ceiling=64.0, max_levels=4)
+    m = measure_capacity(bench, "http://x", CLOSED, TTFT, BenchOptions("m"), plan=plan)
+    assert len(m.runs) <= 4
+    assert m.metrics["capacity_bounded"] == 1.0
+    assert m.capacity is not None and 0 < m.capacity <= 8  # a level that held, re-checked: a lower bound of the true 8
+
+
+def test_a_ceiling_at_the_lowest_level_has_nothing_to_measure() -> None:
+    with pytest.raises(ValueError, match="no level to measure"):
+        measure_capacity(FakeBench(), "http://x", CLOSED, TTFT, BenchOptions("m"), plan=CapacityPlan(ceiling=1.0))
