@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import copy
 import fcntl
-from contextlib import contextmanager
+import logging
+import threading
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 
 from kvtune.clock import REAL_CLOCK
 from kvtune.tuner.requeue import alive, fail_and_requeue
-from kvtune.tuner.store.retry import settling, stale_trial_ids
+from kvtune.tuner.store.retry import heartbeat_interval, settling, stale_trial_ids
 from kvtune.tuner.store.storage import GRACE_S
+
+log = logging.getLogger(__name__)  # no handler: Python's last resort prints warnings to stderr
 
 
 def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
@@ -66,6 +70,52 @@ def fail_stale(study: optuna.Study) -> None:
         callback = storage.get_heartbeat_stale_trial_callback()  # type: ignore[attr-defined]
         if callback is not None:
             callback(study, copy.deepcopy(storage.get_trial(trial_id)))
+
+
+class RecoveryWatch:
+    """Runs `recover` every `period_s` on a thread of its own while this worker's trial runs.
+
+    Between trials a worker recovers anyway (tuner/fleet/shared.py), but trials last minutes:
+    with every live worker inside one, a dead worker's trial would wait for the next to end,
+    far past its grace period. Not on the heartbeat's thread: a recovery that rides out an
+    outage must not hold a beat back. Never raises: a storage down for good ends the worker on
+    its own calls (exit 75); this thread only says so once."""
+
+    def __init__(self, recover_once: Callable[[], None], period_s: float):
+        self.recover_once, self.period_s = recover_once, period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kvtune-recovery", daemon=True)
+        self._failing = False
+
+    def __enter__(self) -> RecoveryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(timeout=self.period_s):
+            try:
+                self.recover_once()
+                self._failing = False
+            except Exception as e:
+                if not self._failing:
+                    log.warning(
+                        "recovery of dead workers' trials failed (%s): trying again every %g s", e, self.period_s
+                    )
+                self._failing = True
+
+
+def watch(study: optuna.Study, run_dir: Path, host: str) -> AbstractContextManager[Any]:
+    """A `RecoveryWatch` of `study` recovering every heartbeat interval (a stale trial is then
+    re-queued within an interval of its grace period ending); nothing for a storage without
+    heartbeats."""
+    interval = heartbeat_interval(study._storage)
+    if interval is None:
+        return nullcontext()
+    return RecoveryWatch(lambda: recover(study, run_dir, host), float(interval))
 
 
 def ownerless(t: Any) -> bool:

@@ -15,8 +15,8 @@ and then it is this worker's to run. An extra worker leaves; the others finish t
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
 
 import optuna
 
@@ -82,9 +82,13 @@ class Shared:
         free = budget.trials - accounting.spent(self.study).measured
         return trial.number not in running[: max(free, 0)]
 
-    def heartbeat(self, trial: optuna.trial.Trial) -> AbstractContextManager[Any]:
-        """The trial's heartbeat, beating while it runs (tuner/store/storage.py)."""
-        return storage.heartbeat(self.study, trial)
+    @contextmanager
+    def heartbeat(self, trial: optuna.trial.Trial) -> Iterator[None]:
+        """The trial's heartbeat, beating while it runs (tuner/store/storage.py), and the
+        recovery of dead workers' trials meanwhile (tuner/fleet/recovery.py's `watch`), so one
+        is re-queued within its grace period while every live worker is inside a trial."""
+        with storage.heartbeat(self.study, trial), recovery.watch(self.study, self.run_dir, self.host):
+            yield
 
     def wait_for_others(self, stop: StopReason | str, counts: accounting.Spent) -> bool:
         """Wait a moment and look again while trials run elsewhere, unless this worker leaves

@@ -310,6 +310,14 @@ def unwrap(storage: BaseStorage) -> BaseStorage:
     return storage.inner if isinstance(storage, RetryingStorage) else storage
 
 
+def heartbeat_interval(storage: BaseStorage) -> float | None:
+    """Seconds between two heartbeats of a running trial on this storage; None for one without
+    heartbeats (in-memory, SQLite without them)."""
+    if not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
+        return None
+    return storage.get_heartbeat_interval() or 1
+
+
 def heartbeat_loop(storage: BaseStorage, trial_id: int) -> HeartbeatLoop | None:
     """A `HeartbeatLoop` for `trial_id` on a study's storage; None for one without heartbeats
     (in-memory, SQLite without them)."""

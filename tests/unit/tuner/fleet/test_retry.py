@@ -9,8 +9,10 @@ PostgreSQL that is restarting does (the driver's error, wrapped by sqlalchemy): 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
+import time
 from datetime import datetime, timedelta
 
 import optuna
@@ -19,6 +21,7 @@ import sqlalchemy.exc
 from optuna.storages._heartbeat import BaseHeartbeat
 
 from kvtune.errors import EXIT_TRANSIENT, StorageUnreachableError
+from kvtune.launchers.process import process_start_ticks
 from kvtune.testing.virtual_time import VirtualClock
 from kvtune.tuner.fleet import recovery
 from kvtune.tuner.store.retry import HeartbeatLoop, Retrier, RetryingStorage, RetryPolicy, settling, unwrap
@@ -341,3 +344,48 @@ def test_a_worker_that_meets_the_outage_only_in_recoverys_own_read_calls_no_tria
     clock.advance(GRACE_S)  # silent for a grace period after the storage answered: dead
     recovery.recover(study, tmp_path, "this-host")
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
+
+
+def test_a_dead_workers_trial_is_re_queued_while_the_live_worker_is_inside_its_trial(tmp_path):
+    """No live worker is between trials: the one left runs a long trial, and its recovery watch
+    (not its next trial's end) re-queues the trial whose heartbeat went silent."""
+    inner, clock = FlakyStorage(), VirtualClock()
+    study = optuna.create_study(storage=wrapped(inner, clock))
+    mine = study.ask()
+    mine.set_user_attr(
+        "worker", {"host": "this-host", "pid": os.getpid(), "start_ticks": process_start_ticks(os.getpid())}
+    )
+    dead = owned_elsewhere(study, owner={"host": "other-host", "pid": 1})
+    with recovery.RecoveryWatch(lambda: recovery.recover(study, tmp_path, "this-host"), 0.01):
+        assert study.trials[dead].state == optuna.trial.TrialState.RUNNING  # beating, as far as known
+        inner.stale = [study.trials[dead]._trial_id]  # silent past the grace period from now on
+        deadline = time.monotonic() + 20
+        while study.trials[dead].state == optuna.trial.TrialState.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.01)
+    states = [t.state for t in study.trials]
+    S = optuna.trial.TrialState
+    assert states == [S.RUNNING, S.FAIL, S.WAITING]  # this worker's own trial untouched, the dead one queued once
+
+
+def test_a_recovery_watch_survives_a_storage_that_stops_answering(caplog):
+    calls: list[int] = []
+
+    def recover_once() -> None:
+        calls.append(1)
+        if len(calls) <= 3:
+            raise StorageUnreachableError("storage postgresql://kvtune@db-host:5432/kvtune is unreachable")
+
+    with caplog.at_level(logging.WARNING, logger="kvtune.tuner.fleet.recovery"):
+        with recovery.RecoveryWatch(recover_once, 0.0):
+            deadline = time.monotonic() + 20
+            while len(calls) < 5 and time.monotonic() < deadline:
+                time.sleep(0.01)
+    assert len(calls) >= 5
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["recovery of dead workers' trials failed"]
+
+
+def test_a_storage_without_heartbeats_watches_nothing(tmp_path):
+    study = optuna.create_study()
+    assert not isinstance(recovery.watch(study, tmp_path, "here"), recovery.RecoveryWatch)
+    storage = wrapped(FlakyStorage(), VirtualClock())
+    assert isinstance(recovery.watch(optuna.create_study(storage=storage), tmp_path, "here"), recovery.RecoveryWatch)
