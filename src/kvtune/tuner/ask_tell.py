@@ -21,6 +21,7 @@ import optuna
 from kvtune.jsonsafe import to_jsonable
 from kvtune.kinds import Direction, FailureKind
 from kvtune.knobs import Candidate
+from kvtune.study.measured_noise import noise_of
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner import accounting
 from kvtune.tuner.coordinator import Coordinator
@@ -30,6 +31,7 @@ from kvtune.tuner.requeue import requeue
 from kvtune.tuner.search.search_space import SearchSpace
 from kvtune.tuner.store import storage
 from kvtune.tuner.trial.runner import TrialRunner
+from kvtune.tuner.trial.screening import Leader, leader_of
 
 if TYPE_CHECKING:
     from kvtune.tuner.loop import TunerContext
@@ -93,9 +95,24 @@ class AskTell:
         reason = self.ctx.what.launcher.precheck(candidate, self.ctx.what.spec.workload)
         if reason:
             return self.runner.infeasible(outcome, FailureKind.PRE_SCREEN, f"pre-screen: {reason}")
-        return self.runner.run(
-            outcome, port, self.ctx.run_dir / "trials" / f"{n:04d}", self.records.measured_baseline()
-        )
+        self.runner.screen_against = None if baseline else self._leader()
+        try:
+            return self.runner.run(
+                outcome, port, self.ctx.run_dir / "trials" / f"{n:04d}", self.records.measured_baseline()
+            )
+        finally:
+            self.runner.screen_against = None
+
+    def _leader(self) -> Leader | None:
+        """What a new search trial is screened against (tuner/trial/screening.py): the best
+        feasible config measured in full, with the study's measured noise of the objective;
+        None when screening is off or cannot apply (several objectives, the capacity search)."""
+        spec = self.ctx.what.spec
+        if spec.screen_fraction <= 0 or len(spec.objective_specs) != 1 or spec.primary.name == "capacity":
+            return None
+        outcomes = self.records.outcomes()
+        noise = noise_of(outcomes, objective_key=spec.primary.key)
+        return leader_of(outcomes, spec.primary.key, spec.primary.direction, noise.rel_sd)
 
     def _tell(self, trial: optuna.trial.Trial, outcome: TrialOutcome) -> bool:
         """Store `outcome` as the trial's result; False when the trial was taken over meanwhile

@@ -25,7 +25,8 @@ from kvtune.objectives.metrics import summarize_requests
 from kvtune.objectives.repeat_convergence import converged, convergence_key
 from kvtune.objectives.targets import Target
 from kvtune.study.spec import AUTO_REL_HALF_WIDTH
-from kvtune.tuner.trial.stopping import RunWatch, saved_seconds
+from kvtune.tuner.trial.screening import SCREENED, Leader, ScreenWatch
+from kvtune.tuner.trial.stopping import RunWatch, planned_requests, saved_seconds
 from kvtune.workload import Workload
 
 # What the tuner measures with: `kvtune.bench.client.run` or a test's stand-in.
@@ -41,7 +42,8 @@ class Measurement:
     spread: dict[str, float] = field(default_factory=dict)  # CV (stdev / mean) per metric
     capacity: float | None = None
     bench_runs: list[BenchRun] = field(default_factory=list)
-    stopped: str | None = None  # the early stop's reason, when a target could no longer hold
+    stopped: str | None = None  # why the run was cut: a target could no longer hold, or screened out
+    screened: bool = False  # cut by the screen (screening.py), not by the early stop
     chosen: list[BenchRun] | None = None  # the runs `metrics` are from (None: all bench_runs)
     windows: list[dict | None] | None = None  # per bench run: its interference window (to_dict), if watched
 
@@ -62,18 +64,38 @@ def _converged(runs: list[BenchRun], converge_on: str | None, repeats: int) -> b
     )
 
 
-def _stop_record(watch: RunWatch | None, runs: list[BenchRun]) -> dict[str, float]:
-    """The early stop's figures: planned requests, whether it stopped, the time it saved."""
-    if watch is None:
-        return {}
-    stopped = runs[-1].stopped
+def _stop_record(
+    watch: RunWatch | None, screen: ScreenWatch | None, screened: bool, runs: list[BenchRun]
+) -> dict[str, float]:
+    """The early stop's figures (planned requests, whether it stopped, the time it saved) and
+    the screen's (``screened`` 1.0 and ``screen_saved_s`` when it cut the run)."""
     sent = sum(r.sent for r in runs)
     elapsed = sum(r.duration_s for r in runs)
+    out: dict[str, float] = {}
+    if screen is not None and screened:
+        out = {SCREENED: 1.0, "screen_saved_s": saved_seconds(screen.planned, sent, elapsed)}
+    if watch is None:
+        return out
+    stopped = runs[-1].stopped and not out
     return {
+        **out,
         "planned_requests": float(watch.planned),
         "early_stopped": 1.0 if stopped else 0.0,
         "early_stop_saved_s": saved_seconds(watch.planned, sent, elapsed) if stopped else 0.0,
     }
+
+
+def _either(*watches: Callable[[Any], str | None] | None) -> Callable[[Any], str | None] | None:
+    """One `stop_when` that feeds every request to each watch and stops at the first reason."""
+    ws = [w for w in watches if w is not None]
+    if len(ws) < 2:
+        return ws[0] if ws else None
+
+    def both(sample: Any) -> str | None:
+        reasons = [w(sample) for w in ws]
+        return next((r for r in reasons if r), None)
+
+    return both
 
 
 def measure_repeats(
@@ -84,6 +106,8 @@ def measure_repeats(
     options: BenchOptions,
     targets: Sequence[Target] = (),
     converge_on: str | None = None,
+    leader: Leader | None = None,
+    screen_fraction: float = 0.0,
 ) -> Measurement:
     """`repeats` runs on one server, their requests pooled. With `targets`, the exact early stop
     watches the pooled requests as they finish (one watch over every repeat, as the verdict pools
@@ -93,9 +117,15 @@ def measure_repeats(
     ``planned_requests``, ``early_stopped`` (1 or 0) and ``early_stop_saved_s`` (the estimated
     time the stop saved). With `converge_on` (a metrics key), `repeats` is a cap: the runs stop
     once that figure's 95% confidence half-width is within 3% of its mean (`--repeats auto`),
-    and ``repeats`` in the metrics says how many it took."""
+    and ``repeats`` in the metrics says how many it took. With a `leader` and a
+    `screen_fraction`, the run is screened (tuner/trial/screening.py): cut after that share of
+    the planned requests when their figure cannot reach the leader (``screened`` 1.0 in the
+    metrics, `Measurement.screened`)."""
     watch = RunWatch.over(targets, workload, repeats)
-    opts = replace(options, stop_when=watch) if watch is not None else options
+    per_run = planned_requests(workload)
+    screen = ScreenWatch.over(leader, per_run * repeats if per_run else None, screen_fraction)
+    stop_when = _either(watch, screen)
+    opts = replace(options, stop_when=stop_when) if stop_when is not None else options
     began = REAL_CLOCK.monotonic()
     runs: list[BenchRun] = []
     for i in range(repeats):
@@ -104,13 +134,18 @@ def measure_repeats(
         if runs[-1].stopped or _converged(runs, converge_on, repeats):
             break
     stopped = runs[-1].stopped
-    record = {"measure_s": REAL_CLOCK.monotonic() - began, **_stop_record(watch, runs)}
+    screened = bool(screen is not None and screen.fired and stopped == screen.fired)
+    record = {"measure_s": REAL_CLOCK.monotonic() - began, **_stop_record(watch, screen, screened, runs)}
     if converge_on is not None:
         record["repeats"] = float(len(runs))
     if len(runs) == 1:
         metrics = {**runs[0].metrics, **record}
         return Measurement(
-            metrics=metrics, runs=[{"repeat": 0, "metrics": runs[0].metrics}], bench_runs=runs, stopped=stopped
+            metrics=metrics,
+            runs=[{"repeat": 0, "metrics": runs[0].metrics}],
+            bench_runs=runs,
+            stopped=stopped,
+            screened=screened,
         )
     samples = [s for r in runs for s in r.samples]
     # the same keys a single run has: goodput under the targets and llama-server's timing split
@@ -130,5 +165,6 @@ def measure_repeats(
         spread=spread,
         bench_runs=runs,
         stopped=stopped,
+        screened=screened,
         runs=[{"repeat": i, "metrics": r.metrics} for i, r in enumerate(runs)],
     )
