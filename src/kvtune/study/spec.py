@@ -186,6 +186,10 @@ class StudySpec:
         help="Stop a measurement once a target can no longer hold (false measures every request; for debugging).",
         moved=("--no-early-stop", "--early-stop"),
     )
+    screen_fraction: float = setting(
+        0.5,
+        help="Screen short: a new config is measured on this share of the requests first and measured in full only while that figure, with the measured noise, can still reach the leader (0: every trial in full; docs/search-efficiency.md).",
+    )
     sampler: SamplerKind = setting(
         SamplerKind.AUTO,
         help="The search: auto (TPE), tpe, gp, random, grid (every combination of a finite space) or qmc (docs/search-efficiency.md).",
@@ -309,6 +313,10 @@ class StudySpec:
             raise SpecError(f"repeats must be a whole number of at least 1 or 'auto', got {self.repeats!r}")
         if self.confirm_top < 0:
             raise SpecError(f"confirm_top must be 0 or more, got {self.confirm_top}")
+        if isinstance(self.screen_fraction, bool) or not 0 <= self.screen_fraction < 1:
+            raise SpecError(
+                f"screen_fraction must be a share from 0 (off) up to, not including, 1, e.g. 0.5; got {self.screen_fraction!r}"
+            )
         if isinstance(self.confirm_pairs, bool) or not isinstance(self.confirm_pairs, int) or self.confirm_pairs < 2:
             raise SpecError(
                 f"confirm_pairs must be a whole number of at least 2 (one pair gives no noise estimate), "

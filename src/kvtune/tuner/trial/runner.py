@@ -42,6 +42,7 @@ from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
 from kvtune.tuner.trial.measure import Measurement, measure_repeats
 from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.trial.phase_window import MeteredBench, WatchedBench, account
+from kvtune.tuner.trial.screening import Leader
 from kvtune.tuner.trial.stopping import watched_targets
 from kvtune.tuner.trial.trial_gpus import TrialGpus, trial_gpus
 from kvtune.workload import Workload
@@ -83,6 +84,9 @@ class TrialRunner:
             if t.upper and not t.relative and t.metric in ("ttft", "tpot", "e2el")
         }
         self._goodput = slo_goodput(latency) if latency else None
+        # The leader the next search trial is screened against (tuner/trial/screening.py): set
+        # by the search for one trial at a time (tuner/ask_tell.py), None for every other run.
+        self.screen_against: Leader | None = None
 
     @property
     def launcher(self) -> Launcher:
@@ -147,7 +151,9 @@ class TrialRunner:
             rc = server.proc.returncode if server.proc else None
             reason = f"server crashed during the benchmark (status {rc}): {last_error_line(server.log_text())}"
             return self.infeasible(outcome, FailureKind.CRASHED, reason, keep_metrics=True)
-        if measured.stopped:
+        if measured.screened:  # judged on its short run: it selects, it proves nothing
+            outcome.reason = measured.stopped or ""
+        elif measured.stopped:
             self._stopped_early(outcome, measured.stopped)
         return outcome
 
@@ -338,7 +344,15 @@ class TrialRunner:
             return search(bench, base_url, workload, held, options, on_level=on_level)
         runs, auto = spec.repeat_plan
         measured = measure_repeats(
-            bench, base_url, workload, runs, options, watched, converge_on=spec.primary.key if auto else None
+            bench,
+            base_url,
+            workload,
+            runs,
+            options,
+            watched,
+            converge_on=spec.primary.key if auto else None,
+            leader=self.screen_against,
+            screen_fraction=spec.screen_fraction,
         )
         if measured.stopped:
             self.on_phase(n, measured.stopped)
