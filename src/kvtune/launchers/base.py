@@ -24,7 +24,7 @@ from kvtune.knobs import Candidate, Knob
 from kvtune.launchers.compile_cache import compile_cache_env
 from kvtune.launchers.models import cache_dir
 from kvtune.launchers.process import last_error_line
-from kvtune.launchers.startup_log import backend_startup_split
+from kvtune.launchers.startup_log import backend_compile_cache_hit, backend_startup_split
 from kvtune.workload import Workload
 
 if TYPE_CHECKING:
@@ -266,6 +266,11 @@ class Launcher(ABC):
         """Seconds of the start-up the server's log accounts for, by phase ("load", "compile",
         "graphs"; launchers/startup_log.py reads both backends' logs), only the phases it names."""
         return backend_startup_split(self.name, log_text)
+
+    def compile_cache_hit(self, log_text: str) -> bool | None:
+        """Whether the start-up loaded its compiled graphs from the compile cache instead of
+        compiling them (launchers/startup_log.py); None when nothing said so either way."""
+        return backend_compile_cache_hit(self.name, log_text)
 
     def server_environment(self) -> dict[str, str]:
         """Environment the servers kvtune starts get that is no part of a config (not in the

@@ -38,6 +38,12 @@ _VLLM_COMPILE = re.compile(
 #   "Graph capturing finished in %.0f secs, took %.2f GiB"
 _VLLM_GRAPHS = re.compile(r"Graph capturing finished in ([\d.]+) secs")
 
+# vllm/compilation/backends.py:296-297 "%sDirectly load the compiled graph(s) for compile range %s
+# from the cache, took %.3f s" (a compile-cache hit) and :399 "%sCompiling a graph for compile
+# range %s takes %.2f s" (a miss: Inductor compiled it now)
+_VLLM_CACHE_LOAD = re.compile(r"Directly load the compiled graph\(s\) for compile range .* from the cache")
+_VLLM_CACHE_MISS = re.compile(r"Compiling a graph for compile range ")
+
 # llama-server (common/log.cpp) stamps each line with the time since it started, as
 # minutes.seconds.milliseconds.microseconds: "0.16.965.814 I srv  llama_server: model loaded".
 _LLAMA_STAMP = re.compile(r"^(\d+)\.(\d{2})\.(\d{3})\.(\d{3}) ")
@@ -95,6 +101,20 @@ def llama_server_startup_split(log_text: str) -> dict[str, float]:
     if loading is None or loaded is None or loaded < loading:
         return {}
     return {"load": round(loaded - loading, 3)}
+
+
+def vllm_compile_cache_hit(log_text: str) -> bool | None:
+    """True when every graph this start needed was loaded from the compile cache, False when any
+    was compiled, None when the log mentions neither (an eager start, the CPU build's logs)."""
+    if _VLLM_CACHE_MISS.search(log_text):
+        return False
+    return True if _VLLM_CACHE_LOAD.search(log_text) else None
+
+
+def backend_compile_cache_hit(backend: str, log_text: str) -> bool | None:
+    """Whether `backend`'s start-up loaded its compiled graphs from a cache (None: not said,
+    or a backend that compiles nothing: llama-server)."""
+    return vllm_compile_cache_hit(log_text) if str(backend) == Backend.VLLM.value else None
 
 
 def backend_startup_split(backend: str, log_text: str) -> dict[str, float]:

@@ -71,6 +71,10 @@ class TrialOutcome:
     # probed, not probed), the figures against the defaults' answers, the flags that changed the
     # numerics, its seconds; the baseline's holds the reference answers. None: no gate.
     fidelity: dict[str, Any] | None = None
+    # The hardware-seconds of this launch by phase, and whether its start-up hit the compile
+    # cache (study/time_spent.py `TimeSpent.to_dict`); None: nothing launched (a pre-screen
+    # rejection, a copied duplicate) or a record of an earlier version.
+    time_spent: dict[str, Any] | None = None
 
     @property
     def disturbed(self) -> bool:
@@ -130,8 +134,19 @@ class TrialOutcome:
         return [float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None for v in values]
 
     @property
+    def stopped_early(self) -> bool:
+        """The measurement was cut once a target could no longer hold (objectives/early_stop.py):
+        its figures rest on the few requests heard by then, never a full measurement."""
+        return bool((self.metrics or {}).get("early_stopped"))
+
+    @property
     def evidence(self) -> str:
-        """How much the figures rest on: measured once, or re-measured on a fresh server."""
+        """How much the figures rest on: stopped early, measured once, or re-measured on a
+        fresh server."""
+        if self.confirmation is None and self.stopped_early:
+            heard = (self.metrics or {}).get("num_requests")
+            n = f" after {int(heard)} request(s)" if isinstance(heard, (int, float)) and math.isfinite(heard) else ""
+            return f"stopped early{n}, not a full measurement"
         if self.confirmation is None:
             return "measured once"
         return "re-measured, held" if self.held else "re-measured, did not hold"

@@ -53,6 +53,7 @@ def run_record(again: TrialOutcome, seed: int, role: str) -> dict[str, Any]:
         # the fidelity probe's figures on this fresh server (the defaults': the A/A floor)
         "fidelity": {k: v for k, v in (again.fidelity or {}).items() if k != "reference"} or None,
         "at": REAL_CLOCK.wall(),
+        "time_spent": again.time_spent,  # hardware-seconds by phase (study/time_spent.py)
         "valid": not again.disturbed,
     }
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from kvtune.launchers.startup_log import backend_startup_split, llama_server_startup_split, vllm_startup_split
+from kvtune.launchers.startup_log import (
+    backend_compile_cache_hit,
+    backend_startup_split,
+    llama_server_startup_split,
+    vllm_compile_cache_hit,
+    vllm_startup_split,
+)
 from tests.paths import UNIT_DATA
 
 
@@ -87,3 +93,24 @@ def test_each_backend_reads_its_own_log():
     assert backend_startup_split("vllm", vllm_log)["compile"] == 17.2
     assert backend_startup_split("llama-server", vllm_log) == {}
     assert backend_startup_split("fake", vllm_log) == {}
+
+
+# vllm/compilation/backends.py:296-297 and :399 (vLLM 0.32 format strings, one rank's lines).
+CACHE_LOAD = (
+    "(EngineCore_DP0 pid=7) INFO 05-02 10:12:01 [backends.py:296] Directly load the compiled graph(s) "
+    "for compile range (1, 8192) from the cache, took 1.234 s\n"
+)
+COMPILED = (
+    "(EngineCore_DP0 pid=7) INFO 05-02 10:12:21 [backends.py:399] Compiling a graph for compile range "
+    "(1, 8192) takes 20.51 s\n"
+)
+
+
+def test_a_start_up_that_loaded_its_graphs_from_the_compile_cache_is_a_hit():
+    assert vllm_compile_cache_hit(CACHE_LOAD) is True
+    assert vllm_compile_cache_hit(CACHE_LOAD + COMPILED) is False  # one graph compiled: paid
+    assert vllm_compile_cache_hit(COMPILED) is False
+    cpu = (UNIT_DATA / "vllm_cpu_startup_recorded.log").read_text()
+    assert vllm_compile_cache_hit(cpu) is None  # eager: nothing compiled, nothing to hit
+    assert backend_compile_cache_hit("vllm", CACHE_LOAD) is True
+    assert backend_compile_cache_hit("llama-server", CACHE_LOAD) is None

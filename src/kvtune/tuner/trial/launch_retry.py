@@ -12,7 +12,7 @@ again instead of copied (`TrialRecords.find_measured`). Before every start, the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -58,6 +58,7 @@ class Starter:
     new_server: Callable[[TrialOutcome, int, Path], ServerProcess]
     on_phase: Callable[[str], None] = lambda p: None
     fresh_port: Callable[[str], int] = free_port
+    waited_s: float = field(default=0.0, init=False)  # in the memory wait, over every attempt
 
     def start(self, outcome: TrialOutcome, port: int, trial_dir: Path) -> ServerProcess:
         """A ready server (the caller stops it), with `outcome`'s argv, log path, `launched`
@@ -70,6 +71,7 @@ class Starter:
             log = trial_dir / ("server.log" if attempt == 0 else f"server.retry{attempt}.log")
             outcome.log_path = str(log)
             memory = self.memory.before_launch()
+            self.waited_s += memory.waited_s
             if memory.held:
                 self.on_phase(f"{memory.describe()}; starting anyway")
             elif memory.waited_s >= NOTE_WAIT_S:

@@ -21,7 +21,7 @@ from kvtune import hardware
 from kvtune.bench.client import BenchOptions, slo_goodput
 from kvtune.bench.fidelity_probe import ProbePlan, read_prompts, shipped_prompts
 from kvtune.bench.tokenizer import try_load_tokenizer
-from kvtune.clock import REAL_CLOCK
+from kvtune.clock import REAL_CLOCK, Clock
 from kvtune.energy import Meter, open_meter
 from kvtune.interference import Interference, Watch
 from kvtune.jsonsafe import to_jsonable
@@ -41,8 +41,8 @@ from kvtune.tuner.trial.fidelity_check import FidelityCheck, fidelity_line, fide
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
 from kvtune.tuner.trial.measure import Measurement, measure_repeats
 from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
+from kvtune.tuner.trial.phase_clock import PhaseClock
 from kvtune.tuner.trial.phase_window import MeteredBench, WatchedBench, account
-from kvtune.tuner.trial.screening import Leader
 from kvtune.tuner.trial.stopping import watched_targets
 from kvtune.tuner.trial.trial_gpus import TrialGpus, trial_gpus
 from kvtune.workload import Workload
@@ -55,7 +55,8 @@ class TrialRunner:
     leftover); `on_phase` reports what a trial is doing. `monitor` builds the interference
     monitor of one launch (tuner/trial/disturbance.py; a test passes a fake), `sleep` is what the
     wait for a quiet machine sleeps with. `shell_env` is the environment servers inherit (this
-    process's) and `meter_for` opens the energy meter of a trial's GPUs (a test passes fakes)."""
+    process's) and `meter_for` opens the energy meter of a trial's GPUs (a test passes fakes).
+    `clock` times each launch's phases (the outcome's `time_spent`; a test passes a virtual one)."""
 
     def __init__(
         self,
@@ -67,8 +68,11 @@ class TrialRunner:
         sleep: Callable[[float], None] = time.sleep,
         shell_env: Mapping[str, str] | None = None,
         meter_for: Callable[[TrialGpus], Meter | None] | None = None,
+        clock: Clock = REAL_CLOCK,
     ):
         self.what, self.where = what, where
+        self.clock = clock
+        self.timer = PhaseClock(clock)  # the stopwatch of the launch in progress (one at a time)
         self.shell_env = os.environ if shell_env is None else shell_env
         self.meter_for = meter_for or self._open_meter
         self._meters: dict[tuple[int, ...], Meter | None] = {}
@@ -84,9 +88,6 @@ class TrialRunner:
             if t.upper and not t.relative and t.metric in ("ttft", "tpot", "e2el")
         }
         self._goodput = slo_goodput(latency) if latency else None
-        # The leader the next search trial is screened against (tuner/trial/screening.py): set
-        # by the search for one trial at a time (tuner/ask_tell.py), None for every other run.
-        self.screen_against: Leader | None = None
 
     @property
     def launcher(self) -> Launcher:
@@ -127,33 +128,43 @@ class TrialRunner:
         """Start the server of `outcome.argv`, measure it under `workload` (the study's unless
         given: the confirmation re-measures with other prompts), stop it; fill in and score.
         `baseline`: the study's measured baseline, None while it has none. Without `early_stop`
-        the measurement runs in full whatever the targets (re-measurements are averaged)."""
+        the measurement runs in full whatever the targets (re-measurements are averaged). The
+        launch's hardware-seconds by phase go into `outcome.time_spent` (study/time_spent.py)."""
         n = outcome.number
         trial_dir.mkdir(parents=True, exist_ok=True)
         self.on_phase(n, "starting server")
+        self.timer = timer = PhaseClock(self.clock)
+        timer.enter("startup")
+        starter = self._starter(n)
         try:  # waits for the previous server's memory; retries a transient failure once
-            server = self._starter(n).start(outcome, port, trial_dir)
+            server = starter.start(outcome, port, trial_dir)
         except LaunchFailed as e:
+            timer.move(starter.waited_s, "startup")
+            outcome.time_spent = timer.record().to_dict()
             outcome.transient = e.transient
             return self.infeasible(outcome, e.kind, e.reason)
+        timer.move(starter.waited_s, "startup")
+        timer.enter("warmup")  # until the benchmark says it measures (no warm-up: at once)
         watched = self._early_stop_targets(outcome, baseline) if early_stop else []
         try:
             measured = self._measure_until_quiet(n, server, workload or self.what.spec.workload, watched, outcome)
             failures = any(r.metrics.get("failed", 0) for r in measured.bench_runs)
             died = server.exited_within(2.0 if failures else 0.0)
             if not died and not measured.stopped:  # on the trial's own server, before it stops
+                timer.enter("fidelity")
                 outcome.fidelity = self._probe_fidelity(n, server.base_url, outcome, baseline)
         finally:
+            timer.enter("teardown")
             server.stop()
+            timer.enter(None)
+        outcome.time_spent = timer.record(self.launcher.compile_cache_hit(server.log_text())).to_dict()
         self._record(outcome, measured, server, trial_dir)
         self.judge(outcome, baseline)
         if died:
             rc = server.proc.returncode if server.proc else None
             reason = f"server crashed during the benchmark (status {rc}): {last_error_line(server.log_text())}"
             return self.infeasible(outcome, FailureKind.CRASHED, reason, keep_metrics=True)
-        if measured.screened:  # judged on its short run: it selects, it proves nothing
-            outcome.reason = measured.stopped or ""
-        elif measured.stopped:
+        if measured.stopped:
             self._stopped_early(outcome, measured.stopped)
         return outcome
 
@@ -295,14 +306,18 @@ class TrialRunner:
         """Measure on `server`; a measurement the interference monitor judged disturbed is dropped
         and taken again once the machine is quiet (bounded, see tuner/trial/disturbance.py). The
         kept measurement's window goes into `outcome.interference`, the dropped ones' into
-        `outcome.disturbed_attempts`."""
+        `outcome.disturbed_attempts`; a dropped measurement's time and the wait for quiet are waits."""
         watch = self.monitor(lambda: (server.proc.pid,) if server.proc else (), visible_gpus(self.where.device_env))
         attempts = Attempts(watch, lambda text: self.on_phase(n, text), self.sleep)
         attempt, gpus = 1, self.trial_gpus(outcome)
+        timer = self.timer
         while True:
+            before = timer.snapshot()
             measured, window = self._measure(n, server.base_url, workload, watched, watch, gpus)
+            timer.enter("waits")  # judging the window, and waiting for quiet when it was disturbed
             if not attempts.again(window, attempt, server.alive()):
                 break
+            timer.dropped(since=before)  # that measurement held the hardware for nothing
             attempt += 1
         outcome.interference = window.to_dict() if window is not None else None
         outcome.disturbed_attempts = [w.to_dict() for w in attempts.replaced]
@@ -326,7 +341,7 @@ class TrialRunner:
         options = BenchOptions(
             model=self.launcher.served_model_name(),
             extra_body=request_extra_body(self.launcher, workload),
-            on_phase=lambda p: self.on_phase(n, p),
+            on_phase=lambda p: self.on_phase(n, self.timer.heard(p)),  # "warmup", "measuring" move it
             goodput_fn=self._goodput,
             slo=spec.slo,
             tokenizer=self.tokenizer,
@@ -344,15 +359,7 @@ class TrialRunner:
             return search(bench, base_url, workload, held, options, on_level=on_level)
         runs, auto = spec.repeat_plan
         measured = measure_repeats(
-            bench,
-            base_url,
-            workload,
-            runs,
-            options,
-            watched,
-            converge_on=spec.primary.key if auto else None,
-            leader=self.screen_against,
-            screen_fraction=spec.screen_fraction,
+            bench, base_url, workload, runs, options, watched, converge_on=spec.primary.key if auto else None
         )
         if measured.stopped:
             self.on_phase(n, measured.stopped)

@@ -1,0 +1,190 @@
+"""Where a study's hardware time went: seconds by phase for every launch, summed per study.
+
+Users pay for tuning in hardware time (GPU-hours on a box they would rather serve from), and on a
+GPU most of a launch is start-up, not measurement. So every launch kvtune makes, a search trial
+or a fresh run of the confirmation, records the seconds its server held the hardware by phase:
+
+- ``startup``: launch to ready (a transient failure's retry included);
+- ``warmup``: the warm-up requests, left out of the figures;
+- ``measurement``: the measured requests (a capacity search's load levels included);
+- ``fidelity``: the fidelity probe on the trial's own server;
+- ``teardown``: stopping the server;
+- ``waits``: held but not measuring: the wait for the previous server's memory, the wait for a
+  quiet machine and the measurements the interference monitor dropped as disturbed.
+
+`cache_hit` says whether the start-up loaded vLLM's compiled graphs from its compile cache
+(launchers/compile_cache.py) rather than compiling them: True, False, or None when the server
+compiled nothing or its log does not say (llama-server, an eager vLLM).
+
+A trial keeps its record in `TrialOutcome.time_spent`, a re-measurement in its run record
+(tuner/remeasure.py `run_record`); `StudyTime.of` sums them by where the time went: the search's
+trials, the baseline sentinels, the confirmation's fresh runs. The record is plain data: the
+tuner writes it, results.json, `kvtune show` and the report read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterable, Mapping
+
+from kvtune.durations import format_duration
+
+PHASES = ("startup", "warmup", "measurement", "fidelity", "teardown", "waits")
+PHASE_TEXT = {
+    "startup": "start-up",
+    "warmup": "warm-up",
+    "measurement": "measurement",
+    "fidelity": "fidelity probe",
+    "teardown": "teardown",
+    "waits": "waits",
+}
+# Where a launch's time is counted: a search trial, a baseline sentinel, a confirmation run.
+SEARCH, SENTINEL, CONFIRMATION = "search", "sentinel", "confirmation"
+PARTS = (SEARCH, SENTINEL, CONFIRMATION)
+SENTINEL_ROLE = "sentinel"  # tuner/sentinel.py's run role; "screen" and "proof" are the verdict's
+
+
+@dataclass(frozen=True)
+class TimeSpent:
+    """One launch's (or a sum of launches') seconds by phase, and the start-up's cache hit."""
+
+    startup_s: float = 0.0
+    warmup_s: float = 0.0
+    measurement_s: float = 0.0
+    fidelity_s: float = 0.0
+    teardown_s: float = 0.0
+    waits_s: float = 0.0
+    cache_hit: bool | None = None
+
+    def of(self, phase: str) -> float:
+        """The seconds of `phase` (one of `PHASES`)."""
+        return float(getattr(self, f"{phase}_s"))
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.of(p) for p in PHASES)
+
+    def __add__(self, other: "TimeSpent") -> "TimeSpent":
+        """The sum of two records (a sum has no single cache hit: None)."""
+        seconds: dict[str, Any] = {f"{p}_s": self.of(p) + other.of(p) for p in PHASES}
+        return TimeSpent(**seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """{"<phase>_s": seconds, ..., "total_s", "cache_hit"} (seconds rounded to ms)."""
+        d: dict[str, Any] = {f"{p}_s": round(self.of(p), 3) for p in PHASES}
+        d["total_s"] = round(self.total_s, 3)
+        d["cache_hit"] = self.cache_hit
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "TimeSpent | None":
+        """Read back `to_dict()`; None for a record without one (an older file, a copied trial)."""
+        if not d:
+            return None
+        known = {f.name for f in fields(cls)} - {"cache_hit"}
+        values = {k: float(v) for k, v in d.items() if k in known and isinstance(v, (int, float))}
+        hit = d.get("cache_hit")
+        return cls(**values, cache_hit=hit if isinstance(hit, bool) else None)
+
+
+@dataclass
+class PartTime:
+    """The launches of one part of a study (the search, the sentinels, the confirmation)."""
+
+    spent: TimeSpent = field(default_factory=TimeSpent)
+    launches: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+    def add(self, t: TimeSpent) -> None:
+        self.spent = self.spent + t
+        self.launches += 1
+        self.cache_hits += t.cache_hit is True
+        self.cache_misses += t.cache_hit is False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.spent.to_dict(),
+            "cache_hit": None,
+            "launches": self.launches,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+        }
+
+
+@dataclass
+class StudyTime:
+    """A study's hardware-seconds: by part (`PARTS`) and by phase (`PHASES`)."""
+
+    parts: dict[str, PartTime] = field(default_factory=lambda: {p: PartTime() for p in PARTS})
+
+    @classmethod
+    def of(cls, trials: Iterable[Any]) -> "StudyTime":
+        """Sum the records of `trials` (TrialOutcome-like: `time_spent` and `confirmation`): each
+        trial's own launch into the search, each fresh run by its role (sentinel or confirmation).
+        A copied trial (a duplicate) launched nothing and carries no record."""
+        out = cls()
+        for o in trials:
+            own = TimeSpent.from_dict(getattr(o, "time_spent", None))
+            if own is not None:
+                out.parts[SEARCH].add(own)
+            for run in (getattr(o, "confirmation", None) or {}).get("runs") or ():
+                t = TimeSpent.from_dict(run.get("time_spent")) if isinstance(run, dict) else None
+                if t is not None:
+                    out.parts[SENTINEL if run.get("role") == SENTINEL_ROLE else CONFIRMATION].add(t)
+        return out
+
+    @property
+    def total(self) -> TimeSpent:
+        t = TimeSpent()
+        for part in self.parts.values():
+            t = t + part.spent
+        return t
+
+    @property
+    def launches(self) -> int:
+        return sum(p.launches for p in self.parts.values())
+
+    def shares(self) -> dict[str, float]:
+        """Each phase's fraction of the study's hardware-seconds (all 0 when nothing was timed)."""
+        total = self.total.total_s
+        return {p: (self.total.of(p) / total if total > 0 else 0.0) for p in PHASES}
+
+    def to_dict(self) -> dict[str, Any]:
+        """results.json's "time_spent"."""
+        total = self.total
+        return {
+            **{part: self.parts[part].to_dict() for part in PARTS},
+            "total_s": round(total.total_s, 3),
+            "phases_s": {p: round(total.of(p), 3) for p in PHASES},
+            "shares": {p: round(s, 4) for p, s in self.shares().items()},
+            "launches": self.launches,
+        }
+
+    def lines(self) -> list[str]:
+        """Where the time went, for people: the total by part, then by phase with shares, then
+        the compile cache's hits when any start-up said (empty when nothing was timed)."""
+        total = self.total.total_s
+        if self.launches == 0:
+            return []
+        by_part = ", ".join(
+            f"{part} {format_duration(self.parts[part].spent.total_s)} ({self.parts[part].launches} launch"
+            f"{'' if self.parts[part].launches == 1 else 'es'})"
+            for part in PARTS
+            if self.parts[part].launches
+        )
+        shares = self.shares()
+        by_phase = ", ".join(
+            f"{PHASE_TEXT[p]} {format_duration(self.total.of(p))} ({shares[p]:.0%})"
+            for p in PHASES
+            if self.total.of(p) > 0
+        )
+        out = [
+            f"hardware time: {format_duration(total)} in {self.launches} launches: {by_part}",
+            f"  by phase: {by_phase}",
+        ]
+        hits = sum(p.cache_hits for p in self.parts.values())
+        misses = sum(p.cache_misses for p in self.parts.values())
+        if hits or misses:
+            out.append(f"  compile cache: {hits} start-ups loaded compiled graphs, {misses} compiled")
+        return out
