@@ -64,12 +64,19 @@ class TargetCheck:
     shown: str
     n: int
     unit: str = ""  # "ms" for latencies; rates and throughputs print bare
+    # the two-sided confidence of [low, high]: the test's own interval (verdict/target_checks.py),
+    # which clears the bound exactly when the test passes; None: a rate's range of runs, or no
+    # spread to state one from
+    confidence: float | None = None
 
     def text(self) -> str:
-        """``tpot_p95<0.7x: 49.1 ms [45.2, 53.3] against 40.2 ms`` (whether it was met is `shown`)"""
+        """``tpot_p95<40ms: 32.5 ms [27.1, 39.0] against 40 ms (the test's 92% interval)``
+        (whether it was met is `shown`)"""
         u = f" {self.unit}" if self.unit else ""
+        which = f" (the test's {self.confidence:.0%} interval)" if self.confidence is not None else ""
         return (
-            f"{self.target}: {_fmt(self.figure)}{u} [{_fmt(self.low)}, {_fmt(self.high)}] against {_fmt(self.bound)}{u}"
+            f"{self.target}: {_fmt(self.figure)}{u} [{_fmt(self.low)}, {_fmt(self.high)}] "
+            f"against {_fmt(self.bound)}{u}{which}"
         )
 
 
