@@ -3,10 +3,10 @@
 A simulated study has a landscape (each config's true objective relative to the defaults, and
 optionally its true TPOT), multiplicative lognormal run-to-run noise (`cv`), a slow drift over
 the study (the machine getting faster or slower by `drift` from its first run to its last), and
-optionally one undetected outlier: one of the defaults' first four measurements (search, the
-end-of-search sentinel, the first proof runs) at `outlier` times its figure, not flagged as
-disturbed. The search measures every config once (the defaults first), the tuner's end-of-search
-sentinel measures the defaults once more, then `verdict.next_step` is asked what to measure
+optionally one undetected outlier, not flagged as disturbed: one of the defaults' first four
+measurements (search, the end-of-search sentinel, the first proof runs) or one of the candidate's
+first four proof runs (`outlier_side`) at `outlier` times its figure. The search measures every
+config once (the defaults first), the tuner's end-of-search sentinel measures the defaults once more, then `verdict.next_step` is asked what to measure
 until it is done, exactly as tuner/confirmation.py asks it. No servers, no clock: virtual runs.
 
 Used by benchmarks/verdicts.py (the published table, docs/verdicts.md) and by the unit test that
@@ -75,9 +75,11 @@ class World:
     expected_runs: int
     rng: np.random.Generator
     outlier: float | None = None
-    outlier_at: int = 0  # which of the defaults' measurements (0: its search run)
+    outlier_at: int = 0  # which of that side's measurements (defaults: 0 is its search run)
+    outlier_side: str = "defaults"  # or "candidate": the tested config's proof runs
     runs_done: int = 0
     defaults_done: int = 0
+    candidate_proofs: int = 0
     goal: Goal = field(default_factory=lambda: Goal(maximize=True))
 
     def run(self, config: int, role: Role, baseline_search: Run | None = None) -> Run:
@@ -86,9 +88,17 @@ class World:
         sd = math.sqrt(math.log1p(self.cv**2))
         factor = trend * math.exp(self.rng.normal(0.0, sd))
         if config == 0:
-            if self.outlier is not None and self.defaults_done == self.outlier_at:
+            if self.outlier is not None and self.outlier_side == "defaults" and self.defaults_done == self.outlier_at:
                 factor *= self.outlier
             self.defaults_done += 1
+        elif role is Role.PROOF:
+            if (
+                self.outlier is not None
+                and self.outlier_side == "candidate"
+                and self.candidate_proofs == self.outlier_at
+            ):
+                factor *= self.outlier
+            self.candidate_proofs += 1
         self.runs_done += 1
         values = {OBJECTIVE: self.landscape.objective[config] * 100.0 * factor}
         if self.landscape.tpot is not None:
@@ -118,12 +128,12 @@ def simulate(
     drift: float = 0.0,
     outlier: float | None = None,
     goal: Goal = THROUGHPUT,
+    outlier_side: str = "defaults",
 ) -> Verdict:
     """One study, search to verdict; returns the verdict."""
     n = landscape.size
-    world = World(
-        landscape, cv, drift, n + policy.screen + 2 * policy.cap, rng, outlier, int(rng.integers(0, 4)), goal=goal
-    )
+    at = int(rng.integers(0, 4))
+    world = World(landscape, cv, drift, n + policy.screen + 2 * policy.cap, rng, outlier, at, outlier_side, goal=goal)
     configs = tuple(Config(i, baseline=i == 0, flags_changed=0 if i == 0 else 1 + i % 3) for i in range(n))
     base_run = world.run(0, Role.SEARCH)
     runs: list[Run] = [base_run]

@@ -33,7 +33,7 @@ from kvtune.verdict import wording
 from kvtune.verdict.boundaries import Statistic, boundary, looks
 from kvtune.verdict.evidence import OBJECTIVE, Evidence, Goal, Policy, Role, Run
 from kvtune.verdict.record import Counted, DecisionKind, Effect, TargetCheck, Verdict
-from kvtune.verdict.stats import Comparison, compare, detectable, mean, t_quantile
+from kvtune.verdict.stats import Comparison, compare, detectable, mean, t_quantile, trimmed
 from kvtune.verdict.target_checks import MET, MISSED, check_candidate, check_defaults, figures, with_unit
 
 # Metrics whose effect (candidate over defaults) every verdict reports besides the objective.
@@ -196,6 +196,12 @@ def _objective(w: Sequence[Run], d: Sequence[Run]) -> Comparison | None:
     return compare([r.objective for r in w if r.objective], [r.objective for r in d if r.objective])
 
 
+def _gain(w: Sequence[Run], d: Sequence[Run], goal: Goal) -> Comparison | None:
+    """The comparison the gain is judged on: the candidate's best run and the defaults' worst
+    set aside (stats.py `trimmed`), so one undetected outlier cannot name a config."""
+    return trimmed([r.objective for r in w if r.objective], [r.objective for r in d if r.objective], goal.maximize)
+
+
 def judge(
     ev: Evidence, goal: Goal, policy: Policy, chosen: int, w: Sequence[Run], d: Sequence[Run], counted: Counted
 ) -> Verdict | None:
@@ -205,12 +211,14 @@ def judge(
     two = boundary(Statistic.TWO_SAMPLE, p, policy.cap, policy.every, policy.alpha) or math.inf
     one = boundary(Statistic.ONE_SAMPLE, p, policy.cap, policy.every, policy.alpha) or math.inf
     counted = replace(counted, looks=looks(policy.cap, policy.every).index(p) + 1)
+    critical = boundary(Statistic.TRIMMED, p, policy.cap, policy.every, policy.alpha) or math.inf
     obj = _objective(w, d)
     assert obj is not None
-    gain_t = obj.t() if goal.maximize else -obj.t()
+    gain = _gain(w, d, goal)
+    gain_t = -math.inf if gain is None else (gain.t() if goal.maximize else -gain.t())
     cand = [with_unit(check_candidate(t, w, d, one, two), t) for t in goal.targets]
     dflt = [with_unit(check_defaults(t, d, one), t) for t in goal.targets]
-    args = (ev, goal, policy, counted, chosen, w, d, cand + dflt, two)
+    args = (ev, goal, policy, counted, chosen, w, d, cand + dflt, critical)
     defaults_miss = any(c.shown == MISSED for c in dflt)
     if any(c.shown == MISSED for c in cand):
         kind = DecisionKind.NOTHING_MEETS if defaults_miss else DecisionKind.CANDIDATE_FAILED
@@ -220,15 +228,15 @@ def judge(
         return _stats_verdict(
             DecisionKind.MEETS_WHERE_DEFAULTS_MISS, wording.meets_where_defaults_miss(chosen, dflt), *args
         )
-    if met and gain_t > two:
+    if met and gain_t > critical:
         return _stats_verdict(DecisionKind.BEATS_DEFAULTS, wording.beats(chosen, goal), *args)
     if not final:
-        if gain_t <= 0 and not defaults_miss:
+        if (obj.t() if goal.maximize else -obj.t()) <= 0 and not defaults_miss:
             return _stats_verdict(DecisionKind.TIED, wording.futile(chosen, p), *args)
         return None
     if defaults_miss:
         return _stats_verdict(DecisionKind.NOTHING_MEETS, wording.targets_unclear(chosen, cand), *args)
-    if gain_t > two:
+    if gain_t > critical:
         return _stats_verdict(DecisionKind.NOT_ENOUGH_EVIDENCE, wording.targets_unclear(chosen, cand), *args)
     low, high = obj.interval()
     best_gain = math.exp(high if goal.maximize else -low) - 1
@@ -266,12 +274,14 @@ def _stats_verdict(
     critical: float,
 ) -> Verdict:
     v = _verdict(ev, kind, reason, goal, policy, counted, chosen, w, d)
-    return replace(v, targets=tuple(checks), mde=_mde(w, d, critical))
+    return replace(v, targets=tuple(checks), mde=_mde(w, d, goal, critical))
 
 
-def _mde(w: Sequence[Run], d: Sequence[Run], critical: float) -> float | None:
-    obj = _objective(w, d)
-    return None if obj is None else detectable(obj.sd, obj.n, critical)
+def _mde(w: Sequence[Run], d: Sequence[Run], goal: Goal, critical: float) -> float | None:
+    """The smallest gain the trimmed test could have detected: the runs it judges, the spread of
+    those runs, its critical value at this look."""
+    gain = _gain(w, d, goal)
+    return None if gain is None else detectable(gain.sd, gain.n, critical)
 
 
 def _verdict(

