@@ -26,12 +26,13 @@ from kvtune.knobs import (
 )
 from kvtune.launchers.registry import launcher_class  # noqa: E402
 from kvtune.objectives.early_stop import EarlyStop  # noqa: E402
-from kvtune.objectives.metrics import RequestSample  # noqa: E402
+from kvtune.objectives.metrics import RequestSample, summarize_requests  # noqa: E402
 from kvtune.objectives.objective import Objective  # noqa: E402
 from kvtune.objectives.targets import Target  # noqa: E402
 from kvtune.study.naming import name_best  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.tuner.trial import scoring  # noqa: E402
+from kvtune.tuner.trial.screening import SCREENED, Leader, ScreenWatch  # noqa: E402
 from kvtune.workload import Workload  # noqa: E402
 
 
@@ -54,6 +55,46 @@ def stop_at(ls: Landscape, m: dict, watched: Sequence[Target]) -> float | None:
         )
         if rule.observe(sample) is not None:
             return float(x["end_s"])
+    return None
+
+
+def _sample(x: dict) -> RequestSample:
+    """A recorded request as the load client hands it to a watch: sent ``e2el_s`` before it
+    ended (the recording's clock starts at the first send)."""
+    end, e2el = float(x["end_s"]), x.get("e2el_s")
+    return RequestSample(
+        send_time=end - float(e2el or 0.0),
+        ok=bool(x["ok"]),
+        ttft_s=x.get("ttft_s"),
+        e2el_s=e2el,
+        output_tokens=int(x.get("output_tokens") or 0),
+        end_time=end,
+    )
+
+
+def cut_of(
+    ls: Landscape, m: dict, watched: Sequence[Target], leader: Leader | None, fraction: float
+) -> tuple[str, float, dict[str, float]] | None:
+    """Where the tuner's two watches (tuner/trial/measure.py feeds each request to the early
+    stop, then to the screen: the first reason wins) would have cut recorded measurement `m`:
+    ("early", seconds into it, {}) or ("screened", seconds, the short run's metrics, as the
+    load client summarizes the requests it kept), None when it runs whole."""
+    samples = m.get("samples") or []
+    if not samples:
+        return None
+    planned = int(ls.header["workload"]["num_requests"])
+    rule = EarlyStop(list(watched), planned) if watched else None
+    screen = ScreenWatch.over(leader, planned, fraction)
+    kept: list[RequestSample] = []
+    for x in samples:
+        sample = _sample(x)
+        kept.append(sample)
+        if rule is not None and rule.observe(sample) is not None and rule.observed < planned:
+            return ("early", float(x["end_s"]), {})  # (decided by the last request: nothing cut)
+        if screen is not None and screen(sample) is not None:
+            started = min(s.send_time for s in kept)
+            short = summarize_requests(kept, float(x["end_s"]) - started)
+            return ("screened", float(x["end_s"]), {**short, SCREENED: 1.0})
     return None
 
 

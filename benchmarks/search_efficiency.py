@@ -51,17 +51,20 @@ from typing import Any, Sequence
 import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hardware_seconds as hs  # noqa: E402
 from efficiency_report import REFERENCE, SAMPLERS, headline, markdown, plot  # noqa: E402
 from landscape import Config, Landscape, LandscapeError, key, load  # noqa: E402
-from replay_rules import informed_start, knobs_of, named_best, outcome_of, stop_at  # noqa: E402
+from replay_rules import cut_of, informed_start, knobs_of, named_best, outcome_of, stop_at  # noqa: E402, F401
 
 from kvtune.errors import KvtuneError  # noqa: E402
 from kvtune.kinds import Direction, KnobKind  # noqa: E402
 from kvtune.knobs import Knob  # noqa: E402
+from kvtune.study.measured_noise import noise_of  # noqa: E402
 from kvtune.study.outcome import TrialOutcome  # noqa: E402
 from kvtune.study.verdict_evidence import RUN_ROLE, evidence_of, goal_of, policy_of  # noqa: E402
 from kvtune.tuner.remeasure import aggregate, run_record  # noqa: E402
 from kvtune.tuner.search import samplers  # noqa: E402
+from kvtune.tuner.trial.screening import leader_of  # noqa: E402
 from kvtune.tuner.trial.stopping import watched_targets  # noqa: E402
 from kvtune.verdict import Done, next_step  # noqa: E402
 
@@ -77,6 +80,12 @@ TPE_VARIANTS = {
     "tpe-indep": lambda seed: optuna.samplers.TPESampler(seed=seed, n_startup_trials=3),
 }
 VERDICT_TOP, VERDICT_PAIRS = 3, 9  # the verdict's, kvtune's defaults (study/spec.py)
+# The GPU-like cost scenario (issue 38): a start-up is 60 s, 40 s when a server of the same
+# compile key started before in the study (vLLM's compile cache: its key holds
+# max-num-batched-tokens and kv-cache-dtype; llama-server compiles nothing, so only a re-launch
+# of the same config counts as cached), and a whole measurement is 20 s (a cut one, its share).
+GPU_COLD_S, GPU_CACHED_S, GPU_MEASURE_S = 60.0, 40.0, 20.0
+COMPILE_KEYS = {"vllm": ("max-num-batched-tokens", "kv-cache-dtype")}
 
 
 @dataclass
@@ -101,6 +110,8 @@ class Run:
     path: list[tuple[int, float, float]] = field(default_factory=list)
     reused: int = 0  # draws that had to repeat a recorded measurement (every one already drawn)
     confirm_runs: int = 0  # re-measurements the confirmation took
+    screened: int = 0  # search trials the screen cut
+    gpu_hours: float = 0.0  # the same study under the GPU-like cost scenario
 
     def reached(self, within: float) -> tuple[int, float] | None:
         for n, h, r in self.path:
@@ -130,8 +141,13 @@ class Replay:
         budget: int,
         informed: bool,
         base_seed: int,
+        screen: float = 0.0,
     ):
         self.ls, self.budget, self.informed = ls, budget, informed
+        self.screen = screen  # kvtune's screen_fraction (0: every search trial measured whole)
+        self.screened = 0
+        self.gpu_seconds = 0.0  # the GPU-like scenario's cost of the same launches
+        self.compiled: set[str] = set()  # compile keys started so far (the GPU-like scenario)
         self.confirm_runs = 0
         self.sampler_name, self.seed = sampler, seed
         # Common random numbers: every sampler draws measurements from the same stream per seed.
@@ -164,15 +180,25 @@ class Replay:
 
     def measure(self, number: int, c: Config, baseline: bool, search: bool) -> TrialOutcome:
         """One launch of `c`: a fresh recorded measurement, scored as kvtune scores it, charged
-        only until kvtune's early stop would have ended it (the baseline always runs whole)."""
+        only until kvtune's early stop or, for a search trial, its screen would have ended it
+        (the baseline always runs whole); a screened one is judged on its short run."""
         m = self.pick(c)
-        o = outcome_of(self.ls, number, c, m, baseline, self.base)
         watched = watched_targets(self.ls.declared, baseline, self.base.metrics if self.base else None)
-        whole = float(m["cost_s"])
-        at = stop_at(self.ls, m, watched) if o.metrics else None
-        cost = whole if at is None else whole - float(m.get("measure_s") or 0.0) + at
-        self.stopped += int(at is not None)
+        leader = None
+        if search and not baseline and self.screen > 0:
+            key, rel_sd = self.ls.objective_key, noise_of(self.outcomes, objective_key=self.ls.objective_key).rel_sd
+            leader = leader_of(self.outcomes, key, self._direction(), rel_sd)
+        cut = cut_of(self.ls, m, watched, leader, self.screen) if m.get("metrics") is not None else None
+        if cut is not None and cut[0] == "screened":
+            self.screened += 1
+            m = {**m, "metrics": {**m["metrics"], **cut[2]}, "objective": cut[2][self.ls.objective_key]}
+        o = outcome_of(self.ls, number, c, m, baseline, self.base)
+        whole, measure_s = float(m["cost_s"]), float(m.get("measure_s") or 0.0)
+        at = cut[1] if cut is not None else None
+        cost = whole if at is None else whole - measure_s + at
+        self.stopped += int(cut is not None and cut[0] == "early")
         self.seconds += cost
+        self.gpu_seconds += self._gpu_cost(c, at, measure_s)
         self.seconds_no_stop += whole
         if search and not o.feasible:
             self.infeasible_s += cost
@@ -180,6 +206,12 @@ class Replay:
         if baseline and self.base is None and o.measured:
             self.base = o
         return o
+
+    def _gpu_cost(self, c: Config, at: float | None, measure_s: float) -> float:
+        """This launch under the GPU-like scenario (`gpu_launch_s`), cut to the share of its
+        measurement it ran."""
+        share = 1.0 if at is None or measure_s <= 0 else min(1.0, at / measure_s)
+        return gpu_launch_s(self.ls, c.params, c.baseline, self.compiled, share)
 
     def _study(self) -> tuple[optuna.Study, Config | None]:
         """The study as kvtune builds it (tuner/assemble.py): baseline, informed start, sampler."""
@@ -240,6 +272,8 @@ class Replay:
             self.path,
             self.reused,
             self.confirm_runs,
+            self.screened,
+            self.gpu_seconds / 3600,
         )
 
     def _tell(self, study: optuna.Study, trial: optuna.trial.Trial, o: TrialOutcome) -> None:
@@ -284,6 +318,17 @@ class Replay:
         o.confirmation = aggregate([*((o.confirmation or {}).get("runs") or []), run])
 
 
+def gpu_launch_s(ls: Landscape, params: dict, baseline: bool, compiled: set, share: float = 1.0) -> float:
+    """One launch under the GPU-like scenario: a cold start-up, or a cached one when a server of
+    the same compile key started before in the study (`compiled`, updated), and `share` of a
+    whole measurement."""
+    names = COMPILE_KEYS.get(str(ls.header.get("backend") or "").split("-")[0])
+    compile_key = key({n: params.get(n) for n in names}) if names and not baseline else key(params)
+    start = GPU_CACHED_S if compile_key in compiled else GPU_COLD_S
+    compiled.add(compile_key)
+    return start + GPU_MEASURE_S * share
+
+
 def replay(
     ls: Landscape,
     sampler: str,
@@ -291,8 +336,9 @@ def replay(
     budget: int,
     informed: bool,
     base_seed: int = 0,
+    screen: float = 0.0,
 ) -> Run:
-    return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed).run()
+    return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed, screen).run()
 
 
 def reference_budget(ls: Landscape, budgets: Sequence[int], asked: int | None = None) -> int:
@@ -326,6 +372,36 @@ def benchmark(
         if progress:
             print(f"  {name}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return runs
+
+
+def hardware_seconds(
+    ls: Landscape, seeds: int, ladder: Sequence[int], base_seed: int = 0, fixed: int = 20
+) -> dict[str, list[hs.SeedResult]]:
+    """Per method (hardware_seconds.METHODS, then auto_tune's grid) and seed: the
+    hardware-seconds until the named config is within 5%, walking up the budget `ladder` (a
+    seed stops at its first success), and the named regret at the `fixed` budget."""
+    results: dict[str, list[hs.SeedResult]] = {}
+    for name, (sampler, informed, screen) in hs.METHODS.items():
+        res = []
+        for s in range(seeds):
+            by_budget: dict[int, list[Run]] = {}
+            for b in sorted(ladder):
+                by_budget[b] = [replay(ls, sampler, s, b, informed, base_seed, screen)]
+                if by_budget[b][0].regret <= hs.WITHIN:
+                    break
+            at_fixed = (
+                by_budget[fixed][0]
+                if fixed in by_budget
+                else replay(ls, sampler, s, fixed, informed, base_seed, screen)
+            )
+            host, budget = hs.first_within(by_budget, 0, "host")
+            gpu, _ = hs.first_within(by_budget, 0, "gpu")
+            res.append(hs.SeedResult({"host": host, "gpu": gpu}, budget, at_fixed.regret))
+        results[name] = res
+    results[hs.AUTOTUNE] = [
+        hs.autotune(ls, s, base_seed, lambda p, b, done: gpu_launch_s(ls, p, b, done)) for s in range(seeds)
+    ]
+    return results
 
 
 def naming_lines(runs: list[Run]) -> str:
@@ -381,6 +457,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-informed-variant", action="store_true", help="only runs with the informed start on")
+    ap.add_argument(
+        "--hardware-seconds",
+        action="store_true",
+        help="report hardware-seconds to a named config within 5%%: kvtune before/now, random, auto_tune's grid",
+    )
+    ap.add_argument("--ladder", default=None, help="the budgets each seed walks up (default: --budgets)")
+    ap.add_argument("--fixed-budget", type=int, default=20, help="the budget the named regret is reported at")
     ap.add_argument("--md", type=Path, default=None)
     ap.add_argument("--png", type=Path, default=None)
     return ap.parse_args(argv)
@@ -401,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.reference_budget is not None and a.reference_budget < 1:
         print(f"error: --reference-budget must be a positive integer, got {a.reference_budget}", file=sys.stderr)
         return 2
+    if a.hardware_seconds:
+        return _hardware_seconds_main(a, argv)
     try:
         names = [s if s in TPE_VARIANTS else samplers.parse_sampler(s).value for s in a.samplers.split(",")]
         ls = load(a.landscape)
@@ -429,6 +514,31 @@ def main(argv: list[str] | None = None) -> int:
         a.md.write_text(text)
     if a.png:
         plot(runs, a.png, f"{Path(ls.path).name}: regret of the named best vs budget ({a.seeds} seeds)")
+    return 0
+
+
+def _hardware_seconds_main(a: argparse.Namespace, argv: list[str] | None) -> int:
+    try:
+        ladder = [int(b) for b in (a.ladder or a.budgets).split(",")]
+        if not ladder or min(ladder) < 1 or a.fixed_budget < 1:
+            raise ValueError
+    except ValueError:
+        print(f"error: --ladder must be positive integers separated by commas, got {a.ladder!r}", file=sys.stderr)
+        return 2
+    try:
+        ls = load(a.landscape)
+        if a.target:
+            ls = ls.with_targets(a.target)
+        ls.optimum()
+        results = hardware_seconds(ls, a.seeds, ladder, a.seed, a.fixed_budget)
+    except KvtuneError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    command = "python benchmarks/search_efficiency.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = f"`{command}`\n" + hs.table(results, a.seeds, a.fixed_budget, Path(ls.path).name)
+    print(text)
+    if a.md:
+        a.md.write_text(text)
     return 0
 
 
