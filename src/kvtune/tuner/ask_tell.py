@@ -97,9 +97,7 @@ class AskTell:
             return self.runner.infeasible(outcome, FailureKind.PRE_SCREEN, f"pre-screen: {reason}")
         self.runner.screen_against = None if baseline else self._leader()
         try:
-            return self.runner.run(
-                outcome, port, self.ctx.run_dir / "trials" / f"{n:04d}", self.records.measured_baseline()
-            )
+            return self.runner.run(outcome, port, self.ctx.run_dir / "trials" / f"{n:04d}", self.records.anchor())
         finally:
             self.runner.screen_against = None
 

@@ -36,6 +36,7 @@ from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.tuner import accounting, confirmation, sentinel
+from kvtune.tuner.anchor import Anchoring, runner_look, runner_measure
 from kvtune.tuner.ask_tell import AskTell
 from kvtune.tuner.budget import Budget, StopReason
 from kvtune.tuner.coordinator import Alone, CoordinatorFactory
@@ -163,6 +164,7 @@ class Tuner:
             self.coordinator.after_trial()
             if self.completed() < budget.trials:  # the end point is the confirmation's
                 self.sentinel()
+                self.anchor()
         self.budget_report = self._budget_report(stop, budget)
         return self.outcomes()
 
@@ -218,6 +220,38 @@ class Tuner:
             return None
         return sentinel.measure(self._remeasurer(), self.study, baseline, measured, end)
 
+    # ---- the anchor of relative targets (tuner/anchor.py) ------------------------------------------
+    def anchor(self, end: bool = False, time_left_s: float | None = None) -> None:
+        """When the baseline's measurement was disturbed: measure the defaults again once the
+        machine is quiet (between trials; before the verdict, waiting a little), so relative
+        targets are anchored on quiet figures and earlier trials judged again; before the
+        verdict, say so when none could be had. Within `time_left_s` (None: no time budget)."""
+        if not self.coordinator.summarizes:
+            return
+        self.records.refresh()
+        baseline = self.records.measured_baseline()
+        anchoring = Anchoring(
+            self.study,
+            self.targets,
+            self.spec.objective_specs,
+            self.cb,
+            runner_measure(self.runner, self.run_dir, self.cb),
+            runner_look(self.runner),
+        )
+        if not anchoring.wanted(baseline):
+            return
+        assert baseline is not None
+        if not end:
+            budget_s = self.coordinator.budget().time_budget_s
+            time_left_s = None if budget_s is None else budget_s - accounting.elapsed_s(self.study)
+        need = confirmation.expected_s(baseline)
+        if time_left_s is not None and need is not None and need > time_left_s:
+            if not end:
+                return
+            anchoring.launches = 0  # no time for another launch: say so and leave it to the verdict
+        (anchoring.before_verdict if end else anchoring.after_trial)(baseline, self.records.outcomes())
+        self.records.refresh()
+
     def _remeasurer(self) -> Remeasurer:
         return Remeasurer(self.runner, self.records, self.cb, self.run_dir)
 
@@ -231,6 +265,7 @@ class Tuner:
         left = None if budget_s is None else budget_s - accounting.elapsed_s(self.study)
         decided, began = confirmation.VERDICT_ATTR in self.study.user_attrs, self.clock.monotonic()
         if not decided:
+            self.anchor(end=True, time_left_s=left)  # relative targets on a quiet baseline, or said not
             self.sentinel(end=True, time_left_s=left)  # stored in the baseline's record: the first D
         if left is not None:
             left -= self.clock.monotonic() - began

@@ -6,7 +6,9 @@ trial. The store decodes a stored trial once, by its number: `add` records the t
 just told, `refresh` reads from storage only the finished trials it does not hold yet (those other
 workers told, or a resumed study's). A finished trial never changes; the confirmations, kept in
 the study's user attrs, are re-read on refresh and attached to their trials, and so is the
-verdict (to the trials it names, tested and compared with).
+verdict (to the trials it names, tested and compared with). So is the search's judgement of a
+trial made again against a quiet anchor (tuner/anchor.py): a relative target is judged against
+the measurement `anchor()` gives, never against a disturbed baseline for good.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import optuna
 from kvtune.jsonsafe import to_jsonable
 from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner import anchor as anchoring
 
 CONFIRMATIONS_ATTR = "confirmations"
 VERDICT_ATTR = "verdict"  # the study's user attr holding the confirmation's verdict
@@ -31,6 +34,7 @@ class TrialRecords:
         self._by_number: dict[int, TrialOutcome] = {}
         self.confirmations: dict[str, Any] = {}
         self.verdict: dict[str, Any] | None = None
+        self.anchor_state: dict[str, Any] = {}
         self.refresh()
 
     def refresh(self) -> None:
@@ -40,6 +44,7 @@ class TrialRecords:
                 self._by_number[t.number] = TrialOutcome.from_dict(t.user_attrs["outcome"])
         self.confirmations = dict(self.study.user_attrs.get(CONFIRMATIONS_ATTR, {}))
         self.verdict = self.study.user_attrs.get(VERDICT_ATTR)
+        self.anchor_state = anchoring.stored(self.study)
         self._attach()
 
     def add(self, stored: dict[str, Any]) -> TrialOutcome:
@@ -48,6 +53,7 @@ class TrialRecords:
         outcome = TrialOutcome.from_dict(stored)
         outcome.confirmation = self.confirmations.get(str(outcome.number))
         outcome.verdict = self._verdict_for(outcome.number)
+        anchoring.apply([outcome], self.anchor_state)
         self._by_number[outcome.number] = outcome
         return outcome
 
@@ -71,6 +77,11 @@ class TrialRecords:
         """The baseline's measurement (what relative targets and the early stop refer to)."""
         return next((o for o in self.outcomes() if o.baseline and o.measured), None)
 
+    def anchor(self) -> TrialOutcome | None:
+        """What relative targets are judged against now (tuner/anchor.py `anchored_on`): the
+        baseline's measurement, or its quiet re-measurement when the first was disturbed."""
+        return anchoring.anchored_on(self.measured_baseline(), self.anchor_state)
+
     def find_measured(self, candidate: Candidate) -> TrialOutcome | None:
         """An earlier trial that measured `candidate` in its own right (not the baseline, not a
         copy, not a transient failure: a port clash or slow start is no verdict to copy)."""
@@ -89,3 +100,4 @@ class TrialRecords:
         for n, o in self._by_number.items():
             o.confirmation = self.confirmations.get(str(n))
             o.verdict = self._verdict_for(n)
+        anchoring.apply(list(self._by_number.values()), self.anchor_state)

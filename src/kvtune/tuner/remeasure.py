@@ -170,7 +170,7 @@ class Remeasurer:
         again, port = self.runner.new_outcome(o.number, o.candidate, o.baseline)
         k = len(runs_of(o)) + 1
         folder = self.run_dir / "trials" / (f"{o.number:04d}-confirm" + ("" if k == 1 else f"-{k}"))
-        self.runner.run(again, port, folder, self.records.measured_baseline(), workload, early_stop=False)
+        self.runner.run(again, port, folder, self.records.anchor(), workload, early_stop=False)
         first = "-" if o.objective is None else f"{o.objective:.4g}"
         now = "-" if again.objective is None else f"{again.objective:.4g}"
         self.callbacks.phase(

@@ -31,14 +31,14 @@ def watched_targets(
     """The targets an early stop may watch on a trial. None on the baseline: it is measured in
     full, because its figures anchor what the others are judged by (relative targets such as
     "ttft<1.5x", the best-vs-baseline comparison, the near-miss hints). Relative targets are
-    resolved from the baseline's first measurement; while it has no figures, nothing is watched
-    (the trial then fails on its own, see `TrialRunner.score`)."""
+    resolved from the baseline's figures; while it has none (or none quiet, tuner/anchor.py),
+    only the absolute targets are watched."""
     if baseline:
         return []
     if not any(t.relative for t in targets):
         return list(targets)
     if not baseline_metrics:
-        return []
+        return [t for t in targets if not t.relative]
     try:
         return [t.resolve(baseline_metrics) for t in targets]
     except TargetError:
