@@ -181,3 +181,30 @@ def test_a_share_outside_0_to_1_is_a_one_line_error_naming_the_setting(share: fl
     with pytest.raises(KvtuneError) as e:
         StudySpec(screen_fraction=share).validate()
     assert "screen_fraction" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_real_load_client_is_cut_at_the_screen_point_on_the_fake_server() -> None:
+    """The load client's own hook (MockOpenAI on virtual time, no socket): a server far slower
+    than the leader is cut after half the planned requests, its short figure is the client's."""
+    from kvtune.bench.client import run
+    from kvtune.testing.mock_openai import MockOpenAI
+
+    srv = MockOpenAI(ttft_s=0.05, itl_s=0.05)
+    w = Workload(concurrency=2, prompt_tokens=8, output_tokens=8, num_requests=16, warmup_requests=1)
+
+    def bench(url: str, wl: Workload, o: BenchOptions) -> BenchRun:
+        return run(
+            srv.base_url, wl, BenchOptions("m", transport=srv.transport(), clock=srv.clock, stop_when=o.stop_when)
+        )
+
+    far = Leader(value=1000.0, key="output_throughput", direction=Direction.MAXIMIZE, rel_sd=0.10)
+    m = measure_repeats(bench, srv.base_url, w, 1, BenchOptions("m"), leader=far, screen_fraction=0.5)
+    assert m.screened and len(m.bench_runs[0].samples) == 8 and m.metrics[SCREENED] == 1.0
+    assert short_figure(m.bench_runs[0].samples, "output_throughput") == pytest.approx(
+        m.bench_runs[0].metrics["output_throughput"], rel=0.05
+    )
+    near = Leader(
+        value=m.metrics["output_throughput"], key="output_throughput", direction=Direction.MAXIMIZE, rel_sd=0.10
+    )
+    whole = measure_repeats(bench, srv.base_url, w, 1, BenchOptions("m"), leader=near, screen_fraction=0.5)
+    assert not whole.screened and len(whole.bench_runs[0].samples) == 16
