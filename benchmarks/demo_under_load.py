@@ -74,7 +74,7 @@ class Decision:
 
 
 def decision(condition: str, results: dict[str, Any], anchor: dict[str, Any], wall_s: float) -> Decision:
-    """A run's `Decision` from its results.json and its study's stored anchor (tuner/anchor.py)."""
+    """A run's `Decision` from its results.json and its "anchor" block (tuner/anchor.py)."""
     verdict = results.get("verdict") or {}
     named = (results.get("named_best") or {}).get("trial")
     trials = {t["number"]: t for t in results.get("trials") or []}
@@ -139,17 +139,6 @@ def kvtune() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "kvtune.cli"]
 
 
-def stored_anchor(run_dir: Path) -> dict[str, Any]:
-    """The study's anchor record (tuner/anchor.py), read from its SQLite file."""
-    import optuna
-
-    from kvtune.tuner.anchor import ANCHOR_ATTR
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{(run_dir / 'study.db').resolve()}")
-    return dict(study.user_attrs.get(ANCHOR_ATTR) or {})
-
-
 def run_demo(condition: str, runs_dir: Path, hog_s: float) -> Decision | None:
     """One `make demo` run (the hog for its first `hog_s` seconds when `hog_s` > 0)."""
     folder = runs_dir / condition
@@ -184,7 +173,8 @@ def run_demo(condition: str, runs_dir: Path, hog_s: float) -> Decision | None:
     for text in log.read_text(errors="replace").splitlines():
         if any(w in text for w in ("anchor", "relative target", "Verdict", "disturbed")):
             print(f"[{condition}]   {text.strip()[:200]}", flush=True)
-    return decision(condition, json.loads(results.read_text()), stored_anchor(folder / STUDY), wall)
+    payload = json.loads(results.read_text())
+    return decision(condition, payload, payload.get("anchor") or {}, wall)
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ import optuna
 
 from kvtune.study.measured_noise import noise_of
 from kvtune.study.outcome import TrialOutcome
-from kvtune.tuner import accounting, confirmation, sentinel
+from kvtune.tuner import accounting, anchor, confirmation, sentinel
 from kvtune.tuner.records import TrialRecords
 
 
@@ -62,8 +62,9 @@ class StudyLedger:
         return len(tried) >= size
 
     def report(self, sentinel_every: int) -> dict:
-        """results.json's "sentinel" (the baseline series and its drift) and "verdict" (the
-        confirmation's decision, verdict/record.py) blocks, read from the study (so a resumed
+        """results.json's "sentinel" (the baseline series and its drift), "verdict" (the
+        confirmation's decision, verdict/record.py) and "anchor" (the quiet re-measurements of a
+        disturbed baseline that relative targets were anchored on, tuner/anchor.py) blocks, read from the study (so a resumed
         study shows them too)."""
         outcomes = self.outcomes()
         noise = noise_of(outcomes, objective_key=self.objective_key)
@@ -75,4 +76,7 @@ class StudyLedger:
         verdict = self.study.user_attrs.get(confirmation.VERDICT_ATTR)
         if verdict is not None:
             out["verdict"] = verdict
+        anchored = anchor.stored(self.study)
+        if anchored:  # the trials carry their judgement again; this says what it was made against
+            out["anchor"] = {k: anchored[k] for k in ("runs", "quiet", "gave_up") if k in anchored}
         return out

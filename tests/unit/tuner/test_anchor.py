@@ -21,6 +21,7 @@ from kvtune.study.spec import parse_objectives
 from kvtune.study.verdict_evidence import evidence_of, goal_of, policy_of
 from kvtune.tuner.anchor import ANCHOR_ATTR, Anchoring, anchored_on, rejudged
 from kvtune.tuner.events import Callbacks
+from kvtune.tuner.ledger import StudyLedger
 from kvtune.tuner.records import TrialRecords
 from kvtune.tuner.trial import scoring
 from kvtune.verdict import Measure, Role, next_step
@@ -149,6 +150,8 @@ def test_a_quiet_remeasurement_rejudges_earlier_trials_and_changes_the_shortlist
     assert anchor is not None and anchor.metrics["median_tpot_ms"] == 12.6 and not anchor.disturbed
     assert not anchoring.wanted(records.measured_baseline())  # anchored: never measured again
     assert TrialRecords(study).outcomes()[1].reason.startswith("tpot_median 8 ms breaks")  # a resume reads it too
+    block = StudyLedger(study, records, lambda: None, "output_throughput").report(10)["anchor"]
+    assert block["quiet"]["metrics"]["median_tpot_ms"] == 12.6 and len(block["runs"]) == 1  # results.json's
 
 
 def test_a_trial_told_after_the_anchor_moved_is_judged_against_the_quiet_figures():
