@@ -23,7 +23,9 @@ class Deployable:
     spec: StudySpec
     results: Mapping[str, Any]  # results.json's content: the facts the headers quote as recorded
     named_best: bool  # the trial is the study's named best (headers say "the best trial")
-    baseline_metrics: dict = field(default_factory=dict)  # the defaults' figures: relative targets' base
+    # the defaults' figures relative targets were set from: the baseline's, or the quiet
+    # re-measurement they were anchored on when its own were disturbed (tuner/anchor.py)
+    baseline_metrics: dict = field(default_factory=dict)
 
     @classmethod
     def read(cls, trial: TrialOutcome | Mapping[str, Any], results: Mapping[str, Any]) -> Deployable:
@@ -35,7 +37,9 @@ class Deployable:
             StudySpec.from_dict(results.get("spec") or {}),
             results,
             outcome.number == results.get("best_trial"),
-            dict((base or {}).get("metrics") or {}),
+            dict(
+                ((results.get("anchor") or {}).get("quiet") or {}).get("metrics") or (base or {}).get("metrics") or {}
+            ),
         )
 
     @property
