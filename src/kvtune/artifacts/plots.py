@@ -171,9 +171,14 @@ def plot_pareto(info: dict, study_targets: Sequence[Target]) -> str:
     ax = fig.add_subplot()
     xy = lambda ts: ([val(o, x) for o in ts], [val(o, y) for o in ts])  # noqa: E731
     feas = [o for o in pts if o.feasible]
-    infeas = [o for o in pts if not o.feasible]
+    infeas = [o for o in pts if not o.feasible and not o.stopped_early]
+    stopped = [o for o in pts if o.stopped_early]  # a few requests' figures, not a full measurement
     if infeas:
         ax.scatter(*xy(infeas), s=36, color=GREY, marker="o", label="missed a target", zorder=2)
+    if stopped:
+        ax.scatter(
+            *xy(stopped), s=40, marker="v", facecolor="none", edgecolor=RED, label="stopped early (a few requests)"
+        )
     if feas:
         ax.scatter(*xy(feas), s=36, color=BLUE, label="feasible", zorder=3)
     drawn = {o.number for o in pts}
@@ -300,6 +305,8 @@ def plot_slice(info: dict, label: str) -> str:
             y = y_value(o)
             if y is None:
                 ax.scatter([pos(v)], [0.03], marker="x", color=GREY, s=28, transform=ax.get_xaxis_transform(), zorder=2)
+            elif o.stopped_early:  # a few requests' figures, not a full measurement
+                ax.scatter([pos(v)], [y], marker="v", facecolor="none", edgecolor=RED, s=30, zorder=2)
             elif o.feasible:
                 ax.scatter([pos(v)], [y], color=_cmap(o.number / nmax), s=30, edgecolor="white", lw=0.5, zorder=3)
             else:
@@ -326,7 +333,8 @@ def plot_slice(info: dict, label: str) -> str:
         fig,
         "plot-slice",
         "The objective against each tuned flag (colour: trial order, "
-        "grey: missed a target, x: no measurement, star: best, dashed: baseline).",
+        "grey: missed a target, hollow triangle: stopped early after a few requests, not a full "
+        "measurement, x: no measurement, star: best, dashed: baseline).",
     )
 
 
@@ -343,6 +351,8 @@ def plot_history(info: dict, label: str) -> str:
             ax.scatter([o.number], [0.03], marker="x", color=RED, s=40, transform=ax.get_xaxis_transform(), zorder=3)
         elif o.duplicate_of is not None:
             ax.scatter([o.number], [y], facecolor="none", edgecolor=GREY, s=36, zorder=2)
+        elif o.stopped_early:  # a few requests' figures: drawn apart from full measurements
+            ax.scatter([o.number], [y], marker="v", facecolor="none", edgecolor=RED, s=40, zorder=2)
         else:
             ax.scatter([o.number], [y], color=BLUE if o.feasible else GREY, s=36, zorder=3)
     run, xs, ys = None, [], []
@@ -365,6 +375,7 @@ def plot_history(info: dict, label: str) -> str:
         Line2D([], [], marker="o", ls="", color=BLUE, label="feasible"),
         Line2D([], [], marker="o", ls="", color=GREY, label="missed a target"),
         Line2D([], [], marker="x", ls="", color=RED, label="failed (no measurement)"),
+        Line2D([], [], marker="v", ls="", markerfacecolor="none", color=RED, label="stopped early (a few requests)"),
     ]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     ax.set_xlabel("trial")

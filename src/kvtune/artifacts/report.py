@@ -37,6 +37,7 @@ from kvtune.study.capacity_text import capacity_unit, outcome_sentence
 from kvtune.study.disturbed import disturbed_measurements
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
+from kvtune.study.what_would_work import WhatWouldWork
 from kvtune.verdict import Verdict
 from kvtune.verdict.text import summary_lines
 
@@ -259,20 +260,19 @@ def _disturbed_table(info: dict) -> str:
 
 
 def _what_it_can_do(results: dict) -> str:
-    """With nothing feasible: the nearest misses and the targets each would meet, in place of
-    an empty best-versus-baseline comparison."""
+    """With nothing feasible: the nearest misses and what would work (the best figure of each
+    missed target, the nearest config, the load that holds: study/what_would_work.py), in place
+    of an empty best-versus-baseline comparison."""
     misses = results.get("nearest_misses") or []
     if not misses:
         return "<p class='note'>No trial has been measured yet.</p>"
-    rows = "".join(
-        f"<tr><td>#{m['trial']}</td><td>{esc(m.get('reason') or '')}</td>"
-        f"<td><code>{esc(' '.join('--target ' + repr(t) for t in m.get('would_accept') or []))}</code></td></tr>"
-        for m in misses
-    )
+    rows = "".join(f"<tr><td>#{m['trial']}</td><td>{esc(m.get('reason') or '')}</td></tr>" for m in misses)
+    works = results.get("what_would_work")
+    lines = WhatWouldWork.from_dict(works).lines() if works else []
     return (
-        "<p>No config met every target. The nearest misses, and the targets each would meet:</p>"
-        "<table id='nearest-misses'><tr><th>trial</th><th>why it missed</th>"
-        f"<th>targets it would meet</th></tr>{rows}</table>"
+        "<p>No config met every target. The nearest misses:</p>"
+        f"<table id='nearest-misses'><tr><th>trial</th><th>why it missed</th></tr>{rows}</table>"
+        + (f"<pre id='what-would-work'>{esc(chr(10).join(lines))}</pre>" if lines else "")
     )
 
 

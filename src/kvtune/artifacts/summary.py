@@ -11,22 +11,25 @@ in the run directory and an export of it never differ.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from kvtune.artifacts import cost_energy, export
 from kvtune.artifacts.deployable import Deployable
-from kvtune.errors import EXIT_DONE, EXIT_NOTHING_FEASIBLE, TargetError
+from kvtune.durations import format_duration
+from kvtune.errors import EXIT_DONE, EXIT_NOTHING_FEASIBLE
 from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
-from kvtune.objectives.targets import Target, loosened
+from kvtune.objectives.targets import Target
 from kvtune.study.disturbed import DisturbedMeasurement, disturbed_measurements
 from kvtune.study.fidelity_gate import GateReport, gate_report
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank
 from kvtune.study.results import BestChoice, StudyResults, write_results
 from kvtune.study.spec import StudySpec
+from kvtune.study.what_would_work import LoadFound, WhatWouldWork, what_would_work
 
 LAUNCH_SCRIPT = "launch-best.sh"
 VERIFY_SCRIPT = "verify-best.sh"  # `kvtune export --format bench` of the best trial
@@ -57,6 +60,7 @@ class StudySummary:
     cost_energy: list[str] = field(default_factory=list)  # cost and energy of best and baseline
     disturbed: list[DisturbedMeasurement] = field(default_factory=list)  # measured on a busy machine
     fidelity: GateReport | None = None  # what the fidelity gate did (study/fidelity_gate.py)
+    what_would_work: WhatWouldWork | None = None  # nothing met the targets: what would (results "what_would_work")
 
     @property
     def best(self) -> TrialOutcome | None:
@@ -90,7 +94,7 @@ class EarlyStops:
 
 def early_stops(outcomes: list[TrialOutcome]) -> EarlyStops | None:
     """The early stops among the trials measured in their own right, or None when none was."""
-    stopped = [o.metrics or {} for o in outcomes if o.duplicate_of is None and _stopped_early(o)]
+    stopped = [o.metrics or {} for o in outcomes if o.duplicate_of is None and o.stopped_early]
     if not stopped:
         return None
     return EarlyStops(
@@ -102,11 +106,11 @@ def early_stops(outcomes: list[TrialOutcome]) -> EarlyStops | None:
 
 @dataclass
 class Miss:
-    """An infeasible trial that came close, and the targets its figures would meet: what this
-    hardware can do, said as targets a user can pass."""
+    """An infeasible trial that came close. What would work instead (best figures, the nearest
+    config, the load that holds) is `WhatWouldWork`'s: a target loosened to the figure a miss
+    measured would only restate the miss."""
 
     outcome: TrialOutcome
-    would_accept: list[str] = field(default_factory=list)
 
     @property
     def reason(self) -> str:
@@ -134,39 +138,50 @@ def miss_reason(o: TrialOutcome) -> str:
 
 def nearest_misses(outcomes: list[TrialOutcome], targets: Sequence[Target], n: int = 3) -> list[Miss]:
     """The infeasible trials that came closest: smallest total constraint violation, the ones
-    measured in full first (an early stop's figures rest on the few requests it heard, so they
-    get no "would accept" hint)."""
+    measured in full first (an early stop's figures rest on the few requests it heard)."""
     closest = sorted(
         (o for o in outcomes if o.duplicate_of is None),
-        key=lambda o: (_stopped_early(o), sum(max(0.0, v) for v in o.constraints.values())),
+        key=lambda o: (o.stopped_early, sum(max(0.0, v) for v in o.constraints.values())),
     )[:n]
-    base = next((o.metrics for o in outcomes if o.baseline and o.measured), None) or {}
-    resolved = [t for t in (_resolve(t, base) for t in targets) if t is not None]
-    misses = []
-    for o in closest:
-        m = {} if _stopped_early(o) else _current_metrics(o)
-        hints = [loosened(t, t.value(m)) for t in resolved if m and not t.met(m)]
-        misses.append(Miss(o, [h for h in hints if h]))
-    return misses
+    return [Miss(o) for o in closest]
 
 
-def _current_metrics(o: TrialOutcome) -> dict:
-    """The figures a miss is judged on: a config that failed its re-measurement by the
-    re-measurement's (its first figures met every target, so they would suggest nothing)."""
-    if o.feasible and not o.held:
-        return dict((o.confirmation or {}).get("metrics") or {})
-    return dict(o.metrics or {})
+def what_works(payload: dict, outcomes: list[TrialOutcome], targets: Sequence[Target], rerun: str) -> WhatWouldWork:
+    """The "no" that says what would work (study/what_would_work.py), with the tuner's load
+    search ("load_search", tuner/load_search.py) or, where it did not run, why, and the command
+    that runs it when the time budget left no room (`rerun`: the command line of this run)."""
+    spec = payload.get("spec") or {}
+    record = payload.get("load_search") or {}
+    load = LoadFound.from_dict(record["load"]) if record.get("load") else None
+    command, why = "", ""
+    if load is None and record.get("needs_s"):
+        why = "the time budget was spent"
+        command = rerun_command(rerun, float(record["needs_s"]))
+    elif load is None and (spec.get("workload") or {}).get("trace"):
+        why = "a trace's load is its replay speed: see the trace line"
+    elif load is None and "capacity" in str(spec.get("objective")):
+        why = "the capacity objective measured each config's load: see each trial's capacity"
+    return what_would_work(outcomes, targets, load, command, why)
 
 
-def _stopped_early(o: TrialOutcome) -> bool:
-    return bool((o.metrics or {}).get("early_stopped"))
-
-
-def _resolve(t: Target, baseline_metrics: dict) -> Target | None:
-    try:
-        return t.resolve(baseline_metrics)
-    except TargetError:
-        return None
+def rerun_command(rerun: str, needs_s: float) -> str:
+    """This run's command with a time budget that leaves room for the load search: the finished
+    study resumes, measures no new trial once its trials are spent, and runs only the search."""
+    words = shlex.split(rerun) if rerun else ["kvtune", "run", "<the same flags>"]
+    kept, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w == "--time-budget":
+            skip = True
+            continue
+        if w.startswith("--time-budget="):
+            continue
+        kept.append(w)
+    return shlex.join([*kept, "--time-budget", format_duration(needs_s)]).replace(
+        "'<the same flags>'", "<the same flags>"
+    )
 
 
 def warm_start_fates(outcomes: list[TrialOutcome], direction: str) -> list[WarmStartFate]:
@@ -193,9 +208,11 @@ def summarize(
     targets: Sequence[Target],
     host: str,
     port: int,
+    rerun: str = "",
 ) -> StudySummary:
     """Write `results` (results.json's content for these outcomes and the best it names) and,
-    with a best, its scripts."""
+    with a best, its scripts; without one, what would work (`rerun`: this run's command line,
+    for the command that finds the load that holds when the time budget left no room)."""
     payload, best, baseline = results.payload, results.choice.best, results.choice.baseline
     direction = results.choice.direction
     results_path = run_dir / "results.json"
@@ -216,10 +233,9 @@ def summarize(
     summary.cost_energy = payload["cost_energy"]["summary"]
     if best is None:
         summary.nearest_misses = nearest_misses(outcomes, targets)
-        payload["nearest_misses"] = [
-            {"trial": x.outcome.number, "reason": x.reason, "would_accept": x.would_accept}
-            for x in summary.nearest_misses
-        ]
+        payload["nearest_misses"] = [{"trial": x.outcome.number, "reason": x.reason} for x in summary.nearest_misses]
+        summary.what_would_work = what_works(payload, outcomes, targets, rerun)
+        payload["what_would_work"] = summary.what_would_work.to_dict()
         write_results(results_path, payload)
         return summary
     deployed = Deployable(best, StudySpec.from_dict(payload.get("spec") or {}), payload, True, _metrics(baseline))

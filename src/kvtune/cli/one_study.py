@@ -4,7 +4,9 @@ from cli/run.py (the flags) so both import it and neither imports the other."""
 
 from __future__ import annotations
 
+import shlex
 import signal
+import sys
 import time
 from typing import Any, Callable
 
@@ -182,6 +184,7 @@ def _finish(
         p.targets,
         session.options.deploy_host,
         session.options.deploy_port,
+        rerun=shlex.join(["kvtune", *sys.argv[1:]]),  # the command that resumes this run
     )
     print_summary(p, summary, out)
     if on_summary is not None:

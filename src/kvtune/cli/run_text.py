@@ -153,13 +153,12 @@ def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:
             "The machine's other load disturbed every measurement, so none is evidence: "
             "run again when it is quiet (results.json 'disturbed' lists the load seen)."
         )
-    console.print("Nearest misses (what this hardware can do):")
+    console.print("Nearest misses:")
     for miss in s.nearest_misses:
         o = miss.outcome
-        console.print(f"  trial {o.number} ({fmt_flags(o.candidate)}): {miss.reason}", markup=False)
-        if miss.would_accept:
-            flags = " ".join(f"--target '{t}'" for t in miss.would_accept)
-            console.print(f"    {flags} would accept it", markup=False)
+        stopped = f" [{o.evidence}]" if o.stopped_early else ""
+        console.print(f"  trial {o.number} ({fmt_flags(o.candidate)}): {miss.reason}{stopped}", markup=False)
+    _print_lines(s.what_would_work.lines() if s.what_would_work is not None else [], console)
     if p.trace_sizing is not None:
         console.print(f"Trace: {p.trace_sizing.load_hint()}", markup=False)
     console.print(f"Per-trial results: {s.results_path}")

@@ -16,6 +16,7 @@ from kvtune.cli.progress import fmt_flags, fmt_ms
 from kvtune.errors import SpecError
 from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.what_would_work import WhatWouldWork
 from kvtune.writable import check_file
 
 
@@ -132,7 +133,23 @@ def show(
             console.print(
                 f"  {f['count']:>3} x {f['category']}  (trials {f['trials']}) e.g. {f['example']}", markup=False
             )
+    _show_evidence(ov, results)
+
+
+def _show_evidence(ov: dict, results: dict) -> None:
+    """What the figures rest on: the disturbed measurements, the trials an early stop cut short
+    (a few requests, not a full measurement: shown as such) and, when nothing met the targets,
+    what would (study/what_would_work.py)."""
     _show_disturbed(ov["trials"], ov["fidelity"].lines())
+    stopped = [t for t in ov["trials"] if t.stopped_early and t.duplicate_of is None]
+    if stopped:
+        console.print(
+            f"stopped early (not full measurements): {', '.join(f'trial {t.number} ({t.evidence})' for t in stopped)}",
+            markup=False,
+        )
+    if results.get("what_would_work"):
+        for line in WhatWouldWork.from_dict(results["what_would_work"]).lines():
+            console.print(line, markup=False)
 
 
 def _say_trace_capacity(t: TrialOutcome, to: Console) -> None:

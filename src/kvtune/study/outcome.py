@@ -134,8 +134,19 @@ class TrialOutcome:
         return [float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None for v in values]
 
     @property
+    def stopped_early(self) -> bool:
+        """The measurement was cut once a target could no longer hold (objectives/early_stop.py):
+        its figures rest on the few requests heard by then, never a full measurement."""
+        return bool((self.metrics or {}).get("early_stopped"))
+
+    @property
     def evidence(self) -> str:
-        """How much the figures rest on: measured once, or re-measured on a fresh server."""
+        """How much the figures rest on: stopped early, measured once, or re-measured on a
+        fresh server."""
+        if self.confirmation is None and self.stopped_early:
+            heard = (self.metrics or {}).get("num_requests")
+            n = f" after {int(heard)} request(s)" if isinstance(heard, (int, float)) and math.isfinite(heard) else ""
+            return f"stopped early{n}, not a full measurement"
         if self.confirmation is None:
             return "measured once"
         return "re-measured, held" if self.held else "re-measured, did not hold"

@@ -25,6 +25,7 @@ from kvtune.study.run_settings import RunSettings
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
 from kvtune.tuner import cluster_seam as cluster
+from kvtune.tuner import load_search
 from kvtune.tuner.assemble import Prepared, open_tuner, prepare
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.loop import Callbacks, Tuner
@@ -70,6 +71,7 @@ class Session:
     warm_start_labels: list[str] = field(default_factory=list)
     workers: list[subprocess.Popen] = field(default_factory=list)
     importance: ImportanceSchedule = field(default_factory=ImportanceSchedule)
+    load_record: dict | None = None  # when nothing met the targets: the load search's (results "load_search")
 
     @property
     def results_path(self) -> Path:
@@ -103,6 +105,9 @@ class Session:
         if self.tuner.budget_report is not None:
             results.payload["budget"] = self.tuner.budget_report
         results.payload.update(self.tuner.study_report())  # the baseline sentinel series, the decision
+        load = self.load_record or self.tuner.study.user_attrs.get(load_search.LOAD_ATTR)
+        if load:
+            results.payload["load_search"] = load
         return results
 
     def write_results(self) -> Path:
@@ -138,6 +143,7 @@ class Session:
             if self.prepared.spec.confirm_top > 0:
                 on_confirm(self.prepared.spec.confirm_top)
                 self._confirm()
+            self.find_load()
             return self.tuner.outcomes()
         except KeyboardInterrupt:
             for p in self.workers:
@@ -145,6 +151,16 @@ class Session:
             for p in self.workers:
                 p.wait()
             raise
+
+    def find_load(self) -> dict | None:
+        """When nothing met the targets at the load asked: the load at which they hold, on one
+        fresh server of the nearest config (tuner/load_search.py), within the time budget."""
+        t = self.tuner
+        if not t.coordinator.summarizes or self.results(t.outcomes(), final=False).choice.best is not None:
+            return None
+        budget_s = t.coordinator.budget().time_budget_s
+        self.load_record = load_search.search_load(t.runner, t.records, t.cb, t.run_dir, budget_s)
+        return self.load_record
 
     def _confirm(self) -> None:
         """The confirmation. On a storage other hosts share (--storage), through the election

@@ -150,11 +150,17 @@ def test_the_summary_says_how_much_time_early_stops_saved(make_tuner, tmp_path):
     )
     assert s.early_stop is not None and s.early_stop.trials == 1 and s.early_stop.saved_s > 0
     assert payload["early_stop"]["trials"] == 1
-    # no feasible config: the baseline, measured in full, is the nearer miss with a hint; the
-    # stopped trial's figures rest on two requests, so it gives none
+    # no feasible config: the baseline, measured in full, is the nearer miss and the nearest
+    # config; the stopped trial's figures rest on two requests: shown as stopped, never a best figure
     first, second = s.nearest_misses
-    assert first.outcome.baseline and first.would_accept
-    assert second.outcome.number == 1 and second.would_accept == []
+    assert first.outcome.baseline and not first.outcome.stopped_early
+    assert second.outcome.number == 1 and second.outcome.stopped_early
+    works = s.what_would_work
+    assert works is not None and works.nearest == first.outcome.number
+    assert [b.trial for b in works.missed] == [first.outcome.number]
     out = io.StringIO()
     print_summary(p, s, Console(file=out, width=200))
-    assert "Early stop: 1 trial(s) stopped once a target could no longer hold, saving about" in out.getvalue()
+    text = out.getvalue()
+    assert "Early stop: 1 trial(s) stopped once a target could no longer hold, saving about" in text
+    assert "stopped early after" in text and "not a full measurement" in text
+    assert "would accept it" not in text

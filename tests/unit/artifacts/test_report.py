@@ -170,14 +170,31 @@ def test_nothing_feasible_says_what_the_hardware_can_do_instead_of_empty_boxes()
     r = load("misses")
     r.update(
         best_trial=None,
-        nearest_misses=[
-            {"trial": 1, "reason": "ttft_p95 11800 ms breaks TTFT p95 < 10000 ms", "would_accept": ["ttft_p95<12s"]}
-        ],
+        nearest_misses=[{"trial": 1, "reason": "ttft_p95 11800 ms breaks TTFT p95 < 10000 ms"}],
+        what_would_work={
+            "targets": "TTFT p95 < 10000 ms",
+            "missed": [
+                {
+                    "target": "TTFT p95 < 10000 ms",
+                    "figure": 11800.0,
+                    "text": "11.8 s",
+                    "trial": 1,
+                    "config": "parallel=2",
+                }
+            ],
+            "nearest": 1,
+            "nearest_config": "parallel=2",
+            "nearest_shortfall": {"TTFT p95 < 10000 ms": 0.18},
+            "load": {"trial": 1, "unit": "users", "asked": 8.0, "held": 6.0, "lowest": 1.0},
+        },
     )
     r.pop("best_vs_baseline", None)
     html = report.render_report(r)
     assert "What this hardware can do" in html and "nearest-misses" in html
-    assert "--target &#x27;ttft_p95&lt;12s&#x27;" in html
+    assert "TTFT p95 &lt; 10000 ms: best 11.8 s, by trial 1 (parallel=2)" in html
+    assert "Nearest config: trial 1 (parallel=2): TTFT p95 &lt; 10000 ms 18% over" in html
+    assert "meets TTFT p95 &lt; 10000 ms at 6 users on this box (asked: 8)" in html
+    assert "would meet" not in html
     assert "No best-versus-baseline comparison yet" not in html
 
 

@@ -38,14 +38,13 @@ def failed_remeasurement(number: int, baseline: bool = False) -> TrialOutcome:
     return o
 
 
-def test_nearest_misses_give_the_re_measurements_reason_and_hint():
+def test_nearest_misses_give_the_re_measurements_reason():
     outs = [failed_remeasurement(0, baseline=True), failed_remeasurement(1)]
     misses = nearest_misses(outs, [parse_target("ttft<1s")])
     assert [m.outcome.number for m in misses] == [0, 1]
     for m in misses:
         assert m.outcome.reason == ""  # the first measurement met the targets: no reason of its own
         assert "failed its re-measurement on a fresh server: missed target ttft<1s" in m.reason
-        assert m.would_accept  # judged on the re-measured figures, which missed
 
 
 def test_the_report_and_show_do_not_count_them_feasible():

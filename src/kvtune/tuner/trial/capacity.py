@@ -7,25 +7,21 @@ it counts, and the final held level once more before it is reported (a break the
 the next lower held level); a client-limited level is not held, and nothing above it is tried.
 
 - Users (closed loop) or a request rate (open loop), `measure_capacity`: double the load until a
-  target breaks, then bisect between the last level that held and the first that broke. Each
-  level reads the steady state (`level_workload`): a naive level misleads both ways (all users
-  starting at once make the first burst dominate TTFT p95; an open loop that sends a fixed count
-  finishes sooner the higher the rate, before queues build). So a level warms up at that level
-  first (at least `warmup_waves` rounds of its users; in open loop as many users as the rate
-  keeps busy, rate x typical request duration), ramps its users in over one typical request
-  duration, and measures at least `waves` rounds of its users, or in open loop for
-  max(`min_open_duration_s`, num_requests / rate), so a higher rate is not a shorter run.
-- A trace, `measure_trace_capacity`: a trace fixes its arrivals and lengths, so the one load
-  knob left is the replay's speed (`Workload.trace_speed`: 2 sends the same requests in half the
-  time), and the capacity is that multiple of the recorded rate (study/capacity_text.py says it
-  so: "holds this trace at 2.5x its recorded rate"). The bracket (`SpeedPlan`) starts at 1x, the
-  question an operator asks first ("does this box serve my traffic?"); doubles while it holds up
-  to 64x (an excerpt then arrives within a second or two, too short to say much about steady
-  state; reaching it is flagged as a lower bound); halves while it breaks down to 0.25x (each
-  halving doubles the replay's wall time; a config that cannot serve a quarter of the recorded
-  rate is infeasible here, capacity 0); then bisects until the gap is within 10% of the held
-  speed (finer would be inside a short replay's noise). Every level replays the same requests,
-  the workload's own warm-up before the first only. `search_speed` is that search over a probe.
+  target breaks (or up to a load known to break, `CapacityPlan.ceiling`), then bisect between
+  the last level that held and the first that broke, at most `max_levels` levels. Each level
+  reads the steady state (`level_workload`): a naive level misleads both ways (all users at once
+  make the first burst dominate TTFT p95; an open loop that sends a fixed count finishes sooner
+  the higher the rate, before queues build). So a level warms up at that level first (at least
+  `warmup_waves` rounds of its users; in open loop as many users as the rate keeps busy, rate x
+  typical request duration), ramps its users in over one typical request duration, and measures
+  at least `waves` rounds of its users, or in open loop for max(`min_open_duration_s`,
+  num_requests / rate), so a higher rate is not a shorter run.
+- A trace, `measure_trace_capacity`: the one load knob a trace leaves is its replay speed
+  (`Workload.trace_speed`: 2 sends it in half the time), the capacity that multiple of its
+  recorded rate (study/capacity_text.py). `search_speed` brackets from 1x ("does this box serve
+  my traffic?"), doubling while it holds up to 64x (faster excerpts are too short for a steady
+  state: a lower bound) or halving while it breaks down to 0.25x (below it, capacity 0), then
+  bisects to within 10% of the held speed (finer is inside a replay's noise).
 """
 
 from __future__ import annotations
@@ -62,12 +58,8 @@ class CapacityPlan:
     min_open_duration_s: float = 20.0  # open loop: each level sends at least this long
     ramp: bool = True  # users ramp in over one typical request duration
     recheck: bool = True  # the first breaking level is measured once more
-    # A load already known to break (the study's own, for a config that missed its targets
-    # there): the search stays below it and never measures it. None: no bound known.
-    ceiling: float | None = None
-    # Levels measured at most, re-checks included (None: until the resolution is reached). A
-    # search cut short reports the highest level that held so far, with ``capacity_bounded``.
-    max_levels: int | None = None
+    ceiling: float | None = None  # a load known to break (a miss's own): stay below, never measure it
+    max_levels: int | None = None  # levels at most, re-checks included; cut short: ``capacity_bounded``
 
 
 def level_status(run: BenchRun, targets: Sequence[Target]) -> LevelStatus:
@@ -169,11 +161,9 @@ class _CapacitySearch:
 
     def room(self) -> bool:
         """Whether another level fits under `plan.max_levels`, one kept for the final re-check."""
-        cap = self.plan.max_levels
-        if cap is None or len(self.m.runs) + (2 if self.plan.recheck else 1) <= cap:
-            return True
-        self.bounded = True
-        return False
+        cap, need = self.plan.max_levels, len(self.m.runs) + (2 if self.plan.recheck else 1)
+        self.bounded = self.bounded or (cap is not None and need > cap)
+        return not self.bounded
 
     def measure(self, load: float, recheck: bool) -> LevelStatus:
         w = level_workload(self.workload, load, self.plan, first=not self.results, typical_s=self.typical_s)
@@ -204,8 +194,7 @@ class _CapacitySearch:
 
     def run(self) -> Measurement:
         lowest = lowest_load(self.workload)
-        if self.plan.ceiling is not None and self.plan.ceiling <= lowest:
-            raise ValueError(f"a capacity search below {self.plan.ceiling:g} has no level to measure")
+        assert self.plan.ceiling is None or self.plan.ceiling > lowest, "no level to measure below the ceiling"
         good, bad, limited = self._double(lowest)
         if bad is not None and good > 0:
             good, limited = self._bisect(good, bad, limited)
@@ -217,16 +206,14 @@ class _CapacitySearch:
         m.metrics = {**chosen.metrics, "capacity": good}
         if limited:
             m.metrics["capacity_client_limited"] = 1.0
-        if self.bounded:
-            m.metrics["capacity_bounded"] = 1.0
+        m.metrics.update({"capacity_bounded": 1.0} if self.bounded else {})
         return m
 
     def _double(self, lowest: float) -> tuple[float, float | None, bool]:
         """Double the load from `lowest` until a level does not hold: (held, broke, limited).
         A known breaking load (`plan.ceiling`) ends the doubling below it, as the break."""
         ceiling = MAX_RATE if self.open_loop else MAX_CONCURRENCY
-        known = self.plan.ceiling
-        good, load = 0.0, lowest
+        good, load, known = 0.0, lowest, self.plan.ceiling
         while load <= ceiling:
             if known is not None and load >= known:
                 return good, known, False

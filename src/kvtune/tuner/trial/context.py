@@ -18,6 +18,7 @@ from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import free_port, process_start_ticks
 from kvtune.objectives.targets import Target
 from kvtune.study.spec import StudySpec
+from kvtune.tuner.trial.capacity import CapacityPlan
 from kvtune.tuner.trial.disturbance import MonitorFactory, watch_machine
 from kvtune.tuner.trial.fidelity_check import AskAnswers
 from kvtune.tuner.trial.measure import Bench
@@ -89,3 +90,14 @@ def worker_identity(slot: int, cpus: set[int] | None) -> dict[str, Any]:
         "slot": slot,
         "cpus": sorted(cpus) if cpus else None,
     }
+
+
+@dataclass(frozen=True)
+class LoadSearch:
+    """What one run measures instead of the study's objective when nothing met the targets:
+    the load at which they hold for the nearest config, below the load asked (tuner/load_search.py
+    sets it on the runner for that run). `targets` are resolved (a relative bound already set
+    from the baseline's figure)."""
+
+    plan: CapacityPlan
+    targets: list[Target]

@@ -35,7 +35,7 @@ from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.trial import scoring
 from kvtune.tuner.trial.capacity import measure_capacity, measure_trace_capacity
-from kvtune.tuner.trial.context import Placement, Subject
+from kvtune.tuner.trial.context import LoadSearch, Placement, Subject
 from kvtune.tuner.trial.disturbance import Attempts, MonitorFactory
 from kvtune.tuner.trial.fidelity_check import FidelityCheck, fidelity_line, fidelity_metrics, gated
 from kvtune.tuner.trial.launch_retry import LaunchFailed, Starter
@@ -96,6 +96,10 @@ class TrialRunner:
     @property
     def targets(self) -> list[Target]:
         return self.what.targets
+
+    # The load search of a config that missed its targets (tuner/load_search.py): set for that
+    # one run, which then measures the capacity below the load asked whatever the objective.
+    load_search: LoadSearch | None = None
 
     def new_outcome(
         self, number: int, candidate: Candidate, baseline: bool, warm_start: str | None = None
@@ -347,13 +351,16 @@ class TrialRunner:
             tokenizer=self.tokenizer,
             scrape_metrics=self.launcher.scrapes_metrics,
         )  # vLLM: /metrics before, during, after
-        if spec.primary.name == "capacity":
+        if spec.primary.name == "capacity" or self.load_search is not None:
             on_trace = workload.trace is not None  # a trace's load is its replay speed
 
             def on_level(load: float, ok: bool) -> None:
                 level = f"trace at {load:g}x speed" if on_trace else f"load {load:g}"
                 self.on_phase(n, f"{level}: {'targets hold' if ok else 'a target breaks'}")
 
+            if self.load_search is not None:
+                bound = self.load_search
+                return measure_capacity(bench, base_url, workload, bound.targets, options, on_level, bound.plan)
             search = measure_trace_capacity if on_trace else measure_capacity
             held = [t for t in self.targets if not t.fidelity]  # the answers do not move with the load
             return search(bench, base_url, workload, held, options, on_level=on_level)

@@ -234,5 +234,5 @@ def test_a_level_cap_ends_the_search_with_the_highest_held_level_and_says_it_is_
 
 
 def test_a_ceiling_at_the_lowest_level_has_nothing_to_measure() -> None:
-    with pytest.raises(ValueError, match="no level to measure"):
+    with pytest.raises(AssertionError, match="no level to measure"):
         measure_capacity(FakeBench(), "http://x", CLOSED, TTFT, BenchOptions("m"), plan=CapacityPlan(ceiling=1.0))
