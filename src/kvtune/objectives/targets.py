@@ -284,22 +284,3 @@ def with_fidelity_target(targets: list[Target]) -> list[Target]:
     if any(t.fidelity for t in targets):
         return targets
     return [*targets, parse_target(DEFAULT_FIDELITY_TARGET)]
-
-
-def loosened(target: Target, value: float) -> str | None:
-    """The target text that `value` would meet, rounded outward to two significant figures
-    (``ttft_p95<12s`` for a TTFT p95 of 11.8 s): what this hardware can do, as a target a user
-    can pass. None for error-rate targets and values that are not finite."""
-    if target.metric in RATE_METRICS or target.fidelity or not math.isfinite(value) or value <= 0:
-        return None  # a failed request or a wrong answer is never a bound to loosen
-    exponent = math.floor(math.log10(value)) - 1
-    step = 10.0**exponent
-    bound = (math.floor(value / step) + 1) * step if target.upper else math.floor(value / step) * step
-    if target.factor is not None:  # relative
-        base = target.threshold / target.factor
-        return f"{target.name}{target.op}{bound / base:.2g}x"
-    if target.metric in LATENCY_METRICS:
-        text = f"{bound / 1000:g}s" if bound >= 1000 else f"{bound:g}ms"
-    else:
-        text = f"{bound:g}"
-    return f"{target.name}{target.op}{text}"
