@@ -44,10 +44,13 @@ def command_signature(record: type) -> tuple[inspect.Signature, dict[str, Any]]:
     return inspect.Signature(params, return_annotation=None), annotations
 
 
-def from_setting(section: str, name: str, default: Any = None, *short: str, command: str = "run") -> Any:
+def from_setting(
+    section: str, name: str, default: Any = None, *short: str, command: str = "run", envvar: str | None = None
+) -> Any:
     """A record field that is the flag of a declared setting (kvtune/setting.py): its name,
     help and panel come from the declaration, with the setting's default said in the help.
-    `default`: what typer fills when the flag is not given (None: not given)."""
+    `default`: what typer fills when the flag is not given (None: not given); `envvar`: the
+    environment variable read when the flag is not given (a secret kept out of argv)."""
     from kvtune.study.settings import of_field
 
     s = of_field(section, name)
@@ -57,7 +60,9 @@ def from_setting(section: str, name: str, default: Any = None, *short: str, comm
     shown = s.default not in (None, (), False, "") and not s.doc.duration
     text = s.doc.help + (f" (default {_shown(s.default)})" if shown else "")
     panel = s.doc.panel if command == "run" else None
-    option = typer.Option(default, flag, *short, help=text, rich_help_panel=panel, show_default=False)
+    if envvar:
+        text += f"; or set {envvar}"
+    option = typer.Option(default, flag, *short, help=text, rich_help_panel=panel, show_default=False, envvar=envvar)
     return field(metadata={"flag": option, "setting": (section, name)})
 
 

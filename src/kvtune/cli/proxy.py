@@ -9,12 +9,18 @@ import threading
 import typer
 
 from kvtune.cli.app import app, console
+from kvtune.commands import STORAGE_ENV
 from kvtune.errors import SpecError
 
 
 @app.command()
 def proxy(
-    storage: str = typer.Option(..., help="The study's database, e.g. postgresql://user:pw@db/kvtune."),
+    storage: str = typer.Option(
+        ...,
+        envvar=STORAGE_ENV,
+        help="The study's database, e.g. postgresql://user:pw@db/kvtune; or set KVTUNE_STORAGE (its password "
+        "then stays out of the proxy's command line, which every user of the host can read).",
+    ),
     host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0: every interface, for other hosts)."),
     port: int = typer.Option(13000, help="Port to listen on."),
 ) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from kvtune.cli.flag_record import from_setting, opt
+from kvtune.commands import STORAGE_ENV
 
 SET_HELP = (
     "Any other setting for this run, repeatable: KEY=VALUE with the study file's key and a YAML value, "
@@ -53,7 +54,7 @@ class RunFlags:
         None, "--study-file", rich_help_panel="Study", help="YAML study file: any setting as a key (see studies/)."
     )
     set: list[str] = opt([], "--set", rich_help_panel="Study", help=SET_HELP)
-    storage: Optional[str] = from_setting("run", "storage")
+    storage: Optional[str] = from_setting("run", "storage", envvar=STORAGE_ENV)  # a password: not in argv
     setup_only: bool = from_setting("run", "setup_only", False)
     workers: Optional[int] = from_setting("run", "workers")
     runs_dir: Optional[str] = from_setting("run", "runs_dir")

@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from kvtune.clock import REAL_CLOCK, Clock
+from kvtune.commands import child_environment
 from kvtune.kinds import FailureKind
 from kvtune.launchers.listeners import other_listener
 from kvtune.launchers.startup import DEFAULT_LIMITS, LogProgress, StartupLimits, give_up_reason
@@ -129,6 +130,11 @@ class ServerProcess:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    def environment(self) -> dict[str, str]:
+        """The server's environment: kvtune's, with the launcher's `env` over it, less kvtune's
+        secrets (commands.py `child_environment`: the storage URL is no server's business)."""
+        return child_environment(os.environ, self.env)
+
     def start(self) -> "ServerProcess":
         if port_in_use(self.port, self.host):
             raise ServerStartError(
@@ -142,7 +148,7 @@ class ServerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
+                env=self.environment(),
                 start_new_session=True,
                 preexec_fn=lambda: _child_setup(self.cpus),
             )

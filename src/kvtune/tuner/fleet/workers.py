@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from kvtune import hardware
+from kvtune.commands import STORAGE_ENV
 from kvtune.errors import SpecError
 from kvtune.interference.monitor import FAMILY_ENV
 from kvtune.launchers.process import die_with_parent
@@ -192,16 +193,16 @@ class WorkerOptions:
     allow_mixed_hardware: bool = False
 
 
-def worker_argv(storage_url: str, study_name: str, slot: int, slots: int, options: WorkerOptions) -> list[str]:
-    """The `kvtune worker` command line for one slot (what `spawn` starts)."""
+def worker_argv(study_name: str, slot: int, slots: int, options: WorkerOptions) -> list[str]:
+    """The `kvtune worker` command line for one slot (what `spawn` starts). No storage URL: it
+    holds the database password, and a command line is readable by every user of the host;
+    the worker reads it from its environment (`worker_environment`)."""
     o = options
     return [
         sys.executable,
         "-m",
         "kvtune.cli",
         "worker",
-        "--storage",
-        storage_url,
         "--study",
         study_name,
         "--slot",
@@ -217,6 +218,13 @@ def worker_argv(storage_url: str, study_name: str, slot: int, slots: int, option
     ]
 
 
+def worker_environment(storage_url: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A spawned worker's environment: this process's (`env`), the storage URL as
+    KVTUNE_STORAGE (read by `kvtune worker`, never passed to its servers: commands.py
+    `child_environment`), and this process as its family (its siblings are not interference)."""
+    return {**(os.environ if env is None else env), STORAGE_ENV: storage_url, FAMILY_ENV: str(os.getpid())}
+
+
 def spawn(n: int, storage_url: str, study_name: str, run_dir: Path, options: WorkerOptions) -> list[subprocess.Popen]:
     """Start workers for slots 1..n-1 (slot 0 is the calling process); their output goes to
     run_dir/worker-<slot>.log. They get the kernel's parent-death signal like servers do."""
@@ -225,12 +233,12 @@ def spawn(n: int, storage_url: str, study_name: str, run_dir: Path, options: Wor
         with open(run_dir / f"worker-{slot}.log", "ab") as log:
             procs.append(
                 subprocess.Popen(
-                    worker_argv(storage_url, study_name, slot, n, options),
+                    worker_argv(study_name, slot, n, options),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     preexec_fn=die_with_parent,
-                    env={**os.environ, FAMILY_ENV: str(os.getpid())},
+                    env=worker_environment(storage_url),
                 )
-            )  # its siblings are not interference
+            )
     return procs

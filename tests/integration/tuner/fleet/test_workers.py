@@ -2,6 +2,7 @@
 
 Here the tests that start processes; the rest are in tests/unit/tuner/fleet/test_workers.py."""
 
+import os
 import sys
 
 import pytest
@@ -10,7 +11,7 @@ import typer.main
 from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner.fleet.workers import WorkerOptions, worker_argv
+from kvtune.tuner.fleet.workers import WorkerOptions, worker_argv, worker_environment
 from kvtune.tuner.search.warmstart import enqueue_warm_start
 from tests.conftest import TINY
 
@@ -79,7 +80,7 @@ def _worker_params(argv: list[str]) -> dict:
     return command.make_context("worker", argv[4:]).params
 
 
-def test_worker_argv_is_what_the_worker_command_parses():
+def test_worker_argv_is_what_the_worker_command_parses(monkeypatch):
     options = WorkerOptions(
         gpus_per_trial=2,
         runs_dir="/runs",
@@ -87,8 +88,14 @@ def test_worker_argv_is_what_the_worker_command_parses():
         vllm_python="/venv/bin/python",
         allow_mixed_hardware=True,
     )
-    assert _worker_params(worker_argv("sqlite:///s.db", "st", 1, 3, options)) == {
-        "storage": "sqlite:///s.db",
+    url = "postgresql://kvtune:s3cret@db-host/kvtune"
+    argv = worker_argv("st", 1, 3, options)
+    assert not any("s3cret" in a or "postgresql" in a for a in argv)  # the URL is in no command line
+    env = worker_environment(url, {"PATH": "/bin"})
+    assert env["KVTUNE_STORAGE"] == url and env["PATH"] == "/bin" and env["KVTUNE_FAMILY_PID"] == str(os.getpid())
+    monkeypatch.setenv("KVTUNE_STORAGE", env["KVTUNE_STORAGE"])  # as the spawned worker sees it
+    assert _worker_params(argv) == {
+        "storage": url,
         "study": "st",
         "slot": 1,
         "slots": 3,
@@ -98,7 +105,7 @@ def test_worker_argv_is_what_the_worker_command_parses():
         "vllm_python": "/venv/bin/python",
         "allow_mixed_hardware": True,
     }
-    defaults = _worker_params(worker_argv("sqlite:///s.db", "st", 2, 3, WorkerOptions()))
+    defaults = _worker_params(worker_argv("st", 2, 3, WorkerOptions()))
     assert defaults["slot"] == 2 and defaults["gpus_per_trial"] == 0 and defaults["allow_mixed_hardware"] is False
     assert defaults["runs_dir"] is defaults["llama_server"] is defaults["vllm_python"] is None
 
