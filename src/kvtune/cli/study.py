@@ -13,6 +13,7 @@ from rich.table import Table
 
 from kvtune.cli.app import app, console, err_console
 from kvtune.cli.progress import fmt_flags, fmt_ms
+from kvtune.commands import STORAGE_ENV
 from kvtune.errors import SpecError
 from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.outcome import TrialOutcome
@@ -57,7 +58,8 @@ def _study_results(study: str, runs_dir: Optional[str], storage: Optional[str]) 
 
 STORAGE_HELP = (
     "Read the study from its storage (postgresql://..., grpc://HOST:PORT of `kvtune proxy`), "
-    "as it stands while workers on other hosts fill it; nothing is written to it."
+    "as it stands while workers on other hosts fill it; nothing is written to it. Or set KVTUNE_STORAGE "
+    "(its password then stays out of the command line)."
 )
 
 
@@ -77,7 +79,7 @@ def _comparison_file(study: str, runs_dir: Optional[str]) -> Path | None:
 def show(
     study: str = typer.Argument(..., help="Study name (or its run directory)."),
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
-    storage: Optional[str] = typer.Option(None, help=STORAGE_HELP),
+    storage: Optional[str] = typer.Option(None, envvar=STORAGE_ENV, help=STORAGE_HELP),
 ) -> None:
     """The study so far: best, baseline, Pareto set, failures by reason."""
     from kvtune.artifacts.overview import overview
@@ -213,7 +215,7 @@ def report(
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="HTML file to write (default <run dir>/report.html)."
     ),
-    storage: Optional[str] = typer.Option(None, help=STORAGE_HELP),
+    storage: Optional[str] = typer.Option(None, envvar=STORAGE_ENV, help=STORAGE_HELP),
 ) -> None:
     """A self-contained HTML report (plots included; no network needed to view it). For the
     comparison a multi-backend run wrote (RUNS/NAME/compare.json), the comparison page."""
@@ -252,7 +254,7 @@ def export(
     port: int = typer.Option(8080, help="Port the deployed server listens on."),
     runs_dir: Optional[str] = typer.Option(None, help="Where studies are stored (default ./kvtune-runs)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: print)."),
-    storage: Optional[str] = typer.Option(None, help=STORAGE_HELP),
+    storage: Optional[str] = typer.Option(None, envvar=STORAGE_ENV, help=STORAGE_HELP),
 ) -> None:
     """Deployment artifacts rendered from the trial's own argv and environment."""
     from kvtune.artifacts import export as exporter
