@@ -240,12 +240,10 @@ class TrialRunner:
 
     def _early_stop_targets(self, outcome: TrialOutcome, baseline: TrialOutcome | None) -> list[Target]:
         """What the early stop watches (see `stopping.watched_targets`): nothing on the baseline,
-        measured in full in the search and in the confirmation; no relative target while the
-        baseline's figures are disturbed (they anchor provisionally, tuner/anchor.py)."""
+        measured in full; no relative target on disturbed baseline figures (tuner/anchor.py)."""
         if not self.what.spec.early_stop or outcome.baseline:
             return []
-        anchor = baseline.metrics if baseline is not None and not baseline.disturbed else None
-        return watched_targets(self.targets, False, anchor)
+        return watched_targets(self.targets, False, baseline.metrics if baseline and not baseline.disturbed else None)
 
     # ---- the server and the load -----------------------------------------------------------------
     @cached_property
