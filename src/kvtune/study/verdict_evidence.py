@@ -49,10 +49,12 @@ def goal_of(direction: Direction | str, targets: Sequence[Target], objective_nam
     return Goal(maximize=Direction(direction) is Direction.MAXIMIZE, targets=tests, objective_name=objective_name)
 
 
-def policy_of(confirm_top: int, confirm_pairs: int) -> Policy:
-    """`confirm_top` leaders screened (one fresh run each) before one is tested; at most
-    `confirm_pairs` proof pairs (the cap), judged every 3 pairs and at the cap."""
-    return Policy(cap=confirm_pairs, every=min(3, confirm_pairs), screen=max(confirm_top, 1))
+def policy_of(confirm_top: int, confirm_pairs: int, confirm_rounds: int | None = None) -> Policy:
+    """`confirm_top` leaders screened (one fresh run each, in up to `confirm_rounds` rounds; None:
+    the verdict's default) before one is tested; at most `confirm_pairs` proof pairs (the cap),
+    judged every 3 pairs and at the cap."""
+    rounds = Policy().screen_rounds if confirm_rounds is None else confirm_rounds
+    return Policy(cap=confirm_pairs, every=min(3, confirm_pairs), screen=max(confirm_top, 1), screen_rounds=rounds)
 
 
 def flags_changed(o: TrialOutcome, defaults: Mapping[str, Any] | None) -> int:

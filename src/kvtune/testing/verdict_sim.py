@@ -59,6 +59,14 @@ def spread(trials: int, effect: float, rng: np.random.Generator) -> Landscape:
     return Landscape((1.0, 1.0 + effect, *others.tolist()))
 
 
+def several(trials: int, rng: np.random.Generator, best: float = 0.2, others: int = 5) -> Landscape:
+    """Several configs better than the defaults: one `best` (+20%), `others` between +5% and +15%
+    (fewer when the trials leave no room), the rest as good as the defaults."""
+    k = max(0, min(others, trials - 2))
+    better = rng.uniform(1.05, 1.15, k)
+    return Landscape((1.0, 1.0 + best, *better.tolist(), *([1.0] * (trials - 2 - k))))
+
+
 def latency(trials: int, tpot_ratio: float, throughput_cost: float = 0.2) -> Landscape:
     """A latency-target study: every config but the defaults has TPOT `tpot_ratio` of the
     defaults' and `throughput_cost` less throughput (fewer slots: shorter TPOT, fewer tokens/s)."""

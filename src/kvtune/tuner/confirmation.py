@@ -127,7 +127,7 @@ class Confirmation:
         measured (the time budget is spent, the server never starts) ends the measuring: the
         verdict is decided on what there is."""
         goal = goal_of(self.spec.primary.direction, self.runner.targets, self.spec.primary.name)
-        policy = policy_of(self.spec.confirm_top, self.spec.confirm_pairs)
+        policy = policy_of(self.spec.confirm_top, self.spec.confirm_pairs, self.spec.confirm_rounds)
         stop_now, announced = False, False
         for _ in range(MAX_STEPS):
             self.records.refresh()

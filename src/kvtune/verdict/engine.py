@@ -33,6 +33,7 @@ from kvtune.verdict import wording
 from kvtune.verdict.boundaries import Statistic, boundary, looks
 from kvtune.verdict.evidence import OBJECTIVE, Evidence, Goal, Policy, Role, Run
 from kvtune.verdict.record import Counted, DecisionKind, Effect, TargetCheck, Verdict
+from kvtune.verdict.selection import next_screen
 from kvtune.verdict.stats import Comparison, compare, detectable, mean, t_quantile, trimmed
 from kvtune.verdict.target_checks import MET, MISSED, check_candidate, check_defaults, figures, with_unit
 
@@ -118,12 +119,9 @@ def next_step(ev: Evidence, goal: Goal, policy: Policy = DEFAULT_POLICY, stop_no
             _verdict(ev, DecisionKind.NOT_ENOUGH_EVIDENCE, wording.busy(counted.disturbed), goal, policy, counted)
         )
     shortlist = ranked[: policy.screen] if policy.screen > 1 else ranked[:1]
-    if len(shortlist) > 1:
-        for number in shortlist:
-            if not any(r.usable or r.failed for r in ev.of(number, Role.SCREEN)):
-                if stop_now:
-                    break
-                return Measure(number, Role.SCREEN)
+    screen_next = None if stop_now else next_screen(ev, goal, policy, shortlist)
+    if screen_next is not None:
+        return Measure(screen_next, Role.SCREEN)
     counted = replace(counted, screened=sum(1 for r in ev.runs if r.role is Role.SCREEN and not r.disturbed))
     chosen = choose(ev, goal, shortlist) if len(shortlist) > 1 else shortlist[0]
     if chosen is None:

@@ -106,7 +106,8 @@ def test_a_candidate_that_fails_on_a_fresh_server_keeps_the_defaults():
 
 
 def test_screening_gives_each_leader_one_fresh_run_and_picks_on_search_and_screen_together():
-    policy = Policy(cap=6, every=3, screen=2)
+    # one round: how the pick is made (further rounds: tests/unit/verdict/test_selection.py)
+    policy = Policy(cap=6, every=3, screen=2, screen_rounds=1)
     ev = searched(100, 150, 140)
     assert next_step(ev, GOAL, policy) == Measure(1, Role.SCREEN)
     ev = ev.with_run(run(1, Role.SCREEN, 100))  # trial 1's search figure was luck
