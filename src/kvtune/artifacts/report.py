@@ -19,6 +19,7 @@ from kvtune import __version__, hardware
 from kvtune.artifacts import cost_energy
 from kvtune.artifacts import overview as ov
 from kvtune.artifacts.fidelity_plot import fidelity_section
+from kvtune.artifacts.time_section import time_section
 from kvtune.artifacts.plots import (
     PLOTS,
     esc,
@@ -345,6 +346,7 @@ def render_report(results: dict) -> str:
         _failures_table(info),
         "</section>",
         _disturbed_table(info),
+        time_section(results),
         "<section id='trials'><h2>All trials</h2>",
         _trials_table(info),
         "</section>",

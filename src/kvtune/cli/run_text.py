@@ -16,6 +16,7 @@ from kvtune.knobs import Candidate
 from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.disturbed import DisturbedMeasurement
 from kvtune.study.naming import headline
+from kvtune.study.time_spent import StudyTime
 from kvtune.tuner.assemble import Prepared
 from kvtune.verdict import Verdict
 from kvtune.verdict.text import summary_lines
@@ -139,6 +140,8 @@ def _spending(s: StudySummary, console: Console) -> None:
             f"saving about {format_duration(e.saved_s)} of measurement "
             f"(they took {format_duration(e.spent_s)})."
         )
+    for line in StudyTime.of(s.payload.get("trials") or ()).lines():  # where the hardware time went
+        console.print(line, markup=False)
 
 
 def _no_feasible(p: Prepared, s: StudySummary, console: Console) -> None:

@@ -17,6 +17,7 @@ from kvtune.commands import STORAGE_ENV
 from kvtune.errors import SpecError
 from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.time_spent import StudyTime
 from kvtune.study.what_would_work import WhatWouldWork
 from kvtune.writable import check_file
 
@@ -97,6 +98,8 @@ def show(
         f"{c['duplicates']} repeats of a measured config, {c['launches_saved_by_prescreen']} launches saved by the pre-screen"
     )
     console.print("targets: " + ", ".join(ov["targets"]))
+    for line in StudyTime.of(results.get("trials") or ()).lines():  # where the hardware time went
+        console.print(line, markup=False)
     console.print(_pareto_table(ov))
     primary = ov["objectives"][0].name
     for label, t, fig in (("best", ov["best"], ov["best_figure"]), ("baseline", ov["baseline"], ov["baseline_figure"])):

@@ -25,6 +25,7 @@ from kvtune.study.measured_noise import OBJECTIVE, Noise, noise_of
 from kvtune.study.naming import Naming, comparison_basis, comparison_metrics, name_best
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import pareto, rank, rank_fresh
+from kvtune.study.time_spent import StudyTime
 
 # (metrics key, label, higher is better)
 COMPARED = (
@@ -191,6 +192,7 @@ def study_results(
         "launches_saved_by_prescreen": sum(1 for o in outcomes if o.failure is FailureKind.PRE_SCREEN),
         "trials": [o.to_dict() for o in outcomes],
         "confirmation": confirmation_summary(outcomes, direction),
+        "time_spent": StudyTime.of(outcomes).to_dict(),  # where the hardware time went (study/time_spent.py)
         "importance": importance if importance is not None else {"skipped": "not computed"},
         "server_defaults": server_defaults,
     }

@@ -120,15 +120,16 @@ class StudyTime:
 
     @classmethod
     def of(cls, trials: Iterable[Any]) -> "StudyTime":
-        """Sum the records of `trials` (TrialOutcome-like: `time_spent` and `confirmation`): each
-        trial's own launch into the search, each fresh run by its role (sentinel or confirmation).
-        A copied trial (a duplicate) launched nothing and carries no record."""
+        """Sum the records of `trials` (TrialOutcomes, or their `to_dict()` as results.json holds
+        them): each trial's own launch into the search, each fresh run by its role (sentinel or
+        confirmation). A copied trial (a duplicate) launched nothing and carries no record."""
         out = cls()
         for o in trials:
-            own = TimeSpent.from_dict(getattr(o, "time_spent", None))
+            d = o if isinstance(o, Mapping) else {"time_spent": o.time_spent, "confirmation": o.confirmation}
+            own = TimeSpent.from_dict(d.get("time_spent"))
             if own is not None:
                 out.parts[SEARCH].add(own)
-            for run in (getattr(o, "confirmation", None) or {}).get("runs") or ():
+            for run in (d.get("confirmation") or {}).get("runs") or ():
                 t = TimeSpent.from_dict(run.get("time_spent")) if isinstance(run, dict) else None
                 if t is not None:
                     out.parts[SENTINEL if run.get("role") == SENTINEL_ROLE else CONFIRMATION].add(t)
@@ -177,7 +178,7 @@ class StudyTime:
         by_phase = ", ".join(
             f"{PHASE_TEXT[p]} {format_duration(self.total.of(p))} ({shares[p]:.0%})"
             for p in PHASES
-            if self.total.of(p) > 0
+            if self.total.of(p) >= 0.5  # a phase that took no time says nothing
         )
         out = [
             f"hardware time: {format_duration(total)} in {self.launches} launches: {by_part}",

@@ -149,16 +149,22 @@ def blame(outcomes: Iterable[TrialOutcome], launcher: Launcher, workload: Worklo
 
 
 def stop_message(
-    reason: StopReason | str, budget: Budget, used: Spent, elapsed: float, culprits: Sequence[tuple[str, int]] = ()
+    reason: StopReason | str,
+    budget: Budget,
+    used: Spent,
+    elapsed: float,
+    culprits: Sequence[tuple[str, int]] = (),
+    reserve_s: float = 0.0,
 ) -> str:
-    """One line for the summary: why the study stopped asking for trials."""
+    """One line for the summary: why the study stopped asking for trials (`reserve_s`: the time
+    budget kept for the confirmation, tuner/budget.py)."""
     if reason == EXHAUSTED:
         return (
             f"the search space is exhausted (every config tried, or the sampler kept "
             f"proposing measured ones): measured {used.measured} of {budget.trials} trials"
         )
     reason = StopReason(reason)
-    text = budget.explain(reason, used.measured, used.asked, elapsed)
+    text = budget.explain(reason, used.measured, used.asked, elapsed, reserve_s)
     if reason is StopReason.ASKS:
         if culprits:
             top = ", ".join(f"{k} ({n} of {used.pre_screened})" for k, n in culprits[:2])
@@ -169,7 +175,12 @@ def stop_message(
 
 
 def report(
-    reason: StopReason | str | None, budget: Budget, used: Spent, elapsed: float, message: str = ""
+    reason: StopReason | str | None,
+    budget: Budget,
+    used: Spent,
+    elapsed: float,
+    message: str = "",
+    reserve_s: float = 0.0,
 ) -> dict[str, Any]:
     """results.json's "budget": what was spent, and why the study stopped asking."""
     return {
@@ -182,6 +193,7 @@ def report(
         "time_budget_s": budget.time_budget_s,
         "elapsed_s": round(elapsed, 1),
         "elapsed": format_duration(elapsed),
+        "confirmation_reserve_s": round(reserve_s, 1),  # the time budget kept for the confirmation
         "stopped": None if reason is None else str(reason),
         "message": message,
     }

@@ -35,10 +35,11 @@ from kvtune.launchers.process import reap_leftovers
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
+from kvtune.study.time_spent import SEARCH, StudyTime
 from kvtune.tuner import accounting, confirmation, sentinel
 from kvtune.tuner.anchor import Anchoring, runner_look, runner_measure
 from kvtune.tuner.ask_tell import AskTell
-from kvtune.tuner.budget import Budget, StopReason
+from kvtune.tuner.budget import Budget, StopReason, confirmation_reserve_s, first_look_launches
 from kvtune.tuner.coordinator import Alone, CoordinatorFactory
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.ledger import StudyLedger
@@ -175,7 +176,8 @@ class Tuner:
         `MAX_DUPLICATES_IN_A_ROW` measured configs in a row."""
         c = self.ledger.counts()
         in_flight = 0 if c.waiting else c.running
-        stop = budget.stop_reason(c.measured, c.asked, accounting.elapsed_s(self.study), in_flight)
+        reserve = self._confirmation_reserve_s(budget)
+        stop = budget.stop_reason(c.measured, c.asked, accounting.elapsed_s(self.study), in_flight, reserve)
         if stop is None and not c.waiting and (duplicates >= MAX_DUPLICATES_IN_A_ROW or self.ledger.tried_all()):
             return accounting.EXHAUSTED
         return stop
@@ -185,8 +187,18 @@ class Tuner:
         used, elapsed = self.ledger.counts(), accounting.elapsed_s(self.study)
         outcomes = self.outcomes() if stop is StopReason.ASKS else []
         culprits = accounting.blame(outcomes, self.launcher, self.spec.workload)
-        message = accounting.stop_message(stop, budget, used, elapsed, culprits)
-        return accounting.report(stop, budget, used, elapsed, message)
+        reserve = self._confirmation_reserve_s(budget)
+        message = accounting.stop_message(stop, budget, used, elapsed, culprits, reserve)
+        return accounting.report(stop, budget, used, elapsed, message, reserve)
+
+    def _confirmation_reserve_s(self, budget: Budget) -> float:
+        """The time budget the search leaves the confirmation (tuner/budget.py): the verdict's
+        first look at the search's mean hardware-seconds per launch; 0 without a time budget."""
+        if budget.time_budget_s is None:
+            return 0.0
+        search = StudyTime.of(self.outcomes()).parts[SEARCH]
+        launches = first_look_launches(self.spec.confirm_top, self.spec.confirm_pairs)
+        return confirmation_reserve_s(search.spent.total_s, search.launches, launches)
 
     def _reap_leftover_servers(self) -> None:
         """Servers an earlier run of this study left behind (killed before it stopped them)."""

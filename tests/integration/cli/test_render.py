@@ -46,6 +46,10 @@ def test_the_summary_gives_the_start_up_seconds_of_the_best_and_the_baseline(mak
     assert f"best {s.best.startup_s:.0f} s" in line
     if not s.best.baseline:
         assert f"baseline {s.baseline.startup_s:.0f} s" in line
+    # where the time went: every launch timed by phase, the start-up the same seconds as above
+    assert all(o.time_spent and o.time_spent["startup_s"] <= o.startup_s + 0.5 for o in outcomes)
+    assert any(ln.startswith("hardware time: ") and "search" in ln for ln in out.getvalue().splitlines())
+    assert "  by phase: start-up" in out.getvalue()
 
 
 def test_a_config_measured_once_says_so_once_and_its_plus_minus_is_labelled(make_tuner, tmp_path):

@@ -78,3 +78,8 @@ def test_the_lines_say_where_the_time_went():
 def test_nothing_timed_says_nothing():
     assert StudyTime.of([trial(0, None)]).lines() == []
     assert StudyTime.of([]).to_dict()["total_s"] == 0
+
+
+def test_results_json_trials_sum_as_the_outcomes_do():
+    trials = [trial(0, launch(60, 20, False), runs=[{"role": "proof", "time_spent": launch(40, 20, True)}])]
+    assert StudyTime.of([o.to_dict() for o in trials]).to_dict() == StudyTime.of(trials).to_dict()

@@ -132,6 +132,7 @@ def test_the_report_is_results_jsons_budget_block():
         "time_budget_s": 3600.0,
         "elapsed_s": 3725.3,
         "elapsed": "1h2m5s",
+        "confirmation_reserve_s": 0.0,
         "stopped": "time budget",
         "message": "time budget of 1h spent",
     }

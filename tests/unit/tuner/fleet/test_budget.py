@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvtune.errors import SpecError
-from kvtune.tuner.budget import Budget, StopReason
+from kvtune.tuner.budget import Budget, StopReason, confirmation_reserve_s, first_look_launches
 
 
 def test_asks_cap_default_and_override():
@@ -62,3 +62,25 @@ def test_time_budget_ends_a_study_with_many_trials_left():
 def test_invalid_budget(kwargs, fragment):
     with pytest.raises(SpecError, match=fragment.replace("-", r"\-")):
         Budget(**kwargs)
+
+
+def test_the_time_budget_keeps_the_verdicts_first_look_for_the_confirmation():
+    """--time-budget is the whole run's: the search stops once what is left would not hold the
+    verdict's first look (3 leaders screened + 3 pairs = 9 launches at the search's mean)."""
+    launches = first_look_launches(confirm_top=3, confirm_pairs=9)
+    assert launches == 9
+    assert first_look_launches(confirm_top=1, confirm_pairs=9) == 6  # one leader: no screening
+    assert first_look_launches(confirm_top=0, confirm_pairs=9) == 0  # no confirmation: nothing kept
+    assert first_look_launches(confirm_top=2, confirm_pairs=2) == 2 + 4
+    reserve = confirmation_reserve_s(search_s=600.0, search_launches=10, launches=launches)
+    assert reserve == 540.0  # 60 s a launch
+    assert confirmation_reserve_s(0.0, 0, launches) == 0.0  # nothing timed yet: nothing to go by
+    b = Budget(trials=40, time_budget_s=3600)
+    assert b.stop_reason(measured=10, asked=10, elapsed_s=3000, reserve_s=reserve) is None
+    assert b.stop_reason(measured=10, asked=10, elapsed_s=3060, reserve_s=reserve) is StopReason.TIME
+    assert b.explain(StopReason.TIME, 10, 10, 3060, reserve) == (
+        "time budget of 1h: the search stopped after 51m, keeping about 9m for the confirmation: "
+        "measured 10 of 40 trials"
+    )
+    # a budget already spent says so, whatever was to be kept
+    assert b.explain(StopReason.TIME, 10, 10, 3700, reserve).startswith("time budget of 1h spent after 1h1m40s")
