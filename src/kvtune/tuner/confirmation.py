@@ -2,14 +2,16 @@
 
 The verdict decides (src/kvtune/verdict/, docs/verdicts.md): this module only schedules what
 `verdict.next_step` asks for and stores what it decides. The search selects; the `confirm_top`
-leaders get one fresh run each (screening) and one of them is chosen; it and the server's
-defaults are then re-measured D W W D on fresh servers with another prompt seed, and judged every
-3 pairs by a group-sequential test (alpha spending keeps the false-win rate at 4% however early
-it stops), up to `confirm_pairs` pairs. The baseline's end-of-search sentinel (tuner/sentinel.py)
-is the first D, so the defaults are not measured twice in a row. The verdict is stored in the
-study's user attrs (`VERDICT_ATTR`) and attached to the trials it compared (tuner/records.py),
-which is what study/naming.py names. Because `next_step` keeps no state, an interrupted
-confirmation resumes where it stopped: the runs so far are in the records.
+leaders are screened, one fresh run each per round for up to `confirm_rounds` rounds, those
+clearly behind set aside after each (verdict/selection.py), and one of them is chosen; it and the
+server's defaults are then re-measured D W W D on fresh servers with another prompt seed, and
+judged every 3 pairs by a group-sequential test robust to one outlier (alpha spending keeps the
+false-win rate at 4% however early it stops), up to `confirm_pairs` pairs. The baseline's
+end-of-search sentinel (tuner/sentinel.py) is the first D, so the defaults are not measured twice
+in a row. The verdict is stored in the study's user attrs (`VERDICT_ATTR`) and attached to the
+trials it compared (tuner/records.py), which is what study/naming.py names. Because `next_step`
+keeps no state, an interrupted confirmation resumes where it stopped: the runs so far are in the
+records.
 
 A study with several objectives first re-measures its Pareto set (the search's, at most
 `confirm_top + EXTRA_REMEASUREMENTS` of it), one fresh run each, recorded as screening runs; the

@@ -7,13 +7,15 @@ benchmarks/verdicts.py drives exactly this code. The design (docs/verdicts.md ha
 error rates):
 
 1. Select, never prove, with the search: the feasible configs ranked by their one search
-   measurement; the top `policy.screen` get one fresh run each and the leader by its search and
-   screening figures together is chosen. One candidate only is then tested against the
-   defaults, so there is nothing to correct for multiplicity.
+   measurement; the top `policy.screen` are screened in rounds of one fresh run each, those
+   clearly behind at the measured noise set aside after each (verdict/selection.py), and the
+   leader by its search and screening figures together is chosen. One candidate only is then
+   tested against the defaults, so there is nothing to correct for multiplicity.
 2. Prove with fresh runs only: candidate (W) and defaults (D) alternate D W W D D W W D ... on
    fresh servers (linear drift cancels between the arms), and every `policy.every` pairs the
-   pooled two-sample t on log figures is judged against a group-sequential critical value
-   (Lan-DeMets Pocock-type alpha spending, verdict/boundaries.py), so looking early costs no
+   gain's trimmed two-sample t on log figures (the candidate's best run and the defaults' worst
+   set aside: one undetected outlier cannot name a config) is judged against a group-sequential
+   critical value (Lan-DeMets alpha spending, verdict/boundaries.py), so looking early costs no
    false wins. Every target must be shown met at the same confidence (verdict/target_checks.py).
 3. Named: "beats the defaults" when the objective's gain crosses the boundary and the targets
    are met; "meets the targets where the defaults miss" when the defaults are shown to miss a
