@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
 from kvtune.errors import SpecError
 from kvtune.kinds import Backend, KnobKind
 from kvtune.knobs import Candidate, Knob
-from kvtune.launchers.compile_cache import compile_cache_env
+from kvtune.launchers.compile_cache import compile_cache_env, compile_key
 from kvtune.launchers.models import cache_dir
 from kvtune.launchers.process import last_error_line
 from kvtune.launchers.startup_log import backend_compile_cache_hit, backend_startup_split
@@ -271,6 +271,16 @@ class Launcher(ABC):
         """Whether the start-up loaded its compiled graphs from the compile cache instead of
         compiling them (launchers/startup_log.py); None when nothing said so either way."""
         return backend_compile_cache_hit(self.name, log_text)
+
+    def compile_key(self, params: Mapping[str, Any]) -> str | None:
+        """What a config's compiled graphs depend on (`params`: a trial's knob values, environment
+        knobs as ``env:NAME``): configs with equal keys share vLLM's compile cache
+        (launchers/compile_cache.py). None: the config compiles nothing (llama-server, an eager
+        vLLM), so its order saves nothing."""
+        if self.name != Backend.VLLM:
+            return None
+        env = {k[len("env:") :]: str(v) for k, v in params.items() if k.startswith("env:")}
+        return compile_key({k: v for k, v in params.items() if not k.startswith("env:")}, env)
 
     def server_environment(self) -> dict[str, str]:
         """Environment the servers kvtune starts get that is no part of a config (not in the

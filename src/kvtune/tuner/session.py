@@ -230,7 +230,9 @@ def open_session(
     session = Session(opts, prepared, tuner, url)
     session_ref.append(session)
     if warm_source is not None:
-        session.warm_start_labels = enqueue_warm_start(tuner.study, warm_source, prepared.space.knobs)
+        session.warm_start_labels = enqueue_warm_start(
+            tuner.study, warm_source, prepared.space.knobs, compile_key=prepared.launcher.compile_key
+        )
     return session
 
 
@@ -283,5 +285,5 @@ def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = N
     prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir, cpus_per_trial=opts.cpus_per_trial)
     study = cluster.set_up_study(prepared, opts.storage, opts.gpus_per_trial)
     if warm_source is not None:
-        enqueue_warm_start(study, warm_source, prepared.space.knobs)
+        enqueue_warm_start(study, warm_source, prepared.space.knobs, compile_key=prepared.launcher.compile_key)
     return prepared, study

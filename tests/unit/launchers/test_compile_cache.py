@@ -10,7 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvtune.knobs import Candidate
-from kvtune.launchers.compile_cache import CACHE_ROOT_VAR, compile_cache_env, compile_cache_root
+from kvtune.launchers.compile_cache import (
+    CACHE_ROOT_VAR,
+    compile_cache_env,
+    compile_cache_root,
+    compile_key,
+    in_compile_order,
+)
 from kvtune.launchers.vllm import CPU, GPU, VllmBuild, VllmLauncher
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
@@ -68,3 +74,33 @@ def test_other_backends_get_no_cache_root(tmp_path, monkeypatch):
     runner = _runner(FakeLauncher(), tmp_path)
     outcome, port = runner.new_outcome(0, Candidate({"speed": 2}), baseline=True)
     assert CACHE_ROOT_VAR not in runner.new_server(outcome, port, tmp_path / "0.log").env
+
+
+# ---- which configs share compiled graphs (vLLM 0.32's compile hash) --------------------------------
+def test_configs_that_differ_only_in_flags_the_compile_hash_leaves_out_share_a_key():
+    base = {"max-num-batched-tokens": 2048, "kv-cache-dtype": "auto", "max-num-seqs": 64}
+    same = {**base, "gpu-memory-utilization": 0.8, "enable-prefix-caching": False, "enable-chunked-prefill": True}
+    assert compile_key(base, {}) == compile_key(same, {}) is not None
+    assert compile_key(dict(reversed(list(base.items()))), {}) == compile_key(base, {})  # order says nothing
+    # the hash includes max_num_batched_tokens, the KV cache dtype, max_num_seqs and the environment
+    for changed in ({"max-num-batched-tokens": 4096}, {"kv-cache-dtype": "fp8"}, {"max-num-seqs": 128}):
+        assert compile_key({**base, **changed}, {}) != compile_key(base, {}), changed
+    assert compile_key(base, {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}) != compile_key(base, {})
+    assert compile_key({**base, "enforce-eager": True}, {}) is None  # compiles nothing
+    assert compile_key({**base, "enforce-eager": False}, {}) is not None
+
+
+def test_the_launcher_keys_a_trials_params_and_only_vllm_has_keys():
+    launcher = _vllm(VllmBuild(GPU, "vllm 0.32.0"))
+    params = {"max-num-seqs": 16, "env:VLLM_CPU_OMP_THREADS_BIND": "auto"}
+    assert launcher.compile_key(params) == compile_key({"max-num-seqs": 16}, {"VLLM_CPU_OMP_THREADS_BIND": "auto"})
+    assert FakeLauncher().compile_key(params) is None
+
+
+def test_compile_order_keeps_configs_that_share_a_key_together_the_last_compiled_first():
+    key = {"a1": "A", "b1": "B", "a2": "A", "e": None, "c1": "C", "b2": "B"}
+    configs = ["a1", "b1", "a2", "e", "c1", "b2"]
+    assert in_compile_order(configs, key.get) == ["a1", "a2", "b1", "b2", "e", "c1"]
+    assert in_compile_order(configs, key.get, first="B") == ["b1", "b2", "a1", "a2", "e", "c1"]
+    assert in_compile_order(configs, key.get, first="Z") == in_compile_order(configs, key.get)
+    assert sorted(in_compile_order(configs, key.get, first="C")) == sorted(configs)  # moved, never dropped

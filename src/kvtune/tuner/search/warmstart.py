@@ -4,18 +4,23 @@ The best few feasible configs of the source study are adapted to the new search 
 outside a range is clamped into it; a choice the new space does not offer is left to the sampler)
 and queued as the first trials after the baseline. The summary says whether they held. A
 multi-objective source is ranked by its first objective (the one its launch script took).
+They are queued in compile order (launchers/compile_cache.py `in_compile_order`): configs whose
+vLLM compiled graphs are the same run one after another, after the trials queued before them,
+so a GPU study pays one compile per key instead of one per switch.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import optuna
 
 from kvtune.kinds import Direction
 from kvtune.knobs import Knob
+from kvtune.launchers.compile_cache import in_compile_order
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.ranking import rank
+from kvtune.tuner.store.storage import queued_params
 
 
 def adapt(params: dict[str, Any], knobs: list[Knob]) -> dict[str, Any]:
@@ -33,8 +38,18 @@ def adapt(params: dict[str, Any], knobs: list[Knob]) -> dict[str, Any]:
     return out
 
 
-def enqueue_warm_start(study: optuna.Study, source: optuna.Study, knobs: list[Knob], top: int = 3) -> list[str]:
-    """Queue the source's best `top` feasible configs (once per study). Returns their labels."""
+CompileKey = Callable[[Mapping[str, Any]], "str | None"]  # a config's params -> its compile key
+
+
+def enqueue_warm_start(
+    study: optuna.Study,
+    source: optuna.Study,
+    knobs: list[Knob],
+    top: int = 3,
+    compile_key: CompileKey = lambda params: None,
+) -> list[str]:
+    """Queue the source's best `top` feasible configs (once per study), those that share a
+    `compile_key` together, the key of the trial queued last leading. Returns their labels."""
     if study.user_attrs.get("warm_started_from"):
         return []
     outcomes = [
@@ -46,18 +61,19 @@ def enqueue_warm_start(study: optuna.Study, source: optuna.Study, knobs: list[Kn
     # `source.direction` raises for a multi-objective study: rank by its first objective
     first = source.directions[0]
     direction = Direction.MAXIMIZE if first == optuna.study.StudyDirection.MAXIMIZE else Direction.MINIMIZE
-    labels, seen = [], []
+    chosen: list[tuple[dict[str, Any], str]] = []
     for o in rank(outcomes, direction, confirmed=False):
         if o.baseline:
             continue
         params = adapt(by_number[o.number].params, knobs)
-        if not params or params in seen:
+        if not params or params in [p for p, _ in chosen]:
             continue
-        seen.append(params)
-        label = f"{source.study_name}#{o.number}"
-        study.enqueue_trial(params, user_attrs={"warm_start": label})
-        labels.append(label)
-        if len(labels) >= top:
+        chosen.append((params, f"{source.study_name}#{o.number}"))
+        if len(chosen) >= top:
             break
+    queued = queued_params(study)
+    last = compile_key(queued[-1]) if queued else None
+    for params, label in in_compile_order(chosen, lambda c: compile_key(c[0]), first=last):
+        study.enqueue_trial(params, user_attrs={"warm_start": label})
     study.set_user_attr("warm_started_from", source.study_name)
-    return labels
+    return [label for _, label in chosen]

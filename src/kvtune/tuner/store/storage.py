@@ -329,6 +329,14 @@ def was_enqueued(study: optuna.Study, trial: optuna.trial.Trial) -> bool:
     return "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id)
 
 
+def queued_params(study: optuna.Study) -> list[dict[str, Any]]:
+    """The parameters of the trials queued with `enqueue_trial` and not yet asked, in the order
+    they will run (a queued trial's params are empty until it is asked: Optuna keeps them in its
+    system attrs)."""
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    return [dict(study._storage.get_trial_system_attrs(t._trial_id).get("fixed_params") or {}) for t in waiting]
+
+
 def frozen(study: optuna.Study, trial: optuna.trial.Trial) -> optuna.trial.FrozenTrial:
     """The stored state of an ask/tell trial (its params and user attrs as recorded)."""
     return study._storage.get_trial(trial._trial_id)

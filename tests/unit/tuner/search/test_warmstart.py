@@ -51,3 +51,20 @@ def test_warm_start_from_a_minimizing_study():
     src = source_study(["minimize"], [(1, [50.0]), (8, [400.0]), (4, [90.0])])
     new = optuna.create_study(direction="minimize")
     assert enqueue_warm_start(new, src, KNOBS, top=2) == ["src#0", "src#2"]
+
+
+def test_warm_start_configs_that_share_compiled_graphs_are_queued_together():
+    """vLLM configs whose compile-cache key is equal run one after another (one compile, then cache
+    hits), the key of the trial queued before them first; the labels stay in rank order."""
+    src = source_study(["maximize"], [(1, [10.0]), (8, [40.0]), (2, [30.0]), (4, [35.0])])
+    new = optuna.create_study(direction="maximize")
+    new.enqueue_trial({"parallel": 2}, user_attrs={"informed_start": True})  # queued before: key "small"
+
+    def key(params):
+        return "small" if params.get("parallel", 0) <= 2 else "large"
+
+    labels = enqueue_warm_start(new, src, KNOBS, top=3, compile_key=key)
+    assert labels == ["src#1", "src#3", "src#2"]  # by rank: 8, 4, 2
+    asked = [new.ask() for _ in range(4)]
+    order = [t.suggest_categorical("parallel", (1, 2, 4, 8)) for t in asked]
+    assert order == [2, 2, 8, 4]  # the informed start, then its key's config, then the other key's two
