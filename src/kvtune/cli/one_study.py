@@ -142,7 +142,11 @@ def check_machine(watch: Watch, reporter: Any, mode: str, sleep: Callable[[float
 
 def _confirming(spec: Any) -> str:
     """The line that opens the confirmation: what it will measure, on fresh servers."""
-    screen = f"the top {spec.confirm_top} get one fresh run each, " if spec.confirm_top > 1 else ""
+    screen = (
+        f"the top {spec.confirm_top} are screened (one fresh run each per round, up to {spec.confirm_rounds} rounds), "
+        if spec.confirm_top > 1
+        else ""
+    )
     if len(spec.objective) > 1:
         screen = f"the Pareto set (up to {spec.confirm_top} + 3) and the baseline get one fresh run each, "
     return (

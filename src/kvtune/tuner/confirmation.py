@@ -188,7 +188,12 @@ class Confirmation:
 
 
 def _opening(policy: Policy) -> str:
-    screen = f"{policy.screen} leaders get one fresh run each, then " if policy.screen > 1 else ""
+    screen = (
+        f"{policy.screen} leaders are screened (one fresh run each per round, up to "
+        f"{policy.screen_rounds} rounds, those clearly behind set aside), then "
+        if policy.screen > 1
+        else ""
+    )
     return (
         f"confirming: {screen}the chosen one and the defaults alternate D W W D on fresh servers, "
         f"judged every {policy.every} pairs (at most {policy.cap})"
