@@ -98,7 +98,7 @@ def _table(c: Comparison) -> str:
     head = (
         "<tr><th>study</th><th>config</th>"
         + "".join(f"<th>{esc(h)}</th>" for _, h in FIGURES)
-        + "<th>feasible</th><th>trials</th><th>search time (s)</th></tr>"
+        + "<th>measured</th><th>feasible</th><th>trials</th><th>search time (s)</th></tr>"
     )
     body = []
     for r in c.rows():
@@ -111,6 +111,7 @@ def _table(c: Comparison) -> str:
         body.append(
             f"<tr class='{'best' if r['winner'] else ''}'><td>{esc(r['label'])}</td><td>{esc(config)}</td>"
             + "".join(f"<td class='num'>{fmt(r[k], k)}</td>" for k, _ in FIGURES)
+            + f"<td>{esc(r.get('basis') or '-')}</td>"
             + f"<td>{'yes' if r['feasible'] else 'no'}</td><td class='num'>{r['trials']}</td>"
             f"<td class='num'>{fmt(r['wall_s'])}</td></tr>"
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from kvtune import hardware
+from kvtune.study import best_figures
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 
@@ -41,6 +42,30 @@ class Deployable:
                 ((results.get("anchor") or {}).get("quiet") or {}).get("metrics") or (base or {}).get("metrics") or {}
             ),
         )
+
+    def measured_lines(self) -> list[str]:
+        """What the trial measured, labelled, for the headers: the study's best figures
+        (study/best_figures.py: the verdict's fresh runs with 95% intervals, as the summary shows
+        them) when the trial is the best they are of, else its search measurement, said to be one."""
+        figures = best_figures.recorded(self.results)
+        if figures is not None and figures.trial == self.trial.number:
+            lines = [f"measured: {figures.measured_text()}"]
+            row = figures.objective_row
+            if row is not None and row.change is not None:
+                lines.append(f"against the server's defaults: {figures.objective} {row.change.text()}")
+            return lines
+        m = self.trial.metrics or {}
+        if not m:
+            return []
+
+        def ms(k: str) -> str:
+            return f"{m[k]:.0f} ms" if isinstance(m.get(k), (int, float)) else "n/a"
+
+        which = "1 run" if self.trial.baseline else "1 run, selected as the maximum: biased up"
+        return [
+            f"measured: search measurement ({which}): output {m.get('output_throughput') or 0:.1f} tok/s, "
+            f"TTFT p95 {ms('p95_ttft_ms')}, TPOT p95 {ms('p95_tpot_ms')}, E2EL p95 {ms('p95_e2el_ms')}"
+        ]
 
     @property
     def hardware(self) -> Mapping[str, Any]:

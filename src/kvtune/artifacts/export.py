@@ -117,7 +117,7 @@ def _clean(line: str) -> str:
 
 def header_lines(d: Deployable, host: str, port: int) -> list[str]:
     trial, results = d.trial, d.results
-    m, w, flags = trial.metrics or {}, d.spec.workload, trial.candidate.flags
+    w, flags = d.spec.workload, trial.candidate.flags
     which = "the best" if d.named_best else "a feasible"
     lines = [
         f"study: {results.get('study')}, trial {trial.number} ({which} trial"
@@ -126,17 +126,9 @@ def header_lines(d: Deployable, host: str, port: int) -> list[str]:
         f"versions: kvtune {__version__}; {results.get('backend_version')}",
         "targets: " + ", ".join(results.get("targets") or []),
         f"workload: {w.concurrency} users, {w.prompt_tokens} prompt / {w.output_tokens} output tokens",
-        "flags: " + (" ".join(f"{k}={v}" for k, v in flags.items()) or "(server defaults)"),
+        "flags: " + (" ".join(f"{k}={v}" for k, v in flags.items()) or "none (the server's defaults)"),
     ]
-    if m:
-
-        def ms(k: str) -> str:
-            return f"{m[k]:.0f} ms" if isinstance(m.get(k), (int, float)) else "n/a"
-
-        lines.append(
-            f"measured: output {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 "
-            f"{ms('p95_ttft_ms')}, TPOT p95 {ms('p95_tpot_ms')}, E2EL p95 {ms('p95_e2el_ms')}"
-        )
+    lines += d.measured_lines()
     if d.pinned_gpus:
         lines.append(
             f"GPUs: measured with CUDA_VISIBLE_DEVICES={','.join(d.pinned_gpus)} (a worker's "

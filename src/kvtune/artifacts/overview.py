@@ -17,15 +17,16 @@ from __future__ import annotations
 import math
 
 from kvtune.errors import SpecError
-from kvtune.kinds import FailureKind
+from kvtune.kinds import Direction, FailureKind
 from kvtune.objectives.objective import Objective, objective
 from kvtune.study import measured_noise as noise_mod
+from kvtune.study.best_figures import BestFigures, best_figures, recorded
 from kvtune.study.fidelity_gate import gate_report
 from kvtune.study.measured_noise import OBJECTIVE, Noise, noise_of
 from kvtune.study.naming import Naming, comparison_basis, comparison_metrics, figure
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.ranking import pareto
-from kvtune.study.results import COMPARED, BestChoice, compare, study_naming
+from kvtune.study.results import COMPARED, BestChoice, study_naming, versus_rows
 from kvtune.study.spec import parse_objectives
 from kvtune.verdict import Verdict
 
@@ -135,16 +136,21 @@ def recorded_noise(results: dict, outs: list[TrialOutcome], key: str = OBJECTIVE
 
 
 def versus_baseline(
-    results: dict, outs: list[TrialOutcome], best: TrialOutcome | None, base: TrialOutcome | None
+    results: dict,
+    outs: list[TrialOutcome],
+    best: TrialOutcome | None,
+    base: TrialOutcome | None,
+    figures: BestFigures | None = None,
 ) -> tuple[list[dict], str]:
-    """The best-against-baseline rows and which measurements they compare (the run's own)."""
+    """The best-against-baseline rows and which measurements they compare (the run's own; a
+    file that records none gets them as the run makes them: `study.results.versus_rows`)."""
     if best is None or base is None or not best.metrics or not base.metrics:
         return [], ""
-    basis = results.get("best_vs_baseline_evidence") or comparison_basis(best, base)
     if results.get("best_vs_baseline") is not None:
+        basis = results.get("best_vs_baseline_evidence") or comparison_basis(best, base)
         return results["best_vs_baseline"], basis
-    best_m, base_m, _ = comparison_metrics(best, base)
-    return compare(best_m, base_m, {k: recorded_noise(results, outs, k) for k, _, _ in COMPARED}), basis
+    rows, _, basis = versus_rows(best, base, {k: recorded_noise(results, outs, k) for k, _, _ in COMPARED}, figures)
+    return rows, basis
 
 
 def objective_change(
@@ -188,9 +194,23 @@ def recorded_choice(results: dict, outs: list[TrialOutcome] | None = None) -> Be
         Verdict.from_dict(stored) if stored else None,
     )
     noise = {k: recorded_noise(results, outs, k) for k in (OBJECTIVE, *(m for m, _, _ in COMPARED))}
-    rows, basis = versus_baseline(results, outs, best, base)
+    objective = study_objectives(results)[0]
+    figures = recorded_figures(results, outs, naming, base, objective)
+    rows, basis = versus_baseline(results, outs, best, base, figures)
     measured = results.get("best_vs_baseline_measurements", 1) if rows else None
-    return BestChoice(naming, base, study_objectives(results)[0].direction, noise, rows, measured, basis)
+    return BestChoice(naming, base, objective.direction, noise, rows, measured, basis, figures)
+
+
+def recorded_figures(
+    results: dict, outs: list[TrialOutcome], naming: Naming, base: TrialOutcome | None, objective: Objective
+) -> BestFigures | None:
+    """The best's figures results.json records (study/best_figures.py), or, for a file older
+    than them, made from its trials as the run makes them."""
+    stored = recorded(results)
+    if stored is not None:
+        return stored
+    maximize = objective.direction is Direction.MAXIMIZE
+    return best_figures(outs, naming.best, base, naming.verdict, objective.key, maximize)
 
 
 def overview(results: dict) -> dict:

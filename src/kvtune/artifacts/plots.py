@@ -118,7 +118,9 @@ def _cmap(x: float) -> Any:
 
 
 # ---- plots -------------------------------------------------------------------------------------
-def plot_improvement(rows: list[dict], best: TrialOutcome, base: TrialOutcome) -> str:
+def plot_improvement(rows: list[dict], best: TrialOutcome, base: TrialOutcome, basis: str = "") -> str:
+    """The best's change over the defaults per metric, on the figures the table shows (`basis`
+    says which: the verdict's fresh runs, each bar with its 95% interval, or search measurements)."""
     rows = [r for r in rows if num(r.get("change_pct"))]
     if not rows:
         return note("plot-improvement", "No baseline measurement to compare the best trial with.")
@@ -129,8 +131,14 @@ def plot_improvement(rows: list[dict], best: TrialOutcome, base: TrialOutcome) -
     ax.barh(list(ypos), gains, color=[GREEN if g >= 0 else RED for g in gains], height=0.6)
     ax.set_yticks(list(ypos), [r["label"] for r in rows])
     for y, g, r in zip(ypos, gains, rows):
+        lo, hi = r.get("change_low_pct"), r.get("change_high_pct")
+        ci = f" [{lo:+.1f}%, {hi:+.1f}%]" if num(lo) and num(hi) else ""
+        if ci:  # the interval as an error bar, signed as the bar (right is better)
+            sign = 1 if r["better"] == (r["change_pct"] >= 0) else -1
+            ends = sorted((sign * lo, sign * hi))
+            ax.errorbar([g], [y], xerr=[[g - ends[0]], [ends[1] - g]], fmt="none", ecolor="#333", capsize=3, lw=0.8)
         ax.annotate(
-            f"{r['change_pct']:+.1f}%  ({fmt(r['baseline'], r['metric'])} → {fmt(r['best'], r['metric'])})",
+            f"{r['change_pct']:+.1f}%{ci}  ({fmt(r['baseline'], r['metric'])} → {fmt(r['best'], r['metric'])})",
             (g, y),
             xytext=(4 if g >= 0 else -4, 0),
             textcoords="offset points",
@@ -139,10 +147,14 @@ def plot_improvement(rows: list[dict], best: TrialOutcome, base: TrialOutcome) -
             fontsize=8,
         )
     ax.axvline(0, color="#333", lw=0.8)
-    lim = max(abs(g) for g in gains) or 1
+    ends = [abs(r[k]) for r in rows for k in ("change_low_pct", "change_high_pct") if num(r.get(k))]
+    lim = max([abs(g) for g in gains] + ends) or 1
     ax.set_xlim(-lim * 1.9 if min(gains) < 0 else -lim * 0.05, lim * 1.9)
     ax.set_xlabel("improvement over the baseline, % (right is better)")
-    ax.set_title(f"best (trial {best.number}) vs baseline (trial {base.number}, server defaults)", fontsize=10)
+    ax.set_title(
+        f"best (trial {best.number}) vs the server's defaults (trial {base.number})" + (f", {basis}" if basis else ""),
+        fontsize=9,
+    )
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig, "plot-improvement", "How much the best config beats the server's defaults, per metric.")
 

@@ -24,7 +24,6 @@ from kvtune.artifacts.plots import (
     PLOTS,
     esc,
     fmt,
-    note,
     num,
     objective_label,
     plot_history,
@@ -34,8 +33,10 @@ from kvtune.artifacts.plots import (
     plot_slice,
 )
 from kvtune.study import unconfirmed
+from kvtune.study.best_figures import BestFigures
 from kvtune.study.capacity_text import capacity_unit, outcome_sentence
 from kvtune.study.disturbed import disturbed_measurements
+from kvtune.study.naming import Figure
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.study.what_would_work import WhatWouldWork
@@ -76,16 +77,17 @@ def _header(info: dict) -> str:
         + (f" ({c['not_held']} failed the re-measurement)" if c.get("not_held") else "")
         + (f", {c['duplicates']} repeats" if c["duplicates"] else "")
     )
+    figures = info["choice"].figures
     cards = [
-        ("best trial", f"#{best.number}" if best else "none yet"),
-        (
-            f"{label}, best: {fig.label}; +/- from {fig.noise.source()}" if fig else label + ", best",
-            f"{fmt(fig.mean)} +/- {fmt(fig.half_width)}" if fig else "–",
-        ),
+        ("best trial", f"#{best.number}" if best else _no_best(info)),
+        _best_card(label, fig, figures),
         (counted, str(c["trials"])),
     ]
     change = info["objective_change"]
-    if change:
+    obj_row = figures.objective_row if figures is not None and figures.fresh else None
+    if obj_row is not None and obj_row.change is not None:
+        cards.append((f"{label} vs the defaults ({figures.label()})", obj_row.change.text()))
+    elif change and not (figures is not None and figures.fresh):
         cards.append(
             (
                 f"{label} vs baseline ({change['basis']}; +/- from {change['noise']})",
@@ -120,8 +122,30 @@ def _header(info: dict) -> str:
     )
 
 
+def _best_card(label: str, fig: Figure | None, figures: BestFigures | None) -> tuple[str, str]:
+    """The best's headline card: the verdict's fresh figure with its 95% interval when there is
+    one (study/best_figures.py), else the search figure with the study's noise, labelled."""
+    row = figures.objective_row if figures is not None and figures.fresh else None
+    if figures is not None and row is not None:
+        return f"{label}, best: {figures.label()}", row.best.text()
+    if fig is None:
+        return label + ", best", "–"
+    return f"{label}, best: {fig.label}; +/- from {fig.noise.source()}", f"{fmt(fig.mean)} +/- {fmt(fig.half_width)}"
+
+
+def _no_best(info: dict) -> str:
+    """What a study with no best ended with: the verdict's decision, else none yet."""
+    verdict = info["choice"].naming.verdict
+    return f"none: {verdict.kind.value}" if verdict is not None else "none yet"
+
+
 def _comparison_table(info: dict) -> str:
     rows = info["best_vs_baseline"]
+    best, base = info["best"], info["baseline"]
+    if best is not None and base is not None and best.number == base.number:
+        return (
+            "<p class='note' id='defaults-best'>The server's defaults are the best: nothing to compare them with.</p>"
+        )
     if not rows:
         return "<p class='note'>No best-versus-baseline comparison yet.</p>"
     body = "".join(
@@ -131,16 +155,21 @@ def _comparison_table(info: dict) -> str:
         for r in rows
     )
     sources = sorted({r["noise"] for r in rows if r.get("noise")})
+    fresh = any("change_low_pct" in r for r in rows)
     return (
         f"<p id='comparison-basis'>{esc(info.get('best_vs_baseline_evidence') or '')}"
-        + (f"; +/- is 95% from this study's noise ({esc('; '.join(sources))})" if sources else "")
+        + ("; [..] is the change's 95% interval from the verdict's fresh runs" if fresh else "")
+        + (f"; +/- is 95% from this study's noise ({esc('; '.join(sources))})" if sources and not fresh else "")
         + ".</p><table id='best-vs-baseline'><tr><th>metric</th><th>baseline</th><th>best</th>"
         f"<th>change</th></tr>{body}</table>"
     )
 
 
 def _change(r: dict) -> str:
-    pm = r.get("change_pm_pct")
+    """``+29.8% [+11.4%, +51.3%]`` (fresh runs) or ``+29.6% +/- 27.7`` (search, the study's noise)."""
+    lo, hi, pm = r.get("change_low_pct"), r.get("change_high_pct"), r.get("change_pm_pct")
+    if num(lo) and num(hi):
+        return f"{r['change_pct']:+.1f}% [{lo:+.1f}%, {hi:+.1f}%]"
     return f"{r['change_pct']:+.1f}%" + (f" +/- {pm:.1f}" if num(pm) else "")
 
 
@@ -201,6 +230,8 @@ def _trials_table(info: dict) -> str:
     )
     best = info["best"].number if info["best"] else None
     out = [
+        "<p class='sub'>Each trial's search measurement (one run; the best's is selected: biased up); "
+        "the best's figures are above.</p>"
         "<table id='trials-table'><tr><th>#</th><th>flags</th>"
         + "".join(f"<th>{esc(h)}</th>" for _, h in cols)
         + "<th>evidence</th><th>status</th></tr>"
@@ -218,7 +249,7 @@ def _trials_table(info: dict) -> str:
         flags = " ".join(f"<span class='kv'>{esc(k)}={esc(v)}</span>" for k, v in o.candidate.flags.items())
         m = o.metrics or {}
         out.append(
-            f"<tr class='{cls}'><td>{o.number}</td><td><code>{flags or '(server defaults)'}</code></td>"
+            f"<tr class='{cls}'><td>{o.number}</td><td><code>{flags or 'the server&#39;s defaults'}</code></td>"
             + "".join(f"<td class='num'>{fmt(m.get(k), k)}</td>" for k, _ in cols)
             + f"<td>{esc(o.evidence if o.measured else '')}</td><td>{esc(_status(o))}</td></tr>"
         )
@@ -319,9 +350,9 @@ def render_report(results: dict) -> str:
         best_section = [
             "<section id='best'><h2>Best config against the baseline</h2>",
             _named(results),
-            plot_improvement(info["best_vs_baseline"], best, base)
-            if base
-            else note("plot-improvement", "No best-versus-baseline comparison yet."),
+            plot_improvement(info["best_vs_baseline"], best, base, info.get("best_vs_baseline_evidence") or "")
+            if base and base.number != best.number
+            else "",
             _comparison_table(info),
             "<h3>Best command line</h3>",
             _command(results, info),

@@ -3,9 +3,10 @@
 Which server to run is answered by measurement only when both were measured the same way, so a
 comparison first refuses studies that differ in what they measured (workload, targets, primary
 objective), naming the difference. Each study then gives two rows, its named best and its
-baseline (the server's defaults), with the figures `kvtune run` compares them on (their
-re-measurements when both were re-measured: `study.naming.comparison_metrics`), its measured
-trial count and the wall time its search took.
+baseline (the server's defaults), with the figures every surface shows for its best
+(study/best_figures.py: the verdict's fresh runs, geometric means, when they back the best; else
+the search measurements, or both re-measurements, as `study.naming.comparison_metrics` picks),
+each row saying which, its measured trial count and the wall time its search took.
 
 The best overall is decided the way a study decides its own best: by the verdict's two-sample test
 on fresh runs (verdict/overall.py), on the primary objective of each study's named best over the
@@ -25,12 +26,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from kvtune.artifacts import launch_script
-from kvtune.artifacts.overview import baseline_trial, best_trial, outcomes, study_objectives
+from kvtune.artifacts.overview import baseline_trial, best_trial, outcomes, recorded_choice, study_objectives
 from kvtune.errors import SpecError
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
-from kvtune.study.naming import comparison_metrics
+from kvtune.study.naming import comparison_basis, comparison_metrics
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import StudySpec
 from kvtune.study.verdict_evidence import evidence_of
@@ -55,6 +56,7 @@ class Side:
     best_metrics: dict = field(default_factory=dict)
     baseline_metrics: dict = field(default_factory=dict)
     measurements: int = 1  # per config in the figures (the re-measurement when both have one)
+    basis: str = ""  # which measurements the figures are (`BestFigures.label`, or `comparison_basis`)
     trials: int = 0  # configs measured
     wall_s: float | None = None  # the search's wall time (results.json "budget")
     label: str = ""  # the backend, or the study name when two sides share a backend
@@ -104,6 +106,7 @@ class Comparison:
                         **{k: (m or {}).get(k) if o and o.measured else None for k, _ in FIGURES},
                         "feasible": bool(o and o.feasible),
                         "measurements": s.measurements if o else 0,
+                        "basis": s.basis if o else "",
                         "trials": s.trials,
                         "wall_s": s.wall_s,
                         "winner": s is self.winner and role == "best",
@@ -218,9 +221,15 @@ def side(name: str, results: dict, outs: list[TrialOutcome] | None = None) -> Si
     best, base = best_trial(results, outs), baseline_trial(results, outs)
     best_m = dict(best.metrics or {}) if best else {}
     base_m = dict(base.metrics or {}) if base else {}
-    n = 1
+    n, basis = 1, "search measurement"
     if best is not None and base is not None and base.metrics:
         best_m, base_m, n = comparison_metrics(best, base)
+        basis = comparison_basis(best, base)
+    figures = recorded_choice(results, outs).figures
+    if figures is not None and figures.fresh:
+        best_m = {r.metric: r.best.value for r in figures.rows}
+        base_m = {r.metric: (r.defaults or r.best).value for r in figures.rows}
+        n, basis = figures.runs, figures.label()
     budget = results.get("budget") or {}
     measured = budget.get("measured")
     return Side(
@@ -233,6 +242,7 @@ def side(name: str, results: dict, outs: list[TrialOutcome] | None = None) -> Si
         best_metrics=best_m,
         baseline_metrics=base_m,
         measurements=n,
+        basis=basis,
         trials=measured if measured is not None else sum(o.measured for o in outs),
         wall_s=budget.get("elapsed_s"),
         best_argv=list(results.get("best_argv") or []),

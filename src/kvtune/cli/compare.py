@@ -23,10 +23,11 @@ def print_comparison(c: Comparison, out: Console) -> None:
     """The side-by-side table (best and defaults of each study), each best's fresh figure with its
     interval, and the best overall or why there is none."""
     table = Table(
-        title=f"Side by side at the same workload and targets ({c.objective.name}; re-measured figures "
-        "where best and defaults both were, else first measurements)"
+        title=f"Side by side at the same workload and targets ({c.objective.name}; each row's figures "
+        "are those its study shows for its best: 'measured' says which)"
     )
-    for col in ("backend", "config", "out tok/s", "TTFT p95", "TPOT p95", "feasible", "trials", "wall time"):
+    cols = ("backend", "config", "out tok/s", "TTFT p95", "TPOT p95", "measured", "feasible", "trials", "wall time")
+    for col in cols:
         table.add_column(col, justify="left" if col in ("backend", "config") else "right")
     for r in c.rows():
         if r["trial"] is None:
@@ -47,6 +48,7 @@ def print_comparison(c: Comparison, out: Console) -> None:
             f"{tput:.1f}" if tput is not None else "-",
             fmt_ms(r["p95_ttft_ms"]),
             fmt_ms(r["p95_tpot_ms"]),
+            r.get("basis") or "-",
             ("yes" if r["feasible"] else "no") if r["trial"] is not None else "-",
             str(r["trials"]),
             format_duration(r["wall_s"]) if r["wall_s"] is not None else "-",

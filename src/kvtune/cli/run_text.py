@@ -63,7 +63,9 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print(f"[bold green]Best feasible config: trial {best.number}[/bold green] ({label})")
     verdict, noise = s.choice.naming.verdict, s.choice.objective_noise
     why = f"; why this one: {s.choice.naming.why}" if s.choice.naming.why and verdict is None else ""
-    console.print(f"{p.spec.primary.name}: {headline(best, noise)}; evidence: {best.evidence}{why}", markup=False)
+    console.print(
+        f"{best_line(s, p.spec.primary.name, headline(best, noise))}; evidence: {best.evidence}{why}", markup=False
+    )
     held = outcome_sentence(best.confirmation, best.metrics)  # capacity on a trace, with its unit
     if held:
         console.print(f"capacity on the trace: trial {best.number} {held}", markup=False)
@@ -205,13 +207,20 @@ def _versus_baseline(s: StudySummary, console: Console) -> None:
     if s.best.number == base.number:  # the defaults won: a table of the baseline against itself says nothing
         return
     basis = s.choice.versus_basis or "1 measurement each"
-    table = Table(title=f"best (trial {s.best.number}) vs baseline (trial {base.number}, server defaults), {basis}")
+    table = Table(
+        title=f"best (trial {s.best.number}) vs baseline (trial {base.number}, the server's defaults), {basis}"
+    )
     for col in ("metric", "baseline", "best", "change"):
         table.add_column(col, justify="right" if col != "metric" else "left")
     rows = s.choice.versus_baseline
     for row in rows:
         table.add_row(row["label"], f"{row['baseline']:.1f}", f"{row['best']:.1f}", change_text(row))
     console.print(table)
+    if any("change_low_pct" in row for row in rows):
+        console.print(
+            "[...] of each change: its 95% interval from the verdict's fresh runs; dim: it holds 0.", markup=False
+        )
+        return
     sources = sorted({row["noise"] for row in rows if row.get("noise")})
     if sources:
         console.print(
@@ -222,9 +231,26 @@ def _versus_baseline(s: StudySummary, console: Console) -> None:
         )
 
 
+def best_line(s: StudySummary, name: str, search_headline: str) -> str:
+    """The best's headline figure: the verdict's fresh runs with their interval
+    (study/best_figures.py) and its search measurement labelled as such; without fresh runs,
+    the search figure as `headline` labels it."""
+    f = s.choice.figures
+    if f is None or not f.fresh:
+        return f"{name}: {search_headline}"
+    first = s.best.objective if s.best is not None and not s.best.baseline else None
+    search = f"; search measurement {first:.4g} (selected, biased up)" if first is not None else ""
+    return f.objective_text() + search
+
+
 def change_text(row: dict) -> str:
-    """``+12.3% +/- 9.1`` coloured by better/worse, dim when the change is within the noise."""
+    """``+29.8% [+11.4%, +51.3%]`` (the verdict's fresh runs) or ``+12.3% +/- 9.1`` (search
+    measurements, the study's noise), coloured by better/worse, dim when the change is within
+    the noise (its interval holds 0)."""
+    lo, hi = row.get("change_low_pct"), row.get("change_high_pct")
     pm = f" +/- {row['change_pm_pct']:.1f}" if isinstance(row.get("change_pm_pct"), (int, float)) else ""
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        pm = f" [{lo:+.1f}%, {hi:+.1f}%]"
     color = "dim" if row.get("within_noise") else "green" if row["better"] else "red"
     return f"[{color}]{row['change_pct']:+.1f}%{pm}[/{color}]"
 

@@ -15,7 +15,9 @@ from kvtune.cli.app import app, console, err_console
 from kvtune.cli.progress import fmt_flags, fmt_ms
 from kvtune.commands import STORAGE_ENV
 from kvtune.errors import SpecError
+from kvtune.study.best_figures import BestFigures
 from kvtune.study.capacity_text import outcome_sentence
+from kvtune.study.naming import Figure
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.time_spent import StudyTime
 from kvtune.study.what_would_work import WhatWouldWork
@@ -102,22 +104,17 @@ def show(
         console.print(line, markup=False)
     console.print(_pareto_table(ov))
     primary = ov["objectives"][0].name
+    figures = ov["choice"].figures
     for label, t, fig in (("best", ov["best"], ov["best_figure"]), ("baseline", ov["baseline"], ov["baseline_figure"])):
+        if label == "baseline" and t is not None and t is ov["best"]:
+            continue  # the defaults are the best: their line is the best's
         if t:
-            again = (t.confirmation or {}).get("metrics")
-            m = again or t.metrics or {}
-            console.print(
-                f"{label}: trial {t.number} ({fmt_flags(t.candidate)}) "
-                f"{primary} {fig.text() if fig else '-'}; "
-                f"out {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))} "
-                f"({'re-measured' if again else 'first measurement'}; {t.evidence})",
-                markup=False,
-            )
+            console.print(_trial_line(label, t, primary, fig, figures), markup=False)
             _say_trace_capacity(t, console)
-        else:
-            console.print(f"{label}: none yet")
+        elif label == "best":
+            console.print(f"best: {_no_best(results)}", markup=False)
     change = ov["objective_change"]
-    if change:
+    if change and not (figures is not None and figures.fresh):
         console.print(
             f"best vs baseline, {primary}: {change['change_pct']:+.1f}% +/- {change['change_pm_pct']:.1f} "
             f"({change['basis']}; +/- from {change['noise']})"
@@ -157,6 +154,45 @@ def _show_evidence(ov: dict, results: dict) -> None:
             console.print(line, markup=False)
 
 
+def _trial_line(label: str, t: TrialOutcome, primary: str, fig: Figure | None, figures: BestFigures | None) -> str:
+    """The best's or the baseline's line: the verdict's fresh figures with their 95% intervals
+    when the best's figures are fresh (study/best_figures.py), else the search measurement, said."""
+    flags = "the server's defaults" if t.baseline else fmt_flags(t.candidate)
+    head = f"{label}: trial {t.number} ({flags})"
+    if figures is not None and figures.fresh and t.number in (figures.trial, figures.baseline):
+        if t.number == figures.trial:
+            first = (
+                f"; search measurement {t.objective:.4g} (selected, biased up)"
+                if t.objective and not t.baseline
+                else ""
+            )
+            return f"{head} {figures.objective_text()}{first}; {figures.rows_text()}"
+        row = figures.objective_row
+        base = row.defaults if row is not None else None
+        obj = f"{primary} {base.text(row.unit if row else '')}" if base is not None else primary
+        return f"{head} {obj}; {figures.rows_text(defaults=True)} ({figures.label()})"
+    again = (t.confirmation or {}).get("metrics")
+    m = again or t.metrics or {}
+    which = "re-measured" if again else "search measurement" + ("" if t.baseline else ", selected: biased up")
+    return (
+        f"{head} {primary} {fig.text() if fig else '-'}; "
+        f"out {m.get('output_throughput') or 0:.1f} tok/s, TTFT p95 {fmt_ms(m.get('p95_ttft_ms'))} "
+        f"({which}; {t.evidence})"
+    )
+
+
+def _no_best(results: dict) -> str:
+    """What a study without a best ended with (a verdict, or a search that stopped), or that it
+    has none yet while it runs."""
+    verdict = results.get("verdict") or {}
+    if verdict.get("kind_text"):
+        return f'none: the study ended with "{verdict["kind_text"]}"'
+    stopped = (results.get("budget") or {}).get("stopped")
+    if stopped:
+        return f"none: no config met the targets when the search stopped ({stopped})"
+    return "none yet"
+
+
 def _say_trace_capacity(t: TrialOutcome, to: Console) -> None:
     """A capacity on a trace, with its unit: "holds this trace at 2.5x its recorded rate ..."."""
     held = outcome_sentence(t.confirmation, t.metrics)
@@ -188,7 +224,10 @@ def _pareto_table(ov: dict) -> Table:
     """The study's Pareto set over its objectives; for one objective, the throughput vs TTFT
     trade-off, labelled as such."""
     if ov["pareto_is_trade_off"]:
-        table = Table(title="Trade-off, not the objective: Pareto set of output tok/s vs TTFT p95, feasible trials")
+        table = Table(
+            title="Trade-off, not the objective: Pareto set of output tok/s vs TTFT p95, feasible trials "
+            "(search measurements)"
+        )
         for col in ("trial", "flags", "out tok/s", "TTFT p95", "TPOT p95"):
             table.add_column(col)
         for t in ov["pareto"]:

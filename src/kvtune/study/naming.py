@@ -141,4 +141,4 @@ def comparison_basis(best: TrialOutcome, baseline: TrialOutcome) -> str:
     both = [o for o in (best, baseline) if (o.confirmation or {}).get("metrics")]
     if len(both) == 2 and best is not baseline:
         return "re-measured on fresh servers, 1 measurement each"
-    return "first measurements, 1 each (the best's was selected as the maximum: biased up)"
+    return "search measurements, 1 each (the best's was selected as the maximum: biased up)"

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 from kvtune.jsonsafe import dumps
 from kvtune.kinds import Direction, FailureKind
 from kvtune.objectives.objective import Objective
+from kvtune.study.best_figures import BestFigures, best_figures
 from kvtune.study.measured_noise import OBJECTIVE, Noise, noise_of
 from kvtune.study.naming import Naming, comparison_basis, comparison_metrics, name_best
 from kvtune.study.outcome import TrialOutcome
@@ -92,6 +93,7 @@ class BestChoice:
     versus_baseline: list[dict] = field(default_factory=list)  # `compare` rows, best against baseline
     versus_measurements: int | None = None  # measurements per side those rows rest on
     versus_basis: str = ""  # which measurements they compare (`comparison_basis`)
+    figures: BestFigures | None = None  # the best's figures every surface shows (study/best_figures.py)
 
     @property
     def best(self) -> TrialOutcome | None:
@@ -110,6 +112,7 @@ class BestChoice:
             "named_best": self.naming.to_dict(),
             "verdict": self.naming.verdict.to_dict() if self.naming.verdict is not None else None,
             "noise": {k: n.to_dict() for k, n in self.noise.items()},
+            "best_figures": self.figures.to_dict() if self.figures is not None else None,
         }
         if self.versus_measurements is not None:
             out["best_vs_baseline"] = self.versus_baseline
@@ -130,11 +133,50 @@ def choose_best(
     naming = study_naming(outcomes, direction, server_defaults, key)
     noises = {k: noise_of(outcomes, k, key) for k in (OBJECTIVE, *(m for m, _, _ in COMPARED))}
     best = naming.best
+    figures = best_figures(outcomes, best, baseline, naming.verdict, key, direction is Direction.MAXIMIZE)
     if best is None or baseline is None or not baseline.metrics:
-        return BestChoice(naming, baseline, direction, noises)
+        return BestChoice(naming, baseline, direction, noises, figures=figures)
+    rows, n, basis = versus_rows(best, baseline, noises, figures)
+    return BestChoice(naming, baseline, direction, noises, rows, n, basis, figures)
+
+
+def versus_rows(
+    best: TrialOutcome, baseline: TrialOutcome, noise: Mapping[str, Noise], figures: BestFigures | None
+) -> tuple[list[dict], int, str]:
+    """The best-against-defaults table: the verdict's fresh runs when `figures` are (each
+    change with its 95% interval, `figures.runs` runs per side), else the search measurements
+    with the study's noise; no rows when the best is the defaults (a table of the defaults
+    against themselves says nothing)."""
+    if best.number == baseline.number:
+        return [], 0, figures.label() if figures is not None else ""
+    if figures is not None and figures.fresh:
+        return fresh_rows(figures), figures.runs, figures.label()
     best_m, base_m, n = comparison_metrics(best, baseline)
-    rows = compare(best_m, base_m, noises)
-    return BestChoice(naming, baseline, direction, noises, rows, n, comparison_basis(best, baseline))
+    return compare(best_m, base_m, noise), n, comparison_basis(best, baseline)
+
+
+def fresh_rows(figures: BestFigures) -> list[dict]:
+    """`compare`'s row shape from fresh figures: the change's 95% interval as
+    ``change_low_pct``/``change_high_pct``; ``within_noise`` when it holds 0."""
+    rows = []
+    for r in figures.rows:
+        if r.defaults is None or r.change is None:
+            continue
+        row: dict[str, Any] = {
+            "metric": r.metric,
+            "label": next((lab for k, lab, _ in COMPARED if k == r.metric), r.label),
+            "baseline": r.defaults.value,
+            "best": r.best.value,
+            "change_pct": r.change.pct,
+            "better": bool(r.better),
+            "runs": figures.runs,
+        }
+        if r.change.low is not None and r.change.high is not None:
+            row.update(
+                change_low_pct=r.change.low, change_high_pct=r.change.high, within_noise=not r.change.excludes_zero()
+            )
+        rows.append(row)
+    return rows
 
 
 def confirmation_summary(outcomes: Sequence[TrialOutcome], direction: Direction) -> dict | None:
