@@ -35,6 +35,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
@@ -183,27 +184,17 @@ def main(argv: list[str] | None = None) -> int:
     power = args.power_studies or max(args.studies // 2, 1)
     counts = [args.studies if c.false else power for c in cells]
     began = time.monotonic()
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(run_cell, cells, counts, [args.seed + i for i in range(len(cells))]))
     print(
         f"# kvtune verdict error rates: {args.studies} simulated studies per null cell, {power} per power cell, "
         f"seed {args.seed}"
     )
     print(f"# policy {Policy()} ({DecisionKind.BEATS_DEFAULTS.value!r} counts as a win)")
     print("| cell | measured | rate [95% CI] | ratio to reference | mean proof pairs | mean screening runs |")
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|", flush=True)
     failed = []
-    for cell, hits, within, n, pairs, screened in results:
-        rows = [("false wins" if cell.false else "named a better config", sim.Rate(hits, n))]
-        if cell.kind == "several":
-            rows.append(("named within 5% of the best", sim.Rate(within, n)))
-        for what, rate in rows:
-            ref = f"{rate.rate / BOUND:.2f} of 5%" if cell.false else f"{rate.rate / POWER:.2f} of 80%"
-            print(f"| {cell.label()} | {what} | {rate.text()} | {ref} | {pairs:.1f} | {screened:.1f} |")
-            if cell.kind == "null" and rate.interval()[1] > BOUND_UPPER:
-                failed.append(cell.label())
-            if _power_contract(cell) and rate.interval()[1] < POWER:  # shown below 80%
-                failed.append(f"{cell.label()} ({what})")
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        results = pool.map(run_cell, cells, counts, [args.seed + i for i in range(len(cells))])
+        failed = _print_rows(results)
     print(f"# {len(cells)} cells in {time.monotonic() - began:.0f} s")
     if failed:
         print("# contract not met: " + "; ".join(failed))
@@ -213,6 +204,24 @@ def main(argv: list[str] | None = None) -> int:
         "(spread, any trials; needle, 6 trials; several, 20 trials, at the stated budget)"
     )
     return 0
+
+
+def _print_rows(results: Iterable[tuple[Cell, int, int, int, float, float]]) -> list[str]:
+    """Print each cell's rows as it finishes (a long run shows its progress); the cells whose
+    contract is not met."""
+    failed = []
+    for cell, hits, within, n, pairs, screened in results:
+        rows = [("false wins" if cell.false else "named a better config", sim.Rate(hits, n))]
+        if cell.kind == "several":
+            rows.append(("named within 5% of the best", sim.Rate(within, n)))
+        for what, rate in rows:
+            ref = f"{rate.rate / BOUND:.2f} of 5%" if cell.false else f"{rate.rate / POWER:.2f} of 80%"
+            print(f"| {cell.label()} | {what} | {rate.text()} | {ref} | {pairs:.1f} | {screened:.1f} |", flush=True)
+            if cell.kind == "null" and rate.interval()[1] > BOUND_UPPER:
+                failed.append(cell.label())
+            if _power_contract(cell) and rate.interval()[1] < POWER:  # shown below 80%
+                failed.append(f"{cell.label()} ({what})")
+    return failed
 
 
 if __name__ == "__main__":
