@@ -30,6 +30,9 @@ class Doc:
     given now, each is refused in one line naming the key. `duration`: the value may be written
     as a duration ("30m", "90s") as well as a number of seconds. `what`: the expected value in a
     refusal ("a price in USD per hour, e.g. 2.5"), when the type's own word is not enough.
+    `most`: the largest number taken. Far past what any study runs, a value is a slip (an extra
+    zero, seconds written for milliseconds) that would otherwise start servers and hang or
+    exhaust memory; it is refused when read, naming the key (or the flag typed).
     """
 
     help: str
@@ -40,6 +43,7 @@ class Doc:
     moved: tuple[str, ...] = ()
     duration: bool = False
     what: str | None = None
+    most: float | None = None
 
 
 def setting(default: Any = MISSING, *, default_factory: Any = MISSING, help: str, **doc: Any) -> Any:

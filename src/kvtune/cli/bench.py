@@ -18,6 +18,7 @@ from rich.table import Table
 from kvtune.cli.app import app, console
 from kvtune.cli.bench_flags import BenchFlags
 from kvtune.cli.bench_sweep import check_sweep, curve_table, parse_rates, rate_unit, sweep, sweep_verdict
+from kvtune.cli.flag_names import named_by_flag
 from kvtune.cli.flag_record import command_signature
 from kvtune.cli.flag_values import trace_of
 from kvtune.errors import SpecError
@@ -69,20 +70,27 @@ def bench_workload(f: BenchFlags) -> Workload:
     """The checked workload: `--set`'s workload keys, then the flags, over the defaults."""
     sets = parse_sets([item if item.startswith("workload.") else f"workload.{item}" for item in f.set])
     values: dict[str, Any] = dict(sets.get("workload") or {})
-    for field in fields(BenchFlags):
-        where = field.metadata.get("setting")
-        value = getattr(f, field.name)
-        if where is not None and value is not None:
-            values[of_field(*where).field] = of_field(*where).check(value)
-    rates = parse_rates(f.rate)
-    if rates:  # a sweep's workload is checked at its first rate
-        values.update(mode="open", rate=rates[0])
-    if f.workload_kind == "multiturn":
-        values["multiturn"] = True
-    elif f.workload_kind is not None:
-        values["trace"] = trace_of(f.workload_kind)
-    _multiturn_only(values)
-    return Workload(**values).validate()
+    flags: dict[str, str] = {}  # key -> the flag that gave it: a refusal names what was typed
+    try:
+        for field in fields(BenchFlags):
+            where = field.metadata.get("setting")
+            value = getattr(f, field.name)
+            if where is not None and value is not None:
+                s = of_field(*where)
+                flags[s.key] = s.doc.bench_flag or s.key
+                values[s.field] = s.check(value)
+        rates = parse_rates(f.rate)
+        if rates:  # a sweep's workload is checked at its first rate
+            values.update(mode="open", rate=rates[0])
+            flags["workload.rate"] = "--rate"
+        if f.workload_kind == "multiturn":
+            values["multiturn"] = True
+        elif f.workload_kind is not None:
+            values["trace"] = trace_of(f.workload_kind)
+        _multiturn_only(values)
+        return Workload(**values).validate()
+    except SpecError as e:
+        raise SpecError(named_by_flag(str(e), flags)) from e
 
 
 def cache_policy(text: Optional[str], workload: Workload) -> Any:

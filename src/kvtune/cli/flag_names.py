@@ -34,17 +34,18 @@ def flag_of(record: type, name: str) -> str:
 
 
 def flags_given(by_flags: Mapping[str, Any]) -> dict[str, str]:
-    """Setting key as the refusals write it (`trials`, `time_budget_s`, `workload.output_tokens`)
+    """Setting key as the refusals write it (`trials`, `time_budget`, `workload.output_tokens`)
     -> the flag that gave its value, for the settings the flags gave (the study file's shape,
     by field name: cli/run.py `given_by_flags`)."""
-    fields_to_flags = {(s.section == "workload", s.field): s.doc.run_flag for s in by_key().values()}
+    settings = {(s.section == "workload", s.field): s for s in by_key().values()}
     out: dict[str, str] = {}
     for section, values in (("top", by_flags), ("workload", by_flags.get("workload") or {})):
         for name in values:
             if name == "workload":
                 continue
-            key = f"workload.{name}" if section == "workload" else name
-            flag = KEY_FLAGS.get(key) or fields_to_flags.get((section == "workload", name))
+            s = settings.get((section == "workload", name))
+            key = s.key if s is not None else f"workload.{name}" if section == "workload" else name
+            flag = KEY_FLAGS.get(key) or (s.doc.run_flag if s is not None else None)
             if flag:
                 out[key] = flag
     return out

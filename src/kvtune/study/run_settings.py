@@ -33,6 +33,7 @@ class RunSettings:
     )
     workers: int = setting(
         1,
+        most=10_000,
         help="Trials at once on this host, each server pinned to its own CPUs / GPUs and port.",
         run_flag="--workers",
         panel="Cluster",
@@ -45,11 +46,13 @@ class RunSettings:
     )
     gpus_per_trial: int = setting(
         0,
+        most=1024,
         help="GPUs each worker's server gets: worker k gets the k-th G of the visible GPUs (CUDA_VISIBLE_DEVICES, in PCI bus order), recorded with each trial; 0: leave CUDA_VISIBLE_DEVICES alone.",
         moved=("--gpus-per-trial",),
     )
     cpus_per_trial: int | None = setting(
         None,
+        most=100_000,
         help="With setup_only: the CPUs each trial's server gets on the workers (default: this host's count); a worker with fewer is refused, one with more pins its servers to this many.",
         moved=("--cpus-per-trial",),
     )

@@ -12,8 +12,10 @@ from __future__ import annotations
 import difflib
 import enum
 import functools
+import math
 import types
 import typing
+import unicodedata
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Mapping
 
@@ -62,14 +64,21 @@ class Setting:
     def type_name(self) -> str:
         """The type as docs/reference.md and `kvtune settings` show it."""
         if self.doc.duration:
-            return "duration"
+            return "duration" + self._at_most
         names = {int: "integer", float: "number", bool: "true/false", str: "string"}
         kinds = _kinds(self.hint)
         if kinds == (int, str):
-            return "integer or auto"
+            return "integer or auto" + self._at_most
         if _is_list(self.hint):
             return "list of strings"
-        return names.get(kinds[-1], "string") if kinds else "string"
+        return (names.get(kinds[-1], "string") if kinds else "string") + self._at_most
+
+    @property
+    def _at_most(self) -> str:
+        most = self.doc.most
+        if most is None:
+            return ""
+        return f", at most {_number(most)}{'s' if self.doc.duration else ''}"
 
     def check(self, value: Any) -> Any:
         """`value` as the study file or `--set` gave it, typed (a duration's words in seconds),
@@ -80,14 +89,47 @@ class Setting:
             items = [value] if isinstance(value, str) else value
             if not (isinstance(items, list) and all(isinstance(x, str) for x in items)):
                 raise SpecError(f"{self.key} must be {self.expected}, got {value!r}")
+            for item in items:
+                if not item.strip():
+                    raise SpecError(f"{self.key} has an empty item: give {self.expected}, or leave it out")
+                self._text(item)
             return items
         if isinstance(value, str) and not value.strip():
             raise SpecError(f"{self.key} is empty: give {self.expected}, or leave it out")
+        if isinstance(value, str):
+            self._text(value)
         if self.doc.duration and isinstance(value, str):
-            return parse_duration(value, what=self.key, zero_ok=True)
+            return self._within_most(parse_duration(value, what=self.key, zero_ok=True))
         allowed = _kinds(self.hint) + ((int, float) if self.doc.duration else ())
         check_type(self.key, value, allowed or (str,), self.expected)
+        return self._within_most(value)
+
+    def _text(self, value: str) -> None:
+        """A string value must be text: a byte that was not UTF-8 (the command line hands it on as
+        a lone surrogate) or a control character (a NUL from a YAML escape) would reach a path, a
+        server's argv or a generated script, and fail there, after servers started."""
+        for i, ch in enumerate(value):
+            if "\udc80" <= ch <= "\udcff":
+                what = f"a byte that is not UTF-8 (0x{ord(ch) - 0xDC00:02x})"
+            elif unicodedata.category(ch) in ("Cc", "Cs"):
+                what = f"a control character (U+{ord(ch):04X})"
+            else:
+                continue
+            raise SpecError(f"{self.key} holds {what} at character {i + 1}: retype it as plain text")
+
+    def _within_most(self, value: Any) -> Any:
+        """`value`, unless it is a number past the declared most (`Doc.most`)."""
+        most = self.doc.most
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if most is not None and number and math.isfinite(value) and value > most:  # inf: the type's own check
+            unit = " s" if self.doc.duration else ""
+            raise SpecError(f"{self.key} must be at most {_number(most)}{unit}, got {_number(value)}{unit}")
         return value
+
+
+def _number(x: float) -> str:
+    """A number as a refusal writes it: whole numbers without a point, others as typed."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e18 else f"{x:g}"
 
 
 _WORDS: dict[tuple[type, ...], str] = {

@@ -121,6 +121,7 @@ class StudySpec:
     )
     trials: int = setting(
         12,
+        most=100_000,
         help="Configs to measure, the defaults included; pre-screen rejections and repeats of a measured config are free.",
         run_flag="--trials",
         panel="Budget",
@@ -142,35 +143,36 @@ class StudySpec:
     )
     startup_timeout_s: float = setting(
         DEFAULT_CAP_S,
+        most=7 * 86400,
         help="The most a server may take to start, e.g. 30m (on GPUs vLLM compiles and captures CUDA graphs first).",
         duration=True,
         moved=("--startup-timeout",),
     )
     startup_stall_s: float = setting(
         DEFAULT_STALL_S,
+        most=86400,
         help="A start fails sooner when its log shows no progress for this long, e.g. 5m.",
         duration=True,
         moved=("--startup-stall",),
     )
     repeats: int | str = setting(
         1,
+        most=1000,
         help="Measurements per trial on the same server, pooled, their spread reported; auto: repeat until the objective's 95% confidence half-width is within 3% of its mean, at most 5 runs.",
         moved=("--repeats",),
         what="an integer or 'auto'",
     )
     confirm_top: int = setting(
         3,
+        most=1000,
         help="Leaders of the search that get a fresh run each before one is tested against the defaults on fresh servers (0: no confirmation); several objectives: up to this many of the Pareto set plus 3 are re-measured.",
         moved=("--confirm-top",),
     )
     confirm_pairs: int = setting(
         9,
+        most=1000,
         help="The verdict's cap: the most (candidate, defaults) pairs it measures, D W W D on fresh servers, judged every 3 pairs, before it says 'not enough evidence' and keeps the defaults. 9 gives 80% power for a true +20% at 10% run-to-run noise (docs/verdicts.md).",
         moved=("--confirm-pairs",),
-    )
-    confirm_rounds: int = setting(
-        3,
-        help="Screening rounds among the confirm_top leaders before one is tested: one fresh run each per round, a leader clearly behind the best set aside after each; stops early once the leaders left are within 5% of each other at the measured noise. More rounds (and leaders) name a config within 5% of the best more often (docs/verdicts.md).",
     )
     informed_start: bool = setting(
         True,
@@ -179,7 +181,8 @@ class StudySpec:
     )
     time_budget_s: float | None = setting(
         None,
-        help="The whole run's wall time, confirmation included, e.g. 2h, 90m, 1h30m: the search stops asking new trials early enough to leave the verdict's first look (the running trial finishes; a resumed study counts the time already spent).",
+        most=365 * 86400,
+        help="Stop asking new trials after this much wall time, e.g. 2h, 90m, 1h30m (the running trial finishes; a resumed study counts the time already spent).",
         key="time_budget",
         run_flag="--time-budget",
         panel="Budget",
@@ -202,12 +205,14 @@ class StudySpec:
     )
     price_per_hour: float | None = setting(
         None,
+        most=100_000,
         help="USD per hour for the whole machine, e.g. 2.50: every trial gets its cost per 1M output and total tokens (objective cost_per_mtok minimizes it).",
         moved=("--price-per-hour",),
         what="a price in USD per hour, e.g. 2.5",
     )
     price_per_gpu_hour: float | None = setting(
         None,
+        most=10_000,
         help="USD per GPU-hour instead, times the GPUs a trial uses.",
         moved=("--price-per-gpu-hour",),
         what="a price in USD per GPU-hour, e.g. 2.5",
@@ -317,8 +322,6 @@ class StudySpec:
             raise SpecError(f"repeats must be a whole number of at least 1 or 'auto', got {self.repeats!r}")
         if self.confirm_top < 0:
             raise SpecError(f"confirm_top must be 0 or more, got {self.confirm_top}")
-        if isinstance(self.confirm_rounds, bool) or not isinstance(self.confirm_rounds, int) or self.confirm_rounds < 1:
-            raise SpecError(f"confirm_rounds must be a whole number of at least 1, got {self.confirm_rounds!r}")
         if isinstance(self.screen_fraction, bool) or not 0 <= self.screen_fraction < 1:
             raise SpecError(
                 f"screen_fraction must be a share from 0 (off) up to, not including, 1, e.g. 0.5; got {self.screen_fraction!r}"
@@ -335,7 +338,7 @@ class StudySpec:
         if not 0 <= self.seed < 2**32:
             raise SpecError(f"seed must be between 0 and 2**32-1, got {self.seed}")
         if self.time_budget_s is not None:
-            parse_duration(self.time_budget_s)
+            parse_duration(self.time_budget_s, what="time_budget")  # the key; cli/flag_names.py names the flag
         self.workload.validate()
         parse_space(self.space)
         if not self.fidelity_gate and any(t.fidelity for t in self.targets):

@@ -90,6 +90,7 @@ class Workload:
 
     concurrency: int = setting(
         8,
+        most=100_000,
         help="Concurrent users (closed loop); with --rate it only sizes the warm-up.",
         run_flag="--concurrency",
         bench_flag="--concurrency",
@@ -97,6 +98,7 @@ class Workload:
     )
     prompt_tokens: int = setting(
         200,
+        most=10_000_000,
         help="Prompt length in tokens (approximate for synthetic prompts; exact with kvtune bench --tokenizer).",
         run_flag="--prompt-tokens",
         bench_flag="--prompt-tokens",
@@ -104,19 +106,24 @@ class Workload:
     )
     output_tokens: int = setting(
         64,
+        most=10_000_000,
         help="Output tokens per request, forced with ignore_eos.",
         run_flag="--output-tokens",
         bench_flag="--output-tokens",
         panel="Traffic",
     )
     num_requests: int = setting(
-        32, help="Measured requests per run.", bench_flag="--num-requests", moved=("--num-requests",)
+        32, most=10_000_000, help="Measured requests per run.", bench_flag="--num-requests", moved=("--num-requests",)
     )
     warmup_requests: int = setting(
-        8, help="Warm-up requests per run, of the same shape, left out of the metrics.", moved=("--warmup-requests",)
+        8,
+        most=1_000_000,
+        help="Warm-up requests per run, of the same shape, left out of the metrics.",
+        moved=("--warmup-requests",),
     )
     request_timeout_s: float = setting(
         120.0,
+        most=86400,
         help="Seconds one request may take before it counts as failed (a hung server is a failure).",
         moved=("--timeout",),
     )
@@ -131,6 +138,7 @@ class Workload:
     )
     rate: float | None = setting(
         None,
+        most=1_000_000,
         help="Open loop: requests per second (Poisson arrivals unless `arrival`); with multiturn, conversations starting per second.",
         run_flag="--rate",
         panel="Traffic",
@@ -138,11 +146,13 @@ class Workload:
     arrival: str = setting("poisson", help="Open-loop arrivals: poisson, gamma or constant.", moved=("--arrival",))
     burstiness: float = setting(
         1.0,
+        most=1000,
         help="Gamma shape of the arrivals: 1 is Poisson, below 1 burstier, above 1 more regular.",
         moved=("--burstiness",),
     )
     duration_s: float | None = setting(
         None,
+        most=365 * 86400,
         help="Send for this many seconds instead of `num_requests` requests.",
         duration=True,
         moved=("--duration",),
@@ -162,10 +172,10 @@ class Workload:
         what="a file path",
     )
     dataset_min_tokens: int = setting(
-        0, help="Keep dataset prompts of at least this many tokens.", moved=("--dataset-min-tokens",)
+        0, most=10_000_000, help="Keep dataset prompts of at least this many tokens.", moved=("--dataset-min-tokens",)
     )
     dataset_max_tokens: int | None = setting(
-        None, help="Keep dataset prompts of at most this many tokens.", moved=("--dataset-max-tokens",)
+        None, most=10_000_000, help="Keep dataset prompts of at most this many tokens.", moved=("--dataset-max-tokens",)
     )
     shared_prefix_fraction: float = setting(
         0.0,
@@ -173,20 +183,23 @@ class Workload:
         moved=("--shared-prefix-fraction",),
     )
     shared_prefix_tokens: int = setting(
-        0, help="Length of that system prompt in tokens.", moved=("--shared-prefix-tokens",)
+        0, most=10_000_000, help="Length of that system prompt in tokens.", moved=("--shared-prefix-tokens",)
     )
     shared_prefix_groups: int = setting(
         1,
+        most=1_000_000,
         help="Split the requests sharing a system prompt among N distinct shared prompts, dealt in turn, as subsets of users share different ones.",
         moved=("--prefix-groups",),
     )
     prompt_spread: float = setting(
         0.0,
+        most=10,
         help="Draw each prompt's length from a lognormal of mean prompt_tokens and this sigma of log, e.g. 0.5 (0: constant); seeded by seed, clamped to [1, its p99], which sizes the slots.",
         moved=("--prompt-spread",),
     )
     output_spread: float = setting(
         0.0,
+        most=10,
         help="The same for output lengths: a lognormal of mean output_tokens and this sigma of log (0: constant).",
         moved=("--output-spread",),
     )
@@ -197,25 +210,29 @@ class Workload:
     )
     trace_requests: int | None = setting(
         None,
+        most=100_000_000,
         help="Replay the trace's first N requests (default: num_requests, unless trace_window_s).",
         moved=("--trace-requests",),
     )
     trace_window_s: float | None = setting(
         None,
+        most=365 * 86400,
         help="Replay the requests of the trace's first S seconds (trace time), e.g. 60 or 2m.",
         duration=True,
         moved=("--trace-window",),
     )
     trace_speed: float = setting(
-        1.0, help="Time scale: 4 replays the trace four times faster.", moved=("--trace-speed",)
+        1.0, most=10_000, help="Time scale: 4 replays the trace four times faster.", moved=("--trace-speed",)
     )
     trace_length_scale: float = setting(
         1.0,
+        most=1000,
         help="Multiply every input and output length of the trace by F, e.g. 0.25.",
         moved=("--trace-length-scale",),
     )
     trace_max_tokens: int | None = setting(
         None,
+        most=10_000_000,
         help="Clip each trace request to N tokens of prompt + output (default: the p99 of the replayed requests, bounded by the model's context).",
         moved=("--trace-max-tokens",),
     )
@@ -240,17 +257,23 @@ class Workload:
         False,
         help="Conversations, each request carrying the history so far; on the command line --workload multiturn.",
     )
-    turns: int = setting(4, help="Multi-turn: turns per conversation.", moved=("--turns",))
+    turns: int = setting(4, most=10_000, help="Multi-turn: turns per conversation.", moved=("--turns",))
     think_time_s: float = setting(
-        0.0, help="Multi-turn: a user's pause between turns, e.g. 2 or 2s.", duration=True, moved=("--think-time",)
+        0.0,
+        most=86400,
+        help="Multi-turn: a user's pause between turns, e.g. 2 or 2s.",
+        duration=True,
+        moved=("--think-time",),
     )
     conversation_max_tokens: int | None = setting(
         None,
+        most=10_000_000,
         help="Multi-turn: end a conversation when its next turn would not fit this many tokens of context (default: room for `turns` turns, as a slot is sized).",
         moved=("--conversation-max-tokens",),
     )
     think_spread: float = setting(
         0.0,
+        most=10,
         help="Multi-turn: draw each pause from a lognormal of mean think_time_s and this sigma of log (0: constant); seeded by seed, the conversation and the turn.",
         moved=("--think-spread",),
     )

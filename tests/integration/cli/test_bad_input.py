@@ -58,7 +58,7 @@ ROWS: list[tuple[str, list[str], int, str]] = [
         BAD,
         "must be one of poisson, gamma",
     ),
-    ("bench: no requests", ["bench", URL, "--num-requests", "0"], BAD, "num_requests must be at least 1"),
+    ("bench: no requests", ["bench", URL, "--num-requests", "0"], BAD, "--num-requests must be at least 1"),
     ("bench: an SLO without a unit", ["bench", URL, "--slo", "ttft<2"], BAD, "SLO 'ttft<2' needs a time unit"),
     (
         "bench: an attainment target without an SLO",

@@ -113,7 +113,7 @@ def test_an_unreadable_target_is_a_study_file_error_naming_the_key(tmp_path):
     # found by the fuzz test: `targets: ''` escaped as a TargetError, not the file's SpecError
     f = tmp_path / "study.yaml"
     f.write_text("targets: ''\n")
-    with pytest.raises(SpecError, match=r"^targets: cannot parse target ''"):
+    with pytest.raises(SpecError, match=r"^targets has an empty item: give "):
         load_study_file(f)
 
 
