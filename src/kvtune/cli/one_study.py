@@ -40,6 +40,12 @@ def _check_gpu_price(spec: Any, opts: RunOptions) -> None:
             )
 
 
+def say_wait(line: str) -> None:
+    """A wait before anything starts (a storage slow to answer), on stderr: the run's own output
+    has not begun, and a refusal may still follow it."""
+    err_console.print(f"kvtune: {line}", markup=False, highlight=False)
+
+
 def interrupt_on_sigterm() -> None:
     """SIGTERM stops a run like Ctrl-C does (trial recorded as interrupted, server stopped), and
     Ctrl-C works even when kvtune was started with SIGINT ignored (a background job)."""
@@ -76,6 +82,7 @@ def run_study(
             on_prepared=lambda p: print_header(p, out),
             launcher=launcher,
             on_probe=lambda line: out.print(f"[dim]{line}[/dim]"),
+            on_wait=say_wait,
         )
     except KeyboardInterrupt:  # e.g. during a trace's speed probe: no study exists yet
         err_console.print(
@@ -114,7 +121,7 @@ def run_study(
 
 def _set_up_only(opts: RunOptions, spec: Any, launcher: Launcher | None) -> int:
     """`--setup-only`: create the study for a scheduler's workers and say how to place them."""
-    prepared, study = set_up_only(opts, spec, launcher)
+    prepared, study = set_up_only(opts, spec, launcher, on_wait=say_wait)
     url = redact(opts.storage or "")
     console.print(
         f"study {prepared.study_name} set up in {url}: spec, queued baseline, budget of {spec.trials} trials; "

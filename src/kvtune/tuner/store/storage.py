@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 from optuna.storages import BaseStorage
@@ -110,13 +111,45 @@ def rdb_storage(
         raise open_error(e, url) from e
 
 
-def check_reachable(url: str) -> None:
+#: A storage silent this long is said to be waited on: a refusal comes within a second, and a
+#: host that takes the connection and never answers would otherwise hold a run silent for its
+#: whole connect timeout.
+SAY_WAIT_S = 1.0
+
+
+def check_reachable(url: str, on_wait: Callable[[str], None] | None = None) -> None:
     """`StorageUnreachableError` when the database or proxy at `url` does not answer (a SQLite
     file always does). For a run to call before it writes anything, its runs folder included:
-    a storage that is down then costs a second and leaves nothing behind. Creates nothing there."""
+    a storage that is down then costs a second and leaves nothing behind. Creates nothing there.
+    One attempt, up to the connect timeout; when it has not ended within SAY_WAIT_S, the wait is
+    said through `on_wait` (one line) and goes on."""
     if url.startswith("sqlite"):
         return
     address = grpc_address(url)
+    total = PROXY_WAIT_S if address is not None else float(CONNECT_TIMEOUT_S)
+    failed: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            _answer(url, address)
+        except BaseException as e:  # handed to the caller's thread below
+            failed.append(e)
+
+    worker = threading.Thread(target=attempt, name="kvtune-storage-check", daemon=True)
+    worker.start()
+    worker.join(SAY_WAIT_S)
+    if worker.is_alive() and on_wait is not None:
+        on_wait(
+            f"storage {redact(url)} has not answered in {SAY_WAIT_S:g} s: waiting for it up to {total:g} s "
+            f"in all (Ctrl-C stops)"
+        )
+    worker.join()
+    if failed:
+        raise failed[0]
+
+
+def _answer(url: str, address: tuple[str, int] | None) -> None:
+    """Connect to the storage at `url` once (a proxy at `address`), within its connect timeout."""
     if address is not None:
         connect_proxy(*address).close()
         return
