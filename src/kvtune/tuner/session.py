@@ -181,17 +181,18 @@ def open_session(
     launcher: Launcher | None = None,
     on_probe: Callable[[str], None] = lambda line: None,
     probe: SpeedProbe | None = None,
+    on_wait: Callable[[str], None] | None = None,
 ) -> Session:
     """Prepare the parts, size a trace's replay to this host (tuner/trace_fit.py: a probe of the
     defaults, reported through `on_probe`; `probe` replaces it in tests), open (or resume) the
     study, queue a warm start. `on_prepared` runs before the study is opened (the CLI prints
     its header there). `launcher`: one already built (a multi-backend run builds each backend's
-    first; tests pass a fake); default: the spec's backend."""
+    first; tests pass a fake); default: the spec's backend. `on_wait`: says a slow storage's wait."""
     opts.validate()
     if opts.workers > 1:
         _refuse_grid(spec)
     if opts.storage:  # a database that is down: said before the runs folder is written
-        check_reachable(opts.storage)
+        check_reachable(opts.storage, on_wait)
     warm_source = _warm_start_source(opts, opts.storage)  # a study that is not there: before anything
     fitter = None
     if not length_scale_given(_file_data(opts), (opts.given.get("workload") or {}).get("trace_length_scale")):
@@ -275,7 +276,12 @@ def _refuse_relative_targets(targets: list[Target]) -> None:
         )
 
 
-def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = None) -> tuple[Prepared, optuna.Study]:
+def set_up_only(
+    opts: RunOptions,
+    spec: StudySpec,
+    launcher: Launcher | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> tuple[Prepared, optuna.Study]:
     """`kvtune run --setup-only`: the study in --storage, ready for workers a scheduler places
     (tuner/fleet/setup.py), with the warm start queued; no trial runs. Many workers will share
     it, so what needs one worker (a grid, relative targets) is refused here."""
@@ -283,7 +289,7 @@ def set_up_only(opts: RunOptions, spec: StudySpec, launcher: Launcher | None = N
     if not opts.storage:
         raise SpecError("--setup-only needs --storage URL: a database every worker reaches, e.g. postgresql://...")
     _refuse_grid(spec)
-    check_reachable(opts.storage)  # a database that is down: said before the runs folder is written
+    check_reachable(opts.storage, on_wait)  # a database that is down: said before the runs folder is written
     warm_source = _warm_start_source(opts, opts.storage)
     _refuse_relative_targets(spec.judged_targets)
     prepared = prepare(spec, launcher=launcher, runs_dir=opts.runs_dir, cpus_per_trial=opts.cpus_per_trial)
