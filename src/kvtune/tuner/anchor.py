@@ -3,8 +3,7 @@
 A relative target ("tpot_median<0.5x") is a threshold set from the baseline's figure. A baseline
 measured while something else used the machine is slower than the defaults really are, so its
 figure sets a loose threshold, the search ranks configs against it, and the verdict then tests
-a config fresh defaults rightly refuse while one that met the real bound is never tested (the
-demo under a busy first minute: 18.7 ms anchored where quiet runs give 12.6 ms).
+a config fresh defaults rightly refuse while one that met the real bound is never tested.
 
 So when the baseline's first measurement stays disturbed after the runner's own re-measurements
 (tuner/trial/disturbance.py), its figures anchor nothing for good: the search goes on judging
