@@ -94,6 +94,8 @@ def test_a_quiet_measurement_is_kept_and_its_window_recorded(tmp_path):
     bench = json.loads((tmp_path / "trial" / "bench.json").read_text())
     assert bench["interference"]["disturbed"] is False and bench["runs"][0]["interference"]["reason"] == "quiet"
     assert not any("disturbed" in p for p in phases)
+    spent = outcome.time_spent or {}
+    assert spent["measurement_s"] > 0 and spent["waits_s"] < spent["measurement_s"]  # nothing dropped
 
 
 def test_a_disturbed_measurement_is_dropped_and_measured_again_once_quiet(tmp_path):
@@ -110,6 +112,8 @@ def test_a_disturbed_measurement_is_dropped_and_measured_again_once_quiet(tmp_pa
         for p in phases
     )
     assert phases.count("measuring") == 2  # the bench's own phases still reach the caller
+    spent = outcome.time_spent or {}  # the dropped measurement held the server for nothing: a wait
+    assert spent["waits_s"] > 0 and spent["measurement_s"] > 0 and spent["startup_s"] > 0
     d = TrialOutcome.from_dict(json.loads(json.dumps(outcome.to_dict())))
     assert (
         d.disturbed_attempts == json.loads(json.dumps(outcome.disturbed_attempts)) and d.to_dict()["disturbed"] is False
