@@ -296,7 +296,7 @@ def _verdict(
     d: Sequence[Run] = (),
 ) -> Verdict:
     base = ev.baseline
-    if not kind.changes_flags and not _defaults_met(ev):
+    if not kind.changes_flags and not _defaults_met(ev) and not _defaults_unheard(ev):
         kind = DecisionKind.NOTHING_MEETS  # keeping defaults that miss the targets is no answer
     named = chosen if kind.changes_flags else None
     if kind is not DecisionKind.NOTHING_MEETS and not kind.changes_flags and base is not None:
@@ -326,7 +326,26 @@ def _defaults_met(ev: Evidence) -> bool:
     return base is not None and any(r.usable and r.met for r in ev.of(base.number, Role.SEARCH))
 
 
+def _met_only_disturbed(runs: Sequence[Run]) -> bool:
+    """A config's search measurements met the targets, but only ones other load disturbed: the
+    search cannot tell whether it meets them (no evidence either way)."""
+    return not any(r.usable for r in runs) and any(r.met and not r.failed and r.disturbed for r in runs)
+
+
+def _defaults_unheard(ev: Evidence) -> bool:
+    """The defaults met the targets in the search only on disturbed measurements."""
+    base = ev.baseline
+    return base is not None and _met_only_disturbed(ev.of(base.number, Role.SEARCH))
+
+
 def _no_candidate(ev: Evidence, goal: Goal, policy: Policy, counted: Counted) -> Verdict:
+    """No config besides the defaults met the targets on an undisturbed search measurement.
+    Configs whose only measurements that met them were disturbed are not "configs that missed":
+    a verdict that said nothing met the targets would contradict the table that shows them met."""
+    unheard = [c.number for c in ev.configs if not c.baseline and _met_only_disturbed(ev.of(c.number, Role.SEARCH))]
+    if unheard or _defaults_unheard(ev):
+        why = wording.met_only_disturbed(unheard, _defaults_unheard(ev))
+        return _verdict(ev, DecisionKind.NOT_ENOUGH_EVIDENCE, why, goal, policy, counted)
     if _defaults_met(ev):
         return _verdict(ev, DecisionKind.DEFAULTS_ONLY, wording.defaults_only(), goal, policy, counted)
     return _verdict(ev, DecisionKind.NOTHING_MEETS, wording.nothing_met(), goal, policy, counted)

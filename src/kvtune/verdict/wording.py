@@ -79,5 +79,15 @@ def defaults_only() -> str:
     return "no other config met the targets in the search"
 
 
+def met_only_disturbed(trials: Sequence[int], defaults: bool) -> str:
+    who = (["the defaults"] if defaults else []) + (
+        [f"trial{'s' if len(trials) > 1 else ''} {', '.join(map(str, trials))}"] if trials else []
+    )
+    return (
+        f"{' and '.join(who)} met the targets in the search only on measurements other load disturbed "
+        "(no evidence either way): run again when the machine is quiet"
+    )
+
+
 def nothing_met() -> str:
     return "no config, the defaults included, met the targets in the search"

@@ -222,3 +222,31 @@ def test_a_candidate_measurably_worse_is_called_worse_not_tied():
     assert worse.kind is DecisionKind.TIED and worse.named == 0
     assert "trial 1 is worse than the defaults: its gain is at most -1" in worse.reason
     assert "tied" not in worse.reason
+
+
+def test_configs_that_met_the_targets_only_on_disturbed_measurements_are_no_evidence_that_nothing_meets():
+    """Issue 41 item 5: on a busy machine every search measurement was disturbed, each met the
+    targets; the verdict must not say that no config, the defaults included, met them (the table
+    beside it shows every one met), nor name one on that evidence."""
+    ev = Evidence(CONFIGS, tuple(run(i, Role.SEARCH, v, disturbed=True) for i, v in enumerate((100, 150, 120))))
+    done = next_step(ev, GOAL, POLICY)
+    assert isinstance(done, Done)
+    v = done.verdict
+    assert v.kind is DecisionKind.NOT_ENOUGH_EVIDENCE and v.named == 0  # the defaults stay, not "nothing meets"
+    assert v.reason.startswith("the defaults and trials 1, 2 met the targets in the search only on measurements")
+    assert "run again when the machine is quiet" in v.reason
+
+
+def test_the_defaults_quiet_and_the_others_disturbed_keep_the_defaults_without_calling_them_the_only_ones():
+    ev = Evidence(CONFIGS[:2], (run(0, Role.SEARCH, 100), run(1, Role.SEARCH, 150, disturbed=True)))
+    v = next_step(ev, GOAL, POLICY)
+    assert isinstance(v, Done) and v.verdict.kind is DecisionKind.NOT_ENOUGH_EVIDENCE and v.verdict.named == 0
+    assert v.verdict.reason.startswith("trial 1 met the targets in the search only on measurements other load")
+
+
+def test_a_config_that_missed_on_a_disturbed_measurement_still_leaves_nothing_that_meets():
+    ev = Evidence(
+        CONFIGS[:2], (run(0, Role.SEARCH, 100, met=False), run(1, Role.SEARCH, 150, met=False, disturbed=True))
+    )
+    v = next_step(ev, GOAL, POLICY)
+    assert isinstance(v, Done) and v.verdict.kind is DecisionKind.NOTHING_MEETS and v.verdict.named is None
