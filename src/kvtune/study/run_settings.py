@@ -98,6 +98,11 @@ class RunSettings:
             )
         if self.cpus_per_trial is not None and self.cpus_per_trial < 1:
             raise SpecError(f"cpus_per_trial must be at least 1, got {self.cpus_per_trial}")
+        if self.warm_start_storage is not None and self.warm_start is None:
+            raise SpecError(
+                "warm_start_storage says where the warm_start study is, and no warm_start is given: "
+                "set warm_start to that study's name, or drop warm_start_storage"
+            )
         if not 1 <= self.deploy_port <= 65535:
             raise SpecError(f"deploy_port must be a TCP port, 1-65535, got {self.deploy_port}")
         if not self.deploy_host.strip():

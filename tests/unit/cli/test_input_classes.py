@@ -2,7 +2,8 @@
 property iterates `all_settings()` (and the flags of `kvtune run` and `kvtune bench` that set
 one), so a new setting is covered the day it is declared. The classes: a number that is
 negative, zero, past its declared most or not finite; a value of the wrong type; an empty value;
-text that is not text (a byte that was not UTF-8, a control character). Each goes through the
+text that is not text (a byte that was not UTF-8, a control character); a setting given without
+the one it applies beside (a trace's keys without a trace). Each goes through the
 real path a user takes: `--set KEY=VALUE`, the study file, and the front-door flag where the
 setting has one (`run_options` for kvtune run, `bench_workload` for kvtune bench: what the CLI
 calls before anything starts). The refusal must be a `KvtuneError` (one line, exit 2) that opens
@@ -44,6 +45,7 @@ APPLIES_WITH: dict[str, list[str]] = {
     "workload.shared_prefix_groups": ["workload.shared_prefix_fraction=0.5", "workload.shared_prefix_tokens=16"],
     "workload.think_spread": ["workload.multiturn=true", "workload.think_time_s=2"],
     "cpus_per_trial": ["setup_only=true"],
+    "warm_start_storage": ["warm_start=earlier"],
     **{
         s.key: ["workload.trace=azure-conv"]
         for s in all_settings()
@@ -302,3 +304,37 @@ def test_every_setting_is_in_a_class():
         | {s.key for s in all_settings() if s.type_name == "true/false"}
     )
     assert kinds == {s.key for s in all_settings()}
+
+
+# ---- a setting given without the one it applies beside: refused, naming it -------------------
+
+#: A value each setting of APPLIES_WITH takes beside its context (numbers: the default plus one).
+BESIDE = {
+    "workload.trace_time_unit": "s",
+    "workload.trace_model": "ChatGPT",
+    "workload.trace_log_type": "Conversation log",
+    "warm_start_storage": "sqlite:///earlier.db",
+    "workload.shared_prefix_fraction": 0.5,
+    "workload.trace_length_scale": 0.5,
+    "workload.conversation_max_tokens": 4096,
+}
+
+
+def beside(s: Setting) -> Any:
+    if s.key in BESIDE:
+        return BESIDE[s.key]
+    return (s.default or 1) + 1
+
+
+#: shared_prefix_tokens alone is a unique system prompt of that length for every request: taken.
+ALONE = [s for s in all_settings() if s.key in APPLIES_WITH and s.key != "workload.shared_prefix_tokens"]
+
+
+@each(ALONE)
+def test_a_setting_without_the_one_it_applies_beside_is_refused_naming_it(tmp_path, s):
+    via_set(tmp_path, s, beside(s))  # taken beside its context
+    with pytest.raises(KvtuneError) as e:
+        run_options(
+            with_defaults(RunFlags, runs_dir=str(tmp_path), set=[f"{s.key}={as_yaml(beside(s))}"]), parse_backends([])
+        )
+    assert s.name in str(e.value) and "\n" not in str(e.value), str(e.value)
