@@ -69,7 +69,16 @@ def fail_stale(study: optuna.Study) -> None:
             continue  # another worker failed it first: that one queues it again
         callback = storage.get_heartbeat_stale_trial_callback()  # type: ignore[attr-defined]
         if callback is not None:
-            callback(study, copy.deepcopy(storage.get_trial(trial_id)))
+            callback(study, without_owner(copy.deepcopy(storage.get_trial(trial_id))))
+
+
+def without_owner(t: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial:
+    """`t` without the worker that ran it, for its retry (Optuna's callback copies every user
+    attr): from the ask of the retry until its new worker records itself, the dead worker's
+    record would make this host's recovery take the retry for the dead worker's trial, and
+    fail and queue it once more."""
+    t.user_attrs.pop("worker", None)
+    return t
 
 
 class RecoveryWatch:

@@ -389,3 +389,18 @@ def test_a_storage_without_heartbeats_watches_nothing(tmp_path):
     assert not isinstance(recovery.watch(study, tmp_path, "here"), recovery.RecoveryWatch)
     storage = wrapped(FlakyStorage(), VirtualClock())
     assert isinstance(recovery.watch(optuna.create_study(storage=storage), tmp_path, "here"), recovery.RecoveryWatch)
+
+
+def test_a_stale_trials_retry_keeps_what_it_measures_and_not_the_dead_worker(tmp_path):
+    """Optuna's retry copies every user attr: the dead worker's record on the retry would have
+    this host's recovery fail it again between its ask and its new worker recording itself."""
+    inner = FlakyStorage()
+    study = optuna.create_study(storage=wrapped(inner, VirtualClock()))
+    dead = owned_elsewhere(study, owner={"host": "this-host", "pid": 1, "start_ticks": -1})
+    inner.set_trial_user_attr(study.trials[dead]._trial_id, "baseline", True)
+    inner.stale = [study.trials[dead]._trial_id]
+    recovery.fail_stale(study)
+    retry = study.trials[-1]
+    assert retry.state == optuna.trial.TrialState.WAITING and retry.system_attrs["failed_trial"] == dead
+    assert retry.user_attrs == {"baseline": True}
+    assert study.trials[dead].user_attrs["worker"]["host"] == "this-host"  # the failed trial keeps its record
