@@ -85,17 +85,23 @@ def _stop_record(
     }
 
 
-def _either(*watches: Callable[[Any], str | None] | None) -> Callable[[Any], str | None] | None:
-    """One `stop_when` that feeds every request to each watch and stops at the first reason."""
+def _planned(workload: Workload, repeats: int) -> int | None:
+    per_run = planned_requests(workload)
+    return per_run * repeats if per_run else None
+
+
+def _stopping(options: BenchOptions, *watches: Callable[[Any], str | None] | None) -> BenchOptions:
+    """`options` with one `stop_when` that feeds every request to each watch (the early stop,
+    then the screen) and stops at the first reason."""
     ws = [w for w in watches if w is not None]
     if len(ws) < 2:
-        return ws[0] if ws else None
+        return replace(options, stop_when=ws[0]) if ws else options
 
     def both(sample: Any) -> str | None:
         reasons = [w(sample) for w in ws]
         return next((r for r in reasons if r), None)
 
-    return both
+    return replace(options, stop_when=both)
 
 
 def measure_repeats(
@@ -117,15 +123,10 @@ def measure_repeats(
     ``planned_requests``, ``early_stopped`` (1 or 0) and ``early_stop_saved_s`` (the estimated
     time the stop saved). With `converge_on` (a metrics key), `repeats` is a cap: the runs stop
     once that figure's 95% confidence half-width is within 3% of its mean (`--repeats auto`),
-    and ``repeats`` in the metrics says how many it took. With a `leader` and a
-    `screen_fraction`, the run is screened (tuner/trial/screening.py): cut after that share of
-    the planned requests when their figure cannot reach the leader (``screened`` 1.0 in the
-    metrics, `Measurement.screened`)."""
+    and ``repeats`` in the metrics says how many it took. A `leader` screens it (screening.py)."""
     watch = RunWatch.over(targets, workload, repeats)
-    per_run = planned_requests(workload)
-    screen = ScreenWatch.over(leader, per_run * repeats if per_run else None, screen_fraction)
-    stop_when = _either(watch, screen)
-    opts = replace(options, stop_when=stop_when) if stop_when is not None else options
+    screen = ScreenWatch.over(leader, _planned(workload, repeats), screen_fraction)
+    opts = _stopping(options, watch, screen)
     began = REAL_CLOCK.monotonic()
     runs: list[BenchRun] = []
     for i in range(repeats):
@@ -140,13 +141,8 @@ def measure_repeats(
         record["repeats"] = float(len(runs))
     if len(runs) == 1:
         metrics = {**runs[0].metrics, **record}
-        return Measurement(
-            metrics=metrics,
-            runs=[{"repeat": 0, "metrics": runs[0].metrics}],
-            bench_runs=runs,
-            stopped=stopped,
-            screened=screened,
-        )
+        first = [{"repeat": 0, "metrics": runs[0].metrics}]
+        return Measurement(metrics=metrics, runs=first, bench_runs=runs, stopped=stopped, screened=screened)
     samples = [s for r in runs for s in r.samples]
     # the same keys a single run has: goodput under the targets and llama-server's timing split
     pooled = summarize_requests(
