@@ -208,3 +208,24 @@ def test_the_real_load_client_is_cut_at_the_screen_point_on_the_fake_server() ->
     )
     whole = measure_repeats(bench, srv.base_url, w, 1, BenchOptions("m"), leader=near, screen_fraction=0.5)
     assert not whole.screened and len(whole.bench_runs[0].samples) == 16
+
+
+def test_the_search_screens_against_the_studys_leader_with_its_measured_noise() -> None:
+    """AskTell._leader: the best feasible full measurement of the study's primary objective, the
+    study's noise (the 10% prior here: nothing measured twice); none when screening is off or
+    the study has several objectives."""
+    from types import SimpleNamespace
+
+    from kvtune.study.spec import StudySpec
+    from kvtune.tuner.ask_tell import AskTell
+
+    outcomes = [_outcome(0, 20.0, baseline=True), _outcome(1, 26.0), _outcome(2, 40.0, feasible=False)]
+    records = SimpleNamespace(outcomes=lambda: outcomes)
+
+    def leader(**settings: object) -> Leader | None:
+        ctx = SimpleNamespace(what=SimpleNamespace(spec=StudySpec(**settings).validate()))  # type: ignore[arg-type]
+        return AskTell(ctx, None, records, None, None, None)._leader()  # type: ignore[arg-type]
+
+    assert leader() == Leader(26.0, "output_throughput", Direction.MAXIMIZE, 0.10)
+    assert leader(screen_fraction=0.0) is None
+    assert leader(objective=["output_throughput", "ttft_p95"]) is None
