@@ -20,6 +20,7 @@ from kvtune.knobs import Candidate
 from kvtune.study.capacity_text import capacity_figure
 from kvtune.study.outcome import TrialOutcome
 from kvtune.tuner.events import Callbacks
+from kvtune.tuner.trial.screening import SCREENED
 
 
 def fmt_flags(c: Candidate) -> str:
@@ -37,6 +38,8 @@ def status_text(o: TrialOutcome) -> str:
     s = "[green]feasible[/green]" if o.feasible else f"[red]infeasible[/red]: {o.reason}"
     if o.duplicate_of is not None:
         s += f" [dim](same config as trial {o.duplicate_of}, not re-run)[/dim]"
+    if (o.metrics or {}).get(SCREENED):
+        s += " [dim](screened: its short run cannot reach the leader, so it was not measured in full)[/dim]"
     return s
 
 

@@ -31,3 +31,14 @@ def test_a_row_shows_start_up_seconds_and_the_planner_kv_figure_beside_vllm_s():
     )
     assert row_extra(o) == "  start 74s  KV 449648 tok (planner 449648)"
     assert row_extra(TrialOutcome(number=2, candidate=Candidate(), argv=[], env={})) == ""
+
+
+def test_a_screened_trial_says_it_was_not_measured_in_full():
+    from kvtune.cli.progress import status_text
+    from kvtune.knobs import Candidate
+    from kvtune.study.outcome import TrialOutcome
+
+    o = TrialOutcome(number=3, candidate=Candidate(), argv=[], env={}, metrics={"output_throughput": 9.0})
+    assert "screened" not in status_text(o)
+    o.metrics = {"output_throughput": 9.0, "screened": 1.0}
+    assert "screened: its short run cannot reach the leader" in status_text(o)
