@@ -188,6 +188,32 @@ def test_a_worker_frozen_past_the_grace_period_leaves_its_taken_over_trial(tmp_p
     assert [t.state for t in retried] == [State.COMPLETE] and retried[0].params == lost.params
 
 
+def test_a_dead_workers_trial_is_re_queued_while_the_live_worker_is_inside_a_trial(tmp_path, pg, started):
+    """The live worker is inside a long trial (the baseline, about 100 s) when a worker on
+    another host dies mid-trial: its recovery watch, not the end of its trial, re-queues the dead
+    worker's trial a few seconds after its grace period (4 s) ends."""
+    url, name = pg.url, "mid-trial"
+    survivor = driver(tmp_path, url, name, *WIDE, env=FAST, requests=200)  # speed 1: 200 x 1 s / 2
+    started.append(survivor)
+    wait_for("the study is created", lambda: bool(trials(url, name)), [survivor])
+    victim = driver(
+        tmp_path, url, name, "--join", "--slot", "1", *WIDE, env={**FAST, "KVTUNE_WORKER_HOST": "other-host"}
+    )
+    started.append(victim)
+    number = frozen_mid_trial(victim, url, name, "other-host", tmp_path / name)
+    assert number is not None, "the victim never ran a trial"
+    held = {t.number for t in trials(url, name) if t.state == State.RUNNING} - {number}  # the survivor's
+    victim.kill()
+    victim.communicate()
+    killed_at = time.monotonic()
+    wait_for("the dead worker's trial is failed", lambda: trials(url, name)[number].state == State.FAIL, [survivor], 60)
+    waited = time.monotonic() - killed_at
+    now = {t.number: t for t in trials(url, name)}
+    assert held and all(now[n].state == State.RUNNING for n in held), (held, waited)  # still inside its trial
+    assert [t.system_attrs.get("failed_trial") for t in now.values() if t.state == State.WAITING] == [number]
+    assert waited < 40, waited  # its grace period and a beat or two, not the survivor's 100 s trial
+
+
 def test_a_storage_down_for_good_ends_every_worker_with_exit_75(tmp_path, pg, started):
     env = {**FAST, "KVTUNE_STORAGE_RETRY_S": "5"}
     procs = three_workers(tmp_path, pg.url, "down", started, env)
