@@ -43,6 +43,7 @@ from kvtune.tuner.trial.measure import Measurement, measure_repeats
 from kvtune.tuner.trial.memory_wait import MemoryWait, read_memory, visible_gpus
 from kvtune.tuner.trial.phase_clock import PhaseClock
 from kvtune.tuner.trial.phase_window import MeteredBench, WatchedBench, account
+from kvtune.tuner.trial.screening import Leader
 from kvtune.tuner.trial.stopping import watched_targets
 from kvtune.tuner.trial.trial_gpus import TrialGpus, trial_gpus
 from kvtune.workload import Workload
@@ -88,6 +89,7 @@ class TrialRunner:
             if t.upper and not t.relative and t.metric in ("ttft", "tpot", "e2el")
         }
         self._goodput = slo_goodput(latency) if latency else None
+        self.screen_against: Leader | None = None  # set by ask_tell.py for one search trial (screening.py)
 
     @property
     def launcher(self) -> Launcher:
@@ -169,7 +171,7 @@ class TrialRunner:
             reason = f"server crashed during the benchmark (status {rc}): {last_error_line(server.log_text())}"
             return self.infeasible(outcome, FailureKind.CRASHED, reason, keep_metrics=True)
         if measured.stopped:
-            self._stopped_early(outcome, measured.stopped)
+            self._stopped_early(outcome, measured.stopped, measured.screened)
         return outcome
 
     def _record(self, outcome: TrialOutcome, measured: Measurement, server: ServerProcess, trial_dir: Path) -> None:
@@ -198,10 +200,10 @@ class TrialRunner:
         )
         outcome.load_levels = [{k: v for k, v in r.items() if k != "metrics"} for r in measured.runs if "load" in r]
 
-    def _stopped_early(self, outcome: TrialOutcome, reason: str) -> None:
-        """The measurement was cut because a target could no longer hold: the trial is
-        infeasible (COMPLETE with its violated constraints, so the sampler learns) and says why."""
-        if outcome.feasible:  # cannot happen (the partial figures miss too): never let it pass
+    def _stopped_early(self, outcome: TrialOutcome, reason: str, screened: bool = False) -> None:
+        """The measurement was cut because a target could no longer hold (the trial is infeasible:
+        COMPLETE with its violated constraints, so the sampler learns) or `screened`, judged on its short run."""
+        if outcome.feasible and not screened:  # cannot happen (the partial figures miss too): never let it pass
             self.infeasible(outcome, FailureKind.TARGET_MISSED, reason, keep_metrics=True)
             return
         outcome.reason = reason
@@ -365,8 +367,9 @@ class TrialRunner:
             held = [t for t in self.targets if not t.fidelity]  # the answers do not move with the load
             return search(bench, base_url, workload, held, options, on_level=on_level)
         runs, auto = spec.repeat_plan
+        converge = spec.primary.key if auto else None
         measured = measure_repeats(
-            bench, base_url, workload, runs, options, watched, converge_on=spec.primary.key if auto else None
+            bench, base_url, workload, runs, options, watched, converge, self.screen_against, spec.screen_fraction
         )
         if measured.stopped:
             self.on_phase(n, measured.stopped)
