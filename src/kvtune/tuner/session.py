@@ -8,6 +8,7 @@ script or a test can run a study exactly as the command line does, without a con
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 from dataclasses import dataclass, field, replace
@@ -185,8 +186,8 @@ def open_session(
 ) -> Session:
     """Prepare the parts, size a trace's replay to this host (tuner/trace_fit.py: a probe of the
     defaults, reported through `on_probe`; `probe` replaces it in tests), open (or resume) the
-    study, queue a warm start. `on_prepared` runs before the study is opened (the CLI prints
-    its header there). `launcher`: one already built (a multi-backend run builds each backend's
+    study, queue a warm start. `on_prepared` runs once the study is open (the CLI prints its
+    header there, so no header comes before a refusal). `launcher`: one already built (a multi-backend run builds each backend's
     first; tests pass a fake); default: the spec's backend. `on_wait`: says a slow storage's wait."""
     opts.validate()
     if opts.workers > 1:
@@ -209,23 +210,14 @@ def open_session(
         fit_trace=fitter,
     )
     url = opts.storage or sqlite_url(prepared.run_dir)
-    on_prepared(prepared)
     session_ref: list[Session] = []
 
     def finished(outcome: TrialOutcome) -> None:
         callbacks.trial_finished(outcome)
         session_ref[0].write_results()
 
-    tuner = open_tuner(
-        prepared,
-        replace(callbacks, trial_finished=finished),
-        storage_url=url,
-        allow_mixed_hardware=opts.allow_mixed_hardware,
-        slot=0,
-        cpus=cpu_slot(0, opts.workers),
-        device_env=gpu_slot(0, opts.gpus_per_trial),
-        coordinate=cluster.coordinator_for(opts.storage, opts.workers),
-    )
+    tuner = _open_study(opts, prepared, replace(callbacks, trial_finished=finished), url)
+    on_prepared(prepared)  # the header: once the study is open, never before a refusal
     if cluster.shared(opts.storage, opts.workers):  # before any worker starts: they read them there
         cluster.publish_budget(tuner.study, Budget(spec.trials, spec.time_budget_s))
     session = Session(opts, prepared, tuner, url)
@@ -239,6 +231,27 @@ def queue_warm_start(study: optuna.Study, source: optuna.Study, prepared: Prepar
     """Queue `source`'s best configs in `study` (tuner/search/warmstart.py), in the compile order
     of the study's backend (configs sharing vLLM's compiled graphs together); their labels."""
     return enqueue_warm_start(study, source, prepared.space.knobs, compile_key=prepared.launcher.compile_key)
+
+
+def _open_study(opts: RunOptions, prepared: Prepared, callbacks: Callbacks, url: str) -> Tuner:
+    """The study opened (or resumed) in its storage. A refusal there (a study of that name with
+    other settings) leaves no runs folder behind that `prepare` made for this run and nothing
+    filled."""
+    try:
+        return open_tuner(
+            prepared,
+            callbacks,
+            storage_url=url,
+            allow_mixed_hardware=opts.allow_mixed_hardware,
+            slot=0,
+            cpus=cpu_slot(0, opts.workers),
+            device_env=gpu_slot(0, opts.gpus_per_trial),
+            coordinate=cluster.coordinator_for(opts.storage, opts.workers),
+        )
+    except BaseException:
+        with contextlib.suppress(OSError):  # only an empty folder: a study's files stay
+            prepared.run_dir.rmdir()
+        raise
 
 
 def _file_data(opts: RunOptions) -> Mapping[str, Any]:
