@@ -187,8 +187,9 @@ def open_session(
     """Prepare the parts, size a trace's replay to this host (tuner/trace_fit.py: a probe of the
     defaults, reported through `on_probe`; `probe` replaces it in tests), open (or resume) the
     study, queue a warm start. `on_prepared` runs once the study is open (the CLI prints its
-    header there, so no header comes before a refusal). `launcher`: one already built (a multi-backend run builds each backend's
-    first; tests pass a fake); default: the spec's backend. `on_wait`: says a slow storage's wait."""
+    header there, so no header comes before a refusal). `launcher`: one already built (a
+    multi-backend run builds each backend's first; tests pass a fake); default: the spec's
+    backend. `on_wait`: says a slow storage's wait."""
     opts.validate()
     if opts.workers > 1:
         _refuse_grid(spec)
