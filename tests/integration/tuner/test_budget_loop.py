@@ -114,6 +114,19 @@ def test_time_budget_counts_earlier_runs_of_a_resumed_study(make_tuner):
     assert r["message"].startswith("time budget of 1h spent after 2h")
 
 
+def test_the_time_budget_keeps_the_verdicts_first_look_for_the_confirmation(make_tuner):
+    """--time-budget is the whole run's: once what is left would not hold the verdict's first look
+    (1 leader: 3 pairs = 6 launches at the search's mean), the search stops asking, before the
+    budget is spent, and says so."""
+    launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=tuple(range(1, 41))),))
+    tuner, _ = make_tuner(_spec(trials=40, study="keep", time_budget_s=30, confirm_top=1, confirm_pairs=3), launcher)
+    tuner.run()
+    r = tuner.budget_report
+    assert r["stopped"] == "time budget" and r["measured"] < 40
+    assert r["confirmation_reserve_s"] > 0 and r["elapsed_s"] < 30  # stopped with time left for the verdict
+    assert "keeping about" in r["message"] and "for the confirmation" in r["message"]
+
+
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage")
 def test_surplus_guard_counts_measured_configs_like_the_loop(make_tuner):
     """A worker's surplus check must not treat a free pre-screen rejection as a spent trial."""
