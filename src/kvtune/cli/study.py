@@ -171,7 +171,8 @@ def _trial_line(label: str, t: TrialOutcome, primary: str, fig: Figure | None, f
         base = row.defaults if row is not None else None
         obj = f"{primary} {base.text(row.unit if row else '')}" if base is not None else primary
         return f"{head} {obj}; {figures.rows_text(defaults=True)} ({figures.label()})"
-    again = (t.confirmation or {}).get("metrics")
+    # the metrics of the same measurement as the headline figure: re-measured only when it is
+    again = (t.confirmation or {}).get("metrics") if t.fresh_objective is not None else None
     m = again or t.metrics or {}
     which = "re-measured" if again else "search measurement" + ("" if t.baseline else ", selected: biased up")
     return (

@@ -25,8 +25,8 @@ from kvtune.study.ranking import rank
 from kvtune.study.verdict_evidence import stored_verdict
 from kvtune.verdict import DecisionKind, Verdict
 
-FIRST_SELECTED = "first measurement (selected, biased up)"
-FIRST = "first measurement"
+FIRST_SELECTED = "search measurement (selected, biased up)"
+FIRST = "search measurement"
 REMEASURED = "re-measured"
 NOT_CONFIRMED = "not confirmed: named on its one search measurement (the top of many noisy figures, biased up)"
 
@@ -68,13 +68,13 @@ class Figure:
         return self.noise.half_width(self.mean, self.n)
 
     def text(self) -> str:
-        """``48.1 +/- 9.4 (pooled noise 10.0%, 3 dof), re-measured; first measurement 49 (selected,
+        """``48.1 +/- 9.4 (pooled noise 10.0%, 3 dof), re-measured; search measurement 49 (selected,
         biased up)``: every +/- says its source, every figure which measurement it is."""
         out = f"{self.mean:.4g} +/- {self.half_width:.2g} ({self.noise.source()}), {self.label}"
         if self.n > 1:
             out += f" ({self.n} runs)"
         if self.first is not None:
-            out += f"; first measurement {self.first:.4g} (selected, biased up)"
+            out += f"; search measurement {self.first:.4g} (selected, biased up)"
         if self.inconsistent:
             out += "; the two measurements are inconsistent beyond the noise (re-measure, do not average)"
         return out

@@ -119,7 +119,7 @@ def test_figures_say_which_measurement_they_are():
     best = outcome(3, [150.0, 120.0], {"threads": 2})
     f = figure(best, noise)
     assert f.label == REMEASURED and f.mean == 120.0 and f.first == 150.0 and f.n == 1
-    assert "first measurement 150 (selected, biased up)" in f.text() and "pooled noise" in f.text()
+    assert "search measurement 150 (selected, biased up)" in f.text() and "pooled noise" in f.text()
     once = figure(outcome(4, [140.0], {"threads": 1}), noise)
     assert once.label == FIRST_SELECTED and once.first is None
     assert figure(outcome(0, [100.0], baseline=True), noise).label == FIRST  # the baseline is never selected
