@@ -137,9 +137,11 @@ class LoadFound:
     bounded: bool = False  # the level cap ended it before its resolution: `held` is a lower bound
     seconds: float = 0.0  # its wall time, start-up included (counted in the run's time)
     failed: str = ""  # why the search measured nothing (the server did not start, ...)
+    disturbed: bool = False  # the machine's other load disturbed it, even when measured again
 
     def line(self, targets: str) -> str:
-        cost = f" (1 launch, {len(self.levels)} level(s), {self.seconds:.0f} s of the run's time)"
+        busy = "; disturbed by the machine's other load: run again when it is quiet" if self.disturbed else ""
+        cost = f" (1 launch, {len(self.levels)} level(s), {self.seconds:.0f} s of the run's time{busy})"
         if self.failed:
             return f"Load that holds: not found, {self.failed}{cost}"
         if self.held <= 0:

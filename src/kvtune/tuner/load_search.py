@@ -9,6 +9,8 @@ loop: requests per second. A trace study has its own load question (its replay s
 the trace sizing's hint) and a capacity study measured every config's load already: neither
 searches here.
 
+A search the machine's other load disturbed is taken again on the same server, as every
+measurement is (tuner/trial/disturbance.py: up to 3 in all), and says so when it stays disturbed.
 It is counted in the budget: it runs inside the run's wall time (a `--time-budget` counts it),
 and when what is left of that budget is shorter than `estimate_s`, nothing is launched: the
 record says how much time it needs, and the summary gives the command (the same run with that
@@ -115,6 +117,7 @@ def _measure(
         bool(m.get("capacity_bounded")),
         round(clock() - began, 1),
         failed,
+        again.disturbed,
     )
     callbacks.phase(near.number, found.line(", ".join(t.describe() for t in targets)))
     return found.to_dict()

@@ -102,6 +102,8 @@ def test_the_lines_give_the_load_that_holds_and_never_restate_a_miss() -> None:
     assert "would accept" not in text and "ttft_p95<8s" not in text
     none = LoadFound(1, "users", 8.0, 0.0, 1.0, levels[:1])
     assert "none on this box: trial 1 misses TTFT p95 < 1000 ms even at 1 users" in none.line("TTFT p95 < 1000 ms")
+    busy = LoadFound(1, "users", 8.0, 2.0, 1.0, levels, disturbed=True)
+    assert "disturbed by the machine's other load: run again when it is quiet" in busy.line("t")
     bounded = LoadFound(1, "users", 64.0, 16.0, 1.0, levels, bounded=True)
     assert "meets t at 16 users or more (the level cap ended the search)" in bounded.line("t")
 
