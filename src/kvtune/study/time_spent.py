@@ -180,8 +180,9 @@ class StudyTime:
             for p in PHASES
             if self.total.of(p) >= 0.5  # a phase that took no time says nothing
         )
+        launches = f"{self.launches} launch{'' if self.launches == 1 else 'es'}"
         out = [
-            f"hardware time: {format_duration(total)} in {self.launches} launches: {by_part}",
+            f"hardware time: {format_duration(total)} in {launches}: {by_part}",
             f"  by phase: {by_phase}",
         ]
         hits = sum(p.cache_hits for p in self.parts.values())

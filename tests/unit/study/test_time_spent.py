@@ -83,3 +83,8 @@ def test_nothing_timed_says_nothing():
 def test_results_json_trials_sum_as_the_outcomes_do():
     trials = [trial(0, launch(60, 20, False), runs=[{"role": "proof", "time_spent": launch(40, 20, True)}])]
     assert StudyTime.of([o.to_dict() for o in trials]).to_dict() == StudyTime.of(trials).to_dict()
+
+
+def test_one_launch_is_one_launch():
+    line = StudyTime.of([trial(0, launch(6.8, 320, waits_s=894))]).lines()[0]
+    assert line == "hardware time: 20m21s in 1 launch: search 20m21s (1 launch)"
