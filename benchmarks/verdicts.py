@@ -19,8 +19,11 @@ Printed, one row per cell, with 95% Wilson intervals:
 - a latency target (tpot_p95<0.7x): the chance of naming a config whose TPOT is at the bound
   (false), and of naming one clearly under it.
 
-    .venv/bin/python benchmarks/verdicts.py              # the table in docs/verdicts.md (~10 min on 2 cores)
-    .venv/bin/python benchmarks/verdicts.py --studies 500 --quick   # a smaller grid, a minute
+    .venv/bin/python benchmarks/verdicts.py              # issue 40's counts: 2,000 / 1,000 per cell
+    .venv/bin/python benchmarks/verdicts.py --studies 1000 --power-studies 500   # docs/verdicts.md's table
+    .venv/bin/python benchmarks/verdicts.py --studies 500 --quick   # a smaller grid, a few minutes
+
+(The second took 29 minutes on a 2-core machine shared with other work, load average 10-17.)
 
 Power cells run `--power-studies` studies (default half of `--studies`). Exit status 1 when a
 null cell's upper bound exceeds 6%, or a power the contract holds is shown under 80% (its whole
