@@ -38,8 +38,15 @@ def test_the_verdict_screens_the_leaders_then_proves_one_against_the_defaults(ma
     seeds: list[int] = []
     bench = scripted([100, 200, 180, 150, 100, 90, 170, 172, 171, 101, 99, 173], seeds)
     launcher = FakeLauncher(knobs=(Knob("speed", "choices", choices=(1, 2, 4, 8)),))
+    # one screening round: this is about the order of the runs (more rounds: test_selection.py)
     spec = StudySpec(
-        study="verdict", trials=4, workload=TINY, confirm_top=2, confirm_pairs=3, informed_start=False
+        study="verdict",
+        trials=4,
+        workload=TINY,
+        confirm_top=2,
+        confirm_rounds=1,
+        confirm_pairs=3,
+        informed_start=False,
     ).validate()
     tuner, _ = make_tuner(spec, launcher, bench=bench)
     for speed in (2, 4, 8):
