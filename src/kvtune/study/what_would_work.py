@@ -138,22 +138,28 @@ class LoadFound:
     seconds: float = 0.0  # its wall time, start-up included (counted in the run's time)
     failed: str = ""  # why the search measured nothing (the server did not start, ...)
     disturbed: bool = False  # the machine's other load disturbed it, even when measured again
+    targets: str = ""  # the targets it judged (a fidelity gate's answers do not move with the load)
 
     def line(self, targets: str) -> str:
         busy = "; disturbed by the machine's other load: run again when it is quiet" if self.disturbed else ""
         cost = f" (1 launch, {len(self.levels)} level(s), {self.seconds:.0f} s of the run's time{busy})"
+        targets = self.targets or targets
         if self.failed:
             return f"Load that holds: not found, {self.failed}{cost}"
         if self.held <= 0:
             return (
                 f"Load that holds: none on this box: trial {self.trial} misses {targets} even at "
-                f"{self.lowest:g} {self.unit} (asked: {self.asked:g}){cost}"
+                f"{self.load_text(self.lowest)} (asked: {self.asked:g}){cost}"
             )
         more = " or more (the level cap ended the search)" if self.bounded else ""
         return (
-            f"Load that holds: trial {self.trial} meets {targets} at {self.held:g} {self.unit}{more} "
+            f"Load that holds: trial {self.trial} meets {targets} at {self.load_text(self.held)}{more} "
             f"on this box (asked: {self.asked:g}){cost}"
         )
+
+    def load_text(self, load: float) -> str:
+        """``1 user``, ``3 users``, ``0.5 req/s``."""
+        return "1 user" if self.unit == "users" and load == 1 else f"{load:g} {self.unit}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

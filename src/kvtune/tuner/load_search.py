@@ -72,7 +72,7 @@ def search_load(
     unit = "req/s" if is_open(w) else "users"
     asked = float(w.rate if is_open(w) and w.rate else w.concurrency)
     if asked <= lowest_load(w):  # the nearest missed at the lowest level there is: no load holds
-        found = LoadFound(near.number, unit, asked, 0.0, asked)
+        found = LoadFound(near.number, unit, asked, 0.0, asked, targets=", ".join(t.describe() for t in targets))
         return _store(records, {"load": found.to_dict()})
     need = estimate_s(near)
     left = None if time_budget_s is None else time_budget_s - accounting.elapsed_s(study)
@@ -118,8 +118,9 @@ def _measure(
         round(clock() - began, 1),
         failed,
         again.disturbed,
+        ", ".join(t.describe() for t in targets),
     )
-    callbacks.phase(near.number, found.line(", ".join(t.describe() for t in targets)))
+    callbacks.phase(near.number, found.line(found.targets))
     return found.to_dict()
 
 

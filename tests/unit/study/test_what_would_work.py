@@ -97,11 +97,13 @@ def test_the_lines_give_the_load_that_holds_and_never_restate_a_miss() -> None:
     text = "\n".join(what_would_work(outs, [TTFT], load).lines())
     assert "best 2.7 s, by trial 1 (parallel=2)" in text
     assert "Nearest config: trial 1 (parallel=2): TTFT p95 < 1000 ms 170% over" in text
-    assert "trial 1 meets TTFT p95 < 1000 ms at 1 users on this box (asked: 8)" in text
+    assert "trial 1 meets TTFT p95 < 1000 ms at 1 user on this box (asked: 8)" in text
     assert "1 launch, 2 level(s), 95 s" in text
     assert "would accept" not in text and "ttft_p95<8s" not in text
     none = LoadFound(1, "users", 8.0, 0.0, 1.0, levels[:1])
-    assert "none on this box: trial 1 misses TTFT p95 < 1000 ms even at 1 users" in none.line("TTFT p95 < 1000 ms")
+    assert "none on this box: trial 1 misses TTFT p95 < 1000 ms even at 1 user " in none.line("TTFT p95 < 1000 ms")
+    judged = LoadFound(1, "users", 8.0, 3.0, 1.0, targets="TTFT p95 < 1000 ms")  # a fidelity gate is not judged
+    assert "meets TTFT p95 < 1000 ms at 3 users" in judged.line("TTFT p95 < 1000 ms, KL divergence < 0.01")
     busy = LoadFound(1, "users", 8.0, 2.0, 1.0, levels, disturbed=True)
     assert "disturbed by the machine's other load: run again when it is quiet" in busy.line("t")
     bounded = LoadFound(1, "users", 64.0, 16.0, 1.0, levels, bounded=True)
