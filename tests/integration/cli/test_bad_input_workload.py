@@ -76,7 +76,7 @@ ROWS: list[tuple[str, list[str], str]] = [
         "output_spread must be a finite number >= 0",
     ),
     ("bench: a rate list in words", ["bench", URL, "--rate", "1,2,many"], "--rate takes a number, got 'many'"),
-    ("bench: a negative rate in a sweep", ["bench", URL, "--rate", "2,-1"], "workload.rate must be a positive number"),
+    ("bench: a negative rate in a sweep", ["bench", URL, "--rate", "2,-1"], "--rate must be a positive number"),
     (
         "bench: a sweep saved to one file",
         ["bench", URL, "--rate", "1,2", "--save", "{d}/r.json"],

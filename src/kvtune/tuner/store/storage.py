@@ -138,7 +138,7 @@ def check_reachable(url: str, on_wait: Callable[[str], None] | None = None) -> N
     worker = threading.Thread(target=attempt, name="kvtune-storage-check", daemon=True)
     worker.start()
     worker.join(SAY_WAIT_S)
-    if worker.is_alive() and on_wait is not None:
+    if worker.is_alive() and on_wait is not None and total > SAY_WAIT_S:  # a wait of a second is no wait to say
         on_wait(
             f"storage {redact(url)} has not answered in {SAY_WAIT_S:g} s: waiting for it up to {total:g} s "
             f"in all (Ctrl-C stops)"
