@@ -174,6 +174,11 @@ class StudySpec:
         help="The verdict's cap: the most (candidate, defaults) pairs it measures, D W W D on fresh servers, judged every 3 pairs, before it says 'not enough evidence' and keeps the defaults. 9 gives 80% power for a true +20% at 10% run-to-run noise (docs/verdicts.md).",
         moved=("--confirm-pairs",),
     )
+    confirm_rounds: int = setting(
+        3,
+        most=1000,
+        help="Screening rounds among the confirm_top leaders before one is tested: one fresh run each per round, a leader clearly behind the best set aside after each; stops early once the leaders left are within 5% of each other at the measured noise. More rounds (and leaders) name a config within 5% of the best more often (docs/verdicts.md).",
+    )
     informed_start: bool = setting(
         True,
         help="Measure the seeds' advice (slots = users, all cores, flash attention, ...) right after the defaults, before the sampler explores.",
@@ -322,6 +327,8 @@ class StudySpec:
             raise SpecError(f"repeats must be a whole number of at least 1 or 'auto', got {self.repeats!r}")
         if self.confirm_top < 0:
             raise SpecError(f"confirm_top must be 0 or more, got {self.confirm_top}")
+        if isinstance(self.confirm_rounds, bool) or not isinstance(self.confirm_rounds, int) or self.confirm_rounds < 1:
+            raise SpecError(f"confirm_rounds must be a whole number of at least 1, got {self.confirm_rounds!r}")
         if isinstance(self.screen_fraction, bool) or not 0 <= self.screen_fraction < 1:
             raise SpecError(
                 f"screen_fraction must be a share from 0 (off) up to, not including, 1, e.g. 0.5; got {self.screen_fraction!r}"
