@@ -187,7 +187,7 @@ class StudySpec:
     time_budget_s: float | None = setting(
         None,
         most=365 * 86400,
-        help="Stop asking new trials after this much wall time, e.g. 2h, 90m, 1h30m (the running trial finishes; a resumed study counts the time already spent).",
+        help="The whole run's wall time, confirmation included, e.g. 2h, 90m, 1h30m: the search stops asking new trials early enough to leave the verdict's first look (the running trial finishes; a resumed study counts the time already spent).",
         key="time_budget",
         run_flag="--time-budget",
         panel="Budget",
