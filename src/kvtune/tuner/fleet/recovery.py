@@ -27,7 +27,7 @@ from kvtune.tuner.store.storage import GRACE_S
 log = logging.getLogger(__name__)  # no handler: Python's last resort prints warnings to stderr
 
 
-def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
+def recover(study: optuna.Study, run_dir: Path, host: str, suspects: set[int] | None = None) -> None:
     """Re-queue trials whose worker is gone, once each, so their configs are measured.
 
     - Heartbeats (all storages): a RUNNING trial silent for the grace period, whatever host
@@ -41,8 +41,9 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
     outage, its worker alive and about to beat again. Only a heartbeat that stays silent for a
     grace period after the storage answers again re-queues its trial. `settling` is asked after
     each read it judges, since the read itself may be the call that rode the outage out.
+    `suspects`: see `fail_stale`.
     """
-    fail_stale(study)
+    fail_stale(study, suspects)
     now = REAL_CLOCK.wall()
     with host_lock(run_dir):
         running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
@@ -56,12 +57,22 @@ def recover(study: optuna.Study, run_dir: Path, host: str) -> None:
                 fail_and_requeue(study, t)  # (False: another worker got there first)
 
 
-def fail_stale(study: optuna.Study) -> None:
+def fail_stale(study: optuna.Study, suspects: set[int] | None = None) -> None:
     """Fail the trials whose heartbeat is silent past the grace period and queue them again
     through the storage's stale-trial callback, as Optuna's `fail_stale_trials` does, but only
-    with stale trials read while the storage did not settle (`stale_trial_ids`)."""
+    with stale trials read while the storage did not settle (`stale_trial_ids`).
+
+    `suspects` (a look that recurs every heartbeat interval, `RecoveryWatch`): a trial is
+    failed only when the previous look found it stale too, one interval earlier; the set is
+    updated to this look's. A live worker's beat that comes late (a loaded machine, a storage
+    that answers again) is not a death; one that stays silent for another interval is."""
     storage = study._storage
-    for trial_id in stale_trial_ids(storage, study._study_id, GRACE_S):
+    stale = stale_trial_ids(storage, study._study_id, GRACE_S)
+    if suspects is not None:
+        stale, seen = [i for i in stale if i in suspects], set(stale)
+        suspects.clear()
+        suspects.update(seen)
+    for trial_id in stale:
         try:
             if not storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL):
                 continue
@@ -119,12 +130,13 @@ class RecoveryWatch:
 
 def watch(study: optuna.Study, run_dir: Path, host: str) -> AbstractContextManager[Any]:
     """A `RecoveryWatch` of `study` recovering every heartbeat interval (a stale trial is then
-    re-queued within an interval of its grace period ending); nothing for a storage without
-    heartbeats."""
+    re-queued within two intervals of its grace period ending: found stale on two looks in a
+    row); nothing for a storage without heartbeats."""
     interval = heartbeat_interval(study._storage)
     if interval is None:
         return nullcontext()
-    return RecoveryWatch(lambda: recover(study, run_dir, host), float(interval))
+    suspects: set[int] = set()
+    return RecoveryWatch(lambda: recover(study, run_dir, host, suspects), float(interval))
 
 
 def ownerless(t: Any) -> bool:

@@ -404,3 +404,24 @@ def test_a_stale_trials_retry_keeps_what_it_measures_and_not_the_dead_worker(tmp
     assert retry.state == optuna.trial.TrialState.WAITING and retry.system_attrs["failed_trial"] == dead
     assert retry.user_attrs == {"baseline": True}
     assert study.trials[dead].user_attrs["worker"]["host"] == "this-host"  # the failed trial keeps its record
+
+
+def test_the_recovery_watch_fails_a_trial_found_stale_on_two_looks_in_a_row_only():
+    """A beat that comes late once (a loaded machine) is no death: the watch fails a trial only
+    when its look one interval earlier found it stale too."""
+    inner = FlakyStorage()
+    study = optuna.create_study(storage=wrapped(inner, VirtualClock()))
+    other = owned_elsewhere(study, owner={"host": "other-host", "pid": 1})
+    trial_id, suspects = study.trials[other]._trial_id, set()
+    inner.stale = [trial_id]
+    recovery.fail_stale(study, suspects)  # late, maybe
+    assert study.trials[other].state == optuna.trial.TrialState.RUNNING and suspects == {trial_id}
+    inner.stale = []  # it beat meanwhile: alive
+    recovery.fail_stale(study, suspects)
+    assert suspects == set()
+    inner.stale = [trial_id]
+    recovery.fail_stale(study, suspects)
+    assert study.trials[other].state == optuna.trial.TrialState.RUNNING
+    recovery.fail_stale(study, suspects)  # silent a whole interval more: dead
+    states = [t.state for t in study.trials]
+    assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
