@@ -19,7 +19,6 @@ from kvtune import __version__, hardware
 from kvtune.artifacts import cost_energy
 from kvtune.artifacts import overview as ov
 from kvtune.artifacts.fidelity_plot import fidelity_section
-from kvtune.artifacts.time_section import time_section
 from kvtune.artifacts.plots import (
     PLOTS,
     esc,
@@ -32,6 +31,7 @@ from kvtune.artifacts.plots import (
     plot_pareto,
     plot_slice,
 )
+from kvtune.artifacts.time_section import time_section
 from kvtune.study import unconfirmed
 from kvtune.study.best_figures import BestFigures
 from kvtune.study.capacity_text import capacity_unit, outcome_sentence
