@@ -93,6 +93,7 @@ def test_a_spec_an_earlier_version_stored_loads_and_writes_back_the_same_words()
     assert d.pop("confirm_pairs") == 9  # newer than that version: its default (earlier ones ignore it)
     assert d.pop("startup_stall_s") == 300.0  # newer too; its stored cap (90 s) is kept
     assert d.pop("screen_fraction") == 0.5  # newer too: its default
+    assert d.pop("confirm_rounds") == 3  # newer too: its default
     assert d == {k: v for k, v in EARLIER.items() if k != "a_later_key"}
     assert StudySpec.from_dict(d) == spec
 
