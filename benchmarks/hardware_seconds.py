@@ -20,7 +20,12 @@ The methods: kvtune before this change (TPE, informed start, every search trial 
 kvtune now (the same plus the screen: tuner/trial/screening.py, the tuner's own code), random
 search through kvtune's verdict (no informed start, no screen), and auto_tune's grid (each
 config measured once on a fresh server, the best single figure named among those that met the
-targets on their one measurement, no verdict; costs: every config's).
+targets on their one measurement, no verdict; costs: every config's). Two more bound what a
+search can do: the slot ladder (issue 38 item 3: the informed start at every slot count, in the
+order the decode ceiling ranks them, replay_rules.slot_ladder) and the perfect search (the
+landscape's optimum measured right after the baseline, then the same verdict), whose ratio to
+random search is the lowest any search reaches through this verdict. Each study's sentinel and
+verdict runs are counted apart, so the table says what share of the bill is the proof.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Callable, Sequence
 
 from landscape import Landscape
@@ -36,13 +42,37 @@ from replay_rules import outcome_of
 
 WITHIN = 0.05
 SCREEN_FRACTION = 0.5  # kvtune's default screen_fraction (study/spec.py)
-# name -> (sampler, informed start, screen share)
-METHODS: dict[str, tuple[str, bool, float]] = {
-    "kvtune before (TPE, informed start)": ("tpe", True, 0.0),
-    "kvtune now (+ screen short)": ("tpe", True, SCREEN_FRACTION),
-    "random search (+ verdict)": ("random", False, 0.0),
-}
+
+
+class Start(str, Enum):
+    """What a replayed study measures right after the baseline, before the sampler proposes."""
+
+    NONE = "none"
+    INFORMED = "informed"  # kvtune's informed start (launchers' preferred rules)
+    SLOT_LADDER = "slot ladder"  # the informed start at every slot count, ceiling-ordered (item 3)
+    OPTIMUM = "optimum"  # the landscape's best config: a search that cannot do better (the bound)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A search as the replay runs it: Optuna's `sampler`, its `start`, kvtune's `screen`
+    share, and budgets tried before the ladder's (the bound starts at 2: baseline + optimum)."""
+
+    sampler: str
+    start: Start
+    screen: float = 0.0
+    first_budgets: tuple[int, ...] = ()
+
+
 RANDOM = "random search (+ verdict)"
+BOUND = "perfect search (the optimum measured first) + verdict"
+METHODS: dict[str, Method] = {
+    "kvtune before (TPE, informed start)": Method("tpe", Start.INFORMED),
+    "kvtune now (+ screen short)": Method("tpe", Start.INFORMED, SCREEN_FRACTION),
+    "kvtune + slot ladder (item 3, replay only)": Method("tpe", Start.SLOT_LADDER, SCREEN_FRACTION),
+    RANDOM: Method("random", Start.NONE),
+    BOUND: Method("tpe", Start.OPTIMUM, SCREEN_FRACTION, first_budgets=(2,)),
+}
 AUTOTUNE = "auto_tune grid (each config once)"
 SCENARIOS = ("host", "gpu")
 
@@ -50,11 +80,13 @@ SCENARIOS = ("host", "gpu")
 @dataclass
 class SeedResult:
     """One seed of one method: hardware-seconds to a named config within 5% per scenario (inf:
-    never on the ladder), the budget that got there, and the regret at the fixed budget."""
+    never on the ladder), the budget that got there, the regret at the fixed budget, and the
+    share of the successful study's seconds its sentinel and verdict runs took (per scenario)."""
 
     seconds: dict[str, float]
     budget: float
     regret_at_fixed: float
+    verdict_share: dict[str, float] = field(default_factory=dict)
 
 
 def autotune(ls: Landscape, seed: int, base_seed: int, gpu_cost: Callable[[dict, bool, set], float]) -> SeedResult:
@@ -110,14 +142,17 @@ def _ratio(a: float, b: float) -> float:
     return 0.0 if math.isinf(b) else a / b
 
 
-def first_within(runs_by_budget: dict[int, list], seed_index: int, scenario: str) -> tuple[float, float]:
-    """(hardware-seconds, budget) of this seed's first study on the ladder whose named config
-    is within 5%; (inf, inf) when none was."""
+def first_within(runs_by_budget: dict[int, list], seed_index: int, scenario: str) -> tuple[float, float, float]:
+    """(hardware-seconds, budget, the sentinel's and verdict's share of those seconds) of this
+    seed's first study on the ladder whose named config is within 5%; (inf, inf, nan) when
+    none was."""
     for budget in sorted(runs_by_budget):
         r = runs_by_budget[budget][seed_index]
         if r.regret <= WITHIN:
-            return (r.hours if scenario == "host" else r.gpu_hours) * 3600, budget
-    return math.inf, math.inf
+            total = (r.hours if scenario == "host" else r.gpu_hours) * 3600
+            proof = r.verdict_s if scenario == "host" else r.verdict_gpu_s
+            return total, budget, (proof / total if total > 0 else math.nan)
+    return math.inf, math.inf, math.nan
 
 
 def fmt_s(v: float) -> str:
@@ -138,9 +173,9 @@ def table(results: dict[str, list[SeedResult]], seeds: int, fixed: int, title: s
     out = [
         f"\n{title} ({seeds} seeds; hardware-seconds until the named, verified config is within 5% of the best)\n",
         "| method | scenario | hardware-seconds: median [95% CI] | over random search [95% CI] "
-        "| budget that got there (median) | seeds that got there | named regret at "
-        f"{fixed} trials: median / mean |",
-        "|---|---|---|---|---:|---:|---|",
+        "| budget that got there (median) | seeds that got there | sentinel + verdict share (median) "
+        f"| named regret at {fixed} trials: median / mean |",
+        "|---|---|---|---|---:|---:|---:|---|",
     ]
     for name, res in results.items():
         for sc in SCENARIOS:
@@ -153,9 +188,26 @@ def table(results: dict[str, list[SeedResult]], seeds: int, fixed: int, title: s
                 over = f"{fmt_ratio(_ratio(median(vals), median(rv)))} [{fmt_ratio(rlo)}, {fmt_ratio(rhi)}]"
             got = sum(not math.isinf(v) for v in vals)
             regrets = [r.regret_at_fixed for r in res]
+            shares = [x for x in (r.verdict_share.get(sc, math.nan) for r in res) if not math.isnan(x)]
+            share = f"{statistics.median(shares):.0%}" if shares else "-"
             out.append(
                 f"| {name} | {sc} | {fmt_s(median(vals))} [{fmt_s(lo)}, {fmt_s(hi)}] | {over} "
-                f"| {median([r.budget for r in res]):g} | {got}/{len(res)} "
+                f"| {median([r.budget for r in res]):g} | {got}/{len(res)} | {share} "
                 f"| {statistics.median(regrets):.1%} / {statistics.fmean(regrets):.1%} |"
             )
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" + bound_line(results)
+
+
+def bound_line(results: dict[str, list[SeedResult]]) -> str:
+    """What no search can beat through this verdict: the perfect search's ratio to random
+    search per scenario, and whether the goal (at most 1/3) lies above it."""
+    if BOUND not in results or RANDOM not in results:
+        return ""
+    parts = []
+    for sc in SCENARIOS:
+        vals, rv = [r.seconds[sc] for r in results[BOUND]], [r.seconds[sc] for r in results[RANDOM]]
+        lo, hi = bootstrap(vals, rv)
+        ratio = _ratio(median(vals), median(rv))
+        reach = "below 1/3 is within reach" if lo <= 1 / 3 else "no search reaches 1/3 through this verdict"
+        parts.append(f"{sc} {fmt_ratio(ratio)} [{fmt_ratio(lo)}, {fmt_ratio(hi)}] ({reach})")
+    return "\nThe bound (a search that measures the optimum first, over random search): " + "; ".join(parts) + "\n"

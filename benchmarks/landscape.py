@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -224,6 +225,49 @@ def load(path: str | Path) -> Landscape:
         raise LandscapeError(f"{p}: {e}") from None
 
 
+@dataclass(frozen=True)
+class Settled:
+    """How far a landscape's truth can be trusted: `noise` is one measurement's relative
+    spread (pooled from every config measured more than once), `truth_se` the spread of a
+    config's mean; over simulated re-recordings (each config's mean redrawn from that spread,
+    feasibility held), `optimum_kept` is how often the recorded optimum is still the best and
+    `within_kept` the share of the new within-`within` set that was in the recorded one."""
+
+    noise: float
+    truth_se: float
+    within_set: int
+    optimum_kept: float
+    within_kept: float
+
+
+def settled(ls: Landscape, within: float = 0.05, draws: int = 2000, seed: int = 0) -> Settled:
+    """A parametric re-recording of `ls` (see `Settled`): a yardstick of "within 5% of the
+    best" means something only when the best stays the best on a second recording."""
+    logs = []
+    for c in ls.configs:
+        vals = [m["objective"] for m in c.measurements if m.get("metrics") and _finite(m.get("objective"))]
+        if len(vals) > 1 and all(v > 0 for v in vals):
+            mean_log = statistics.fmean(math.log(v) for v in vals)
+            logs += [(math.log(v) - mean_log, len(vals)) for v in vals]
+    # pooled within-config variance, each deviation corrected for the mean it was taken from
+    noise = math.sqrt(sum(d * d * n / (n - 1) for d, n in logs) / len(logs)) if logs else 0.0
+    ok = [c for c in ls.configs if c.truly_feasible and c.true_objective is not None]
+    per = statistics.fmean(len(c.measurements) for c in ok)
+    se = noise / math.sqrt(per)
+    sign = 1.0 if ls.maximize else -1.0
+    best = max(ok, key=lambda c: sign * c.true_objective)
+    near = {id(c) for c in ok if sign * (c.true_objective - best.true_objective) >= -within * abs(best.true_objective)}
+    rng = random.Random(seed)
+    kept_best = kept_near = 0.0
+    for _ in range(draws):
+        new = {id(c): c.true_objective * math.exp(rng.gauss(0.0, se)) for c in ok}
+        top = max(new.values(), key=lambda v: sign * v)
+        now = {k for k, v in new.items() if sign * (v - top) >= -within * abs(top)}
+        kept_best += new[id(best)] == top
+        kept_near += len(now & near) / len(now)
+    return Settled(noise, se, len(near), kept_best / draws, kept_near / draws)
+
+
 def write(path: str | Path, header: dict[str, Any], configs: list[Config]) -> None:
     with open(path, "w") as f:
         f.write(json.dumps({"kind": "header", "format": FORMAT, **header}, sort_keys=False) + "\n")
@@ -248,4 +292,10 @@ if __name__ == "__main__":  # python benchmarks/landscape.py FILE: check it, pri
     print(
         f"{len(ls.configs)} configs, {n} measurements, {feas} truly feasible; optimum "
         f"{ls.objective_key} {best.true_objective:.4g} at {best.params}"
+    )
+    st = settled(ls)
+    print(
+        f"noise {st.noise:.1%} per measurement, {st.truth_se:.1%} on a config's mean; {st.within_set} config(s) "
+        f"within 5% of the optimum; re-recorded, the optimum stays the best {st.optimum_kept:.0%} of the time "
+        f"and {st.within_kept:.0%} of the within-5% set was in this one"
     )

@@ -24,6 +24,7 @@ from kvtune.knobs import (
     Candidate,
     Knob,  # noqa: E402
 )
+from kvtune.launchers.base import at_least_users  # noqa: E402
 from kvtune.launchers.registry import launcher_class  # noqa: E402
 from kvtune.objectives.early_stop import EarlyStop  # noqa: E402
 from kvtune.objectives.metrics import RequestSample, summarize_requests  # noqa: E402
@@ -144,6 +145,31 @@ def informed_start(ls: Landscape, seed: int) -> dict[str, Any]:
         value = rule(_as_range(k), workload) if rule else None
         guess[k.name] = value if value in k.choices else pick.choice(list(k.choices))
     return guess
+
+
+def slot_ladder(ls: Landscape, seed: int) -> list[dict[str, Any]]:
+    """Issue 38 item 3, as the replay can try it: the informed start, then the same config at
+    every other slot count (the knob whose informed rule is "at least the users": --parallel,
+    --max-num-seqs) in the order the bandwidth-bound decode ceiling ranks them: counts at or
+    above the users tie on the ceiling (min(slots, users) sequences per read of the weights), so
+    the next larger ones first, then the smaller ones, largest first. The planner's KV capacity
+    would drop counts that cannot fit; every recorded config started, so none is dropped here."""
+    guess = informed_start(ls, seed)
+    if not guess:
+        return []
+    try:
+        rules = launcher_class(str(ls.header.get("backend"))).preferred
+    except KvtuneError:
+        return [guess]
+    out = [guess]
+    for k in knobs_of(ls):
+        if rules.get(k.name) is not at_least_users or k.kind is not KnobKind.CHOICES or k.name not in guess:
+            continue
+        at = guess[k.name]
+        above = sorted(c for c in k.choices if c > at)
+        below = sorted((c for c in k.choices if c < at), reverse=True)
+        out += [{**guess, k.name: v} for v in above + below]
+    return out
 
 
 def objective_of(ls: Landscape) -> Objective:

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hardware_seconds as hs  # noqa: E402
 from efficiency_report import REFERENCE, SAMPLERS, headline, markdown, plot  # noqa: E402
 from landscape import Config, Landscape, LandscapeError, key, load  # noqa: E402
-from replay_rules import cut_of, informed_start, knobs_of, named_best, outcome_of, stop_at  # noqa: E402, F401
+from replay_rules import cut_of, informed_start, knobs_of, named_best, outcome_of, slot_ladder, stop_at  # noqa: E402, F401
 
 from kvtune.errors import KvtuneError  # noqa: E402
 from kvtune.kinds import Direction, KnobKind  # noqa: E402
@@ -112,6 +112,9 @@ class Run:
     confirm_runs: int = 0  # re-measurements the confirmation took
     screened: int = 0  # search trials the screen cut
     gpu_hours: float = 0.0  # the same study under the GPU-like cost scenario
+    # seconds of the sentinel and the verdict's fresh runs (host, GPU-like): the proof's share
+    verdict_s: float = 0.0
+    verdict_gpu_s: float = 0.0
 
     def reached(self, within: float) -> tuple[int, float] | None:
         for n, h, r in self.path:
@@ -142,13 +145,18 @@ class Replay:
         informed: bool,
         base_seed: int,
         screen: float = 0.0,
+        starts: Sequence[dict[str, Any]] | None = None,
     ):
         self.ls, self.budget, self.informed = ls, budget, informed
+        # the configs enqueued after the baseline, in order (None: kvtune's one informed start when
+        # `informed`); hardware_seconds.py's start policies give other lists
+        self.starts = starts
         self.screen = screen  # kvtune's screen_fraction (0: every search trial measured whole)
         self.screened = 0
         self.gpu_seconds = 0.0  # the GPU-like scenario's cost of the same launches
         self.compiled: set[str] = set()  # compile keys started so far (the GPU-like scenario)
         self.confirm_runs = 0
+        self.verdict_s = self.verdict_gpu_s = 0.0  # the sentinel's and verdict's runs (host, GPU-like)
         self.sampler_name, self.seed = sampler, seed
         # Common random numbers: every sampler draws measurements from the same stream per seed.
         self.rng = random.Random(f"{base_seed}:{seed}:{budget}:{informed}")
@@ -221,8 +229,10 @@ class Replay:
             study.enqueue_trial({}, user_attrs={"baseline": True})
         kind = samplers.parse_sampler(self.sampler_name.split("-")[0])
         guess = informed_start(self.ls, self.seed)
-        if self.informed and guess and self.budget > 1 and kind is not samplers.SamplerKind.GRID:
-            study.enqueue_trial(guess, user_attrs={"informed_start": True})
+        starts = self.starts if self.starts is not None else ([guess] if self.informed and guess else [])
+        if self.budget > 1 and kind is not samplers.SamplerKind.GRID:
+            for params in starts[: self.budget - 1]:
+                study.enqueue_trial(params, user_attrs={"informed_start": True})
         if self.sampler_name in TPE_VARIANTS:
             study.sampler = TPE_VARIANTS[self.sampler_name](samplers.worker_seed(self.seed, len(study.trials), 0))
         else:
@@ -274,6 +284,8 @@ class Replay:
             self.confirm_runs,
             self.screened,
             self.gpu_seconds / 3600,
+            self.verdict_s,
+            self.verdict_gpu_s,
         )
 
     def _tell(self, study: optuna.Study, trial: optuna.trial.Trial, o: TrialOutcome) -> None:
@@ -312,7 +324,10 @@ class Replay:
     def _add_run(self, o: TrialOutcome, role: str) -> None:
         """One fresh launch of `o`'s config, appended to its confirmation record as
         tuner/remeasure.py appends it (the order of the runs is their "at")."""
+        host, gpu = self.seconds, self.gpu_seconds
         again = self.measure(o.number, self.configs[o.number], o.baseline, search=False)
+        self.verdict_s += self.seconds - host
+        self.verdict_gpu_s += self.gpu_seconds - gpu
         self.confirm_runs += 1
         run = {**run_record(again, seed=0, role=role), "at": float(self.confirm_runs)}  # in replay order
         o.confirmation = aggregate([*((o.confirmation or {}).get("runs") or []), run])
@@ -337,8 +352,9 @@ def replay(
     informed: bool,
     base_seed: int = 0,
     screen: float = 0.0,
+    starts: Sequence[dict[str, Any]] | None = None,
 ) -> Run:
-    return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed, screen).run()
+    return Replay(ls, sampler, base_seed * 100_003 + seed, budget, informed, base_seed, screen, starts).run()
 
 
 def reference_budget(ls: Landscape, budgets: Sequence[int], asked: int | None = None) -> int:
@@ -381,27 +397,43 @@ def hardware_seconds(
     hardware-seconds until the named config is within 5%, walking up the budget `ladder` (a
     seed stops at its first success), and the named regret at the `fixed` budget."""
     results: dict[str, list[hs.SeedResult]] = {}
-    for name, (sampler, informed, screen) in hs.METHODS.items():
+    for name, m in hs.METHODS.items():
         res = []
+        informed = m.start is not hs.Start.NONE
         for s in range(seeds):
+            starts = starts_of(ls, s + base_seed * 100_003, m.start)
             by_budget: dict[int, list[Run]] = {}
-            for b in sorted(ladder):
-                by_budget[b] = [replay(ls, sampler, s, b, informed, base_seed, screen)]
+            for b in sorted({*m.first_budgets, *ladder}):
+                by_budget[b] = [replay(ls, m.sampler, s, b, informed, base_seed, m.screen, starts)]
                 if by_budget[b][0].regret <= hs.WITHIN:
                     break
             at_fixed = (
                 by_budget[fixed][0]
                 if fixed in by_budget
-                else replay(ls, sampler, s, fixed, informed, base_seed, screen)
+                else replay(ls, m.sampler, s, fixed, informed, base_seed, m.screen, starts)
             )
-            host, budget = hs.first_within(by_budget, 0, "host")
-            gpu, _ = hs.first_within(by_budget, 0, "gpu")
-            res.append(hs.SeedResult({"host": host, "gpu": gpu}, budget, at_fixed.regret))
+            host, budget, host_share = hs.first_within(by_budget, 0, "host")
+            gpu, _, gpu_share = hs.first_within(by_budget, 0, "gpu")
+            res.append(
+                hs.SeedResult(
+                    {"host": host, "gpu": gpu}, budget, at_fixed.regret, {"host": host_share, "gpu": gpu_share}
+                )
+            )
         results[name] = res
     results[hs.AUTOTUNE] = [
         hs.autotune(ls, s, base_seed, lambda p, b, done: gpu_launch_s(ls, p, b, done)) for s in range(seeds)
     ]
     return results
+
+
+def starts_of(ls: Landscape, seed: int, start: "hs.Start") -> list[dict[str, Any]] | None:
+    """The configs a replayed study measures after the baseline under `start` (None: kvtune's
+    own informed start, as `Replay` builds it)."""
+    if start is hs.Start.OPTIMUM:
+        return [dict(ls.optimum().params)]
+    if start is hs.Start.SLOT_LADDER:
+        return slot_ladder(ls, seed)
+    return None if start is hs.Start.INFORMED else []
 
 
 def naming_lines(runs: list[Run]) -> str:

@@ -128,3 +128,81 @@ def test_main_prints_the_hardware_seconds_table_and_refuses_a_bad_ladder(ls, cap
         assert f"| {name} | host |" in out and f"| {name} | gpu |" in out
     assert se.main([ls.path, "--hardware-seconds", "--ladder", "3,x"]) == 2
     assert "--ladder" in capsys.readouterr().err
+
+
+def test_the_bound_measures_the_optimum_first_and_its_verdict_is_most_of_its_bill(ls):
+    """The perfect search names the optimum from a two-trial study; what it pays beyond two
+    launches is the sentinel and the verdict, so its share is the proof's cost that no search
+    can avoid, and the table's last line compares it with random search."""
+    optimum = se.starts_of(ls, 0, hs.Start.OPTIMUM)
+    assert optimum == [{"a": 8}]
+    run = se.replay(ls, "tpe", seed=0, budget=2, informed=True, starts=optimum)
+    assert run.regret == 0.0
+    assert 0 < run.verdict_s < run.hours * 3600
+    assert run.confirm_runs >= 1  # the sentinel at least
+    results = se.hardware_seconds(ls, 3, [3, 5], fixed=3)
+    bound = results[hs.BOUND]
+    assert all(r.budget == 2 for r in bound)
+    assert all(0.5 < r.verdict_share["host"] < 1.0 for r in bound)
+    text = hs.table(results, 3, 3, "t")
+    assert "The bound (a search that measures the optimum first, over random search): host " in text
+
+
+def test_the_slot_ladder_tries_the_informed_start_at_every_slot_count_larger_ones_first(tmp_path):
+    ls = write(tmp_path / "slots.jsonl", space={"parallel": [1, 2, 4, 8]})
+    ls.header["informed_start"] = {"parallel": 2}
+    ls.header["workload"] = {"num_requests": 8, "concurrency": 2}
+    assert [s["parallel"] for s in rules.slot_ladder(ls, 0)] == [2, 4, 8, 1]
+    assert se.starts_of(ls, 0, hs.Start.NONE) == [] and se.starts_of(ls, 0, hs.Start.INFORMED) is None
+
+
+def test_first_within_gives_the_proofs_share_of_the_study_that_got_there():
+    class R:
+        def __init__(self, regret, hours, gpu_hours, verdict_s, verdict_gpu_s):
+            self.regret, self.hours, self.gpu_hours = regret, hours, gpu_hours
+            self.verdict_s, self.verdict_gpu_s = verdict_s, verdict_gpu_s
+
+    by_budget = {5: [R(0.2, 0.1, 0.2, 100.0, 200.0)], 10: [R(0.0, 0.1, 0.2, 90.0, 360.0)]}
+    assert hs.first_within(by_budget, 0, "host") == (pytest.approx(360.0), 10, pytest.approx(0.25))
+    assert hs.first_within(by_budget, 0, "gpu") == (pytest.approx(720.0), 10, pytest.approx(0.5))
+    never = hs.first_within({5: [R(0.2, 0.1, 0.2, 1.0, 1.0)]}, 0, "host")
+    assert never[:2] == (math.inf, math.inf) and math.isnan(never[2])
+
+
+def _two(v: float, spread: float) -> list[dict]:
+    return [_measurement(v * (1 + spread)), _measurement(v * (1 - spread))]
+
+
+def _settled_landscape(path, values: list[float], spread: float) -> landscape.Landscape:
+    configs = [landscape.Config({}, _two(1.0, spread), baseline=True)]
+    configs += [landscape.Config({"a": i}, _two(v, spread)) for i, v in enumerate(values)]
+    landscape.write(
+        path,
+        {
+            "command": ["synthetic"],
+            "hardware": {},
+            "backend": "llama-server",
+            "workload": {"num_requests": 8},
+            "targets": ["error_rate<1%"],
+            "objective": {"name": "output_throughput", "key": "output_throughput", "direction": "maximize"},
+            "space": {"a": list(range(len(values)))},
+            "informed_start": {},
+            "recorded": "synthetic",
+        },
+        configs,
+    )
+    return landscape.load(path)
+
+
+def test_a_landscape_whose_best_leads_by_far_more_than_its_noise_is_settled(tmp_path):
+    st = landscape.settled(_settled_landscape(tmp_path / "far.jsonl", [10.0, 20.0, 40.0], 0.02), draws=500)
+    assert st.noise == pytest.approx(0.02 * 2**0.5, rel=0.05) and st.truth_se == pytest.approx(st.noise / 2**0.5)
+    assert st.within_set == 1 and st.optimum_kept == 1.0 and st.within_kept == 1.0
+
+
+def test_near_ties_under_noise_leave_the_recorded_optimum_a_draw(tmp_path):
+    """Four configs within 3% of each other, measured with 15% noise: a second recording names
+    another best most of the time, so "within 5% of the best" is a property of the draw."""
+    st = landscape.settled(_settled_landscape(tmp_path / "ties.jsonl", [30.0, 29.5, 29.4, 29.1], 0.15), draws=2000)
+    assert st.within_set == 4
+    assert 0.2 < st.optimum_kept < 0.5
