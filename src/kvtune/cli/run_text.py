@@ -142,7 +142,7 @@ def _spending(s: StudySummary, console: Console) -> None:
             f"saving about {format_duration(e.saved_s)} of measurement "
             f"(they took {format_duration(e.spent_s)})."
         )
-    for line in StudyTime.of(s.payload.get("trials") or ()).lines():  # where the hardware time went
+    for line in StudyTime.of_results(s.payload).lines():  # where the hardware time went
         console.print(line, markup=False)
 
 

@@ -100,7 +100,7 @@ def show(
         f"{c['duplicates']} repeats of a measured config, {c['launches_saved_by_prescreen']} launches saved by the pre-screen"
     )
     console.print("targets: " + ", ".join(ov["targets"]))
-    for line in StudyTime.of(results.get("trials") or ()).lines():  # where the hardware time went
+    for line in StudyTime.of_results(results).lines():  # where the hardware time went
         console.print(line, markup=False)
     console.print(_pareto_table(ov))
     primary = ov["objectives"][0].name

@@ -234,7 +234,9 @@ def study_results(
         "launches_saved_by_prescreen": sum(1 for o in outcomes if o.failure is FailureKind.PRE_SCREEN),
         "trials": [o.to_dict() for o in outcomes],
         "confirmation": confirmation_summary(outcomes, direction),
-        "time_spent": StudyTime.of(outcomes).to_dict(),  # where the hardware time went (study/time_spent.py)
+        # where the hardware time went (study/time_spent.py); the session adds the anchor's and the
+        # load search's launches once it adds their blocks (tuner/session.py)
+        "time_spent": StudyTime.of(outcomes).to_dict(),
         "importance": importance if importance is not None else {"skipped": "not computed"},
         "server_defaults": server_defaults,
     }

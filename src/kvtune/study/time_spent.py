@@ -1,8 +1,10 @@
 """Where a study's hardware time went: seconds by phase for every launch, summed per study.
 
 Users pay for tuning in hardware time (GPU-hours on a box they would rather serve from), and on a
-GPU most of a launch is start-up, not measurement. So every launch kvtune makes, a search trial
-or a fresh run of the confirmation, records the seconds its server held the hardware by phase:
+GPU most of a launch is start-up, not measurement. So every launch kvtune makes (a search trial,
+a fresh run of a sentinel or the confirmation, a fresh measurement of the defaults for the
+anchor of relative targets, the load search) records the seconds its server held the hardware
+by phase:
 
 - ``startup``: launch to ready (a transient failure's retry included);
 - ``warmup``: the warm-up requests, left out of the figures;
@@ -17,15 +19,18 @@ or a fresh run of the confirmation, records the seconds its server held the hard
 compiled nothing or its log does not say (llama-server, an eager vLLM).
 
 A trial keeps its record in `TrialOutcome.time_spent`, a re-measurement in its run record
-(tuner/remeasure.py `run_record`); `StudyTime.of` sums them by where the time went: the search's
-trials, the baseline sentinels, the confirmation's fresh runs. The record is plain data: the
-tuner writes it, results.json, `kvtune show` and the report read it.
+(tuner/remeasure.py `run_record`), an anchor run in its run record (tuner/anchor.py, results.json
+"anchor"), the load search in its record (tuner/load_search.py, results.json "load_search").
+`StudyTime.of` sums them by where the time went, the parts `PART` declares; a part no launch went
+to is left out of the lines and the report's table. A launch that never started (failed
+transiently, then launched again) keeps no record: its seconds are counted nowhere. The record
+is plain data: the tuner writes it, results.json, `kvtune show` and the report read it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from kvtune.durations import format_duration
 
@@ -38,9 +43,27 @@ PHASE_TEXT = {
     "teardown": "teardown",
     "waits": "waits",
 }
-# Where a launch's time is counted: a search trial, a baseline sentinel, a confirmation run.
-SEARCH, SENTINEL, CONFIRMATION = "search", "sentinel", "confirmation"
-PARTS = (SEARCH, SENTINEL, CONFIRMATION)
+
+
+class Part(NamedTuple):
+    """Where a launch's time is counted: its name in the time lines and the report's table, and
+    what its launches are (the table's column title)."""
+
+    text: str
+    what: str
+
+
+# results.json "time_spent"'s keys for the parts
+SEARCH, SENTINEL, ANCHOR, CONFIRMATION, LOAD_SEARCH = "search", "sentinel", "anchor", "confirmation", "load_search"
+# Each part once, in the order the lines, results.json and the report's table give them.
+PART = {
+    SEARCH: Part("search", "the search's trials"),  # tuner/ask_tell.py
+    SENTINEL: Part("sentinel", "the defaults measured again during the search"),  # tuner/sentinel.py
+    ANCHOR: Part("anchor", "the defaults measured again, quiet, to anchor relative targets"),  # tuner/anchor.py
+    CONFIRMATION: Part("confirmation", "the verdict's fresh runs"),  # tuner/confirmation.py
+    LOAD_SEARCH: Part("load search", "the load that holds, searched on the nearest config"),  # tuner/load_search.py
+}
+PARTS = tuple(PART)
 SENTINEL_ROLE = "sentinel"  # tuner/sentinel.py's run role; "screen" and "proof" are the verdict's
 
 
@@ -89,7 +112,7 @@ class TimeSpent:
 
 @dataclass
 class PartTime:
-    """The launches of one part of a study (the search, the sentinels, the confirmation)."""
+    """The launches of one part of a study (one of `PARTS`)."""
 
     spent: TimeSpent = field(default_factory=TimeSpent)
     launches: int = 0
@@ -119,21 +142,41 @@ class StudyTime:
     parts: dict[str, PartTime] = field(default_factory=lambda: {p: PartTime() for p in PARTS})
 
     @classmethod
-    def of(cls, trials: Iterable[Any]) -> "StudyTime":
+    def of(
+        cls,
+        trials: Iterable[Any],
+        anchor: Mapping[str, Any] | None = None,
+        load_search: Mapping[str, Any] | None = None,
+    ) -> "StudyTime":
         """Sum the records of `trials` (TrialOutcomes, or their `to_dict()` as results.json holds
         them): each trial's own launch into the search, each fresh run by its role (sentinel or
-        confirmation). A copied trial (a duplicate) launched nothing and carries no record."""
+        confirmation). A copied trial (a duplicate) launched nothing and carries no record.
+        `anchor`: the anchor's record (tuner/anchor.py), each of its runs one launch; `load_search`:
+        the load search's (tuner/load_search.py), one launch when it launched."""
         out = cls()
         for o in trials:
             d = o if isinstance(o, Mapping) else {"time_spent": o.time_spent, "confirmation": o.confirmation}
-            own = TimeSpent.from_dict(d.get("time_spent"))
-            if own is not None:
-                out.parts[SEARCH].add(own)
+            out._add(SEARCH, d)
             for run in (d.get("confirmation") or {}).get("runs") or ():
-                t = TimeSpent.from_dict(run.get("time_spent")) if isinstance(run, dict) else None
-                if t is not None:
-                    out.parts[SENTINEL if run.get("role") == SENTINEL_ROLE else CONFIRMATION].add(t)
+                if isinstance(run, Mapping):
+                    out._add(SENTINEL if run.get("role") == SENTINEL_ROLE else CONFIRMATION, run)
+        for run in (anchor or {}).get("runs") or ():  # "quiet" is one of these runs again
+            if isinstance(run, Mapping):
+                out._add(ANCHOR, run)
+        out._add(LOAD_SEARCH, load_search or {})
         return out
+
+    @classmethod
+    def of_results(cls, results: Mapping[str, Any]) -> "StudyTime":
+        """The launches a results.json records: its trials', its "anchor" block's runs (tuner/
+        ledger.py) and its "load_search" record's (tuner/session.py)."""
+        return cls.of(results.get("trials") or (), results.get("anchor"), results.get("load_search"))
+
+    def _add(self, part: str, record: Mapping[str, Any]) -> None:
+        """Count `record`'s launch (its "time_spent") in `part`; nothing when it keeps none."""
+        t = TimeSpent.from_dict(record.get("time_spent"))
+        if t is not None:
+            self.parts[part].add(t)
 
     @property
     def total(self) -> TimeSpent:
@@ -169,7 +212,7 @@ class StudyTime:
         if self.launches == 0:
             return []
         by_part = ", ".join(
-            f"{part} {format_duration(self.parts[part].spent.total_s)} ({self.parts[part].launches} launch"
+            f"{PART[part].text} {format_duration(self.parts[part].spent.total_s)} ({self.parts[part].launches} launch"
             f"{'' if self.parts[part].launches == 1 else 'es'})"
             for part in PARTS
             if self.parts[part].launches

@@ -10,14 +10,17 @@ So when the baseline's first measurement stays disturbed after the runner's own 
 against them provisionally (and watches no relative target for the early stop, whose cut could
 not be undone), and after each trial, once a short look finds the machine quiet, the defaults
 are measured again on a fresh server with the study's own prompts, at most `ANCHOR_LAUNCHES`
-times (each is a launch and measurement out of the time budget, said in a progress line). The
-first quiet one becomes the anchor: every earlier trial is judged again against it (the
-re-judgement is stored in the study, `ANCHOR_ATTR`, and the trial records apply it on reading,
-tuner/records.py, so the verdict's shortlist, results.json and `kvtune show` all see it), and
-later trials are judged against it directly. When no quiet measurement of the defaults can be
-had before the verdict, one line says so and the search's judgement leaves the relative
-targets out: they are judged only on the verdict's fresh paired runs (D W W D), which compare
-each candidate run with the defaults' runs of the same minutes.
+times (each is a launch and measurement out of the time budget, said in a progress line; its
+run record keeps the launch's hardware-seconds by phase, which the study's time lines count as
+"anchor", study/time_spent.py, and it moves the budget's clock as a finished trial does, so a
+resumed study counts it too, tuner/accounting.py). The first quiet one becomes the anchor:
+every earlier trial is judged again against it (the re-judgement is stored in the study,
+`ANCHOR_ATTR`, and the trial records apply it on reading, tuner/records.py, so the verdict's
+shortlist, results.json and `kvtune show` all see it), and later trials are judged against it
+directly. When no quiet measurement of the defaults can be had before the verdict, one line
+says so and the search's judgement leaves the relative targets out: they are judged only on the
+verdict's fresh paired runs (D W W D), which compare each candidate run with the defaults' runs
+of the same minutes.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from kvtune.kinds import FailureKind
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
+from kvtune.tuner import accounting
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.trial import scoring
 from kvtune.tuner.trial.disturbance import QUIET_WINDOW_S
@@ -182,12 +186,14 @@ class Anchoring:
             "disturbed": again is None or again.disturbed,
             "at": REAL_CLOCK.wall(),
             "quiet": quiet,
+            "time_spent": again.time_spent if again is not None else None,  # by phase (study/time_spent.py)
         }
         state["runs"] = [*runs, run]
         if quiet:
             state["quiet"] = run
             state["rejudged"] = self._rejudge(outcomes, figures)
         self.study.set_user_attr(ANCHOR_ATTR, state)
+        accounting.tick_clock(self.study)  # the launch spent the time budget, as a trial does
         if quiet:
             self.callbacks.phase(baseline.number, self._moved(baseline, figures, outcomes, state["rejudged"]))
         elif again is not None:

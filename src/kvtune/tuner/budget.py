@@ -12,9 +12,11 @@ them all and leaves the verdict no time (it would then keep the defaults for wan
 So the search stops asking new trials once what is left would no longer hold the verdict's first
 look (`confirmation_reserve_s`: its launches at the search's mean hardware-seconds per launch);
 a trial already running finishes, and the confirmation gets the rest. On one worker the wall time
-is the hardware time the summary's time lines count plus kvtune's own work between launches;
-workers that share a study share its one clock. Both budgets may be given, the first one spent
-wins. Pure: the caller passes the counts, the elapsed time and the reserve; no clock here.
+is the hardware time the summary's time lines count (study/time_spent.py: the search, the
+sentinels, the anchor's fresh measurements of the defaults, the confirmation and the load
+search, each inside the run's wall time) plus kvtune's own work between launches; workers that
+share a study share its one clock. Both budgets may be given, the first one spent wins. Pure:
+the caller passes the counts, the elapsed time and the reserve; no clock here.
 """
 
 from __future__ import annotations

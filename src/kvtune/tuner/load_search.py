@@ -11,11 +11,14 @@ searches here.
 
 A search the machine's other load disturbed is taken again on the same server, as every
 measurement is (tuner/trial/disturbance.py: up to 3 in all), and says so when it stays disturbed.
-It is counted in the budget: it runs inside the run's wall time (a `--time-budget` counts it),
-and when what is left of that budget is shorter than `estimate_s`, nothing is launched: the
-record says how much time it needs, and the summary gives the command (the same run with that
-`--time-budget`: a finished study resumes, measures no trial and runs only this search). The
-record is kept in the study (`LOAD_ATTR`), so a resumed run does not search twice.
+It is counted in the budget: it runs inside the run's wall time (a `--time-budget` counts it,
+and it moves the budget's clock as a finished trial does, so a resumed study counts it too,
+tuner/accounting.py), and when what is left of that budget is shorter than `estimate_s`,
+nothing is launched: the record says how much time it needs, and the summary gives the command
+(the same run with that `--time-budget`: a finished study resumes, measures no trial and runs
+only this search). The record is kept in the study (`LOAD_ATTR`), so a resumed run does not
+search twice; it keeps the launch's hardware-seconds by phase ("time_spent"), which the study's
+time lines count as "load search" (study/time_spent.py).
 """
 
 from __future__ import annotations
@@ -79,7 +82,9 @@ def search_load(
     if left is not None and need is not None and need > left:
         callbacks.phase(near.number, f"load search not run: it needs about {need:.0f} s, {max(left, 0):.0f} s left")
         return {"needs_s": round(need + accounting.elapsed_s(study) + 60), "trial": near.number}  # not stored
-    return _store(records, {"load": _measure(runner, records, callbacks, run_dir, near, targets, asked, unit, clock)})
+    record = _measure(runner, records, callbacks, run_dir, near, targets, asked, unit, clock)
+    accounting.tick_clock(study)  # the launch spent the time budget, as a trial does
+    return _store(records, record)
 
 
 def _measure(
@@ -93,7 +98,8 @@ def _measure(
     unit: str,
     clock: Callable[[], float],
 ) -> dict[str, Any]:
-    """One fresh server of `near`, the capacity search below `asked` on it."""
+    """One fresh server of `near`, the capacity search below `asked` on it: the record, with the
+    launch's hardware-seconds by phase."""
     callbacks.trial_started(near.number, near.candidate, near.baseline)
     callbacks.phase(near.number, f"load search: the most {unit} below {asked:g} at which the targets hold")
     began = clock()
@@ -121,7 +127,7 @@ def _measure(
         ", ".join(t.describe() for t in targets),
     )
     callbacks.phase(near.number, found.line(found.targets))
-    return found.to_dict()
+    return {"load": found.to_dict(), "time_spent": again.time_spent}
 
 
 def _store(records: TrialRecords, record: dict[str, Any]) -> dict[str, Any]:

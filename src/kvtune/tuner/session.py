@@ -25,6 +25,7 @@ from kvtune.study.results import StudyResults, study_results, write_results
 from kvtune.study.run_settings import RunSettings
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
+from kvtune.study.time_spent import StudyTime
 from kvtune.tuner import cluster_seam as cluster
 from kvtune.tuner import load_search
 from kvtune.tuner.assemble import Prepared, open_tuner, prepare
@@ -109,6 +110,8 @@ class Session:
         load = self.load_record or self.tuner.study.user_attrs.get(load_search.LOAD_ATTR)
         if load:
             results.payload["load_search"] = load
+        # the anchor's and the load search's launches are the study's hardware time too
+        results.payload["time_spent"] = StudyTime.of_results(results.payload).to_dict()
         return results
 
     def write_results(self) -> Path:

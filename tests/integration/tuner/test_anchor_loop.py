@@ -20,6 +20,7 @@ from kvtune.bench.options import BenchRun
 from kvtune.interference import Interference
 from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
+from kvtune.study.time_spent import ANCHOR, CONFIRMATION, SEARCH, StudyTime, TimeSpent
 from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench
 from kvtune.tuner.events import Callbacks
 from kvtune.workload import Workload
@@ -119,3 +120,8 @@ def test_a_disturbed_baseline_is_measured_again_quiet_and_the_verdict_tests_what
     assert len(anchor["runs"]) == 1 and anchor["quiet"]["metrics"]["median_tpot_ms"] < base.metrics["median_tpot_ms"]
     assert (tuner.run_dir / "trials" / f"{base.number:04d}-anchor-1").is_dir()
     json.dumps(anchor)  # stored in the study as JSON
+    # the fresh launch is the anchor's hardware time, by phase, beside the search's and the verdict's
+    st = StudyTime.of(tuner.outcomes(), anchor=anchor)
+    assert st.parts[ANCHOR].launches == 1 and st.parts[ANCHOR].spent.of("startup") > 0
+    assert st.parts[ANCHOR].spent == TimeSpent.from_dict(anchor["runs"][0]["time_spent"])
+    assert st.parts[SEARCH].launches == len(outcomes) and st.parts[CONFIRMATION].launches > 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kvtune.knobs import Knob
 from kvtune.study.spec import StudySpec
+from kvtune.study.time_spent import LOAD_SEARCH, StudyTime, TimeSpent
 from kvtune.testing.virtual_bench import RecordingFakeLauncher, VirtualBench
 from kvtune.tuner import load_search
 from kvtune.workload import Workload
@@ -42,6 +43,11 @@ def test_the_nearest_config_is_searched_below_the_load_asked_and_the_record_is_k
     loads = [level["load"] for level in found["levels"]]
     assert loads and max(loads) < 4.0 and len(loads) <= load_search.MAX_LEVELS  # the known break is not re-measured
     assert (tuner.run_dir / "trials" / "0000-load").is_dir()
+    # its launch is the study's hardware time, by phase, counted as the load search's
+    spent = TimeSpent.from_dict(record["time_spent"])
+    assert spent is not None and spent.of("startup") > 0 and spent.of("measurement") > 0
+    st = StudyTime.of(tuner.outcomes(), load_search=record)
+    assert st.parts[LOAD_SEARCH].launches == 1 and st.parts[LOAD_SEARCH].spent == spent
     # kept in the study: a resumed run reads it back and launches nothing
     again = load_search.search_load(tuner.runner, tuner.records, tuner.cb, tuner.run_dir, None)
     assert again == record and len(launcher.commands) == launches + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 from typer.testing import CliRunner
 
@@ -30,6 +31,15 @@ def timed() -> dict:
     return r
 
 
+def anchored_and_load_searched() -> dict:
+    """`timed()` whose defaults were measured again twice for the anchor and whose nearest config's
+    load was searched (their blocks as the session writes them into results.json)."""
+    r = timed()
+    r["anchor"] = {"runs": [{"quiet": False, "time_spent": FRESH}, {"quiet": True, "time_spent": FRESH}]}
+    r["load_search"] = {"load": {"trial": 0, "held": 2.0}, "time_spent": SEARCH}
+    return r
+
+
 def test_the_report_says_where_the_time_went_by_part_and_phase():
     r = timed()
     n = len(r["trials"])
@@ -40,6 +50,24 @@ def test_the_report_says_where_the_time_went_by_part_and_phase():
         f"<tr><td>start-up</td><td class='num'>{format_duration(30 * n)}</td><td class='num'>{format_duration(20 * n)}</td>"
         in html
     )
+
+
+def test_the_anchor_and_the_load_search_get_a_column_only_when_they_launched():
+    plain = report.render_report(timed())
+    assert ">anchor</th>" not in plain and ">load search</th>" not in plain
+    r = anchored_and_load_searched()
+    n = len(r["trials"])
+    html = report.render_report(r)
+    table = html[html.index("id='time-table'") :]
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", table)[:6]
+    assert heads == ["phase", "search", "anchor", "confirmation", "load search", "all"]
+    assert "title='the defaults measured again, quiet, to anchor relative targets'" in table
+    assert f"hardware time: {format_duration(n * 77 + 2 * 34 + 43)} in {2 * n + 3} launches" in html
+    # the start-up row: search, anchor (2 x 20 s), confirmation, load search (30 s), all
+    assert (
+        f"<tr><td>start-up</td><td class='num'>{format_duration(30 * n)}</td><td class='num'>40s</td>"
+        f"<td class='num'>{format_duration(20 * n)}</td><td class='num'>30s</td>"
+    ) in table
 
 
 def test_a_results_file_without_time_records_has_no_such_section():
@@ -56,6 +84,17 @@ def test_show_prints_the_time_lines(tmp_path):
     out = CliRunner().invoke(app, ["show", str(d)])
     assert out.exit_code == 0, out.output
     assert "hardware time: " in out.output and "by phase: start-up" in out.output
+    assert "anchor" not in out.output and "load search" not in out.output
+
+
+def test_show_names_the_anchor_and_the_load_search_when_they_launched(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    (d / "results.json").write_text(json.dumps(anchored_and_load_searched()))
+    out = CliRunner().invoke(app, ["show", str(d)])
+    assert out.exit_code == 0, out.output
+    line = next(ln for ln in out.output.splitlines() if ln.startswith("hardware time: "))
+    assert "anchor 1m8s (2 launches)" in line and line.endswith("load search 43s (1 launch)")
 
 
 def test_results_json_holds_the_studys_sum():

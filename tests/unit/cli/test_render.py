@@ -1,16 +1,24 @@
 """How `kvtune run` shows a study's summary (cli/run_text.py), line by line on a recording rich
 Console: the change against the baseline coloured by better/worse and dimmed within the noise,
-the disturbed measurements, the confirmation, the verdict and the sentinel's drift. The whole
-summary over a real study is tests/integration/cli/test_render.py."""
+the disturbed measurements, the confirmation, the verdict, the sentinel's drift and where the
+hardware time went. The whole summary over a real study is tests/integration/cli/test_render.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 
+from kvtune.artifacts.summary import StudySummary
 from kvtune.cli import run_text as render
 from kvtune.cli.run_text import change_text, print_disturbed
+from kvtune.objectives.objective import objective
 from kvtune.study.disturbed import DisturbedMeasurement
+from kvtune.study.results import choose_best
+from kvtune.study.time_spent import TimeSpent
 from kvtune.verdict import Counted, DecisionKind, Effect, TargetCheck, Verdict
+
+OBJECTIVES = (objective("output_throughput"),)
 
 
 def console() -> Console:
@@ -112,4 +120,19 @@ def test_the_sentinel_line_gives_the_series_and_its_drift():
         "Baseline sentinel (after 0, 10, 20, 30 measured trials): 100 -> 60 -> - -> 90; drift -10.0% first to "
         "last, beyond the noise: the machine's state changed during the study (pooled noise 2.0%, 10 dof); "
         "1 point(s) disturbed, not used"
+    )
+
+
+def test_the_time_lines_name_the_anchor_and_the_load_search_only_when_they_launched():
+    one = TimeSpent(startup_s=30.0, measurement_s=10.0).to_dict()
+    plain = {"trials": [{"time_spent": one}]}
+    both = {**plain, "anchor": {"runs": [{"time_spent": one}]}, "load_search": {"load": {}, "time_spent": one}}
+    lines = []
+    for payload in (plain, both):
+        c = console()
+        render._spending(StudySummary(0, payload, Path("results.json"), choose_best([], OBJECTIVES)), c)
+        lines.append(c.export_text().splitlines()[0])
+    assert lines[0] == "hardware time: 40s in 1 launch: search 40s (1 launch)"
+    assert lines[1] == (
+        "hardware time: 2m in 3 launches: search 40s (1 launch), anchor 40s (1 launch), load search 40s (1 launch)"
     )

@@ -3,11 +3,13 @@ summary and the report say about where a study's hardware time went."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.time_spent import PHASES, StudyTime, TimeSpent
+from kvtune.study.time_spent import LOAD_SEARCH, PARTS, PHASES, StudyTime, TimeSpent
 
 
 def launch(startup: float, measurement: float, hit: bool | None = None, **more: float) -> dict:
@@ -88,3 +90,51 @@ def test_results_json_trials_sum_as_the_outcomes_do():
 def test_one_launch_is_one_launch():
     line = StudyTime.of([trial(0, launch(6.8, 320, waits_s=894))]).lines()[0]
     assert line == "hardware time: 20m21s in 1 launch: search 20m21s (1 launch)"
+
+
+def test_the_anchors_runs_and_the_load_search_are_parts_of_their_own():
+    anchor = {
+        "runs": [
+            {"disturbed": True, "time_spent": launch(40, 20, waits_s=30)},  # measured again, disturbed too
+            {"disturbed": False, "time_spent": launch(40, 20, True)},
+            {"disturbed": True, "time_spent": None},  # never started: no launch to count
+        ],
+        "quiet": {"disturbed": False, "time_spent": launch(40, 20, True)},  # the second run again: not twice
+    }
+    load = {"load": {"trial": 3, "held": 2.0}, "time_spent": launch(30, 200, False, warmup_s=10)}
+    st = StudyTime.of([trial(0, launch(60, 20, False))], anchor=anchor, load_search=load)
+    d = st.to_dict()
+    assert list(d)[: len(PARTS)] == ["search", "sentinel", "anchor", "confirmation", "load_search"]
+    assert d["anchor"]["launches"] == 2 and d["anchor"]["total_s"] == 150
+    assert (d["anchor"]["startup_s"], d["anchor"]["measurement_s"], d["anchor"]["waits_s"]) == (80, 40, 30)
+    assert d["anchor"]["cache_hits"] == 1
+    assert d["load_search"]["launches"] == 1 and d["load_search"]["total_s"] == 240
+    assert d["load_search"]["warmup_s"] == 10 and d["load_search"]["cache_misses"] == 1
+    assert d["launches"] == 4 and d["total_s"] == 80 + 150 + 240
+    assert st.lines()[0] == (
+        "hardware time: 7m50s in 4 launches: search 1m20s (1 launch), anchor 2m30s (2 launches), "
+        "load search 4m (1 launch)"
+    )
+
+
+def test_a_load_search_that_launched_nothing_counts_nothing():
+    none_holds = {"load": {"trial": 3, "held": 0.0, "levels": []}}  # missed at the lowest load: no launch
+    no_room = {"needs_s": 900, "trial": 3}  # the time budget left no room
+    for record in (none_holds, no_room, None):
+        st = StudyTime.of([trial(0, launch(60, 20))], load_search=record)
+        assert st.parts[LOAD_SEARCH].launches == 0 and st.launches == 1
+        assert "load search" not in st.lines()[0] and "anchor" not in st.lines()[0]
+
+
+def test_results_json_reads_the_anchor_and_the_load_search_back():
+    trials = [trial(0, launch(60, 20, False), runs=[{"role": "proof", "time_spent": launch(40, 20, True)}])]
+    results = {
+        "trials": [o.to_dict() for o in trials],
+        "anchor": {"runs": [{"quiet": True, "time_spent": launch(40, 20)}]},
+        "load_search": {"load": {"trial": 0}, "time_spent": launch(30, 100)},
+    }
+    results["time_spent"] = StudyTime.of_results(results).to_dict()
+    back = json.loads(json.dumps(results))
+    assert StudyTime.of_results(back).to_dict() == back["time_spent"] == results["time_spent"]
+    assert back["time_spent"]["anchor"]["launches"] == 1 and back["time_spent"]["load_search"]["total_s"] == 130
+    assert StudyTime.of_results({"trials": back["trials"]}).launches == 2  # an older file: no such blocks

@@ -18,7 +18,9 @@ from kvtune.knobs import Candidate
 from kvtune.objectives.targets import parse_targets
 from kvtune.study.outcome import TrialOutcome
 from kvtune.study.spec import parse_objectives
+from kvtune.study.time_spent import ANCHOR, SEARCH, StudyTime, TimeSpent
 from kvtune.study.verdict_evidence import evidence_of, goal_of, policy_of
+from kvtune.tuner import accounting
 from kvtune.tuner.anchor import ANCHOR_ATTR, Anchoring, anchored_on, rejudged
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.ledger import StudyLedger
@@ -99,7 +101,10 @@ class Scripted:
     def measure(self, baseline: TrialOutcome, k: int) -> TrialOutcome | None:
         self.launched.append(k)
         i = min(k - 1, len(self.tpots) - 1)
-        return judged(measured(0, self.tpots[i], 41.0, busy=self.busy_runs[min(k - 1, len(self.busy_runs) - 1)]), None)
+        again = judged(measured(0, self.tpots[i], 41.0, busy=self.busy_runs[min(k - 1, len(self.busy_runs) - 1)]), None)
+        # the runner's record of the launch (tuner/trial/runner.py): the k-th measures 10 s longer
+        again.time_spent = TimeSpent(startup_s=30.0, warmup_s=2.0, measurement_s=10.0 * k, teardown_s=1.0).to_dict()
+        return again
 
     def anchoring(self, study: optuna.Study) -> Anchoring:
         cb = Callbacks(phase=lambda n, p: self.phases.append(p))
@@ -180,6 +185,22 @@ def test_no_quiet_baseline_within_the_bound_leaves_relative_targets_to_the_verdi
     assert shortlist(records) == 1
     anchoring.before_verdict(records.measured_baseline(), records.outcomes())
     assert script.launched == [1, 2]  # given up once: not tried again (a resume)
+
+
+def test_each_fresh_measurement_of_the_defaults_is_the_anchors_hardware_time():
+    study, base = demo_study()
+    accounting.begin_clock(study, now=0.0)
+    records = TrialRecords(study)
+    script = Scripted(busy_looks=100, tpots=[17.0, 16.0], busy_runs=[True])  # two runs, both disturbed
+    script.anchoring(study).before_verdict(records.measured_baseline(), records.outcomes())
+    assert script.launched == [1, 2]
+    block = StudyLedger(study, records, lambda: None, "output_throughput").report(10)["anchor"]
+    assert [r["time_spent"]["measurement_s"] for r in block["runs"]] == [10.0, 20.0]  # results.json's runs
+    st = StudyTime.of(records.outcomes(), anchor=block)
+    assert st.parts[ANCHOR].launches == 2 and st.parts[SEARCH].launches == 0  # the demo's trials kept no record
+    assert st.parts[ANCHOR].spent == TimeSpent(startup_s=60.0, warmup_s=4.0, measurement_s=30.0, teardown_s=2.0)
+    assert st.lines()[0] == "hardware time: 1m36s in 2 launches: anchor 1m36s (2 launches)"
+    assert study.user_attrs[accounting.CLOCK_ATTR]["last"] > 0.0  # the launches moved the budget's clock
 
 
 def test_a_quiet_first_measurement_is_never_measured_again():

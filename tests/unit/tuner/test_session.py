@@ -11,8 +11,10 @@ import pytest
 
 from kvtune.errors import SpecError
 from kvtune.study.spec import StudySpec
+from kvtune.study.time_spent import StudyTime, TimeSpent
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner import accounting
+from kvtune.tuner import accounting, load_search
+from kvtune.tuner.anchor import ANCHOR_ATTR
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.session import RunOptions, open_session, study_spec
@@ -80,3 +82,17 @@ def test_a_session_with_workers_stores_its_budget_and_starts_the_clock_before_th
     assert accounting.load_budget(s.tuner.study, Budget(1)) == Budget(3, 600.0)
     assert accounting.CLOCK_ATTR in s.tuner.study.user_attrs  # the workers read both there
     assert s.workers == []  # not started yet: `start_workers` does
+
+
+def test_results_json_counts_the_anchors_runs_and_the_load_search_and_reads_back_the_same(tmp_path):
+    s = open_session(RunOptions(runs_dir=str(tmp_path / "runs")), spec(), Callbacks(), launcher=FakeLauncher())
+    study = s.tuner.study
+    assert json.loads(s.write_results().read_text())["time_spent"]["launches"] == 0  # nothing launched yet
+    fresh = TimeSpent(startup_s=20.0, measurement_s=10.0, teardown_s=1.0).to_dict()
+    study.set_user_attr(ANCHOR_ATTR, {"runs": [{"quiet": False, "time_spent": fresh}] * 2, "gave_up": True})
+    study.set_user_attr(load_search.LOAD_ATTR, {"load": {"trial": 0, "held": 2.0}, "time_spent": fresh})
+    payload = json.loads(s.write_results().read_text())
+    spent = payload["time_spent"]
+    assert (spent["anchor"]["launches"], spent["load_search"]["launches"], spent["launches"]) == (2, 1, 3)
+    assert spent["anchor"]["startup_s"] == 40.0 and spent["total_s"] == 93.0
+    assert StudyTime.of_results(payload).to_dict() == spent  # what `kvtune show` and the report read
