@@ -17,6 +17,7 @@ from kvtune.study.capacity_text import outcome_sentence
 from kvtune.study.disturbed import DisturbedMeasurement
 from kvtune.study.naming import headline
 from kvtune.study.time_spent import StudyTime
+from kvtune.tuner import anchor
 from kvtune.tuner.assemble import Prepared
 from kvtune.verdict import Verdict
 from kvtune.verdict.text import summary_lines
@@ -51,6 +52,7 @@ def print_summary(p: Prepared, s: StudySummary, console: Console) -> None:
     console.print()
     _spending(s, console)
     print_disturbed(s.disturbed, console)
+    print_anchor(s.payload.get("anchor"), console)
     for line in s.fidelity.lines() if s.fidelity is not None else ():
         console.print(line, markup=False)
     if s.best is None:
@@ -114,6 +116,14 @@ def print_disturbed(disturbed: Sequence[DisturbedMeasurement], console: Console)
     )
     for d in disturbed:
         console.print(f"  {d.text()}", markup=False)
+
+
+def print_anchor(block: dict | None, console: Console) -> None:
+    """What relative targets were judged against when the defaults' first measurement was
+    disturbed (results.json's "anchor" block, tuner/anchor.py); nothing in the plain case."""
+    line = anchor.summary_line(block)
+    if line:
+        console.print(line, markup=False)
 
 
 def _spending(s: StudySummary, console: Console) -> None:

@@ -143,6 +143,9 @@ def _show_evidence(ov: dict, results: dict) -> None:
     (a few requests, not a full measurement: shown as such) and, when nothing met the targets,
     what would (study/what_would_work.py)."""
     _show_disturbed(ov["trials"], ov["fidelity"].lines())
+    from kvtune.cli.run_text import print_anchor
+
+    print_anchor(results.get("anchor"), console)
     stopped = [t for t in ov["trials"] if t.stopped_early and t.duplicate_of is None]
     if stopped:
         console.print(

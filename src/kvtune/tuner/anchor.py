@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import optuna
 
@@ -57,6 +57,30 @@ Look = Callable[[], "Interference | None"]
 
 def stored(study: optuna.Study) -> dict[str, Any]:
     return dict(study.user_attrs.get(ANCHOR_ATTR) or {})
+
+
+def summary_line(state: Mapping[str, Any] | None) -> str | None:
+    """What relative targets were judged against, for the summary and `kvtune show` (results.json's
+    "anchor" block, the study's `ANCHOR_ATTR`): None when the defaults' first measurement was
+    quiet and anchored them (no block), so a run only says so when it is not the plain case."""
+    if not state:
+        return None
+    runs = list(state.get("runs") or [])
+    quiet = state.get("quiet")
+    if quiet:
+        k = next((i for i, r in enumerate(runs, 1) if r.get("quiet")), len(runs))
+        return (
+            f"Relative targets were anchored on the defaults measured again, quiet (anchor run {k} of {len(runs)}): "
+            "their first measurement was disturbed, so every trial was judged against the quiet one."
+        )
+    if state.get("gave_up"):
+        return (
+            f"Relative targets: no quiet measurement of the defaults in {len(runs)} tries (the first was disturbed "
+            "too), so they were judged only on the verdict's fresh paired runs against the defaults."
+        )
+    return "Relative targets are judged provisionally against a disturbed measurement of the defaults" + (
+        f" ({len(runs)} anchor run(s) so far disturbed too)." if runs else "."
+    )
 
 
 def anchored_on(baseline: TrialOutcome | None, state: dict[str, Any]) -> TrialOutcome | None:

@@ -136,3 +136,13 @@ def test_the_time_lines_name_the_anchor_and_the_load_search_only_when_they_launc
     assert lines[1] == (
         "hardware time: 2m in 3 launches: search 40s (1 launch), anchor 40s (1 launch), load search 40s (1 launch)"
     )
+
+
+def test_the_anchor_line_shows_only_when_the_defaults_first_measurement_was_disturbed():
+    c = console()
+    render.print_anchor(None, c)
+    assert c.export_text() == ""
+    render.print_anchor({"runs": [{"quiet": False}, {"quiet": True}], "quiet": {"quiet": True}}, c)
+    assert c.export_text().startswith(
+        "Relative targets were anchored on the defaults measured again, quiet (anchor run 2 of 2)"
+    )

@@ -219,3 +219,30 @@ def test_what_cannot_be_rejudged_keeps_its_judgement():
     assert rejudged(cut, TARGETS, OBJECTIVES, {"median_tpot_ms": 100.0}) is None
     crashed = scoring.infeasible(measured(6, 5.0, 50.0, parallel=2), TARGETS, FailureKind.CRASHED, "died")
     assert rejudged(crashed, TARGETS, OBJECTIVES, {"median_tpot_ms": 12.6}) is None
+
+
+def test_the_summary_and_show_say_what_relative_targets_were_judged_against():
+    from kvtune.tuner.anchor import summary_line
+
+    assert summary_line(None) is None and summary_line({}) is None  # a quiet first measurement: nothing to say
+    study, base = demo_study()
+    records = TrialRecords(study)
+    Scripted(busy_looks=0, tpots=[17.0, 12.6], busy_runs=[True, False]).anchoring(study).before_verdict(
+        records.measured_baseline(), records.outcomes()
+    )
+    block = StudyLedger(study, records, lambda: None, "output_throughput").report(10)["anchor"]
+    assert summary_line(block) == (
+        "Relative targets were anchored on the defaults measured again, quiet (anchor run 2 of 2): "
+        "their first measurement was disturbed, so every trial was judged against the quiet one."
+    )
+    gave_up, _ = demo_study()
+    Scripted(busy_looks=100, tpots=[17.0, 16.0], busy_runs=[True]).anchoring(gave_up).before_verdict(
+        base, TrialRecords(gave_up).outcomes()
+    )
+    line = summary_line(gave_up.user_attrs[ANCHOR_ATTR])
+    assert line is not None and line.startswith("Relative targets: no quiet measurement of the defaults in 2 tries")
+    assert "judged only on the verdict's fresh paired runs" in line
+    assert summary_line({"runs": [{"quiet": False}]}) == (
+        "Relative targets are judged provisionally against a disturbed measurement of the defaults "
+        "(1 anchor run(s) so far disturbed too)."
+    )
