@@ -234,8 +234,8 @@ def study_results(
         "launches_saved_by_prescreen": sum(1 for o in outcomes if o.failure is FailureKind.PRE_SCREEN),
         "trials": [o.to_dict() for o in outcomes],
         "confirmation": confirmation_summary(outcomes, direction),
-        # where the hardware time went (study/time_spent.py); the session adds the anchor's and the
-        # load search's launches once it adds their blocks (tuner/session.py)
+        # where the hardware time went (study/time_spent.py): the trials' launches; `add_study_blocks`
+        # adds those the study-level blocks record (the sentinels, the anchor, the load search)
         "time_spent": StudyTime.of(outcomes).to_dict(),
         "importance": importance if importance is not None else {"skipped": "not computed"},
         "server_defaults": server_defaults,
@@ -244,6 +244,16 @@ def study_results(
         payload["directions"] = [o.direction.value for o in objectives]
         payload["pareto_trials"] = [o.number for o in pareto(outcomes, [o.direction for o in objectives])]
     return StudyResults(choice, payload)
+
+
+def add_study_blocks(payload: dict, blocks: Mapping[str, Any]) -> dict:
+    """`payload` with the study-level blocks read from the study (tuner/ledger.py `report`: the
+    sentinel series, the verdict, the anchor, the load search), its "time_spent" then counting
+    every launch they record too. The session's results.json and a study read from its storage
+    (`kvtune show --storage`, tuner/fleet/watch.py) both come through here, so both say the same."""
+    payload.update(blocks)
+    payload["time_spent"] = StudyTime.of_results(payload).to_dict()
+    return payload
 
 
 def build_payload(*args: Any, **kwargs: Any) -> dict:

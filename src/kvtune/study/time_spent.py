@@ -19,17 +19,22 @@ by phase:
 compiled nothing or its log does not say (llama-server, an eager vLLM).
 
 A trial keeps its record in `TrialOutcome.time_spent`, a re-measurement in its run record
-(tuner/remeasure.py `run_record`), an anchor run in its run record (tuner/anchor.py, results.json
-"anchor"), the load search in its record (tuner/load_search.py, results.json "load_search").
-`StudyTime.of` sums them by where the time went, the parts `PART` declares; a part no launch went
-to is left out of the lines and the report's table. A launch that never started (failed
-transiently, then launched again) keeps no record: its seconds are counted nowhere. The record
-is plain data: the tuner writes it, results.json, `kvtune show` and the report read it.
+(tuner/remeasure.py `run_record`), a mid-search sentinel in its point of the sentinel series
+(tuner/sentinel.py, results.json "sentinel"; the end point is the baseline's confirmation run),
+an anchor run in its run record (tuner/anchor.py, results.json "anchor"), the load search in its
+record (tuner/load_search.py, results.json "load_search"). `StudyTime.of` sums them by where the
+time went, the parts `PART` declares; a part no launch went to is left out of the lines and the
+report's table. A re-measurement or an anchor run whose launch failed transiently is launched
+again; the failed launch's seconds (its start-up and waits) are added to the record of the launch
+that then ran (`with_failed_starts`), as the runner's own retry of a start counts in its trial's
+start-up. When no launch ever started, nothing is recorded: those seconds are counted nowhere
+(the budget's clock still counts them, tuner/accounting.py). The record is plain data: the tuner
+writes it, results.json, `kvtune show` and the report read it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from kvtune.durations import format_duration
@@ -110,6 +115,24 @@ class TimeSpent:
         return cls(**values, cache_hit=hit if isinstance(hit, bool) else None)
 
 
+def with_failed_starts(
+    record: Mapping[str, Any] | None, failed: Iterable[Mapping[str, Any] | None]
+) -> dict[str, Any] | None:
+    """`record` (a launch's `to_dict()`) with the seconds of the launches before it that failed
+    transiently added phase by phase (they never became ready: their start-up and waits), its
+    own cache hit kept: what the retry cost counts in the launch that finally ran. None when
+    `record` is None (nothing to add to)."""
+    t = TimeSpent.from_dict(record)
+    if t is None:
+        return None
+    total = t
+    for f in failed:
+        before = TimeSpent.from_dict(f)
+        if before is not None:
+            total = total + before
+    return replace(total, cache_hit=t.cache_hit).to_dict()
+
+
 @dataclass
 class PartTime:
     """The launches of one part of a study (one of `PARTS`)."""
@@ -147,12 +170,15 @@ class StudyTime:
         trials: Iterable[Any],
         anchor: Mapping[str, Any] | None = None,
         load_search: Mapping[str, Any] | None = None,
+        sentinel: Mapping[str, Any] | None = None,
     ) -> "StudyTime":
         """Sum the records of `trials` (TrialOutcomes, or their `to_dict()` as results.json holds
         them): each trial's own launch into the search, each fresh run by its role (sentinel or
         confirmation). A copied trial (a duplicate) launched nothing and carries no record.
         `anchor`: the anchor's record (tuner/anchor.py), each of its runs one launch; `load_search`:
-        the load search's (tuner/load_search.py), one launch when it launched."""
+        the load search's (tuner/load_search.py), one launch when it launched; `sentinel`: the
+        sentinel block (tuner/sentinel.py), each mid-search point one launch (the end point is
+        the baseline's confirmation run, counted there; the first is the baseline's trial)."""
         out = cls()
         for o in trials:
             d = o if isinstance(o, Mapping) else {"time_spent": o.time_spent, "confirmation": o.confirmation}
@@ -160,6 +186,9 @@ class StudyTime:
             for run in (d.get("confirmation") or {}).get("runs") or ():
                 if isinstance(run, Mapping):
                     out._add(SENTINEL if run.get("role") == SENTINEL_ROLE else CONFIRMATION, run)
+        for point in (sentinel or {}).get("series") or ():
+            if isinstance(point, Mapping) and not point.get("end") and not point.get("first"):
+                out._add(SENTINEL, point)
         for run in (anchor or {}).get("runs") or ():  # "quiet" is one of these runs again
             if isinstance(run, Mapping):
                 out._add(ANCHOR, run)
@@ -168,9 +197,11 @@ class StudyTime:
 
     @classmethod
     def of_results(cls, results: Mapping[str, Any]) -> "StudyTime":
-        """The launches a results.json records: its trials', its "anchor" block's runs (tuner/
-        ledger.py) and its "load_search" record's (tuner/session.py)."""
-        return cls.of(results.get("trials") or (), results.get("anchor"), results.get("load_search"))
+        """The launches a results.json records: its trials', its "sentinel" block's mid-search
+        points, its "anchor" block's runs and its "load_search" record's (tuner/ledger.py)."""
+        return cls.of(
+            results.get("trials") or (), results.get("anchor"), results.get("load_search"), results.get("sentinel")
+        )
 
     def _add(self, part: str, record: Mapping[str, Any]) -> None:
         """Count `record`'s launch (its "time_spent") in `part`; nothing when it keeps none."""

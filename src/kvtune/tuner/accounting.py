@@ -7,9 +7,10 @@ and keeps the two facts the trials do not hold in the study's user attrs:
 - ``budget``: the trials, time budget and asks cap of the run that opened the study last (a
   worker on another host reads them there, not from the spec it was started with);
 - ``budget_clock``: the wall time spent, kept across runs. Each run that opens the study starts a
-  session (``started``); every finished trial moves ``last``, and so does every launch the study
-  keeps beside its trials (an anchor run, tuner/anchor.py; the load search,
-  tuner/load_search.py); the next run adds ``last - started`` to ``before_s``. So
+  session (``started``); every finished trial moves ``last``, and so does every launch beside
+  the trials (a sentinel or a fresh run of the confirmation, tuner/remeasure.py; an anchor run,
+  tuner/anchor.py; the load search, tuner/load_search.py); the next run adds ``last - started``
+  to ``before_s``. So
   ``--time-budget 2h`` means two hours of trials in all, however often the study is interrupted
   and resumed (the time of a trial that was interrupted is not counted: it is measured again).
 
@@ -113,7 +114,8 @@ def clock_started(study: optuna.Study) -> bool:
 
 
 def tick_clock(study: optuna.Study, now: float | None = None) -> None:
-    """A trial (or an anchor run, the load search) finished: the session has spent at least until now."""
+    """A trial (or a sentinel, a confirmation run, an anchor run, the load search) finished: the
+    session has spent at least until now."""
     now = REAL_CLOCK.wall() if now is None else now
     clock = study.user_attrs.get(CLOCK_ATTR)
     if clock:

@@ -37,6 +37,7 @@ from kvtune.kinds import FailureKind
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.time_spent import with_failed_starts
 from kvtune.tuner import accounting
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.trial import scoring
@@ -276,16 +277,21 @@ LAUNCH_ATTEMPTS = 2  # launches of one anchor run while they fail transiently (a
 def runner_measure(runner: "TrialRunner", run_dir: Path, callbacks: Callbacks) -> MeasureDefaults:
     """`MeasureDefaults` through the study's trial runner: a fresh server, the study's own
     workload and prompts, measured in full (its own interference watch re-measures a disturbed
-    run on that server), into ``trials/NNNN-anchor-K``."""
+    run on that server), into ``trials/NNNN-anchor-K``. A launch that failed transiently is
+    launched again; its seconds count in the start-up and waits of the one that ran
+    (study/time_spent.py `with_failed_starts`)."""
 
     def measure(baseline: TrialOutcome, k: int) -> TrialOutcome | None:
+        failed: list[dict[str, Any] | None] = []
         for attempt in range(LAUNCH_ATTEMPTS):
             again, port = runner.new_outcome(baseline.number, baseline.candidate, True)
             callbacks.trial_started(baseline.number, baseline.candidate, True)
             folder = run_dir / "trials" / (f"{baseline.number:04d}-anchor-{k}" + (f"-{attempt + 1}" if attempt else ""))
             runner.run(again, port, folder, None, early_stop=False)
             if not again.transient:
+                again.time_spent = with_failed_starts(again.time_spent, failed)
                 return again
+            failed.append(again.time_spent)
         return None
 
     return measure

@@ -12,7 +12,7 @@ import optuna
 
 from kvtune.study.measured_noise import noise_of
 from kvtune.study.outcome import TrialOutcome
-from kvtune.tuner import accounting, anchor, confirmation, sentinel
+from kvtune.tuner import accounting, anchor, confirmation, load_search, sentinel
 from kvtune.tuner.records import TrialRecords
 
 
@@ -63,9 +63,11 @@ class StudyLedger:
 
     def report(self, sentinel_every: int) -> dict:
         """results.json's "sentinel" (the baseline series and its drift), "verdict" (the
-        confirmation's decision, verdict/record.py) and "anchor" (the quiet re-measurements of a
-        disturbed baseline that relative targets were anchored on, tuner/anchor.py) blocks, read from the study (so a resumed
-        study shows them too)."""
+        confirmation's decision, verdict/record.py), "anchor" (the quiet re-measurements of a
+        disturbed baseline that relative targets were anchored on, tuner/anchor.py) and
+        "load_search" (the load at which the targets hold, tuner/load_search.py) blocks, read
+        from the study, so a resumed study and a study read from its storage (tuner/fleet/
+        watch.py) show them too; study/results.py `add_study_blocks` puts them in the payload."""
         outcomes = self.outcomes()
         noise = noise_of(outcomes, objective_key=self.objective_key)
         baseline = next((o for o in outcomes if o.baseline), None)
@@ -79,4 +81,7 @@ class StudyLedger:
         anchored = anchor.stored(self.study)
         if anchored:  # the trials carry their judgement again; this says what it was made against
             out["anchor"] = {k: anchored[k] for k in ("runs", "quiet", "gave_up") if k in anchored}
+        load = self.study.user_attrs.get(load_search.LOAD_ATTR)
+        if load:
+            out["load_search"] = load
         return out

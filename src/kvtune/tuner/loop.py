@@ -140,7 +140,8 @@ class Tuner:
         return self.ledger.completed()
 
     def study_report(self) -> dict:
-        """results.json's "sentinel" and "verdict" blocks (tuner/ledger.py)."""
+        """results.json's study-level blocks: the sentinel, the verdict, the anchor, the load search
+        (tuner/ledger.py)."""
         return self.ledger.report(self.sentinel_every)
 
     # ---- the loop -----------------------------------------------------------------------------

@@ -3,7 +3,11 @@
 The verdict's screening and proof runs, the Pareto set's re-measurements and the baseline
 sentinel all re-measure a config the same way: a fresh launch through the trial runner
 (tuner/trial/runner.py) with the confirmation's prompt seed, launched again while it fails
-transiently (a port clash says nothing about a config). Each re-measurement is one entry of the
+transiently (a port clash says nothing about a config; the failed launch's seconds count in the
+start-up and waits of the one that ran, study/time_spent.py `with_failed_starts`). Every launch
+moves the budget's clock as a finished trial does (tuner/accounting.py), so a study resumed
+after its sentinels or its confirmation ran counts their time against `--time-budget` (within a
+run it is already inside the run's wall time). Each re-measurement is one entry of the
 trial's confirmation record ("runs"); the record's top-level keys are the mean of its *valid*
 runs (not disturbed: metrics, objective, objectives), the first measurement left out (what the
 search saw, biased up for a config it chose), and whether they held.
@@ -28,7 +32,9 @@ from typing import Any, Callable
 from kvtune.clock import REAL_CLOCK
 from kvtune.kinds import FailureKind
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.time_spent import with_failed_starts
 from kvtune.study.verdict_evidence import fresh_failure, goal_of
+from kvtune.tuner import accounting
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.records import TrialRecords
 from kvtune.tuner.trial.runner import TrialRunner
@@ -137,22 +143,29 @@ def runs_of(o: TrialOutcome) -> list[dict[str, Any]]:
 
 @dataclass
 class Remeasurer:
-    """Fresh launches of measured configs; each run is added to the trial's confirmation record."""
+    """Fresh launches of measured configs; each run is added to the trial's confirmation record.
+    `wall`: the time the budget's clock is moved to after each launch (a test injects it)."""
 
     runner: TrialRunner
     records: TrialRecords
     callbacks: Callbacks
     run_dir: Path
+    wall: Callable[[], float] = REAL_CLOCK.wall
 
     def seed(self) -> int:
         return (self.runner.what.spec.workload.seed + SEED_STEP) % 2**32
 
     def launch(self, o: TrialOutcome, role: str) -> TrialOutcome | None:
-        """Re-measure `o` until a launch says something about it; None when it never started."""
+        """Re-measure `o` until a launch says something about it (with the seconds of the
+        launches that failed before it); None when it never started."""
+        failed: list[dict[str, Any] | None] = []
         for attempt in range(TRANSIENT_ATTEMPTS):
             again = self._once(o, role)
+            accounting.tick_clock(self.records.study, self.wall())  # it spent the time budget, as a trial does
             if not again.transient:
+                again.time_spent = with_failed_starts(again.time_spent, failed)
                 return again
+            failed.append(again.time_spent)
             if attempt + 1 < TRANSIENT_ATTEMPTS:
                 self.callbacks.phase(o.number, "the re-measurement did not start (transient): launching again")
         self.callbacks.phase(

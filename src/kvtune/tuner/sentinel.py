@@ -4,8 +4,10 @@ A machine's state changes during a study (a build starts, a neighbour's job ends
 measured in a busy minute and one measured in a quiet minute are not comparable. The baseline,
 re-measured every `SENTINEL_EVERY` measured trials and once at the end of the search, makes that
 visible as a series: each point keeps the trial count at the time, the wall time, the objective
-and the headline metrics, and whether the measurement was disturbed. The series lives in the
-study's user attrs (`SENTINELS_ATTR`), so a resumed study neither loses nor repeats a point, and
+and the headline metrics, whether the measurement was disturbed, and the launch's
+hardware-seconds by phase (the study's time lines count a mid-search point's as "sentinel",
+study/time_spent.py; a launch moves the budget's clock, tuner/remeasure.py). The series lives
+in the study's user attrs (`SENTINELS_ATTR`), so a resumed study neither loses nor repeats a point, and
 only the process that summarizes (its coordinator's `summarizes`) measures it, so a multi-worker study
 runs each point once. The end point is also the baseline's confirmation re-measurement (one
 entry of its "runs"), so the confirmation does not measure the baseline twice in a row.
@@ -64,6 +66,7 @@ def measure(
         "feasible": again.feasible,
         "disturbed": run["disturbed"],
         "metrics": {k: metrics[k] for k in HEADLINE_METRICS if k in metrics},
+        "time_spent": run["time_spent"],  # by phase (study/time_spent.py); the end point's is its run's
     }
     study.set_user_attr(SENTINELS_ATTR, [*stored(study), point])
     if end:

@@ -21,11 +21,10 @@ from kvtune.errors import SpecError
 from kvtune.launchers.base import Launcher
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.results import StudyResults, study_results, write_results
+from kvtune.study.results import StudyResults, add_study_blocks, study_results, write_results
 from kvtune.study.run_settings import RunSettings
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
-from kvtune.study.time_spent import StudyTime
 from kvtune.tuner import cluster_seam as cluster
 from kvtune.tuner import load_search
 from kvtune.tuner.assemble import Prepared, open_tuner, prepare
@@ -106,12 +105,10 @@ class Session:
         )
         if self.tuner.budget_report is not None:
             results.payload["budget"] = self.tuner.budget_report
-        results.payload.update(self.tuner.study_report())  # the baseline sentinel series, the decision
-        load = self.load_record or self.tuner.study.user_attrs.get(load_search.LOAD_ATTR)
-        if load:
-            results.payload["load_search"] = load
-        # the anchor's and the load search's launches are the study's hardware time too
-        results.payload["time_spent"] = StudyTime.of_results(results.payload).to_dict()
+        blocks = self.tuner.study_report()  # the sentinel series, the verdict, the anchor, the load search
+        if self.load_record:  # this run's: the stored one, or what it needs when it did not fit the budget
+            blocks["load_search"] = self.load_record
+        add_study_blocks(results.payload, blocks)  # their launches are the study's hardware time too
         return results
 
     def write_results(self) -> Path:

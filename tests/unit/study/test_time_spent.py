@@ -9,7 +9,7 @@ import pytest
 
 from kvtune.knobs import Candidate
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.time_spent import LOAD_SEARCH, PARTS, PHASES, StudyTime, TimeSpent
+from kvtune.study.time_spent import LOAD_SEARCH, PARTS, PHASES, SENTINEL, StudyTime, TimeSpent, with_failed_starts
 
 
 def launch(startup: float, measurement: float, hit: bool | None = None, **more: float) -> dict:
@@ -90,6 +90,30 @@ def test_results_json_trials_sum_as_the_outcomes_do():
 def test_one_launch_is_one_launch():
     line = StudyTime.of([trial(0, launch(6.8, 320, waits_s=894))]).lines()[0]
     assert line == "hardware time: 20m21s in 1 launch: search 20m21s (1 launch)"
+
+
+def test_a_mid_search_sentinel_is_a_launch_and_the_end_point_is_counted_once():
+    end = {"role": "sentinel", "time_spent": launch(30, 10)}  # the end point: the baseline's confirmation run
+    results = {
+        "trials": [trial(0, launch(60, 20), runs=[end]).to_dict()],
+        "sentinel": {
+            "series": [
+                {"measured": 0, "first": True},  # the baseline's own measurement: its trial's launch
+                {"measured": 10, "end": False, "time_spent": launch(30, 10, waits_s=5)},
+                {"measured": 14, "end": True, "time_spent": end["time_spent"]},
+            ]
+        },
+    }
+    st = StudyTime.of_results(results)
+    assert st.parts[SENTINEL].launches == 2 and st.parts[SENTINEL].spent.total_s == 85
+    assert st.launches == 3 and st.lines()[0].endswith("sentinel 1m25s (2 launches)")
+
+
+def test_a_failed_start_counts_in_the_launch_that_ran_which_keeps_its_cache_hit():
+    ran = launch(30, 60, True, teardown_s=2)
+    failed = [TimeSpent(startup_s=120, waits_s=5).to_dict(), None]  # a timeout; one that kept no record
+    assert with_failed_starts(ran, failed) == launch(150, 60, True, teardown_s=2, waits_s=5)
+    assert with_failed_starts(ran, []) == ran and with_failed_starts(None, failed) is None
 
 
 def test_the_anchors_runs_and_the_load_search_are_parts_of_their_own():

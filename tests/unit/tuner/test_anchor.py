@@ -21,7 +21,7 @@ from kvtune.study.spec import parse_objectives
 from kvtune.study.time_spent import ANCHOR, SEARCH, StudyTime, TimeSpent
 from kvtune.study.verdict_evidence import evidence_of, goal_of, policy_of
 from kvtune.tuner import accounting
-from kvtune.tuner.anchor import ANCHOR_ATTR, Anchoring, anchored_on, rejudged
+from kvtune.tuner.anchor import ANCHOR_ATTR, Anchoring, anchored_on, rejudged, runner_measure
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.ledger import StudyLedger
 from kvtune.tuner.records import TrialRecords
@@ -246,3 +246,30 @@ def test_the_summary_and_show_say_what_relative_targets_were_judged_against():
         "Relative targets are judged provisionally against a disturbed measurement of the defaults "
         "(1 anchor run(s) so far disturbed too)."
     )
+
+
+@dataclass
+class TransientThenRuns:
+    """A trial runner whose first launch fails transiently (a start-up that timed out after a
+    memory wait) and whose next one runs."""
+
+    launched: list[str] = field(default_factory=list)
+
+    def new_outcome(self, number: int, candidate: Candidate, baseline: bool) -> tuple[TrialOutcome, int]:
+        return TrialOutcome(number=number, candidate=candidate, argv=[], env={}, baseline=baseline), 8000
+
+    def run(self, o: TrialOutcome, port: int, folder, baseline, early_stop: bool = True) -> TrialOutcome:
+        self.launched.append(folder.name)
+        o.transient = len(self.launched) == 1
+        spent = (
+            TimeSpent(startup_s=120.0, waits_s=5.0) if o.transient else TimeSpent(startup_s=30.0, measurement_s=60.0)
+        )
+        o.time_spent = spent.to_dict()
+        return o
+
+
+def test_an_anchor_launch_that_failed_transiently_counts_in_the_run_that_followed(tmp_path):
+    runner = TransientThenRuns()
+    again = runner_measure(runner, tmp_path, Callbacks())(measured(0, 18.7, 40.0), 1)  # type: ignore[arg-type]
+    assert again is not None and runner.launched == ["0000-anchor-1", "0000-anchor-1-2"]
+    assert TimeSpent.from_dict(again.time_spent) == TimeSpent(startup_s=150.0, waits_s=5.0, measurement_s=60.0)

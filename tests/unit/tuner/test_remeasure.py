@@ -1,7 +1,9 @@
 """One re-measurement of a measured config (tuner/remeasure.py): the run record, the aggregate of
 a trial's valid runs (what naming and `kvtune show` read) and whether they held (the verdict's
-tests on them), a fresh launch retried while it fails transiently, and the confirmation record
-kept in the study's records. A scripted runner stands in for the server: no process."""
+tests on them), a fresh launch retried while it fails transiently (the failed launch's seconds
+counted in the one that ran), every launch moving the budget's clock, and the confirmation
+record kept in the study's records. A scripted runner stands in for the server: no process;
+the wall times the clock is moved to are injected."""
 
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import optuna
+
 from kvtune.kinds import FailureKind
 from kvtune.knobs import Candidate
 from kvtune.objectives.targets import parse_target
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.time_spent import TimeSpent
+from kvtune.tuner import accounting
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.remeasure import (
     SEED_STEP,
@@ -136,9 +142,14 @@ def test_runs_of_reads_an_earlier_versions_record_as_one_run():
 
 
 # ---- the Remeasurer on a scripted runner ------------------------------------------------------
+FAILED_START = TimeSpent(startup_s=120.0, waits_s=5.0)  # a start-up that timed out, after a memory wait
+RAN = TimeSpent(startup_s=30.0, measurement_s=60.0, teardown_s=2.0, cache_hit=True)
+
+
 @dataclass
 class ScriptedRunner:
-    """Answers each run with the next scripted (objective, transient); records folders and seeds."""
+    """Answers each run with the next scripted (objective, transient), a transient one having
+    spent `FAILED_START`, any other `RAN`; records folders and seeds."""
 
     script: list[tuple[float | None, bool]]
     what: Any = field(
@@ -163,6 +174,7 @@ class ScriptedRunner:
         self.runs.append((folder, workload.seed))
         o.transient, o.objective, o.objectives = transient, value, [value]
         o.constraints = {"x": -1.0}
+        o.time_spent = (FAILED_START if transient else RAN).to_dict()
         return o
 
 
@@ -170,6 +182,7 @@ class ScriptedRunner:
 class Records:
     confirmed: dict[int, dict] = field(default_factory=dict)
     baseline: TrialOutcome | None = None
+    study: optuna.Study = field(default_factory=optuna.create_study)  # in memory: the budget's clock
 
     def measured_baseline(self) -> TrialOutcome | None:
         return self.baseline
@@ -245,3 +258,31 @@ def test_a_second_re_measurement_gets_a_numbered_folder(tmp_path):
     r.launch(outcome(4, 10.0, confirmation=aggregate([run(9.0)])), "proving")
     assert runner.runs[0][0] == tmp_path / "trials" / "0004-confirm-2"
     assert runner.runs[0][1] == 5 + SEED_STEP
+
+
+def test_a_failed_launchs_seconds_count_in_the_start_up_and_waits_of_the_one_that_ran(tmp_path):
+    r, _, _, _ = remeasurer([(None, True), (12.0, False)], tmp_path)
+    again = r.launch(outcome(4, 10.0), "proving")
+    assert again is not None
+    assert TimeSpent.from_dict(again.time_spent) == TimeSpent(
+        startup_s=150.0, waits_s=5.0, measurement_s=60.0, teardown_s=2.0, cache_hit=True
+    )
+    assert run_record(again, 1, "proof")["time_spent"]["total_s"] == 217.0  # what the study's time lines count
+    r, _, _, _ = remeasurer([(12.0, False)], tmp_path)
+    assert TimeSpent.from_dict(r.launch(outcome(4, 10.0), "proving").time_spent) == RAN  # nothing failed: its own
+
+
+def test_every_launch_moves_the_budgets_clock_so_a_resumed_study_counts_it(tmp_path):
+    """A sentinel or the confirmation after the search's last trial: a resume counts their time
+    against --time-budget (the clock ends at the last launch, not at the last trial)."""
+    r, _, records, _ = remeasurer([(None, True), (12.0, False), (None, True), (None, True)], tmp_path)
+    study = records.study
+    accounting.begin_clock(study, now=1000.0)
+    accounting.tick_clock(study, now=1100.0)  # the search's last trial ended here
+    walls = iter([1200.0, 1400.0, 1500.0, 1600.0])
+    r.wall = lambda: next(walls)
+    assert r.launch(outcome(4, 10.0), "proving") is not None  # a failed launch, then one that ran
+    assert study.user_attrs[accounting.CLOCK_ATTR]["last"] == 1400.0
+    assert r.launch(outcome(5, 10.0), "proving") is None  # never started: its time was spent all the same
+    accounting.begin_clock(study, now=9000.0)  # resumed later: the idle gap is not counted
+    assert accounting.elapsed_s(study, now=9000.0) == 600.0

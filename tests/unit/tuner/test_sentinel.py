@@ -11,6 +11,7 @@ import optuna
 from kvtune.knobs import Candidate
 from kvtune.study.measured_noise import Noise
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.time_spent import SENTINEL, StudyTime, TimeSpent
 from kvtune.tuner import sentinel
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.sentinel import HEADLINE_METRICS, SENTINELS_ATTR, drift, due, measure, report, series
@@ -55,6 +56,7 @@ def test_a_point_is_due_every_n_measured_trials_and_at_the_end_never_twice_at_on
 @dataclass
 class ScriptedRemeasurer:
     value: float | None
+    spent: TimeSpent | None = None  # the launch's hardware-seconds
     phases: list[str] = field(default_factory=list)
     added: list[tuple[int, dict]] = field(default_factory=list)
 
@@ -70,6 +72,7 @@ class ScriptedRemeasurer:
             return None
         again = baseline(self.value)
         again.metrics = {"output_throughput": self.value, "p95_ttft_ms": 5.0, "not_headline": 1.0}
+        again.time_spent = None if self.spent is None else self.spent.to_dict()
         return again
 
     def add(self, o: TrialOutcome, run: dict, base: TrialOutcome | None) -> None:
@@ -89,6 +92,21 @@ def test_a_mid_search_point_is_stored_and_only_the_end_point_confirms_the_baseli
     measure(r, study, baseline(), 14, end=True)  # type: ignore[arg-type]
     assert [p["measured"] for p in sentinel.stored(study)] == [10, 14]
     assert [n for n, _ in r.added] == [0] and "(end of the search)" in r.phases[-1]
+
+
+def test_each_point_keeps_its_launchs_time_and_the_study_counts_every_launch_once():
+    """A mid-search point is one sentinel launch; the end point's run is the baseline's
+    confirmation run, counted there and not again from the series."""
+    study, base = optuna.create_study(), baseline()
+    r = ScriptedRemeasurer(97.0, TimeSpent(startup_s=30.0, measurement_s=10.0))
+    measure(r, study, base, 10)  # type: ignore[arg-type]
+    measure(r, study, base, 14, end=True)  # type: ignore[arg-type]
+    assert [p["time_spent"]["total_s"] for p in sentinel.stored(study)] == [40.0, 40.0]
+    base.confirmation = {"runs": [run for _, run in r.added]}
+    block = report(study, base, NOISE)
+    assert block is not None
+    st = StudyTime.of([base], sentinel=block)
+    assert st.parts[SENTINEL].launches == 2 and st.parts[SENTINEL].spent.total_s == 80.0
 
 
 def test_a_sentinel_that_never_started_stores_nothing():

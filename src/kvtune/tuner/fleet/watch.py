@@ -4,10 +4,13 @@ and `kvtune report --storage`. results.json lives on the host that ran `kvtune r
 
 Reading only: no table is created, nothing is written (no clock tick, no recovery, no heartbeat),
 and PostgreSQL readers never block writers, so watching cannot slow the workers. The payload is
-results.json's own (`study.results.build_payload`) over the trials told so far, so `show` and
-`report` print what they print for a finished study; what only the running host knows (the
-backend's version, the importance fit) is left out. A study set up for workers whose
-confirmation has not run carries the note that says so (study/unconfirmed.py).
+results.json's own (`study.results.build_payload`) over the trials told so far, with the
+study-level blocks the session adds (the sentinel series, the verdict, the anchor, the load
+search: tuner/ledger.py `report`, through `study.results.add_study_blocks`, so the time lines
+count the same launches), so `show` and `report` print what they print for a finished study;
+what only the running host knows (the backend's version, the importance fit) is left out. A
+study set up for workers whose confirmation has not run carries the note that says so
+(study/unconfirmed.py).
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from dataclasses import dataclass
 
 from kvtune.errors import SpecError
 from kvtune.study import unconfirmed
-from kvtune.study.results import build_payload
+from kvtune.study.results import add_study_blocks, build_payload
 from kvtune.study.spec import StudySpec
-from kvtune.tuner import accounting
+from kvtune.tuner import accounting, sentinel
 from kvtune.tuner.budget import Budget
 from kvtune.tuner.fleet import confirmer
+from kvtune.tuner.ledger import StudyLedger
 from kvtune.tuner.records import TrialRecords
 from kvtune.tuner.store import storage
 
@@ -52,7 +56,8 @@ def read_study(name: str, url: str) -> tuple[dict, Progress]:
     if "spec" not in attrs:
         raise SpecError(f"study {name!r} in {storage.redact(url)} was not created by kvtune (no stored spec)")
     spec = StudySpec.from_dict(attrs["spec"])
-    outcomes = TrialRecords(study).outcomes()
+    ledger = StudyLedger(study, TrialRecords(study), lambda: None, spec.primary.key)
+    outcomes = ledger.outcomes()
     payload = build_payload(
         name,
         attrs["spec"],
@@ -62,6 +67,7 @@ def read_study(name: str, url: str) -> tuple[dict, Progress]:
         spec.objective_specs,
         outcomes,
     )
+    add_study_blocks(payload, ledger.report(sentinel.SENTINEL_EVERY))
     if confirmer.pending(study):  # set up for workers, not confirmed yet: every reader says so
         payload[unconfirmed.KEY] = unconfirmed.note(name, storage.redact(url))
     spent = accounting.spent(study)

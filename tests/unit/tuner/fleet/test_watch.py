@@ -1,5 +1,6 @@
 """Reading a study from its storage while it runs (`kvtune show --storage`): the trials told so
-far, where it stands, and nothing written."""
+far, the study-level blocks the session's results.json has (so the time lines count the same
+launches), where it stands, and nothing written."""
 
 from __future__ import annotations
 
@@ -13,9 +14,16 @@ from kvtune.jsonsafe import to_jsonable
 from kvtune.knobs import Candidate
 from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.spec import StudySpec, parse_objectives
+from kvtune.study.time_spent import StudyTime, TimeSpent
+from kvtune.testing.fake_launcher import FakeLauncher
+from kvtune.tuner import load_search, sentinel
+from kvtune.tuner.anchor import ANCHOR_ATTR
+from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet.watch import Progress, read_study
+from kvtune.tuner.session import RunOptions, open_session
 from kvtune.tuner.store import storage
 from kvtune.workload import Workload
+from tests.conftest import TINY
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
@@ -67,3 +75,23 @@ def test_a_study_kvtune_did_not_create_is_refused_in_one_line(tmp_path):
     optuna.create_study(study_name="foreign", storage=url)
     with pytest.raises(SpecError, match="not created by kvtune"):
         read_study("foreign", url)
+
+
+def test_the_anchor_the_load_search_and_the_sentinels_count_as_in_the_sessions_results_json(tmp_path):
+    """`kvtune show --storage` and `kvtune report --storage` read the study-level blocks and the
+    hardware time the session writes into results.json, not the trials' alone."""
+    spec = StudySpec(study="s", trials=3, workload=TINY, startup_timeout_s=20).validate()
+    s = open_session(RunOptions(runs_dir=str(tmp_path / "runs")), spec, Callbacks(), launcher=FakeLauncher())
+    study = s.tuner.study
+    fresh = TimeSpent(startup_s=20.0, measurement_s=10.0, teardown_s=1.0).to_dict()
+    study.set_user_attr(ANCHOR_ATTR, {"runs": [{"quiet": False, "time_spent": fresh}] * 2, "gave_up": True})
+    study.set_user_attr(load_search.LOAD_ATTR, {"load": {"trial": 0, "held": 2.0}, "time_spent": fresh})
+    point = {"measured": 10, "at": 1.0, "end": False, "objective": 9.0, "disturbed": False, "time_spent": fresh}
+    study.set_user_attr(sentinel.SENTINELS_ATTR, [point])
+    written = s.results(s.tuner.outcomes(), final=False).payload
+    payload, _ = read_study(s.prepared.study_name, s.storage_url)
+    for block in ("anchor", "load_search", "sentinel", "time_spent"):
+        assert payload[block] == written[block], block
+    st = StudyTime.of_results(payload)
+    assert (st.parts["anchor"].launches, st.parts["load_search"].launches, st.parts["sentinel"].launches) == (2, 1, 1)
+    assert payload["time_spent"]["total_s"] == 4 * 31.0
