@@ -27,6 +27,12 @@ console = make_console()
 err_console = make_console(stderr=True)
 
 
+def say_wait(line: str) -> None:
+    """A wait before a command's own output begins (a storage slow to answer: every command
+    that opens one passes this to it), on stderr: a refusal may still follow it."""
+    err_console.print(f"kvtune: {line}", markup=False, highlight=False)
+
+
 def _print_version(value: bool) -> None:
     if value:
         from kvtune import __version__

@@ -21,7 +21,7 @@ from typing import Any
 from kvtune.artifacts.cluster.job import CLUSTER_FORMATS, WorkerJob, parse_memory, space_cpus
 from kvtune.artifacts.cluster.k8s import render_k8s_job, secret_command
 from kvtune.artifacts.cluster.slurm import render_env_file, render_slurm
-from kvtune.cli.app import app, err_console
+from kvtune.cli.app import app, err_console, say_wait
 from kvtune.cli.cluster_flags import ONLY_FOR, ExportFlags
 from kvtune.cli.flag_record import command_signature
 from kvtune.errors import SpecError
@@ -116,7 +116,7 @@ def worker_job(f: ExportFlags) -> tuple[WorkerJob, str | None]:
     memory_mib = parse_memory(f.mem) if f.mem is not None else None
     if f.output is not None:
         check_writable(f.output, "--output")
-    stored = read_set_up(f.study, f.storage)
+    stored = read_set_up(f.study, f.storage, on_wait=say_wait)
     job = WorkerJob(
         study=f.study,
         workers=f.workers,

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from kvtune import hardware
 from kvtune.artifacts.summary import summarize
-from kvtune.cli.app import app, console, err_console
+from kvtune.cli.app import app, console, err_console, say_wait
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
 from kvtune.cli.run_text import print_summary
@@ -115,7 +115,7 @@ def confirm_here(o: ConfirmOptions, *, out: Console = console, **parts: Any) -> 
 def _check_study(o: ConfirmOptions) -> tuple[dict, int]:
     """The study's hardware class and GPUs per trial, read only; one line (exit 2) when there
     is nothing to confirm yet, or its workers are still searching."""
-    study = storage.load_study(o.study, o.storage, read_only=True)
+    study = storage.load_study(o.study, o.storage, read_only=True, on_wait=say_wait)
     attrs = study.user_attrs
     if "spec" not in attrs:
         raise SpecError(f"study {o.study!r} was not created by kvtune (no stored spec)")

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from rich.console import Console
 
 from kvtune.artifacts.summary import StudySummary, summarize
-from kvtune.cli.app import console, err_console
+from kvtune.cli.app import console, err_console, say_wait
 from kvtune.cli.consoles import make_console
 from kvtune.cli.progress import make_reporter
 from kvtune.cli.run_text import print_header, print_summary
@@ -38,12 +38,6 @@ def _check_gpu_price(spec: Any, opts: RunOptions) -> None:
                 "price_per_gpu_hour needs GPUs and this machine has none that NVML "
                 "sees: give price_per_hour (the whole machine) instead"
             )
-
-
-def say_wait(line: str) -> None:
-    """A wait before anything starts (a storage slow to answer), on stderr: the run's own output
-    has not begun, and a refusal may still follow it."""
-    err_console.print(f"kvtune: {line}", markup=False, highlight=False)
 
 
 def interrupt_on_sigterm() -> None:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kvtune.cli.app import app, console, err_console
+from kvtune.cli.app import app, console, err_console, say_wait
 from kvtune.cli.progress import fmt_flags, fmt_ms
 from kvtune.commands import STORAGE_ENV
 from kvtune.errors import SpecError
@@ -55,7 +55,7 @@ def _study_results(study: str, runs_dir: Optional[str], storage: Optional[str]) 
     from kvtune.tuner.cluster_seam import read_study
     from kvtune.tuner.store.storage import runs_root
 
-    results, progress = read_study(study, storage)
+    results, progress = read_study(study, storage, on_wait=say_wait)
     return results, runs_root(runs_dir) / study, progress.line()
 
 

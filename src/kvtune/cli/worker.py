@@ -17,7 +17,7 @@ from typing import Optional
 import typer
 
 from kvtune import hardware
-from kvtune.cli.app import app, console, err_console
+from kvtune.cli.app import app, console, err_console, say_wait
 from kvtune.cli.confirm import confirm_at_end
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
@@ -67,6 +67,7 @@ def worker(
         callbacks=reporter.callbacks(),
         allow_mixed_hardware=allow_mixed_hardware,
         task=task,
+        on_wait=say_wait,
     )
     interrupt_on_sigterm()
     try:

@@ -13,6 +13,7 @@ time budget's clock (a job can wait in the queue for hours; that is not tuning t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import optuna
 
@@ -50,9 +51,10 @@ class SetUpStudy:
     model_path: str | None  # the model as the set-up resolved it (the spec may name none: the demo)
 
 
-def read_set_up(study_name: str, storage_url: str) -> SetUpStudy:
-    """The stored study; a one-line `SpecError` when it is missing or was not made by kvtune."""
-    study = storage.load_study(study_name, storage_url)  # a missing study: a one-line SpecError
+def read_set_up(study_name: str, storage_url: str, on_wait: Callable[[str], None] | None = None) -> SetUpStudy:
+    """The stored study; a one-line `SpecError` when it is missing or was not made by kvtune
+    (`on_wait`: says a storage slow to answer, storage.py `make_storage`)."""
+    study = storage.load_study(study_name, storage_url, on_wait=on_wait)  # a missing study: a one-line SpecError
     if "spec" not in study.user_attrs:
         raise SpecError(f"study {study_name!r} was not created by kvtune (no stored spec)")
     placement = study.user_attrs.get(PLACEMENT_ATTR) or {}

@@ -16,6 +16,7 @@ study set up for workers whose confirmation has not run carries the note that sa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from kvtune.errors import SpecError
 from kvtune.study import unconfirmed
@@ -49,9 +50,10 @@ class Progress:
         return f"no trial in flight: {so_far}"
 
 
-def read_study(name: str, url: str) -> tuple[dict, Progress]:
-    """results.json's payload for study `name` in storage `url` as it stands, and its progress."""
-    study = storage.load_study(name, url, read_only=True)
+def read_study(name: str, url: str, on_wait: Callable[[str], None] | None = None) -> tuple[dict, Progress]:
+    """results.json's payload for study `name` in storage `url` as it stands, and its progress
+    (`on_wait`: says a storage slow to answer, storage.py `make_storage`)."""
+    study = storage.load_study(name, url, read_only=True, on_wait=on_wait)
     attrs = study.user_attrs
     if "spec" not in attrs:
         raise SpecError(f"study {name!r} in {storage.redact(url)} was not created by kvtune (no stored spec)")

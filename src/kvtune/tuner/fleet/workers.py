@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from kvtune import hardware
 from kvtune.commands import STORAGE_ENV
@@ -145,16 +145,18 @@ def join(
     monitor: MonitorFactory | None = None,
     task: SchedulerTask | None = None,
     host_cpus: Sequence[int] | None = None,
+    on_wait: Callable[[str], None] | None = None,
 ) -> Tuner:
     """A Tuner for an existing study, built from the spec stored in it (`monitor`: the
     interference monitor, see tuner/trial/disturbance.py; `task`: the scheduler task this
-    worker is, see `seat`; `host_cpus`: the CPUs this process may run on, injected by tests).
+    worker is, see `seat`; `host_cpus`: the CPUs this process may run on, injected by tests;
+    `on_wait`: says a storage slow to answer, storage.py `make_storage`).
     A study set up with its CPUs per trial (tuner/fleet/setup.py) is joined with its own space,
     whatever this host has: see `cpus_for_trials`. The worker shares the study
     (tuner/fleet/shared.py): it leaves when nothing is left to ask, unless the study was set up
     for a scheduler (then it stays while trials run elsewhere)."""
     where = seat(slot, slots, gpus_per_trial, task)
-    study = storage.load_study(study_name, storage_url)
+    study = storage.load_study(study_name, storage_url, on_wait=on_wait)
     if "spec" not in study.user_attrs:
         raise SpecError(f"study {study_name!r} was not created by kvtune (no stored spec)")
     spec = StudySpec.from_dict(study.user_attrs["spec"]).validate()

@@ -6,7 +6,12 @@ The one place sqlalchemy's, the drivers' and gRPC's connection errors are read.
 
 from __future__ import annotations
 
+import threading
+from typing import Callable, TypeVar
+
 from kvtune.errors import SpecError, StorageUnreachableError
+
+T = TypeVar("T")
 
 # SQLSTATE classes a database answers with when it was reached but refused the request: a wrong
 # password or role (28), a database that does not exist (3D). Bad input, not a storage that is down.
@@ -18,6 +23,44 @@ _TRANSIENT_SQLSTATES = ("08", "40", "53300", "57P")
 # gRPC statuses of a proxy that did not answer (kvtune's proxy also answers UNAVAILABLE when the
 # database behind it did not: tuner/store/storage_proxy.py).
 _TRANSIENT_GRPC = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+#: A storage silent this long is said to be waited on: a refusal comes within a second, and a
+#: host that takes the connection and never answers would otherwise hold a command silent for
+#: its whole connect timeout.
+SAY_WAIT_S = 1.0
+
+
+def waited(url: str, total_s: float, attempt: Callable[[], T], on_wait: Callable[[str], None] | None) -> T:
+    """What `attempt` returns or raises: one try at the storage at `url`, which ends within
+    `total_s` (its connect timeout). When it has not ended within SAY_WAIT_S the wait is said
+    through `on_wait`, one line, while it goes on; the try runs in a thread of its own for that,
+    and Ctrl-C stops the wait. Every command that opens a storage opens it through here
+    (storage.py `check_reachable`, `make_storage`; the proxy's database). A SQLite file is
+    opened as it is: nothing to wait on."""
+    if url.startswith("sqlite"):
+        return attempt()
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(attempt())
+        except BaseException as e:  # handed to the caller's thread below
+            failed.append(e)
+
+    worker = threading.Thread(target=run, name="kvtune-storage-open", daemon=True)
+    worker.start()
+    worker.join(SAY_WAIT_S)
+    if worker.is_alive() and on_wait is not None and total_s > SAY_WAIT_S:  # a wait of a second is no wait to say
+        on_wait(
+            f"storage {redact(url)} has not answered in {SAY_WAIT_S:g} s: waiting for it up to {total_s:g} s "
+            f"in all (Ctrl-C stops)"
+        )
+    worker.join()
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 def unreachable(e: BaseException, url: str, retried_s: float | None = None) -> StorageUnreachableError | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
@@ -19,7 +18,7 @@ from optuna.storages import BaseStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 
 from kvtune.errors import SpecError, StorageUnreachableError
-from kvtune.tuner.store.connect import open_error, redact  # noqa: F401 (redact: storage.redact, as callers read it)
+from kvtune.tuner.store.connect import open_error, redact, waited  # noqa: F401 (redact: storage.redact, as callers read it)
 from kvtune.tuner.store.retry import Retrier, RetryingStorage, heartbeat_loop, unwrap
 from kvtune.writable import check_folder
 
@@ -70,20 +69,23 @@ def quiet_experimental():
         yield
 
 
-def make_storage(url: str, *, read_only: bool = False) -> BaseStorage:
+def make_storage(url: str, *, read_only: bool = False, on_wait: Callable[[str], None] | None = None) -> BaseStorage:
     """The study's storage: `grpc://host:port` is a `kvtune proxy` in front of the database (see
     `connect_proxy`); anything else is Optuna's RDB storage (SQLite file, PostgreSQL, MySQL) with
     heartbeats and retry of stale trials, so many workers on many hosts share one study and a dead
     worker's trial is re-run. `read_only`: a reader (`kvtune show --storage`) creates no tables.
-    Opening fails at once (a storage that is down: exit 75); every call after it is retried on
+    Opening fails at once (a storage that is down: exit 75), and a storage slow to answer is said
+    to be waited on through `on_wait` (connect.py `waited`); every call after it is retried on
     transient errors (tuner/store/retry.py), so a worker rides out a database restart."""
     if not url.strip():
         raise SpecError("--storage must be a storage URL (postgresql://..., grpc://HOST:PORT, sqlite:///PATH), got ''")
     address = grpc_address(url)
     if address is not None:
-        inner: BaseStorage = connect_proxy(*address)
+        inner: BaseStorage = waited(url, PROXY_WAIT_S, lambda: connect_proxy(*address), on_wait)
     else:  # Optuna's in-process cache in front, as optuna.create_study puts it on a bare RDBStorage
-        inner = optuna.storages.get_storage(rdb_storage(url, read_only=read_only))
+        inner = waited(
+            url, CONNECT_TIMEOUT_S, lambda: optuna.storages.get_storage(rdb_storage(url, read_only=read_only)), on_wait
+        )
     return RetryingStorage(inner, Retrier(url))
 
 
@@ -111,41 +113,16 @@ def rdb_storage(
         raise open_error(e, url) from e
 
 
-#: A storage silent this long is said to be waited on: a refusal comes within a second, and a
-#: host that takes the connection and never answers would otherwise hold a run silent for its
-#: whole connect timeout.
-SAY_WAIT_S = 1.0
-
-
 def check_reachable(url: str, on_wait: Callable[[str], None] | None = None) -> None:
     """`StorageUnreachableError` when the database or proxy at `url` does not answer (a SQLite
     file always does). For a run to call before it writes anything, its runs folder included:
     a storage that is down then costs a second and leaves nothing behind. Creates nothing there.
-    One attempt, up to the connect timeout; when it has not ended within SAY_WAIT_S, the wait is
-    said through `on_wait` (one line) and goes on."""
+    One attempt, up to the connect timeout; a storage slow to answer is said to be waited on
+    through `on_wait`, as every command that opens one says it (connect.py `waited`)."""
     if url.startswith("sqlite"):
         return
     address = grpc_address(url)
-    total = PROXY_WAIT_S if address is not None else float(CONNECT_TIMEOUT_S)
-    failed: list[BaseException] = []
-
-    def attempt() -> None:
-        try:
-            _answer(url, address)
-        except BaseException as e:  # handed to the caller's thread below
-            failed.append(e)
-
-    worker = threading.Thread(target=attempt, name="kvtune-storage-check", daemon=True)
-    worker.start()
-    worker.join(SAY_WAIT_S)
-    if worker.is_alive() and on_wait is not None and total > SAY_WAIT_S:  # a wait of a second is no wait to say
-        on_wait(
-            f"storage {redact(url)} has not answered in {SAY_WAIT_S:g} s: waiting for it up to {total:g} s "
-            f"in all (Ctrl-C stops)"
-        )
-    worker.join()
-    if failed:
-        raise failed[0]
+    waited(url, PROXY_WAIT_S if address is not None else CONNECT_TIMEOUT_S, lambda: _answer(url, address), on_wait)
 
 
 def _answer(url: str, address: tuple[str, int] | None) -> None:
@@ -296,9 +273,12 @@ def proxy_server(storage: BaseStorage, host: str, port: int, threads: int = 32, 
     return server
 
 
-def load_study(name: str, url: str, *, read_only: bool = False) -> optuna.Study:
-    """An existing study; `read_only`: for a reader (any proxy will do). A study that must exist
-    creates nothing: no SQLite file where none is, no tables in a database without them."""
+def load_study(
+    name: str, url: str, *, read_only: bool = False, on_wait: Callable[[str], None] | None = None
+) -> optuna.Study:
+    """An existing study; `read_only`: for a reader (any proxy will do); `on_wait`: says a
+    storage slow to answer (`make_storage`). A study that must exist creates nothing: no SQLite
+    file where none is, no tables in a database without them."""
     path = sqlite_file(url)
     if path is not None and not path.is_file():
         why = "is a folder" if path.is_dir() else "does not exist"
@@ -307,7 +287,7 @@ def load_study(name: str, url: str, *, read_only: bool = False) -> optuna.Study:
             f"`kvtune run --storage ... --study {name}` wrote"
         )
     try:
-        study = optuna.load_study(study_name=name, storage=make_storage(url, read_only=True))
+        study = optuna.load_study(study_name=name, storage=make_storage(url, read_only=True, on_wait=on_wait))
     except KeyError:
         raise SpecError(
             f"no study {name!r} in {redact(url)}: start it with `kvtune run --storage ... --study {name}`"

@@ -24,14 +24,14 @@ The proxy has no TLS and no authentication: whoever reaches its port can write t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 from optuna.storages import BaseStorage
 
 from kvtune.errors import SpecError
 from kvtune.tuner.store import storage
-from kvtune.tuner.store.connect import redact, transient
+from kvtune.tuner.store.connect import redact, transient, waited
 
 
 class HeartbeatRelay(optuna.storages.RDBStorage):
@@ -104,21 +104,30 @@ def cached(backend: optuna.storages.RDBStorage) -> BaseStorage:
     return RestartedProxyCache(backend)
 
 
-def open_backend(url: str) -> BaseStorage:
-    """The proxied database, behind `cached`."""
+def open_backend(url: str, on_wait: Callable[[str], None] | None = None) -> BaseStorage:
+    """The proxied database, behind `cached`; `on_wait` says a database slow to answer
+    (connect.py `waited`, as every command that opens a storage says it)."""
     if storage.grpc_address(url) is not None:
         raise SpecError(
             "kvtune proxy --storage takes the study's database (postgresql://...), not another proxy (grpc://)"
         )
-    return cached(storage.rdb_storage(url, cls=HeartbeatRelay))
+    return waited(url, storage.CONNECT_TIMEOUT_S, lambda: cached(storage.rdb_storage(url, cls=HeartbeatRelay)), on_wait)
 
 
 class StorageProxy:
     """The gRPC server over the database; `start`, then `stop` (both return at once)."""
 
-    def __init__(self, url: str, host: str, port: int, backend: BaseStorage | None = None, interceptors: tuple = ()):
+    def __init__(
+        self,
+        url: str,
+        host: str,
+        port: int,
+        backend: BaseStorage | None = None,
+        interceptors: tuple = (),
+        on_wait: Callable[[str], None] | None = None,
+    ):
         self.url, self.host, self.port = url, host, port
-        self.backend = backend if backend is not None else open_backend(url)
+        self.backend = backend if backend is not None else open_backend(url, on_wait)
         try:
             guard = TransientAsUnavailable(url)
             self._server = storage.proxy_server(self.backend, host, port, interceptors=(guard, *interceptors))

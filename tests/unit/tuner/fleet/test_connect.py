@@ -1,9 +1,11 @@
 """A storage that does not answer is named as unreachable (exit 75, a scheduler retries); a bad
 URL, a missing driver or a wrong password is bad input (exit 2); a study that must exist creates
-no SQLite file. The foreign errors are built here as their libraries raise them: no socket."""
+no SQLite file; a storage slow to answer is said to be waited on, once, while the wait goes on.
+The foreign errors are built here as their libraries raise them: no socket."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import optuna
@@ -12,7 +14,7 @@ import sqlalchemy.exc
 
 from kvtune.errors import EXIT_BAD_INPUT, EXIT_TRANSIENT, SpecError, StorageUnreachableError
 from kvtune.tuner.store import storage
-from kvtune.tuner.store.connect import open_error, unreachable
+from kvtune.tuner.store.connect import open_error, unreachable, waited
 
 PG = "postgresql://kvtune:s3cret@db-host:5432/kvtune"
 
@@ -151,3 +153,43 @@ def test_a_study_that_must_exist_creates_no_tables(tmp_path):
 def test_a_sqlite_storage_is_reachable_without_being_created(tmp_path):
     storage.check_reachable(f"sqlite:///{tmp_path / 'new.db'}")
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- the wait every command that opens a storage says (connect.waited) -----------------------
+
+
+def test_a_storage_slow_to_answer_is_said_to_be_waited_on_while_the_wait_goes_on():
+    said: list[str] = []
+    answered = threading.Event()
+
+    def attempt() -> str:  # answers only once the wait was said: the line comes while it waits
+        if not answered.wait(60):
+            raise AssertionError("the wait was never said")
+        return "opened"
+
+    def on_wait(line: str) -> None:
+        said.append(line)
+        answered.set()
+
+    assert waited(PG, 10, attempt, on_wait) == "opened"
+    assert said == [
+        "storage postgresql://kvtune:***@db-host:5432/kvtune has not answered in 1 s: "
+        "waiting for it up to 10 s in all (Ctrl-C stops)"
+    ]
+
+
+def test_what_the_try_raised_is_raised_to_the_command():
+    refused = StorageUnreachableError("storage ... is unreachable")
+
+    def attempt() -> None:
+        raise refused
+
+    with pytest.raises(StorageUnreachableError) as e:
+        waited("grpc://db-host:13000", 10, attempt, None)
+    assert e.value is refused
+
+
+def test_a_sqlite_file_is_opened_in_the_callers_thread_with_nothing_to_say():
+    said: list[str] = []
+    assert waited("sqlite:///x.db", 10, threading.current_thread, said.append) is threading.current_thread()
+    assert said == []
