@@ -8,9 +8,11 @@ flag instead (`named_by_flag`). The flag of a record's field comes from its type
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import fields
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
+from kvtune.errors import KvtuneError
 from kvtune.study.settings import by_key
 
 #: Settings set by a flag that is not their own (cli/run.py `given_by_flags`).
@@ -58,3 +60,17 @@ def named_by_flag(line: str, flags: Mapping[str, str]) -> str:
     if m is None or m.group(0) not in flags or line[m.end() : m.end() + 1] not in ("", " ", ":", ","):
         return line
     return flags[m.group(0)] + line[m.end() :]
+
+
+@contextmanager
+def refused_as_typed(flags: Mapping[str, str], *kinds: type[KvtuneError]) -> Iterator[None]:
+    """A refusal of `kinds` raised inside, opened with the flag the user typed when it opens with
+    a key in `flags` (`named_by_flag`), as the same error (so the same exit status). For values
+    read after the flags were checked: the model is read when its launcher is built."""
+    try:
+        yield
+    except kinds as e:
+        line = named_by_flag(str(e), flags)
+        if line == str(e):
+            raise
+        raise type(e)(line) from e

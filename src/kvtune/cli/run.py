@@ -6,6 +6,7 @@ and `cli.render` prints the header and the summary."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -13,13 +14,13 @@ from typing import Any, Mapping
 import typer
 
 from kvtune.cli.app import app
-from kvtune.cli.flag_names import flag_of, flags_given, named_by_flag
+from kvtune.cli.flag_names import flag_of, flags_given, named_by_flag, refused_as_typed
 from kvtune.cli.flag_record import command_signature
 from kvtune.cli.flag_values import progress_mode, trace_of
 from kvtune.cli.multi import run_backends
 from kvtune.cli.one_study import run_study
 from kvtune.cli.run_flags import RunFlags
-from kvtune.errors import SpecError
+from kvtune.errors import ModelError, SpecError
 from kvtune.study.settings import of_field, parse_sets, run_values
 from kvtune.study.study_file import load_study_file
 from kvtune.tuner.multi_backend import BackendChoice, parse_backends, single_backend_model
@@ -116,6 +117,13 @@ def run_options(f: RunFlags, choice: BackendChoice) -> RunOptions:
     return opts
 
 
+def model_as_typed(f: RunFlags, choice: BackendChoice) -> AbstractContextManager[None]:
+    """The model (and a draft) is read when its launcher is built, after the flags were checked;
+    its refusal opens with the key it came in as (`model`, from `--set` or the study file), or
+    with --model when that flag gave it (issue 41: a refusal is read under what was typed)."""
+    return refused_as_typed(flags_given(given_by_flags(f, choice)), ModelError)
+
+
 def output_mode(f: RunFlags) -> str:
     return "quiet" if f.quiet else "jsonl" if f.jsonl else progress_mode(f.progress)
 
@@ -126,12 +134,13 @@ def tune(f: RunFlags) -> int:
     choice = parse_backends(f.backend)
     opts = run_options(f, choice)
     mode = output_mode(f)
-    if choice.several:
-        return run_backends(opts, choice, opts.hf_model, mode)
-    if opts.hf_model:  # the model this backend serves, of the pair given
-        model_here = single_backend_model(study_spec(opts).backend, opts.hf_model)
-        opts = replace(opts, given={**opts.given, "model": model_here})
-    return run_study(opts, mode)
+    with model_as_typed(f, choice):
+        if choice.several:
+            return run_backends(opts, choice, opts.hf_model, mode)
+        if opts.hf_model:  # the model this backend serves, of the pair given
+            model_here = single_backend_model(study_spec(opts).backend, opts.hf_model)
+            opts = replace(opts, given={**opts.given, "model": model_here})
+        return run_study(opts, mode)
 
 
 def run(**flags: Any) -> None:

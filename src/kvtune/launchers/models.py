@@ -74,26 +74,28 @@ def demo_model_path(fetch: bool = True) -> Path:
     return target
 
 
-def resolve_model(model: str | None, flag: str = "--model") -> Path:
-    """`None` or "demo" -> the demo model; otherwise a readable GGUF file. `flag` names the
-    option it came from in errors (--draft-model for a draft)."""
+def resolve_model(model: str | None, key: str = "model") -> Path:
+    """`None` or "demo" -> the demo model; otherwise a readable GGUF file. A refusal opens with
+    `key`, the setting the path came in as (`draft_model` for a draft): the study-file key, as
+    `--set` and a study file write it; `kvtune run` opens it with the flag when a flag gave it
+    (cli/flag_names.py `refused_as_typed`)."""
     if model in (None, "", "demo"):
         return demo_model_path()
     path = Path(model).expanduser()
     if not path.exists():
-        raise ModelError(f"model file {model!r} does not exist: pass {flag} with a GGUF file path")
+        raise ModelError(f"{key} {model!r} does not exist: give the path of a GGUF file")
     if path.is_dir():
-        raise ModelError(f"{flag} {model!r} is a directory: llama-server needs a .gguf file")
+        raise ModelError(f"{key} {model!r} is a directory: llama-server needs a .gguf file")
     try:
         gguf = is_gguf(path)
     except OSError as e:
-        raise ModelError(f"cannot read model file {model!r}: {e.strerror}") from e
+        raise ModelError(f"{key} {model!r} cannot be read: {e.strerror}") from e
     if not gguf:
-        raise ModelError(f"{model!r} is not a GGUF file (llama-server needs GGUF)")
+        raise ModelError(f"{key} {model!r} is not a GGUF file (llama-server needs GGUF)")
     try:  # a file cut short or damaged: refused here in one line, not by the server after a launch
-        read_gguf(path, f"{flag} {model!r}")  # parsed once per process: the pre-screen reads the same
+        read_gguf(path, f"{key} {model!r}")  # parsed once per process: the pre-screen reads the same
     except ImportError:  # without the gguf package the server judges, as before
         pass
     except OSError as e:
-        raise ModelError(f"cannot read model file {model!r}: {e.strerror}") from e
+        raise ModelError(f"{key} {model!r} cannot be read: {e.strerror}") from e
     return path.resolve()

@@ -100,8 +100,8 @@ def model_for(backend: str, model: str | None, hf_model: str | None) -> str:
         assert model is not None  # not the demo
         if Path(model).expanduser().is_dir():
             raise ModelError(
-                f"llama-server needs a GGUF file and --model {model!r} is a folder: "
-                f"pass the GGUF with --model and the folder with --set hf_model=FOLDER"
+                f"model {model!r} is a folder and llama-server needs a GGUF file: "
+                f"give the GGUF as the model and the folder as hf_model (--set hf_model=FOLDER)"
             )
         return model
     if backend == VLLM:
@@ -115,17 +115,19 @@ def model_for(backend: str, model: str | None, hf_model: str | None) -> str:
                 f"vLLM serves an HF model folder or hub id, not the GGUF file {model!r}: "
                 f"pass the same model's HF folder with --set hf_model=FOLDER"
             )
-        return _hf_folder(model, "--model")
+        return _hf_folder(model, "model")
     raise SpecError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
 
 
-def _hf_folder(model: str, flag: str) -> str:
-    """A local HF folder must hold config.json; anything that is not a local path is a hub id."""
+def _hf_folder(model: str, key: str) -> str:
+    """A local HF folder must hold config.json; anything that is not a local path is a hub id.
+    A refusal opens with `key`, the setting it came in as (`kvtune run` opens it with the flag
+    when a flag gave it)."""
     path = Path(model).expanduser()
     if path.is_file():
-        raise ModelError(f"{flag} {model!r} is a file: vLLM serves an HF model folder (with config.json) or a hub id")
+        raise ModelError(f"{key} {model!r} is a file: vLLM serves an HF model folder (with config.json) or a hub id")
     if path.is_dir() and not (path / "config.json").is_file():
-        raise ModelError(f"{flag} {model!r} has no config.json: vLLM serves an HF model folder")
+        raise ModelError(f"{key} {model!r} has no config.json: vLLM serves an HF model folder")
     return model
 
 

