@@ -13,24 +13,10 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import kvtune
+from tests.e2e.conftest import SMALL, kvtune
 
 pytestmark = pytest.mark.e2e
-USERS = 2
-TINY = [
-    "--concurrency",
-    str(USERS),
-    "--prompt-tokens",
-    "32",
-    "--output-tokens",
-    "8",
-    "--set",
-    "workload.num_requests=4",
-    "--set",
-    "workload.warmup_requests=1",
-    "--set",
-    "confirm_top=0",  # the "no" needs no verdict; it keeps the test short on a busy CPU
-]
+USERS = int(SMALL[SMALL.index("--concurrency") + 1])  # the load asked: what holds must be below it
 
 
 def test_a_target_nothing_meets_ends_with_the_best_figure_the_nearest_config_and_a_load(tmp_path, llama_server):
@@ -44,7 +30,7 @@ def test_a_target_nothing_meets_ends_with_the_best_figure_the_nearest_config_and
         "no",
         "--runs-dir",
         str(tmp_path),
-        *TINY,
+        *SMALL,
         cwd=tmp_path,
     )
     out = r.stdout

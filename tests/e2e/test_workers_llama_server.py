@@ -13,22 +13,9 @@ import pytest
 from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_server import find_llama_server
 from kvtune.tuner import accounting
+from tests.e2e.conftest import SMALL
 
 pytestmark = pytest.mark.e2e
-SMALL = [
-    "--concurrency",
-    "2",
-    "--prompt-tokens",
-    "32",
-    "--output-tokens",
-    "8",
-    "--set",
-    "workload.num_requests=4",
-    "--set",
-    "workload.warmup_requests=1",
-    "--set",
-    "confirm_top=0",
-]
 
 
 def test_two_workers_one_core_each(tmp_path):
