@@ -20,9 +20,9 @@ import typer
 
 from kvtune import nvml as nvml_reader
 from kvtune.cli.app import app, console
+from kvtune.cli.flag_names import check_llama_server_flag
 from kvtune.commands import run_capture
 from kvtune.errors import KvtuneError
-from kvtune.launchers.llama_binary import installed_help
 from kvtune.launchers.llama_devices import Device, parse_list_devices
 from kvtune.launchers.llama_server import find_llama_server
 from kvtune.launchers.vllm.installed import CPU, Runner, VllmBuild, VllmProbe, build_from_probe, probe, vllm_python
@@ -267,10 +267,9 @@ def doctor(
     llama_server: Optional[str] = typer.Option(None, "--llama-server", help="llama-server binary to check."),
 ) -> None:
     """What kvtune finds here: GPUs, vLLM and llama-server builds, and what each backend needs."""
-    if llama_server is not None:  # a binary named is input: one that is not there, or not the server, is refused
-        installed_help(find_llama_server(llama_server, "--llama-server"))
+    check_llama_server_flag(llama_server)  # a binary named is input: refused when it is not llama-server
     probes = Probes(
-        find_llama=lambda: find_llama_server(llama_server, "--llama-server"),
+        find_llama=lambda: find_llama_server(llama_server),
         vllm_pythons=default_vllm_pythons(vllm_python_path),
     )
     findings = gather(probes)

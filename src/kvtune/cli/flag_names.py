@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any, Iterator, Mapping
 
-from kvtune.errors import KvtuneError
+from kvtune.errors import KvtuneError, ServerNotFoundError
+from kvtune.launchers.llama_binary import find_llama_server, installed_help
 from kvtune.study.settings import by_key
 
 #: Settings set by a flag that is not their own (cli/run.py `given_by_flags`).
@@ -74,3 +75,14 @@ def refused_as_typed(flags: Mapping[str, str], *kinds: type[KvtuneError]) -> Ite
         if line == str(e):
             raise
         raise type(e)(line) from e
+
+
+def check_llama_server_flag(path: str | None) -> None:
+    """A `--llama-server` a command was given (`kvtune worker`, `confirm`, `doctor`), checked
+    before the storage is opened or a study read: a path that is not an executable file, or a
+    program that is not llama-server, is refused in one line that opens with the flag typed
+    (the launcher, built later, would name the study's key `llama_server`)."""
+    if path is None:
+        return
+    with refused_as_typed({"llama_server": "--llama-server"}, ServerNotFoundError):
+        installed_help(find_llama_server(path))

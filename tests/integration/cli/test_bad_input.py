@@ -6,7 +6,8 @@ Every row must print exactly one line on stderr, `kvtune: error: ...` (typer's "
 shows), mask the storage's password, write nothing (no runs folder, no study database, nothing
 in the current folder or beside the inputs) and start no server: the llama-server kvtune finds is
 a script that logs every call (a `--help`, `--version` or `--list-devices` query is allowed; anything
-else would be a server launch). `{d}`: the inputs folder; `{port}`: a local port nothing listens on.
+else would be a server launch). `{d}`: the inputs folder; `{port}`: a local port nothing listens on;
+`kv` in `{d}/db/s.db`: a study `kvtune run --setup-only` set up (a worker joining it starts servers).
 `kvtune plan` and `kvtune export-workers` have tables of their own (test_bad_input_plan.py,
 test_bad_input_cluster.py); here each has its usage errors.
 """
@@ -30,6 +31,7 @@ PG = "postgresql://nobody:secret@127.0.0.1:{port}/kvtune"  # "secret" must never
 GRPC = "grpc://127.0.0.1:{port}"
 URL = "http://127.0.0.1:{port}"  # `kvtune bench`'s server: refused before any request is sent
 W = ["worker", "--storage", "sqlite:///{d}/w.db", "--study", "s"]  # a worker's storage that is not there
+KV = ["--storage", "sqlite:///{d}/db/s.db", "--study", "kv"]  # a study set up for workers, none ran yet
 XW = ["export-workers", "-f", "slurm", "--storage", "sqlite:///{d}/w.db", "--study", "s", "--workers", "2"]
 
 ROWS: list[tuple[str, list[str], int, str]] = [
@@ -296,6 +298,39 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("a worker's negative slot", [*W, "--slot", "-1"], BAD, "--slot must be in 0..0, got -1"),
     ("a worker with negative GPUs", [*W, "--gpus-per-trial", "-1"], BAD, "--gpus-per-trial must be 0 or more"),
     ("a worker for no study", ["worker", "--storage", "sqlite:///{d}/w.db", "--study", ""], BAD, "--study must name"),
+    # -- this host's llama-server, a flag of worker and confirm: named by the flag, not the study's key --
+    (
+        "a worker's llama-server that is not there",
+        ["worker", *KV, "--llama-server", "{d}/nope"],
+        BAD,
+        "error: --llama-server points to '{d}/nope', which is not an executable file",
+    ),
+    (
+        "a worker's llama-server that is a folder",
+        ["worker", *KV, "--llama-server", "{d}"],
+        BAD,
+        "error: --llama-server points to '{d}', which is not an executable file",
+    ),
+    ("a worker's empty llama-server", ["worker", *KV, "--llama-server", ""], BAD, "error: --llama-server is empty"),
+    (
+        "a worker's llama-server that is a text file",
+        ["worker", *KV, "--llama-server", "{d}/help.txt"],
+        BAD,
+        "error: --llama-server points to '{d}/help.txt', which is not an executable file",
+    ),
+    (
+        "a worker's llama-server that is another program",
+        ["worker", *KV, "--llama-server", "/bin/true"],
+        BAD,
+        "true is not llama-server: `true --help` lists no --port",
+    ),
+    (
+        "confirm: a llama-server that is not there",
+        ["confirm", *KV, "--llama-server", "{d}/nope"],
+        BAD,
+        "error: --llama-server points to '{d}/nope', which is not an executable file",
+    ),
+    ("confirm: an empty llama-server", ["confirm", *KV, "--llama-server", ""], BAD, "error: --llama-server is empty"),
     # -- storages: a SQLite file that is not there is created by nobody --
     ("a worker's SQLite file that is not there", W, BAD, "w.db does not exist"),
     (
@@ -397,9 +432,19 @@ def make_inputs(d: Path) -> Path:
     server = d / "llama-server"
     server.write_text(
         f'#!/bin/sh\necho "$@" >> {d}/calls.log\ncase "$*" in *--help*) cat {d}/help.txt; exit 0;; '
-        f"*--version*) exit 0;; esac\nsleep 30\n"
+        f"*--version*|*--list-devices*) exit 0;; esac\nsleep 30\n"
     )
     server.chmod(server.stat().st_mode | stat.S_IXUSR)
+    set_up = subprocess.run(  # the rows' `kv`: no server starts, the found one is asked its --help
+        [sys.executable, "-m", "kvtune.cli", "run", "--setup-only", *(a.replace("{d}", str(d)) for a in KV)]
+        + ["--runs-dir", str(d / "set-up-runs")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=d,
+        env={**{k: v for k, v in os.environ.items() if k != "KVTUNE_STORAGE"}, "KVTUNE_LLAMA_SERVER": str(server)},
+    )
+    assert set_up.returncode == 0, set_up.stderr
     return d
 
 

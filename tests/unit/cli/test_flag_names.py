@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvtune.cli.flag_names import KEY_FLAGS, flag_of, flags_given, named_by_flag
+from kvtune.cli.flag_names import KEY_FLAGS, check_llama_server_flag, flag_of, flags_given, named_by_flag
 from kvtune.cli.flag_record import with_defaults
 from kvtune.cli.run import NOT_EMPTY, refuse_empty, run_options
 from kvtune.cli.run_flags import RunFlags
-from kvtune.errors import SpecError
+from kvtune.errors import ServerNotFoundError, SpecError
+from kvtune.launchers.llama_binary import find_llama_server
 from kvtune.tuner.multi_backend import parse_backends
 
 #: Workload counts a flag of the front door sets, with the least value the workload takes.
@@ -92,3 +93,20 @@ def test_every_renamed_key_names_a_flag_of_kvtune_run():
 def test_an_empty_path_name_or_address_is_refused_by_its_flag(name, blank):
     with pytest.raises(SpecError, match=f"^{flag_of(RunFlags, name)} is empty: give "):
         refuse_empty(with_defaults(RunFlags, **{name: blank}))
+
+
+def test_a_llama_server_given_by_flag_is_refused_under_the_flag_and_by_key_under_the_key(tmp_path):
+    """`kvtune worker`, `confirm` and `doctor --llama-server PATH`: the flag typed opens the
+    refusal; the same path as the study's setting (`find_llama_server`) opens with its key."""
+    text = tmp_path / "notes.txt"
+    text.write_text("not a program")
+    for path in (str(tmp_path / "nope"), str(tmp_path), str(text)):
+        with pytest.raises(ServerNotFoundError) as flag:
+            check_llama_server_flag(path)
+        assert str(flag.value) == f"--llama-server points to {path!r}, which is not an executable file"
+        with pytest.raises(ServerNotFoundError) as key:
+            find_llama_server(path)
+        assert str(key.value) == f"llama_server points to {path!r}, which is not an executable file"
+    with pytest.raises(ServerNotFoundError, match="^--llama-server is empty: give the path"):
+        check_llama_server_flag(" ")
+    check_llama_server_flag(None)  # not given: the launcher finds one (KVTUNE_LLAMA_SERVER, PATH) later
