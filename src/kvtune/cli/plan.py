@@ -135,7 +135,8 @@ def _shape(
 ) -> "ModelShape":
     """The model's shape: read from --model, or given as --layers/--kv-heads/--head-dim
     (--heads optional), never both (the file states its own shape)."""
-    from kvtune.errors import SpecError
+    from kvtune.cli.flag_names import refused_as_typed
+    from kvtune.errors import ModelError, SpecError
     from kvtune.planner import ModelShape
     from kvtune.planner.shape import shape_from_path
 
@@ -146,7 +147,8 @@ def _shape(
             raise SpecError(f"--model with {', '.join(extra)}: give one (the model file states its shape)")
         if not model.strip():
             raise SpecError("--model needs a path: an HF model folder or a GGUF file")
-        return shape_from_path(model)
+        with refused_as_typed({"model": "--model"}, ModelError):  # the path's refusal names the flag typed
+            return shape_from_path(model)
     missing = [flag for flag, v in given.items() if v is None and flag != "--heads"]
     if missing:
         raise SpecError(f"pass --model PATH, or the shape: missing {', '.join(missing)}")

@@ -274,23 +274,27 @@ def shape_from_gguf(path: str | Path) -> ModelShape:
 
 
 def shape_from_path(path: str | Path) -> ModelShape:
-    """Dispatch: a .gguf file, a config.json, or an HF folder holding one."""
+    """Dispatch: a .gguf file, a config.json, or an HF folder holding one. A path refused opens
+    with the key it came in as, `model` (`kvtune plan` opens it with its --model flag)."""
     p = Path(path).expanduser()
+    named = f"model {str(path)!r}"
     if not p.exists():
-        raise ModelError(f"model path {str(path)!r} does not exist")
+        raise ModelError(f"{named} does not exist: give a GGUF file or an HF model folder")
     if p.is_dir():
         if (p / "config.json").is_file():
             return shape_from_hf_config(p)
         ggufs = sorted(p.glob("*.gguf"))
         if len(ggufs) == 1:
             return shape_from_gguf(ggufs[0])
-        raise ModelError(f"{p} has no config.json and not exactly one .gguf file: pass the model file")
+        raise ModelError(f"{named} is a folder with no config.json and not exactly one .gguf file: give the model file")
     try:
         gguf = is_gguf(p)
     except OSError as e:
-        raise ModelError(f"cannot read model file {p}: {e.strerror}") from e
-    if p.suffix.lower() == ".gguf" or gguf:
+        raise ModelError(f"{named} cannot be read: {e.strerror}") from e
+    if gguf:
         return shape_from_gguf(p)
+    if p.suffix.lower() == ".gguf":
+        raise ModelError(f"{named} is not a GGUF file (its first bytes are not GGUF's)")
     if p.suffix.lower() == ".json":
         return shape_from_hf_config(p)
-    raise ModelError(f"{p} is neither a .gguf file nor an HF config.json")
+    raise ModelError(f"{named} is neither a .gguf file nor an HF config.json")

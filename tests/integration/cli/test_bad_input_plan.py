@@ -3,7 +3,7 @@
 contain. Every row must exit 2 with exactly one line on stderr and start no server: the
 llama-server kvtune would find is a script that logs every call. A size without a unit, a
 count below 1, a shape half given or given twice, an unknown GPU or cache type: all refused
-before the model is read or the host is probed.
+before the model is read or the host is probed. A model path refused opens with --model.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("a layer count of 0", ["--layers", "0", "--kv-heads", "8", "--head-dim", "128"], "--layers must be positive"),
     ("negative KV heads", ["--layers", "32", "--kv-heads", "-8", "--head-dim", "128"], "--kv-heads must be positive"),
     ("zero heads", [*SHAPE, "--heads", "0"], "--heads must be positive"),
-    ("a model that is not there", ["--model", "{d}/nope.gguf"], "does not exist"),
+    ("a model that is not there", ["--model", "{d}/nope.gguf"], "error: --model '{d}/nope.gguf' does not exist"),
+    ("a folder with no model in it", ["--model", "{d}"], "error: --model '{d}' is a folder with no config.json"),
+    ("a script as a model", ["--model", "{d}/llama-server"], "error: --model '{d}/llama-server' is neither a .gguf"),
     ("a model and a shape", ["--model", "{d}/nope.gguf", "--layers", "32"], "--model with --layers: give one"),
     ("no context the model states", [*SHAPE], "no context length: pass --context N"),
 ]
@@ -75,6 +77,7 @@ def test_a_plan_mistake_is_one_line_exit_2_and_nothing_started(inputs, tmp_path,
     )
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2, (what, r.returncode, r.stdout, r.stderr)
+    phrase = phrase.replace("{d}", str(inputs))  # a path refused is named as typed: the flag, then the path
     assert len(lines) == 1 and phrase in lines[0], (what, r.stderr)
     assert not r.stdout.strip(), f"{what}: a plan was printed before the refusal: {r.stdout}"
     assert not list(tmp_path.iterdir()), f"{what}: files were written: {list(tmp_path.iterdir())}"
