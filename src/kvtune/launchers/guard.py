@@ -4,8 +4,10 @@ The kernel's parent-death signal reaches only the direct child of kvtune, but vL
 processes (EngineCore, workers) that would survive a SIGKILL of kvtune and keep holding memory.
 So kvtune starts this tiny guard as the group leader, which starts the server in the same group.
 When kvtune dies, the guard gets SIGTERM from the kernel, sees its parent gone, and SIGKILLs the
-whole group, itself included. On a normal stop kvtune signals the group, the server exits, and
-the guard exits with the server's status. Standard library only, so it starts in milliseconds.
+whole group, itself included. On a normal stop kvtune signals the guard alone, the guard passes
+the signal on to the server once (a server signalled twice may take the second as "exit now",
+process.py `stop`), the server exits, and the guard exits with the server's status. Standard
+library only, so it starts in milliseconds.
 
     python -m kvtune.launchers.guard -- SERVER ARGV...
 """
@@ -42,7 +44,7 @@ def main(argv: list[str]) -> int:
     def on_signal(signum: int, frame: object) -> None:
         if os.getppid() != parent:  # kvtune is gone: nothing of this group may outlive it
             os.killpg(0, signal.SIGKILL)
-        else:  # a normal stop: make sure the server got it, then wait for it to exit
+        else:  # a normal stop: pass it on to the server, then wait for it to exit
             try:
                 child.send_signal(signum)
             except ProcessLookupError:

@@ -244,13 +244,20 @@ class ServerProcess:
             )
 
     def stop(self, grace_s: float = 10.0) -> int | None:
-        """TERM the process group, then KILL it after `grace_s`. Returns the exit status."""
+        """TERM the guard, which passes it on to the server once, then KILL the whole process
+        group after `grace_s`. Returns the exit status.
+
+        Why not TERM the group: the server would get the signal twice, from the group and again
+        from the guard, and llama-server takes a second SIGTERM as "terminate immediately" (it
+        exits from inside its signal handler): seen to abort, and once to hang until the KILL,
+        10 s of a launch spent on nothing. The server stops its own children (vLLM's engine
+        processes) on the one signal; the KILL of the group takes whatever outlives the grace."""
         if self.proc is None:
             return None
         pgid = self.proc.pid  # start_new_session: the leader's pid is the group id
         if self.proc.poll() is None:
             try:
-                os.killpg(pgid, signal.SIGTERM)
+                self.proc.send_signal(signal.SIGTERM)
             except ProcessLookupError:
                 pass
             try:

@@ -5,6 +5,7 @@ Here the tests that start processes; the rest are in tests/unit/launchers/test_p
 import os
 import socket
 import sys
+import time
 
 import httpx
 import pytest
@@ -30,6 +31,32 @@ def test_ready_then_stopped(tmp_path):
     assert not s.alive()
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # the whole group is gone
+
+
+def test_a_stop_signals_the_server_once(tmp_path):
+    """llama-server takes a second SIGTERM as "exit now" from inside its signal handler (seen to
+    abort, and once to hang until the KILL): the server gets one TERM, from the guard, and its
+    graceful exit is waited for, not cut short by a KILL."""
+    got = tmp_path / "signals"
+    script = (
+        "import signal, sys, time\n"
+        f"log = open({str(got)!r}, 'a')\n"
+        "def on_term(n, f):\n"
+        "    log.write('TERM\\n'); log.flush()\n"
+        "    time.sleep(0.5)\n"  # a shutdown that takes a moment: a second signal would land in it
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(0.05)\n"
+    )
+    s = ServerProcess(argv=[sys.executable, "-c", script], env={}, log_path=tmp_path / "server.log", port=free_port())
+    s.start()
+    for _ in range(200):  # until the server has installed its handler
+        if b"ready" in (tmp_path / "server.log").read_bytes():
+            break
+        time.sleep(0.05)
+    assert s.stop(grace_s=5.0) == 0  # the guard's status is the server's: a graceful exit, not a KILL
+    assert got.read_text() == "TERM\n"
 
 
 def test_crash_is_not_a_timeout(tmp_path):
