@@ -27,8 +27,10 @@ time went, the parts `PART` declares; a part no launch went to is left out of th
 report's table. A re-measurement or an anchor run whose launch failed transiently is launched
 again; the failed launch's seconds (its start-up and waits) are added to the record of the launch
 that then ran (`with_failed_starts`), as the runner's own retry of a start counts in its trial's
-start-up. When no launch ever started, nothing is recorded: those seconds are counted nowhere
-(the budget's clock still counts them, tuner/accounting.py). The record is plain data: the tuner
+start-up. When no launch of it ever started, each failed launch is kept on its own in the study
+(tuner/accounting.py `keep_never_started`, results.json "never_started": its part, its trial,
+its seconds) and counted in its part like any launch, and the lines say how many never started:
+the hardware was held even though nothing was measured. The record is plain data: the tuner
 writes it, results.json, `kvtune show` and the report read it.
 """
 
@@ -163,6 +165,7 @@ class StudyTime:
     """A study's hardware-seconds: by part (`PARTS`) and by phase (`PHASES`)."""
 
     parts: dict[str, PartTime] = field(default_factory=lambda: {p: PartTime() for p in PARTS})
+    never_started: int = 0  # of the launches, those that never became ready (nothing measured)
 
     @classmethod
     def of(
@@ -171,6 +174,7 @@ class StudyTime:
         anchor: Mapping[str, Any] | None = None,
         load_search: Mapping[str, Any] | None = None,
         sentinel: Mapping[str, Any] | None = None,
+        never_started: Iterable[Any] | None = None,
     ) -> "StudyTime":
         """Sum the records of `trials` (TrialOutcomes, or their `to_dict()` as results.json holds
         them): each trial's own launch into the search, each fresh run by its role (sentinel or
@@ -178,7 +182,9 @@ class StudyTime:
         `anchor`: the anchor's record (tuner/anchor.py), each of its runs one launch; `load_search`:
         the load search's (tuner/load_search.py), one launch when it launched; `sentinel`: the
         sentinel block (tuner/sentinel.py), each mid-search point one launch (the end point is
-        the baseline's confirmation run, counted there; the first is the baseline's trial)."""
+        the baseline's confirmation run, counted there; the first is the baseline's trial);
+        `never_started`: the launches of re-measurements and anchor runs that never started
+        (tuner/accounting.py `keep_never_started`), each in the part it names."""
         out = cls()
         for o in trials:
             d = o if isinstance(o, Mapping) else {"time_spent": o.time_spent, "confirmation": o.confirmation}
@@ -193,14 +199,23 @@ class StudyTime:
             if isinstance(run, Mapping):
                 out._add(ANCHOR, run)
         out._add(LOAD_SEARCH, load_search or {})
+        for launch in never_started or ():
+            if isinstance(launch, Mapping) and launch.get("part") in out.parts:
+                out._add(str(launch["part"]), launch)
+                out.never_started += 1
         return out
 
     @classmethod
     def of_results(cls, results: Mapping[str, Any]) -> "StudyTime":
         """The launches a results.json records: its trials', its "sentinel" block's mid-search
-        points, its "anchor" block's runs and its "load_search" record's (tuner/ledger.py)."""
+        points, its "anchor" block's runs, its "load_search" record's and its "never_started"
+        launches (tuner/ledger.py)."""
         return cls.of(
-            results.get("trials") or (), results.get("anchor"), results.get("load_search"), results.get("sentinel")
+            results.get("trials") or (),
+            results.get("anchor"),
+            results.get("load_search"),
+            results.get("sentinel"),
+            results.get("never_started"),
         )
 
     def _add(self, part: str, record: Mapping[str, Any]) -> None:
@@ -234,6 +249,7 @@ class StudyTime:
             "phases_s": {p: round(total.of(p), 3) for p in PHASES},
             "shares": {p: round(s, 4) for p, s in self.shares().items()},
             "launches": self.launches,
+            "never_started": self.never_started,
         }
 
     def lines(self) -> list[str]:
@@ -254,7 +270,9 @@ class StudyTime:
             for p in PHASES
             if self.total.of(p) >= 0.5  # a phase that took no time says nothing
         )
-        launches = f"{self.launches} launch{'' if self.launches == 1 else 'es'}"
+        launches = f"{self.launches} launch{'' if self.launches == 1 else 'es'}" + (
+            f" ({self.never_started} never started)" if self.never_started else ""
+        )
         out = [
             f"hardware time: {format_duration(total)} in {launches}: {by_part}",
             f"  by phase: {by_phase}",

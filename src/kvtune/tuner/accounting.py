@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import optuna
 
@@ -38,6 +38,7 @@ from kvtune.workload import Workload
 
 BUDGET_ATTR = "budget"
 CLOCK_ATTR = "budget_clock"
+NEVER_STARTED_ATTR = "never_started"  # launches beside the trials that never started (their seconds)
 ENV_PREFIX = "env:"  # as tuner/space.py spells an environment knob
 EXHAUSTED = "space exhausted"  # the sampler kept proposing measured configs (not a budget)
 
@@ -120,6 +121,21 @@ def tick_clock(study: optuna.Study, now: float | None = None) -> None:
     clock = study.user_attrs.get(CLOCK_ATTR)
     if clock:
         study.set_user_attr(CLOCK_ATTR, {**clock, "last": max(float(clock["last"]), now)})
+
+
+def keep_never_started(study: optuna.Study, part: str, trial: int, failed: Iterable[Mapping[str, Any] | None]) -> None:
+    """Keep the launches of a re-measurement or an anchor run that never started (each failed
+    transiently, tuner/remeasure.py, tuner/anchor.py): they held the hardware through their
+    start-up and waits, though nothing was measured, so the study's hardware time counts them in
+    `part` (study/time_spent.py); a launch that later ran carries its failed ones instead."""
+    kept = [{"part": part, "trial": trial, "time_spent": dict(t)} for t in failed if t]
+    if kept:
+        study.set_user_attr(NEVER_STARTED_ATTR, [*never_started(study), *kept])
+
+
+def never_started(study: optuna.Study) -> list[dict[str, Any]]:
+    """The launches `keep_never_started` kept (results.json "never_started")."""
+    return list(study.user_attrs.get(NEVER_STARTED_ATTR) or [])
 
 
 def elapsed_s(study: optuna.Study, now: float | None = None) -> float:

@@ -37,7 +37,7 @@ from kvtune.kinds import FailureKind
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.time_spent import with_failed_starts
+from kvtune.study.time_spent import ANCHOR, with_failed_starts
 from kvtune.tuner import accounting
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.trial import scoring
@@ -274,12 +274,13 @@ class Anchoring:
 LAUNCH_ATTEMPTS = 2  # launches of one anchor run while they fail transiently (a port clash)
 
 
-def runner_measure(runner: "TrialRunner", run_dir: Path, callbacks: Callbacks) -> MeasureDefaults:
+def runner_measure(runner: "TrialRunner", run_dir: Path, callbacks: Callbacks, study: optuna.Study) -> MeasureDefaults:
     """`MeasureDefaults` through the study's trial runner: a fresh server, the study's own
     workload and prompts, measured in full (its own interference watch re-measures a disturbed
     run on that server), into ``trials/NNNN-anchor-K``. A launch that failed transiently is
     launched again; its seconds count in the start-up and waits of the one that ran
-    (study/time_spent.py `with_failed_starts`)."""
+    (study/time_spent.py `with_failed_starts`), or, when none ran, are kept in `study` as the
+    anchor's (tuner/accounting.py `keep_never_started`)."""
 
     def measure(baseline: TrialOutcome, k: int) -> TrialOutcome | None:
         failed: list[dict[str, Any] | None] = []
@@ -292,6 +293,7 @@ def runner_measure(runner: "TrialRunner", run_dir: Path, callbacks: Callbacks) -
                 again.time_spent = with_failed_starts(again.time_spent, failed)
                 return again
             failed.append(again.time_spent)
+        accounting.keep_never_started(study, ANCHOR, baseline.number, failed)
         return None
 
     return measure

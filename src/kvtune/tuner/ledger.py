@@ -64,8 +64,9 @@ class StudyLedger:
     def report(self, sentinel_every: int) -> dict:
         """results.json's "sentinel" (the baseline series and its drift), "verdict" (the
         confirmation's decision, verdict/record.py), "anchor" (the quiet re-measurements of a
-        disturbed baseline that relative targets were anchored on, tuner/anchor.py) and
-        "load_search" (the load at which the targets hold, tuner/load_search.py) blocks, read
+        disturbed baseline that relative targets were anchored on, tuner/anchor.py),
+        "load_search" (the load at which the targets hold, tuner/load_search.py) and
+        "never_started" (launches beside the trials that never started) blocks, read
         from the study, so a resumed study and a study read from its storage (tuner/fleet/
         watch.py) show them too; study/results.py `add_study_blocks` puts them in the payload."""
         outcomes = self.outcomes()
@@ -84,4 +85,7 @@ class StudyLedger:
         load = self.study.user_attrs.get(load_search.LOAD_ATTR)
         if load:
             out["load_search"] = load
+        lost = accounting.never_started(self.study)
+        if lost:  # their seconds are the study's hardware time (study/time_spent.py)
+            out["never_started"] = lost
         return out

@@ -248,7 +248,7 @@ class Tuner:
             self.targets,
             self.spec.objective_specs,
             self.cb,
-            runner_measure(self.runner, self.run_dir, self.cb),
+            runner_measure(self.runner, self.run_dir, self.cb, self.study),
             runner_look(self.runner),
         )
         if not anchoring.wanted(baseline):

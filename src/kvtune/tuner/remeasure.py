@@ -32,7 +32,7 @@ from typing import Any, Callable
 from kvtune.clock import REAL_CLOCK
 from kvtune.kinds import FailureKind
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.time_spent import with_failed_starts
+from kvtune.study.time_spent import CONFIRMATION, with_failed_starts
 from kvtune.study.verdict_evidence import fresh_failure, goal_of
 from kvtune.tuner import accounting
 from kvtune.tuner.events import Callbacks
@@ -155,12 +155,14 @@ class Remeasurer:
     def seed(self) -> int:
         return (self.runner.what.spec.workload.seed + SEED_STEP) % 2**32
 
-    def launch(self, o: TrialOutcome, role: str) -> TrialOutcome | None:
+    def launch(self, o: TrialOutcome, role: str, part: str = CONFIRMATION) -> TrialOutcome | None:
         """Re-measure `o` until a launch says something about it (with the seconds of the
-        launches that failed before it); None when it never started."""
+        launches that failed before it); None when it never started, its launches' seconds then
+        kept in the study as `part`'s (tuner/accounting.py `keep_never_started`). Each launch
+        writes its own folder, so a retry keeps the failed launch's server log."""
         failed: list[dict[str, Any] | None] = []
         for attempt in range(TRANSIENT_ATTEMPTS):
-            again = self._once(o, role)
+            again = self._once(o, role, attempt)
             accounting.tick_clock(self.records.study, self.wall())  # it spent the time budget, as a trial does
             if not again.transient:
                 again.time_spent = with_failed_starts(again.time_spent, failed)
@@ -168,6 +170,7 @@ class Remeasurer:
             failed.append(again.time_spent)
             if attempt + 1 < TRANSIENT_ATTEMPTS:
                 self.callbacks.phase(o.number, "the re-measurement did not start (transient): launching again")
+        accounting.keep_never_started(self.records.study, part, o.number, failed)
         self.callbacks.phase(
             o.number,
             "the re-measurement never started (transient failures): "
@@ -175,14 +178,18 @@ class Remeasurer:
         )
         return None
 
-    def _once(self, o: TrialOutcome, role: str) -> TrialOutcome:
+    def _once(self, o: TrialOutcome, role: str, attempt: int = 0) -> TrialOutcome:
         spec = self.runner.what.spec
         self.callbacks.trial_started(o.number, o.candidate, o.baseline)
         self.callbacks.phase(o.number, f"{role}: re-measuring with a fresh server and other prompts")
         workload = replace(spec.workload, seed=self.seed())
         again, port = self.runner.new_outcome(o.number, o.candidate, o.baseline)
         k = len(runs_of(o)) + 1
-        folder = self.run_dir / "trials" / (f"{o.number:04d}-confirm" + ("" if k == 1 else f"-{k}"))
+        folder = (
+            self.run_dir
+            / "trials"
+            / (f"{o.number:04d}-confirm" + ("" if k == 1 else f"-{k}") + (f"-retry{attempt}" if attempt else ""))
+        )
         self.runner.run(again, port, folder, self.records.anchor(), workload, early_stop=False)
         first = "-" if o.objective is None else f"{o.objective:.4g}"
         now = "-" if again.objective is None else f"{again.objective:.4g}"

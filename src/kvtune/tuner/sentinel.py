@@ -26,6 +26,7 @@ import optuna
 
 from kvtune.study.measured_noise import Noise, inconsistent
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.time_spent import SENTINEL
 from kvtune.tuner.remeasure import Remeasurer, run_record
 
 SENTINEL_EVERY = 10  # measured trials between two mid-search re-measurements of the baseline
@@ -53,7 +54,7 @@ def measure(
     remeasurer.callbacks.phase(
         baseline.number, f"baseline sentinel after {measured} measured trials" + (" (end of the search)" if end else "")
     )
-    again = remeasurer.launch(baseline, "baseline sentinel")
+    again = remeasurer.launch(baseline, "baseline sentinel", SENTINEL)
     if again is None:
         return None
     run = run_record(again, remeasurer.seed(), "sentinel")

@@ -270,6 +270,28 @@ class TransientThenRuns:
 
 def test_an_anchor_launch_that_failed_transiently_counts_in_the_run_that_followed(tmp_path):
     runner = TransientThenRuns()
-    again = runner_measure(runner, tmp_path, Callbacks())(measured(0, 18.7, 40.0), 1)  # type: ignore[arg-type]
+    study = optuna.create_study()
+    again = runner_measure(runner, tmp_path, Callbacks(), study)(measured(0, 18.7, 40.0), 1)  # type: ignore[arg-type]
     assert again is not None and runner.launched == ["0000-anchor-1", "0000-anchor-1-2"]
     assert TimeSpent.from_dict(again.time_spent) == TimeSpent(startup_s=150.0, waits_s=5.0, measurement_s=60.0)
+    assert accounting.never_started(study) == []  # a launch that ran carries the failed one
+
+
+class NeverStarts(TransientThenRuns):
+    """A trial runner whose every launch fails transiently after a long start-up."""
+
+    def run(self, o: TrialOutcome, port: int, folder, baseline, early_stop: bool = True) -> TrialOutcome:
+        self.launched.append(folder.name)
+        o.transient = True
+        o.time_spent = TimeSpent(startup_s=120.0, waits_s=5.0).to_dict()
+        return o
+
+
+def test_an_anchor_run_that_never_started_keeps_its_launches_seconds(tmp_path):
+    """Its launches held the hardware though nothing was measured: the anchor's part counts them."""
+    runner, study = NeverStarts(), optuna.create_study()
+    assert runner_measure(runner, tmp_path, Callbacks(), study)(measured(0, 18.7, 40.0), 1) is None  # type: ignore[arg-type]
+    kept = accounting.never_started(study)
+    assert [(k["part"], k["trial"]) for k in kept] == [(ANCHOR, 0), (ANCHOR, 0)]
+    st = StudyTime.of([], never_started=kept)
+    assert st.parts[ANCHOR].launches == 2 and st.total == TimeSpent(startup_s=240.0, waits_s=10.0)

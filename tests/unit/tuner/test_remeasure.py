@@ -19,7 +19,7 @@ from kvtune.kinds import FailureKind
 from kvtune.knobs import Candidate
 from kvtune.objectives.targets import parse_target
 from kvtune.study.outcome import TrialOutcome
-from kvtune.study.time_spent import TimeSpent
+from kvtune.study.time_spent import CONFIRMATION, SENTINEL, StudyTime, TimeSpent
 from kvtune.tuner import accounting
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.remeasure import (
@@ -240,6 +240,27 @@ def test_a_transient_failure_is_launched_again_then_given_up(tmp_path):
     r, runner, _, phases = remeasurer([(None, True)] * TRANSIENT_ATTEMPTS, tmp_path)
     assert r.launch(outcome(4, 10.0), "proving") is None
     assert len(runner.runs) == TRANSIENT_ATTEMPTS and "never started" in phases[-1]
+
+
+def test_each_launch_of_a_re_measurement_writes_its_own_folder(tmp_path):
+    """A retry does not overwrite the failed launch's server log: the reason it failed stays."""
+    r, runner, _, _ = remeasurer([(None, True), (12.0, False)], tmp_path)
+    r.launch(outcome(4, 10.0), "proving")
+    assert [folder.name for folder, _ in runner.runs] == ["0004-confirm", "0004-confirm-retry1"]
+
+
+def test_a_re_measurement_that_never_started_keeps_its_seconds_in_its_part(tmp_path):
+    """Its launches held the hardware through their start-ups though nothing was measured: the
+    study's hardware time counts each of them, in the part the caller names."""
+    r, _, records, _ = remeasurer([(None, True)] * (2 * TRANSIENT_ATTEMPTS), tmp_path)
+    assert r.launch(outcome(4, 10.0), "proving") is None
+    assert r.launch(outcome(0, 10.0, baseline=True), "baseline sentinel", SENTINEL) is None
+    kept = accounting.never_started(records.study)
+    assert [(k["part"], k["trial"]) for k in kept] == [(CONFIRMATION, 4)] * 2 + [(SENTINEL, 0)] * 2
+    st = StudyTime.of([], never_started=kept)
+    assert st.parts[CONFIRMATION].launches == 2 and st.parts[SENTINEL].launches == 2 and st.never_started == 4
+    assert st.total == FAILED_START + FAILED_START + FAILED_START + FAILED_START
+    assert st.lines()[0].startswith("hardware time: 8m20s in 4 launches (4 never started): sentinel 4m10s")
 
 
 def test_runs_are_added_to_the_record_whose_figure_is_their_mean_alone(tmp_path):

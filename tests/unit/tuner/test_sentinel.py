@@ -59,6 +59,7 @@ class ScriptedRemeasurer:
     spent: TimeSpent | None = None  # the launch's hardware-seconds
     phases: list[str] = field(default_factory=list)
     added: list[tuple[int, dict]] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)  # where each launch's time is counted
 
     @property
     def callbacks(self) -> Callbacks:
@@ -67,7 +68,8 @@ class ScriptedRemeasurer:
     def seed(self) -> int:
         return 42
 
-    def launch(self, o: TrialOutcome, role: str) -> TrialOutcome | None:
+    def launch(self, o: TrialOutcome, role: str, part: str) -> TrialOutcome | None:
+        self.parts.append(part)
         if self.value is None:
             return None
         again = baseline(self.value)
@@ -92,6 +94,7 @@ def test_a_mid_search_point_is_stored_and_only_the_end_point_confirms_the_baseli
     measure(r, study, baseline(), 14, end=True)  # type: ignore[arg-type]
     assert [p["measured"] for p in sentinel.stored(study)] == [10, 14]
     assert [n for n, _ in r.added] == [0] and "(end of the search)" in r.phases[-1]
+    assert r.parts == [SENTINEL, SENTINEL]  # a launch that never started counts as the sentinel's
 
 
 def test_each_point_keeps_its_launchs_time_and_the_study_counts_every_launch_once():

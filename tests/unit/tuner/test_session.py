@@ -91,8 +91,11 @@ def test_results_json_counts_the_anchors_runs_and_the_load_search_and_reads_back
     fresh = TimeSpent(startup_s=20.0, measurement_s=10.0, teardown_s=1.0).to_dict()
     study.set_user_attr(ANCHOR_ATTR, {"runs": [{"quiet": False, "time_spent": fresh}] * 2, "gave_up": True})
     study.set_user_attr(load_search.LOAD_ATTR, {"load": {"trial": 0, "held": 2.0}, "time_spent": fresh})
+    failed = TimeSpent(startup_s=7.0).to_dict()  # a confirmation run whose launches never started
+    accounting.keep_never_started(study, "confirmation", 0, [failed, failed])
     payload = json.loads(s.write_results().read_text())
     spent = payload["time_spent"]
-    assert (spent["anchor"]["launches"], spent["load_search"]["launches"], spent["launches"]) == (2, 1, 3)
-    assert spent["anchor"]["startup_s"] == 40.0 and spent["total_s"] == 93.0
+    assert (spent["anchor"]["launches"], spent["load_search"]["launches"], spent["launches"]) == (2, 1, 5)
+    assert spent["confirmation"]["launches"] == spent["never_started"] == 2
+    assert spent["anchor"]["startup_s"] == 40.0 and spent["total_s"] == 93.0 + 14.0
     assert StudyTime.of_results(payload).to_dict() == spent  # what `kvtune show` and the report read

@@ -16,7 +16,7 @@ from kvtune.study.outcome import RUNS_KEY, TrialOutcome
 from kvtune.study.spec import StudySpec, parse_objectives
 from kvtune.study.time_spent import StudyTime, TimeSpent
 from kvtune.testing.fake_launcher import FakeLauncher
-from kvtune.tuner import load_search, sentinel
+from kvtune.tuner import accounting, load_search, sentinel
 from kvtune.tuner.anchor import ANCHOR_ATTR
 from kvtune.tuner.events import Callbacks
 from kvtune.tuner.fleet.watch import Progress, read_study
@@ -88,10 +88,11 @@ def test_the_anchor_the_load_search_and_the_sentinels_count_as_in_the_sessions_r
     study.set_user_attr(load_search.LOAD_ATTR, {"load": {"trial": 0, "held": 2.0}, "time_spent": fresh})
     point = {"measured": 10, "at": 1.0, "end": False, "objective": 9.0, "disturbed": False, "time_spent": fresh}
     study.set_user_attr(sentinel.SENTINELS_ATTR, [point])
+    accounting.keep_never_started(study, "sentinel", 0, [TimeSpent(startup_s=7.0).to_dict()])
     written = s.results(s.tuner.outcomes(), final=False).payload
     payload, _ = read_study(s.prepared.study_name, s.storage_url)
-    for block in ("anchor", "load_search", "sentinel", "time_spent"):
+    for block in ("anchor", "load_search", "sentinel", "never_started", "time_spent"):
         assert payload[block] == written[block], block
     st = StudyTime.of_results(payload)
-    assert (st.parts["anchor"].launches, st.parts["load_search"].launches, st.parts["sentinel"].launches) == (2, 1, 1)
-    assert payload["time_spent"]["total_s"] == 4 * 31.0
+    assert (st.parts["anchor"].launches, st.parts["load_search"].launches, st.parts["sentinel"].launches) == (2, 1, 2)
+    assert payload["time_spent"]["total_s"] == 4 * 31.0 + 7.0 and st.never_started == 1
