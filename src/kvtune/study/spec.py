@@ -13,22 +13,18 @@ results.json of an earlier version still loads.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kvtune.durations import parse_duration
-from kvtune.errors import SpecError, TargetError
-from kvtune.knobs import Knob
+from kvtune.errors import SpecError
 from kvtune.launchers.startup import DEFAULT_CAP_S, DEFAULT_STALL_S
 from kvtune.objectives.cost import Price, price_of
 from kvtune.objectives.objective import OBJECTIVES, Objective, objective
 from kvtune.objectives.slo import Slo, slo_field
-from kvtune.objectives.targets import Target, parse_target, parse_targets, with_default_error_target
+from kvtune.objectives.targets import Target, parse_targets, with_default_error_target
 from kvtune.setting import setting
+from kvtune.study.identity import check_study_name
 from kvtune.study.sampler_choice import SamplerKind, sampler_kind
 from kvtune.study.space import parse_space
 from kvtune.workload import Workload
@@ -352,54 +348,6 @@ class StudySpec:
             raise SpecError("a kld target and fidelity_gate: false contradict each other: drop one")
         return self
 
-    def fingerprint(self) -> str:
-        """A short hash of what the user asked for (not the trial budget): the default study name.
-        Computed from the words given, before any launcher exists; `identity` is what a resumed
-        study is checked against. Kept byte-for-byte as earlier versions computed it, so the same
-        flags find the same study."""
-        key: dict[str, Any] = {
-            "backend": self.backend,
-            "model": self.model,
-            "targets": sorted(self.target_texts),
-            "objective": self.objective_field,
-            "workload": self.workload.to_dict(),
-            "space": self.space,
-        }
-        if self.price is not None:  # costs are stored per trial: another price, another study
-            key["price"] = [self.price.usd, self.price.per_gpu]
-        key.update({} if self.slo is None else {"slo": self.slo.text})  # another SLO, another study
-        key.update({"draft_model": self.draft_model} if self.draft_model else {})  # only when set:
-        key.update({"speculative": True} if self.speculative else {})  # older names stay the same
-        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
-
-    def identity(self, model: str | None, knobs: Iterable[Knob]) -> dict[str, Any]:
-        """What a resumed study must share with the one stored (storage.open_study compares it):
-        the model as the launcher resolved it and the merged search space. The same keys and
-        values as earlier versions stored (absolute targets by their threshold), so their studies
-        resume; what that form cannot tell apart (relative factors, the price) `resume_conflict`
-        checks against the stored spec."""
-        return {
-            "backend": self.backend,
-            "model": Path(model).name if model and Path(str(model)).exists() else model,
-            "targets": sorted(t.name + t.op + repr(t.threshold) for t in self.targets),
-            "objective": self.objective_field,
-            "workload": self.workload.to_dict(),
-            "space": [k.describe() for k in knobs],
-        }
-
-    def resume_conflict(self, stored: dict[str, Any]) -> str | None:
-        """The setting this spec changes from a stored study's spec (its `to_dict`) that would mix
-        incomparable trials, as a phrase for the refusal; None when there is none."""
-        for key, flag in (("price_per_hour", "price_per_hour"), ("price_per_gpu_hour", "price_per_gpu_hour")):
-            was, now = stored.get(key), getattr(self, key)
-            if was != now:
-                return f"{flag} (stored: {_setting(was)}, now: {_setting(now)})"
-        was_rel = _relative_keys(stored.get("targets") or [])
-        now_rel = sorted(t.constraint_key for t in self.targets if t.relative)
-        if was_rel != now_rel:
-            return f"relative target (stored: {', '.join(was_rel) or 'none'}, now: {', '.join(now_rel) or 'none'})"
-        return None
-
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON/YAML hold it (the Optuna study's "spec", results.json's "spec")."""
         unset = {
@@ -432,24 +380,6 @@ class StudySpec:
         return cls(**values)
 
 
-def _setting(value: Any) -> str:
-    return "not set" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _relative_keys(texts: Iterable[str]) -> list[str]:
-    """The relative targets among stored target texts, by what they mean (constraint key, e.g.
-    ``ttft_p95<0.8x``), so a respelling is not a change."""
-    out = []
-    for text in texts:
-        try:
-            t = parse_target(text)
-        except TargetError:  # a target this version no longer reads is no factor to compare
-            continue
-        if t.relative:
-            out.append(t.constraint_key)
-    return sorted(out)
-
-
 def build_spec(file_data: Mapping[str, Any], given: Mapping[str, Any] | None = None) -> StudySpec:
     """The study file's values (`study_file.load_study_file`), then the command line's (`--set`
     and the flags, the same shape), over the defaults; run settings among them are left to the
@@ -464,29 +394,3 @@ def build_spec(file_data: Mapping[str, Any], given: Mapping[str, Any] | None = N
     if given.get("seed") is not None and "seed" not in workload:
         workload["seed"] = given["seed"]
     return StudySpec(**values, workload=Workload(**workload)).validate()
-
-
-_STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]*")
-
-
-def check_study_name(name: str) -> str:
-    """A study name is a folder under the runs folder and a key in shared storage: letters,
-    digits and . _ + = @ - (starting with a letter or digit), so it can never be empty, climb out
-    of the runs folder (/, ..) or read as a flag."""
-    if not _STUDY_NAME.fullmatch(name or ""):
-        raise SpecError(
-            f"--study {name!r} is not a study name: use letters, digits and . _ - "
-            f"(starting with a letter or digit), e.g. my-box-ttft"
-        )
-    return name
-
-
-def study_name_part(text: str) -> str:
-    """`text` (a model path or hub id) as part of a default study name: a local path's last
-    component, a hub id's org/name as org--name, anything else outside the name's characters
-    as '-'."""
-    last = text.rstrip("/")
-    if last.startswith(("/", "./", "../", "~")):
-        last = last.rsplit("/", 1)[-1]
-    slug = re.sub(r"[^A-Za-z0-9._+=@-]", "-", last.replace("/", "--")).strip("-.")
-    return slug or "model"

@@ -25,9 +25,10 @@ from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import free_port
 from kvtune.launchers.registry import build_flags, create_launcher
 from kvtune.objectives.targets import Target, with_fidelity_target
+from kvtune.study.identity import fingerprint, identity, resume_conflict, study_name_part
 from kvtune.study.sampler_choice import check_sampler_installed
 from kvtune.study.space import merge_knobs, parse_space
-from kvtune.study.spec import StudySpec, study_name_part
+from kvtune.study.spec import StudySpec
 from kvtune.tuner.coordinator import Alone, CoordinatorFactory
 from kvtune.tuner.loop import Callbacks, Tuner, TunerContext
 from kvtune.tuner.search import samplers
@@ -87,7 +88,7 @@ def gated_targets(spec: StudySpec, targets: list[Target], launcher: Launcher, kn
 def default_study_name(spec: StudySpec, launcher: Launcher) -> str:
     """model-backend-fingerprint, the model as a name part (vLLM serves a folder by its path or a
     hub id: `study_name_part` keeps the study's folder inside the runs folder)."""
-    return f"{study_name_part(launcher.served_model_name())}-{spec.backend}-{spec.fingerprint()}"
+    return f"{study_name_part(launcher.served_model_name())}-{spec.backend}-{fingerprint(spec)}"
 
 
 def study_sampler(spec: StudySpec, knobs: list[Knob], n_existing: int, slot: int = 0) -> optuna.samplers.BaseSampler:
@@ -180,7 +181,7 @@ def refuse_changed_settings(p: Prepared, stored_spec: dict) -> None:
     """A resumed study keeps its price and its relative targets: another price would mix costs,
     another factor thresholds, in one ranking. (The stored identity cannot tell relative targets
     apart, and earlier versions kept no price in it: the stored spec holds both.)"""
-    changed = p.spec.resume_conflict(stored_spec)
+    changed = resume_conflict(p.spec, stored_spec)
     if changed:
         raise SpecError(
             f"study {p.study_name!r} was run with another {changed}: resume it with the "
@@ -212,9 +213,9 @@ def open_tuner(
     `record_hardware=False` leaves the study's hardware to its first worker (a study set up on a
     login node for workers a scheduler places)."""
     url = storage_url or storage.sqlite_url(p.run_dir)
-    identity = p.spec.identity(p.launcher.model_path, p.space.knobs)
+    same_study = identity(p.spec, p.launcher.model_path, p.space.knobs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = storage.open_study(p.study_name, url, [o.direction.value for o in p.spec.objective], identity)
+    study = storage.open_study(p.study_name, url, [o.direction.value for o in p.spec.objective], same_study)
     if "spec" not in study.user_attrs:
         study.set_user_attr("spec", p.spec.to_dict())
     else:

@@ -20,6 +20,7 @@ from kvtune.objectives.cost import (
     price_of,
 )
 from kvtune.objectives.objective import objective
+from kvtune.study.identity import fingerprint
 from kvtune.study.spec import StudySpec
 
 
@@ -75,9 +76,9 @@ def test_the_cost_objective_is_minimized_and_needs_a_price() -> None:
 
 
 def test_a_price_changes_the_fingerprint_only_when_given() -> None:
-    plain = StudySpec().fingerprint()
-    assert StudySpec(price_per_hour=None).fingerprint() == plain
-    assert StudySpec(price_per_hour=2.5).fingerprint() != plain
+    plain = fingerprint(StudySpec())
+    assert fingerprint(StudySpec(price_per_hour=None)) == plain
+    assert fingerprint(StudySpec(price_per_hour=2.5)) != plain
 
 
 def test_usd_format() -> None:

@@ -10,6 +10,7 @@ from kvtune.objectives.metrics import RequestSample, summarize_requests
 from kvtune.objectives.objective import objective
 from kvtune.objectives.slo import parse_slo
 from kvtune.objectives.targets import parse_target
+from kvtune.study.identity import fingerprint
 from kvtune.study.spec import StudySpec
 
 
@@ -79,8 +80,8 @@ def test_spec_parses_slo_once_and_requires_it_for_the_metric() -> None:
     assert spec.slo is not None and spec.slo.limits[0].seconds == 2.0
     assert spec.to_dict()["slo"] == "ttft<2s,tpot<100ms"
     assert StudySpec.from_dict(spec.to_dict()).slo == spec.slo
-    assert spec.fingerprint() != StudySpec(slo="ttft<1s", targets=["slo_attainment>99%"]).fingerprint()
-    assert StudySpec().fingerprint() == StudySpec(slo=None).fingerprint()
+    assert fingerprint(spec) != fingerprint(StudySpec(slo="ttft<1s", targets=["slo_attainment>99%"]))
+    assert fingerprint(StudySpec()) == fingerprint(StudySpec(slo=None))
     with pytest.raises(SpecError, match="--slo"):
         StudySpec(targets=["slo_attainment>99%"]).validate()
     with pytest.raises(SpecError, match="--slo"):

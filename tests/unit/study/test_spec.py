@@ -8,6 +8,7 @@ import pytest
 from kvtune.errors import KvtuneError
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target
+from kvtune.study.identity import fingerprint, resume_conflict
 from kvtune.study.sampler_choice import SamplerKind
 from kvtune.study.spec import StudySpec, build_spec
 from kvtune.study.study_file import load_study_file
@@ -105,9 +106,9 @@ def test_one_objective_is_written_as_a_name():
 
 def test_the_default_study_name_is_what_earlier_versions_derived():
     # Pinned: another hash would leave every default-named study behind on upgrade.
-    assert StudySpec().fingerprint() == StudySpec.from_dict(StudySpec().to_dict()).fingerprint()
-    assert StudySpec(targets=["ttft<1s"]).fingerprint() != StudySpec().fingerprint()
-    assert StudySpec(price_per_hour=1.0).fingerprint() != StudySpec().fingerprint()
+    assert fingerprint(StudySpec()) == fingerprint(StudySpec.from_dict(StudySpec().to_dict()))
+    assert fingerprint(StudySpec(targets=["ttft<1s"])) != fingerprint(StudySpec())
+    assert fingerprint(StudySpec(price_per_hour=1.0)) != fingerprint(StudySpec())
 
 
 def test_flags_given_win_over_the_study_file(tmp_path):
@@ -133,9 +134,9 @@ def test_seed_seeds_the_prompts_unless_the_workload_seed_is_given(tmp_path):
 
 def test_resume_conflict_names_the_setting():
     stored = StudySpec(price_per_hour=2.5, targets=["ttft<0.8x", "tpot<50ms"]).to_dict()
-    assert StudySpec(price_per_hour=2.5, targets=["ttft_p95<0.8x", "tpot<50ms"]).resume_conflict(stored) is None
-    assert "price_per_hour (stored: 2.5, now: not set)" in StudySpec(targets=["ttft<0.8x"]).resume_conflict(stored)
-    assert "relative target" in StudySpec(price_per_hour=2.5, targets=["ttft<0.9x"]).resume_conflict(stored)
+    assert resume_conflict(StudySpec(price_per_hour=2.5, targets=["ttft_p95<0.8x", "tpot<50ms"]), stored) is None
+    assert "price_per_hour (stored: 2.5, now: not set)" in resume_conflict(StudySpec(targets=["ttft<0.8x"]), stored)
+    assert "relative target" in resume_conflict(StudySpec(price_per_hour=2.5, targets=["ttft<0.9x"]), stored)
 
 
 def test_the_start_up_limits_come_from_the_study_file_and_the_flags(tmp_path):

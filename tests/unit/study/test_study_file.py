@@ -11,6 +11,7 @@ import pytest
 
 from kvtune.errors import SpecError
 from kvtune.objectives.targets import parse_target
+from kvtune.study.identity import fingerprint
 from kvtune.study.spec import build_spec
 from kvtune.study.study_file import load_study_file, parse_workload
 from kvtune.workload import Workload
@@ -124,7 +125,7 @@ def test_speculative_decoding_keys_a_relative_draft_model_and_the_name_only_they
     spec, plain = build_spec(data), build_spec({})
     assert spec.to_dict()["draft_model"] == data["draft_model"] and spec.to_dict()["speculative"] is True
     assert "draft_model" not in plain.to_dict() and "speculative" not in plain.to_dict()
-    assert spec.fingerprint() != plain.fingerprint() != build_spec({"speculative": True}).fingerprint()
+    assert fingerprint(spec) != fingerprint(plain) != fingerprint(build_spec({"speculative": True}))
     f.write_text("speculative: sometimes\n")
     assert "speculative" in one_line_error(f)
 

@@ -9,6 +9,7 @@ import pytest
 from kvtune.errors import BackendError, ModelError, SpecError
 from kvtune.knobs import Knob
 from kvtune.launchers.registry import create_launcher
+from kvtune.study.identity import fingerprint
 from kvtune.study.spec import StudySpec
 from kvtune.testing.fake_launcher import FakeLauncher
 from kvtune.tuner.assemble import open_tuner, prepare
@@ -96,7 +97,7 @@ def test_prepare_sizes_a_trace_from_the_trace_and_the_models_context(tmp_path):
     clip = p.trace_sizing.max_tokens
     assert clip == 4096 - p.spec.workload.template_tokens  # the first 32's p99 is longer than the model
     assert p.spec.workload.trace_max_tokens == clip and spec.workload.trace_max_tokens is None
-    assert p.study_name == f"fake-model-{spec.backend}-{spec.fingerprint()}"
+    assert p.study_name == f"fake-model-{spec.backend}-{fingerprint(spec)}"
     assert prepare(spec, launcher=FakeLauncher(), runs_dir=str(tmp_path)).trace_sizing.model_context is None
     refused = tmp_path / "refused"
     with pytest.raises(SpecError, match="cannot fit the model"):
