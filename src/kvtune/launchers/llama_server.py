@@ -45,6 +45,7 @@ from kvtune.launchers.llama_binary import (
     binary_version,
     find_llama_server,
     installed_help,
+    named_as,
     parse_load_facts,
 )
 from kvtune.launchers.llama_devices import (
@@ -179,7 +180,7 @@ class LlamaServerLauncher(Launcher):
             memory_bytes=memory or None,
             reserve_bytes=int(memory * RESERVE_FRACTION),
             devices=list_devices(binary),
-            defaults=installed_help(binary),
+            defaults=installed_help(binary, named_as(spec.llama_server)),
             draft_model=draft,
             draft_shape=gguf_shape(Path(draft)) if draft else None,
             speculative=spec.speculative,
@@ -227,7 +228,7 @@ class LlamaServerLauncher(Launcher):
 
     @classmethod
     def flags_of(cls, spec: LaunchSpec) -> FlagTable | None:
-        defaults = installed_help(find_llama_server(spec.llama_server))
+        defaults = installed_help(find_llama_server(spec.llama_server), named_as(spec.llama_server))
         return FlagTable(NAME, defaults.source, defaults.flags) if defaults.flags else None
 
     def flag_table(self) -> FlagTable | None:

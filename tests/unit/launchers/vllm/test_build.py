@@ -18,6 +18,7 @@ from kvtune.launchers.vllm.installed import (
     GPU,
     PROBE_CODE,
     VllmProbe,
+    build_from_probe,
     detect_build,
     parse_probe,
     probe,
@@ -73,8 +74,30 @@ def test_a_cuda_build_without_a_gpu_says_to_use_the_cpu_build() -> None:
 
 
 def test_no_vllm_names_the_interpreter_and_the_fix() -> None:
-    with pytest.raises(ServerNotFoundError, match=r"make gpu.*make vllm-cpu.*/usr/bin/python3: ModuleNotFound"):
+    """Refused under how the interpreter was named (the study's key, KVTUNE_VLLM_PYTHON), with a
+    fix that names no other way in; one kvtune picked itself is refused with the ways to name one."""
+    with pytest.raises(ServerNotFoundError) as given:
         detect_build("/usr/bin/python3", run=Recorded("vllm_probe_no_vllm.txt"), cache={})
+    assert str(given.value).startswith("vllm_python points to '/usr/bin/python3', which has no usable vLLM (Module")
+    assert "make gpu" in str(given.value) and "make vllm-cpu" in str(given.value)
+    assert "--set" not in str(given.value) and "KVTUNE_VLLM_PYTHON" not in str(given.value)
+    picked = parse_probe("/usr/bin/python3", 0, (UNIT_DATA / "vllm_probe_no_vllm.txt").read_text())
+    with pytest.raises(ServerNotFoundError, match=r"make gpu.*make vllm-cpu.*/usr/bin/python3: ModuleNotFound"):
+        build_from_probe(picked)
+
+
+def test_an_interpreter_named_by_the_environment_is_refused_under_its_name(monkeypatch) -> None:
+    monkeypatch.setenv("KVTUNE_VLLM_PYTHON", "/env/python")
+    with pytest.raises(ServerNotFoundError, match=r"^KVTUNE_VLLM_PYTHON points to '/env/python', which has no usable"):
+        detect_build(None, run=Recorded("vllm_probe_no_vllm.txt"), cache={})
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t"])
+def test_an_empty_interpreter_is_refused_not_taken_for_the_default(blank) -> None:
+    run = Recorded("vllm_probe_cpu_0.32.0.txt")
+    with pytest.raises(ServerNotFoundError, match="^vllm_python is empty: give the Python that has vLLM"):
+        detect_build(blank, run=run, cache={})
+    assert run.calls == []
 
 
 def test_an_interpreter_that_cannot_run_is_reported() -> None:
