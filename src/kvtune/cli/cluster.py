@@ -12,11 +12,13 @@ before anything is written, and writes the files.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from kvtune.artifacts.cluster.job import CLUSTER_FORMATS, WorkerJob, parse_memory, space_cpus
 from kvtune.artifacts.cluster.k8s import render_k8s_job, secret_command
@@ -43,6 +45,65 @@ def refuse_other_formats_flags(f: ExportFlags) -> None:
         for name, flag in flags if other != f.format else ():
             if getattr(f, name) is not None:
                 raise SpecError(f"{flag} is for --format {other}, not {f.format}: drop it")
+
+
+#: `kvtune worker` flags that name a program on the workers' hosts.
+WORKER_PATH_FLAGS = ("--llama-server", "--vllm-python")
+
+
+def worker_flags() -> dict[str, bool]:
+    """`kvtune worker`'s flags -> whether each takes a value, read from the command itself (a
+    flag added to the worker is taken here as it is); --help is none of them: a worker that
+    prints its help runs no trial."""
+    import typer.main
+
+    command = typer.main.get_command(app).commands["worker"]  # type: ignore[attr-defined]
+    return {
+        name: not getattr(p, "is_flag", False)
+        for p in command.params
+        if p.param_type_name == "option"
+        for name in (*p.opts, *p.secondary_opts)
+    }
+
+
+def check_worker_args(args: Sequence[str], flags: Mapping[str, bool]) -> None:
+    """The --worker-arg words as `kvtune worker` (its flags: `flags`) will read them: each a
+    flag it takes, with a value when it takes one (`--flag=VALUE`, or the next --worker-arg)
+    and none when it is a switch, and the path of --llama-server or --vllm-python not empty
+    and on one line. Checked here, before the storage is read or anything written: each worker
+    checks them only when it starts, so a mistake would write a job file whose every worker
+    fails. The path itself is not looked up here: it names a program on the workers' hosts (a
+    compute node, a container's image), which this host may lack at that path or have where
+    they do not; export-workers checks the other paths the workers read (--runs-dir,
+    --model-mount, the worker command) the same way, by their form, never on this disk."""
+    words = list(args)
+    while words:
+        arg = words.pop(0)
+        flag, eq, value = arg.partition("=")
+        if not flag.startswith("-"):
+            raise SpecError(f"--worker-arg {arg!r} is not a `kvtune worker` flag, nor the value of one before it")
+        if flag == "--help":
+            raise SpecError(f"--worker-arg {arg!r}: a worker given --help prints it and runs no trial")
+        if flag not in flags:
+            near = difflib.get_close_matches(flag, list(flags), n=1)
+            raise SpecError(
+                f"--worker-arg {arg!r}: `kvtune worker` takes no {flag}"
+                + (f"; did you mean {near[0]}?" if near else "")
+            )
+        if not flags[flag]:
+            if eq:
+                raise SpecError(f"--worker-arg {arg!r}: {flag} is a switch, it takes no value")
+            continue
+        if not eq:
+            if not words:
+                raise SpecError(f"--worker-arg {arg!r}: {flag} needs a value, e.g. --worker-arg={flag}=VALUE")
+            value = words.pop(0)
+        if flag in WORKER_PATH_FLAGS and not value.strip():
+            raise SpecError(
+                f"--worker-arg {arg!r}: {flag} is empty: give its path on the workers' hosts, or leave it out"
+            )
+        if flag in WORKER_PATH_FLAGS and re.search(r"[\x00-\x1f]", value):
+            raise SpecError(f"--worker-arg {arg!r}: {flag} must be a path on one line, got {value!r}")
 
 
 def stored_cpus(study: str, url: str) -> tuple[int | None, int | None]:
@@ -109,6 +170,7 @@ def worker_job(f: ExportFlags) -> tuple[WorkerJob, str | None]:
     if f.format not in CLUSTER_FORMATS:
         raise SpecError(f"unknown --format {f.format!r}: use one of {', '.join(CLUSTER_FORMATS)}")
     refuse_other_formats_flags(f)
+    check_worker_args(f.worker_arg, worker_flags())
     try:
         command = tuple(shlex.split(f.worker_command)) if f.worker_command is not None else default_command(f.format)
     except ValueError as e:

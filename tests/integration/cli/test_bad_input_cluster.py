@@ -44,6 +44,28 @@ ROWS: list[tuple[str, list[str], str]] = [
         [*SLURM, "--worker-arg=--storage=sqlite:///x.db"],
         "sets --storage itself",
     ),
+    # a worker argument each worker would refuse when it starts: refused here, before a job file whose every
+    # worker fails; a path is checked by its form only (it names a program on the workers' hosts, not this one)
+    ("an empty llama-server for the workers", [*SLURM, "--worker-arg=--llama-server="], "--llama-server is empty"),
+    ("a blank vLLM Python for the workers", [*K8S, "--worker-arg=--vllm-python= "], "--vllm-python is empty"),
+    (
+        "a llama-server for the workers with a newline in it",
+        [*SLURM, "--worker-arg=--llama-server=/opt/llama\nrm -rf ~"],
+        "--llama-server must be a path on one line",
+    ),
+    (
+        "a worker flag mistyped",
+        [*SLURM, "--worker-arg=--llama-sever=/opt/llama-server"],
+        "`kvtune worker` takes no --llama-sever; did you mean --llama-server?",
+    ),
+    ("a worker flag without its value", [*K8S, "--worker-arg=--llama-server"], "--llama-server needs a value"),
+    (
+        "a worker switch given a value",
+        [*SLURM, "--worker-arg=--allow-mixed-hardware=yes"],
+        "--allow-mixed-hardware is a switch, it takes no value",
+    ),
+    ("a path as a worker argument", [*SLURM, "--worker-arg=/opt/llama-server"], "is not a `kvtune worker` flag"),
+    ("a worker asked for its help", [*SLURM, "--worker-arg=--help"], "prints it and runs no trial"),
     ("a worker command that does not parse", [*SLURM, "--worker-command", 'python "oops'], "does not parse"),
     ("a job file in a folder that is not there", [*SLURM, "-o", "{o}/nope/w.sbatch"], "does not exist"),
     ("a job file that is a folder", [*SLURM, "-o", "{o}"], "is a folder"),
@@ -111,3 +133,22 @@ def test_a_good_row_writes_both_files(storage, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["workers.sbatch", "workers.sbatch.env"]
+
+
+def test_a_worker_program_that_is_not_on_this_host_is_written_as_given(storage, tmp_path):
+    """A --llama-server or --vllm-python given through --worker-arg names a program on the workers'
+    hosts, which this one may not have: a path missing here is no mistake (each worker checks its
+    own when it starts), and a flag and its value as two --worker-arg words are taken too."""
+    args = [a.replace("{o}", str(tmp_path)) for a in SLURM]
+    here_missing = str(tmp_path / "nodes-only" / "llama-server")
+    worker_args = [f"--worker-arg=--llama-server={here_missing}", "--worker-arg", "--vllm-python", "--worker-arg", "py"]
+    r = subprocess.run(
+        [sys.executable, "-m", "kvtune.cli", "export-workers", *args, *worker_args, "--storage", storage],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    script = (tmp_path / "workers.sbatch").read_text()
+    assert f"--llama-server={here_missing}" in script and "--vllm-python py" in script, script
