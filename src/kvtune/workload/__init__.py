@@ -53,34 +53,32 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-from kvtune.errors import SpecError
 from kvtune.setting import setting
 from kvtune.workload.checks import (
+    ARRIVALS,
+    ENDPOINTS,
+    MODES,
     MULTITURN_FIELDS,
     TEMPLATE_TOKENS,
     TEMPLATE_TOKENS_PER_TURN,
-    check_multiturn,
-    check_prefix_groups,
-    check_spreads,
+    TRACE_FIELDS,
+    TRACE_READ_FIELDS,
+    TRACE_TIME_UNITS,
+    check_workload,
 )
-from kvtune.workload.lognormal import Z99, length_cap, lognormal_mu, spread_words, think_words
+from kvtune.workload.describe import describe_load, request_parts
+from kvtune.workload.lognormal import Z99, length_cap, lognormal_mu, spread_words
 
 __all__ = [
     "ARRIVALS", "ENDPOINTS", "MODES", "REQUEST_TEMPLATE_TOKENS", "TEMPLATE_TOKENS", "TEMPLATE_TOKENS_PER_TURN",
     "TRACE_TIME_UNITS", "Workload", "Z99", "length_cap", "lognormal_mu", "spread_words",
 ]  # fmt: skip
 
-ARRIVALS = ("poisson", "gamma", "constant")  # bench/arrivals.py draws the gaps
-
-MODES = ("closed", "open")
 # What one request adds to its prompt text, by endpoint: a chat request the template's system
 # prompt and role markers (a fixed allowance, not counted per model: the demo model's template
 # measured 30 tokens on llama-server, usage.prompt_tokens of a one-token message being 31;
 # Llama 3's and Qwen 2.5's default ones are about 30-40); a completion a BOS token at most.
 REQUEST_TEMPLATE_TOKENS = {"chat": TEMPLATE_TOKENS + TEMPLATE_TOKENS_PER_TURN, "completions": 1}
-ENDPOINTS = ("chat", "completions")
-# How a trace's numeric timestamps are read: auto (bench/trace_formats.py's rule), s, ms.
-TRACE_TIME_UNITS = ("auto", "s", "ms")
 
 
 @dataclass(frozen=True)
@@ -327,180 +325,28 @@ class Workload:
         return REQUEST_TEMPLATE_TOKENS[self.endpoint]
 
     def request_parts(self) -> str:
-        """What `request_tokens` is made of, for a pre-screen's reason."""
-        if self.trace is not None and self.trace_max_tokens is not None:
-            return f"the trace's requests clipped to {self.trace_max_tokens} + {self.template_tokens} template tokens"
-        if self.trace is not None:
-            return f"trace not sized: prompt {self.prompt_tokens} + output {self.output_tokens}"
-        prompt = length_cap(self.prompt_tokens, self.prompt_spread)
-        output = length_cap(self.output_tokens, self.output_spread)
-        p99 = " (p99 of the drawn lengths)" if self.prompt_spread or self.output_spread else ""
-        return f"prompt {prompt} + output {output}{p99}"
+        """What `request_tokens` is made of, for a pre-screen's reason (workload/describe.py)."""
+        return request_parts(self)
 
     def describe(self) -> str:
-        """The load in words, for the headers of kvtune run, kvtune bench and the report: a
-        trace, conversations, an open loop or concurrent users, with the sizes."""
-        if self.trace is not None:
-            n, window = self.trace_request_count, self.trace_window_s
-            if window is None:
-                cut = f"its first {n} requests"
-            else:
-                cut = (
-                    f"its first {n} requests in " if n is not None else "the requests of "
-                ) + f"its first {window:g} s"
-            if self.trace_speed == 1 and self.trace_length_scale == 1:
-                return f"trace {self.trace} at its own arrival times and lengths, {cut}"
-            times = "its own arrival times" if self.trace_speed == 1 else f"{self.trace_speed:g}x its recorded rate"
-            lengths = (
-                "its own lengths" if self.trace_length_scale == 1 else f"lengths scaled by {self.trace_length_scale:g}"
-            )
-            return f"trace {self.trace} at {times}, {lengths}, {cut}"
-        if self.multiturn:
-            return self._describe_conversations()
-        if self.rate is not None:
-            users = f"open loop at {self.rate:g} req/s ({self.arrival})"
-        else:
-            users = f"{self.concurrency} concurrent users"
-        prompts = f"prompts of {self.dataset}" if self.dataset else f"{self.prompt_tokens} prompt"
-        if self.prompt_spread > 0:
-            prompts = "prompts " + spread_words(self.prompt_tokens, self.prompt_spread)
-        if self.output_spread > 0:
-            return (
-                f"{users}, {prompts} / outputs {spread_words(self.output_tokens, self.output_spread)}{self._shared()}"
-            )
-        return f"{users}, {prompts} / {self.output_tokens} output tokens{self._shared()}"
-
-    def _shared(self, who: str = "requests") -> str:
-        """The shared system prompt in words, when some requests (or conversations) share one."""
-        if self.shared_prefix_fraction <= 0:
-            return ""
-        k = self.shared_prefix_groups
-        groups = f", in {k} groups (each group its own prompt)" if k > 1 else ""
-        return f"; a {self.shared_prefix_tokens}-token system prompt shared by {self.shared_prefix_fraction:.0%} of {who}{groups}"
-
-    def _describe_conversations(self) -> str:
-        """Conversations in words: who starts them (users, or an open loop's rate), their turns."""
-        think = think_words(self.think_time_s, self.think_spread)
-        think = f", {think}" if think else ""
-        if self.dataset:
-            what, size = f"conversations of {self.dataset} (each record's human turns)", ""
-        else:
-            what, size = f"conversations of {self.turns} turns", f"{self.prompt_tokens} new prompt / "
-        if self.mode == "open":
-            start = f"conversations starting at {self.rate:g}/s ({self.arrival})"
-            if self.duration_s is not None:
-                who = f"{what}, {start} for {self.duration_s:g} s"
-            else:
-                who = f"{self.conversations} {what}, {start}"
-        else:
-            who = f"{self.concurrency} concurrent users replaying {self.conversations} {what}"
-        return (
-            f"{who}{think}, each turn carrying the history so far; {size}{self.output_tokens} output tokens per turn"
-            f"{self._shared('conversations')}"
-        )
+        """The load in words, for the headers of kvtune run, kvtune bench and the report
+        (workload/describe.py)."""
+        return describe_load(self)
 
     def validate(self) -> "Workload":
-        for name in ("concurrency", "prompt_tokens", "output_tokens", "num_requests"):
-            if getattr(self, name) < 1:
-                raise SpecError(f"workload.{name} must be at least 1, got {getattr(self, name)}")
-        if self.warmup_requests < 0:
-            raise SpecError(f"workload.warmup_requests must be >= 0, got {self.warmup_requests}")
-        if not _positive(self.request_timeout_s):
-            raise SpecError(f"workload.request_timeout_s must be a positive number, got {self.request_timeout_s}")
-        if not 0 <= self.seed < 2**32:
-            raise SpecError(f"workload.seed must be between 0 and 2**32-1, got {self.seed}")
-        if self.mode not in MODES:
-            raise SpecError(f"workload.mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.mode == "open" and self.rate is None:
-            raise SpecError("workload.mode 'open' needs workload.rate (requests per second)")
-        if self.rate is not None and not _positive(self.rate):
-            raise SpecError(f"workload.rate must be a positive number of requests/s, got {self.rate}")
-        if self.rate is not None and self.mode != "open":
-            raise SpecError(
-                "workload.rate applies to mode 'open' only: set mode: open, "
-                "or drop rate to keep the closed loop of `concurrency` users"
-            )
-        if self.arrival not in ARRIVALS:
-            raise SpecError(f"workload.arrival must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
-        if not _positive(self.burstiness):
-            raise SpecError(f"workload.burstiness must be a positive number, got {self.burstiness}")
-        if self.burstiness != 1.0 and self.arrival != "gamma":
-            raise SpecError("workload.burstiness needs arrival: gamma (Poisson is burstiness 1)")
-        if self.duration_s is not None and not _positive(self.duration_s):
-            raise SpecError(f"workload.duration_s must be a positive number of seconds, got {self.duration_s}")
-        if self.endpoint not in ENDPOINTS:
-            raise SpecError(f"workload.endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}")
-        if self.dataset is not None and not str(self.dataset).strip():
-            raise SpecError("workload.dataset is empty: give a file path or leave it out")
-        if self.dataset_min_tokens < 0:
-            raise SpecError(f"workload.dataset_min_tokens must be >= 0, got {self.dataset_min_tokens}")
-        if self.dataset_max_tokens is not None:
-            if self.dataset_max_tokens < 1:
-                raise SpecError(f"workload.dataset_max_tokens must be at least 1, got {self.dataset_max_tokens}")
-            if self.dataset_max_tokens < self.dataset_min_tokens:
-                raise SpecError(
-                    f"workload.dataset_max_tokens ({self.dataset_max_tokens}) is below "
-                    f"dataset_min_tokens ({self.dataset_min_tokens})"
-                )
-        if not (0.0 <= self.shared_prefix_fraction <= 1.0):
-            raise SpecError(
-                f"workload.shared_prefix_fraction must be between 0 and 1, got {self.shared_prefix_fraction}"
-            )
-        if self.shared_prefix_tokens < 0:
-            raise SpecError(f"workload.shared_prefix_tokens must be >= 0, got {self.shared_prefix_tokens}")
-        if self.shared_prefix_fraction > 0 and self.shared_prefix_tokens < 1:
-            raise SpecError(
-                "workload.shared_prefix_fraction > 0 needs shared_prefix_tokens >= 1 "
-                "(the length of the shared system prompt)"
-            )
-        check_spreads(self)
-        check_prefix_groups(self)
-        self._validate_trace()
-        check_multiturn(self)
+        """This workload, once every value and how they combine are checked (workload/checks.py):
+        a one-line `SpecError` naming the value and the fix otherwise."""
+        check_workload(self)
         return self
-
-    def _validate_trace(self) -> None:
-        if self.trace is None:
-            for name in _TRACE_FIELDS[1:]:
-                if getattr(self, name) != _TRACE_DEFAULTS[name]:
-                    raise SpecError(
-                        f"workload.{name} applies to a trace only: set workload.trace (--workload trace:FILE)"
-                    )
-            return
-        if not str(self.trace).strip():
-            raise SpecError("workload.trace is empty: give a trace file or a shipped name (azure-conv, ...)")
-        clash = [n for n in ("rate", "dataset", "duration_s") if getattr(self, n) is not None]
-        clash += ["mode: open"] if self.mode == "open" else []
-        clash += ["shared_prefix_fraction"] if self.shared_prefix_fraction > 0 else []
-        if clash:
-            raise SpecError(f"workload.trace replays the trace's own arrivals and lengths: drop {', '.join(clash)}")
-        if self.trace_requests is not None and self.trace_requests < 1:
-            raise SpecError(f"workload.trace_requests must be at least 1, got {self.trace_requests}")
-        for name in ("trace_window_s", "trace_speed", "trace_length_scale"):
-            value = getattr(self, name)
-            if value is not None and not _positive(value):
-                raise SpecError(f"workload.{name} must be a positive number, got {value}")
-        if self.trace_max_tokens is not None and self.trace_max_tokens < 2:
-            raise SpecError(
-                f"workload.trace_max_tokens must be at least 2 (prompt + output), got {self.trace_max_tokens}"
-            )
-        if self.trace_time_unit not in TRACE_TIME_UNITS:
-            raise SpecError(
-                f"workload.trace_time_unit must be one of {', '.join(TRACE_TIME_UNITS)}, got {self.trace_time_unit!r}"
-            )
-        for name in ("trace_model", "trace_log_type"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, str) and value.strip()):
-                raise SpecError(f"workload.{name} must be a non-empty value of the trace's column, got {value!r}")
 
     def to_dict(self) -> dict:
         """The fields as plain data; the trace fields only when a trace is set, so a workload
         without one reads (and names its study) as it did before traces existed."""
         d = asdict(self)
         if self.trace is None:
-            for name in _TRACE_FIELDS:
+            for name in TRACE_FIELDS:
                 d.pop(name)
-        for name in _TRACE_READ_FIELDS:  # newer keys, left out at their defaults (the same names)
+        for name in TRACE_READ_FIELDS:  # newer keys, left out at their defaults (the same names)
             if d.get(name, None) == _TRACE_DEFAULTS[name]:
                 d.pop(name, None)
         if not self.multiturn:
@@ -518,18 +364,4 @@ class Workload:
         return d
 
 
-_TRACE_READ_FIELDS = ("trace_time_unit", "trace_model", "trace_log_type")
-_TRACE_FIELDS = (
-    "trace",
-    "trace_requests",
-    "trace_window_s",
-    "trace_speed",
-    "trace_length_scale",
-    "trace_max_tokens",
-    *_TRACE_READ_FIELDS,
-)
-_TRACE_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in _TRACE_FIELDS}
-
-
-def _positive(x: float) -> bool:
-    return isinstance(x, (int, float)) and x > 0 and math.isfinite(x)
+_TRACE_DEFAULTS = {f.name: f.default for f in fields(Workload) if f.name in TRACE_FIELDS}
