@@ -5,13 +5,18 @@ from start to exit, and the test's checks of what it left behind). Issue 41's pr
 refusal in one line within 5 s; the reference here is that ceiling.
 
     nice -n 5 .venv/bin/python benchmarks/bad_input.py [--slowest 10] [-k EXPR]
+    .venv/bin/python benchmarks/bad_input.py --silent-only   # the silent storage alone
     .venv/bin/python benchmarks/bad_input.py --classes   # the classes the property tests cover
 
 Prints the largest and the median over the battery and per class of input (a table's section,
 `# -- ... --` in its ROWS; a table without sections is one class), the ratio of the largest to
-the 5 s reference, the slowest rows, and a storage that takes the connection and never answers:
-when its wait is said (one line on stderr) and when the refusal comes. Run it on a quiet machine
-and say the load (`uptime`): a refusal is mostly Python's start-up and kvtune's imports.
+the 5 s reference, the slowest rows, and a storage that takes the connection and never answers,
+for every command that opens one (tests/integration/cli/test_silent_storage.py's list: run, run
+--setup-only, show, report, export, export-workers, worker, confirm, proxy; the URL by --storage
+and by KVTUNE_STORAGE): when its wait is said (one line on stderr) and when the refusal comes,
+each with its ratio to the reference (the refusal comes after the connect timeout given, 10 s,
+so its ratio is above 1 by design; the wait said is the figure under the promise). Run it on a
+quiet machine and say the load (`uptime`): a refusal is mostly Python's start-up and kvtune's imports.
 """
 
 from __future__ import annotations
@@ -30,10 +35,13 @@ import time
 import tokenize
 from collections import defaultdict
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = sorted((ROOT / "tests" / "integration" / "cli").glob("test_bad_input*.py"))
 REFERENCE_S = 5.0
+#: The connect timeout (and a proxy's wait) a silent storage is given: its refusal comes after it.
+SILENT_TIMEOUT_S = 10.0
 #: Tables that are one class each (no `# -- ... --` sections in their ROWS).
 WHOLE_TABLES = {
     "test_bad_input_cluster.py": "export-workers: a set-up study's workers",
@@ -91,9 +99,27 @@ def battery(k: str | None) -> list[tuple[float, str, str]]:
     return timed
 
 
-def silent_storage(url_of: str) -> tuple[float | None, float, int]:
-    """`kvtune run --storage URL` against a port that takes the connection and never answers:
-    seconds to its first line on stderr (the wait said), to its exit, and its exit status."""
+def silent_cases() -> list[tuple[str, str]]:
+    """(command, scheme) for every command that opens a storage, each by both ways its URL comes
+    (tests/integration/cli/test_silent_storage.py's own list, so a command added there is timed
+    here): run, run --setup-only, show, report, export, export-workers, worker, confirm, proxy."""
+    return list(silent_test().CASES)
+
+
+def silent_test() -> ModuleType:
+    """tests/integration/cli/test_silent_storage.py: its commands, URLs and free_port."""
+    sys.path.insert(0, str(ROOT))
+    from tests.integration.cli import test_silent_storage
+
+    return test_silent_storage
+
+
+def silent_storage(command: str, scheme: str) -> tuple[float | None, float, int]:
+    """`kvtune COMMAND` (test_silent_storage.py's COMMANDS) against a port that takes the
+    connection and never answers, the URL given as that test gives it (postgresql by --storage,
+    grpc by KVTUNE_STORAGE): seconds to its first line on stderr (the wait said), to its exit,
+    and its exit status."""
+    t = silent_test()
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
@@ -107,13 +133,22 @@ def silent_storage(url_of: str) -> tuple[float | None, float, int]:
                 return
 
     threading.Thread(target=accept, daemon=True).start()
-    url = url_of.format(port=server.getsockname()[1])
+    url = t.URLS[scheme].format(port=server.getsockname()[1])
     with tempfile.TemporaryDirectory() as d:
-        env = {**os.environ, "KVTUNE_STORAGE_CONNECT_TIMEOUT_S": "10", "KVTUNE_PROXY_WAIT_S": "10"}
+        env = {**os.environ, "KVTUNE_STORAGE_CONNECT_TIMEOUT_S": f"{SILENT_TIMEOUT_S:g}"}
+        env["KVTUNE_PROXY_WAIT_S"] = f"{SILENT_TIMEOUT_S:g}"
         env.pop("KVTUNE_STORAGE", None)
+        args = [
+            f"{d}/runs" if a == "R" else str(t.free_port()) if a == "PORT" else a.replace("C/", f"{d}/")
+            for a in t.COMMANDS[command]
+        ]
+        if scheme == "postgresql":
+            args += ["--storage", url]
+        else:
+            env["KVTUNE_STORAGE"] = url
         t0 = time.monotonic()
         p = subprocess.Popen(
-            [sys.executable, "-m", "kvtune.cli", "run", "--runs-dir", f"{d}/runs", "--storage", url],
+            [sys.executable, "-m", "kvtune.cli", *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -164,11 +199,27 @@ def main() -> int:
     ap.add_argument("--slowest", type=int, default=10, help="how many of the slowest rows to list")
     ap.add_argument("-k", help="pytest's -k: only the rows it selects (while developing)")
     ap.add_argument("--classes", action="store_true", help="print the classes the property tests cover, and stop")
+    ap.add_argument("--silent-only", action="store_true", help="time only the silent storage, every command")
     a = ap.parse_args()
     if a.classes:
         print("\n".join(covered()))
         return 0
-    timed = battery(a.k)
+    if not a.silent_only:
+        the_battery(a.k, a.slowest)
+    print(
+        f"a silent storage (connect timeout {SILENT_TIMEOUT_S:g} s), each command that opens one: "
+        f"when its wait is said, when it is refused (s, and / reference {REFERENCE_S:g} s)"
+    )
+    for command, scheme in silent_cases():
+        said, ended, status = silent_storage(command, scheme)
+        first = "  nothing said   " if said is None else f"{said:6.2f} s  {said / REFERENCE_S:4.2f}"
+        print(f"  {first}  {ended:6.2f} s  {ended / REFERENCE_S:4.2f}  exit {status}  {command} ({scheme})")
+    return 0
+
+
+def the_battery(k: str | None, slowest: int) -> None:
+    """The battery's figures: overall, per class, the slowest rows."""
+    timed = battery(k)
     if not timed:
         sys.exit("no row was timed")
     seconds = [t for t, _, _ in timed]
@@ -182,14 +233,8 @@ def main() -> int:
     for cls, ts in sorted(per.items(), key=lambda kv: -max(kv[1])):
         print(f"  {len(ts):3d}  {max(ts):5.2f} s  {statistics.median(ts):5.2f} s  {cls}")
     print("slowest:")
-    for t, cls, what in sorted(timed, reverse=True)[: a.slowest]:
+    for t, cls, what in sorted(timed, reverse=True)[:slowest]:
         print(f"  {t:6.2f} s  {what}  ({cls})")
-    for url in ("postgresql://nobody:secret@127.0.0.1:{port}/kvtune", "grpc://127.0.0.1:{port}"):
-        said, ended, status = silent_storage(url)
-        scheme = url.split(":", 1)[0]
-        first = "nothing said" if said is None else f"the wait said after {said:.2f} s"
-        print(f"a silent {scheme} storage: {first}, refused (exit {status}) after {ended:.2f} s")
-    return 0
 
 
 if __name__ == "__main__":
