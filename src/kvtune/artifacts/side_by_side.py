@@ -33,6 +33,7 @@ from kvtune.kinds import Direction
 from kvtune.objectives.objective import Objective
 from kvtune.study.naming import comparison_basis, comparison_metrics
 from kvtune.study.outcome import TrialOutcome
+from kvtune.study.results_file import read_results
 from kvtune.study.spec import StudySpec
 from kvtune.study.verdict_evidence import evidence_of
 from kvtune.verdict import Role
@@ -319,8 +320,8 @@ def load_comparison(path: Path) -> Comparison:
     for name in data.get("studies") or []:
         f = root / name / "results.json"
         try:
-            studies.append((name, json.loads(f.read_text())))
-        except (OSError, ValueError) as e:
+            studies.append((name, read_results(f)))  # checked: study/results_file.py
+        except OSError as e:
             raise SpecError(f"comparison {path.parent.name!r} names study {name!r}, but {f} cannot be read: {e}") from e
     return compare_studies(
         studies,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kvtune.errors import SpecError
+from kvtune.readable import check_regular_file
 
 _HUMAN = {"human", "user"}
 
@@ -67,6 +68,7 @@ def _prompt_of(rec: Any) -> str | None:
 
 def _read_records(path: Path) -> list[Any]:
     where = str(path)
+    check_regular_file(path, f"dataset {where!r}")  # a named pipe would block the read, a device never end
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -20,6 +20,7 @@ import httpx
 
 from kvtune.errors import SpecError
 from kvtune.objectives.fidelity import Answer
+from kvtune.readable import check_regular_file
 
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "data" / "fidelity" / "prompts-v1.json"
 
@@ -50,6 +51,7 @@ def read_prompts(path: str | Path) -> tuple[str, ...]:
     """A user's reference prompts: a text file, one prompt a line (blank lines skipped), or a
     JSON list of strings. `SpecError` in one line when it holds none or cannot be read."""
     p = Path(path)
+    check_regular_file(p, f"fidelity_prompts: {str(path)!r}")  # a named pipe would block the read
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:

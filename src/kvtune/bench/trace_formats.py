@@ -77,7 +77,7 @@ def count(value: Any, where: str) -> int:
     """A token count from the file (``"12"``, ``12``, ``12.0``); one line when it is not one."""
     try:
         n = int(float(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400, inf
         raise SpecError(f"{where}: expected a token count, got {value!r}") from None
     if n < 0:
         raise SpecError(f"{where}: a token count cannot be negative, got {n}")

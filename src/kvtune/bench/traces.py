@@ -25,6 +25,7 @@ from pathlib import Path
 
 from kvtune.bench.trace_formats import TraceRead, csv_rows, jsonl_rows
 from kvtune.errors import SpecError
+from kvtune.readable import check_regular_file
 from kvtune.workload import Workload
 
 # Tokens per Mooncake hash-id block (the trace's own block size).
@@ -82,6 +83,7 @@ def read_trace(spec: str | Path, how: TraceRead | None = None) -> Trace:
         raise SpecError(f"trace file {str(path)!r} does not exist (shipped traces: {names})") from None
     except OSError as e:
         raise SpecError(f"cannot read trace {str(path)!r}: {e}") from e
+    check_regular_file(path, f"trace {str(path)!r}")  # a named pipe would block the read, a device never end
     return _read(str(path), stat.st_mtime_ns, stat.st_size, how or TraceRead())
 
 

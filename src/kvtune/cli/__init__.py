@@ -23,9 +23,11 @@ def main() -> None:
     import typer
 
     from kvtune.cli.app import PROG, clickx, usage_error_line
+    from kvtune.env_settings import check_environment
     from kvtune.errors import EXIT_BAD_INPUT, KvtuneError
 
     try:
+        check_environment()  # a KVTUNE_*_S that is no number, refused before any command runs
         status = app(prog_name=PROG, standalone_mode=False)
     except clickx.NoArgsIsHelpError as e:  # bare `kvtune`: typer printed the help
         if e.format_message().strip():

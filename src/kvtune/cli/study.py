@@ -26,9 +26,8 @@ from kvtune.writable import check_file
 
 def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
     """A study's results.json (written after every trial), by name or run-directory path."""
-    import json
-
     from kvtune.errors import SpecError
+    from kvtune.study.results_file import read_results
     from kvtune.tuner.store.storage import runs_root
 
     if not study.strip():  # Path("") is the current folder: it would read ./results.json
@@ -40,10 +39,7 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
             f"no study {study!r} in {d.parent} (no results.json): run `kvtune run --study {study}` first "
             f"or pass --runs-dir"
         )
-    try:
-        return json.loads(f.read_text()), d
-    except ValueError as e:
-        raise SpecError(f"{f} is not valid JSON: {e}") from e
+    return read_results(f), d  # checked: UTF-8 JSON of the shape kvtune writes (study/results_file.py)
 
 
 def _study_results(study: str, runs_dir: Optional[str], storage: Optional[str]) -> tuple[dict, Path, str | None]:

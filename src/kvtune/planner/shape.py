@@ -12,6 +12,7 @@ with one line naming the file and the key.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from kvtune.errors import ModelError
 from kvtune.gguf_file import is_gguf, read_gguf
 from kvtune.planner.kv import ModelShape
+from kvtune.readable import special_kind
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1}
 # llama.cpp's sliding-window layer patterns: every n-th layer is global, the others are windowed.
@@ -38,6 +40,36 @@ def _need(cfg: dict[str, Any], where: Path, *keys: str) -> Any:
     if value is None:
         raise ModelError(f"{where} has no {keys[0]}: cannot tell the model's shape")
     return value
+
+
+# The config.json keys the shape reads as counts and sizes: the layers and attention heads must be
+# at least 1 (the shape divides by the heads), the others 0 or more.
+_AT_LEAST_ONE = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_attention_heads", "n_head", "n_heads")
+_COUNTS = (
+    *("num_key_value_heads", "n_head_kv", "num_kv_heads", "head_dim", "hidden_size", "n_embd", "d_model"),
+    *("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts"),
+    *("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "sliding_window", "sliding_window_pattern"),
+    *("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank"),
+    *("vocab_size", "intermediate_size", "ffn_dim"),
+    *("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
+)
+
+
+def _check_sizes(cfg: dict[str, Any], where: Path) -> None:
+    """Every count and size the shape reads is a whole number (0 or more; layers and heads 1 or
+    more): a config.json with "big", NaN, 1e999 or a list there was an OverflowError or a
+    TypeError from deep in the arithmetic; here one line naming the file and the key."""
+    for key in (*_AT_LEAST_ONE, *_COUNTS):
+        value = cfg.get(key)
+        if value is None:
+            continue
+        least = 1 if key in _AT_LEAST_ONE else 0
+        whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+        if isinstance(value, bool) or not whole or value < least:
+            raise ModelError(
+                f"{where} gives {key} {value!r}: expected a whole number of at least {least}; "
+                "download or convert the model again"
+            )
 
 
 def _hf_sliding(cfg: dict[str, Any], layers: int) -> tuple[int | None, int]:
@@ -128,6 +160,7 @@ def shape_from_hf_config(path: str | Path) -> ModelShape:
         raise ModelError(f"{cfg_path} is not a model config (expected a JSON object)")
     if isinstance(cfg.get("text_config"), dict):  # multimodal: the language model's shape
         cfg = {**cfg, **cfg["text_config"]}
+    _check_sizes(cfg, cfg_path)
     layers = int(_need(cfg, cfg_path, "num_hidden_layers", "n_layer", "num_layers", "n_layers"))
     heads = int(_need(cfg, cfg_path, "num_attention_heads", "n_head", "n_heads"))
     kv_heads = _first(cfg, "num_key_value_heads", "n_head_kv", "num_kv_heads")
@@ -287,6 +320,9 @@ def shape_from_path(path: str | Path) -> ModelShape:
         if len(ggufs) == 1:
             return shape_from_gguf(ggufs[0])
         raise ModelError(f"{named} is a folder with no config.json and not exactly one .gguf file: give the model file")
+    kind = special_kind(p)  # a named pipe would block the read below, a device never end
+    if kind is not None:
+        raise ModelError(f"{named} is {kind}, not a file: give a GGUF file or an HF model folder")
     try:
         gguf = is_gguf(p)
     except OSError as e:

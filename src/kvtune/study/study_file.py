@@ -11,6 +11,7 @@ from typing import Any
 
 from kvtune.errors import SpecError, TargetError
 from kvtune.objectives.targets import parse_target
+from kvtune.readable import check_regular_file
 from kvtune.study.settings import SECTION_KEYS, read_section
 from kvtune.study.space import parse_space
 from kvtune.study.study_yaml import parse_study_yaml, read_study_bytes
@@ -23,6 +24,7 @@ def load_study_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not str(path).strip():
         raise SpecError("--study-file is empty: give a YAML study file's path, or leave the flag out")
+    check_regular_file(p, f"study file {str(path)!r}")  # a named pipe would block the read
     try:
         raw = read_study_bytes(p)
     except FileNotFoundError:

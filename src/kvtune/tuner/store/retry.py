@@ -25,7 +25,6 @@ Besides tuner/store/storage.py, the one module that touches Optuna's private hea
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 from dataclasses import dataclass
@@ -39,13 +38,14 @@ from optuna.study._frozen import FrozenStudy
 from optuna.trial import FrozenTrial, TrialState
 
 from kvtune.clock import REAL_CLOCK, Clock
+from kvtune.env_settings import env_number
 from kvtune.errors import StorageUnreachableError
 from kvtune.tuner.store.connect import redact, transient, unreachable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)  # no handler: Python's last resort prints warnings to stderr
 # How long a storage call is retried before the worker gives up (exit 75: the scheduler retries it).
-RETRY_S = float(os.environ.get("KVTUNE_STORAGE_RETRY_S", "120"))
+RETRY_S = env_number("KVTUNE_STORAGE_RETRY_S")  # kvtune/env_settings.py: a bad value is refused
 
 
 @dataclass(frozen=True)

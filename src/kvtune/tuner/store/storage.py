@@ -17,6 +17,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 
+from kvtune.env_settings import env_number
 from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.tuner.store.connect import open_error, redact, waited  # noqa: F401 (redact: storage.redact, as callers read it)
 from kvtune.tuner.store.retry import Retrier, RetryingStorage, heartbeat_loop, unwrap
@@ -56,8 +57,8 @@ def sqlite_url(directory: Path) -> str:
 
 # A running trial's worker writes a heartbeat this often; a trial silent for the grace period is
 # stale (its worker died, wherever it ran) and Optuna re-queues it once per retry.
-HEARTBEAT_S = int(os.environ.get("KVTUNE_HEARTBEAT_S", "5"))
-GRACE_S = int(os.environ.get("KVTUNE_GRACE_S", "20"))
+HEARTBEAT_S = int(env_number("KVTUNE_HEARTBEAT_S"))  # kvtune/env_settings.py: a bad value is refused
+GRACE_S = int(env_number("KVTUNE_GRACE_S"))
 MAX_RETRY = 3
 
 
@@ -153,7 +154,7 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     return {}
 
 
-CONNECT_TIMEOUT_S = int(os.environ.get("KVTUNE_STORAGE_CONNECT_TIMEOUT_S", "10"))
+CONNECT_TIMEOUT_S = int(env_number("KVTUNE_STORAGE_CONNECT_TIMEOUT_S"))
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -180,7 +181,7 @@ HEARTBEAT_ATTR = "kvtune:heartbeat"
 # period and the study's stale trials now): a worker refuses a plain Optuna proxy, behind which
 # its heartbeats would be stored, never read, and a dead worker's trial never re-queued.
 PROXY_ATTR = "kvtune:proxy"
-PROXY_WAIT_S = float(os.environ.get("KVTUNE_PROXY_WAIT_S", "10"))
+PROXY_WAIT_S = env_number("KVTUNE_PROXY_WAIT_S")
 
 
 def grpc_address(url: str) -> tuple[str, int] | None:

@@ -1,0 +1,218 @@
+"""Bad input files and environment, by class, in the pattern of test_bad_input.py: a path that is
+no regular file (a named pipe would block the read forever, /dev/zero never ends, /dev/null
+reads as an empty file), a results.json that is valid JSON of another shape or not kvtune's
+(`show`, `report`, `export`, `compare` read it), an HF model folder whose config.json gives its
+sizes as words or infinities, a trace whose token count overflows a float, and the numbers
+kvtune reads from its environment (KVTUNE_*_S) set to what is not one, which were a traceback
+from the CLI's import before any command ran. Each row: what was given, argv after `kvtune`,
+the environment it adds, the phrase of the one line. Every row must exit 2 with exactly one
+line on stderr, `kvtune: error: ...`, print nothing on stdout, write nothing (no runs folder,
+nothing in the current folder or beside the inputs) and start no server (the llama-server
+kvtune finds logs its calls; `--help`, `--version` and `--list-devices` are no launch). The
+subprocess's own timeout is what catches a read that blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cli.test_bad_input import QUERIES, kvtune, listing
+from tests.paths import UNIT_DATA
+
+NAMED_PIPE = "is a named pipe (FIFO), not a file"
+NOT_RESULTS = "is not a results.json kvtune wrote"
+ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
+    # -- a path that is no regular file (kvtune/readable.py) --
+    ("a study file that is a pipe", ["run", "--study-file", "{d}/pipe.yaml"], {}, f"'{{d}}/pipe.yaml' {NAMED_PIPE}"),
+    ("a study file that is /dev/null", ["run", "--study-file", "/dev/null"], {}, "'/dev/null' is a character device"),
+    ("a dataset that is a pipe", ["run", "--dataset", "{d}/pipe.json"], {}, f"dataset '{{d}}/pipe.json' {NAMED_PIPE}"),
+    ("a dataset that is /dev/zero", ["run", "--dataset", "/dev/zero"], {}, "dataset '/dev/zero' is a character device"),
+    ("a trace that is a pipe", ["run", "--workload", "trace:{d}/pipe.csv"], {}, f"trace '{{d}}/pipe.csv' {NAMED_PIPE}"),
+    ("a trace that is /dev/zero", ["run", "--workload", "trace:/dev/zero"], {}, "'/dev/zero' is a character device"),
+    (
+        "bench: a trace that is a pipe",
+        ["bench", "http://127.0.0.1:9", "--workload", "trace:{d}/pipe.csv"],
+        {},
+        NAMED_PIPE,
+    ),
+    ("a model that is a pipe", ["run", "--model", "{d}/pipe.gguf"], {}, f"--model '{{d}}/pipe.gguf' {NAMED_PIPE}"),
+    (
+        "plan: a model that is a pipe",
+        ["plan", "--model", "{d}/pipe.gguf"],
+        {},
+        f"--model '{{d}}/pipe.gguf' {NAMED_PIPE}",
+    ),
+    (
+        "reference prompts that are a pipe",
+        ["run", "--set", "fidelity_prompts={d}/pipe.json"],
+        {},
+        f"fidelity_prompts: '{{d}}/pipe.json' {NAMED_PIPE}",
+    ),
+    # -- a results.json that is not of kvtune's shape (study/results_file.py) --
+    ("show: results.json is a list", ["show", "a-list"], {}, f"{NOT_RESULTS}: it holds a list, not a JSON object"),
+    ("show: results.json is {}", ["show", "empty-object"], {}, f"{NOT_RESULTS}: it has no 'study'"),
+    ("show: trials as a string", ["show", "trials-string"], {}, "'trials' is a string 'x', not a list"),
+    ("show: a trial's number in words", ["show", "number-words"], {}, "trials[0]: 'number' is a string 'zero'"),
+    ("report: a trial's metrics as a string", ["report", "metrics-string"], {}, "trials[0]: 'metrics' is a string"),
+    ("export: the spec as a string", ["export", "spec-string"], {}, "'spec' is a string 'x', not an object"),
+    ("show: targets as a number", ["show", "targets-number"], {}, "'targets' is a number 5, not a list"),
+    ("show: results.json in UTF-16", ["show", "utf16"], {}, "results.json is not UTF-8 text (byte 0xff at offset 0)"),
+    (
+        "compare: one results.json of another shape",
+        ["compare", "ok", "a-list"],
+        {},
+        f"a-list/results.json {NOT_RESULTS}",
+    ),
+    # -- an HF model folder's config.json (planner/shape.py) --
+    (
+        "plan: a config.json with an infinite layer count",
+        ["plan", "--model", "{d}/hf-inf"],
+        {},
+        "config.json gives num_hidden_layers inf: expected a whole number of at least 1",
+    ),
+    (
+        "plan: a config.json with sizes in words",
+        ["plan", "--model", "{d}/hf-words"],
+        {},
+        "config.json gives num_hidden_layers 'x': expected a whole number",
+    ),
+    ("plan: a config.json with no heads", ["plan", "--model", "{d}/hf-heads0"], {}, "num_attention_heads 0"),
+    # -- a trace's token count too large for a float (bench/trace_formats.py) --
+    (
+        "a trace with 1e400 tokens",
+        ["run", "--workload", "trace:{d}/huge.csv"],
+        {},
+        "expected a token count, got '1e400'",
+    ),
+    # -- numbers kvtune reads from its environment (kvtune/env_settings.py) --
+    (
+        "a grace period in words",
+        ["show", "ok"],
+        {"KVTUNE_GRACE_S": "abc"},
+        "KVTUNE_GRACE_S='abc' is not a whole number",
+    ),
+    ("an empty heartbeat", ["show", "ok"], {"KVTUNE_HEARTBEAT_S": ""}, "KVTUNE_HEARTBEAT_S='' is not a whole number"),
+    ("a heartbeat of 0", ["run"], {"KVTUNE_HEARTBEAT_S": "0"}, "KVTUNE_HEARTBEAT_S='0' is not a whole number"),
+    (
+        "a negative connect timeout",
+        ["worker", "--storage", "sqlite:///{d}/w.db", "--study", "s"],
+        {"KVTUNE_STORAGE_CONNECT_TIMEOUT_S": "-5"},
+        "KVTUNE_STORAGE_CONNECT_TIMEOUT_S='-5' is not a whole number of seconds of at least 1",
+    ),
+    (
+        "a proxy wait of NaN",
+        ["show", "ok"],
+        {"KVTUNE_PROXY_WAIT_S": "nan"},
+        "KVTUNE_PROXY_WAIT_S='nan' is not a number",
+    ),
+    (
+        "a storage retry in words",
+        ["show", "ok"],
+        {"KVTUNE_STORAGE_RETRY_S": "2min"},
+        "KVTUNE_STORAGE_RETRY_S='2min' is not a number of seconds of at least 0",
+    ),
+    ("help with a bad environment", ["--help"], {"KVTUNE_GRACE_S": "x"}, "KVTUNE_GRACE_S='x'"),
+]
+
+#: The shape kvtune writes, the least of it: a study with one trial, the defaults.
+RESULTS = {
+    "study": "ok",
+    "spec": {"study": "ok"},
+    "targets": [],
+    "baseline_trial": 0,
+    "best_trial": None,
+    "trials": [{"number": 0, "candidate": {"flags": {}, "env": {}}, "argv": [], "env": {}, "baseline": True}],
+}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("bad-files")
+    for name in ("pipe.yaml", "pipe.json", "pipe.csv", "pipe.gguf"):
+        os.mkfifo(d / name)
+    runs = d / "runs"
+    shapes = {
+        "ok": RESULTS,
+        "a-list": [1, 2],
+        "empty-object": {},
+        "trials-string": {**RESULTS, "trials": "x"},
+        "number-words": {**RESULTS, "trials": [{**RESULTS["trials"][0], "number": "zero"}]},
+        "metrics-string": {**RESULTS, "trials": [{**RESULTS["trials"][0], "metrics": "fast"}]},
+        "spec-string": {**RESULTS, "spec": "x"},
+        "targets-number": {**RESULTS, "targets": 5},
+    }
+    for name, data in shapes.items():
+        (runs / name).mkdir(parents=True)
+        (runs / name / "results.json").write_text(json.dumps(data))
+    (runs / "utf16").mkdir()
+    (runs / "utf16" / "results.json").write_bytes(json.dumps(RESULTS).encode("utf-16"))
+    configs = {
+        "hf-inf": '{"model_type": "llama", "num_hidden_layers": 1e999, "num_attention_heads": 8}',
+        "hf-words": '{"model_type": "llama", "num_hidden_layers": "x", "num_attention_heads": 8}',
+        "hf-heads0": '{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 0, "hidden_size": 64}',
+    }
+    for name, text in configs.items():
+        (d / name).mkdir()
+        (d / name / "config.json").write_text(text)
+    (d / "huge.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,1e400\n")
+    (d / "help.txt").write_text((UNIT_DATA / "llama_server_help.txt").read_text())
+    server = d / "llama-server"
+    server.write_text(
+        f'#!/bin/sh\necho "$@" >> {d}/calls.log\ncase "$*" in *--help*) cat {d}/help.txt; exit 0;; '
+        "*--version*|*--list-devices*) exit 0;; esac\nsleep 30\n"
+    )
+    server.chmod(server.stat().st_mode | stat.S_IXUSR)
+    return d
+
+
+def test_the_well_formed_results_read(inputs, tmp_path):
+    """The least results.json the rows alter is one `show` reads: the rows fail on what they change."""
+    env = {**os.environ, "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server"), "COLUMNS": "400"}
+    r = kvtune(["show", "ok", "--runs-dir", str(inputs / "runs")], tmp_path, env)
+    assert r.returncode == 0 and "1 trials" in r.stdout, r.stderr
+
+
+def test_nan_and_infinity_in_results_read_as_null(inputs, tmp_path):
+    """NaN and Infinity, which kvtune never writes, read as the null it writes for them."""
+    d = tmp_path / "runs" / "nan"
+    d.mkdir(parents=True)
+    trial = {**RESULTS["trials"][0], "metrics": {"output_throughput": "NAN", "p95_ttft_ms": "INF"}}
+    text = json.dumps({**RESULTS, "trials": [trial]}).replace('"NAN"', "NaN").replace('"INF"', "1e999")
+    (d / "results.json").write_text(text)
+    env = {**os.environ, "COLUMNS": "400"}
+    r = kvtune(["show", "nan", "--runs-dir", str(tmp_path / "runs")], tmp_path, env)
+    assert r.returncode == 0 and "nan" not in r.stdout.lower() and "inf " not in r.stdout, (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("what,argv,extra_env,phrase", ROWS, ids=[r[0] for r in ROWS])
+def test_each_bad_file_is_one_line_exit_2_and_nothing_started(inputs, tmp_path, what, argv, extra_env, phrase):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (inputs / "calls.log").unlink(missing_ok=True)
+    before = listing(inputs)
+    args = [a.replace("{d}", str(inputs)) for a in argv]
+    if args[0] in ("run", "worker"):
+        args[1:1] = ["--runs-dir", str(tmp_path / "runs")]
+    if args[0] in ("show", "report", "export", "compare"):
+        args[1:1] = ["--runs-dir", str(inputs / "runs")]
+    if args[0] in ("report", "export"):
+        args += ["-o", str(cwd / "out")]  # never written: the refusal comes first
+    env = {**os.environ, "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server"), "COLUMNS": "400", **extra_env}
+    env.pop("KVTUNE_STORAGE", None)
+    env.pop("KVTUNE_RUNS_DIR", None)
+    r = kvtune(args, cwd, env)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2, (what, r.returncode, r.stdout, r.stderr)
+    phrase = phrase.replace("{d}", str(inputs))
+    assert len(lines) == 1 and lines[0].startswith("kvtune: error: ") and phrase in lines[0], (what, r.stderr)
+    assert not r.stdout.strip(), f"{what}: printed before the refusal: {r.stdout}"
+    assert not (tmp_path / "runs").exists(), f"{what}: a runs folder was written"
+    assert not list(cwd.iterdir()), f"{what}: written in the current folder: {list(cwd.iterdir())}"
+    assert listing(inputs) == before, f"{what}: written beside the inputs"
+    calls = (inputs / "calls.log").read_text().splitlines() if (inputs / "calls.log").exists() else []
+    assert all(any(q in c for q in QUERIES) for c in calls), f"{what}: a server was started: {calls}"
