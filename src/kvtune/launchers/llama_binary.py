@@ -251,6 +251,10 @@ def find_llama_server(explicit: str | None = None) -> str:
     a path the user named opens with how it was named (`named_as`)."""
     if explicit is not None and not explicit.strip():
         raise ServerNotFoundError("llama_server is empty: give the path of the llama-server binary, or leave it out")
+    if not explicit and os.environ.get("KVTUNE_LLAMA_SERVER") == "":  # set, but to nothing: not the default
+        raise ServerNotFoundError(
+            "KVTUNE_LLAMA_SERVER is set but empty: give the path of the llama-server binary, or unset it"
+        )
     named = named_as(explicit)
     if named is not None:
         source, path = named

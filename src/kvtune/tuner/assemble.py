@@ -37,6 +37,7 @@ from kvtune.tuner.store import storage
 from kvtune.tuner.trial.context import Placement, Subject
 from kvtune.tuner.trial.disturbance import MonitorFactory
 from kvtune.tuner.trial.measure import Bench
+from kvtune.tuner.trial.runner import study_tokenizer
 
 # A trace's spec and sizing fitted to this host, and what the fit did (None: nothing to say).
 Fitted = tuple[StudySpec, TraceSizing, HostFit | None]
@@ -142,6 +143,7 @@ def prepare(
         table.check_space(spec.space, knobs, [k.name for k in offered])
     if spec.sampler is samplers.SamplerKind.GRID:
         samplers.grid_space(knobs)  # a continuous range fails here, before the study exists
+    study_tokenizer(launcher)  # a broken tokenizer.json: refused before the runs folder and the study exist (cached)
     directory = storage.run_dir(storage.runs_root(runs_dir), name)  # made once everything is checked
     host_fit = None
     if fit_trace is not None and sizing is not None:  # after every check: a typo never costs a launch

@@ -4,7 +4,11 @@ reads as an empty file), a results.json that is valid JSON of another shape or n
 (`show`, `report`, `export`, `compare` read it), an HF model folder whose config.json gives its
 sizes as words or infinities, a trace whose token count overflows a float, and the numbers
 kvtune reads from its environment (KVTUNE_*_S) set to what is not one, which were a traceback
-from the CLI's import before any command ran. Each row: what was given, argv after `kvtune`,
+from the CLI's import before any command ran; KVTUNE_LLAMA_SERVER or KVTUNE_VLLM_PYTHON set to
+nothing (it silently meant kvtune's own pick, and started that server), a model cache under a
+file; a SQLite storage that is another program's database (Optuna added its tables beside its
+own), not SQLite, or empty; a database port that is no TCP port (taken as a storage that is
+down, exit 75, with a short password masked inside the driver's words). Each row: what was given, argv after `kvtune`,
 the environment it adds, the phrase of the one line. Every row must exit 2 with exactly one
 line on stderr, `kvtune: error: ...`, print nothing on stdout, write nothing (no runs folder,
 nothing in the current folder or beside the inputs) and start no server (the llama-server
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -25,6 +30,7 @@ from tests.integration.cli.test_bad_input import QUERIES, kvtune, listing
 from tests.paths import UNIT_DATA
 
 NAMED_PIPE = "is a named pipe (FIFO), not a file"
+PG_AT = "postgresql://kvtune:p@127.0.0.1:{}/kvtune"  # password 'p': masked, and no letter of the line with it
 NOT_RESULTS = "is not a results.json kvtune wrote"
 ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
     # -- a path that is no regular file (kvtune/readable.py) --
@@ -117,6 +123,37 @@ ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
         "KVTUNE_STORAGE_RETRY_S='2min' is not a number of seconds of at least 0",
     ),
     ("help with a bad environment", ["--help"], {"KVTUNE_GRACE_S": "x"}, "KVTUNE_GRACE_S='x'"),
+    # -- paths kvtune reads from its environment, set to nothing or under a file --
+    ("an empty KVTUNE_LLAMA_SERVER", ["run"], {"KVTUNE_LLAMA_SERVER": ""}, "KVTUNE_LLAMA_SERVER is set but empty"),
+    (
+        "an empty KVTUNE_VLLM_PYTHON",
+        ["run", "--backend", "vllm"],
+        {"KVTUNE_VLLM_PYTHON": ""},
+        "KVTUNE_VLLM_PYTHON is set but empty",
+    ),
+    (
+        "a model cache under a file",
+        ["run"],
+        {"KVTUNE_CACHE": "{d}/huge.csv/cache"},
+        "KVTUNE_CACHE '{d}/huge.csv/cache/models' would be under {d}/huge.csv, which is a file",
+    ),
+    # -- a SQLite storage that is no Optuna study database (tuner/store/storage.py) --
+    (
+        "setting up a study in another program's database",
+        ["run", "--setup-only", "--storage", "sqlite:///{d}/app.db"],
+        {},
+        "app.db is the database of another program (its tables: users), not an Optuna study's",
+    ),
+    ("a run in another program's database", ["run", "--storage", "sqlite:///{d}/app.db"], {}, "another program"),
+    ("show from another program's database", ["show", "s", "--storage", "sqlite:///{d}/app.db"], {}, "another program"),
+    ("show from a text file as SQLite", ["show", "s", "--storage", "sqlite:///{d}/notes.db"], {}, "is not a SQLite"),
+    ("show from an empty SQLite file", ["show", "s", "--storage", "sqlite:///{d}/empty.db"], {}, "empty.db is empty"),
+    ("a proxy for another program's database", ["proxy", "--storage", "sqlite:///{d}/app.db"], {}, "another program"),
+    # -- a database port that is no TCP port: bad input (2), not a storage that is down (75) --
+    ("show from port 99999", ["show", "s", "--storage", PG_AT.format("99999")], {}, "port 99999 is not a TCP port"),
+    ("a worker on port 0", ["worker", "--study", "s", "--storage", PG_AT.format("0")], {}, "port 0 is not a TCP port"),
+    ("a proxy on port 99999", ["proxy", "--storage", PG_AT.format("99999")], {}, "port 99999 is not a TCP port"),
+    ("show from a port in words", ["show", "s", "--storage", PG_AT.format("pg")], {}, "port 'pg' is not a TCP port"),
 ]
 
 #: The shape kvtune writes, the least of it: a study with one trial, the defaults.
@@ -159,6 +196,10 @@ def inputs(tmp_path_factory) -> Path:
     for name, text in configs.items():
         (d / name).mkdir()
         (d / name / "config.json").write_text(text)
+    with sqlite3.connect(d / "app.db") as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    (d / "notes.db").write_text("not a database\n")
+    (d / "empty.db").write_bytes(b"")
     (d / "huge.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,1e400\n")
     (d / "help.txt").write_text((UNIT_DATA / "llama_server_help.txt").read_text())
     server = d / "llama-server"
@@ -202,6 +243,7 @@ def test_each_bad_file_is_one_line_exit_2_and_nothing_started(inputs, tmp_path, 
         args[1:1] = ["--runs-dir", str(inputs / "runs")]
     if args[0] in ("report", "export"):
         args += ["-o", str(cwd / "out")]  # never written: the refusal comes first
+    extra_env = {k: v.replace("{d}", str(inputs)) for k, v in extra_env.items()}
     env = {**os.environ, "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server"), "COLUMNS": "400", **extra_env}
     env.pop("KVTUNE_STORAGE", None)
     env.pop("KVTUNE_RUNS_DIR", None)
@@ -210,6 +252,7 @@ def test_each_bad_file_is_one_line_exit_2_and_nothing_started(inputs, tmp_path, 
     assert r.returncode == 2, (what, r.returncode, r.stdout, r.stderr)
     phrase = phrase.replace("{d}", str(inputs))
     assert len(lines) == 1 and lines[0].startswith("kvtune: error: ") and phrase in lines[0], (what, r.stderr)
+    assert "***ort" not in r.stderr, f"{what}: the password was masked inside a word"
     assert not r.stdout.strip(), f"{what}: printed before the refusal: {r.stdout}"
     assert not (tmp_path / "runs").exists(), f"{what}: a runs folder was written"
     assert not list(cwd.iterdir()), f"{what}: written in the current folder: {list(cwd.iterdir())}"

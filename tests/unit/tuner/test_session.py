@@ -99,3 +99,39 @@ def test_results_json_counts_the_anchors_runs_and_the_load_search_and_reads_back
     assert spent["confirmation"]["launches"] == spent["never_started"] == 2
     assert spent["anchor"]["startup_s"] == 40.0 and spent["total_s"] == 93.0 + 14.0
     assert StudyTime.of_results(payload).to_dict() == spent  # what `kvtune show` and the report read
+
+
+def test_a_model_whose_tokenizer_does_not_load_is_refused_before_anything_is_written(tmp_path):
+    """The tokenizer is read in `prepare`, before the runs folder and the study are made: a set-up
+    refused for its tokenizer.json left the study database and an empty runs folder behind."""
+    from kvtune.tuner.session import set_up_only
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer.json").write_text("{}")  # no model in it: the tokenizers library refuses it
+    opts = RunOptions(setup_only=True, storage=f"sqlite:///{tmp_path / 's.db'}", runs_dir=str(tmp_path / "runs"))
+    with pytest.raises(SpecError, match="cannot load tokenizer"):
+        set_up_only(opts, spec(), launcher=FakeLauncher(model_path=str(model)))
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "s.db").exists()
+
+
+def test_another_programs_sqlite_database_is_refused_before_anything_is_written(tmp_path):
+    """A SQLite file with tables but none of Optuna's is another program's: Optuna added its
+    tables beside them, silently; a file that is not SQLite at all is refused as such."""
+    import sqlite3
+
+    from kvtune.tuner.session import set_up_only
+
+    db = tmp_path / "app.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE users (name TEXT)")
+    opts = RunOptions(setup_only=True, storage=f"sqlite:///{db}", runs_dir=str(tmp_path / "runs"))
+    with pytest.raises(SpecError, match=r"is the database of another program \(its tables: users\)"):
+        set_up_only(opts, spec(), launcher=FakeLauncher())
+    (tmp_path / "notes.db").write_text("not a database\n")
+    opts = RunOptions(setup_only=True, storage=f"sqlite:///{tmp_path / 'notes.db'}", runs_dir=str(tmp_path / "runs"))
+    with pytest.raises(SpecError, match="is not a SQLite database"):
+        set_up_only(opts, spec(), launcher=FakeLauncher())
+    assert not (tmp_path / "runs").exists()
+    with sqlite3.connect(db) as c:
+        assert [r[0] for r in c.execute("SELECT name FROM sqlite_master")] == ["users"]

@@ -119,8 +119,20 @@ def _detail(e: BaseException, url: str) -> str:
     is raised during the commit"), any password in `url` masked."""
     root = next((c for c in reversed(_chain(e)) if str(c).strip()), e)
     text = str(root).strip().splitlines()[0] if str(root).strip() else type(root).__name__
-    password = _password(url)
-    return (text.replace(password, "***") if password else text)[:200]
+    return mask_password(text, _password(url))[:200]
+
+
+def mask_password(text: str, password: str | None) -> str:
+    """`text` with `password` masked: where it stands as a word of its own, and anywhere for
+    one of 4 characters or more. A short password masked anywhere took letters out of the
+    driver's words (password 'p': 'invalid ***ort number')."""
+    import re
+
+    if not password:
+        return text
+    if len(password) >= 4:
+        return text.replace(password, "***")
+    return re.sub(rf"(?<![A-Za-z0-9]){re.escape(password)}(?![A-Za-z0-9])", "***", text)
 
 
 def _password(url: str) -> str | None:

@@ -81,6 +81,8 @@ def make_storage(url: str, *, read_only: bool = False, on_wait: Callable[[str], 
     transient errors (tuner/store/retry.py), so a worker rides out a database restart."""
     if not url.strip():
         raise SpecError("--storage must be a storage URL (postgresql://..., grpc://HOST:PORT, sqlite:///PATH), got ''")
+    check_sqlite_file(url)
+    check_port(url)
     address = grpc_address(url)
     if address is not None:
         inner: BaseStorage = waited(url, PROXY_WAIT_S, lambda: connect_proxy(*address), on_wait)
@@ -115,14 +117,73 @@ def rdb_storage(
         raise open_error(e, url) from e
 
 
+# Tables every Optuna RDB storage has; a SQLite file with tables but none of these is another
+# program's database.
+_OPTUNA_TABLES = {"studies", "version_info", "alembic_version"}
+
+
+def check_port(url: str) -> None:
+    """`SpecError` when a database URL's port is not a TCP port (1..65535): the driver took
+    'postgresql://host:99999/db' as a storage that does not answer (exit 75, retried by a
+    scheduler for ever) and 'host:http' as an int() error."""
+    import sqlalchemy.engine
+
+    if url.startswith(("sqlite", GRPC_PREFIX)) or "://" not in url:
+        return
+    try:
+        port = sqlalchemy.engine.make_url(url).port
+    except ValueError:  # sqlalchemy's int() of the port: the only number in the URL
+        port = url.split("://", 1)[1].rsplit("@", 1)[-1].split("/", 1)[0].rpartition(":")[2]
+        raise SpecError(f"storage {redact(url)}: port {port!r} is not a TCP port (1..65535)") from None
+    except Exception:  # a URL that does not parse: opening it says so
+        return
+    if port is not None and not 0 < port < 65536:
+        raise SpecError(f"storage {redact(url)}: port {port} is not a TCP port (1..65535)")
+
+
+def check_sqlite_file(url: str) -> None:
+    """`SpecError` when the `sqlite:///PATH` storage at `url` is a file that is no Optuna study
+    database: a SQLite database of another program (Optuna would add its tables beside that
+    program's, silently, or fail with 'no such table' on a read), or a file that is not SQLite
+    at all. A file that is not there, or empty, is a new storage (a run creates it); a storage
+    that is not SQLite is not looked at."""
+    import sqlite3
+
+    path = sqlite_file(url)
+    if path is None or not path.is_file() or path.stat().st_size == 0:
+        return
+    named = f"storage {redact(url)}: {path}"
+    with path.open("rb") as f:
+        header = f.read(16)
+    if header != b"SQLite format 3\x00":
+        raise SpecError(f"{named} is not a SQLite database: give a new file, or the study.db kvtune wrote")
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+        try:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise SpecError(f"{named} cannot be read as SQLite: {e}") from e
+    if tables and not tables & _OPTUNA_TABLES:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise SpecError(
+            f"{named} is the database of another program (its tables: {shown}), not an Optuna study's: "
+            "give a new file, or the study.db kvtune wrote"
+        )
+
+
 def check_reachable(url: str, on_wait: Callable[[str], None] | None = None) -> None:
     """`StorageUnreachableError` when the database or proxy at `url` does not answer (a SQLite
     file always does). For a run to call before it writes anything, its runs folder included:
     a storage that is down then costs a second and leaves nothing behind. Creates nothing there.
     One attempt, up to the connect timeout; a storage slow to answer is said to be waited on
-    through `on_wait`, as every command that opens one says it (connect.py `waited`)."""
+    through `on_wait`, as every command that opens one says it (connect.py `waited`). A SQLite
+    file is checked to be an Optuna study database, or new (`check_sqlite_file`)."""
     if url.startswith("sqlite"):
+        check_sqlite_file(url)  # another program's database: refused before anything is written
         return
+    check_port(url)
     address = grpc_address(url)
     waited(url, PROXY_WAIT_S if address is not None else CONNECT_TIMEOUT_S, lambda: _answer(url, address), on_wait)
 
@@ -282,8 +343,8 @@ def load_study(
     storage slow to answer (`make_storage`). A study that must exist creates nothing: no SQLite
     file where none is, no tables in a database without them."""
     path = sqlite_file(url)
-    if path is not None and not path.is_file():
-        why = "is a folder" if path.is_dir() else "does not exist"
+    if path is not None and (not path.is_file() or path.stat().st_size == 0):
+        why = "is a folder" if path.is_dir() else "is empty" if path.is_file() else "does not exist"
         raise SpecError(
             f"no study {name!r} in {url}: {path} {why}; give the study.db that "
             f"`kvtune run --storage ... --study {name}` wrote"

@@ -111,6 +111,8 @@ def open_backend(url: str, on_wait: Callable[[str], None] | None = None) -> Base
         raise SpecError(
             "kvtune proxy --storage takes the study's database (postgresql://...), not another proxy (grpc://)"
         )
+    storage.check_port(url)  # a port out of range: bad input, not a database that does not answer
+    storage.check_sqlite_file(url)
     return waited(url, storage.CONNECT_TIMEOUT_S, lambda: cached(storage.rdb_storage(url, cls=HeartbeatRelay)), on_wait)
 
 

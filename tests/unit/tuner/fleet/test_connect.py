@@ -145,9 +145,17 @@ def test_a_study_that_must_exist_creates_no_tables(tmp_path):
     """A worker pointed at some other SQLite file leaves it as it was."""
     other = tmp_path / "other.db"
     other.write_bytes(b"")
-    with pytest.raises(SpecError, match="cannot open storage"):
+    with pytest.raises(SpecError, match=r"other\.db is empty; give the study\.db"):
         storage.load_study("s", f"sqlite:///{other}")
     assert other.read_bytes() == b""
+    import sqlite3
+
+    with sqlite3.connect(other) as c:
+        c.execute("CREATE TABLE notes (body TEXT)")
+    before = other.read_bytes()
+    with pytest.raises(SpecError, match=r"is the database of another program \(its tables: notes\)"):
+        storage.load_study("s", f"sqlite:///{other}")
+    assert other.read_bytes() == before
 
 
 def test_a_sqlite_storage_is_reachable_without_being_created(tmp_path):
@@ -193,3 +201,30 @@ def test_a_sqlite_file_is_opened_in_the_callers_thread_with_nothing_to_say():
     said: list[str] = []
     assert waited("sqlite:///x.db", 10, threading.current_thread, said.append) is threading.current_thread()
     assert said == []
+
+
+def test_a_short_password_is_masked_as_a_word_not_inside_the_drivers_words():
+    """Password 'p' masked anywhere made 'invalid ***ort number' of the driver's message."""
+    from kvtune.tuner.store.connect import mask_password
+
+    assert mask_password('invalid port number: "p" for user p', "p") == 'invalid port number: "***" for user ***'
+    assert mask_password("password=s3cret; s3cretly", "s3cret") == "password=***; ***ly"  # 4+: anywhere
+    assert mask_password("no password here", None) == "no password here"
+
+
+@pytest.mark.parametrize(
+    "url,port",
+    [
+        ("postgresql://kvtune:s3cret@db-host:99999/kvtune", "99999"),
+        ("postgresql://kvtune:s3cret@db-host:0/kvtune", "0"),
+        ("postgresql://kvtune:s3cret@db-host:http/kvtune", "'http'"),
+    ],
+)
+def test_a_database_port_out_of_range_is_bad_input_not_a_storage_that_is_down(url, port):
+    """psycopg's 'invalid port number' was read as a storage that does not answer (exit 75, a
+    scheduler retries it for ever); it is bad input, said before any connection."""
+    with pytest.raises(SpecError, match=f"port {port} is not a TCP port") as e:
+        storage.check_port(url)
+    assert "s3cret" not in str(e.value)
+    storage.check_port("postgresql://kvtune@db-host:5432/kvtune")
+    storage.check_port("postgresql://kvtune@db-host/kvtune")  # the driver's default port
