@@ -70,7 +70,7 @@ def _read_records(path: Path) -> list[Any]:
     where = str(path)
     check_regular_file(path, f"dataset {where!r}")  # a named pipe would block the read, a device never end
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is skipped, as a trace's
     except FileNotFoundError:
         raise SpecError(f"dataset file {where!r} does not exist") from None
     except IsADirectoryError:

@@ -53,7 +53,7 @@ def read_prompts(path: str | Path) -> tuple[str, ...]:
     p = Path(path)
     check_regular_file(p, f"fidelity_prompts: {str(path)!r}")  # a named pipe would block the read
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark is skipped, as a trace's
     except FileNotFoundError:
         raise SpecError(f"fidelity_prompts: {str(path)!r} does not exist") from None
     except UnicodeDecodeError:

@@ -100,9 +100,13 @@ def compare(
     """Studies side by side: best and defaults of each, at the same workload and targets."""
     from kvtune.artifacts.side_by_side import check_comparable, compare_studies, write_comparison
     from kvtune.cli.study import _load_results
+    from kvtune.writable import check_file
 
     if len(studies) < 2:
         check_comparable([(s, {}) for s in studies])  # the one-line refusal
+    for flag, path in (("--output", output), ("--report", report)):
+        if path is not None:  # under a file, a folder, read-only: before the table is printed
+            check_file(path, flag)
     found = [(s, *_load_results(s, runs_dir)) for s in studies]
     refuse_the_same_study_twice([(s, d) for s, _, d in found])
     c = compare_studies([(s, results) for s, results, _ in found])

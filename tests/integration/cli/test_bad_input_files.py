@@ -74,6 +74,18 @@ ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
         {},
         f"a-list/results.json {NOT_RESULTS}",
     ),
+    (
+        "compare: an output under a file",
+        ["compare", "ok", "ok2", "-o", "{d}/huge.csv/c.json"],
+        {},
+        "--output '{d}/huge.csv/c.json' cannot be written: {d}/huge.csv is a file",
+    ),
+    (
+        "compare: a report that is a folder",
+        ["compare", "ok", "ok2", "--report", "{d}"],
+        {},
+        "--report '{d}' is a folder",
+    ),
     # -- an HF model folder's config.json (planner/shape.py) --
     (
         "plan: a config.json with an infinite layer count",
@@ -175,6 +187,7 @@ def inputs(tmp_path_factory) -> Path:
     runs = d / "runs"
     shapes = {
         "ok": RESULTS,
+        "ok2": {**RESULTS, "study": "ok2"},
         "a-list": [1, 2],
         "empty-object": {},
         "trials-string": {**RESULTS, "trials": "x"},

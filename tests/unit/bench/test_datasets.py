@@ -109,3 +109,17 @@ def test_conversations_keep_every_human_turn_in_order(tmp_path: Path) -> None:
         ["openai spelling works too"],
     ]
     assert d.records == 5 and "3 conversations of 5 records, 1.3 human turns each" in d.describe()
+
+
+def test_a_byte_order_mark_is_skipped_and_a_pipe_is_refused_unread(tmp_path: Path) -> None:
+    """An editor's UTF-8 byte-order mark was 'line 1 is not valid JSON: Unexpected UTF-8 BOM',
+    where a trace and a study file read past it; a named pipe blocked the read for ever."""
+    import os
+
+    p = tmp_path / "bom.json"
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps(["one prompt", "another prompt"]).encode())
+    assert load_prompts(p).prompts == ["one prompt", "another prompt"]
+    pipe = tmp_path / "pipe.jsonl"
+    os.mkfifo(pipe)
+    with pytest.raises(SpecError, match=r"dataset '.*pipe\.jsonl' is a named pipe \(FIFO\), not a file"):
+        load_prompts(pipe)
