@@ -60,7 +60,6 @@ TOP_KEYS: dict[str, Any] = {
     "best_command": str,
 }
 REQUIRED = ("study", "trials")
-_TRIAL_TYPES = typing.get_type_hints(TrialOutcome)
 _CANDIDATE_KEYS = {f.name for f in fields(Candidate)}
 
 
@@ -108,13 +107,23 @@ def shape_problem(data: Any) -> str | None:
     return None
 
 
+def fields_problem(record: dict, cls: type) -> str | None:
+    """What in `record` (a dataclass `cls` as JSON data, e.g. a stored StudySpec) is not of the
+    type its field declares, the first found, else None: a field left out is not wrong, and a
+    type no reader relies on (an enum, a tuple of parsed targets) is not looked at."""
+    for key, hint in typing.get_type_hints(cls).items():
+        problem = _problem(record, key, hint)
+        if problem:
+            return problem
+    return None
+
+
 def _trial_problem(trial: dict) -> str | None:
     if "number" not in trial:
         return "it has no 'number'"
-    for key, hint in _TRIAL_TYPES.items():
-        problem = _problem(trial, key, hint)
-        if problem:
-            return problem
+    problem = fields_problem(trial, TrialOutcome)
+    if problem:
+        return problem
     if "failure" in trial and trial["failure"] not in (None, "", *(k.value for k in FailureKind)):
         return f"'failure' {trial['failure']!r} is no failure kind kvtune records"
     return None

@@ -372,9 +372,20 @@ class StudySpec:
     def from_dict(cls, d: dict[str, Any]) -> "StudySpec":
         """A spec stored by this or an earlier version (unknown keys are ignored, missing ones
         take their defaults), parsed; `validate()` checks how the settings combine."""
+        from kvtune.study.results_file import fields_problem
+
+        if d is not None and not isinstance(d, dict):  # a study's "spec" attr another program set
+            raise SpecError(
+                f"the study's stored spec is {type(d).__name__}, not a mapping: it was not set up by kvtune"
+            )
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in (d or {}).items() if k in known and v is not None}
         wl = values.pop("workload", None) or {}
+        if not isinstance(wl, dict):
+            raise SpecError(f"the study's stored spec has workload {wl!r}, not a mapping: it was not set up by kvtune")
+        problem = fields_problem(values, cls) or fields_problem(wl, Workload)
+        if problem:
+            raise SpecError(f"the study's stored spec is not one kvtune wrote: {problem}")
         wl_known = {f.name for f in fields(Workload)}
         values["workload"] = Workload(**{k: v for k, v in wl.items() if k in wl_known})
         return cls(**values)

@@ -269,7 +269,12 @@ def _warm_start_source(opts: RunOptions, storage: str | None) -> optuna.Study | 
     if not opts.warm_start:
         return None
     url = opts.warm_start_storage or storage or sqlite_url(runs_root(opts.runs_dir) / opts.warm_start)
-    return load_study(opts.warm_start, url)
+    study = load_study(opts.warm_start, url)
+    if "spec" not in study.user_attrs:  # another program's Optuna study: its params are no flags
+        raise SpecError(
+            f"warm_start {opts.warm_start!r} was not created by kvtune (no stored spec): warm-start from a kvtune study"
+        )
+    return study
 
 
 def _refuse_grid(spec: StudySpec) -> None:

@@ -8,7 +8,8 @@ from the CLI's import before any command ran; KVTUNE_LLAMA_SERVER or KVTUNE_VLLM
 nothing (it silently meant kvtune's own pick, and started that server), a model cache under a
 file; a SQLite storage that is another program's database (Optuna added its tables beside its
 own), not SQLite, or empty; a database port that is no TCP port (taken as a storage that is
-down, exit 75, with a short password masked inside the driver's words). Each row: what was given, argv after `kvtune`,
+down, exit 75, with a short password masked inside the driver's words); an Optuna study whose
+stored spec kvtune did not write, and a warm start from another program's Optuna study. Each row: what was given, argv after `kvtune`,
 the environment it adds, the phrase of the one line. Every row must exit 2 with exactly one
 line on stderr, `kvtune: error: ...`, print nothing on stdout, write nothing (no runs folder,
 nothing in the current folder or beside the inputs) and start no server (the llama-server
@@ -24,6 +25,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
+import optuna
 import pytest
 
 from tests.integration.cli.test_bad_input import QUERIES, kvtune, listing
@@ -161,6 +163,25 @@ ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
     ("show from a text file as SQLite", ["show", "s", "--storage", "sqlite:///{d}/notes.db"], {}, "is not a SQLite"),
     ("show from an empty SQLite file", ["show", "s", "--storage", "sqlite:///{d}/empty.db"], {}, "empty.db is empty"),
     ("a proxy for another program's database", ["proxy", "--storage", "sqlite:///{d}/app.db"], {}, "another program"),
+    # -- an Optuna study of another program, or a stored spec kvtune did not write (study/spec.py) --
+    (
+        "a worker on a study whose spec is a string",
+        ["worker", "--study", "spec-string", "--storage", "sqlite:///{d}/optuna.db"],
+        {},
+        "the study's stored spec is str, not a mapping",
+    ),
+    (
+        "show a study whose stored backend is a number",
+        ["show", "spec-typed", "--storage", "sqlite:///{d}/optuna.db"],
+        {},
+        "the study's stored spec is not one kvtune wrote: 'backend' is a number 5, not a string",
+    ),
+    (
+        "a warm start from another program's Optuna study",
+        ["run", "--set", "warm_start=plain", "--storage", "sqlite:///{d}/optuna.db", "--study", "new"],
+        {},
+        "warm_start 'plain' was not created by kvtune (no stored spec)",
+    ),
     # -- a database port that is no TCP port: bad input (2), not a storage that is down (75) --
     ("show from port 99999", ["show", "s", "--storage", PG_AT.format("99999")], {}, "port 99999 is not a TCP port"),
     ("a worker on port 0", ["worker", "--study", "s", "--storage", PG_AT.format("0")], {}, "port 0 is not a TCP port"),
@@ -211,6 +232,10 @@ def inputs(tmp_path_factory) -> Path:
         (d / name / "config.json").write_text(text)
     with sqlite3.connect(d / "app.db") as db:
         db.execute("CREATE TABLE users (name TEXT)")
+    optuna_db = f"sqlite:///{d / 'optuna.db'}"
+    optuna.create_study(study_name="plain", storage=optuna_db)
+    optuna.create_study(study_name="spec-string", storage=optuna_db).set_user_attr("spec", "garbage")
+    optuna.create_study(study_name="spec-typed", storage=optuna_db).set_user_attr("spec", {"backend": 5})
     (d / "notes.db").write_text("not a database\n")
     (d / "empty.db").write_bytes(b"")
     (d / "huge.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,1e400\n")

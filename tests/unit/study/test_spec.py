@@ -3,9 +3,11 @@ SamplerKind; to_dict/from_dict keep the keys earlier versions stored; the flags 
 study file; --seed seeds the prompts unless the workload's seed is given (the overrides' own
 fields: test_overrides.py)."""
 
+import re
+
 import pytest
 
-from kvtune.errors import KvtuneError
+from kvtune.errors import KvtuneError, SpecError
 from kvtune.objectives.objective import Objective
 from kvtune.objectives.targets import Target
 from kvtune.study.identity import fingerprint, resume_conflict
@@ -168,3 +170,20 @@ def test_bad_start_up_limits_in_a_study_file_are_one_line_errors(tmp_path, text,
     with pytest.raises(KvtuneError) as e:
         build_spec(load_study_file(f))
     assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "stored,phrase",
+    [
+        ("garbage", "the study's stored spec is str, not a mapping"),
+        ({"workload": [1]}, "the study's stored spec has workload [1], not a mapping"),
+        ({"trials": "x"}, "'trials' is a string 'x', not a whole number"),
+        ({"workload": {"concurrency": "many"}}, "'concurrency' is a string 'many', not a whole number"),
+    ],
+)
+def test_a_stored_spec_kvtune_did_not_write_is_one_line(stored, phrase):
+    """A study's "spec" attr set by another program was an AttributeError or a TypeError in
+    every reader (worker, show --storage, confirm, export-workers)."""
+    with pytest.raises(SpecError, match=re.escape(phrase)):
+        StudySpec.from_dict(stored)
+    assert StudySpec.from_dict(StudySpec().to_dict()) == StudySpec()  # what kvtune writes reads back
