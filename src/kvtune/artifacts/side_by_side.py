@@ -315,6 +315,12 @@ def load_comparison(path: Path) -> Comparison:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise SpecError(f"cannot read {path}: {e}") from e
+    named = data.get("studies") if isinstance(data, dict) else None
+    if not isinstance(named, list) or not all(isinstance(n, str) and n.strip() for n in named):
+        raise SpecError(  # a list, or studies not named: a file kvtune did not write
+            f'{path} is not a compare.json kvtune wrote: it needs "studies", a list of study names; '
+            "run the comparison again"
+        )
     root = path.parent.parent
     studies = []
     for name in data.get("studies") or []:

@@ -88,6 +88,13 @@ ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
         {},
         "--report '{d}' is a folder",
     ),
+    (
+        "report: a compare.json that is a list",
+        ["report", "cmp-list"],
+        {},
+        'compare.json is not a compare.json kvtune wrote: it needs "studies", a list of study names',
+    ),
+    ("report: a compare.json naming studies by number", ["report", "cmp-numbers"], {}, "a list of study names"),
     # -- an HF model folder's config.json (planner/shape.py) --
     (
         "plan: a config.json with an infinite layer count",
@@ -220,6 +227,9 @@ def inputs(tmp_path_factory) -> Path:
     for name, data in shapes.items():
         (runs / name).mkdir(parents=True)
         (runs / name / "results.json").write_text(json.dumps(data))
+    for name, data in (("cmp-list", [1]), ("cmp-numbers", {"studies": [1, 2]})):  # comparisons (no results.json)
+        (runs / name).mkdir()
+        (runs / name / "compare.json").write_text(json.dumps(data))
     (runs / "utf16").mkdir()
     (runs / "utf16" / "results.json").write_bytes(json.dumps(RESULTS).encode("utf-16"))
     configs = {
