@@ -67,6 +67,8 @@ def parse_study_yaml(raw: bytes, name: str) -> Any:
         raise SpecError(f"{name} is a GGUF model, not a YAML study file: pass it as --model")
     if len(raw) > MAX_BYTES:
         raise SpecError(f"{name} is over {MAX_BYTES // (1 << 20)} MiB: a study file is a few dozen YAML keys")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16's byte-order marks (Windows' "Unicode")
+        raise SpecError(f"{name} is UTF-16 text: a study file is YAML text; save it as UTF-8")
     if b"\0" in raw:
         raise SpecError(f"{name} is a binary file (it holds NUL bytes), not a YAML study file")
     try:

@@ -37,6 +37,7 @@ NOT_RESULTS = "is not a results.json kvtune wrote"
 ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
     # -- a path that is no regular file (kvtune/readable.py) --
     ("a study file that is a pipe", ["run", "--study-file", "{d}/pipe.yaml"], {}, f"'{{d}}/pipe.yaml' {NAMED_PIPE}"),
+    ("a study file in UTF-16", ["run", "--study-file", "{d}/utf16.yaml"], {}, "'{d}/utf16.yaml' is UTF-16 text"),
     ("a study file that is /dev/null", ["run", "--study-file", "/dev/null"], {}, "'/dev/null' is a character device"),
     ("a dataset that is a pipe", ["run", "--dataset", "{d}/pipe.json"], {}, f"dataset '{{d}}/pipe.json' {NAMED_PIPE}"),
     ("a dataset that is /dev/zero", ["run", "--dataset", "/dev/zero"], {}, "dataset '/dev/zero' is a character device"),
@@ -158,6 +159,8 @@ ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
         {"KVTUNE_CACHE": "{d}/huge.csv/cache"},
         "KVTUNE_CACHE '{d}/huge.csv/cache/models' would be under {d}/huge.csv, which is a file",
     ),
+    ("an empty KVTUNE_RUNS_DIR", ["report", "s"], {"KVTUNE_RUNS_DIR": ""}, "KVTUNE_RUNS_DIR is set but empty"),
+    ("a blank KVTUNE_RUNS_DIR", ["run"], {"KVTUNE_RUNS_DIR": " "}, "KVTUNE_RUNS_DIR is set but empty"),
     # -- a SQLite storage that is no Optuna study database (tuner/store/storage.py) --
     (
         "setting up a study in another program's database",
@@ -248,6 +251,7 @@ def inputs(tmp_path_factory) -> Path:
     optuna.create_study(study_name="spec-typed", storage=optuna_db).set_user_attr("spec", {"backend": 5})
     (d / "notes.db").write_text("not a database\n")
     (d / "empty.db").write_bytes(b"")
+    (d / "utf16.yaml").write_bytes("study: s\ntrials: 3\n".encode("utf-16"))
     (d / "huge.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,1e400\n")
     (d / "help.txt").write_text((UNIT_DATA / "llama_server_help.txt").read_text())
     server = d / "llama-server"
@@ -285,16 +289,15 @@ def test_each_bad_file_is_one_line_exit_2_and_nothing_started(inputs, tmp_path, 
     (inputs / "calls.log").unlink(missing_ok=True)
     before = listing(inputs)
     args = [a.replace("{d}", str(inputs)) for a in argv]
-    if args[0] in ("run", "worker"):
+    if args[0] in ("run", "worker") and "KVTUNE_RUNS_DIR" not in extra_env:  # a row of it: no flag over it
         args[1:1] = ["--runs-dir", str(tmp_path / "runs")]
-    if args[0] in ("show", "report", "export", "compare"):
+    if args[0] in ("show", "report", "export", "compare") and "KVTUNE_RUNS_DIR" not in extra_env:
         args[1:1] = ["--runs-dir", str(inputs / "runs")]
     if args[0] in ("report", "export"):
         args += ["-o", str(cwd / "out")]  # never written: the refusal comes first
     extra_env = {k: v.replace("{d}", str(inputs)) for k, v in extra_env.items()}
-    env = {**os.environ, "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server"), "COLUMNS": "400", **extra_env}
-    env.pop("KVTUNE_STORAGE", None)
-    env.pop("KVTUNE_RUNS_DIR", None)
+    base = {k: v for k, v in os.environ.items() if k not in ("KVTUNE_STORAGE", "KVTUNE_RUNS_DIR")}
+    env = {**base, "KVTUNE_LLAMA_SERVER": str(inputs / "llama-server"), "COLUMNS": "400", **extra_env}
     r = kvtune(args, cwd, env)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2, (what, r.returncode, r.stdout, r.stderr)

@@ -6,6 +6,7 @@ depth (the study file's own keys, the workload's and the space's among them)."""
 
 from __future__ import annotations
 
+import os
 import string
 from dataclasses import fields
 
@@ -19,6 +20,8 @@ from kvtune.study.settings import top_keys
 from kvtune.study.study_file import load_study_file
 from kvtune.study.study_yaml import MAX_BYTES, MAX_NODES, parse_study_yaml
 from kvtune.workload import Workload
+
+UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")  # UTF-16 text: refused as such, not as bytes that are not UTF-8
 
 NAME = "study file 's.yaml'"
 KEYS = st.one_of(
@@ -47,14 +50,14 @@ def test_bytes_that_are_not_utf8_are_refused_as_such(raw):
         pass
     else:
         assume(False)
-    assume(b"\0" not in raw and not raw.startswith(b"GGUF"))
+    assume(b"\0" not in raw and not raw.startswith((b"GGUF", *UTF16_MARKS)))  # classes of their own
     assert "is not UTF-8 text (byte 0x" in refusal(raw)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=100), st.binary(max_size=100))
 def test_any_file_with_a_nul_byte_is_binary_and_any_gguf_is_a_model(before, after):
-    assume(not before.startswith(b"GGUF"))
+    assume(not before.startswith(b"GGUF") and not (before + b"\0").startswith(UTF16_MARKS))
     assert "is a binary file" in refusal(before + b"\0" + after)
     assert "is a GGUF model, not a YAML study file: pass it as --model" in refusal(b"GGUF" + before + after)
 
@@ -133,3 +136,18 @@ def test_the_file_is_named_and_a_folder_or_an_empty_path_is_refused(tmp_path):
         load_study_file(tmp_path)
     with pytest.raises(SpecError, match="^--study-file is empty"):
         load_study_file("")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_utf16_study_file_is_named_by_its_encoding(encoding, tmp_path):
+    """Windows' "Unicode" save: its byte-order mark says UTF-16, which was refused as a binary
+    file (it holds NUL bytes) though it is text in another encoding."""
+    raw = "study: s\n".encode(encoding)
+    if encoding == "utf-16-be":
+        raw = b"\xfe\xff" + raw
+    with pytest.raises(SpecError, match="^study file 'x.yaml' is UTF-16 text: .* save it as UTF-8$"):
+        parse_study_yaml(raw, "study file 'x.yaml'")
+    pipe = tmp_path / "pipe.yaml"
+    os.mkfifo(pipe)
+    with pytest.raises(SpecError, match=r"is a named pipe \(FIFO\), not a file"):
+        load_study_file(pipe)  # refused unread: the read would block until something wrote into it

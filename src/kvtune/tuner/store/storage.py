@@ -25,11 +25,15 @@ from kvtune.writable import check_folder
 
 
 def runs_root(explicit: str | None = None) -> Path:
-    """--runs-dir, else $KVTUNE_RUNS_DIR, else ./kvtune-runs (--runs-dir '' is refused: it
-    would silently mean the default)."""
+    """--runs-dir, else $KVTUNE_RUNS_DIR, else ./kvtune-runs (--runs-dir '' is refused, and so is
+    KVTUNE_RUNS_DIR set to nothing or blanks: either would silently mean the default, or a folder
+    named ' ')."""
     if explicit is not None and not explicit.strip():
         raise SpecError("--runs-dir is empty: give a folder, or leave the flag out (default ./kvtune-runs)")
-    return Path(explicit or os.environ.get("KVTUNE_RUNS_DIR") or "kvtune-runs").expanduser()
+    from_env = os.environ.get("KVTUNE_RUNS_DIR")
+    if not explicit and from_env is not None and not from_env.strip():  # set to nothing: not the default
+        raise SpecError("KVTUNE_RUNS_DIR is set but empty: give a folder, or unset it (default ./kvtune-runs)")
+    return Path(explicit or from_env or "kvtune-runs").expanduser()
 
 
 def check_runs_root(explicit: str | None = None) -> Path:

@@ -45,3 +45,15 @@ def test_heartbeat_records_a_beat_for_the_running_trial(tmp_path):
     with sqlite3.connect(tmp_path / "study.db") as db:  # Optuna's own record of the beat
         beats = {row[0] for row in db.execute("SELECT trial_id FROM trial_heartbeats")}
     assert trial._trial_id in beats
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_a_runs_folder_from_the_environment_set_to_nothing_is_refused(monkeypatch, value):
+    """KVTUNE_RUNS_DIR='' silently meant ./kvtune-runs, and ' ' a folder named ' '; --runs-dir
+    still wins over it."""
+    from kvtune.errors import SpecError
+
+    monkeypatch.setenv("KVTUNE_RUNS_DIR", value)
+    with pytest.raises(SpecError, match="^KVTUNE_RUNS_DIR is set but empty"):
+        storage.runs_root()
+    assert str(storage.runs_root("elsewhere")) == "elsewhere"
