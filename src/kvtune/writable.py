@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from kvtune.errors import SpecError
+from kvtune.readable import special_kind
 
 
 def _nearest(path: Path) -> Path:
@@ -52,6 +53,9 @@ def check_file(path: str | Path, what: str) -> Path:
     p = Path(text).expanduser()
     if p.is_dir():
         raise SpecError(f"{what} {text!r} is a folder: give a file name in it")
+    kind = special_kind(p)  # a named pipe blocks the write; a device is replaced or chmod-ed (as root)
+    if kind is not None:
+        raise SpecError(f"{what} {text!r} is {kind}, not a file: give the path of a file to write")
     folder = p.absolute().parent
     nearest = _nearest(folder)
     if not nearest.is_dir():

@@ -71,3 +71,14 @@ def test_the_runs_folder_is_named_by_where_it_came_from(tmp_path, monkeypatch):
     monkeypatch.setenv("KVTUNE_RUNS_DIR", str(tmp_path / "f"))
     with pytest.raises(SpecError, match="^KVTUNE_RUNS_DIR "):
         check_runs_root(None)
+
+
+def test_a_place_to_write_that_is_no_regular_file_is_refused(tmp_path):
+    """A named pipe blocked the write until something read it; a device (as root) would be
+    replaced by a rename over it or chmod-ed by the script written there."""
+    pipe = tmp_path / "out.pipe"
+    os.mkfifo(pipe)
+    with pytest.raises(SpecError, match=r"^--output '.*out\.pipe' is a named pipe \(FIFO\), not a file"):
+        check_file(pipe, "--output")
+    with pytest.raises(SpecError, match=r"^--save '/dev/null' is a character device, not a file"):
+        check_file("/dev/null", "--save")

@@ -27,6 +27,7 @@ from kvtune.cli.app import app, err_console, say_wait
 from kvtune.cli.cluster_flags import ONLY_FOR, ExportFlags
 from kvtune.cli.flag_record import command_signature
 from kvtune.errors import SpecError
+from kvtune.readable import special_kind
 from kvtune.tuner.cluster_seam import PLACEMENT_ATTR, read_set_up
 from kvtune.tuner.store import storage as fleet_storage
 
@@ -135,6 +136,9 @@ def check_writable(path: Path, what: str) -> None:
     """The file can be written where asked: its folder exists and it is not a folder itself."""
     if path.is_dir():
         raise SpecError(f"{what} {path} is a folder: name a file")
+    kind = special_kind(path)  # /dev/null would be replaced by the env file's rename, chmod-ed by the script's
+    if kind is not None:
+        raise SpecError(f"{what} {path} is {kind}, not a file: name a file")
     if not path.parent.is_dir():
         raise SpecError(f"{what} {path}: folder {path.parent} does not exist")
 
@@ -178,6 +182,8 @@ def worker_job(f: ExportFlags) -> tuple[WorkerJob, str | None]:
     memory_mib = parse_memory(f.mem) if f.mem is not None else None
     if f.output is not None:
         check_writable(f.output, "--output")
+    if f.env_file is not None:  # checked with the script, before the storage is read
+        env_file_for(f.output, f.env_file, job_name="")
     stored = read_set_up(f.study, f.storage, on_wait=say_wait)
     job = WorkerJob(
         study=f.study,

@@ -32,6 +32,19 @@ from tests.integration.cli.test_bad_input import QUERIES, kvtune, listing
 from tests.paths import UNIT_DATA
 
 NAMED_PIPE = "is a named pipe (FIFO), not a file"
+XW = [
+    "export-workers",
+    "-f",
+    "slurm",
+    "--study",
+    "s",
+    "--workers",
+    "2",
+    "--mem",
+    "4G",
+    "--storage",
+    "sqlite:///{d}/x.db",
+]
 PG_AT = "postgresql://kvtune:p@127.0.0.1:{}/kvtune"  # password 'p': masked, and no letter of the line with it
 NOT_RESULTS = "is not a results.json kvtune wrote"
 ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
@@ -61,6 +74,23 @@ ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
         ["run", "--set", "fidelity_prompts={d}/pipe.json"],
         {},
         f"fidelity_prompts: '{{d}}/pipe.json' {NAMED_PIPE}",
+    ),
+    # -- a place to write that is no regular file: a pipe blocks the write, a device is replaced or chmod-ed --
+    ("report: an output that is a pipe", ["report", "ok", "-o", "{d}/out.pipe"], {}, f"'{{d}}/out.pipe' {NAMED_PIPE}"),
+    ("report: an output that is /dev/null", ["report", "ok", "-o", "/dev/null"], {}, "is a character device"),
+    ("bench: results saved to a pipe", ["bench", "http://127.0.0.1:9", "--save", "{d}/out.pipe"], {}, NAMED_PIPE),
+    ("compare: an output that is a pipe", ["compare", "ok", "ok2", "-o", "{d}/out.pipe"], {}, NAMED_PIPE),
+    (
+        "export-workers: a job file that is a pipe",
+        [*XW, "-o", "{d}/out.pipe"],
+        {},
+        f"--output {{d}}/out.pipe {NAMED_PIPE}",
+    ),
+    (
+        "export-workers: an env file that is a pipe",
+        [*XW, "-o", "{d}/w.sbatch", "--env-file", "{d}/out.pipe"],
+        {},
+        f"--env-file {{d}}/out.pipe {NAMED_PIPE}",
     ),
     # -- a results.json that is not of kvtune's shape (study/results_file.py) --
     ("show: results.json is a list", ["show", "a-list"], {}, f"{NOT_RESULTS}: it holds a list, not a JSON object"),
@@ -213,7 +243,7 @@ RESULTS = {
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("bad-files")
-    for name in ("pipe.yaml", "pipe.json", "pipe.csv", "pipe.gguf"):
+    for name in ("pipe.yaml", "pipe.json", "pipe.csv", "pipe.gguf", "out.pipe"):
         os.mkfifo(d / name)
     runs = d / "runs"
     shapes = {
@@ -293,7 +323,7 @@ def test_each_bad_file_is_one_line_exit_2_and_nothing_started(inputs, tmp_path, 
         args[1:1] = ["--runs-dir", str(tmp_path / "runs")]
     if args[0] in ("show", "report", "export", "compare") and "KVTUNE_RUNS_DIR" not in extra_env:
         args[1:1] = ["--runs-dir", str(inputs / "runs")]
-    if args[0] in ("report", "export"):
+    if args[0] in ("report", "export") and "-o" not in args:
         args += ["-o", str(cwd / "out")]  # never written: the refusal comes first
     extra_env = {k: v.replace("{d}", str(inputs)) for k, v in extra_env.items()}
     base = {k: v for k, v in os.environ.items() if k not in ("KVTUNE_STORAGE", "KVTUNE_RUNS_DIR")}
