@@ -9,10 +9,12 @@ import re
 from kvtune.errors import SpecError
 
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+# ASCII digits only: `\d` alone reads '١٢' (Arabic-Indic digits) as 12 s, which no other number
+# kvtune takes does (the flags' whole numbers, the targets).
 _NUM = r"(\d+(?:\.\d+)?|\.\d+)"
-_DURATION_RE = re.compile(rf"^(?:{_NUM}d)?(?:{_NUM}h)?(?:{_NUM}m)?(?:{_NUM}s)?$")
-_BARE_RE = re.compile(rf"^{_NUM}$")
-_MS_RE = re.compile(rf"^{_NUM}ms$")
+_DURATION_RE = re.compile(rf"^(?:{_NUM}d)?(?:{_NUM}h)?(?:{_NUM}m)?(?:{_NUM}s)?$", re.ASCII)
+_BARE_RE = re.compile(rf"^{_NUM}$", re.ASCII)
+_MS_RE = re.compile(rf"^{_NUM}ms$", re.ASCII)
 _HOW = "write a positive duration such as 2h, 90m, 45s or 1h30m"
 
 

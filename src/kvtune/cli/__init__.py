@@ -22,10 +22,13 @@ def main() -> None:
     shows). `--help`, `--version` and a bare `kvtune` print help as before."""
     import typer
 
-    from kvtune.cli.app import PROG, clickx, usage_error_line
+    from kvtune.cli.app import PROG, clickx, swallowed_value_line, usage_error_line
     from kvtune.env_settings import check_environment
     from kvtune.errors import EXIT_BAD_INPUT, KvtuneError
 
+    swallowed = swallowed_value_line(sys.argv[1:])  # `--runs-dir --trials 3`, `-o=r.html`: no value
+    if swallowed is not None:
+        _refuse(swallowed, EXIT_BAD_INPUT)
     try:
         check_environment()  # a KVTUNE_*_S that is no number, refused before any command runs
         status = app(prog_name=PROG, standalone_mode=False)

@@ -141,3 +141,57 @@ def _sentence(message: str) -> str:
     text = " ".join(message.split()).rstrip(".")
     text = re.sub(r"'(-{1,2}[\w-]+)'", r"\1", text)
     return text[:1].lower() + text[1:]
+
+
+#: Options whose value is itself a flag by design (`--worker-arg=--llama-server=/opt/llama-server`).
+FLAG_VALUED = {"--worker-arg"}
+
+
+def swallowed_value_line(argv: list[str]) -> str | None:
+    """A value that is a slip of the keyboard, not a value: one that starts with '--' (`--runs-dir
+    --trials 3`: click hands the next flag to an option as its value, and kvtune made a folder
+    `--trials`), or with '=' (`--runs-dir==x`, `-o=report.html`: a folder `=x`, a file
+    `=report.html`). One line naming the option typed and how to give its value; None when
+    `argv` (the arguments after `kvtune`) holds none. Negative numbers (`--rate -2`) pass, for
+    their own refusal; options of `FLAG_VALUED` take flags as values."""
+    group: Any = typer.main.get_command(app)
+    command = group.commands.get(argv[0]) if argv and hasattr(group, "commands") else None
+    if command is None:
+        return None
+    takes_value = {
+        name: param
+        for param in command.params
+        if getattr(param, "param_type_name", "") == "option" and not param.is_flag and not param.count
+        for name in param.opts
+    }
+    words = argv[1:]
+    for i, word in enumerate(words):
+        if word == "--":
+            break
+        given = _option_value(word, words[i + 1] if i + 1 < len(words) else None, takes_value)
+        if given is None or given[0] in FLAG_VALUED:
+            continue
+        name, value = given
+        if value.startswith("--"):
+            return (
+                f"{name} took {value!r} as its value, which is a flag: give {name} its value "
+                f"(a path that starts with -- as ./{value})"
+            )
+        if value.startswith("="):
+            rest = value[1:]
+            written = f"{name} {rest}" + (f" or {name}={rest}" if name.startswith("--") else "")  # -o=x is -o '=x'
+            return f"{name} {value!r} starts with '=': write {written}"
+    return None
+
+
+def _option_value(word: str, following: str | None, takes_value: dict[str, Any]) -> tuple[str, str] | None:
+    """(option, value) when `word` is an option of `takes_value` with its value: `--opt=VALUE`,
+    `-oVALUE` (`-o=x`: '=x'), or `--opt` / `-o` with `following` as the value; else None."""
+    if word.startswith("--"):
+        name, eq, value = word.partition("=")
+        if name in takes_value:
+            return (name, value) if eq else (None if following is None else (name, following))
+        return None
+    if word.startswith("-") and word[:2] in takes_value:
+        return (word[:2], word[2:]) if len(word) > 2 else (None if following is None else (word[:2], following))
+    return None

@@ -18,14 +18,15 @@ from rich.table import Table
 from kvtune.cli.app import app, console
 from kvtune.cli.bench_flags import BenchFlags
 from kvtune.cli.bench_sweep import check_sweep, curve_table, parse_rates, rate_unit, sweep, sweep_verdict
-from kvtune.cli.flag_names import named_by_flag
+from kvtune.cli.flag_names import flag_of, named_by_flag
 from kvtune.cli.flag_record import command_signature
-from kvtune.cli.flag_values import trace_of
+from kvtune.cli.flag_values import plain_text, server_url, trace_of
 from kvtune.errors import SpecError
 from kvtune.objectives.slo import Slo, slo_field
 from kvtune.objectives.targets import RATE_METRICS, Target, parse_targets
 from kvtune.study.settings import of_field, parse_sets
 from kvtune.workload import Workload
+from kvtune.writable import check_file
 
 
 def bench_targets(f: BenchFlags) -> list[Target]:
@@ -56,14 +57,34 @@ def bench_slo(f: BenchFlags, targets: list[Target]) -> Slo | None:
                 f"target {wanting.text!r} needs per-request SLOs to measure: add --slo, e.g. 'ttft<2s,tpot<100ms'"
             )
         return None
-    return slo_field(f.slo)
+    try:
+        return slo_field(plain_text("--slo", f.slo, "per-request limits, e.g. 'ttft<2s,tpot<100ms'"))
+    except SpecError as e:  # `slo is empty`, `slo limits ttft twice`: the key, typed as --slo
+        raise SpecError(named_by_flag(str(e), {"slo": "--slo"})) from e
 
 
-def base_url(url: str) -> str:
-    base = url.rstrip("/")
-    if not base.startswith(("http://", "https://")):
-        raise SpecError(f"URL {url!r} must start with http:// or https://")
-    return base
+#: Flags of words that name a model, a file or a key: given empty, each would silently mean its
+#: default (`--api-key ''` $OPENAI_API_KEY, `--model ''` the first model /v1/models lists).
+TEXT_FLAGS: dict[str, str] = {
+    "model": "the model name the server serves",
+    "tokenizer": "a GGUF file or an HF folder",
+    "api_key": "the server's bearer token",
+}
+
+
+def check_text_flags(f: BenchFlags) -> None:
+    """The flags of `TEXT_FLAGS` given: not blank, plain text; an API key without blanks (a
+    bearer token has none; a blank key was masked as *** between every word of a refusal). The
+    --save file can be written: a folder, a path under a file, a folder not there was a traceback
+    after the whole run."""
+    for name, what in TEXT_FLAGS.items():
+        value = getattr(f, name)
+        if value is not None:
+            plain_text(flag_of(BenchFlags, name), value, what)
+    if f.api_key is not None and any(ch.isspace() for ch in f.api_key):
+        raise SpecError("--api-key holds a blank: give the bearer token alone, without 'Bearer ' or spaces")
+    if f.save is not None:
+        check_file(plain_text("--save", f.save, "a file to write the results to"), "--save")
 
 
 def bench_workload(f: BenchFlags) -> Workload:
@@ -80,9 +101,11 @@ def bench_workload(f: BenchFlags) -> Workload:
                 flags[s.key] = s.doc.bench_flag or s.key
                 values[s.field] = s.check(value)
         rates = parse_rates(f.rate)
-        if rates:  # a sweep's workload is checked at its first rate
-            values.update(mode="open", rate=rates[0])
+        if rates:  # a sweep's workload is checked at its first rate, each rate against its most
             flags["workload.rate"] = "--rate"
+            for rate in rates:
+                of_field("workload", "rate").check(rate)
+            values.update(mode="open", rate=rates[0])
         if f.workload_kind == "multiturn":
             values["multiturn"] = True
         elif f.workload_kind is not None:
@@ -160,7 +183,7 @@ def save_result(f: BenchFlags, workload: Workload, result: Any, model_name: str,
         "base_url": base,
         "backend": f"openai-{workload.endpoint}",
     }
-    f.save.write_text(json.dumps(to_vllm_json(result, info), allow_nan=False, indent=1))
+    Path(f.save).expanduser().write_text(json.dumps(to_vllm_json(result, info), allow_nan=False, indent=1))
     console.print(f"saved {f.save}")
 
 
@@ -193,7 +216,8 @@ def bench(**flags: Any) -> None:
     f = BenchFlags(**flags)
     targets = bench_targets(f)
     slo = bench_slo(f, targets)
-    base = base_url(f.url)
+    base = server_url(f.url)
+    check_text_flags(f)
     workload = bench_workload(f)
     rates = parse_rates(f.rate)
     check_sweep(rates, f.save)

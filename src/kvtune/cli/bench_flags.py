@@ -6,7 +6,6 @@ unchecked: cli/bench.py turns it into a checked `Workload` and runs it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 from kvtune.cli.flag_record import arg, from_setting, opt
@@ -54,7 +53,7 @@ class BenchFlags:
     api_key: Optional[str] = opt(
         None, "--api-key", help="Bearer token (default $OPENAI_API_KEY); never printed or saved."
     )
-    save: Optional[Path] = opt(
+    save: Optional[str] = opt(
         None, help="Write results as JSON (vLLM bench serve's key names plus per-request samples)."
     )
     prompt_cache: Optional[str] = opt(

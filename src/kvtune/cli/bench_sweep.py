@@ -13,6 +13,7 @@ exits 1 on a miss.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
@@ -25,17 +26,24 @@ from kvtune.workload import Workload
 
 def parse_rates(text: Optional[str]) -> list[float] | None:
     """--rate: one number (one run) or a comma list (a sweep, run in ascending order); None
-    when not given. Positivity is the workload's check (`Workload.validate`), per rate."""
+    when not given. Each rate is a positive ASCII number; its most is the setting's
+    (`workload.rate`), checked with the workload (cli/bench.py)."""
     if text is None:
         return None
     rates = []
     for part in str(text).split(","):
+        word = part.strip()
         try:
-            rates.append(float(part.strip()))
+            if not word.isascii():  # float() reads '١٢' as 12, as no other flag of kvtune does
+                raise ValueError(word)
+            rate = float(word)
         except ValueError:
             raise SpecError(
-                f"--rate takes a number, got {part.strip()!r}: requests per second, or a list such as 1,2,4,8"
+                f"--rate takes a number, got {word!r}: requests per second, or a list such as 1,2,4,8"
             ) from None
+        if not math.isfinite(rate) or rate <= 0:  # each rate of a list, not only the first
+            raise SpecError(f"--rate must be a positive number of requests/s, got {word!r}")
+        rates.append(rate)
     return sorted(rates)
 
 

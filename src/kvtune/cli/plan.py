@@ -128,6 +128,31 @@ def _check_counts(*, context: int | None, users: int, parallel: int | None, gpus
     for flag, value in (("--users", users), ("--parallel", parallel), ("--gpus", gpus)):
         if value is not None and value < 1:
             raise SpecError(f"{flag} must be at least 1, got {value}")
+    for flag, value in (("--context", context), ("--users", users), ("--parallel", parallel), ("--gpus", gpus)):
+        _at_most(flag, value)
+
+
+#: The most each count of `kvtune plan` may be: past these no model or machine is meant (a
+#: context of 10**30 tokens was planned, table and flags, as if it meant something).
+MOST = {
+    "--context": 100_000_000,  # tokens: 10x the longest context a model states
+    "--users": 100_000,  # as kvtune run's --concurrency
+    "--parallel": 100_000,
+    "--gpus": 4096,
+    "--layers": 100_000,
+    "--heads": 100_000,
+    "--kv-heads": 100_000,
+    "--head-dim": 100_000,
+}
+
+
+def _at_most(flag: str, value: int | None) -> None:
+    """A count past `MOST`: one line naming the flag, its most and the value."""
+    from kvtune.errors import SpecError
+
+    if value is not None and value > MOST[flag]:
+        shown = str(value) if value < 10**18 else f"{value:.3g}"
+        raise SpecError(f"{flag} must be at most {MOST[flag]}, got {shown}")
 
 
 def _shape(
@@ -155,5 +180,6 @@ def _shape(
     for flag, v in given.items():
         if v is not None and v <= 0:
             raise SpecError(f"{flag} must be positive, got {v}")
+        _at_most(flag, v)
     assert layers is not None and kv_heads is not None and head_dim is not None  # `missing` above
     return ModelShape(layers=layers, attention_heads=heads or kv_heads, kv_heads=kv_heads, head_dim=head_dim)

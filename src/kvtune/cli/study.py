@@ -24,14 +24,24 @@ from kvtune.study.what_would_work import WhatWouldWork
 from kvtune.writable import check_file
 
 
+def check_study_arg(study: str) -> None:
+    """The study argument of show, report and export: not empty (Path("") is the current
+    folder: it would read ./results.json) and plain text (a newline split the refusal that
+    quotes it in two lines)."""
+    from kvtune.cli.flag_values import plain_text
+
+    if not study.strip():
+        raise SpecError("the study name is empty: give a study name or its run directory")
+    plain_text("the study name", study, "a study name or its run directory")
+
+
 def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
     """A study's results.json (written after every trial), by name or run-directory path."""
     from kvtune.errors import SpecError
     from kvtune.study.results_file import read_results
     from kvtune.tuner.store.storage import runs_root
 
-    if not study.strip():  # Path("") is the current folder: it would read ./results.json
-        raise SpecError("the study name is empty: give a study name or its run directory")
+    check_study_arg(study)
     d = Path(study) if Path(study).is_dir() else runs_root(runs_dir) / study
     f = d / "results.json"
     if not f.is_file():
@@ -45,6 +55,7 @@ def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
 def _study_results(study: str, runs_dir: Optional[str], storage: Optional[str]) -> tuple[dict, Path, str | None]:
     """(results, run directory, progress line): from results.json, or with `storage` from the
     study's storage as it stands while workers fill it (the line says whether it still runs)."""
+    check_study_arg(study)
     if storage is None:
         results, d = _load_results(study, runs_dir)
         return results, d, None
@@ -67,8 +78,7 @@ def _comparison_file(study: str, runs_dir: Optional[str]) -> Path | None:
     from kvtune.artifacts.side_by_side import COMPARE_FILE
     from kvtune.tuner.store.storage import runs_root
 
-    if not study.strip():  # Path("") is the current folder: it would read ./results.json
-        raise SpecError("the study name is empty: give a study name or its run directory")
+    check_study_arg(study)
     d = Path(study) if Path(study).is_dir() else runs_root(runs_dir) / study
     f = d / COMPARE_FILE
     return f if f.is_file() and not (d / "results.json").is_file() else None
@@ -301,12 +311,16 @@ def export(
     """Deployment artifacts rendered from the trial's own argv and environment."""
     from kvtune.artifacts import export as exporter
     from kvtune.artifacts.overview import pick_trial
+    from kvtune.cli.flag_values import plain_text
     from kvtune.errors import SpecError
 
     if format not in exporter.ALL_FORMATS:
         raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.ALL_FORMATS)}")
     if not 0 < port < 65536:
         raise SpecError(f"--port must be a TCP port, 1..65535, got {port}: the port the deployed server listens on")
+    plain_text("--host", host, "the address the deployed server binds, e.g. 0.0.0.0")  # a newline split the script
+    if any(ch.isspace() for ch in host):
+        raise SpecError(f"--host {host!r} holds a blank: give one address, e.g. 0.0.0.0 or 127.0.0.1")
     if output is not None:
         check_file(output, "--output")
     results, _, _ = _study_results(study, runs_dir, storage)

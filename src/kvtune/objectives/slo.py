@@ -22,6 +22,9 @@ _ITEM_RE = re.compile(
     r"^\s*(?P<metric>[a-z0-9_]+)\s*(?P<op><=|<)\s*(?P<num>[0-9]*\.?[0-9]+)\s*(?P<unit>[a-z]*)\s*$", re.I
 )
 _UNIT_TO_S = {"s": 1.0, "ms": 0.001, "us": 1e-6}
+#: The longest limit an SLO may set: a day, past any request's latency (a request that long has
+#: timed out); a limit of 0 no request meets (a latency is above 0).
+MAX_LIMIT_S = 86400.0
 
 
 @dataclass(frozen=True)
@@ -80,11 +83,21 @@ def parse_slo(text: str) -> Slo:
                 f"SLO {item.strip()!r}: {metric!r} is no per-request metric; use {', '.join(SLO_METRICS)} "
                 f"(an SLO holds for each request, so it takes no _p95 or other statistic)"
             )
-        if unit not in _UNIT_TO_S:
-            raise TargetError(f"SLO {item.strip()!r} needs a time unit: write e.g. '{metric}<2s' or '{metric}<800ms'")
+        if unit not in _UNIT_TO_S:  # 'ttft<1h' has a unit, but not one a request's latency is in
+            which = " of s, ms or us" + (f" (not {unit!r})" if unit else "")
+            raise TargetError(
+                f"SLO {item.strip()!r} needs a time unit{which}: write e.g. '{metric}<2s' or '{metric}<800ms'"
+            )
         if any(lim.metric == metric for lim in limits):
             raise TargetError(f"slo limits {metric} twice: give each metric once")
-        limits.append(SloLimit(metric, m["op"], float(m["num"]) * _UNIT_TO_S[unit]))
+        seconds = float(m["num"]) * _UNIT_TO_S[unit]
+        if not 0 < seconds <= MAX_LIMIT_S:  # 'ttft<0s' no request meets; 400 digits read as inf
+            raise TargetError(
+                f"SLO {item.strip()!r} can never hold: give a limit above 0 and at most {MAX_LIMIT_S:g} s"
+                if seconds <= 0
+                else f"SLO {item.strip()!r} is past any request: give a limit of at most {MAX_LIMIT_S:g} s"
+            )
+        limits.append(SloLimit(metric, m["op"], seconds))
     return Slo(text=",".join(i.strip() for i in items), limits=tuple(limits))
 
 

@@ -34,6 +34,10 @@ FIDELITY_METRICS = ("kld",)
 METRICS = LATENCY_METRICS + RATE_METRICS + tuple(THROUGHPUT_METRICS) + FIDELITY_METRICS
 # A margin stands in for +inf (every request failed) so Optuna's arithmetic stays finite.
 MAX_MARGIN = 1e6
+# The largest number a target may give: 1e12 (ms: 30 years; tok/s; a factor) is past anything a
+# run measures, and a threshold in ms stays finite ('ttft<1e308s' was inf ms, stored as a
+# constraint's name and written to JSON that refuses inf).
+MAX_BOUND = 1e12
 
 _TARGET_RE = re.compile(
     r"^\s*(?P<name>[a-z_0-9]+)\s*(?P<op><=|>=|<|>)\s*"
@@ -162,6 +166,8 @@ def parse_target(text: str) -> Target:
             f"cannot parse target {text!r}: expected METRIC OP VALUE, e.g. 'ttft<1s', 'tpot_p99<=50ms', 'error_rate<1%'"
         )
     name, op, num, unit = m["name"].lower(), m["op"], float(m["num"]), m["unit"].lower()
+    if not math.isfinite(num) or num > MAX_BOUND:  # '1e400' reads as inf; a threshold past it in ms, too
+        raise TargetError(f"target {text!r}: {m['num']} is past any measurement: give a bound of at most 1e12")
     metric, stat = name, ""
     for s in STATS:
         if name.endswith("_" + s) and name[: -len(s) - 1] in LATENCY_METRICS:
@@ -183,8 +189,9 @@ def parse_target(text: str) -> Target:
             raise TargetError(f"target {text!r}: a relative target needs a positive factor, e.g. 'ttft<0.8x'")
         return Target(metric=metric, stat=stat, op=op, threshold=math.nan, text=text.strip(), factor=num)
     if metric in LATENCY_METRICS:
-        if unit not in _UNIT_TO_MS:
-            raise TargetError(f"target {text!r} needs a time unit: write e.g. '{metric}<1s' or '{metric}<800ms'")
+        if unit not in _UNIT_TO_MS:  # 'ttft<1h' has a unit, but not one a latency is measured in
+            which = " of s, ms or us" + (f" (not {unit!r})" if unit else "")
+            raise TargetError(f"target {text!r} needs a time unit{which}: write e.g. '{metric}<1s' or '{metric}<800ms'")
         threshold = num * _UNIT_TO_MS[unit]
     elif metric in RATE_METRICS:
         if unit == "%":

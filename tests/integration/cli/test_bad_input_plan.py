@@ -32,6 +32,13 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("a context of 0", [*SHAPE, "--context", "0"], "--context must be at least 1 token"),
     ("a negative context", [*SHAPE, "--context", "-5"], "--context must be at least 1 token"),
     ("no users", [*SHAPE, "--users", "0"], "--users must be at least 1, got 0"),
+    (
+        "a context past any model",
+        [*SHAPE, "--context", "1" + "0" * 30],
+        "--context must be at most 100000000, got 1e+30",
+    ),
+    ("users past any machine", [*SHAPE, "--users", "200000"], "--users must be at most 100000, got 200000"),
+    ("layers past any model", ["--layers", str(2**63), *SHAPE[2:]], "--layers must be at most 100000"),
     ("negative users", [*SHAPE, "--users", "-3"], "--users must be at least 1, got -3"),
     ("no slots", [*SHAPE, "--parallel", "0"], "--parallel must be at least 1, got 0"),
     ("no GPUs", [*SHAPE, "--gpu", "L4", "--gpus", "0"], "--gpus must be at least 1, got 0"),
