@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from kvtune.errors import SpecError
+from kvtune.errors import KvtuneError, SpecError
 
 # What a path that is neither a regular file nor a folder is, in the words a refusal uses.
 _KINDS = (
@@ -39,6 +39,24 @@ def special_kind(path: str | Path) -> str | None:
 def check_regular_file(path: str | Path, name: str) -> None:
     """`SpecError` when `path` is a named pipe, a device or a socket: `name` says what it was
     given as, e.g. "study file 'x.yaml'" or "--model '/dev/zero'"."""
+    check_name_lengths(path, name)
     kind = special_kind(path)
     if kind is not None:
         raise SpecError(f"{name} is {kind}, not a file: give the path of a regular file")
+
+
+#: The longest name of one file or folder Linux file systems take (ext4, xfs, btrfs, tmpfs), in bytes.
+NAME_MAX = 255
+
+
+def check_name_lengths(path: str | Path, name: str, error: type[KvtuneError] = SpecError) -> None:
+    """`error` when a name in `path` is longer than a file system takes: pathlib's
+    `exists()`, `is_file()` and `is_dir()` raise OSError (File name too long) rather than answer,
+    which was a traceback wherever a path is checked. Pure: no file system call."""
+    for part in Path(path).parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            raise error(
+                f"{name} has a name of {size} bytes ({part[:24]}...): a file system takes {NAME_MAX} at most; "
+                "give a shorter path"
+            )

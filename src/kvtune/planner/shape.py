@@ -20,7 +20,7 @@ from typing import Any
 from kvtune.errors import ModelError
 from kvtune.gguf_file import is_gguf, read_gguf
 from kvtune.planner.kv import ModelShape
-from kvtune.readable import special_kind
+from kvtune.readable import check_name_lengths, special_kind
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1}
 # llama.cpp's sliding-window layer patterns: every n-th layer is global, the others are windowed.
@@ -311,6 +311,7 @@ def shape_from_path(path: str | Path) -> ModelShape:
     with the key it came in as, `model` (`kvtune plan` opens it with its --model flag)."""
     p = Path(path).expanduser()
     named = f"model {str(path)!r}"
+    check_name_lengths(p, named, ModelError)  # else exists() raises 'File name too long'
     if not p.exists():
         raise ModelError(f"{named} does not exist: give a GGUF file or an HF model folder")
     if p.is_dir():

@@ -9,7 +9,8 @@ nothing (it silently meant kvtune's own pick, and started that server), a model 
 file; a SQLite storage that is another program's database (Optuna added its tables beside its
 own), not SQLite, or empty; a database port that is no TCP port (taken as a storage that is
 down, exit 75, with a short password masked inside the driver's words); an Optuna study whose
-stored spec kvtune did not write, and a warm start from another program's Optuna study. Each row: what was given, argv after `kvtune`,
+stored spec kvtune did not write, and a warm start from another program's Optuna study; a
+place to write that is a pipe or a device; a name in a path longer than a file system takes. Each row: what was given, argv after `kvtune`,
 the environment it adds, the phrase of the one line. Every row must exit 2 with exactly one
 line on stderr, `kvtune: error: ...`, print nothing on stdout, write nothing (no runs folder,
 nothing in the current folder or beside the inputs) and start no server (the llama-server
@@ -32,6 +33,7 @@ from tests.integration.cli.test_bad_input import QUERIES, kvtune, listing
 from tests.paths import UNIT_DATA
 
 NAMED_PIPE = "is a named pipe (FIFO), not a file"
+LONG = "n" * 300  # a name of a path: ext4, xfs, btrfs and tmpfs take 255 bytes at most
 XW = [
     "export-workers",
     "-f",
@@ -92,6 +94,13 @@ ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
         {},
         f"--env-file {{d}}/out.pipe {NAMED_PIPE}",
     ),
+    # -- a name longer than a file system takes: pathlib's exists() raised 'File name too long' (readable.py) --
+    ("a model's name too long", ["run", "--model", f"{{d}}/{LONG}.gguf"], {}, "has a name of 305 bytes"),
+    ("plan: a model's name too long", ["plan", "--model", f"{{d}}/{LONG}"], {}, "--model '{d}/n"),
+    ("report: an output's name too long", ["report", "ok", "-o", f"{{d}}/{LONG}.html"], {}, "--output '{d}/n"),
+    ("show from a SQLite name too long", ["show", "s", "--storage", f"sqlite:///{{d}}/{LONG}"], {}, "a name of 300"),
+    ("a study file's name too long", ["run", "--study-file", f"{{d}}/{LONG}"], {}, "study file '{d}/nnn"),
+    ("a llama-server's name too long", ["run", "--set", f"llama_server={{d}}/{LONG}"], {}, "llama_server '{d}/n"),
     # -- a results.json that is not of kvtune's shape (study/results_file.py) --
     ("show: results.json is a list", ["show", "a-list"], {}, f"{NOT_RESULTS}: it holds a list, not a JSON object"),
     ("show: results.json is {}", ["show", "empty-object"], {}, f"{NOT_RESULTS}: it has no 'study'"),

@@ -19,6 +19,7 @@ from optuna.storages._heartbeat import BaseHeartbeat
 
 from kvtune.env_settings import env_number
 from kvtune.errors import SpecError, StorageUnreachableError
+from kvtune.readable import check_name_lengths
 from kvtune.tuner.store.connect import open_error, redact, waited  # noqa: F401 (redact: storage.redact, as callers read it)
 from kvtune.tuner.store.retry import Retrier, RetryingStorage, heartbeat_loop, unwrap
 from kvtune.writable import check_folder
@@ -154,7 +155,10 @@ def check_sqlite_file(url: str) -> None:
     import sqlite3
 
     path = sqlite_file(url)
-    if path is None or not path.is_file() or path.stat().st_size == 0:
+    if path is None:
+        return
+    check_name_lengths(path, f"storage {redact(url)}")
+    if not path.is_file() or path.stat().st_size == 0:
         return
     named = f"storage {redact(url)}: {path}"
     with path.open("rb") as f:
@@ -347,6 +351,8 @@ def load_study(
     storage slow to answer (`make_storage`). A study that must exist creates nothing: no SQLite
     file where none is, no tables in a database without them."""
     path = sqlite_file(url)
+    if path is not None:
+        check_name_lengths(path, f"storage {redact(url)}")  # else is_file() raises 'File name too long'
     if path is not None and (not path.is_file() or path.stat().st_size == 0):
         why = "is a folder" if path.is_dir() else "is empty" if path.is_file() else "does not exist"
         raise SpecError(
