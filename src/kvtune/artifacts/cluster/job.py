@@ -30,6 +30,11 @@ RESERVED_WORKER_FLAGS = ("--storage", "--study", "--runs-dir", "--gpus-per-trial
 _SIZE = re.compile(r"^([0-9]+)\s*([MGT])(?:i|iB|B)?$", re.IGNORECASE)
 _MIB_PER = {"M": 1, "G": 1024, "T": 1024 * 1024}
 SIZE_FORMS = "a whole number of M, G or T (binary units, as Slurm reads them), e.g. 64G or 512M"
+#: The most a count of export-workers may be: past these no scheduler places it (10**30 workers
+#: was written as `#SBATCH --array=0-999...`, 10**30 GPUs as a --gres). Workers: a Kubernetes
+#: Indexed Job's most completions; GPUs and CPUs: past any one node; memory: 1 PiB.
+MOST = {"--workers": 100_000, "--gpus-per-trial": 1024, "--cpus-per-worker": 100_000}
+MOST_MEMORY_MIB = 1024**3
 
 
 def parse_memory(text: str) -> int:
@@ -39,6 +44,8 @@ def parse_memory(text: str) -> int:
     mib = int(m.group(1)) * _MIB_PER[m.group(2).upper()] if m else 0
     if mib < 1:
         raise SpecError(f"--mem must be {SIZE_FORMS}, got {text!r}")
+    if mib > MOST_MEMORY_MIB:
+        raise SpecError(f"--mem must be at most 1024T (1 PiB per worker), got {text!r}")
     return mib
 
 
@@ -97,6 +104,14 @@ class WorkerJob:
             raise SpecError(f"--workers must be at least 1, got {self.workers}")
         if self.gpus_per_trial < 0:
             raise SpecError(f"--gpus-per-trial must be 0 or more, got {self.gpus_per_trial}")
+        for flag, value in (
+            ("--workers", self.workers),
+            ("--gpus-per-trial", self.gpus_per_trial),
+            ("--cpus-per-worker", self.cpus),
+        ):
+            if value is not None and value > MOST[flag]:
+                shown = str(value) if value < 10**18 else f"{value:.3g}"
+                raise SpecError(f"{flag} must be at most {MOST[flag]}, got {shown}")
         if not self.command:
             raise SpecError("--worker-command must name a program")
         if self.cpus is None:

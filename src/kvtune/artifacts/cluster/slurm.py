@@ -35,7 +35,7 @@ DEFAULT_RUNS_DIR = "kvtune-runs"
 TIME_FORMS = (
     "MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, DAYS-HOURS, DAYS-HOURS:MINUTES or DAYS-HOURS:MINUTES:SECONDS"
 )
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$", re.ASCII)  # not '١٢': Slurm reads ASCII
 
 
 def time_limit_s(text: str) -> int:
