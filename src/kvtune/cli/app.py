@@ -178,9 +178,9 @@ def swallowed_value_line(argv: list[str]) -> str | None:
                 f"(a path that starts with -- as ./{value})"
             )
         if value.startswith("="):
-            rest = value[1:]
+            rest = value[1:].strip()
             written = f"{name} {rest}" + (f" or {name}={rest}" if name.startswith("--") else "")  # -o=x is -o '=x'
-            return f"{name} {value!r} starts with '=': write {written}"
+            return f"{name} {value!r} starts with '=': " + (f"write {written}" if rest else f"give {name} a value")
     return None
 
 

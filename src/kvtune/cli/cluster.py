@@ -25,7 +25,9 @@ from kvtune.artifacts.cluster.k8s import render_k8s_job, secret_command
 from kvtune.artifacts.cluster.slurm import render_env_file, render_slurm
 from kvtune.cli.app import app, err_console, say_wait
 from kvtune.cli.cluster_flags import ONLY_FOR, ExportFlags
+from kvtune.cli.flag_names import flag_of
 from kvtune.cli.flag_record import command_signature
+from kvtune.cli.flag_values import plain_text
 from kvtune.errors import SpecError
 from kvtune.readable import special_kind
 from kvtune.tuner.cluster_seam import PLACEMENT_ATTR, read_set_up
@@ -168,6 +170,25 @@ def env_file_for(output: Path | None, given: Path | None, job_name: str) -> Path
     return path
 
 
+#: Flags of words written into the job file or naming a file to write: given blank, --runs-dir
+#: and --env-file were a folder and a file named ' ', and a newline in --worker-command reached
+#: the script as a command on two lines.
+WORD_FLAGS: dict[str, str] = {
+    "worker_command": "the program that starts one worker",
+    "runs_dir": "the workers' runs folder",
+    "env_file": "a file for the storage URL",
+    "output": "a file to write",
+}
+
+
+def check_words(f: ExportFlags) -> None:
+    """Each flag of `WORD_FLAGS` given: not blank, plain text (cli/flag_values.py)."""
+    for name, what in WORD_FLAGS.items():
+        value = getattr(f, name)
+        if value is not None:
+            plain_text(flag_of(ExportFlags, name), str(value), what)
+
+
 def worker_job(f: ExportFlags) -> tuple[WorkerJob, str | None]:
     """The job the flags and the stored study describe (checked by its renderer), and the model
     path the study's set-up resolved. Every check that needs no storage comes first."""
@@ -175,6 +196,7 @@ def worker_job(f: ExportFlags) -> tuple[WorkerJob, str | None]:
         raise SpecError(f"unknown --format {f.format!r}: use one of {', '.join(CLUSTER_FORMATS)}")
     refuse_other_formats_flags(f)
     check_worker_args(f.worker_arg, worker_flags())
+    check_words(f)
     try:
         command = tuple(shlex.split(f.worker_command)) if f.worker_command is not None else default_command(f.format)
     except ValueError as e:
