@@ -200,6 +200,12 @@ ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
     ),
     ("an empty KVTUNE_RUNS_DIR", ["report", "s"], {"KVTUNE_RUNS_DIR": ""}, "KVTUNE_RUNS_DIR is set but empty"),
     ("a blank KVTUNE_RUNS_DIR", ["run"], {"KVTUNE_RUNS_DIR": " "}, "KVTUNE_RUNS_DIR is set but empty"),
+    (
+        "a blank KVTUNE_STORAGE",
+        ["worker", "--study", "s"],
+        {"KVTUNE_STORAGE": " "},
+        "KVTUNE_STORAGE must be a storage URL (postgresql://..., grpc://HOST:PORT, sqlite:///PATH), got ' '",
+    ),
     # -- a SQLite storage that is no Optuna study database (tuner/store/storage.py) --
     (
         "setting up a study in another program's database",

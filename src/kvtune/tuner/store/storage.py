@@ -84,8 +84,11 @@ def make_storage(url: str, *, read_only: bool = False, on_wait: Callable[[str], 
     Opening fails at once (a storage that is down: exit 75), and a storage slow to answer is said
     to be waited on through `on_wait` (connect.py `waited`); every call after it is retried on
     transient errors (tuner/store/retry.py), so a worker rides out a database restart."""
-    if not url.strip():
-        raise SpecError("--storage must be a storage URL (postgresql://..., grpc://HOST:PORT, sqlite:///PATH), got ''")
+    if not url.strip():  # named as given: the flag, or the environment variable it defaults to
+        source = "KVTUNE_STORAGE" if os.environ.get("KVTUNE_STORAGE") == url else "--storage"
+        raise SpecError(
+            f"{source} must be a storage URL (postgresql://..., grpc://HOST:PORT, sqlite:///PATH), got {url!r}"
+        )
     check_sqlite_file(url)
     check_port(url)
     address = grpc_address(url)
