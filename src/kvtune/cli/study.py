@@ -29,10 +29,12 @@ def check_study_arg(study: str) -> None:
     folder: it would read ./results.json) and plain text (a newline split the refusal that
     quotes it in two lines)."""
     from kvtune.cli.flag_values import plain_text
+    from kvtune.readable import check_name_lengths
 
     if not study.strip():
         raise SpecError("the study name is empty: give a study name or its run directory")
     plain_text("the study name", study, "a study name or its run directory")
+    check_name_lengths(study, f"the study {study!r}")  # else is_dir() raises 'File name too long'
 
 
 def _load_results(study: str, runs_dir: Optional[str]) -> tuple[dict, Path]:
@@ -311,16 +313,14 @@ def export(
     """Deployment artifacts rendered from the trial's own argv and environment."""
     from kvtune.artifacts import export as exporter
     from kvtune.artifacts.overview import pick_trial
-    from kvtune.cli.flag_values import plain_text
+    from kvtune.cli.flag_values import listen_host
     from kvtune.errors import SpecError
 
     if format not in exporter.ALL_FORMATS:
         raise SpecError(f"unknown export format {format!r}: use one of {', '.join(exporter.ALL_FORMATS)}")
     if not 0 < port < 65536:
         raise SpecError(f"--port must be a TCP port, 1..65535, got {port}: the port the deployed server listens on")
-    plain_text("--host", host, "the address the deployed server binds, e.g. 0.0.0.0")  # a newline split the script
-    if any(ch.isspace() for ch in host):
-        raise SpecError(f"--host {host!r} holds a blank: give one address, e.g. 0.0.0.0 or 127.0.0.1")
+    listen_host(host)  # a newline, a blank or a URL went into the launch script as the address
     if output is not None:
         check_file(output, "--output")
     results, _, _ = _study_results(study, runs_dir, storage)

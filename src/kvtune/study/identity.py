@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from kvtune.errors import SpecError, TargetError
 from kvtune.knobs import Knob
 from kvtune.objectives.targets import parse_target
+from kvtune.readable import NAME_MAX
 
 if TYPE_CHECKING:
     from kvtune.study.spec import StudySpec
@@ -100,11 +101,15 @@ _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]*")
 def check_study_name(name: str) -> str:
     """A study name is a folder under the runs folder and a key in shared storage: letters,
     digits and . _ + = @ - (starting with a letter or digit), so it can never be empty, climb out
-    of the runs folder (/, ..) or read as a flag."""
+    of the runs folder (/, ..) or read as a flag; and no longer than a folder's name can be."""
     if not _STUDY_NAME.fullmatch(name or ""):
         raise SpecError(
             f"--study {name!r} is not a study name: use letters, digits and . _ - "
             f"(starting with a letter or digit), e.g. my-box-ttft"
+        )
+    if len(name.encode()) > NAME_MAX:  # its folder could not be made: after the runs folder was
+        raise SpecError(
+            f"--study {name[:24]!r}... is {len(name.encode())} characters: a study name is {NAME_MAX} at most"
         )
     return name
 

@@ -25,6 +25,7 @@ from kvtune.launchers.base import Launcher
 from kvtune.launchers.process import free_port
 from kvtune.launchers.registry import build_flags, create_launcher
 from kvtune.objectives.targets import Target, with_fidelity_target
+from kvtune.readable import NAME_MAX
 from kvtune.study.identity import fingerprint, identity, resume_conflict, study_name_part
 from kvtune.study.sampler_choice import check_sampler_installed
 from kvtune.study.space import merge_knobs, parse_space
@@ -88,8 +89,12 @@ def gated_targets(spec: StudySpec, targets: list[Target], launcher: Launcher, kn
 
 def default_study_name(spec: StudySpec, launcher: Launcher) -> str:
     """model-backend-fingerprint, the model as a name part (vLLM serves a folder by its path or a
-    hub id: `study_name_part` keeps the study's folder inside the runs folder)."""
-    return f"{study_name_part(launcher.served_model_name())}-{spec.backend}-{fingerprint(spec)}"
+    hub id: `study_name_part` keeps the study's folder inside the runs folder). The model's part is
+    cut to fit a folder's name (NAME_MAX bytes): a model file of a long name made a name whose
+    folder could not be made, after the runs folder was; a name that fits is as it was."""
+    suffix = f"-{spec.backend}-{fingerprint(spec)}"
+    part = study_name_part(launcher.served_model_name())
+    return part[: NAME_MAX - len(suffix.encode())].rstrip("-.") + suffix
 
 
 def study_sampler(spec: StudySpec, knobs: list[Knob], n_existing: int, slot: int = 0) -> optuna.samplers.BaseSampler:

@@ -101,6 +101,9 @@ ROWS: list[tuple[str, list[str], dict[str, str], str]] = [
     ("show from a SQLite name too long", ["show", "s", "--storage", f"sqlite:///{{d}}/{LONG}"], {}, "a name of 300"),
     ("a study file's name too long", ["run", "--study-file", f"{{d}}/{LONG}"], {}, "study file '{d}/nnn"),
     ("a llama-server's name too long", ["run", "--set", f"llama_server={{d}}/{LONG}"], {}, "llama_server '{d}/n"),
+    ("show: a study argument too long", ["show", f"{{d}}/{LONG}"], {}, "the study '{d}/nnn"),
+    ("show: a runs folder too long", ["show", "ok", "--runs-dir", f"{{d}}/{LONG}"], {}, "--runs-dir '{d}/nnn"),
+    ("a study name too long", ["run", "--study", LONG], {}, "is 300 characters: a study name is 255 at most"),
     # -- a results.json that is not of kvtune's shape (study/results_file.py) --
     ("show: results.json is a list", ["show", "a-list"], {}, f"{NOT_RESULTS}: it holds a list, not a JSON object"),
     ("show: results.json is {}", ["show", "empty-object"], {}, f"{NOT_RESULTS}: it has no 'study'"),

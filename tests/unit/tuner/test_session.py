@@ -135,3 +135,14 @@ def test_another_programs_sqlite_database_is_refused_before_anything_is_written(
     assert not (tmp_path / "runs").exists()
     with sqlite3.connect(db) as c:
         assert [r[0] for r in c.execute("SELECT name FROM sqlite_master")] == ["users"]
+
+
+def test_a_default_study_name_fits_a_folders_name():
+    """A model file of a long name made a default study name whose folder could not be made
+    (File name too long), after the runs folder was; the model's part is cut to fit."""
+    from kvtune.tuner.assemble import default_study_name
+
+    name = default_study_name(spec(study=None), FakeLauncher(model_path="/m/" + "m" * 300 + ".gguf"))
+    assert len(name.encode()) == 255 and name.startswith("mmm") and name.endswith(f"-{spec().backend}-" + name[-8:])
+    short = default_study_name(spec(study=None), FakeLauncher(model_path="/m/tiny.gguf"))
+    assert short.startswith("tiny.gguf-") or short.startswith("tiny")

@@ -31,6 +31,8 @@ def runs_root(explicit: str | None = None) -> Path:
     named ' ')."""
     if explicit is not None and not explicit.strip():
         raise SpecError("--runs-dir is empty: give a folder, or leave the flag out (default ./kvtune-runs)")
+    if explicit:
+        check_name_lengths(explicit, f"--runs-dir {explicit!r}")  # else is_dir() raises 'File name too long'
     from_env = os.environ.get("KVTUNE_RUNS_DIR")
     if not explicit and from_env is not None and not from_env.strip():  # set to nothing: not the default
         raise SpecError("KVTUNE_RUNS_DIR is set but empty: give a folder, or unset it (default ./kvtune-runs)")
