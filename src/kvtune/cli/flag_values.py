@@ -3,6 +3,8 @@ commands share (`kvtune run` and `kvtune bench` read --workload alike)."""
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import unicodedata
 from urllib.parse import urlsplit
 
@@ -79,3 +81,25 @@ def server_url(url: str) -> str:
             f"(kvtune adds /v1/chat/completions or /v1/completions itself)"
         )
     return base
+
+
+_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def listen_host(host: str, flag: str = "--host") -> str:
+    """An address to bind (`kvtune proxy --host`, `kvtune export --host`): an IP address (IPv6
+    bare or in brackets) or a host name, checked by its form before anything binds: ' ', 'a b',
+    '999.1.1.1' or 'http://0.0.0.0' reached gRPC, whose own log line and 'cannot listen ...: pick
+    another --port' blamed the port. No lookup: the name is resolved where it is used."""
+    plain_text(flag, host, "an address to listen on, e.g. 0.0.0.0 or 127.0.0.1")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ipaddress.ip_address(bare)
+        return host
+    except ValueError:
+        pass
+    labels = bare.split(".")
+    named = len(bare) <= 253 and all(_HOST_LABEL.match(label) for label in labels)
+    if named and not all(label.isdigit() for label in labels):  # 999.1.1.1 is no IPv4 address nor a name
+        return host
+    raise SpecError(f"{flag} {host!r} is not an address: give an IP address or a host name, e.g. 0.0.0.0 or 127.0.0.1")

@@ -9,6 +9,7 @@ import threading
 import typer
 
 from kvtune.cli.app import app, console, say_wait
+from kvtune.cli.flag_values import listen_host
 from kvtune.commands import STORAGE_ENV
 from kvtune.errors import SpecError
 
@@ -31,6 +32,7 @@ def proxy(
 
     if not 0 < port < 65536:
         raise SpecError(f"--port must be in 1..65535, got {port}")
+    listen_host(host)
     server = StorageProxy(storage, host, port, on_wait=say_wait)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

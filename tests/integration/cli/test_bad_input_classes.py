@@ -179,7 +179,18 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("report: -o=FILE", ["report", "s", "-o=r.html"], "-o '=r.html' starts with '=': write -o r.html"),
     ("show: a study name with a newline", ["show", "a\nb"], "the study name holds a control character (U+000A)"),
     ("export: a host with a newline", ["export", "s", "--host", "0.0.0.0\n"], "--host holds a control character"),
-    ("export: two hosts", ["export", "s", "--host", "0.0.0.0 ::"], "--host '0.0.0.0 ::' holds a blank"),
+    (
+        "proxy: a URL as the host",
+        ["proxy", "--storage", "sqlite:///{d}/p.db", "--host", "http://0.0.0.0"],
+        "is not an address",
+    ),
+    (
+        "proxy: no such IPv4 address",
+        ["proxy", "--storage", "sqlite:///{d}/p.db", "--host", "999.1.1.1"],
+        "is not an address",
+    ),
+    ("proxy: a blank host", ["proxy", "--storage", "sqlite:///{d}/p.db", "--host", " "], "--host is empty"),
+    ("export: two hosts", ["export", "s", "--host", "0.0.0.0 ::"], "--host '0.0.0.0 ::' is not an address"),
 ]
 
 
