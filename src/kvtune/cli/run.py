@@ -21,6 +21,7 @@ from kvtune.cli.multi import run_backends
 from kvtune.cli.one_study import run_study
 from kvtune.cli.run_flags import RunFlags
 from kvtune.errors import ModelError, SpecError
+from kvtune.kinds import ProgressMode
 from kvtune.study.settings import of_field, parse_sets, run_values
 from kvtune.study.study_file import load_study_file
 from kvtune.tuner.multi_backend import BackendChoice, parse_backends, single_backend_model
@@ -125,6 +126,14 @@ def model_as_typed(f: RunFlags, choice: BackendChoice) -> AbstractContextManager
 
 
 def output_mode(f: RunFlags) -> str:
+    """--quiet, --jsonl or --progress: one of them; two contradict each other (the first of
+    quiet, jsonl, progress silently won)."""
+    progress_mode(f.progress)  # a misspelt mode is named as such, not as a contradiction
+    chosen = {mode: flag for mode, flag, on in (("quiet", "--quiet", f.quiet), ("jsonl", "--jsonl", f.jsonl)) if on}
+    if f.progress != ProgressMode.AUTO:  # --progress quiet with --quiet says it twice, not two things
+        chosen.setdefault(f.progress, f"--progress {f.progress}")
+    if len(chosen) > 1:
+        raise SpecError(f"{' and '.join(chosen.values())} contradict each other: give one")
     return "quiet" if f.quiet else "jsonl" if f.jsonl else progress_mode(f.progress)
 
 

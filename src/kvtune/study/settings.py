@@ -251,6 +251,7 @@ def parse_sets(texts: list[str] | tuple[str, ...]) -> dict[str, Any]:
     workload: dict[str, Any] = {}
     space: dict[str, Any] = {}
     known = by_key()
+    given: dict[str, tuple[str, Any]] = {}  # the setting's key -> (the text that gave it, its value)
     for text in texts:
         key, eq, raw = text.partition("=")
         key = key.strip()
@@ -258,6 +259,7 @@ def parse_sets(texts: list[str] | tuple[str, ...]) -> dict[str, Any]:
             raise SpecError(f"--set {text!r} is not KEY=VALUE, e.g. --set workload.num_requests=16")
         value = _yaml_value(key, raw)
         if key.startswith("space.") and len(key) > len("space."):
+            _once(given, key, text, value)
             space[key[len("space.") :]] = value
             continue
         s = known.get(key) or known.get(f"workload.{key}")
@@ -265,8 +267,17 @@ def parse_sets(texts: list[str] | tuple[str, ...]) -> dict[str, Any]:
             near = difflib.get_close_matches(key, list(known), n=2)
             hint = f"did you mean {' or '.join(near)}? " if near else ""
             raise SpecError(f"--set {key}: no such setting; {hint}`kvtune settings` lists them all")
+        _once(given, s.key, text, value)
         (workload if s.section == "workload" else top)[s.field] = s.check(value)
     return {**top, **({"workload": workload} if workload else {}), **({"space": space} if space else {})}
+
+
+def _once(given: dict[str, tuple[str, Any]], key: str, text: str, value: Any) -> None:
+    """A setting `--set` twice with two values is one line: the last silently won (`--set seed=1
+    --set seed=2`, or `seed=1` with `workload.seed=2`). The same value twice is what was meant."""
+    first = given.setdefault(key, (text, value))
+    if repr(first[1]) != repr(value):  # repr: nan is nan here, as it is not under ==
+        raise SpecError(f"--set {first[0]!r} and --set {text!r} give {key} two values: give it once")
 
 
 def _yaml_value(key: str, raw: str) -> Any:
