@@ -9,6 +9,7 @@ line and exits with their status (2).
 from __future__ import annotations
 
 import sys
+import unicodedata
 
 # The commands register themselves on `app` when imported.
 from kvtune.cli import bench, cluster, compare, confirm, doctor, plan, proxy, run, settings_list, study, worker  # noqa: E402,F401,I001 (help lists them in this order)
@@ -50,6 +51,9 @@ def main() -> None:
 
 
 def _refuse(line: str, status: int) -> None:
-    """Print `kvtune: error: LINE` on stderr and exit with `status`."""
+    """Print `kvtune: error: LINE` on stderr and exit with `status`. One line whatever it
+    quotes: a value typed with a newline (`--study $'a\\nb'`) echoed raw split the refusal in
+    two; control characters are shown escaped (`\\n`), as repr shows them."""
+    line = "".join(repr(ch)[1:-1] if unicodedata.category(ch) == "Cc" else ch for ch in line)
     err_console.print(f"kvtune: error: {line}", markup=False, soft_wrap=True, highlight=False)
     sys.exit(status)

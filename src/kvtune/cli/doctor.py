@@ -21,6 +21,7 @@ import typer
 from kvtune import nvml as nvml_reader
 from kvtune.cli.app import app, console
 from kvtune.cli.flag_names import check_llama_server_flag
+from kvtune.cli.flag_values import plain_text
 from kvtune.commands import run_capture
 from kvtune.errors import KvtuneError
 from kvtune.launchers.llama_devices import Device, parse_list_devices
@@ -268,6 +269,8 @@ def doctor(
 ) -> None:
     """What kvtune finds here: GPUs, vLLM and llama-server builds, and what each backend needs."""
     check_llama_server_flag(llama_server)  # a binary named is input: refused when it is not llama-server
+    if vllm_python_path is not None:  # '' silently checked the default Python; a newline split the report
+        plain_text("--vllm-python", vllm_python_path, "the Python whose vLLM to check")
     probes = Probes(
         find_llama=lambda: find_llama_server(llama_server),
         vllm_pythons=default_vllm_pythons(vllm_python_path),

@@ -298,6 +298,12 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ("a worker's negative slot", [*W, "--slot", "-1"], BAD, "--slot must be in 0..0, got -1"),
     ("a worker with negative GPUs", [*W, "--gpus-per-trial", "-1"], BAD, "--gpus-per-trial must be 0 or more"),
     ("a worker for no study", ["worker", "--storage", "sqlite:///{d}/w.db", "--study", ""], BAD, "--study must name"),
+    (
+        "a worker for a study name on two lines",
+        ["worker", "--storage", "sqlite:///{d}/db/s.db", "--study", "a\nb"],
+        BAD,
+        "no study 'a\\nb'",  # the refusal quotes it on one line, the newline escaped
+    ),
     # -- this host's llama-server, a flag of worker and confirm: named by the flag, not the study's key --
     (
         "a worker's llama-server that is not there",

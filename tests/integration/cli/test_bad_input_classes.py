@@ -72,6 +72,7 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("a setting mistyped", ["run", "--set", "num_request=8"], "no such setting; did you mean workload.num_requests"),
     ("an empty dataset", ["run", "--dataset", " "], "--dataset is empty"),
     ("doctor: an empty llama-server", ["doctor", "--llama-server", ""], "--llama-server is empty"),
+    ("doctor: an empty vLLM Python", ["doctor", "--vllm-python", ""], "--vllm-python is empty"),
     # -- a --llama-server that is not llama-server (launchers/llama_binary.py check_is_server) --
     (
         "/bin/true as llama-server",
