@@ -107,3 +107,8 @@ class RunSettings:
             raise SpecError(f"deploy_port must be a TCP port, 1-65535, got {self.deploy_port}")
         if not self.deploy_host.strip():
             raise SpecError("deploy_host is empty: give the address the launch script binds, e.g. 0.0.0.0")
+        if any(ch.isspace() for ch in self.deploy_host) or "/" in self.deploy_host:  # 'a b', 'http://x'
+            raise SpecError(
+                f"deploy_host {self.deploy_host!r} is not an address: give the one address the launch script "
+                f"binds, e.g. 0.0.0.0 or 127.0.0.1 (no scheme, no blank)"
+            )

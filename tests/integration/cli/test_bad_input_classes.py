@@ -59,6 +59,11 @@ ROWS: list[tuple[str, list[str], str]] = [
     # -- empty values that would silently mean a default --
     ("an empty model", ["run", "--model", ""], "--model is empty: give a GGUF file"),
     ("an empty deploy host", ["run", "--set", "deploy_host="], "--set deploy_host= has no value"),
+    (
+        "a deploy host as a URL",
+        ["run", "--set", "deploy_host=http://0.0.0.0"],
+        "deploy_host 'http://0.0.0.0' is not an",
+    ),
     ("an empty study file", ["run", "--study-file", ""], "--study-file is empty"),
     ("an empty runs folder", ["run", "--runs-dir", ""], "--runs-dir is empty"),
     ("show: an empty runs folder", ["show", "s", "--runs-dir", ""], "--runs-dir is empty"),
