@@ -83,6 +83,8 @@ def confirm_here(o: ConfirmOptions, *, out: Console = console, **parts: Any) -> 
         raise SpecError("--study must name the study to confirm, got ''")
     check_llama_server_flag(o.llama_server)  # named by the flag, before the study is read
     check_vllm_python_flag(o.vllm_python)
+    if o.gpus_per_trial is not None and o.gpus_per_trial < 0:  # was 'still searching', the flag unread
+        raise SpecError(f"--gpus-per-trial must be 0 or more, got {o.gpus_per_trial}")
     stored_hw, gpus = _check_study(o)
     reporter = make_reporter("plain", out, 0)
     tuner = join(

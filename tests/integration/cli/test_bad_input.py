@@ -338,6 +338,12 @@ ROWS: list[tuple[str, list[str], int, str]] = [
     ),
     ("confirm: an empty llama-server", ["confirm", *KV, "--llama-server", ""], BAD, "error: --llama-server is empty"),
     (
+        "confirm: negative GPUs",
+        ["confirm", *KV, "--gpus-per-trial", "-1"],
+        BAD,
+        "--gpus-per-trial must be 0 or more, got -1",
+    ),
+    (
         "confirm: a llama-server that is another program",
         ["confirm", *KV, "--llama-server", "/bin/true"],
         BAD,
