@@ -91,6 +91,11 @@ class RunSettings:
             raise SpecError(f"workers must be at least 1, got {self.workers}")
         if self.gpus_per_trial < 0:
             raise SpecError(f"gpus_per_trial must be 0 or more, got {self.gpus_per_trial}")
+        if self.setup_only and self.workers > 1:  # was silently nothing: a set-up runs no trial here
+            raise SpecError(
+                f"workers {self.workers} runs trials at once on this host, and --setup-only runs none here: drop it "
+                "(kvtune export-workers --workers places the scheduler's workers)"
+            )
         if self.cpus_per_trial is not None and not self.setup_only:
             raise SpecError(
                 "cpus_per_trial sizes a study set up for a scheduler's workers: add --setup-only "

@@ -177,6 +177,7 @@ ROWS: list[tuple[str, list[str], str]] = [
         ["bench", "http://127.0.0.1:9", "--slo", "e2el<1h"],
         "time unit of s, ms or us (not 'h')",
     ),
+    ("workers for a set-up", ["run", "--setup-only", "--workers", "2"], "--workers 2 runs trials at once on this host"),
     ("a setting given twice", ["run", "--set", "seed=1", "--set", "seed=2"], "give seed two values: give it once"),
     ("quiet and JSON lines", ["run", "--quiet", "--jsonl"], "--quiet and --jsonl contradict each other"),
     ("quiet and plain lines", ["run", "--progress", "plain", "--quiet"], "--quiet and --progress plain contradict"),
