@@ -24,7 +24,7 @@ from kvtune.cli.flag_values import plain_text, server_url, trace_of
 from kvtune.errors import SpecError
 from kvtune.objectives.slo import Slo, slo_field
 from kvtune.objectives.targets import RATE_METRICS, Target, parse_targets
-from kvtune.study.settings import of_field, parse_sets
+from kvtune.study.settings import by_key, of_field, parse_sets
 from kvtune.workload import Workload
 from kvtune.writable import check_file
 
@@ -87,9 +87,33 @@ def check_text_flags(f: BenchFlags) -> None:
         check_file(plain_text("--save", f.save, "a file to write the results to"), "--save")
 
 
+def bench_sets(items: list[str]) -> dict[str, Any]:
+    """`--set`: workload settings only, `workload.` optional (`seed=1` is `workload.seed=1`). A
+    refusal quotes the item as typed: it said `--set 'workload.seed=1'` for `seed=1`."""
+    known = by_key()
+    for item in items:
+        key = item.partition("=")[0].strip()
+        s = known.get(key)
+        if s is not None and s.section != "workload" and f"workload.{key}" not in known:
+            raise SpecError(
+                f"--set {key} is a setting of kvtune run, not of the load: kvtune bench takes workload settings "
+                f"(`kvtune settings` lists them)"
+            )
+    written = {item: item if item.startswith("workload.") else f"workload.{item}" for item in items}
+    try:
+        return parse_sets(list(written.values()))
+    except SpecError as e:
+        line = str(e)
+        for typed, given in written.items():
+            if typed != given:
+                key, given_key = typed.partition("=")[0].strip(), given.partition("=")[0].strip()
+                line = line.replace(f"'{given}'", f"'{typed}'").replace(f"--set {given_key}:", f"--set {key}:")
+        raise SpecError(line) from e
+
+
 def bench_workload(f: BenchFlags) -> Workload:
     """The checked workload: `--set`'s workload keys, then the flags, over the defaults."""
-    sets = parse_sets([item if item.startswith("workload.") else f"workload.{item}" for item in f.set])
+    sets = bench_sets(f.set)
     values: dict[str, Any] = dict(sets.get("workload") or {})
     flags: dict[str, str] = {}  # key -> the flag that gave it: a refusal names what was typed
     try:

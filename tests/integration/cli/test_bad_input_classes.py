@@ -178,6 +178,16 @@ ROWS: list[tuple[str, list[str], str]] = [
         "time unit of s, ms or us (not 'h')",
     ),
     ("workers for a set-up", ["run", "--setup-only", "--workers", "2"], "--workers 2 runs trials at once on this host"),
+    (
+        "bench: a run setting",
+        ["bench", "http://127.0.0.1:9", "--set", "trials=3"],
+        "--set trials is a setting of kvtune run",
+    ),
+    (
+        "bench: a workload setting twice, as typed",
+        ["bench", "http://127.0.0.1:9", "--set", "seed=1", "--set", "seed=2"],
+        "--set 'seed=1' and --set 'seed=2' give workload.seed two values",
+    ),
     ("a setting given twice", ["run", "--set", "seed=1", "--set", "seed=2"], "give seed two values: give it once"),
     ("quiet and JSON lines", ["run", "--quiet", "--jsonl"], "--quiet and --jsonl contradict each other"),
     ("quiet and plain lines", ["run", "--progress", "plain", "--quiet"], "--quiet and --progress plain contradict"),
