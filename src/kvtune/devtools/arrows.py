@@ -24,6 +24,8 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: plain data, parsing of plain values, the process/NVML/GGUF boundaries
     ("kinds", "errors", "jsonsafe", "clock", "setting", "__init__"),
+    # what kvtune may read (a regular file, not a pipe or a device) and its environment's numbers
+    ("readable", "env_settings"),
     ("durations", "commands", "gguf_file", "nvml", "writable", "knobs"),
     ("workload",),
     # pure domain: load generation, objectives, the KV planner

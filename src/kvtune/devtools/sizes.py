@@ -27,7 +27,6 @@ SHOW = 8  # how many of the largest modules and functions the report lists
 
 # Module (path under src/kvtune) -> why it may stay over MODULE_LINES for now.
 LARGE_MODULES: dict[str, str] = {
-    "workload/__init__.py": "the Workload record declares each of its ~40 settings with its help (kvtune/setting.py): one field per setting, long by design",
     "study/spec.py": "the StudySpec record declares each of its ~25 settings with its help (kvtune/setting.py): one field per setting, long by design",
 }
 

@@ -27,7 +27,7 @@ from kvtune.launchers.base import Launcher
 from kvtune.study.spec import StudySpec
 from kvtune.tuner.assemble import Fitted, sized_spec
 from kvtune.tuner.host_speed import ProbeFailed, measure_host_speed
-from kvtune.tuner.store import storage
+from kvtune.tuner.store import storage, storage_url
 from kvtune.workload import Workload
 
 SpeedProbe = Callable[[Launcher, StudySpec, Path], HostSpeed]
@@ -96,7 +96,7 @@ def _unsized(w: Workload, sizing: TraceSizing, scale: float) -> Workload:
 
 def _stored_scale(name: str, url: str) -> float | None:
     """The length scale of a study already stored under `name` (None: no such study yet)."""
-    path = storage.sqlite_file(url)
+    path = storage_url.sqlite_file(url)
     if path is not None and not path.is_file():
         return None
     try:

@@ -22,6 +22,7 @@ from kvtune.errors import SpecError, StorageUnreachableError
 from kvtune.readable import check_name_lengths
 from kvtune.tuner.store.connect import open_error, redact, waited  # noqa: F401 (redact: storage.redact, as callers read it)
 from kvtune.tuner.store.retry import Retrier, RetryingStorage, heartbeat_loop, unwrap
+from kvtune.tuner.store.storage_url import GRPC_PREFIX, check_port, check_sqlite_file, sqlite_file
 from kvtune.writable import check_folder
 
 
@@ -127,65 +128,6 @@ def rdb_storage(
         raise open_error(e, url) from e
 
 
-# Tables every Optuna RDB storage has; a SQLite file with tables but none of these is another
-# program's database.
-_OPTUNA_TABLES = {"studies", "version_info", "alembic_version"}
-
-
-def check_port(url: str) -> None:
-    """`SpecError` when a database URL's port is not a TCP port (1..65535): the driver took
-    'postgresql://host:99999/db' as a storage that does not answer (exit 75, retried by a
-    scheduler for ever) and 'host:http' as an int() error."""
-    import sqlalchemy.engine
-
-    if url.startswith(("sqlite", GRPC_PREFIX)) or "://" not in url:
-        return
-    try:
-        port = sqlalchemy.engine.make_url(url).port
-    except ValueError:  # sqlalchemy's int() of the port: the only number in the URL
-        port = url.split("://", 1)[1].rsplit("@", 1)[-1].split("/", 1)[0].rpartition(":")[2]
-        raise SpecError(f"storage {redact(url)}: port {port!r} is not a TCP port (1..65535)") from None
-    except Exception:  # a URL that does not parse: opening it says so
-        return
-    if port is not None and not 0 < port < 65536:
-        raise SpecError(f"storage {redact(url)}: port {port} is not a TCP port (1..65535)")
-
-
-def check_sqlite_file(url: str) -> None:
-    """`SpecError` when the `sqlite:///PATH` storage at `url` is a file that is no Optuna study
-    database: a SQLite database of another program (Optuna would add its tables beside that
-    program's, silently, or fail with 'no such table' on a read), or a file that is not SQLite
-    at all. A file that is not there, or empty, is a new storage (a run creates it); a storage
-    that is not SQLite is not looked at."""
-    import sqlite3
-
-    path = sqlite_file(url)
-    if path is None:
-        return
-    check_name_lengths(path, f"storage {redact(url)}")
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    named = f"storage {redact(url)}: {path}"
-    with path.open("rb") as f:
-        header = f.read(16)
-    if header != b"SQLite format 3\x00":
-        raise SpecError(f"{named} is not a SQLite database: give a new file, or the study.db kvtune wrote")
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
-        try:
-            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            db.close()
-    except sqlite3.DatabaseError as e:
-        raise SpecError(f"{named} cannot be read as SQLite: {e}") from e
-    if tables and not tables & _OPTUNA_TABLES:
-        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise SpecError(
-            f"{named} is the database of another program (its tables: {shown}), not an Optuna study's: "
-            "give a new file, or the study.db kvtune wrote"
-        )
-
-
 def check_reachable(url: str, on_wait: Callable[[str], None] | None = None) -> None:
     """`StorageUnreachableError` when the database or proxy at `url` does not answer (a SQLite
     file always does). For a run to call before it writes anything, its runs folder included:
@@ -231,23 +173,7 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
 CONNECT_TIMEOUT_S = int(env_number("KVTUNE_STORAGE_CONNECT_TIMEOUT_S"))
 
 
-def sqlite_file(url: str) -> Path | None:
-    """The file a `sqlite:///PATH` storage URL names; None for in-memory SQLite and other URLs."""
-    import sqlalchemy.engine
-
-    if not url.startswith("sqlite"):
-        return None
-    try:
-        database = sqlalchemy.engine.make_url(url).database
-    except Exception:  # a malformed URL: rdb_storage names it
-        return None
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return None
-    return Path(database)
-
-
 # ---- the gRPC storage proxy (`kvtune proxy`, tuner/store/storage_proxy.py) ---------------------------
-GRPC_PREFIX = "grpc://"
 # A worker's heartbeat crosses the proxy as this trial system attr; `kvtune proxy` records it as
 # the database's own heartbeat instead of storing it (Optuna's proxy has no heartbeat call).
 HEARTBEAT_ATTR = "kvtune:heartbeat"

@@ -30,7 +30,7 @@ import optuna
 from optuna.storages import BaseStorage
 
 from kvtune.errors import SpecError
-from kvtune.tuner.store import storage
+from kvtune.tuner.store import storage, storage_url
 from kvtune.tuner.store.connect import redact, transient, waited
 
 
@@ -111,8 +111,8 @@ def open_backend(url: str, on_wait: Callable[[str], None] | None = None) -> Base
         raise SpecError(
             "kvtune proxy --storage takes the study's database (postgresql://...), not another proxy (grpc://)"
         )
-    storage.check_port(url)  # a port out of range: bad input, not a database that does not answer
-    storage.check_sqlite_file(url)
+    storage_url.check_port(url)  # a port out of range: bad input, not a database that does not answer
+    storage_url.check_sqlite_file(url)
     return waited(url, storage.CONNECT_TIMEOUT_S, lambda: cached(storage.rdb_storage(url, cls=HeartbeatRelay)), on_wait)
 
 

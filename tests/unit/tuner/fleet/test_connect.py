@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy.exc
 
 from kvtune.errors import EXIT_BAD_INPUT, EXIT_TRANSIENT, SpecError, StorageUnreachableError
-from kvtune.tuner.store import storage
+from kvtune.tuner.store import storage, storage_url
 from kvtune.tuner.store.connect import open_error, unreachable, waited
 
 PG = "postgresql://kvtune:s3cret@db-host:5432/kvtune"
@@ -128,7 +128,7 @@ def test_a_missing_driver_is_bad_input():
     ],
 )
 def test_the_file_a_sqlite_url_names(url, file):
-    found = storage.sqlite_file(url)
+    found = storage_url.sqlite_file(url)
     assert (str(found) if found else None) == file
 
 
@@ -224,7 +224,7 @@ def test_a_database_port_out_of_range_is_bad_input_not_a_storage_that_is_down(ur
     """psycopg's 'invalid port number' was read as a storage that does not answer (exit 75, a
     scheduler retries it for ever); it is bad input, said before any connection."""
     with pytest.raises(SpecError, match=f"port {port} is not a TCP port") as e:
-        storage.check_port(url)
+        storage_url.check_port(url)
     assert "s3cret" not in str(e.value)
-    storage.check_port("postgresql://kvtune@db-host:5432/kvtune")
-    storage.check_port("postgresql://kvtune@db-host/kvtune")  # the driver's default port
+    storage_url.check_port("postgresql://kvtune@db-host:5432/kvtune")
+    storage_url.check_port("postgresql://kvtune@db-host/kvtune")  # the driver's default port
