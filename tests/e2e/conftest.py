@@ -97,6 +97,24 @@ SMALL = [
 ]
 
 
+def small(*settings: str) -> list[str]:
+    """SMALL with each of `settings` ("KEY=VALUE") given by --set, in place of SMALL's own --set
+    of that key: kvtune refuses a key given two values rather than let one silently win."""
+    keys = {s.split("=", 1)[0] for s in settings}
+    out: list[str] = []
+    words = iter(SMALL)
+    for word in words:
+        if word == "--set":
+            value = next(words)
+            if value.split("=", 1)[0] not in keys:
+                out += [word, value]
+        else:
+            out.append(word)
+    for s in settings:
+        out += ["--set", s]
+    return out
+
+
 def kvtune(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
     """The kvtune CLI of this interpreter, run in `cwd`."""
     return subprocess.run(

@@ -22,14 +22,13 @@ import pytest
 
 from kvtune.tuner.fleet.confirmer import CONFIRMED_ATTR
 from kvtune.tuner.records import VERDICT_ATTR
-from tests.e2e.conftest import SMALL, kvtune
+from tests.e2e.conftest import SMALL, kvtune, small
 from tests.postgres import PostgresServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::ResourceWarning")]  # polls reopen the storage
 TRIALS = 3
-# SMALL, with the confirmation on (a later --set wins): one leader re-measured, then at most 2
-# pairs against the defaults.
-WORKLOAD = [*SMALL, "--set", "confirm_top=1", "--set", "confirm_pairs=2"]
+# SMALL, with the confirmation on: one leader re-measured, then at most 2 pairs against the defaults.
+WORKLOAD = small("confirm_top=1", "confirm_pairs=2")
 
 
 def _worker(cpus: str | None, url: str, study: str, runs: Path, extra_env: dict | None = None) -> subprocess.Popen:
