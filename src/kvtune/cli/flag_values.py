@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import unicodedata
 from urllib.parse import urlsplit
 
 from kvtune.errors import SpecError
 from kvtune.kinds import ProgressMode
+from kvtune.study.settings import not_plain_text
 
 
 def trace_of(workload: str | None) -> str | None:
@@ -39,14 +39,9 @@ def plain_text(flag: str, value: str, what: str) -> str:
     fail there, after the work began; the settings refuse the same, study/settings.py)."""
     if not value.strip():
         raise SpecError(f"{flag} is empty: give {what}, or leave the flag out")
-    for i, ch in enumerate(value):
-        if "\udc80" <= ch <= "\udcff":
-            found = f"a byte that is not UTF-8 (0x{ord(ch) - 0xDC00:02x})"
-        elif unicodedata.category(ch) in ("Cc", "Cs"):
-            found = f"a control character (U+{ord(ch):04X})"
-        else:
-            continue
-        raise SpecError(f"{flag} holds {found} at character {i + 1}: retype it as plain text")
+    problem = not_plain_text(value)
+    if problem:
+        raise SpecError(f"{flag} holds {problem}: retype it as plain text")
     return value
 
 

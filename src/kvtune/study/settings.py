@@ -105,17 +105,10 @@ class Setting:
         return self._within_most(value)
 
     def _text(self, value: str) -> None:
-        """A string value must be text: a byte that was not UTF-8 (the command line hands it on as
-        a lone surrogate) or a control character (a NUL from a YAML escape) would reach a path, a
-        server's argv or a generated script, and fail there, after servers started."""
-        for i, ch in enumerate(value):
-            if "\udc80" <= ch <= "\udcff":
-                what = f"a byte that is not UTF-8 (0x{ord(ch) - 0xDC00:02x})"
-            elif unicodedata.category(ch) in ("Cc", "Cs"):
-                what = f"a control character (U+{ord(ch):04X})"
-            else:
-                continue
-            raise SpecError(f"{self.key} holds {what} at character {i + 1}: retype it as plain text")
+        """A string value must be plain text (`not_plain_text`)."""
+        problem = not_plain_text(value)
+        if problem:
+            raise SpecError(f"{self.key} holds {problem}: retype it as plain text")
 
     def _within_most(self, value: Any) -> Any:
         """`value`, unless it is a number past the declared most (`Doc.most`)."""
@@ -295,3 +288,17 @@ def run_values(data: Mapping[str, Any]) -> dict[str, Any]:
     """The run settings among a study file's (or `--set`'s) values, by field name."""
     names = {s.field for s in all_settings() if s.section == "run"}
     return {k: v for k, v in data.items() if k in names}
+
+
+def not_plain_text(value: str) -> str | None:
+    """What makes `value` no plain text, with where ("a control character (U+000A) at character
+    3"), or None. A byte that was not UTF-8 (the command line hands it on as a lone surrogate) or
+    a control character (a newline, a NUL from a YAML escape) would reach a path, a request
+    header, a server's argv or a generated script, and fail there, after the work began. The
+    settings (`Setting`) and the flags of words (cli/flag_values.py `plain_text`) refuse by it."""
+    for i, ch in enumerate(value):
+        if "\udc80" <= ch <= "\udcff":
+            return f"a byte that is not UTF-8 (0x{ord(ch) - 0xDC00:02x}) at character {i + 1}"
+        if unicodedata.category(ch) in ("Cc", "Cs"):
+            return f"a control character (U+{ord(ch):04X}) at character {i + 1}"
+    return None
