@@ -55,6 +55,7 @@ TOP_KEYS: dict[str, Any] = {
     "time_spent": dict | None,
     "anchor": dict | None,
     "load_search": dict | None,
+    "never_started": list[dict] | None,
     "what_would_work": dict | None,
     "best_argv": list[str],
     "best_command": str,

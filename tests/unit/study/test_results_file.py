@@ -35,6 +35,7 @@ def test_what_kvtune_writes_has_no_problem():
         ({**GOOD, "trials": [{**TRIAL, "candidate": {"flags": {}, "gpu": 1}}]}, "'candidate' is an object"),
         ({**GOOD, "trials": [{**TRIAL, "failure": "exploded"}]}, "'failure' 'exploded' is no failure kind"),
         ({**GOOD, "trials": [{"argv": []}]}, "trials[0]: it has no 'number'"),
+        ({**GOOD, "never_started": 5}, "'never_started' is a number 5, not a list or null"),
     ],
 )
 def test_another_shape_is_named_by_its_key(data, problem):

@@ -281,9 +281,7 @@ def load_study(
     """An existing study; `read_only`: for a reader (any proxy will do); `on_wait`: says a
     storage slow to answer (`make_storage`). A study that must exist creates nothing: no SQLite
     file where none is, no tables in a database without them."""
-    path = sqlite_file(url)
-    if path is not None:
-        check_name_lengths(path, f"storage {redact(url)}")  # else is_file() raises 'File name too long'
+    path = sqlite_file(url)  # a name too long for a file system refused there
     if path is not None and (not path.is_file() or path.stat().st_size == 0):
         why = "is a folder" if path.is_dir() else "is empty" if path.is_file() else "does not exist"
         raise SpecError(

@@ -51,7 +51,6 @@ def check_sqlite_file(url: str) -> None:
     path = sqlite_file(url)
     if path is None:
         return
-    check_name_lengths(path, f"storage {redact(url)}")
     if not path.is_file() or path.stat().st_size == 0:
         return
     named = f"storage {redact(url)}: {path}"
@@ -76,7 +75,9 @@ def check_sqlite_file(url: str) -> None:
 
 
 def sqlite_file(url: str) -> Path | None:
-    """The file a `sqlite:///PATH` storage URL names; None for in-memory SQLite and other URLs."""
+    """The file a `sqlite:///PATH` storage URL names; None for in-memory SQLite and other URLs.
+    `SpecError` when a name in it is longer than a file system takes: every caller asks the path
+    `is_file()`, which raises 'File name too long' rather than answer."""
     import sqlalchemy.engine
 
     if not url.startswith("sqlite"):
@@ -87,4 +88,5 @@ def sqlite_file(url: str) -> Path | None:
         return None
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
+    check_name_lengths(database, f"storage {redact(url)}")
     return Path(database)

@@ -132,6 +132,12 @@ def test_the_file_a_sqlite_url_names(url, file):
     assert (str(found) if found else None) == file
 
 
+def test_a_sqlite_file_named_past_what_a_file_system_takes_is_refused_where_the_url_is_read():
+    """Every caller asks the path is_file(), which raised 'File name too long' (trace_fit.py too)."""
+    with pytest.raises(SpecError, match="has a name of 303 bytes"):
+        storage_url.sqlite_file(f"sqlite:////tmp/{'x' * 300}.db")
+
+
 def test_a_study_that_must_exist_creates_no_sqlite_file(tmp_path):
     url = f"sqlite:///{tmp_path / 'nope.db'}"
     with pytest.raises(SpecError, match=r"no study 's' in sqlite:///.*nope\.db does not exist"):
